@@ -1,0 +1,32 @@
+# vid2sid_ros: `make demo` runs the main job, `make test` runs the tests.
+# Both first run `make setup`, which is idempotent and fast once done.
+
+SHELL := /bin/bash
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+# Keep DDS discovery on this machine, in a domain of its own (0-232).
+ROS_ENV := ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_DOMAIN_ID=$${ROS_DOMAIN_ID:-$$(( $$$$ % 200 + 20 ))}
+# SKIP_SETUP=1 runs demo/test against an existing .venv without re-checking it.
+SETUP_DEP := $(if $(SKIP_SETUP),check-venv,setup)
+
+.PHONY: setup demo test clean distclean check-venv
+
+setup:
+	@VID2SID_VENV="$(abspath $(VENV))" bash tools/setup_env.sh
+
+check-venv:
+	@if [ ! -x "$(PY)" ]; then echo "vid2sid: $(VENV) is missing: run \`make setup\` first" >&2; exit 2; fi
+
+demo: $(SETUP_DEP)
+	@$(ROS_ENV) $(VENV)/bin/vid2sid demo $(ARGS)
+
+test: $(SETUP_DEP)
+	@$(ROS_ENV) $(PY) -m pytest -q test $(PYTEST_ARGS)
+
+clean:
+	rm -rf build install log .pytest_cache
+	find . -path ./$(VENV) -prune -o -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+	@echo "kept $(VENV) (make distclean removes it too)"
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,97 @@
+"""sim2sim benchmark and the `vid2sid calibrate` / `vid2sid benchmark` commands (toy rig; one small finger run)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.calibration.benchmark import run_benchmark
+from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+from vid2sid_ros.calibration.proposers import make_proposer
+from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
+from vid2sid_ros.cli import main
+from vid2sid_ros.sim.toy import make_rig
+
+TOY = "vid2sid_ros.sim.toy:make_rig"
+
+
+def test_ground_truth_is_seeded_and_inside_the_shrunken_box():
+    params = make_rig().parameters
+    draws = [draw_ground_truth(params, s) for s in range(20)]
+    assert draw_ground_truth(params, 3) == draws[3]
+    u = np.array([params.to_unit_vector(d) for d in draws])
+    assert u.min() >= 0.15 and u.max() <= 0.85 and len({tuple(x) for x in u}) == 20
+    assert all(d["inertia"] == params["inertia"].nominal for d in draws)  # frozen stays nominal
+
+
+def test_benchmark_results_structure(tmp_path):
+    res = run_benchmark(make_rig(), ["reasoner", "random"], 2, budget=16, iterations=3, noise="keypoint",
+                        out=tmp_path, progress=False)
+    assert res["noise"] == "keypoint" and res["seeds"] == [0, 1] and res["budget_rollouts"] == 16
+    for m in ("reasoner", "random"):
+        r = res["methods"][m]
+        assert set(r) >= {"mean_rel_param_error", "holdout_mae_px", "train_mae_px", "rollouts", "iterations",
+                          "wall_s", "per_parameter"}
+        per_seed = [s["methods"][m] for s in res["per_seed"]]
+        rel_all = [v for p in per_seed for v in p["rel_error"].values()]
+        assert r["mean_rel_param_error"] == pytest.approx(np.mean(rel_all))
+        assert r["rollouts"] <= 16
+        truths = [s["truth"] for s in res["per_seed"]]
+        for p, t in zip(per_seed, truths):
+            assert p["rel_error"]["stiffness"] == pytest.approx(abs(p["values"]["stiffness"] - t["stiffness"])
+                                                                / t["stiffness"])
+    assert res["methods"]["reasoner"]["train_mae_px"] < res["methods"]["random"]["train_mae_px"]
+    md = (tmp_path / "results.md").read_text()
+    assert "| method | mean rel. param. error | holdout MAE (px) |" in md and "| reasoner |" in md
+    assert json.loads((tmp_path / "results.json").read_text())["methods"].keys() == {"reasoner", "random"}
+    assert (tmp_path / "seed_1" / "random" / "iterations.jsonl").is_file()
+
+
+def test_benchmark_command(tmp_path, capsys):
+    rc = main(["benchmark", "sim2sim", "--rig", TOY, "--methods", "reasoner,golden-cd", "--seeds", "1", "--budget",
+               "10", "--iterations", "2", "--out", str(tmp_path), "--no-progress"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "| golden-cd |" in out and (tmp_path / "results.json").is_file()
+    assert main(["benchmark", "sim2sim", "--rig", TOY, "--methods", "reasoner,annealing", "--out",
+                 str(tmp_path / "x"), "--no-progress"]) == 2
+    assert "unknown proposer 'annealing'; valid proposers: reasoner" in capsys.readouterr().err
+
+
+def test_calibrate_command_with_config_and_resume(tmp_path, capsys):
+    cfg = tmp_path / "cal.yaml"
+    cfg.write_text(f"rig: '{TOY}'\nreal: {{sim2sim: {{seed: 1, noise: keypoint}}}}\n"
+                   "calibration: {iterations: 2, rollout_budget: 40, identifiability: false}\n")
+    out = tmp_path / "run"
+    assert main(["calibrate", str(cfg), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "iter  1 [reasoner] error" in text and "iter  2 [reasoner]" in text and "truth" in text
+    assert (out / "result.yaml").is_file() and (out / "real_trial.json").is_file()
+    assert main(["calibrate", str(cfg), "--out", str(out), "--iterations", "3"]) == 2  # exists, no --resume
+    assert "--resume" in capsys.readouterr().err
+    assert main(["calibrate", str(cfg), "--out", str(out), "--iterations", "3", "--resume", "--quiet"]) == 0
+    assert len((out / "iterations.jsonl").read_text().splitlines()) == 3
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"rig: '{TOY}'\nproposr: random\n")
+    assert main(["calibrate", str(bad)]) == 2
+    assert "unknown key(s) ['proposr']" in capsys.readouterr().err
+
+
+def test_finger_reasoner_small_budget(tmp_path):
+    """One small finger run (no rendering): the reasoner improves and the calibrated MJCF is written."""
+    pytest.importorskip("mujoco")
+    from vid2sid_ros.core.parameters import load_parameter_set
+    from vid2sid_ros.sim.registry import make_rig as make_registered
+
+    rig = make_registered("finger")
+    truth = draw_ground_truth(rig.parameters, 7)
+    real = make_sim2sim_trial(rig, truth, seed=7, noise="keypoint", keypoint_sigma_px=0.2)
+    res = run_calibration(rig, real, make_proposer("reasoner"),
+                          CalibrationConfig(iterations=4, rollout_budget=24, identifiability=False,
+                                            final_identifiability=False), tmp_path)
+    assert res.rollouts <= 24 and res.error_px < 0.3 * res.initial_error_px
+    assert (tmp_path / "calibrated_model.xml").read_text().lstrip().startswith("<mujoco")
+    assert load_parameter_set(tmp_path / "result.yaml").nominal()["joint_stiffness"] == pytest.approx(
+        res.values["joint_stiffness"])

@@ -1,0 +1,102 @@
+"""Identifiability check: flags parameters that only enter as a product or a ratio."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.calibration.identifiability import (
+    IdentifiabilityWarning, analyse_jacobian, check_identifiability)
+from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+from vid2sid_ros.calibration.objective import TrialObjective
+from vid2sid_ros.calibration.proposers import make_proposer
+from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.sim.toy import make_rig, toy_parameters
+
+
+def _objective(free):
+    rig = make_rig(free)
+    twin = rig.make_twin()
+    real = make_sim2sim_trial(rig, rig.parameters.nominal(), noise="keypoint", keypoint_sigma_px=0.3, twin=twin)
+    return rig, real, TrialObjective(twin, real.train_excitations, real.train, rig.parameters)
+
+
+def test_two_parameters_entering_only_as_a_product_are_flagged():
+    _, _, obj = _objective(("stiffness", "damping", "gain", "transmission"))
+    with pytest.warns(IdentifiabilityWarning, match="trade off") as rec:
+        report = check_identifiability(obj)
+    msg = str(rec[0].message)
+    assert "gain" in msg and "transmission" in msg and "only their ratio is observable" in msg
+    assert "stiffness" not in msg and "damping" not in msg
+    assert report.condition_number > 1e3 and not report.identifiable
+    (weak,) = report.weak_directions
+    assert set(weak["combination"]) == {"gain", "transmission"}
+    # log-scaled: gain * transmission constant <=> u_g * ln(20) + u_n * ln(16) constant
+    g, n = weak["combination"]["gain"], weak["combination"]["transmission"]
+    assert n / g == pytest.approx(-np.log(20.0) / np.log(16.0), rel=0.02)
+    assert report.rollouts == (1 + 2 * 4) * 2  # base + central differences of 4 parameters, 2 training trials
+
+
+def test_freeing_inertia_leaves_only_ratios_observable():
+    _, _, obj = _objective(("stiffness", "damping", "gain", "inertia"))
+    with pytest.warns(IdentifiabilityWarning) as rec:
+        report = check_identifiability(obj)
+    combo = report.weak_directions[0]["combination"]
+    assert set(combo) == {"stiffness", "damping", "gain", "inertia"}
+    assert len({np.sign(v) for v in combo.values()}) == 1  # scaling all four together is invisible
+    assert "only their ratios are observable" in str(rec[0].message)
+
+
+def test_well_posed_spec_passes_and_gives_uncertainty():
+    _, _, obj = _objective(("stiffness", "damping", "gain"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IdentifiabilityWarning)
+        report = check_identifiability(obj)
+    assert report.identifiable and report.warning is None and report.condition_number < 20
+    assert all(v > 1.0 for v in report.sensitivity_px.values())  # px RMS per 10 % of range
+    # the residual is the 0.3 px noise: one-sigma uncertainties are small but not zero
+    for name, std in report.uncertainty.items():
+        assert 0 < std < 0.01 * obj.parameters[name].nominal, name
+    d = report.to_dict()
+    assert d["names"] == ["stiffness", "damping", "gain"] and d["warning"] is None
+
+
+def test_analyse_jacobian_names_an_insensitive_parameter():
+    params = toy_parameters(("stiffness", "damping", "gain"))
+    rng = np.random.default_rng(0)
+    J = rng.normal(size=(200, 3)) * 10.0
+    J[:, 1] = 1e-4  # damping does nothing
+    with pytest.warns(IdentifiabilityWarning, match="damping barely affects the keypoints"):
+        report = analyse_jacobian(J, params, params.nominal())
+    assert report.weak_directions[0]["combination"] == {"damping": 1.0}
+
+
+def test_calibration_records_the_check_and_warns():
+    rig, real, _ = _objective(("stiffness", "damping", "gain", "transmission"))
+    with pytest.warns(IdentifiabilityWarning):
+        res = run_calibration(rig, real, make_proposer("random"),
+                              CalibrationConfig(iterations=1, rollout_budget=6, final_identifiability=True))
+    assert res.identifiability is not None and "transmission" in res.identifiability.warning
+    assert res.final_identifiability is not None and not res.final_identifiability.identifiable
+    assert res.diagnostic_rollouts >= 2 * res.identifiability.rollouts
+    assert res.rollouts <= 6  # diagnostics are not charged to the budget
+
+
+def test_a_singular_value_below_the_finite_difference_error_is_flagged():
+    """A simulator whose step count jumps with the parameters hides an exact degeneracy
+    behind finite-difference noise; the forward/backward disagreement exposes it."""
+    params = toy_parameters(("stiffness", "damping", "gain"))
+    rng = np.random.default_rng(1)
+    J = rng.normal(size=(300, 3)) * 10.0
+    J[:, 2] = J[:, 0] + rng.normal(size=300) * 5.0  # gain ~ stiffness, up to "noise"
+    E = np.zeros_like(J)
+    E[:, 0] = rng.normal(size=300) * 5.0  # the noise is finite-difference error
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IdentifiabilityWarning)
+        assert analyse_jacobian(J, params, params.nominal()).identifiable  # conditioning alone looks fine
+    with pytest.warns(IdentifiabilityWarning, match="stiffness and gain trade off"):
+        report = analyse_jacobian(J, params, params.nominal(), fd_error=E)
+    assert report.condition_number < 100
+    assert report.weak_directions[0]["fd_error"] > report.weak_directions[0]["singular_value"] / 3

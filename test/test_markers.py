@@ -1,0 +1,204 @@
+"""Colour-marker tracker: accuracy on rendered finger video, hue wrap, lost markers, bad input."""
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from vid2sid_ros.core.trajectory import per_keypoint_mae_px  # noqa: E402
+from vid2sid_ros.perception.markers import (ArucoMarkerSpec, MarkerSpec, MarkerTracker,  # noqa: E402
+                                            MarkerTrackerError)
+from vid2sid_ros.sim.camera_model import SensorNoiseModel  # noqa: E402
+from vid2sid_ros.sim.registry import make_rig  # noqa: E402
+
+RED = MarkerSpec("red", (170, 120, 80), (10, 255, 255), min_area_px=6)
+GREEN = MarkerSpec("green", (45, 120, 80), (80, 255, 255), min_area_px=6)
+
+
+@pytest.fixture(scope="module")
+def rig():
+    return make_rig("finger")
+
+
+@pytest.fixture(scope="module")
+def rendered(rig):
+    """Rendered rollouts (ground truth + frames) of one training and one holdout excitation, 320x240."""
+    twin = rig.make_twin()
+    out = {ex.name: twin.rollout(ex, render=True) for ex in (rig.excitations["train"][0], rig.excitations["holdout"][0])}
+    twin.close()
+    return out
+
+
+def _disc_frame(centres, colours, radius=5.0, size=(120, 160), background=(40, 40, 40), supersample=8):
+    """Anti-aliased discs at sub-pixel centres (pixel-centre convention) on a flat background."""
+    H, W = size
+    s = supersample
+    yy, xx = np.mgrid[0:H * s, 0:W * s]
+    xx = (xx + 0.5) / s - 0.5
+    yy = (yy + 0.5) / s - 0.5
+    img = np.empty((H * s, W * s, 3), np.float32)
+    img[:] = background
+    for (cx, cy), col in zip(centres, colours):
+        img[(xx - cx) ** 2 + (yy - cy) ** 2 <= radius ** 2] = col
+    return cv2.resize(img, (W, H), interpolation=cv2.INTER_AREA).round().astype(np.uint8)
+
+
+def test_tracking_rendered_video_recovers_ground_truth_without_noise(rig, rendered):
+    tracker = MarkerTracker.from_config(rig.tracker)
+    for name, r in rendered.items():
+        traj = tracker.track(r.frames, time=r.trajectory.time, trial_id=name)
+        assert traj.valid.all(), name
+        mae = per_keypoint_mae_px(traj, r.trajectory)
+        for marker, err in mae.items():
+            assert err < 0.5, (name, marker, err)
+        # the projected sphere centre is the blob centre: no systematic offset
+        bias = np.nanmean(traj.keypoints - r.trajectory.keypoints, axis=0)
+        assert np.abs(bias).max() < 0.1, (name, bias)
+
+
+def test_tracking_with_default_sensor_noise_within_1_5_px(rig, rendered):
+    tracker = MarkerTracker.from_config(rig.tracker)
+    noise = SensorNoiseModel(**{**SensorNoiseModel.default().to_dict(), "drop_prob": 0.05, "seed": 3})
+    n_dropped = 0
+    for k, (name, r) in enumerate(rendered.items()):
+        frames, dropped = noise.apply(r.frames, seed=k)
+        n_dropped += int(dropped.sum())
+        traj = tracker.track(frames, time=r.trajectory.time, invalid_frames=dropped)
+        assert not traj.valid[dropped].any()
+        assert traj.valid[~dropped].all(), name
+        for marker, err in per_keypoint_mae_px(traj, r.trajectory).items():
+            assert err < 1.5, (name, marker, err)
+    assert n_dropped > 0  # the drop path was exercised
+
+
+def test_default_rig_noise_config_is_the_default_model(rig):
+    assert SensorNoiseModel.from_config(rig.config["noise"]) == SensorNoiseModel.default()
+
+
+def test_subpixel_centroid_on_synthetic_discs():
+    truth = [(40.3, 50.7), (101.55, 63.25)]
+    frame = _disc_frame(truth, [(230, 20, 20), (20, 230, 20)])
+    tracker = MarkerTracker([RED, GREEN])
+    xy, valid = tracker.detect(frame)
+    assert valid.all()
+    assert np.abs(xy - np.array(truth)).max() < 0.15
+
+
+def test_red_hue_wraps_through_zero():
+    # one red disc whose pixels straddle hue 0: half slightly magenta-red (H~175), half orange-red (H~3)
+    frame = _disc_frame([(60.0, 40.0)], [(230, 20, 40)])
+    frame2 = _disc_frame([(60.0, 40.0)], [(230, 30, 20)])
+    hsv = cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)[40, 60]
+    hsv2 = cv2.cvtColor(frame2, cv2.COLOR_RGB2HSV)[40, 60]
+    assert hsv[0] > 170 and hsv2[0] < 10  # the two sides of the wrap
+    assert RED.wraps_hue and not GREEN.wraps_hue
+    for f in (frame, frame2):
+        xy, valid = MarkerTracker([RED]).detect(f)
+        assert valid[0] and np.allclose(xy[0], (60.0, 40.0), atol=0.2)
+    half = frame.copy()
+    half[:, 60:] = frame2[:, 60:]
+    xy, valid = MarkerTracker([RED]).detect(half)  # both hues in one blob
+    assert valid[0] and np.allclose(xy[0], (60.0, 40.0), atol=0.3)
+
+
+def test_lost_marker_is_nan_and_invalid_then_recovered():
+    tracker = MarkerTracker([RED, GREEN], roi_radius_px=12)
+    frames = [
+        _disc_frame([(40, 40), (100, 60)], [(230, 20, 20), (20, 230, 20)]),
+        _disc_frame([(100, 60)], [(20, 230, 20)]),  # red marker occluded
+        _disc_frame([(120.5, 90.5), (100, 60)], [(230, 20, 20), (20, 230, 20)]),  # red back, far away
+    ]
+    traj = tracker.track(np.stack(frames), fps=30.0)
+    assert traj.valid.tolist() == [[True, True], [False, True], [True, True]]
+    assert np.isnan(traj.keypoints[1, 0]).all()
+    assert np.allclose(traj.keypoints[2, 0], (120.5, 90.5), atol=0.2)
+    assert np.allclose(traj.time, [1 / 30, 2 / 30, 3 / 30])
+    assert traj.meta["lost"] == {"red": 1, "green": 0}
+
+
+def test_marker_jumping_outside_search_window_is_found_by_full_frame_fallback():
+    tracker = MarkerTracker([GREEN], roi_radius_px=6)
+    a = _disc_frame([(20, 20)], [(20, 230, 20)])
+    b = _disc_frame([(140, 100)], [(20, 230, 20)])
+    traj = tracker.track([a, b, a])
+    assert traj.valid.all()
+    assert np.allclose(traj.keypoints[:, 0], [[20, 20], [140, 100], [20, 20]], atol=0.2)
+
+
+def test_marker_at_image_border_is_invalid_not_biased():
+    frame = _disc_frame([(2.0, 50.0)], [(20, 230, 20)])  # half out of frame
+    xy, valid = MarkerTracker([GREEN]).detect(frame)
+    assert not valid[0] and np.isnan(xy[0]).all()
+
+
+def test_largest_blob_wins_over_clutter_and_small_specks_are_ignored():
+    frame = _disc_frame([(50, 50), (120, 80)], [(20, 230, 20), (20, 230, 20)], radius=6)
+    frame[100:103, 10:13] = (20, 230, 20)  # 9 px speck
+    small = _disc_frame([(120, 80)], [(20, 230, 20)], radius=2)
+    frame[70:91, 110:131] = small[70:91, 110:131]  # shrink the second disc
+    xy, valid = MarkerTracker([GREEN]).detect(frame)
+    assert valid[0] and np.allclose(xy[0], (50, 50), atol=0.2)
+    only_speck = np.full((120, 160, 3), 40, np.uint8)
+    only_speck[100:102, 10:12] = (20, 230, 20)  # 4 px < min_area_px
+    assert not MarkerTracker([GREEN]).detect(only_speck)[1][0]
+
+
+def test_max_area_rejects_large_same_coloured_objects():
+    frame = _disc_frame([(80, 60)], [(20, 230, 20)], radius=30)
+    spec = MarkerSpec("green", (45, 120, 80), (80, 255, 255), min_area_px=6, max_area_px=400)
+    assert not MarkerTracker([spec]).detect(frame)[1][0]
+
+
+def test_aruco_marker_centre():
+    dictionary = cv2.aruco.getPredefinedDictionary(cv2.aruco.DICT_4X4_50)
+    tag = cv2.aruco.generateImageMarker(dictionary, 7, 60)
+    frame = np.full((200, 240, 3), 255, np.uint8)
+    frame[70:130, 100:160] = tag[..., None]
+    tracker = MarkerTracker.from_config({"markers": [], "aruco": [{"name": "base", "id": 7}]})
+    xy, valid = tracker.detect(frame)
+    assert valid[0]
+    assert np.allclose(xy[0], (129.5, 99.5), atol=0.6)  # centre of the 60x60 px tag
+    other = MarkerTracker([], aruco=[ArucoMarkerSpec("x", 8)])
+    assert not other.detect(frame)[1][0]
+
+
+def test_empty_or_malformed_frames_raise_clear_errors():
+    tracker = MarkerTracker([RED])
+    with pytest.raises(MarkerTrackerError, match="H, W > 0"):
+        tracker.detect(np.zeros((0, 0, 3), np.uint8))
+    with pytest.raises(MarkerTrackerError, match="uint8"):
+        tracker.detect(np.zeros((10, 10, 3), np.float32))
+    with pytest.raises(MarkerTrackerError, match="numpy array"):
+        tracker.detect(None)
+    with pytest.raises(MarkerTrackerError, match="shape"):
+        tracker.detect(np.zeros((10, 10), np.uint8))
+    with pytest.raises(MarkerTrackerError, match="no frames"):
+        tracker.track([])
+    with pytest.raises(MarkerTrackerError, match="invalid_frames"):
+        tracker.track(np.zeros((2, 8, 8, 3), np.uint8), invalid_frames=[True])
+    black = tracker.track(np.zeros((3, 8, 8, 3), np.uint8))  # a blank frame is not an error: markers lost
+    assert not black.valid.any()
+
+
+def test_config_errors_name_the_problem():
+    with pytest.raises(MarkerTrackerError, match="unknown key.*colour"):
+        MarkerTracker.from_config({"markers": [], "colour": "red"})
+    with pytest.raises(MarkerTrackerError, match=r"markers\[0\].*missing \['hsv_upper'\]"):
+        MarkerTracker.from_config({"markers": [{"name": "a", "hsv_lower": [0, 0, 0]}]})
+    with pytest.raises(MarkerTrackerError, match="outside OpenCV HSV"):
+        MarkerSpec("a", (0, 0, 0), (200, 255, 255))
+    with pytest.raises(MarkerTrackerError, match="3 integers"):
+        MarkerSpec("a", (0, 0), (10, 255, 255))
+    with pytest.raises(MarkerTrackerError, match="S and V"):
+        MarkerSpec("a", (0, 200, 0), (10, 100, 255))
+    with pytest.raises(MarkerTrackerError, match="at least one marker"):
+        MarkerTracker([])
+    with pytest.raises(MarkerTrackerError, match="duplicate"):
+        MarkerTracker([RED, RED])
+    with pytest.raises(MarkerTrackerError, match="dictionary"):
+        ArucoMarkerSpec("a", 1, "DICT_9X9_1")
+    with pytest.raises(MarkerTrackerError, match="not a marker tracker"):
+        MarkerTracker.from_config({"kind": "centerline"})

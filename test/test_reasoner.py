@@ -1,0 +1,101 @@
+"""Signatures against closed-form values; the reasoner's rationales, determinism and rig-agnosticism."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+from vid2sid_ros.calibration.proposers import make_proposer
+from vid2sid_ros.calibration.signatures import compare_signatures, measure_all, measure_signatures, principal_axes
+from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.core.excitation import build_excitation
+from vid2sid_ros.sim.toy import make_rig
+
+FAST = dict(identifiability=False, final_identifiability=False)
+
+
+def test_signatures_match_the_damped_oscillator_in_closed_form():
+    rig = make_rig()
+    twin = rig.make_twin()
+    k, c, g, inertia = 0.5, 0.01, 0.2, 0.01
+    twin.set_parameters({"stiffness": k, "damping": c, "gain": g})
+    step = build_excitation({"kind": "step", "amplitude": 0.3, "t_step": 0.2, "duration": 4.0, "rate": 60.0},
+                            ("motor",))
+    traj = twin.rollout(step).trajectory
+    sig = {(s.keypoint, s.name): s.value for s in measure_signatures(traj, step)}
+    sigma = c / (2 * inertia)
+    wd = math.sqrt(k / inertia - sigma ** 2)
+    theta_ss = g * 0.3 / k
+    assert sig[("tip", "ring_frequency")] == pytest.approx(wd / (2 * math.pi), rel=0.03)
+    assert sig[("tip", "decay_rate")] == pytest.approx(sigma, rel=0.10)
+    assert sig[("tip", "damping_ratio")] == pytest.approx(sigma / math.hypot(sigma, wd), rel=0.10)
+    # steady state (well damped so that it settles): the tip's displacement at θ_ss along its principal axis
+    twin.set_parameters({"damping": 0.06})
+    settled = twin.rollout(step).trajectory
+    sig = {(s.keypoint, s.name): s.value for s in measure_signatures(settled, step)}
+    axis = principal_axes(settled)[1]
+    disp = 1500 * 0.1 * np.array([math.sin(theta_ss), math.cos(theta_ss) - 1.0])
+    assert sig[("tip", "steady_state_offset")] == pytest.approx(float(disp @ axis), rel=0.02)
+    assert sig[("mid", "peak_amplitude")] == pytest.approx(0.5 * sig[("tip", "peak_amplitude")], rel=0.02)
+    assert sig[("tip", "onset_delay")] < 0.1
+    # a softer spring rings slower: the log-ratio discrepancy has the right sign and size
+    twin.set_parameters({"stiffness": 0.5 * k, "damping": c})
+    soft = twin.rollout(step).trajectory
+    s_sig, r_sig = measure_all([soft], [traj], [step])
+    d = compare_signatures(s_sig, r_sig)[(step.name, "tip", "ring_frequency")].d
+    assert d == pytest.approx(math.log(math.sqrt(0.5 * k / inertia - sigma ** 2) / wd), abs=0.03)
+
+
+@pytest.fixture(scope="module")
+def toy_case():
+    rig = make_rig()
+    truth = {"stiffness": 0.25, "damping": 0.012, "gain": 0.14}
+    return rig, make_sim2sim_trial(rig, truth, seed=4, noise="keypoint", keypoint_sigma_px=0.3)
+
+
+def test_reasoner_is_deterministic_and_explains_each_move(toy_case):
+    rig, real = toy_case
+    cfg = CalibrationConfig(iterations=5, rollout_budget=30, **FAST)
+    a = run_calibration(rig, real, make_proposer("reasoner"), cfg)
+    b = run_calibration(rig, real, make_proposer("reasoner"), cfg)
+    assert a.values == b.values and [r.rationale for r in a.history] == [r.rationale for r in b.history]
+    assert a.error_px < 0.2 * a.initial_error_px
+    text = " ".join(r.rationale for r in a.history[1:])
+    # the diagnosis names a measured signature (numbers, units, robot value) and a parameter move with units
+    pattern = (r"the twin's [a-z -]+ of (mid|tip) in \S+ is [-\d.e]+ ?(Hz|1/s|px|s)? against [-\d.e]+ ?(Hz|1/s|px|s)? "
+               r"for the robot: (stiffness|damping|gain) is too (high|low); (raising|lowering) \w+ \([^)]*\) from "
+               r"[\d.e-]+ to [\d.e-]+ N·m")
+    assert re.search(pattern, text), text[:2000]
+    assert "Measured sensitivities" in a.history[1].rationale
+    assert all(0.0 <= r.confidence <= 1.0 for r in a.history[1:])
+    diag = [r.extra.get("diagnosis") for r in a.history[1:] if r.extra.get("diagnosis")]
+    assert diag and any(v.startswith(("too high", "too low")) for d in diag for v in d.values())
+
+
+def test_reasoner_is_rig_agnostic_with_a_nuisance_parameter():
+    """The same reasoner calibrates a camera scale (px/m, kind nuisance) next to physics."""
+    rig = make_rig(("stiffness", "damping", "pixel_scale"))
+    assert rig.parameters["pixel_scale"].kind == "nuisance"
+    truth = {"stiffness": 0.8, "damping": 0.03, "pixel_scale": 1100.0}
+    real = make_sim2sim_trial(rig, truth, seed=2, noise="keypoint", keypoint_sigma_px=0.3)
+    res = run_calibration(rig, real, make_proposer("reasoner"), CalibrationConfig(iterations=10, rollout_budget=40,
+                                                                                  **FAST))
+    for name, value in truth.items():
+        assert res.values[name] == pytest.approx(value, rel=0.03), name
+    assert "px/m" in " ".join(r.rationale for r in res.history[1:])
+
+
+def test_reasoner_holds_when_converged_and_saves_rollouts():
+    rig = make_rig()
+    real = make_sim2sim_trial(rig, rig.parameters.nominal(), noise="none")
+    res = run_calibration(rig, real, make_proposer("reasoner"), CalibrationConfig(iterations=4, rollout_budget=40,
+                                                                                  **FAST))
+    assert res.error_px < 1e-6
+    assert res.rollouts < 40
+    assert any("Converged" in r.rationale for r in res.history[1:])
+    assert np.allclose([res.values[n] for n in rig.parameters.free_names],
+                       [rig.parameters[n].nominal for n in rig.parameters.free_names])

@@ -1,0 +1,144 @@
+"""Lockstep pieces without DDS: Image <-> array (cv_bridge rules), frame-to-step pairing, stepping twins."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.core.lockstep import LockstepError, LockstepStream, assign_steps
+from vid2sid_ros.io.image_msg import ImageEncodingError, array_to_image_fields, image_to_array
+
+
+class _Msg:
+    """Duck-typed sensor_msgs/Image."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+# -- image conversion ------------------------------------------------------------------------
+def test_rgb8_layout_matches_cv_bridge():
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    f = array_to_image_fields(img, "rgb8")
+    assert (f["height"], f["width"], f["step"], f["is_bigendian"]) == (5, 7, 21, 0)
+    assert f["data"] == img.tobytes()
+    back = image_to_array(_Msg(**f))
+    assert back.dtype == np.uint8 and np.array_equal(back, img)
+    bgr = image_to_array(_Msg(**f), "bgr8")
+    assert np.array_equal(bgr, img[..., ::-1])
+
+
+def test_padded_rows_bigendian_and_mono16():
+    img = np.arange(4 * 3, dtype=np.uint16).reshape(4, 3) * 1000
+    row = img.astype(">u2").tobytes()
+    step = 3 * 2 + 4  # 4 padding bytes per row
+    data = b"".join(row[r * 6:(r + 1) * 6] + b"\xff" * 4 for r in range(4))
+    back = image_to_array(_Msg(height=4, width=3, encoding="mono16", is_bigendian=1, step=step, data=data))
+    assert back.shape == (4, 3) and back.dtype == np.uint16
+    assert np.array_equal(back, img)
+
+
+def test_float_and_passthrough_encodings():
+    a = np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)
+    f = array_to_image_fields(a)  # passthrough -> 32FC1
+    assert f["encoding"] == "32FC1" and f["step"] == 16
+    assert np.array_equal(image_to_array(_Msg(**f)), a)
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(height=2, width=2, encoding="rgb8", is_bigendian=0, step=5, data=b"\0" * 12), "smaller than one row"),
+    (dict(height=2, width=2, encoding="rgb8", is_bigendian=0, step=6, data=b"\0" * 11), "expected height"),
+    (dict(height=1, width=1, encoding="yuv422_weird", is_bigendian=0, step=2, data=b"\0\0"), "unsupported image"),
+])
+def test_malformed_image_messages_raise_clear_errors(fields, match):
+    with pytest.raises(ImageEncodingError, match=match):
+        image_to_array(_Msg(**fields))
+
+
+def test_array_encoding_mismatch_raises():
+    with pytest.raises(ImageEncodingError, match="expects 3 channel"):
+        array_to_image_fields(np.zeros((2, 2), np.uint8), "rgb8")
+    with pytest.raises(ImageEncodingError, match="cannot convert"):
+        image_to_array(_Msg(**array_to_image_fields(np.zeros((2, 2), np.uint16), "mono16")), "rgb8")
+
+
+# -- frame/step pairing ----------------------------------------------------------------------
+def test_assign_steps_pairs_by_end_of_period_and_never_shifts():
+    period = 0.1
+    cmds = 10.0 + period * np.arange(5)
+    frames = np.array([10.1, 10.21, 10.24, 10.5, 10.9, 9.0])  # steps 0, 1, 1(second), 4, unmatched, unmatched
+    assert assign_steps(frames, cmds, period).tolist() == [0, 1, 1, 4, -1, -1]
+    with pytest.raises(LockstepError):
+        assign_steps(frames, cmds, 0.0)
+
+
+def test_stream_counts_dropped_late_duplicate_frames():
+    s = LockstepStream("t", "real", ("a",), 0.1)
+    for k in range(5):
+        s.add_command(k, 1.0 + 0.1 * k)
+    s.add_frame(1.10, [[0, 0]], [True], received=1.11)
+    s.add_frame(1.23, [[1, 1]], [True], received=1.24)
+    s.add_frame(1.19, [[9, 9]], [True], received=1.30)  # duplicate of step 1, nearer its target -> kept
+    s.add_frame(1.50, [[4, 4]], [True], received=1.75)  # step 4, received 0.25 s late (> one period)
+    traj = s.trajectory(5)
+    assert traj.meta["dropped_frames"] == 2 and traj.meta["late_frames"] == 1
+    assert traj.meta["duplicate_frames"] == 1
+    assert traj.keypoints[1, 0, 0] == 9.0 and traj.keypoints[4, 0, 0] == 4.0
+    assert not traj.valid[2, 0] and not traj.valid[3, 0] and np.isnan(traj.keypoints[2]).all()
+    assert traj.steps.tolist() == [0, 1, 2, 3, 4]
+    np.testing.assert_allclose(traj.time, 0.1 * np.arange(1, 6))
+
+
+def test_stream_labels_frames_before_their_command_arrives():
+    s = LockstepStream("t", "sim", ("a",), 0.05)
+    s.add_command(0, 2.0)
+    assert s.add_frame(2.05, [[0, 0]], [True]) == 0
+    assert s.add_frame(2.15, [[0, 0]], [True]) == 2  # command 2 still in flight: extrapolated
+    with pytest.raises(LockstepError, match="expected keypoints"):
+        s.add_frame(2.2, [[0, 0], [1, 1]], [True, True])
+
+
+# -- stepping == rollout -------------------------------------------------------------------------
+def test_finger_stepper_reproduces_the_rollout_exactly():
+    from vid2sid_ros.sim.registry import make_rig
+    from vid2sid_ros.sim.stepping import MujocoFingerStepper, make_stepper
+
+    rig = make_rig("finger")
+    exc = rig.excitations["train"][1]
+    exc = type(exc)(exc.name, exc.rate, exc.values[:24], exc.actuator_names)
+    twin = rig.make_twin()
+    twin.set_parameters({"joint_stiffness": 0.45, "actuator_gain": 13.0})
+    ref = twin.rollout(exc, render=True)
+    stepper = make_stepper(rig.make_twin())
+    assert isinstance(stepper, MujocoFingerStepper)
+    stepper.twin.set_parameters({"joint_stiffness": 0.45, "actuator_gain": 13.0})
+    for _trial in range(2):  # a reset gives the same trial again
+        stepper.reset()
+        for k in range(exc.num_steps):
+            r = stepper.step(exc.values[k], exc.period, render=k in (0, 23))
+            np.testing.assert_array_equal(r.keypoints, ref.trajectory.keypoints[k])
+            assert r.valid.tolist() == ref.trajectory.valid[k].tolist()
+            if k in (0, 23):
+                assert np.array_equal(r.frame, ref.frames[k])
+    assert np.ptp(ref.trajectory.keypoints[:, -1, 1]) > 5.0  # the tip really moves (px)
+
+
+def test_replay_stepper_is_exact_for_any_twin():
+    from vid2sid_ros.sim.stepping import ReplayStepper
+    from vid2sid_ros.sim.toy import make_rig as make_toy
+
+    rig = make_toy()
+    exc = rig.excitations["train"][0]
+    exc = type(exc)(exc.name, exc.rate, exc.values[:20], exc.actuator_names)
+    ref = rig.make_twin().rollout(exc)
+    st = ReplayStepper(rig.make_twin())
+    st.reset()
+    rows = [st.step(exc.values[k], exc.period).keypoints for k in range(exc.num_steps)]
+    np.testing.assert_allclose(np.stack(rows), ref.trajectory.keypoints, rtol=0, atol=1e-12)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,271 @@
+"""The generic user-model route: targets, projection, config, rollout, recovery (no real video)."""
+
+from __future__ import annotations
+
+import math
+import os
+import textwrap
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.core.excitation import Excitation
+from vid2sid_ros.core.parameters import ParameterSet
+from vid2sid_ros.sim.image_projection import ImageProjection, ProjectionError, measure_background_shift
+from vid2sid_ros.sim.pendulum import length_from_period, make_rig, pendulum_period
+from vid2sid_ros.sim.user_model import UserModelError, UserModelTwin, load_user_rig, parse_user_target
+
+MODELS = Path(__file__).resolve().parents[1] / "vid2sid_ros" / "sim" / "models"
+
+
+@pytest.fixture(scope="module")
+def twin() -> UserModelTwin:
+    return UserModelTwin(model_path=MODELS / "pendulum.xml", parameters=MODELS / "pendulum_parameters.yaml",
+                         keypoints={"apple": "apple_centre"},
+                         projection={"anchor": "pivot", "width": 640, "height": 360}, max_physics_timestep=0.009)
+
+
+def _free(T: int, rate: float = 30.0) -> Excitation:
+    return Excitation("free", rate, np.zeros((T, 1)), ("pivot_torque",))
+
+
+# -- targets ------------------------------------------------------------------------------
+def test_targets_resolve_names_options_camera_and_initial_state(twin):
+    m = twin.model
+    b = parse_user_target(m, "length", "body_pos[apple,2]*-1, geom_size[string,1]*0.5")
+    assert [(x.kind, x.field, x.ratio) for x in b] == [("model", "body_pos", -1.0), ("model", "geom_size", 0.5)]
+    assert b[0].index == (2, 2)  # apple is body 2 (world, hanger, apple)
+    assert parse_user_target(m, "d", "dof_damping[swing]")[0].index == (0,)
+    assert parse_user_target(m, "rho", "opt.density")[0].kind == "option"
+    assert parse_user_target(m, "g", "opt.gravity[2]")[0].index == (2,)
+    assert parse_user_target(m, "s", "camera.px_per_m")[0].field == "px_per_m"
+    q = parse_user_target(m, "a", "init.qvel[swing]")[0]
+    assert (q.kind, q.index) == ("qvel", (0,))
+
+
+@pytest.mark.parametrize("target, message", [
+    ("body_pos[pear,2]", "no body named 'pear'"),
+    ("dof_dampin[swing]", "did you mean dof_damping"),
+    ("camera.px_per_metre", "did you mean px_per_m"),
+    ("init.qpos[elbow]", "no joint named 'elbow'"),
+    ("init.qpos[swing,3]", "component 3 out of range"),
+    ("opt.gravity", "index it accordingly"),
+    ("trial.delay", "valid: time_offset"),
+    ("", "empty 'target'"),
+])
+def test_bad_targets_name_the_parameter_and_the_problem(twin, target, message):
+    with pytest.raises(UserModelError) as err:
+        parse_user_target(twin.model, "my_param", target)
+    assert "my_param" in str(err.value)
+    assert message in str(err.value)
+
+
+def test_set_parameters_writes_model_option_camera_and_state(twin):
+    before = twin.get_parameters()
+    try:
+        twin.set_parameters({"length": 0.8, "drag_density": 2.5, "damping": 0.001, "px_per_m": 400.0,
+                             "initial_angle": 0.2})
+        assert twin.model.body_pos[2, 2] == pytest.approx(-0.8)
+        assert twin.model.geom_size[0, 1] == pytest.approx(0.4)  # the string follows the length
+        assert twin.model.geom_pos[0, 2] == pytest.approx(-0.4)
+        assert twin.model.opt.density == pytest.approx(2.5)
+        assert twin.model.dof_damping[0] == pytest.approx(0.001)
+        assert twin.projection.px_per_m == pytest.approx(400.0)
+        res = twin.rollout(_free(3))
+        assert res.state["qpos"][0, 0] == pytest.approx(0.2)  # row 0 = initial state
+    finally:
+        twin.set_parameters(before)
+
+
+# -- physics ------------------------------------------------------------------------------
+def test_undamped_twin_swings_with_the_elliptic_period(twin):
+    """The MuJoCo twin (a physical pendulum: sphere r = 38 mm) matches T = 4 sqrt(L_eq/g) K(sin²(θ0/2))."""
+    before = twin.get_parameters()
+    try:
+        L, th0 = 1.0, 0.5
+        twin.set_parameters({"length": L, "damping": 0.0, "drag_density": 0.0, "initial_angle": th0,
+                             "initial_angular_velocity": 0.0})
+        res = twin.rollout(_free(600, rate=120.0))
+        q = res.state["qpos"][:, 0]
+        t = np.arange(len(q)) / 120.0
+        s = np.sign(q)
+        i = np.flatnonzero(s[1:] * s[:-1] < 0)
+        tc = t[i] - q[i] * (t[i + 1] - t[i]) / (q[i + 1] - q[i])
+        period = 2 * np.mean(np.diff(tc))
+        L_eq = L + 2 * 0.038 ** 2 / (5 * L)  # physical pendulum, solid sphere
+        assert period == pytest.approx(pendulum_period(L_eq, th0), rel=2e-4)
+        assert np.max(np.abs(q)) == pytest.approx(th0, abs=1e-4)  # no damping: no decay
+    finally:
+        twin.set_parameters(before)
+
+
+def test_drag_and_damping_decay_amplitude_and_diverging_values_are_reported(twin, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo logs the instability warning to ./MUJOCO_LOG.TXT
+    before = twin.get_parameters()
+    try:
+        twin.set_parameters({"damping": 0.0, "drag_density": 8.0, "initial_angle": 0.5, "length": 1.0})
+        q = twin.rollout(_free(300)).state["qpos"][:, 0]
+        assert np.max(np.abs(q[-60:])) < 0.45
+        twin.set_parameters({"initial_angular_velocity": 1e9})
+        res = twin.rollout(_free(50))
+        assert res.diverged and "diverged" in res.message
+    finally:
+        twin.set_parameters(before)
+
+
+def test_period_formulas_invert():
+    assert pendulum_period(1.0) == pytest.approx(2 * math.pi * math.sqrt(1 / 9.81))
+    assert pendulum_period(1.0, 0.35) / pendulum_period(1.0) == pytest.approx(1 + 0.35 ** 2 / 16, rel=2e-4)
+    assert length_from_period(pendulum_period(1.07, 0.3), 0.3) == pytest.approx(1.07)
+    with pytest.raises(ValueError):
+        pendulum_period(-1.0)
+
+
+# -- projection ---------------------------------------------------------------------------
+def test_projection_roll_drift_perspective_and_distortion():
+    p = ImageProjection(width=640, height=360, origin_x=300, origin_y=-300, px_per_m=500)
+    down = np.array([[0.0, 0.0, -1.0]])
+    assert np.allclose(p.project(down, np.zeros(3)), [[300, 200]])
+    rolled = p.with_values({"roll": 0.1}).project(down, np.zeros(3))
+    assert rolled[0, 0] == pytest.approx(300 - 500 * math.sin(0.1))  # verticals turn clockwise
+    drift = p.with_values({"drift_x": 2.0, "drift_y": -1.0}).project(down[None].repeat(2, 0), np.zeros(3),
+                                                                     np.array([0.0, 3.0]))
+    assert np.allclose(drift[1, 0] - drift[0, 0], [6.0, -3.0])
+    near = p.with_values({"distance": 4.0}).project(np.array([[0.0, -1.0, -1.0]]), np.zeros(3))  # 1 m closer
+    assert near[0, 1] == pytest.approx(-300 + 500 * 4 / 3)
+    k1 = p.with_values({"radial_k1": -0.1}).project(np.array([[0.5, 0.0, -0.8]]), np.zeros(3))
+    plain = p.project(np.array([[0.5, 0.0, -0.8]]), np.zeros(3))
+    assert abs(k1[0, 0] - 319.5) < abs(plain[0, 0] - 319.5)  # barrel distortion pulls towards the centre
+    with pytest.raises(ProjectionError, match="px_per_m"):
+        ImageProjection(px_per_m=0.0)
+    with pytest.raises(ProjectionError, match="unknown projection field"):
+        p.with_values({"zoom": 2.0})
+
+
+def test_background_shift_recovers_a_known_camera_motion():
+    rng = np.random.default_rng(0)
+    base = (rng.random((120, 160)) * 255).astype(np.float32)
+    import cv2
+
+    base = cv2.GaussianBlur(base, (0, 0), 1.5)
+    frames = []
+    for k in range(6):
+        M = np.float32([[1, 0, 0.5 * k], [0, 1, -0.3 * k]])
+        f = cv2.warpAffine(base, M, (160, 120), borderMode=cv2.BORDER_REFLECT)
+        frames.append(np.repeat(np.clip(f, 0, 255).astype(np.uint8)[..., None], 3, axis=2))
+    idx, shift, score = measure_background_shift(np.stack(frames), (30, 30, 130, 90), search_px=10)
+    assert np.allclose(shift[-1], [2.5, -1.5], atol=0.15)
+    assert score.min() > 0.9
+    with pytest.raises(ProjectionError, match="margin"):
+        measure_background_shift(np.stack(frames), (0, 0, 50, 50))
+
+
+# -- a rig with no code: inline MJCF + spec + config -----------------------------------------
+def test_a_new_rig_needs_only_yaml_and_a_model(tmp_path):
+    """A mass on a spring-loaded slider, defined by files only, oscillates at sqrt(k/m)."""
+    (tmp_path / "slider.xml").write_text(textwrap.dedent("""
+        <mujoco model="slider">
+          <option timestep="0.002" integrator="RK4" gravity="0 0 0"/>
+          <worldbody>
+            <site name="origin" pos="0 0 0" size="0.01"/>
+            <body name="cart">
+              <joint name="slide" type="slide" axis="1 0 0" stiffness="10" damping="0"/>
+              <geom type="sphere" size="0.02" mass="0.5" rgba="0 0.6 0 1"/>
+              <site name="marker" size="0.01"/>
+            </body>
+          </worldbody>
+        </mujoco>"""))
+    (tmp_path / "spec.yaml").write_text(textwrap.dedent("""
+        rig: slider
+        parameters:
+          - {name: stiffness, unit: N/m, lower: 1, upper: 100, nominal: 20, target: "jnt_stiffness[slide]"}
+          - {name: x0, unit: m, lower: -0.2, upper: 0.2, nominal: 0.1, kind: nuisance, target: "init.qpos[slide]"}
+          - {name: scale, unit: px/m, lower: 100, upper: 2000, nominal: 1000, kind: nuisance,
+             target: camera.px_per_m}"""))
+    (tmp_path / "rig.yaml").write_text(textwrap.dedent("""
+        rig: slider
+        model: slider.xml
+        parameters: spec.yaml
+        keypoints: {cart: marker}
+        projection: {anchor: origin, width: 320, height: 240, origin_x: 160, origin_y: 120}
+        max_physics_timestep: 0.002
+        trial: {excitation: none}"""))
+    rig = load_user_rig(tmp_path / "rig.yaml")
+    tw = rig.make_twin()
+    assert tw.actuator_names == () and tw.keypoint_names == ("cart",)
+    res = tw.rollout(Excitation("free", 100.0, np.zeros((100, 1)), ("none",)))
+    x = res.trajectory.keypoints[:, 0, 0]
+    assert x[0] == pytest.approx(160 + 100)  # 0.1 m x 1000 px/m right of the origin
+    k = np.argmin(x[:60])  # half a period of sqrt(k/m) = sqrt(20/0.5) rad/s
+    assert k / 100.0 == pytest.approx(math.pi / math.sqrt(20 / 0.5), abs=0.011)
+    out = tw.export_model(tmp_path / "calibrated.xml")
+    assert 'stiffness="20"' in out.read_text()
+    with pytest.raises(UserModelError, match="unknown key"):
+        load_user_rig(tmp_path / "rig.yaml", cameras={})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((tmp_path / "rig.yaml").read_text().replace("{cart: marker}", "{cart: nowhere}"))
+    with pytest.raises(UserModelError, match="neither a site nor a body"):
+        load_user_rig(bad).make_twin()
+    missing = tmp_path / "missing.yaml"
+    missing.write_text((tmp_path / "rig.yaml").read_text().replace("slider.xml", "nope.xml"))
+    with pytest.raises(FileNotFoundError, match="nope.xml"):
+        load_user_rig(missing)
+
+
+def test_pendulum_is_registered_and_recovers_its_own_synthetic_swing():
+    """sim2sim through the generic route: the reasoner recovers length, drag and the nuisance camera."""
+    from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+    from vid2sid_ros.calibration.observation import RealTrial
+    from vid2sid_ros.calibration.proposers import make_proposer
+    from vid2sid_ros.sim.registry import make_rig as registry_make_rig
+
+    rig = registry_make_rig("pendulum")
+    assert rig.name == "pendulum" and rig.excitations["holdout"][0].num_steps == 1299
+    tw = rig.make_twin()
+    truth = {"length": 0.9, "drag_density": 3.0, "damping": 0.0, "pivot_x": 310.0, "pivot_y": -250.0,
+             "px_per_m": 480.0, "camera_roll": 0.02, "camera_drift_x": 0.2, "camera_drift_y": -0.3,
+             "initial_angle": -0.4, "initial_angular_velocity": 0.05}
+    tw.set_parameters(truth)
+    exc = Excitation("synthetic", 30.0, np.zeros((150, 1)), ("pivot_torque",))
+    real_traj = tw.rollout(exc).trajectory
+    real = RealTrial([real_traj], [exc], source="synthetic")
+    free = ["length", "drag_density", "pivot_x", "pivot_y", "px_per_m", "initial_angle"]
+    start = {"length": 0.95, "drag_density": 1.5, "pivot_x": 300.0, "pivot_y": -270.0, "px_per_m": 460.0,
+             "initial_angle": -0.38}
+    params: ParameterSet = rig.parameters.with_nominal({**truth, **start}).with_frozen(free=free)
+    res = run_calibration(tw, real, make_proposer("reasoner"),
+                          CalibrationConfig(iterations=4, rollout_budget=40, identifiability=False,
+                                            final_identifiability=False), None, parameters=params)
+    assert res.error_px < 0.05
+    assert res.values["length"] == pytest.approx(0.9, rel=2e-3)
+    assert res.values["drag_density"] == pytest.approx(3.0, rel=0.05)
+    assert res.values["px_per_m"] == pytest.approx(480.0, rel=2e-3)
+
+
+def test_make_rig_rejects_unknown_config_keys():
+    with pytest.raises(UserModelError, match="unknown key"):
+        make_rig(camera_model="pinhole")
+    with pytest.raises(UserModelError, match="train_fraction"):
+        make_rig(trial={"train_fraction": 2.0})
+
+
+def test_stepping_reproduces_the_rollout_rows(twin):
+    """The ROS lockstep graph steps one command at a time: same rows as a rollout."""
+    from vid2sid_ros.sim.stepping import NativeStepper, make_stepper
+
+    stepper = make_stepper(twin)
+    assert isinstance(stepper, NativeStepper)
+    exc = _free(40)
+    ref = twin.rollout(exc, render=True)
+    stepper.reset()
+    rows = [stepper.step(exc.values[k], exc.period, render=(k == 7)) for k in range(40)]
+    kp = np.stack([r.keypoints for r in rows])
+    assert np.allclose(kp, ref.trajectory.keypoints, atol=1e-9)
+    assert np.array_equal(rows[7].frame, ref.frames[7])
+    # the schematic render puts the bob where the keypoint is
+    x, y = np.round(ref.trajectory.keypoints[7, 0]).astype(int)
+    if 0 <= x < 640 and 0 <= y < 360:
+        assert ref.frames[7][y, x, 0] > 150 and ref.frames[7][y, x, 1] < 60

@@ -1,0 +1,369 @@
+"""Identifiability: can this excitation tell these parameters apart?
+
+The sensitivity matrix ``J`` (M x n) holds the derivative of every tracked keypoint
+coordinate (px) with respect to each free parameter in normalised coordinates
+(``ParameterSet.to_unit_vector``: 0..1 across the bounds, linear or log), by finite
+differences over twin rollouts. Its singular value decomposition ``J / sqrt(M) = U S Vᵀ``
+says how many px (RMS over samples) a unit move along each right-singular direction
+``V[:, i]`` changes the keypoints. A direction with a tiny singular value is a parameter
+combination the excitation barely observes; a large condition number
+``S[0] / S[-1]`` means two or more parameters trade off (e.g. stiffness against actuator
+gain when only the static deflection is seen, or Young's modulus, density and gain when
+only their ratios shape the motion). Such a spec cannot be calibrated to the *true*
+parameters from this data, whatever the optimiser; the check says which combination
+and warns (:class:`IdentifiabilityWarning`) so the user can add an excitation (a step
+for static gains, a higher chirp band for inertia and damping) or freeze a parameter.
+
+Three tests report a direction ``V[:, i]``: the condition number ``S[0] / S[i]`` exceeds
+``condition_threshold`` (default 1e3); a move of 10 % of the range along it changes the
+keypoints by less than ``min_effect_px`` RMS (default 0.05 px); or ``S[i]`` is not at least
+``FD_ERROR_FACTOR`` (3) times the finite-difference error along it, estimated from the
+disagreement of forward and backward differences. The last one catches exact
+degeneracies that a simulator's discontinuities hide: e.g. the PyElastica tentacle with
+Young's modulus, density and gain free is exactly invariant to scaling all three, but
+its integration step count changes with E/ρ, so the finite differences show a spurious
+0.9 px/unit singular value (condition number only 43) that is smaller than their own
+error (1.1 px/unit).
+
+The same matrix gives the Gauss–Newton covariance of the least-squares estimate,
+``cov = s² (JᵀJ)⁻¹`` with ``s² = Σr² / (M − n)`` (e.g. Ljung, *System Identification*,
+2nd ed., §9.3; the MuJoCo ``sysid`` module reports the same), turned into a
+per-parameter standard deviation in the parameter's unit. It assumes independent
+residuals, so treat it as a lower bound when the model is misspecified.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..core.parameters import ParameterSet
+from .objective import TrialObjective, residual_vector, trajectory_vector
+from .proposer import Evaluation
+
+__all__ = [
+    "IdentifiabilityWarning",
+    "IdentifiabilityReport",
+    "finite_difference_jacobian",
+    "analyse_jacobian",
+    "check_identifiability",
+    "unit_derivatives",
+]
+
+#: default condition number above which the spec is reported as poorly identifiable.
+DEFAULT_CONDITION_THRESHOLD = 1.0e3
+#: default smallest RMS keypoint change (px) a 10 %-of-range move must cause to count as observed.
+DEFAULT_MIN_EFFECT_PX = 0.05
+#: a singular value must exceed the finite-difference error along its direction by this factor
+FD_ERROR_FACTOR = 3.0
+
+
+class IdentifiabilityWarning(UserWarning):
+    """Some parameter combination is (nearly) unobservable with the given excitations."""
+
+
+@dataclass
+class IdentifiabilityReport:
+    """Result of an identifiability check at one parameter point.
+
+    Attributes:
+        names: free parameter names (column order of the Jacobian).
+        point: the full parameter values analysed (SI units).
+        sensitivity_px: ``{name: RMS keypoint change in px for a move of 10 % of its normalised range}``.
+        singular_values: of ``J / sqrt(M)``, px RMS per unit normalised move, descending.
+        condition_number: ``singular_values[0] / singular_values[-1]`` (inf if the last is 0).
+        weak_directions: poorly observed combinations, each
+            ``{"singular_value": px, "combination": {name: loading}}`` (unit-norm loadings).
+        warning: the human-readable warning, or None if everything is observable.
+        uncertainty: ``{name: standard deviation in the parameter's unit}`` (Gauss–Newton,
+            see module docstring); empty when no residuals were available.
+        rollouts: twin rollouts the check cost.
+        step: finite-difference step in normalised coordinates; ``scheme``: central|forward.
+    """
+
+    names: list[str]
+    point: dict[str, float]
+    sensitivity_px: dict[str, float]
+    singular_values: list[float]
+    condition_number: float
+    weak_directions: list[dict[str, Any]] = field(default_factory=list)
+    warning: str | None = None
+    uncertainty: dict[str, float] = field(default_factory=dict)
+    rollouts: int = 0
+    step: float = 0.0
+    scheme: str = "central"
+
+    @property
+    def identifiable(self) -> bool:
+        """True when no weak direction was found."""
+        return self.warning is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (inf condition number becomes None)."""
+        cn = self.condition_number
+        return {"names": list(self.names), "point": dict(self.point), "sensitivity_px": dict(self.sensitivity_px),
+                "singular_values": [float(s) for s in self.singular_values],
+                "condition_number": cn if math.isfinite(cn) else None,
+                "weak_directions": self.weak_directions, "warning": self.warning,
+                "uncertainty": dict(self.uncertainty), "rollouts": self.rollouts, "step": self.step,
+                "scheme": self.scheme}
+
+
+def unit_derivatives(parameters: ParameterSet, values: Mapping[str, float]) -> np.ndarray:
+    """d(value)/d(u) for each free parameter at ``values``, shape (n,), in the parameter's unit.
+
+    Linear scale: ``upper − lower``; log scale: ``value · ln(upper / lower)``.
+    """
+    out = []
+    for s in parameters.free:
+        if s.scale == "log":
+            out.append(float(values[s.name]) * math.log(s.upper / s.lower))
+        else:
+            out.append(s.upper - s.lower)
+    return np.asarray(out)
+
+
+def finite_difference_jacobian(
+    evaluate: Callable[[Mapping[str, float]], Evaluation],
+    parameters: ParameterSet,
+    point: Mapping[str, float],
+    vectorise: Callable[[Evaluation], np.ndarray],
+    *,
+    step: float = 0.01,
+    scheme: str = "central",
+    base: Evaluation | None = None,
+    return_error: bool = False,
+) -> tuple:
+    """Finite-difference sensitivity of a vector of keypoint samples to normalised parameters.
+
+    Args:
+        evaluate: ``values -> Evaluation`` (any rollout cost; failures allowed).
+        parameters: the spec (free parameters are differentiated).
+        point: full parameter values at which to differentiate (SI).
+        vectorise: ``Evaluation -> (M,)`` vector (e.g. keypoints at the real-valid samples).
+        step: step in normalised units; a forward step that would leave [0, 1] is taken backwards.
+        scheme: ``"central"`` (2n evaluations, O(step²) error) or ``"forward"`` (n + 1).
+        base: evaluation at ``point`` if already available (forward scheme reuses it).
+        return_error: also return the finite-difference error estimate ``E``.
+
+    Returns:
+        ``(J, base_evaluation, evaluations)``, plus ``E`` with ``return_error``: J shape
+        (M, n) in px per unit normalised move, NaN columns where an evaluation failed;
+        E (M, n) half the difference of the forward and backward differences (central
+        scheme; zero where one side is missing, and for the forward scheme): an
+        estimate of the finite-difference error from curvature and from simulator
+        discontinuities (e.g. an integration step count that changes with the parameters).
+
+    Raises:
+        ValueError: on an unknown scheme or a non-positive step.
+    """
+    if scheme not in ("central", "forward"):
+        raise ValueError(f"finite_difference_jacobian: scheme must be 'central' or 'forward', got {scheme!r}")
+    if not step > 0:
+        raise ValueError(f"finite_difference_jacobian: step must be > 0, got {step}")
+    point = parameters.complete(point)
+    u0 = parameters.to_unit_vector(point)
+    evals: list[Evaluation] = []
+    if base is None:
+        base = evaluate(point)
+        evals.append(base)
+    y0 = vectorise(base) if not base.failed else None
+    n = len(u0)
+    cols = []
+    errs: list[np.ndarray | None] = []
+    for j in range(n):
+        if scheme == "central":
+            lo, hi = max(u0[j] - step, 0.0), min(u0[j] + step, 1.0)
+            pair = []
+            for uj in (lo, hi):
+                u = u0.copy()
+                u[j] = uj
+                e = evaluate(parameters.from_unit_vector(u, point))
+                evals.append(e)
+                pair.append(None if e.failed else vectorise(e))
+            if pair[0] is None or pair[1] is None or hi == lo:
+                cols.append(None)
+                errs.append(None)
+            else:
+                cols.append((pair[1] - pair[0]) / (hi - lo))
+                if y0 is not None and lo < u0[j] < hi:
+                    errs.append(0.5 * ((pair[1] - y0) / (hi - u0[j]) - (y0 - pair[0]) / (u0[j] - lo)))
+                else:
+                    errs.append(None)
+        else:
+            h = step if u0[j] + step <= 1.0 else -step
+            u = u0.copy()
+            u[j] += h
+            e = evaluate(parameters.from_unit_vector(u, point))
+            evals.append(e)
+            cols.append(None if (e.failed or y0 is None) else (vectorise(e) - y0) / h)
+            errs.append(None)
+    m = next((c.shape[0] for c in cols if c is not None), 0 if y0 is None else y0.shape[0])
+    J = np.full((m, n), np.nan)
+    E = np.zeros((m, n))
+    for j, (c, err) in enumerate(zip(cols, errs)):
+        if c is not None:
+            J[:, j] = c
+        if err is not None:
+            E[:, j] = np.where(np.isfinite(err), err, 0.0)
+    return (J, base, evals, E) if return_error else (J, base, evals)
+
+
+def analyse_jacobian(
+    J: np.ndarray,
+    parameters: ParameterSet,
+    point: Mapping[str, float],
+    *,
+    residuals: np.ndarray | None = None,
+    fd_error: np.ndarray | None = None,
+    condition_threshold: float = DEFAULT_CONDITION_THRESHOLD,
+    min_effect_px: float = DEFAULT_MIN_EFFECT_PX,
+    rollouts: int = 0,
+    step: float = 0.0,
+    scheme: str = "central",
+    warn: bool = True,
+) -> IdentifiabilityReport:
+    """Singular-value analysis of a sensitivity matrix (see module docstring).
+
+    Args:
+        J: (M, n) px per unit normalised move, columns in ``parameters.free`` order;
+            rows with NaN are dropped; a NaN column (failed rollout) counts as unobserved.
+        residuals: (M,) sim − real px at ``point``, for the covariance (optional).
+        fd_error: (M, n) finite-difference error estimate (from
+            :func:`finite_difference_jacobian`); a direction whose singular value is
+            not at least ``FD_ERROR_FACTOR`` times the error along it cannot be told
+            from zero and is reported.
+        condition_threshold: condition number above which combinations are reported.
+        min_effect_px: a direction whose 10 %-of-range move changes the keypoints by less
+            than this (px RMS) is reported even if the conditioning is fine.
+        warn: emit an :class:`IdentifiabilityWarning` when something is reported.
+
+    Returns:
+        IdentifiabilityReport.
+    """
+    names = parameters.free_names
+    J = np.asarray(J, dtype=float)
+    n = len(names)
+    bad_cols = [names[j] for j in range(n) if not np.isfinite(J[:, j]).any()]
+    Jc = np.where(np.isfinite(J), J, 0.0)
+    rows = np.isfinite(J).all(axis=1) if not bad_cols else np.ones(J.shape[0], bool)
+    Jc = Jc[rows]
+    m = max(Jc.shape[0], 1)
+    Js = Jc / math.sqrt(m)
+    if Js.size:
+        _, S, Vt = np.linalg.svd(Js, full_matrices=False)
+    else:
+        S, Vt = np.zeros(n), np.eye(n)
+    Es = None
+    if fd_error is not None and Js.size:
+        Es = np.where(np.isfinite(fd_error), fd_error, 0.0)[rows] / math.sqrt(m)
+    col_rms = np.sqrt(np.sum(Js ** 2, axis=0)) if Js.size else np.zeros(n)
+    sensitivity = {nm: float(0.1 * c) for nm, c in zip(names, col_rms)}
+    cond = float(S[0] / S[-1]) if S.size and S[-1] > 0 else math.inf
+    weak = []
+    for i in range(len(S)):
+        rel_bad = S[0] > 0 and (S[i] == 0 or S[0] / S[i] > condition_threshold)
+        abs_bad = 0.1 * S[i] < min_effect_px
+        fd_err = float(np.linalg.norm(Es @ Vt[i])) if Es is not None else 0.0
+        noise_bad = S[i] <= FD_ERROR_FACTOR * fd_err
+        if rel_bad or abs_bad or noise_bad:
+            v = Vt[i]
+            v = v * (1 if v[np.argmax(np.abs(v))] > 0 else -1)
+            combo = {nm: float(round(x, 4)) for nm, x in zip(names, v) if abs(x) >= 0.1}
+            weak.append({"singular_value": float(S[i]), "relative": float(S[i] / S[0]) if S[0] > 0 else 0.0,
+                         "fd_error": fd_err, "combination": combo})
+    message = _weak_message(weak, sensitivity, cond, bad_cols) if (weak or bad_cols) else None
+    uncertainty: dict[str, float] = {}
+    if residuals is not None and Js.size:
+        r = np.asarray(residuals, float)[rows] if residuals.shape[0] == J.shape[0] else np.asarray(residuals, float)
+        r = r[np.isfinite(r)]
+        dof = max(r.shape[0] - n, 1)
+        s2 = float(np.sum(r ** 2) / dof)
+        JtJ = Jc.T @ Jc
+        try:
+            cov_u = s2 * np.linalg.pinv(JtJ, rcond=1e-12)
+            du = unit_derivatives(parameters, parameters.complete(point))
+            std = np.sqrt(np.clip(np.diag(cov_u), 0.0, None)) * np.abs(du)
+            uncertainty = {nm: float(s) for nm, s in zip(names, std)}
+        except np.linalg.LinAlgError:
+            uncertainty = {}
+    report = IdentifiabilityReport(names, dict(parameters.complete(point)), sensitivity, [float(s) for s in S], cond,
+                                   weak, message, uncertainty, rollouts, step, scheme)
+    if warn and message:
+        warnings.warn(message, IdentifiabilityWarning, stacklevel=2)
+    return report
+
+
+def _weak_message(weak: Sequence[Mapping[str, Any]], sensitivity: Mapping[str, float], cond: float,
+                  bad_cols: Sequence[str]) -> str:
+    parts = []
+    if bad_cols:
+        parts.append(f"rollouts failed while perturbing {', '.join(bad_cols)}, so their effect is unknown")
+    for w in weak:
+        combo = w["combination"]
+        names = sorted(combo, key=lambda k: -abs(combo[k]))
+        effect = 0.1 * w["singular_value"]
+        if len(names) <= 1:
+            nm = names[0] if names else "?"
+            parts.append(f"{nm} barely affects the keypoints ({sensitivity.get(nm, effect):.3g} px RMS for a move "
+                         f"of 10 % of its range)")
+        else:
+            lin = " ".join(f"{combo[k]:+.2f}·{k}" for k in names)
+            who = " and ".join([", ".join(names[:-1]), names[-1]])
+            tail = "only their ratio is observable" if len(names) == 2 else "only their ratios are observable"
+            parts.append(f"{who} trade off: moving along ({lin}) in normalised units changes the keypoints by only "
+                         f"{effect:.3g} px RMS per 10 % of range ({tail})")
+    cond_txt = f"condition number {cond:.3g}" if math.isfinite(cond) else "singular sensitivity matrix"
+    return ("poorly identifiable parameters (" + cond_txt + "): " + "; ".join(parts)
+            + ". Add a step (static gain) or a higher chirp band / larger amplitude (dynamics), or freeze one of "
+              "the parameters involved.")
+
+
+def check_identifiability(
+    objective: TrialObjective,
+    point: Mapping[str, float] | None = None,
+    *,
+    parameters: ParameterSet | None = None,
+    step: float = 0.01,
+    scheme: str = "central",
+    condition_threshold: float = DEFAULT_CONDITION_THRESHOLD,
+    min_effect_px: float = DEFAULT_MIN_EFFECT_PX,
+    warn: bool = True,
+) -> IdentifiabilityReport:
+    """Sensitivity of the keypoint trajectories to each free parameter at ``point``.
+
+    Runs ``2n`` (central) or ``n + 1`` (forward) evaluations of ``objective`` (each
+    ``objective.cost`` rollouts); they are diagnostics, not charged to any calibration
+    budget, and counted in ``report.rollouts``.
+
+    Args:
+        objective: twin + excitations + real trajectories (real gives the sample mask
+            and the residuals for the uncertainty).
+        point: parameter values (default: nominal).
+        parameters: spec (default ``objective.parameters``).
+
+    Returns:
+        IdentifiabilityReport; warns :class:`IdentifiabilityWarning` when poorly conditioned.
+    """
+    parameters = parameters if parameters is not None else objective.parameters
+    point = parameters.complete(point or {})
+    count = {"rollouts": 0}
+
+    def ev(values: Mapping[str, float]) -> Evaluation:
+        e, _ = objective.evaluate(values)
+        count["rollouts"] += e.rollouts
+        return e
+
+    def vec(e: Evaluation) -> np.ndarray:
+        return trajectory_vector(e.sim, objective.real)
+
+    J, base, _, E = finite_difference_jacobian(ev, parameters, point, vec, step=step, scheme=scheme,
+                                               return_error=True)
+    res = None if base.failed else residual_vector(base.sim, objective.real)
+    return analyse_jacobian(J, parameters, point, residuals=res, fd_error=E, condition_threshold=condition_threshold,
+                            min_effect_px=min_effect_px, rollouts=count["rollouts"], step=step, scheme=scheme,
+                            warn=warn)

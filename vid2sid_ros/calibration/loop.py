@@ -1,0 +1,747 @@
+"""The calibration loop (no ROS): propose, evaluate, record, repeat.
+
+:func:`run_calibration` fits a twin's free parameters to a :class:`RealTrial` with any
+:class:`~vid2sid_ros.calibration.proposer.Proposer`:
+
+1. (optional) identifiability check at the start point
+   (:mod:`~vid2sid_ros.calibration.identifiability`), a diagnostic not charged to the budget;
+2. iteration 0 evaluates the start point (spec nominal unless ``config.start``);
+3. iterations 1..N: the proposer gets a :class:`ProposalContext` (specs, current values
+   and evaluation, real trajectories, history, a metered ``evaluate`` callback, videos for
+   proposers with ``wants_video``) and returns a :class:`Proposal`; the loop sanitises
+   it (non-finite values rejected, out-of-bounds values clamped, missing names kept,
+   unknown or frozen names ignored — each noted), evaluates it unless the proposer
+   already did (rollouts charged either way), tracks the best parameters seen over
+   every evaluation (proposers are stochastic), and appends the iteration to
+   ``run_dir/iterations.jsonl`` (flush + fsync) the moment it completes;
+4. at the end: the best parameters, an identifiability check there with the
+   Gauss–Newton uncertainty (diagnostic), the holdout error, ``result.yaml`` (the
+   parameter spec with ``nominal`` = identified values, loadable by
+   :func:`~vid2sid_ros.core.parameters.load_parameter_set`, the twin and the ROS
+   node), ``result.json`` and, when the twin has ``export_model(path)``, a
+   calibrated copy of its model file.
+
+Budget: ``rollout_budget`` counts every twin rollout a calibration pays for (one per
+training excitation per evaluation, including iteration 0 and all of a proposer's
+internal evaluations). ``context.evaluate`` raises
+:class:`~vid2sid_ros.calibration.proposer.BudgetExhausted` when an evaluation would
+exceed it. Identifiability checks, video renders and the holdout score are
+diagnostics, reported separately as ``diagnostic_rollouts``.
+
+Robustness: a proposer that raises, returns NaN, out-of-bounds or missing values, or
+something that is not a Proposal is recorded in the iteration's ``notes`` and the loop
+carries on (with ``fallback`` when given); a diverging rollout is a failed evaluation
+(``error_px = inf``), the current parameters stay where they were.
+
+Resume: run files are ``run.json`` (config, spec, iteration 0, start check),
+``iterations.jsonl`` and ``proposer_state/iter_NNNN.json``. With ``config.resume`` the loop
+reloads them (a torn last line is dropped), re-runs the twin once at the current point
+(deterministic, not charged) and continues. Records are round-tripped through JSON
+before any proposer sees them, so a proposer that is a deterministic function of
+``(context, seed)`` — its memory kept in ``Proposal.state`` — gives the same final
+result whether or not the run was interrupted. All built-in proposers are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..core.parameters import ParameterSet, ParameterSpecError
+from ..sim.base import Twin
+from ..sim.registry import Rig
+from .identifiability import IdentifiabilityReport, check_identifiability
+from .objective import TrialObjective
+from .observation import RealTrial, _jsonable
+from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
+
+__all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration",
+           "record_to_dict", "record_from_dict", "load_history", "UNLIMITED_ROLLOUTS"]
+
+#: ``context.rollouts_remaining`` when the budget is unlimited (``rollout_budget=None``)
+UNLIMITED_ROLLOUTS = 10 ** 9
+
+
+class CalibrationError(RuntimeError):
+    """A calibration cannot start or resume (bad config, foreign run directory...)."""
+
+
+@dataclass
+class CalibrationConfig:
+    """Budgets and switches of one calibration.
+
+    Attributes:
+        iterations: proposal iterations after iteration 0 (the start point).
+        rollout_budget: twin rollouts the calibration may spend (None = unlimited).
+        seed: handed to proposers as ``context.rng_seed``.
+        identifiability: run the identifiability check at the start point.
+        final_identifiability: run it at the best point too (with uncertainty).
+        identifiability_step: finite-difference step, normalised units.
+        identifiability_scheme: ``central`` or ``forward``.
+        condition_threshold: condition number above which the check warns.
+        target_error_px: stop early once the best training MAE is at or below this.
+        video: write side-by-side videos for the proposer (None: ``proposer.wants_video``).
+        resume: continue the run found in ``run_dir``.
+        start: start values ``{name: value}`` (default: the spec's nominal values).
+    """
+
+    iterations: int = 10
+    rollout_budget: int | None = 40
+    seed: int = 0
+    identifiability: bool = True
+    final_identifiability: bool = True
+    identifiability_step: float = 0.01
+    identifiability_scheme: str = "central"
+    condition_threshold: float = 1.0e3
+    target_error_px: float | None = None
+    video: bool | None = None
+    resume: bool = False
+    start: dict[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.iterations, int) or self.iterations < 0:
+            raise CalibrationError(f"config 'iterations' must be an integer >= 0, got {self.iterations!r}")
+        if self.rollout_budget is not None and (not isinstance(self.rollout_budget, int) or self.rollout_budget < 1):
+            raise CalibrationError(f"config 'rollout_budget' must be a positive integer or null, "
+                                   f"got {self.rollout_budget!r}")
+        if self.identifiability_scheme not in ("central", "forward"):
+            raise CalibrationError("config 'identifiability_scheme' must be 'central' or 'forward', "
+                                   f"got {self.identifiability_scheme!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "<config>") -> "CalibrationConfig":
+        """Build from a mapping; unknown keys raise :class:`CalibrationError` naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = [k for k in data if k not in known]
+        if unknown:
+            raise CalibrationError(f"{source}: unknown calibration setting(s) {unknown}; valid: {', '.join(sorted(known))}")
+        return cls(**dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CalibrationResult:
+    """Outcome of :func:`run_calibration`.
+
+    Attributes:
+        values: best parameters found (all parameters, SI units).
+        error_px: training MAE at ``values`` (px). initial_error_px: at the start point.
+        per_keypoint_px: training MAE per keypoint at ``values``.
+        holdout_mae_px: holdout MAE at ``values`` (None without holdout trials).
+        history: iteration records, iteration 0 (start point) first.
+        rollouts: rollouts charged to the budget. iterations: proposal iterations run.
+        diagnostic_rollouts: rollouts of identifiability checks, renders, holdout scoring.
+        wall_s: wall time of the calibration (summed over resumed sessions).
+        stopped: why the loop ended.
+        parameters: the spec with ``nominal`` = identified values.
+        identifiability: check at the start point; final_identifiability: at ``values``.
+        uncertainty: ``{name: standard deviation in the parameter's unit}`` (Gauss–Newton).
+        files: written files (``iterations``, ``result_yaml``, ``result_json``, ``model``).
+    """
+
+    values: dict[str, float]
+    error_px: float
+    per_keypoint_px: dict[str, float]
+    initial_error_px: float
+    holdout_mae_px: float | None
+    history: list[IterationRecord]
+    rollouts: int
+    iterations: int
+    diagnostic_rollouts: int
+    wall_s: float
+    stopped: str
+    proposer: str
+    parameters: ParameterSet
+    identifiability: IdentifiabilityReport | None = None
+    final_identifiability: IdentifiabilityReport | None = None
+    uncertainty: dict[str, float] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (history as record dicts)."""
+        return _jsonable({
+            "proposer": self.proposer, "values": self.values, "error_px": self.error_px,
+            "per_keypoint_px": self.per_keypoint_px, "initial_error_px": self.initial_error_px,
+            "holdout_mae_px": self.holdout_mae_px, "rollouts": self.rollouts, "iterations": self.iterations,
+            "diagnostic_rollouts": self.diagnostic_rollouts, "wall_s": self.wall_s, "stopped": self.stopped,
+            "uncertainty": self.uncertainty,
+            "identifiability": self.identifiability.to_dict() if self.identifiability else None,
+            "final_identifiability": self.final_identifiability.to_dict() if self.final_identifiability else None,
+            "files": {k: str(v) for k, v in self.files.items()},
+            "history": [record_to_dict(r, with_state=False) for r in self.history]})
+
+
+# -- records <-> JSON ------------------------------------------------------------------
+def _num(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def record_to_dict(r: IterationRecord, *, with_state: bool = True) -> dict[str, Any]:
+    """JSON-ready dict of a record (non-finite numbers become null)."""
+    extra = dict(r.extra)
+    if not with_state:
+        extra.pop("proposer_state", None)
+    return _jsonable({"iteration": r.iteration, "proposer": r.proposer, "values": r.values,
+                      "error_px": _num(r.error_px),
+                      "per_keypoint_px": {k: _num(v) for k, v in r.per_keypoint_px.items()},
+                      "rationale": r.rationale, "confidence": _num(r.confidence),
+                      "rollouts_used": r.rollouts_used, "wall_s": r.wall_s, "notes": list(r.notes), "extra": extra})
+
+
+def record_from_dict(d: Mapping[str, Any], *, source: str = "<record>") -> IterationRecord:
+    """Inverse of :func:`record_to_dict` (null errors become ``inf``).
+
+    Raises:
+        CalibrationError: on a missing field (names ``source``).
+    """
+    try:
+        return IterationRecord(
+            iteration=int(d["iteration"]), proposer=str(d["proposer"]),
+            values={k: float(v) for k, v in d["values"].items()},
+            error_px=math.inf if d.get("error_px") is None else float(d["error_px"]),
+            per_keypoint_px={k: (math.nan if v is None else float(v)) for k, v in (d.get("per_keypoint_px") or {}).items()},
+            rationale=str(d.get("rationale", "")),
+            confidence=0.0 if d.get("confidence") is None else float(d["confidence"]),
+            rollouts_used=int(d.get("rollouts_used", 0)), wall_s=float(d.get("wall_s", 0.0)),
+            notes=list(d.get("notes") or []), extra=dict(d.get("extra") or {}))
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise CalibrationError(f"{source}: malformed iteration record ({type(err).__name__}: {err})") from None
+
+
+def _roundtrip(r: IterationRecord) -> IterationRecord:
+    return record_from_dict(json.loads(json.dumps(record_to_dict(r))))
+
+
+def load_history(run_dir: str | Path) -> list[IterationRecord]:
+    """Records of a run directory: iteration 0 from ``run.json`` then ``iterations.jsonl``.
+
+    A torn (unparseable) last line is ignored. Proposer states are re-attached.
+
+    Raises:
+        FileNotFoundError: if ``run.json`` is missing. CalibrationError: on a malformed record.
+    """
+    run_dir = Path(run_dir)
+    meta_path = run_dir / "run.json"
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"no calibration run in {run_dir} (run.json missing)")
+    meta = json.loads(meta_path.read_text())
+    records = [record_from_dict(meta["initial"], source=str(meta_path))]
+    records.extend(_read_jsonl(run_dir)[0])
+    return records
+
+
+def _read_jsonl(run_dir: Path) -> tuple[list[IterationRecord], int]:
+    """(records, byte length of the good prefix) of iterations.jsonl."""
+    path = run_dir / "iterations.jsonl"
+    if not path.is_file():
+        return [], 0
+    data = path.read_bytes()
+    records: list[IterationRecord] = []
+    pos = good = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:  # no trailing newline: torn last line
+            break
+        raw = data[pos:nl]
+        if raw.strip():
+            try:
+                d = json.loads(raw)
+            except json.JSONDecodeError:
+                break
+            rec = record_from_dict(d, source=f"{path} line {len(records) + 1}")
+            state_file = rec.extra.get("proposer_state_file")
+            if state_file:
+                sp = run_dir / state_file
+                if not sp.is_file():
+                    break
+                rec.extra["proposer_state"] = json.loads(sp.read_text())
+            records.append(rec)
+        pos = good = nl + 1
+    return records, good
+
+
+def _fsync_write(path: Path, text: str, *, append: bool = False) -> None:
+    with open(path, "a" if append else "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _atomic_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    _fsync_write(tmp, json.dumps(_jsonable(data), indent=1))
+    os.replace(tmp, path)
+
+
+# -- the loop --------------------------------------------------------------------------
+def _resolve(target: Rig | Twin, parameters: ParameterSet | None) -> tuple[Twin, ParameterSet, dict[str, Any]]:
+    if isinstance(target, Rig):
+        twin = target.make_twin()
+        params = parameters or target.parameters
+        info = {"name": target.name, "description": target.description}
+    else:
+        twin = target
+        params = parameters or twin.parameters
+        info = {"name": params.rig or type(twin).__name__, "description": ""}
+    info.update({"keypoints": list(twin.keypoint_names), "actuators": list(twin.actuator_names)})
+    return twin, params, info
+
+
+def _sanitise(proposed: Any, params: ParameterSet, current: Mapping[str, float]) -> tuple[dict[str, float], list[str]]:
+    """Full value dict from a proposal's values, with a note for every repair."""
+    notes: list[str] = []
+    out = dict(current)
+    if not isinstance(proposed, Mapping):
+        return out, [f"proposal values must be a mapping, got {type(proposed).__name__}; parameters unchanged"]
+    for name, v in proposed.items():
+        if name not in params:
+            notes.append(f"unknown parameter '{name}' ignored (valid: {', '.join(params.free_names)})")
+            continue
+        spec = params[name]
+        if spec.frozen:
+            notes.append(f"'{name}' is frozen; proposed value ignored")
+            continue
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            notes.append(f"'{name}': value {v!r} is not a number; kept {current[name]:.6g} {spec.unit}")
+            continue
+        if not math.isfinite(x):
+            notes.append(f"'{name}': non-finite value {v!r} rejected; kept {current[name]:.6g} {spec.unit}")
+            continue
+        c = spec.clip(x)
+        if c != x:
+            notes.append(f"'{name}': {x:.6g} {spec.unit} outside [{spec.lower:.6g}, {spec.upper:.6g}], clamped to {c:.6g}")
+        out[name] = c
+    missing = [n for n in params.free_names if n not in proposed]
+    if missing and len(missing) < len(params.free_names):
+        notes.append(f"no value for {', '.join(missing)}: kept current")
+    elif missing:
+        notes.append("proposal named no free parameter: parameters unchanged")
+    return out, notes
+
+
+class _Session:
+    """Mutable state of one calibration (budget meter, best, history, files)."""
+
+    def __init__(self, twin: Twin, params: ParameterSet, real: RealTrial, cfg: CalibrationConfig,
+                 run_dir: Path | None) -> None:
+        self.twin, self.params, self.real, self.cfg, self.run_dir = twin, params, real, cfg, run_dir
+        self.objective = TrialObjective(twin, real.train_excitations, real.train, params)
+        self.used = 0
+        self.diagnostic = 0
+        self.best: tuple[float, dict[str, float], dict[str, float]] = (math.inf, params.nominal(), {})
+        self.iter_log: list[dict[str, Any]] = []
+        self.iter_evals: list[Evaluation] = []
+        self.current: dict[str, float] = params.nominal()
+
+    @property
+    def remaining(self) -> int:
+        return UNLIMITED_ROLLOUTS if self.cfg.rollout_budget is None else max(self.cfg.rollout_budget - self.used, 0)
+
+    def consider_best(self, values: Mapping[str, float], error: float, per_kp: Mapping[str, float]) -> None:
+        if math.isfinite(error) and error < self.best[0]:
+            self.best = (float(error), dict(values), dict(per_kp))
+
+    def evaluate(self, values: Mapping[str, float]) -> Evaluation:
+        """The metered callback handed to proposers (``context.evaluate``)."""
+        if not isinstance(values, Mapping):
+            raise TypeError(f"evaluate() expects a mapping {{name: value}}, got {type(values).__name__}")
+        unknown = [k for k in values if k not in self.params]
+        if unknown:
+            raise ParameterSpecError(f"evaluate(): unknown parameter(s) {unknown}; valid: {', '.join(self.params.names)}")
+        full = dict(self.current)
+        for k, v in values.items():
+            x = float(v)
+            if not math.isfinite(x):
+                raise ValueError(f"evaluate(): parameter '{k}' is not finite ({v!r})")
+            if not self.params[k].frozen:
+                full[k] = self.params[k].clip(x)
+        cost = self.objective.cost
+        if self.remaining < cost:
+            raise BudgetExhausted(f"rollout budget exhausted: {self.remaining} rollout(s) left, an evaluation "
+                                  f"costs {cost} (budget {self.cfg.rollout_budget})")
+        ev, _ = self.objective.evaluate(full)
+        self.used += ev.rollouts
+        self.iter_evals.append(ev)
+        self.iter_log.append({"values": {n: ev.values[n] for n in self.params.free_names}, "error_px": _num(ev.error_px),
+                              "failed": ev.failed, "rollouts": ev.rollouts,
+                              **({"message": ev.message} if ev.message else {})})
+        self.consider_best(ev.values, ev.error_px, ev.per_keypoint_px)
+        return ev
+
+    def diagnostic_eval(self, values: Mapping[str, float]) -> Evaluation:
+        ev, _ = self.objective.evaluate(values)
+        self.diagnostic += ev.rollouts
+        return ev
+
+
+def run_calibration(
+    target: Rig | Twin,
+    real: RealTrial,
+    proposer: Proposer,
+    config: CalibrationConfig | None = None,
+    run_dir: str | Path | None = None,
+    *,
+    fallback: Proposer | None = None,
+    parameters: ParameterSet | None = None,
+    on_iteration: Callable[[IterationRecord], None] | None = None,
+) -> CalibrationResult:
+    """Calibrate ``target``'s free parameters to ``real`` (see the module docstring).
+
+    Args:
+        target: a :class:`~vid2sid_ros.sim.registry.Rig` (its twin is built) or a twin.
+        real: the real trial (training trajectories are fitted, holdout only scored).
+        proposer: any object with ``name`` and ``propose(context)``.
+        config: budgets and switches (default :class:`CalibrationConfig`).
+        run_dir: where ``run.json``, ``iterations.jsonl``, ``result.yaml``... go; None
+            writes nothing (no resume).
+        fallback: proposer used for an iteration when ``proposer`` raises.
+        parameters: spec override (default the rig's/twin's); its frozen flags decide
+            what is calibrated.
+        on_iteration: called with each completed record (iteration 0 included).
+
+    Returns:
+        CalibrationResult.
+
+    Raises:
+        CalibrationError: ``run_dir`` holds another run (without ``resume``) or a run
+            with a different proposer, seed, spec or budget; nothing left to calibrate.
+    """
+    cfg = config or CalibrationConfig()
+    twin, params, rig_info = _resolve(target, parameters)
+    if not params.free:
+        raise CalibrationError("nothing to calibrate: every parameter is frozen")
+    if tuple(real.keypoint_names) != tuple(twin.keypoint_names) and set(real.keypoint_names) != set(twin.keypoint_names):
+        raise CalibrationError(f"real trial keypoints {real.keypoint_names} differ from the twin's {twin.keypoint_names}")
+    rd = Path(run_dir) if run_dir is not None else None
+    if rd is not None:
+        rd.mkdir(parents=True, exist_ok=True)
+    if cfg.resume and rd is None:
+        raise CalibrationError("resume needs a run directory")
+    s = _Session(twin, params, real, cfg, rd)
+    s.current = params.complete(cfg.start or {}) if cfg.start else params.nominal()
+    if cfg.start:
+        s.current = params.clip(s.current)
+    wants_video = cfg.video if cfg.video is not None else bool(getattr(proposer, "wants_video", False))
+    t_start = time.perf_counter()
+    history: list[IterationRecord] = []
+    start_report: IdentifiabilityReport | None = None
+    prior_wall = 0.0
+    meta_path = rd / "run.json" if rd is not None else None
+    signature = {"proposer": proposer.name, "seed": cfg.seed, "rollout_budget": cfg.rollout_budget,
+                 "parameters": params.to_dict()["parameters"],
+                 "train_trials": [t.trial_id for t in real.train], "start": cfg.start}
+
+    resumed = meta_path is not None and meta_path.is_file()
+    if resumed and not cfg.resume:
+        raise CalibrationError(f"{rd} already holds a calibration run (run.json); resume it (--resume) or choose "
+                               "an empty output directory")
+    if resumed:
+        meta = json.loads(meta_path.read_text())
+        for k, v in signature.items():
+            if _jsonable(meta.get("signature", {}).get(k)) != _jsonable(v):
+                raise CalibrationError(f"cannot resume {rd}: '{k}' differs from the interrupted run "
+                                       f"({meta.get('signature', {}).get(k)!r} vs {v!r})")
+        history.append(record_from_dict(meta["initial"], source=str(meta_path)))
+        records, good = _read_jsonl(rd)
+        jl = rd / "iterations.jsonl"
+        if jl.is_file() and jl.stat().st_size != good:
+            with open(jl, "r+b") as f:  # drop a torn last line
+                f.truncate(good)
+        history.extend(records)
+        s.used = int(meta.get("initial_rollouts", 0)) + sum(r.rollouts_used for r in records)
+        s.diagnostic = int(meta.get("diagnostic_rollouts", 0))
+        prior_wall = float(meta.get("initial_wall_s", 0.0)) + sum(r.wall_s for r in records)
+        if meta.get("identifiability"):
+            start_report = _report_from_dict(meta["identifiability"])
+        for r in history:
+            for e in r.extra.get("evaluations", []):
+                if e.get("error_px") is not None:
+                    s.consider_best(params.complete(e["values"]), float(e["error_px"]), {})
+            if math.isfinite(r.error_px):
+                s.consider_best(r.values, r.error_px, r.per_keypoint_px)
+        s.current = params.complete(history[-1].extra.get("current_after", history[-1].values))
+        current_eval = s.diagnostic_eval(s.current)  # deterministic re-run, not charged
+        s.best = (s.best[0], s.best[1], s.best[2] or {})
+    else:
+        if cfg.identifiability:
+            start_report = check_identifiability(s.objective, s.current, parameters=params,
+                                                 step=cfg.identifiability_step, scheme=cfg.identifiability_scheme,
+                                                 condition_threshold=cfg.condition_threshold)
+            s.diagnostic += start_report.rollouts
+        t0 = time.perf_counter()
+        if s.remaining < s.objective.cost:
+            raise CalibrationError(f"rollout budget {cfg.rollout_budget} cannot pay for one evaluation "
+                                   f"({s.objective.cost} rollouts)")
+        current_eval = s.evaluate(s.current)
+        init = IterationRecord(
+            iteration=0, proposer="initial", values=dict(current_eval.values), error_px=current_eval.error_px,
+            per_keypoint_px=dict(current_eval.per_keypoint_px),
+            rationale="start point: " + ("the values given in the config" if cfg.start else "the spec's nominal values"),
+            confidence=0.0, rollouts_used=s.used, wall_s=time.perf_counter() - t0,
+            notes=[current_eval.message] if current_eval.failed else [],
+            extra={"evaluations": list(s.iter_log), "best_error_px": _num(s.best[0]), "rollouts_total": s.used,
+                   "current_after": {n: s.current[n] for n in params.free_names}, "failed": current_eval.failed})
+        init = _roundtrip(init)
+        history.append(init)
+        if meta_path is not None:
+            _atomic_json(meta_path, {"version": 1, "signature": signature, "config": cfg.to_dict(),
+                                     "rig": rig_info, "real_source": real.source, "initial": record_to_dict(init),
+                                     "initial_rollouts": s.used, "initial_wall_s": init.wall_s,
+                                     "diagnostic_rollouts": s.diagnostic,
+                                     "identifiability": start_report.to_dict() if start_report else None})
+            jl = rd / "iterations.jsonl"
+            if jl.exists():
+                jl.unlink()
+        if on_iteration:
+            on_iteration(init)
+        if current_eval.failed:
+            raise CalibrationError(f"the start point cannot be simulated: {current_eval.message}")
+
+    stopped = "iterations done"
+    for it in range(len(history), cfg.iterations + 1):
+        if s.remaining < s.objective.cost:
+            stopped = "rollout budget exhausted"
+            break
+        if cfg.target_error_px is not None and s.best[0] <= cfg.target_error_px:
+            stopped = f"target error {cfg.target_error_px} px reached"
+            break
+        t0 = time.perf_counter()
+        s.iter_log, s.iter_evals = [], []
+        used_before = s.used
+        notes: list[str] = []
+        videos = _write_videos(s, it, notes) if (wants_video and rd is not None) else {}
+        ctx = ProposalContext(parameters=params, current=dict(s.current), current_eval=current_eval, real=real.train,
+                              history=tuple(history), iteration=it, evaluate=s.evaluate,
+                              rollouts_remaining=s.remaining, iterations_remaining=cfg.iterations - it + 1,
+                              videos=videos, rig=rig_info, rng_seed=cfg.seed,
+                              excitations=tuple(real.train_excitations))
+        proposal, who, budget_out = _ask(proposer, fallback, ctx, notes)
+        if proposal is None:
+            valid = [e for e in s.iter_evals if not e.failed]
+            if valid:
+                b = min(valid, key=lambda e: e.error_px)
+                proposal = Proposal(values={n: b.values[n] for n in params.free_names},
+                                    rationale="no proposal returned; the best point of this iteration's search is kept",
+                                    confidence=0.0, best_evaluation=b)
+            else:
+                proposal = Proposal(values={}, rationale="no valid proposal; parameters unchanged", confidence=0.0)
+        values, vnotes = _sanitise(proposal.values, params, s.current)
+        notes.extend(vnotes)
+        notes.extend(str(n) for n in (getattr(proposal, "notes", None) or []))
+        conf = _num(proposal.confidence)
+        if conf is None or not 0.0 <= conf <= 1.0:
+            notes.append(f"confidence {proposal.confidence!r} outside [0, 1]; clamped")
+            conf = 0.0 if conf is None else min(max(conf, 0.0), 1.0)
+        rationale = proposal.rationale if isinstance(proposal.rationale, str) else str(proposal.rationale)
+        ev = proposal.best_evaluation
+        if ev is not None and not (any(ev is e for e in s.iter_evals) and _same(ev.values, values, params)):
+            if not any(ev is e for e in s.iter_evals):
+                notes.append("proposal carried an evaluation the loop did not run; re-evaluated")
+            ev = None
+        if ev is None and _same(values, s.current, params) and not current_eval.failed:
+            ev = current_eval
+        if ev is None:
+            try:
+                ev = s.evaluate(values)
+            except BudgetExhausted as err:
+                notes.append(f"proposal not evaluated: {err}")
+                budget_out = True
+        if ev is not None and ev.failed:
+            notes.append(f"evaluation failed: {ev.message}; current parameters kept")
+        elif ev is not None:
+            s.current, current_eval = dict(ev.values), ev
+        state = getattr(proposal, "state", None)
+        extra: dict[str, Any] = {
+            "evaluations": list(s.iter_log), "best_error_px": _num(s.best[0]), "rollouts_total": s.used,
+            "current_after": {n: s.current[n] for n in params.free_names},
+            "failed": bool(ev is None or ev.failed), "evaluated": ev is not None}
+        if proposal.diagnosis:
+            extra["diagnosis"] = dict(proposal.diagnosis)
+        if proposal.excitation_change:
+            extra["excitation_change_requested"] = dict(proposal.excitation_change)
+        for k, v in (getattr(proposal, "extra", None) or {}).items():
+            extra.setdefault(k, v)
+        if videos:
+            extra["videos"] = {k: str(p) for k, p in videos.items()}
+        if state is not None:
+            extra["proposer_state"] = state
+        rec = IterationRecord(iteration=it, proposer=who, values=values,
+                              error_px=ev.error_px if ev is not None else math.inf,
+                              per_keypoint_px=dict(ev.per_keypoint_px) if ev is not None else {},
+                              rationale=rationale, confidence=conf, rollouts_used=s.used - used_before,
+                              wall_s=time.perf_counter() - t0, notes=notes, extra=extra)
+        rec = _roundtrip(rec)
+        history.append(rec)
+        if rd is not None:
+            _append_record(rd, rec)
+        if on_iteration:
+            on_iteration(rec)
+        if budget_out:
+            stopped = "rollout budget exhausted"
+            break
+    else:
+        stopped = "iterations done"
+
+    return _finish(s, history, start_report, stopped, proposer.name, prior_wall + (time.perf_counter() - t_start),
+                   rig_info)
+
+
+def _ask(proposer: Proposer, fallback: Proposer | None, ctx: ProposalContext,
+         notes: list[str]) -> tuple[Proposal | None, str, bool]:
+    """(proposal or None, who proposed, budget exhausted during the search)."""
+    for p in ([proposer] + ([fallback] if fallback is not None else [])):
+        try:
+            prop = p.propose(ctx)
+        except BudgetExhausted as err:
+            notes.append(f"{p.name}: rollout budget exhausted during its search ({err})")
+            return None, p.name, True
+        except Exception as err:  # noqa: BLE001 - any proposer failure is recorded, the loop goes on
+            notes.append(f"proposer '{p.name}' raised {type(err).__name__}: {err}")
+            continue
+        if not isinstance(prop, Proposal):
+            notes.append(f"proposer '{p.name}' returned {type(prop).__name__}, not a Proposal; ignored")
+            continue
+        if p is not proposer:
+            notes.append(f"fallback '{p.name}' used")
+        return prop, p.name, False
+    return None, proposer.name, False
+
+
+def _same(a: Mapping[str, float], b: Mapping[str, float], params: ParameterSet) -> bool:
+    return all(n in a and n in b and float(a[n]) == float(b[n]) for n in params.free_names)
+
+
+def _append_record(rd: Path, rec: IterationRecord) -> None:
+    d = record_to_dict(rec)
+    state = d["extra"].pop("proposer_state", None)
+    if state is not None:
+        sd = rd / "proposer_state"
+        sd.mkdir(exist_ok=True)
+        name = f"proposer_state/iter_{rec.iteration:04d}.json"
+        _atomic_json(rd / name, state)
+        d["extra"]["proposer_state_file"] = name
+    _fsync_write(rd / "iterations.jsonl", json.dumps(d) + "\n", append=True)
+
+
+def _report_from_dict(d: Mapping[str, Any]) -> IdentifiabilityReport:
+    cn = d.get("condition_number")
+    return IdentifiabilityReport(list(d["names"]), dict(d["point"]), dict(d["sensitivity_px"]),
+                                 list(d["singular_values"]), math.inf if cn is None else float(cn),
+                                 list(d.get("weak_directions", [])), d.get("warning"), dict(d.get("uncertainty", {})),
+                                 int(d.get("rollouts", 0)), float(d.get("step", 0.0)), str(d.get("scheme", "central")))
+
+
+def _write_videos(s: _Session, it: int, notes: list[str]) -> dict[str, Path]:
+    """Side-by-side real | sim video of the first training trial at the current values."""
+    try:
+        from ..io.video import write_side_by_side, write_video
+    except ImportError as err:
+        notes.append(f"videos not written: vid2sid_ros.io.video unavailable ({err})")
+        return {}
+    exc = s.real.train_excitations[0]
+    try:
+        s.twin.set_parameters(s.current)
+        res = s.twin.rollout(exc, render=True)
+        s.diagnostic += 1
+        if res.frames is None:
+            notes.append("videos not written: the twin returned no frames with render=True")
+            return {}
+        real_frames = s.real.first_frames()
+        if real_frames is None:
+            real_frames = _draw_keypoints(s.real.train[0], res.frames.shape[1:3])
+        vd = s.run_dir / "videos"
+        vd.mkdir(exist_ok=True)
+        real_path = vd / "real.mp4"
+        if not real_path.exists():
+            write_video(real_path, real_frames, exc.rate)
+        sim_path = vd / f"sim_iter_{it:03d}.mp4"
+        write_video(sim_path, res.frames, exc.rate)
+        sbs = vd / f"side_by_side_iter_{it:03d}.mp4"
+        write_side_by_side(sbs, real_frames, res.frames, exc.rate, traj_a=s.real.train[0], traj_b=res.trajectory)
+    except Exception as err:  # noqa: BLE001 - a video problem never stops a calibration
+        notes.append(f"videos not written: {type(err).__name__}: {err}")
+        return {}
+    return {"real": real_path, "sim": sim_path, "side_by_side": sbs, "overlay": sbs}
+
+
+def _draw_keypoints(traj, shape: tuple[int, int]) -> np.ndarray:
+    """Grey frames with the real keypoints as white discs (when no real video exists)."""
+    import cv2
+
+    h, w = int(shape[0]), int(shape[1])
+    frames = np.full((traj.num_frames, h, w, 3), 60, np.uint8)
+    for t in range(traj.num_frames):
+        for k in range(traj.num_keypoints):
+            if traj.valid[t, k]:
+                x, y = traj.keypoints[t, k]
+                cv2.circle(frames[t], (int(round(x)), int(round(y))), 5, (255, 255, 255), -1, cv2.LINE_AA)
+    return frames
+
+
+def _finish(s: _Session, history: list[IterationRecord], start_report: IdentifiabilityReport | None, stopped: str,
+            proposer_name: str, wall: float, rig_info: Mapping[str, Any]) -> CalibrationResult:
+    params, cfg, rd = s.params, s.cfg, s.run_dir
+    best_err, best_vals, _ = s.best
+    best_vals = params.complete(best_vals)
+    best_eval = s.diagnostic_eval(best_vals)  # per-keypoint numbers and a fresh state (not charged)
+    final_report = None
+    uncertainty: dict[str, float] = {}
+    if cfg.final_identifiability:
+        final_report = check_identifiability(s.objective, best_vals, parameters=params, step=cfg.identifiability_step,
+                                             scheme=cfg.identifiability_scheme,
+                                             condition_threshold=cfg.condition_threshold)
+        s.diagnostic += final_report.rollouts
+        uncertainty = dict(final_report.uncertainty)
+    holdout = None
+    if s.real.holdout:
+        hobj = TrialObjective(s.twin, s.real.holdout_excitations, s.real.holdout, params)
+        hev, _ = hobj.evaluate(best_vals)
+        s.diagnostic += hev.rollouts
+        holdout = None if hev.failed else hev.error_px
+    identified = params.with_nominal(best_vals)
+    result = CalibrationResult(
+        values=best_vals, error_px=best_eval.error_px, per_keypoint_px=dict(best_eval.per_keypoint_px),
+        initial_error_px=history[0].error_px, holdout_mae_px=holdout, history=history, rollouts=s.used,
+        iterations=len(history) - 1, diagnostic_rollouts=s.diagnostic, wall_s=wall, stopped=stopped,
+        proposer=proposer_name, parameters=identified, identifiability=start_report,
+        final_identifiability=final_report, uncertainty=uncertainty)
+    if rd is not None:
+        import yaml
+
+        doc = identified.to_dict()
+        doc["calibration"] = _jsonable({
+            "proposer": proposer_name, "training_mae_px": best_eval.error_px, "initial_mae_px": history[0].error_px,
+            "holdout_mae_px": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
+            "real_source": s.real.source,
+            "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()},
+            "identifiability_warning": final_report.warning if final_report else None})
+        (rd / "result.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        result.files = {"result_yaml": rd / "result.yaml", "result_json": rd / "result.json",
+                        "iterations": rd / "iterations.jsonl"}
+        export = getattr(s.twin, "export_model", None) or getattr(s.twin, "save_model", None)
+        if callable(export):
+            try:
+                s.twin.set_parameters(best_vals)
+                suffix = getattr(s.twin, "model_suffix", ".xml")
+                model_path = rd / f"calibrated_model{suffix}"
+                export(model_path)
+                result.files["model"] = model_path
+            except Exception as err:  # noqa: BLE001 - the parameter YAML is the primary result
+                result.stopped += f"; model export failed: {type(err).__name__}: {err}"
+        _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info)})
+    return result

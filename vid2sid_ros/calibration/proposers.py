@@ -1,0 +1,64 @@
+"""Registry of proposers: a name -> ``"module:Class"``, imported lazily.
+
+``make_proposer("reasoner")``, ``make_proposer("cmaes", seed=3)``,
+``make_proposer("gemini", model="gemini-2.5-pro")``... Keyword arguments go to the
+class constructor. Importing this module imports no optional backend (google-genai,
+scikit-optimize, cmaes are loaded when their proposer is built).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .proposer import Proposer
+
+__all__ = ["PROPOSERS", "make_proposer", "available_proposers", "UnknownProposerError", "BASELINE_NAMES"]
+
+#: proposer name -> "module:Class"
+PROPOSERS: dict[str, str] = {
+    "reasoner": "vid2sid_ros.calibration.reasoner:Reasoner",
+    "random": "vid2sid_ros.calibration.baselines:RandomSearch",
+    "nelder-mead": "vid2sid_ros.calibration.baselines:NelderMead",
+    "golden-cd": "vid2sid_ros.calibration.baselines:GoldenCoordinateDescent",
+    "bo": "vid2sid_ros.calibration.baselines:BayesianOptimization",
+    "cmaes": "vid2sid_ros.calibration.baselines:CMAES",
+    "gemini": "vid2sid_ros.calibration.gemini:GeminiProposer",
+    "openai-compatible": "vid2sid_ros.calibration.openai_compat:OpenAICompatibleProposer",
+}
+
+#: the paper's five black-box baselines
+BASELINE_NAMES = ("random", "nelder-mead", "golden-cd", "bo", "cmaes")
+
+
+class UnknownProposerError(KeyError):
+    """The proposer name is not registered; the message lists the valid names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def available_proposers() -> list[str]:
+    """Registered proposer names."""
+    return list(PROPOSERS)
+
+
+def make_proposer(name: str, **kwargs: Any) -> Proposer:
+    """Build a registered proposer.
+
+    Args:
+        name: a key of :data:`PROPOSERS`.
+        kwargs: constructor arguments of that proposer.
+
+    Raises:
+        UnknownProposerError: unknown name (lists the valid names).
+        ImportError: the proposer's optional dependency is missing (message says which).
+    """
+    if name not in PROPOSERS:
+        raise UnknownProposerError(f"unknown proposer {name!r}; valid proposers: {', '.join(PROPOSERS)}")
+    module, cls = PROPOSERS[name].split(":")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f"proposer {name!r} needs {module}, which failed to import: {err}") from err
+    return getattr(mod, cls)(**kwargs)

@@ -1,0 +1,564 @@
+"""The offline reasoner: diagnose from dynamic signatures, refine by least squares, explain each move.
+
+A deterministic, network-free proposer that works like an engineer with a stopwatch
+and a ruler, for any rig: it knows nothing about fingers or tentacles, only the
+parameter specs (name, unit, meaning, bounds, kind), the measured signatures of the
+real and simulated trajectories (:mod:`~vid2sid_ros.calibration.signatures`: dominant
+frequency, decay rate, damping ratio, amplitudes, phase lag, steady-state offset, onset
+delay, dead-band, per trial and keypoint) and finite-difference sensitivities measured
+on the twin.
+
+Per iteration:
+
+1. **Sensitivities** (first iteration, and again when the model stops predicting well):
+   one forward finite-difference rollout set per free parameter (step ``fd_step`` in
+   normalised units, toward the interior), giving both the Jacobian ``J`` of the
+   trajectory residuals (px per normalised unit) and ``J_s`` of the signature
+   discrepancies. ``J_s`` *is* the learned signature-to-parameter map: which parameter
+   moves the frequency, which the decay, which the offset — no rig-specific rules.
+2. **Diagnosis** (while the signatures disagree by more than ``signature_tolerance``):
+   a bounded, damped Gauss–Newton step on the signature discrepancies,
+   ``min ‖d + J_s δ‖² + μ‖δ‖²`` over the trust region ``|δ|∞ ≤ Δ`` inside the bounds
+   (``scipy.optimize.lsq_linear``). Signatures vary smoothly with the parameters even
+   when trajectories are out of phase, so this step is the global one.
+3. **Refinement** (once signatures agree, or when the diagnosis step fails): a
+   Levenberg–Marquardt trust-region step on the trajectory residuals,
+   ``min ‖r + J δ‖² + λ‖D δ‖²`` (Moré, "The Levenberg–Marquardt algorithm:
+   implementation and theory", 1978; ``D² = diag(JᵀJ)``), with the same box.
+4. Every evaluated step updates ``J`` and ``J_s`` with Broyden's rank-one secant
+   formula (Broyden 1965), so later steps cost one evaluation each. A refinement step
+   is accepted when it lowers the training MAE; a diagnosis step when it lowers the
+   MAE, or brings the signatures closer while the MAE stays within
+   ``diagnosis_slack`` of the best seen (the loop keeps the best point anyway).
+   Accepted steps grow the trust region, rejected ones shrink it; two rejected
+   diagnosis steps end the diagnosis phase; repeated rejections (or a long way
+   travelled since) trigger a re-measurement of the sensitivities; when a refinement
+   step is predicted to gain less than ``converged_fraction`` of the squared residual
+   the reasoner holds its parameters and spends no more rollouts.
+
+Each accepted move gets a rationale naming the signature it corrects and the
+parameter it moves, with units, e.g. "the twin's dominant frequency of tip in
+chirp_0.3-3Hz is 2.1 Hz against 1.6 Hz for the robot; lowering pip_stiffness from
+0.30 to 0.19 N·m/rad (measured: +10 % of its range raises that frequency by 6 %)",
+and a confidence from how well the local model predicted the improvement and how
+well conditioned the sensitivities are.
+
+State: the reasoner keeps its memory (``J``, ``J_s``, trust radius, damping) only in
+``Proposal.state``; the loop stores it with each iteration and hands it back through
+the history, so the reasoner is a deterministic function of (context, seed) and an
+interrupted run resumes exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..core.parameters import ParameterSet, ParameterSpec
+from .objective import residual_vector
+from .proposer import BudgetExhausted, Evaluation, Proposal, ProposalContext
+from .signatures import SIGNATURES, SignatureDiscrepancy, compare_signatures, measure_all
+
+__all__ = ["Reasoner"]
+
+
+def _unit_str(unit: str) -> str:
+    return "" if unit in ("1", "") else unit.replace("*", "·")
+
+
+def _with_unit(x: float, unit: str) -> str:
+    u = _unit_str(unit)
+    return f"{_fmt(x)} {u}" if u else _fmt(x)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+class Reasoner:
+    """Signature-diagnosing, least-squares-refining, explaining proposer (module docstring).
+
+    Args:
+        fd_step: finite-difference step in normalised units.
+        signature_tolerance: RMS signature discrepancy (dimensionless; ~ relative) below
+            which the reasoner refines on trajectories rather than on signatures.
+        initial_radius: starting trust radius (normalised units, ∞-norm).
+        max_radius: largest trust radius.
+        ridge: Tikhonov weight on steps (normalised units) for ill-conditioned directions.
+        refresh_after: consecutive rejected steps before re-measuring sensitivities.
+        refresh_travel: after this accepted travel (normalised ∞-norm, summed) since the
+            last measurement, a single rejected step triggers a re-measurement.
+        diagnosis_slack: a diagnosis step that brings the signatures closer is accepted
+            while the training MAE stays below this multiple of the best seen.
+        converged_fraction: a refinement step predicted to lower the squared residual by
+            less than this fraction means convergence: the reasoner holds (no rollouts).
+        evaluations_per_iteration: fixed number of step evaluations per iteration
+            (default: the remaining budget spread over the remaining iterations).
+    """
+
+    name = "reasoner"
+    wants_video = False
+
+    def __init__(self, *, fd_step: float = 0.05, signature_tolerance: float = 0.05, initial_radius: float = 0.25,
+                 max_radius: float = 0.5, ridge: float = 1e-3, refresh_after: int = 2, refresh_travel: float = 0.5,
+                 diagnosis_slack: float = 1.5,
+                 converged_fraction: float = 1e-3, evaluations_per_iteration: int | None = None) -> None:
+        if not 0 < fd_step < 0.5:
+            raise ValueError(f"Reasoner: fd_step must be in (0, 0.5), got {fd_step}")
+        self.fd_step = fd_step
+        self.signature_tolerance = signature_tolerance
+        self.initial_radius = initial_radius
+        self.max_radius = max_radius
+        self.ridge = ridge
+        self.refresh_after = refresh_after
+        self.refresh_travel = refresh_travel
+        self.diagnosis_slack = diagnosis_slack
+        self.evaluations_per_iteration = evaluations_per_iteration
+        self.converged_fraction = converged_fraction
+
+    # -- state ------------------------------------------------------------------------
+    def _load_state(self, ctx: ProposalContext) -> dict[str, Any] | None:
+        for rec in reversed(ctx.history):
+            st = rec.extra.get("proposer_state")
+            if isinstance(st, Mapping) and st.get("kind") == "reasoner":
+                return dict(st)
+        return None
+
+    # -- main -------------------------------------------------------------------------
+    def propose(self, ctx: ProposalContext) -> Proposal:
+        """One diagnosis/refinement iteration (see module docstring).
+
+        Raises:
+            RuntimeError: without ``context.evaluate`` (the reasoner measures sensitivities).
+        """
+        if ctx.evaluate is None:
+            raise RuntimeError("the reasoner needs context.evaluate to measure sensitivities")
+        params = ctx.parameters
+        free = params.free
+        names = [s.name for s in free]
+        n = len(free)
+        cost = max(len(ctx.real), 1)
+        from .loop import UNLIMITED_ROLLOUTS
+
+        unlimited = ctx.rollouts_remaining >= UNLIMITED_ROLLOUTS
+        evals_left = 10 ** 6 if unlimited else ctx.rollouts_remaining // cost
+        excitations = self._excitations(ctx)
+        lines: list[str] = []
+        diagnosis: dict[str, str] = {}
+
+        state = self._load_state(ctx)
+        anchor = _Point.of(ctx.current_eval, ctx, excitations, params)
+        if anchor.failed:
+            raise RuntimeError(f"the current parameters cannot be simulated ({ctx.current_eval.message})")
+        best = anchor
+        tried: list[_Point] = []
+
+        J = Js = None
+        sig_keys: list[list[str]] = []
+        radius = self.initial_radius
+        lam = 1e-3
+        failures = 0
+        travel = 0.0
+        diag_failures = 0
+        phase = "diagnose"
+        converged = False
+        if state is not None and state.get("m") == anchor.r.size and state.get("names") == names:
+            J = np.asarray(state["J"], float)
+            Js = np.asarray(state["Js"], float) if state.get("Js") else np.zeros((0, n))
+            sig_keys = [list(k) for k in state.get("sig_keys", [])]
+            radius = float(state.get("radius", radius))
+            lam = float(state.get("lambda", lam))
+            failures = int(state.get("failures", 0))
+            travel = float(state.get("travel", 0.0))
+            diag_failures = int(state.get("diag_failures", 0))
+            phase = str(state.get("phase", phase))
+            converged = bool(state.get("converged", False)) and np.array_equal(
+                np.asarray(state.get("u_anchor", []), float), anchor.u)
+            u_prev = np.asarray(state.get("u_anchor", anchor.u), float)
+            if not np.array_equal(u_prev, anchor.u):
+                lines.append("The current parameters were set by another proposer; my sensitivities were measured "
+                             "elsewhere and are used as an approximation.")
+
+        stale = failures >= self.refresh_after or (travel >= self.refresh_travel and failures >= 1)
+        need_fd = J is None or (stale and not converged)
+        if need_fd and evals_left < n + (1 if J is None else 2):
+            if J is None:
+                return self._probe_only(ctx, anchor, evals_left, lines)
+            need_fd = False
+        if need_fd:
+            if J is not None:
+                lines.append(f"My sensitivities were measured {travel:.2f} (normalised) away and the last "
+                             f"{failures} step(s) did not improve the fit: re-measuring them at the current point.")
+            travel = 0.0
+            try:
+                J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations)
+            except BudgetExhausted:
+                return self._finish(ctx, anchor, best, tried, lines, diagnosis, None, radius, lam, failures, sig_keys)
+            evals_left -= n
+            failures = 0
+            tried.extend(probes)
+            lines.append(self._sensitivity_summary(params, anchor, Js, sig_keys, J))
+            better = [p for p in probes if not p.failed and p.error < best.error]
+            if better:
+                best = min(better, key=lambda p: p.error)
+            radius = max(radius, self.initial_radius)
+
+        quota = self.evaluations_per_iteration
+        if quota is None:
+            quota = max(1, math.ceil(evals_left / max(ctx.iterations_remaining, 1))) if evals_left > 0 else 0
+        quota = min(quota, evals_left)
+        # if probing found a better point, move the linearisation there (secant-corrected)
+        if best is not anchor:
+            J, Js = self._broyden(J, Js, anchor, best, sig_keys)
+            travel += float(np.max(np.abs(best.u - anchor.u)))
+            anchor = best
+        if converged and quota > 0:
+            lines.append(f"Converged earlier: the least-squares model predicts no useful improvement of the "
+                         f"{anchor.error:.3f} px training MAE; holding the parameters and saving the rollouts.")
+            quota = 0
+        for _ in range(quota):
+            sig_table = anchor.sig_table(sig_keys)
+            mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
+                                                     allow_diagnosis=(phase == "diagnose"))
+            if (step is None or np.max(np.abs(step)) < 1e-6
+                    or (mode == "refinement" and predicted < self.converged_fraction * anchor.ssr)):
+                lines.append(f"Converged: the trajectory least-squares model predicts less than "
+                             f"{100 * self.converged_fraction:.2g} % further reduction of the squared residual "
+                             f"(training MAE {anchor.error:.3f} px); holding the parameters.")
+                converged = True
+                break
+            u_new = np.clip(anchor.u + step, 0.0, 1.0)
+            values = params.from_unit_vector(u_new, ctx.current)
+            try:
+                ev = ctx.evaluate({k: values[k] for k in names})
+            except BudgetExhausted:
+                break
+            cand = _Point.of(ev, ctx, excitations, params)
+            tried.append(cand)
+            if cand.failed:
+                lines.append(f"A {mode} step to {self._values_text(params, anchor, cand, names)} made the twin "
+                             f"diverge ({ev.message}); shrinking the trust region.")
+                radius *= 0.3
+                lam *= 4.0
+                failures += 1
+                continue
+            if mode == "diagnosis":
+                # diagnosis steps are judged on the signatures they were computed from (global
+                # information, no phase wrapping), as long as the trajectories do not get much worse
+                sa, sc = anchor.sig_vector(sig_keys)[rows], cand.sig_vector(sig_keys)[rows]
+                both = np.isfinite(sa) & np.isfinite(sc)
+                accept = cand.error < anchor.error or (
+                    both.sum() >= n and float(np.sum(sc[both] ** 2)) < float(np.sum(sa[both] ** 2))
+                    and cand.error < self.diagnosis_slack * best.error)
+            else:
+                accept = cand.error < anchor.error
+            explanation = self._explain(params, mode, anchor, cand, Js, sig_keys, diagnosis, radius) \
+                if accept else ""
+            J, Js = self._broyden(J, Js, anchor, cand, sig_keys)
+            if accept and mode == "diagnosis":
+                diag_failures = 0
+            if accept:
+                ratio = ((anchor.ssr - cand.ssr) / predicted) if predicted > 0 else 1.0
+                lines.append(explanation)
+                if ratio > 0.5:
+                    radius = min(radius * 2.0, self.max_radius)
+                    lam = max(lam / 3.0, 1e-7)
+                travel += float(np.max(np.abs(cand.u - anchor.u)))
+                anchor = cand
+                failures = 0
+            elif mode == "diagnosis":
+                diag_failures += 1
+                if diag_failures >= 2:
+                    lines.append(f"A signature-matching step ({self._values_text(params, anchor, cand, names)}) "
+                                 f"again brought neither the signatures nor the trajectories closer "
+                                 f"(training MAE {anchor.error:.3f} → {cand.error:.3f} px): the signatures are as close "
+                                 "as this linear model can bring them, so I switch to least-squares refinement on the "
+                                 "trajectories.")
+                    phase = "refine"
+                else:
+                    lines.append(f"A signature-matching step ({self._values_text(params, anchor, cand, names)}) did "
+                                 f"not bring the signatures closer without degrading the trajectories (training MAE "
+                                 f"{anchor.error:.3f} → {cand.error:.3f} px); halving the step.")
+                    radius = max(radius * 0.5, 1e-3)
+            else:
+                lines.append(f"Tried a {mode} step ({self._values_text(params, anchor, cand, names)}): the training "
+                             f"MAE went from {anchor.error:.3f} to {cand.error:.3f} px, so I keep the previous values "
+                             f"and shrink the trust region to {radius * 0.35:.3g}.")
+                radius = max(radius * 0.35, 1e-3)
+                lam *= 4.0
+                failures += 1
+            if anchor.error < best.error:
+                best = anchor
+        # propose where the reasoning stands (the loop keeps the best point seen separately)
+        return self._finish(ctx, anchor, anchor, tried, lines, diagnosis, (J, Js), radius, lam, failures, sig_keys,
+                            phase, converged, travel, diag_failures)
+
+    # -- pieces -----------------------------------------------------------------------
+    @staticmethod
+    def _excitations(ctx: ProposalContext) -> list[Any]:
+        excs = list(getattr(ctx, "excitations", None) or [])
+        if len(excs) == len(ctx.real):
+            return excs
+        return [None] * len(ctx.real)
+
+    def _finite_differences(self, ctx: ProposalContext, anchor: "_Point", excitations: Sequence[Any]):
+        params = ctx.parameters
+        names = params.free_names
+        n = len(names)
+        # signature rows: every discrepancy measurable at the anchor
+        table0 = anchor.sig_full
+        keys = sorted(table0)
+        d0 = np.array([table0[k].d for k in keys])
+        J = np.zeros((anchor.r.size, n))
+        Js = np.zeros((len(keys), n))
+        probes = []
+        for j in range(n):
+            h = self.fd_step if anchor.u[j] + self.fd_step <= 1.0 else -self.fd_step
+            u = anchor.u.copy()
+            u[j] += h
+            values = params.from_unit_vector(u, ctx.current)
+            ev = ctx.evaluate({k: values[k] for k in names})
+            p = _Point.of(ev, ctx, excitations, params)
+            probes.append(p)
+            if p.failed:
+                continue  # a diverging probe leaves a zero column: that parameter is not moved by the model
+            J[:, j] = (p.r - anchor.r) / h
+            d = np.array([p.sig_full[k].d if k in p.sig_full else np.nan for k in keys])
+            Js[:, j] = np.where(np.isfinite(d), (d - d0) / h, 0.0)
+        return J, Js, [list(k) for k in keys], probes
+
+    def _broyden(self, J, Js, a: "_Point", b: "_Point", sig_keys):
+        """Broyden rank-one secant update of both Jacobians along a -> b."""
+        s = b.u - a.u
+        ss = float(s @ s)
+        if b.failed or ss < 1e-14:
+            return J, Js
+        J = J + np.outer((b.r - a.r) - J @ s, s) / ss
+        if Js is not None and Js.size:
+            da = a.sig_vector(sig_keys)
+            db = b.sig_vector(sig_keys)
+            y = db - da
+            ok = np.isfinite(y)
+            upd = np.outer(np.where(ok, y - Js @ s, 0.0), s) / ss
+            Js = Js + upd
+        return J, Js
+
+    def _step(self, params: ParameterSet, a: "_Point", J, Js, sig_keys, sig_table, radius: float, lam: float,
+              *, allow_diagnosis: bool = True):
+        """(mode, δ, predicted SSR decrease) for the next trial step."""
+        from scipy.optimize import lsq_linear
+
+        n = a.u.size
+        lo = np.maximum(-radius, -a.u)
+        hi = np.minimum(radius, 1.0 - a.u)
+        hi = np.maximum(hi, lo + 1e-12)
+        d = a.sig_vector(sig_keys)
+        ok = np.isfinite(d) & np.all(np.isfinite(Js), axis=1) if Js is not None and Js.size else np.zeros(0, bool)
+        sig_rms = float(np.sqrt(np.mean(d[ok] ** 2))) if ok.any() else 0.0
+        mode = ("diagnosis" if (allow_diagnosis and (ok & self._smooth_rows(Js)).sum() >= n
+                                and sig_rms > self.signature_tolerance) else "refinement")
+        if mode == "diagnosis":
+            ok &= self._smooth_rows(Js)
+            A, b = Js[ok], -d[ok]
+            scale = np.sqrt(np.sum(A ** 2, axis=0)) + 1e-12
+            reg = math.sqrt(self.ridge + lam) * np.diag(scale)
+        else:
+            A, b = J, -a.r
+            scale = np.sqrt(np.sum(A ** 2, axis=0)) + 1e-12
+            reg = math.sqrt(lam + self.ridge) * np.diag(scale)
+        res = lsq_linear(np.vstack([A, reg]), np.concatenate([b, np.zeros(n)]), bounds=(lo, hi), method="bvls")
+        step = np.asarray(res.x, float)
+        pred_r = a.r + J @ step
+        predicted = float(a.ssr - np.sum(pred_r ** 2))
+        return mode, step, predicted, (ok if mode == "diagnosis" else None)
+
+    @staticmethod
+    def _smooth_rows(Js) -> np.ndarray:
+        """Rows of J_s that look like smooth functions of the parameters.
+
+        A signature whose finite difference is more than 5x the median row norm
+        jumped (e.g. a spectral peak switching to another mode) rather than moved;
+        it is left out of the diagnosis step.
+        """
+        if Js is None or not Js.size:
+            return np.zeros(0, bool)
+        norms = np.sqrt(np.sum(np.where(np.isfinite(Js), Js, 0.0) ** 2, axis=1))
+        med = float(np.median(norms[norms > 0])) if np.any(norms > 0) else 0.0
+        return np.isfinite(Js).all(axis=1) & (norms <= 5.0 * med if med > 0 else norms >= 0)
+
+    def _sensitivity_summary(self, params: ParameterSet, a: "_Point", Js, sig_keys, J) -> str:
+        parts = []
+        for j, spec in enumerate(params.free):
+            px = float(np.sqrt(np.mean(J[:, j] ** 2))) * 0.1 if J.size else 0.0
+            top = None
+            if Js is not None and Js.size:
+                col = np.where(self._smooth_rows(Js), np.abs(Js[:, j]), 0.0)
+                i = int(np.argmax(col))
+                if col[i] > 0:
+                    top = (tuple(sig_keys[i]), Js[i, j])
+            txt = f"{spec.name} (+10 % of its range moves the keypoints {px:.2f} px RMS"
+            if top is not None:
+                (trial, kp, sig), g = top
+                txt += f"; strongest effect on the {SIGNATURES[sig][2]} of {kp} in {trial}: {_effect_text(sig, g * 0.1)}"
+            parts.append(txt + ")")
+        sv = np.linalg.svd(J / math.sqrt(max(J.shape[0], 1)), compute_uv=False) if J.size else np.zeros(1)
+        cond = sv[0] / sv[-1] if sv[-1] > 0 else math.inf
+        return ("Measured sensitivities at the current point: " + "; ".join(parts)
+                + f". Condition number of the trajectory sensitivities: {cond:.3g}.")
+
+    def _values_text(self, params: ParameterSet, a: "_Point", b: "_Point", names: Sequence[str]) -> str:
+        moved = [(abs(b.u[j] - a.u[j]), j) for j in range(len(names))]
+        moved.sort(reverse=True)
+        out = []
+        for _, j in moved[:3]:
+            s = params[names[j]]
+            out.append(f"{s.name} {_fmt(a.values[s.name])}→{_fmt(b.values[s.name])} {_unit_str(s.unit)}")
+        return ", ".join(out)
+
+    def _explain(self, params: ParameterSet, mode: str, a: "_Point", b: "_Point", Js, sig_keys,
+                 diagnosis: dict[str, str], radius: float) -> str:
+        """Rationale for an accepted move a -> b.
+
+        A parameter's move is explained by a signature only when the evidence holds up:
+        the sim disagreed with the robot on it, the measured sensitivity says this
+        parameter's move pushes it toward the robot's value and accounts for most of
+        the predicted change, and the signature really moved that way.
+        """
+        free = params.free
+        delta = b.u - a.u
+        order = [j for j in np.argsort(-np.abs(delta)) if abs(delta[j]) >= 0.005][:3]
+        used: set[tuple] = set()
+        sentences = []
+        for j in order:
+            spec = free[j]
+            verb = "raising" if delta[j] > 0 else "lowering"
+            what = (spec.meaning or f"{spec.kind} parameter").split(";")[0].strip()
+            move = (f"{verb} {spec.name} ({what}) from {_fmt(a.values[spec.name])} to "
+                    f"{_with_unit(b.values[spec.name], spec.unit)}")
+            ev = self._evidence(j, delta, a, b, Js, sig_keys, used)
+            if ev is not None:
+                key, before, after = ev
+                used.add(key)
+                s_a, real = before.sim, before.real
+                state = "too high" if delta[j] < 0 else "too low"
+                sentences.append(
+                    f"the twin's {s_a.describe()} is {_with_unit(s_a.value, s_a.unit)} against "
+                    f"{_with_unit(real.value, real.unit)} for the robot: {spec.name} is {state}; {move} brings it to "
+                    f"{_with_unit(after.sim.value, after.sim.unit)}")
+                diagnosis[spec.name] = (f"{state}: the {s_a.describe()} was {_with_unit(s_a.value, s_a.unit)} vs "
+                                        f"{_with_unit(real.value, real.unit)} on the robot")
+            else:
+                sentences.append(f"{move} fits the trajectories better (no single signature isolates it)")
+                diagnosis.setdefault(spec.name, f"{'too low' if delta[j] > 0 else 'too high'}: trajectory residual")
+        head = ("Diagnosis from signatures" if mode == "diagnosis" else
+                f"Least-squares refinement (Levenberg–Marquardt, trust region {radius:.2g} in normalised units)")
+        body = "; ".join(sentences) if sentences else "adjustments below 0.5 % of every range"
+        return f"{head}: {body}. Training MAE {a.error:.3f} → {b.error:.3f} px."
+
+    @staticmethod
+    def _evidence(j: int, delta: np.ndarray, a: "_Point", b: "_Point", Js, sig_keys, used: set):
+        """(key, discrepancy before, discrepancy after) best explaining parameter j's move, or None."""
+        if Js is None or not Js.size:
+            return None
+        best, score = None, 0.0
+        for i, k in enumerate(sig_keys):
+            key = tuple(k)
+            if key in used or key not in a.sig_full or key not in b.sig_full or not np.isfinite(Js[i]).all():
+                continue
+            d_a, d_b = a.sig_full[key].d, b.sig_full[key].d
+            own = Js[i, j] * delta[j]
+            total = float(Js[i] @ delta)
+            actual = d_b - d_a
+            if abs(d_a) < 0.02 or own * d_a >= 0 or actual * own <= 0:
+                continue  # no discrepancy, wrong direction, or it did not move as predicted
+            if abs(own) < 0.5 * abs(total) or not 0.2 * abs(own) <= abs(actual) <= 3.0 * abs(own) + 0.02:
+                continue  # another parameter dominates, or the sensitivity is not trustworthy here
+            gain = abs(d_a) - abs(d_b)
+            if gain < max(0.005, 0.1 * abs(d_a)):
+                continue  # closed less than a tenth of the gap: not the evidence for this move
+            if gain > score:
+                best, score = (key, a.sig_full[key], b.sig_full[key]), gain
+        return best
+
+    def _probe_only(self, ctx: ProposalContext, anchor: "_Point", evals_left: int, lines: list[str]) -> Proposal:
+        lines.append(f"Only {evals_left} evaluation(s) left, fewer than the {len(ctx.parameters.free) + 1} needed to "
+                     "measure sensitivities; keeping the current parameters.")
+        return Proposal(values={n: ctx.current[n] for n in ctx.parameters.free_names}, rationale=" ".join(lines),
+                        confidence=0.1, best_evaluation=None)
+
+    def _finish(self, ctx, anchor: "_Point", best: "_Point", tried, lines, diagnosis, jac, radius, lam, failures,
+                sig_keys, phase: str = "diagnose", converged: bool = False, travel: float = 0.0,
+                diag_failures: int = 0) -> Proposal:
+        names = ctx.parameters.free_names
+        if best.error >= anchor.error and best is not anchor:
+            best = anchor
+        state = None
+        if jac is not None:
+            J, Js = jac
+            state = {"kind": "reasoner", "names": list(names), "m": int(best.r.size), "u_anchor": best.u.tolist(),
+                     "J": J.tolist(), "Js": Js.tolist() if Js is not None else [], "sig_keys": sig_keys,
+                     "radius": float(radius), "lambda": float(lam), "failures": int(failures), "phase": phase, "travel": float(travel),
+                     "diag_failures": int(diag_failures),
+                     "converged": bool(converged)}
+        start_error = float(ctx.current_eval.error_px)
+        improved = best.error < start_error
+        if not lines:
+            lines.append("No evaluation was possible this iteration; keeping the parameters.")
+        conf = 0.2
+        if converged and not improved:
+            conf = 0.8
+        if improved:
+            gain = (start_error - best.error) / max(start_error, 1e-9)
+            conf = float(min(0.95, 0.45 + 0.5 * gain))
+        elif tried and not converged:
+            lines.append(f"No step improved on {start_error:.3f} px this iteration.")
+        return Proposal(values={n: best.values[n] for n in names}, rationale=" ".join(lines), confidence=conf,
+                        diagnosis=dict(diagnosis), best_evaluation=best.evaluation if best.evaluation is not
+                        ctx.current_eval else None, state=state)
+
+
+def _effect_text(sig: str, delta: float) -> str:
+    """Signature change for a given change of the discrepancy coordinate."""
+    kind = SIGNATURES[sig][1]
+    if kind == "log":
+        return f"{(math.exp(delta) - 1) * 100:+.1f} %"
+    if kind == "amplitude":
+        return f"{delta * 100:+.1f} % of the peak displacement"
+    if kind == "period":
+        return f"{delta:+.3f} cycles"
+    return f"{delta:+.3g} {_unit_str(SIGNATURES[sig][0])}"
+
+
+class _Point:
+    """An evaluated parameter point with its residual vector and signatures."""
+
+    def __init__(self, evaluation: Evaluation, u: np.ndarray, r: np.ndarray, values: dict[str, float],
+                 sig_full: Mapping[tuple, SignatureDiscrepancy], failed: bool) -> None:
+        self.evaluation, self.u, self.r, self.values, self.sig_full, self.failed = (
+            evaluation, u, r, values, sig_full, failed)
+        self.error = math.inf if failed else float(evaluation.error_px)
+        self.ssr = math.inf if failed else float(np.sum(r ** 2))
+
+    @classmethod
+    def of(cls, ev: Evaluation, ctx: ProposalContext, excitations: Sequence[Any], params: ParameterSet) -> "_Point":
+        values = params.complete(ev.values)
+        u = params.to_unit_vector(values)
+        failed = bool(ev.failed) or len(ev.sim) != len(ctx.real)
+        r = np.zeros(0)
+        sig: dict = {}
+        if not failed:
+            r = residual_vector(ev.sim, ctx.real)
+            if not np.all(np.isfinite(r)):
+                failed = True
+            else:
+                s_sig, r_sig = measure_all(ev.sim, ctx.real, excitations)
+                sig = compare_signatures(s_sig, r_sig)
+        return cls(ev, u, r, values, sig, failed)
+
+    def sig_table(self, keys: Sequence[Sequence[str]]) -> dict[tuple, SignatureDiscrepancy]:
+        return {tuple(k): self.sig_full[tuple(k)] for k in keys if tuple(k) in self.sig_full}
+
+    def sig_vector(self, keys: Sequence[Sequence[str]]) -> np.ndarray:
+        return np.array([self.sig_full[tuple(k)].d if tuple(k) in self.sig_full else np.nan for k in keys])

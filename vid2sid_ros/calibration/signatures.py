@@ -1,0 +1,362 @@
+"""Measurable dynamic signatures of a keypoint trajectory.
+
+What an engineer reads off two videos before touching a parameter: how fast it
+oscillates, how quickly the ringing dies, how far it swings, how late it follows the
+command, where it settles and how much command it takes before it moves at all. Each
+signature is measured per trial and keypoint on the scalar displacement
+``y(t) = (p(t) − p_rest) · a`` along the principal axis ``a`` of the *real* keypoint's
+motion (the same axis is used for the sim, so the two are comparable).
+
+=====================  =====  =============================================================
+signature              unit   measurement
+=====================  =====  =============================================================
+dominant_frequency     Hz     peak of the Hann-windowed spectrum of the velocity dy/dt
+                              (the velocity of a step response is the impulse response,
+                              so this is the damped natural frequency), parabolic
+                              interpolation between bins
+decay_rate             1/s    σ of the free response after the last command change:
+                              least-squares slope of ln|peak| per half-cycle (logarithmic
+                              decrement), or of ln|y − y_final| when it does not ring
+damping_ratio          1      σ / sqrt(σ² + ω_d²), ω_d from the half-cycle spacing
+                              (log-decrement method; e.g. Inman, *Engineering Vibration*, §1.6)
+ring_frequency         Hz     ω_d / 2π of that free response (mean zero-crossing spacing)
+peak_amplitude         px     max |y|
+rms_amplitude          px     standard deviation of y
+steady_state_offset    px     mean of y over the last 15 % of the trial, when the command is
+                              constant there (otherwise it is not a steady state)
+phase_lag              s      lag in [0, 1 s] maximising |cross-correlation| of command and y
+onset_delay            s      time from the first command change until |y| first exceeds
+                              5 % of the real peak amplitude (friction, inertia)
+dead_band              cmd    |command| at that onset (the command needed to break away)
+=====================  =====  =============================================================
+
+Non-measurable signatures (no ringing, nothing moves, too few valid samples) are NaN
+and are simply left out of comparisons. :func:`compare_signatures` turns sim/real pairs
+into dimensionless discrepancies: log ratios for positive quantities, differences
+scaled by the real motion's amplitude, period or command range for the others.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..core.excitation import Excitation
+from ..core.trajectory import Trajectory, align
+
+__all__ = ["Signature", "SIGNATURES", "measure_signatures", "measure_all", "compare_signatures",
+           "SignatureDiscrepancy", "principal_axes"]
+
+#: name -> (unit, comparison kind: "log" | "amplitude" | "period" | "command" | "absolute", plain description)
+SIGNATURES: dict[str, tuple[str, str, str]] = {
+    "dominant_frequency": ("Hz", "log", "dominant frequency"),
+    "decay_rate": ("1/s", "log", "decay rate of the free response"),
+    "damping_ratio": ("1", "absolute", "damping ratio"),
+    "ring_frequency": ("Hz", "log", "ringing frequency of the free response"),
+    "peak_amplitude": ("px", "log", "peak displacement"),
+    "rms_amplitude": ("px", "log", "RMS displacement"),
+    "steady_state_offset": ("px", "amplitude", "steady-state offset"),
+    "phase_lag": ("s", "period", "lag behind the command"),
+    "onset_delay": ("s", "period", "delay before it starts moving"),
+    "dead_band": ("cmd", "command", "command needed before it moves (dead-band)"),
+}
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One measured signature.
+
+    Attributes:
+        trial: trial id (excitation name). keypoint: keypoint name. name: key of :data:`SIGNATURES`.
+        value: measured value in ``unit`` (NaN if not measurable).
+    """
+
+    trial: str
+    keypoint: str
+    name: str
+    value: float
+
+    @property
+    def unit(self) -> str:
+        return SIGNATURES[self.name][0]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.trial, self.keypoint, self.name)
+
+    def describe(self) -> str:
+        """E.g. ``"dominant frequency of tip in chirp_0.3-3Hz"``."""
+        return f"{SIGNATURES[self.name][2]} of {self.keypoint} in {self.trial}"
+
+
+def principal_axes(traj: Trajectory) -> np.ndarray:
+    """Unit principal direction of each keypoint's motion, shape (K, 2).
+
+    The sign is chosen so that the largest excursion from rest is positive.
+    Falls back to the x axis for a keypoint that never moves.
+    """
+    out = np.zeros((traj.num_keypoints, 2))
+    for k in range(traj.num_keypoints):
+        p = traj.keypoints[:, k][traj.valid[:, k]]
+        if p.shape[0] < 3:
+            out[k] = (1.0, 0.0)
+            continue
+        d = p - p.mean(axis=0)
+        _, _, vt = np.linalg.svd(d, full_matrices=False)
+        a = vt[0]
+        y = (p - p[0]) @ a
+        if y[np.argmax(np.abs(y))] < 0:
+            a = -a
+        out[k] = a
+    return out
+
+
+def _fill(y: np.ndarray) -> np.ndarray | None:
+    ok = np.isfinite(y)
+    if ok.sum() < max(8, 0.5 * y.size):
+        return None
+    if ok.all():
+        return y
+    idx = np.arange(y.size)
+    return np.interp(idx, idx[ok], y[ok])
+
+
+def _command(excitation: Excitation | None, n: int) -> np.ndarray | None:
+    if excitation is None:
+        return None
+    v = np.asarray(excitation.values, float)
+    col = int(np.argmax(np.std(v, axis=0)))
+    u = v[:, col]
+    if u.shape[0] < n:
+        u = np.concatenate([u, np.full(n - u.shape[0], u[-1])])
+    return u[:n]
+
+
+def _parabolic_peak(mag: np.ndarray, i: int) -> float:
+    if 0 < i < mag.size - 1:
+        a, b, c = mag[i - 1], mag[i], mag[i + 1]
+        den = a - 2 * b + c
+        if den != 0:
+            return i + 0.5 * (a - c) / den
+    return float(i)
+
+
+def _dominant_frequency(y: np.ndarray, rate: float) -> float:
+    v = np.gradient(y) * rate
+    n = v.size
+    if np.allclose(v, 0):
+        return math.nan
+    nfft = int(2 ** math.ceil(math.log2(8 * n)))
+    spec = np.abs(np.fft.rfft((v - v.mean()) * np.hanning(n), nfft))
+    freqs = np.fft.rfftfreq(nfft, 1.0 / rate)
+    fmin = 1.5 * rate / n
+    spec[freqs < fmin] = 0.0
+    i = int(np.argmax(spec))
+    if spec[i] <= 0:
+        return math.nan
+    return float(_parabolic_peak(spec, i) * rate / nfft)
+
+
+def _free_response(y: np.ndarray, u: np.ndarray | None, rate: float, floor_px: float) -> tuple[float, float, float]:
+    """(decay_rate 1/s, damping_ratio, ring_frequency Hz) of the response after the last command change."""
+    nan3 = (math.nan, math.nan, math.nan)
+    if u is None:
+        return nan3
+    scale = max(float(np.max(np.abs(u))), 1e-12)
+    changes = np.nonzero(np.abs(np.diff(u)) > 1e-9 * scale)[0]
+    start = int(changes[-1]) + 1 if changes.size else 0
+    seg = y[start:]
+    if seg.size < 10:
+        return nan3
+    tail = max(3, seg.size // 5)
+    e = seg - seg[-tail:].mean()
+    t = np.arange(seg.size) / rate
+    amp0 = float(np.max(np.abs(e)))
+    if amp0 < 3 * floor_px:
+        return nan3
+    # half-cycles between sign changes; peak |e| of each
+    sign = np.sign(e)
+    zc = np.nonzero(sign[1:] * sign[:-1] < 0)[0] + 1
+    bounds = [0, *zc.tolist(), seg.size]
+    peaks_t, peaks_a = [], []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b - a < 2:
+            continue
+        j = a + int(np.argmax(np.abs(e[a:b])))
+        if abs(e[j]) > max(floor_px, 0.03 * amp0):
+            peaks_t.append(t[j])
+            peaks_a.append(abs(e[j]))
+    if len(peaks_t) >= 3 and len(zc) >= 2:
+        sigma = -float(np.polyfit(peaks_t, np.log(peaks_a), 1)[0])
+        half = float(np.mean(np.diff(zc))) / rate
+        wd = math.pi / half if half > 0 else math.nan
+        zeta = sigma / math.sqrt(sigma ** 2 + wd ** 2) if math.isfinite(wd) and sigma > 0 else math.nan
+        return (sigma if sigma > 0 else math.nan), zeta, (wd / (2 * math.pi) if math.isfinite(wd) else math.nan)
+    mask = np.abs(e) > max(floor_px, 0.05 * amp0)
+    mask &= np.arange(seg.size) >= int(np.argmax(np.abs(e)))
+    if mask.sum() >= 4:
+        sigma = -float(np.polyfit(t[mask], np.log(np.abs(e[mask])), 1)[0])
+        return (sigma if sigma > 0 else math.nan), math.nan, math.nan
+    return nan3
+
+
+def _phase_lag(y: np.ndarray, u: np.ndarray | None, rate: float) -> float:
+    if u is None or np.std(u) == 0 or np.std(y) == 0:
+        return math.nan
+    a = (u - u.mean()) / np.std(u)
+    b = (y - y.mean()) / np.std(y)
+    n = a.size
+    max_lag = min(int(rate * 1.0), n // 3)
+    if max_lag < 2:
+        return math.nan
+    c = np.array([abs(np.dot(a[: n - k], b[k:])) / (n - k) for k in range(max_lag + 1)])
+    i = int(np.argmax(c))
+    return float(_parabolic_peak(c, i) / rate)
+
+
+def measure_signatures(traj: Trajectory, excitation: Excitation | None = None, *,
+                       axes: np.ndarray | None = None, onset_threshold_px: Sequence[float] | None = None,
+                       noise_floor_px: float = 0.5) -> list[Signature]:
+    """All signatures of one trajectory.
+
+    Args:
+        traj: keypoints (T, K, 2) px; frame k is command step ``traj.steps[k]``.
+        excitation: the command that drove it (needed for lag, onset, dead-band, decay).
+        axes: (K, 2) projection axes (default: this trajectory's :func:`principal_axes`).
+        onset_threshold_px: per keypoint |y| threshold for the onset (default 5 % of this
+            trajectory's peak); pass the real trial's so sim and real use the same one.
+        noise_floor_px: amplitudes below this are treated as noise.
+
+    Returns:
+        ``len(SIGNATURES) * K`` signatures (NaN where not measurable).
+    """
+    rate = 1.0 / float(np.median(np.diff(traj.time))) if traj.num_frames > 1 else 1.0
+    if excitation is not None:
+        rate = excitation.rate
+    axes = principal_axes(traj) if axes is None else np.asarray(axes, float)
+    u_full = _command(excitation, int(traj.steps.max()) + 1 if traj.num_frames else 0)
+    u = None if u_full is None else u_full[np.clip(traj.steps, 0, u_full.size - 1)]
+    out: list[Signature] = []
+    for k, name in enumerate(traj.names):
+        vals = dict.fromkeys(SIGNATURES, math.nan)
+        p = traj.keypoints[:, k]
+        ok = traj.valid[:, k]
+        if ok.any():
+            rest_idx = np.nonzero(ok)[0]
+            if u is not None:
+                scale = max(float(np.max(np.abs(u))), 1e-12)
+                moving = np.nonzero(np.abs(u - u[0]) > 1e-9 * scale)[0]
+                first_cmd = int(moving[0]) if moving.size else u.size
+                before = rest_idx[rest_idx < max(first_cmd, 1)]
+                rest = np.median(p[before], axis=0) if before.size >= 3 else p[rest_idx[0]]
+            else:
+                first_cmd = 0
+                rest = p[rest_idx[0]]
+            y = _fill((p - rest) @ axes[k])
+        else:
+            y = None
+        if y is not None:
+            vals["dominant_frequency"] = _dominant_frequency(y, rate)
+            vals["peak_amplitude"] = float(np.max(np.abs(y)))
+            vals["rms_amplitude"] = float(np.std(y))
+            tail = max(2, int(round(0.15 * y.size)))
+            if u is None or np.ptp(u[-tail:]) <= 1e-9 * max(float(np.max(np.abs(u))), 1e-12):
+                vals["steady_state_offset"] = float(np.mean(y[-tail:]))  # only under a constant command
+            vals["phase_lag"] = _phase_lag(y, u, rate)
+            vals["decay_rate"], vals["damping_ratio"], vals["ring_frequency"] = _free_response(
+                y, u, rate, noise_floor_px)
+            thr = (onset_threshold_px[k] if onset_threshold_px is not None
+                   else 0.05 * vals["peak_amplitude"])
+            thr = max(float(thr), noise_floor_px)
+            if u is not None and first_cmd < y.size:
+                above = np.nonzero(np.abs(y[first_cmd:]) > thr)[0]
+                if above.size:
+                    j = first_cmd + int(above[0])
+                    frac = 0.0  # sub-sample crossing (linear interpolation) keeps the onset continuous
+                    if j > first_cmd:
+                        a0, a1 = abs(y[j - 1]), abs(y[j])
+                        frac = (thr - a0) / (a1 - a0) if a1 > a0 else 0.0
+                    t_on = (j - 1 + frac) if j > first_cmd else float(j)
+                    vals["onset_delay"] = float((t_on - first_cmd) / rate)
+                    jj = min(int(math.floor(t_on)), u.size - 1)
+                    w = t_on - math.floor(t_on)
+                    u_on = u[jj] * (1 - w) + u[min(jj + 1, u.size - 1)] * w
+                    vals["dead_band"] = float(abs(u_on))
+        out.extend(Signature(traj.trial_id, name, s, float(v)) for s, v in vals.items())
+    return out
+
+
+def measure_all(sim: Sequence[Trajectory], real: Sequence[Trajectory],
+                excitations: Sequence[Excitation | None]) -> tuple[list[Signature], list[Signature]]:
+    """Signatures of paired sim/real trials, sim measured on the real trials' axes and thresholds.
+
+    Returns:
+        ``(sim_signatures, real_signatures)``, same order and keys.
+    """
+    s_out, r_out = [], []
+    for s, r, e in zip(sim, real, excitations):
+        r_al, s_al = align(r, s)
+        axes = principal_axes(r_al)
+        rs = measure_signatures(r_al, e, axes=axes)
+        peaks = [x.value for x in rs if x.name == "peak_amplitude"]
+        thr = [0.05 * p if math.isfinite(p) else 0.0 for p in peaks]
+        rs = measure_signatures(r_al, e, axes=axes, onset_threshold_px=thr)
+        ss = measure_signatures(s_al, e, axes=axes, onset_threshold_px=thr)
+        s_out.extend(ss)
+        r_out.extend(rs)
+    return s_out, r_out
+
+
+@dataclass(frozen=True)
+class SignatureDiscrepancy:
+    """A sim/real signature pair and its dimensionless discrepancy ``d`` (sim relative to real)."""
+
+    sim: Signature
+    real: Signature
+    d: float
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.sim.key
+
+
+def compare_signatures(sim: Sequence[Signature], real: Sequence[Signature]) -> dict[tuple[str, str, str], SignatureDiscrepancy]:
+    """Dimensionless discrepancies for every signature measurable on both sides.
+
+    ``log`` kinds: ``ln(sim / real)``; ``amplitude``: difference / real peak amplitude of
+    the same keypoint and trial; ``period``: difference × real dominant frequency (cycles);
+    ``command``: difference / max dead-band scale (1 command unit); ``absolute``: difference.
+    """
+    ref: dict[tuple[str, str, str], float] = {x.key: x.value for x in real}
+    out = {}
+    for s, r in zip(sim, real):
+        if not (math.isfinite(s.value) and math.isfinite(r.value)):
+            continue
+        kind = SIGNATURES[s.name][1]
+        if kind == "log":
+            if s.value <= 0 or r.value <= 0:
+                continue
+            d = math.log(s.value / r.value)
+        elif kind == "amplitude":
+            amp = ref.get((s.trial, s.keypoint, "peak_amplitude"), math.nan)
+            if not (math.isfinite(amp) and amp > 0):
+                continue
+            d = (s.value - r.value) / amp
+        elif kind == "period":
+            f = ref.get((s.trial, s.keypoint, "dominant_frequency"), math.nan)
+            if not (math.isfinite(f) and f > 0):
+                continue
+            d = (s.value - r.value) * f
+        else:
+            d = s.value - r.value
+        out[s.key] = SignatureDiscrepancy(s, r, float(d))
+    return out
+
+
+def discrepancy_vector(table: Mapping[tuple[str, str, str], SignatureDiscrepancy],
+                       keys: Sequence[tuple[str, str, str]]) -> np.ndarray:
+    """Discrepancies in ``keys`` order, NaN where a key is missing, shape (len(keys),)."""
+    return np.array([table[k].d if k in table else math.nan for k in keys])

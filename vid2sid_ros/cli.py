@@ -1,0 +1,65 @@
+"""The ``vid2sid`` command line: a thin dispatcher over ``vid2sid_ros.commands``.
+
+Each subcommand lives in its own module ``vid2sid_ros.commands.<name>`` exposing
+``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``. Modules are
+imported lazily so ``vid2sid --help`` stays fast and a broken optional backend does
+not take the whole CLI down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+__all__ = ["main", "COMMANDS"]
+
+#: subcommand name -> module under vid2sid_ros.commands
+COMMANDS: dict[str, str] = {
+    "demo": "demo",            # the README's main job: calibrate the real pendulum clip, write the report
+    "calibrate": "calibrate",  # one calibration run
+    "benchmark": "benchmark",  # sim2sim benchmark across methods and seeds
+    "track": "track",          # track a video file into a keypoint trajectory
+    "bringup": "bringup",      # in-process ROS 2 graph (no launch on PyPI)
+}
+
+
+def _load(name: str):
+    return importlib.import_module(f"vid2sid_ros.commands.{COMMANDS[name]}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vid2sid", description="System identification from video (Vid2Sid) for ROS 2.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = _load(name)
+        except ImportError as err:  # not written yet, or an optional dependency is missing
+            p = sub.add_parser(name, help=f"(unavailable: {err})")
+            p.set_defaults(_unavailable=str(err))
+            continue
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``vid2sid`` console command; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    if getattr(args, "_unavailable", None):
+        print(f"vid2sid {args.command}: unavailable: {args._unavailable}", file=sys.stderr)
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted; completed iterations are saved in the run directory", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

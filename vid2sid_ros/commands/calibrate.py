@@ -1,0 +1,223 @@
+"""``vid2sid calibrate``: one calibration run, printing each iteration as it completes.
+
+Usage::
+
+    vid2sid calibrate config/calibrate_finger.yaml --proposer reasoner --iterations 10 --out runs/finger
+    vid2sid calibrate --rig finger --proposer cmaes --budget 40 --out runs/finger_cmaes   # quick sim2sim
+    vid2sid calibrate config/calibrate_finger.yaml --proposer gemini --fallback reasoner --out runs/g --resume
+
+Config file (YAML; every key optional except ``rig``; command-line flags override it)::
+
+    rig: finger                  # registered rig (vid2sid_ros.sim.registry.RIGS) or "module:function"
+    rig_options: {}              # overrides for the rig's make_rig(**options)
+    parameters: my_spec.yaml     # parameter spec to use instead of the rig's (same names)
+    free: [joint_stiffness, joint_damping]   # calibrate exactly these (others frozen)
+    real:                        # the real trial, one of:
+      sim2sim:                   #   a stand-in: the rig's twin at hidden parameters
+        seed: 0                  #     hidden truth drawn from this seed (uniform in normalised [0.15, 0.85])
+        truth: {}                #     or given explicitly (SI units), completed with nominal values
+        noise: auto              #     camera (render + sensor noise + marker tracker) | keypoint | none | auto
+        truth_range: [0.15, 0.85]
+      # trajectory: real_trial.json   # a RealTrial JSON (vid2sid_ros.calibration.observation)
+    proposer: reasoner           # see vid2sid_ros.calibration.proposers.PROPOSERS
+    proposer_options: {}         # constructor keyword arguments of the proposer
+    fallback: null               # proposer used for an iteration when the main one fails
+    calibration:                 # vid2sid_ros.calibration.loop.CalibrationConfig fields
+      iterations: 10
+      rollout_budget: 40         # twin rollouts (null = unlimited)
+      seed: 0
+      identifiability: true
+      final_identifiability: true
+    out: runs/finger             # run directory
+
+The run directory receives ``run.json``, ``iterations.jsonl`` (one line per completed
+iteration), ``result.yaml`` (loadable parameter spec, nominal = identified values),
+``result.json``, the calibrated model copy when the twin can export one, and — for
+sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+HELP = "calibrate a twin's physics parameters against a real (or stand-in) trial"
+
+_TOP_KEYS = ("rig", "rig_options", "parameters", "free", "real", "proposer", "proposer_options", "fallback",
+             "calibration", "out")
+
+
+class ConfigError(ValueError):
+    """The calibration config is malformed (message names the file and key)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", nargs="?", help="calibration config YAML (see `vid2sid calibrate --help`)")
+    parser.add_argument("--rig", help="registered rig for a quick sim2sim run (instead of, or overriding, CONFIG)")
+    parser.add_argument("--proposer", help="proposer name (default: config's, else reasoner)")
+    parser.add_argument("--fallback", help="proposer used when the main one fails in an iteration")
+    parser.add_argument("--iterations", type=int, help="proposal iterations (default 10)")
+    parser.add_argument("--budget", type=int, help="rollout budget (default 40; 0 = unlimited)")
+    parser.add_argument("--seed", type=int, help="seed of the proposer and, for sim2sim, of the hidden truth")
+    parser.add_argument("--out", help="run directory (default runs/<rig>_<proposer>)")
+    parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
+    parser.add_argument("--quiet", action="store_true", help="print only the final summary")
+    parser.epilog = "Config format: see the module docstring of vid2sid_ros.commands.calibrate."
+
+
+def load_config(path: str | Path | None) -> dict[str, Any]:
+    """Read and check a calibration config (module docstring).
+
+    Raises:
+        FileNotFoundError: missing file. ConfigError: bad YAML, unknown or mistyped key.
+    """
+    if path is None:
+        return {}
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"calibration config not found: {path}")
+    try:
+        cfg = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    unknown = [k for k in cfg if k not in _TOP_KEYS]
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {unknown}; valid keys: {', '.join(_TOP_KEYS)}")
+    for key, typ in (("rig_options", Mapping), ("real", Mapping), ("proposer_options", Mapping),
+                     ("calibration", Mapping), ("free", list)):
+        if key in cfg and cfg[key] is not None and not isinstance(cfg[key], typ):
+            raise ConfigError(f"{path}: '{key}' must be a {'mapping' if typ is Mapping else 'list'}")
+    real = cfg.get("real") or {}
+    if real and (len(real) != 1 or next(iter(real)) not in ("sim2sim", "trajectory")):
+        raise ConfigError(f"{path}: 'real' must hold exactly one of 'sim2sim' or 'trajectory', got {list(real)}")
+    out = dict(cfg)
+    out["_source"] = str(path)
+    out["_dir"] = str(path.parent)
+    return out
+
+
+def build_real(rig, cfg: Mapping[str, Any], seed: int):
+    """The real trial named by ``cfg['real']`` (default: sim2sim with ``seed``)."""
+    from ..calibration.observation import RealTrial
+    from ..calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
+
+    real_cfg = dict(cfg.get("real") or {"sim2sim": {}})
+    src = cfg.get("_source", "<command line>")
+    if "trajectory" in real_cfg:
+        p = Path(real_cfg["trajectory"])
+        if not p.is_absolute() and cfg.get("_dir"):
+            p = Path(cfg["_dir"]) / p
+        return RealTrial.load(p)
+    s = dict(real_cfg.get("sim2sim") or {})
+    unknown = [k for k in s if k not in ("seed", "truth", "noise", "truth_range")]
+    if unknown:
+        raise ConfigError(f"{src}: real.sim2sim: unknown key(s) {unknown}; valid: seed, truth, noise, truth_range")
+    sseed = int(s.get("seed", seed))
+    if s.get("truth"):
+        truth = rig.parameters.complete(dict(s["truth"]))
+    else:
+        lo, hi = s.get("truth_range", (0.15, 0.85))
+        truth = draw_ground_truth(rig.parameters, sseed, low=float(lo), high=float(hi))
+    noise = s.get("noise", "auto")
+    if noise == "auto":
+        noise = "camera" if rig.tracker else "keypoint"
+    return make_sim2sim_trial(rig, truth, seed=sseed, noise=noise)
+
+
+def _print_record(rec, budget: int | None, quiet: bool) -> None:
+    if quiet:
+        return
+    err = f"{rec.error_px:.3f} px" if rec.error_px != float("inf") else "failed"
+    best = rec.extra.get("best_error_px")
+    total = rec.extra.get("rollouts_total", rec.rollouts_used)
+    head = (f"iter {rec.iteration:2d} [{rec.proposer}] error {err}"
+            + (f" (best {best:.3f} px)" if best is not None else "")
+            + f"  rollouts {total}{'/' + str(budget) if budget else ''}  confidence {rec.confidence:.2f}"
+            + f"  {rec.wall_s:.1f} s")
+    print(head, flush=True)
+    print(textwrap.indent(textwrap.fill(rec.rationale, 110), "    "), flush=True)
+    for n in rec.notes:
+        print(f"    note: {n}", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..calibration.benchmark import resolve_rig
+    from ..calibration.identifiability import IdentifiabilityWarning
+    from ..calibration.loop import CalibrationConfig, CalibrationError, run_calibration
+    from ..calibration.proposers import UnknownProposerError, make_proposer
+    from ..core.parameters import ParameterSpecError, load_parameter_set, relative_parameter_error
+    from ..sim.registry import UnknownRigError
+
+    try:
+        cfg = load_config(args.config)
+        rig_name = args.rig or cfg.get("rig")
+        if not rig_name:
+            raise ConfigError("name a rig: a CONFIG with 'rig: NAME' or --rig NAME")
+        rig = resolve_rig(rig_name, **dict(cfg.get("rig_options") or {}))
+        if cfg.get("parameters"):
+            p = Path(cfg["parameters"])
+            rig.parameters = load_parameter_set(p if p.is_absolute() else Path(cfg.get("_dir", ".")) / p)
+        if cfg.get("free"):
+            rig.parameters = rig.parameters.with_frozen(free=list(cfg["free"]))
+        cal = dict(cfg.get("calibration") or {})
+        if args.iterations is not None:
+            cal["iterations"] = args.iterations
+        if args.budget is not None:
+            cal["rollout_budget"] = None if args.budget == 0 else args.budget
+        if args.seed is not None:
+            cal["seed"] = args.seed
+        cal["resume"] = bool(args.resume)
+        ccfg = CalibrationConfig.from_dict(cal, source=cfg.get("_source", "<command line>"))
+        name = args.proposer or cfg.get("proposer") or "reasoner"
+        proposer = make_proposer(name, **dict(cfg.get("proposer_options") or {}))
+        fb_name = args.fallback or cfg.get("fallback")
+        fallback = make_proposer(fb_name) if fb_name else None
+        out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
+        real = build_real(rig, cfg, ccfg.seed)
+    except (ConfigError, CalibrationError, UnknownRigError, UnknownProposerError, ParameterSpecError,
+            FileNotFoundError, ValueError, ImportError, TypeError) as err:
+        print(f"vid2sid calibrate: {err}", file=sys.stderr)
+        return 2
+
+    out.mkdir(parents=True, exist_ok=True)
+    if real.truth is not None:
+        real.save(out / "real_trial.json")
+    if not args.quiet:
+        print(f"calibrating rig '{rig.name}' ({', '.join(rig.parameters.free_names)}) with '{name}' against "
+              f"{real.source or 'the real trial'}; budget {ccfg.rollout_budget or 'unlimited'} rollouts, "
+              f"{ccfg.iterations} iterations -> {out}", flush=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", IdentifiabilityWarning)
+        try:
+            result = run_calibration(rig, real, proposer, ccfg, out, fallback=fallback,
+                                     on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet))
+        except CalibrationError as err:
+            print(f"vid2sid calibrate: {err}", file=sys.stderr)
+            return 2
+    for w in caught:
+        if issubclass(w.category, IdentifiabilityWarning):
+            print(f"warning: {w.message}", file=sys.stderr)
+
+    print(f"\nbest training MAE {result.error_px:.3f} px (start {result.initial_error_px:.3f} px)"
+          + (f", holdout MAE {result.holdout_mae_px:.3f} px" if result.holdout_mae_px is not None else "")
+          + f"; {result.rollouts} rollouts, {result.iterations} iterations, {result.wall_s:.1f} s ({result.stopped})")
+    rel = relative_parameter_error(result.values, real.truth, rig.parameters.free_names) if real.truth else {}
+    for spec in rig.parameters.free:
+        v = result.values[spec.name]
+        line = f"  {spec.name:>24s} = {v:.6g} {spec.unit}"
+        if spec.name in result.uncertainty:
+            line += f" ± {result.uncertainty[spec.name]:.2g}"
+        if rel:
+            line += f"   (truth {real.truth[spec.name]:.6g}, error {100 * rel[spec.name]:.1f} %)"
+        print(line)
+    for k, p in result.files.items():
+        print(f"  {k}: {p}")
+    return 0

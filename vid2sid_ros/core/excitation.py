@@ -1,0 +1,249 @@
+"""Commanded excitation profiles.
+
+An :class:`Excitation` is a sampled command stream: ``values`` of shape (T, A) at a
+fixed ``rate`` (Hz), one column per actuator, sent identically to the real rig and
+the twin (one ``ExcitationCommand`` message per row). Profiles are built from small
+config dicts so that rigs can name *training* and *holdout* sets in YAML::
+
+    excitations:
+      train:
+        - {kind: step, amplitude: 0.6, t_step: 0.2, duration: 2.0}
+        - {kind: chirp, amplitude: 0.5, f0: 0.3, f1: 3.0, duration: 3.0}
+      holdout:
+        - {kind: multisine, amplitude: 0.5, frequencies: [0.4, 1.1, 2.3], duration: 3.0, seed: 3}
+
+Common keys: ``duration`` (s), ``rate`` (Hz, default 30), ``offset`` (added to every
+sample), ``name`` (default derived from kind), ``actuators`` (list of names; default
+the rig's). Values are in the actuator's units (the rig states whether that is a
+normalised control in [-1, 1] or SI force/torque).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["Excitation", "ExcitationError", "build_excitation", "build_excitation_sets", "EXCITATION_KINDS"]
+
+
+class ExcitationError(ValueError):
+    """An excitation config or file is malformed (message names the field or file)."""
+
+
+@dataclass(frozen=True)
+class Excitation:
+    """A sampled command stream.
+
+    Attributes:
+        name: identifier, e.g. ``"chirp_0.3-3Hz"``.
+        rate: command rate in Hz; sample ``k`` is applied during ``[k/rate, (k+1)/rate)``.
+        values: commands, shape (T, A), actuator units.
+        actuator_names: A names.
+        meta: the config that produced it (for reports and replay).
+
+    Raises:
+        ExcitationError: on a non-positive rate, a non-finite value, or a shape mismatch.
+    """
+
+    name: str
+    rate: float
+    values: np.ndarray
+    actuator_names: tuple[str, ...] = ("u0",)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        v = np.asarray(self.values, dtype=float)
+        if v.ndim == 1:
+            v = v[:, None]
+        if v.ndim != 2 or v.shape[0] == 0:
+            raise ExcitationError(f"excitation '{self.name}': values must have shape (T, A) with T > 0, got {v.shape}")
+        if not np.all(np.isfinite(v)):
+            raise ExcitationError(f"excitation '{self.name}': values contain NaN or inf")
+        if not (self.rate > 0 and math.isfinite(self.rate)):
+            raise ExcitationError(f"excitation '{self.name}': rate must be > 0 Hz, got {self.rate}")
+        names = tuple(self.actuator_names)
+        if len(names) != v.shape[1]:
+            raise ExcitationError(
+                f"excitation '{self.name}': {v.shape[1]} value columns but {len(names)} actuator names {names}")
+        v.setflags(write=False)
+        object.__setattr__(self, "values", v)
+        object.__setattr__(self, "actuator_names", names)
+
+    @property
+    def num_steps(self) -> int:
+        """T, the number of command steps."""
+        return int(self.values.shape[0])
+
+    @property
+    def period(self) -> float:
+        """Command period in s (1 / rate)."""
+        return 1.0 / self.rate
+
+    @property
+    def duration(self) -> float:
+        """T / rate, in s."""
+        return self.num_steps / self.rate
+
+    @property
+    def time(self) -> np.ndarray:
+        """Start time of each command step, shape (T,), s."""
+        return np.arange(self.num_steps) / self.rate
+
+    def scaled(self, gain: float, name: str | None = None) -> "Excitation":
+        """Copy with every value multiplied by ``gain`` (active-learning amplitude change)."""
+        return Excitation(name or f"{self.name}_x{gain:g}", self.rate, self.values * gain,
+                          self.actuator_names, {**self.meta, "gain": gain})
+
+
+def _t(cfg: Mapping[str, Any]) -> np.ndarray:
+    duration = float(cfg.get("duration", 3.0))
+    rate = float(cfg.get("rate", 30.0))
+    if duration <= 0 or rate <= 0:
+        raise ExcitationError(f"excitation {cfg.get('name', cfg.get('kind'))}: duration and rate must be > 0")
+    return np.arange(int(round(duration * rate))) / rate
+
+
+def _sine(cfg):
+    t = _t(cfg)
+    return cfg.get("amplitude", 0.5) * np.sin(2 * np.pi * cfg.get("frequency", 1.0) * t + cfg.get("phase", 0.0))
+
+
+def _chirp(cfg):
+    # Linear chirp, instantaneous frequency f0 + (f1 - f0) t / duration (scipy.signal.chirp, method='linear').
+    from scipy.signal import chirp
+
+    t = _t(cfg)
+    dur = t[-1] if len(t) > 1 else 1.0
+    return cfg.get("amplitude", 0.5) * chirp(t, f0=cfg.get("f0", 0.2), t1=dur, f1=cfg.get("f1", 3.0),
+                                             method="linear", phi=-90)
+
+
+def _step(cfg):
+    t = _t(cfg)
+    v = np.where(t >= cfg.get("t_step", 0.1), cfg.get("amplitude", 0.5), 0.0)
+    if "t_release" in cfg:
+        v = np.where(t >= cfg["t_release"], 0.0, v)
+    return v
+
+
+def _multisine(cfg):
+    t = _t(cfg)
+    freqs = np.asarray(cfg.get("frequencies", [0.5, 1.3, 2.7]), dtype=float)
+    rng = np.random.default_rng(cfg.get("seed", 0))
+    phases = rng.uniform(0, 2 * np.pi, size=freqs.shape)
+    s = np.sin(2 * np.pi * freqs[None, :] * t[:, None] + phases[None, :]).sum(axis=1)
+    peak = np.max(np.abs(s)) or 1.0
+    return cfg.get("amplitude", 0.5) * s / peak
+
+
+def _csv(cfg):
+    path = Path(cfg.get("path", ""))
+    if not path.is_file():
+        raise ExcitationError(f"excitation csv: file not found: {path}")
+    try:
+        data = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
+    except ValueError as err:
+        raise ExcitationError(f"{path}: not a numeric CSV with a header row: {err}") from None
+    data = np.atleast_1d(data)  # a single data row parses as a 0-d record
+    if data.dtype.names is None or len(data) == 0:
+        raise ExcitationError(f"{path}: expected a header row and at least one data row")
+    cols = [c for c in data.dtype.names if c not in ("time", "t")]
+    if not cols:
+        raise ExcitationError(f"{path}: no actuator columns (only a time column)")
+    arr = np.column_stack([np.atleast_1d(data[c]) for c in cols])
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.argwhere(~np.isfinite(arr))[0][0])
+        raise ExcitationError(f"{path}: non-numeric or missing value in data row {bad + 1}")
+    return arr, cols
+
+
+EXCITATION_KINDS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "sine": _sine, "chirp": _chirp, "step": _step, "multisine": _multisine, "csv": _csv,
+}
+
+
+_COMMON_KEYS = frozenset({"kind", "name", "duration", "rate", "offset", "actuator"})
+_KIND_KEYS: dict[str, frozenset[str]] = {
+    "sine": frozenset({"amplitude", "frequency", "phase"}),
+    "chirp": frozenset({"amplitude", "f0", "f1"}),
+    "step": frozenset({"amplitude", "t_step", "t_release"}),
+    "multisine": frozenset({"amplitude", "frequencies", "seed"}),
+    "csv": frozenset({"path"}),
+}
+
+
+def build_excitation(cfg: Mapping[str, Any], actuator_names: Sequence[str] = ("u0",)) -> Excitation:
+    """Build one :class:`Excitation` from a config dict (see module docstring).
+
+    Args:
+        cfg: ``{"kind": "sine"|"chirp"|"step"|"multisine"|"csv", ...}``.
+        actuator_names: names of the rig's actuators; single-column profiles are
+            applied to the first actuator and zero on the others unless
+            ``cfg["actuator"]`` names another.
+
+    Raises:
+        ExcitationError: unknown kind (lists valid kinds), bad numbers or file.
+    """
+    if not isinstance(cfg, Mapping):
+        raise ExcitationError(f"excitation config must be a mapping, got {type(cfg).__name__}")
+    kind = cfg.get("kind")
+    if kind not in EXCITATION_KINDS:
+        raise ExcitationError(f"unknown excitation kind {kind!r}; valid kinds: {', '.join(EXCITATION_KINDS)}")
+    allowed = _COMMON_KEYS | _KIND_KEYS[kind]
+    unknown = sorted(k for k in cfg if k not in allowed)
+    if unknown:
+        raise ExcitationError(
+            f"excitation {kind}: unknown key(s) {unknown}; expected keys: {', '.join(sorted(allowed))}")
+    out = EXCITATION_KINDS[kind](cfg)
+    names = list(actuator_names)
+    if kind == "csv":
+        values, cols = out
+        names = cols
+        rate = float(cfg.get("rate", 30.0))
+    else:
+        col = np.asarray(out, dtype=float) + float(cfg.get("offset", 0.0))
+        values = np.zeros((col.shape[0], len(names)))
+        target = cfg.get("actuator", names[0])
+        if target not in names:
+            raise ExcitationError(f"excitation {kind}: actuator {target!r} not in {names}")
+        values[:, names.index(target)] = col
+        rate = float(cfg.get("rate", 30.0))
+    name = cfg.get("name") or _default_name(cfg)
+    return Excitation(name=name, rate=rate, values=values, actuator_names=tuple(names), meta=dict(cfg))
+
+
+def _default_name(cfg: Mapping[str, Any]) -> str:
+    k = cfg["kind"]
+    if k == "sine":
+        return f"sine_{cfg.get('frequency', 1.0):g}Hz"
+    if k == "chirp":
+        return f"chirp_{cfg.get('f0', 0.2):g}-{cfg.get('f1', 3.0):g}Hz"
+    if k == "step":
+        return f"step_{cfg.get('amplitude', 0.5):g}"
+    if k == "multisine":
+        return f"multisine_s{cfg.get('seed', 0)}"
+    return Path(str(cfg.get("path", "excitation"))).stem
+
+
+def build_excitation_sets(cfg: Mapping[str, Any], actuator_names: Sequence[str] = ("u0",)) -> dict[str, list[Excitation]]:
+    """Build named sets (``train``, ``holdout``, ...) from ``{set_name: [cfg, ...]}``.
+
+    Raises:
+        ExcitationError: naming the set and index of a bad entry.
+    """
+    sets: dict[str, list[Excitation]] = {}
+    for set_name, entries in cfg.items():
+        if not isinstance(entries, list):
+            raise ExcitationError(f"excitation set '{set_name}' must be a list of profiles")
+        out = []
+        for i, e in enumerate(entries):
+            try:
+                out.append(build_excitation(e, actuator_names))
+            except ExcitationError as err:
+                raise ExcitationError(f"excitations.{set_name}[{i}]: {err}") from None
+        sets[set_name] = out
+    return sets

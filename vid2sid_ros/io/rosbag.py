@@ -1,0 +1,475 @@
+"""rosbag2 (MCAP) recording and offline replay of a calibration, with the ``rosbags`` library.
+
+Core module: no rclpy. The ROS nodes hand serialized CDR bytes
+(``rclpy.serialization.serialize_message``) to :class:`BagWriter`, which writes them
+unchanged; everything offline (``vid2sid calibrate --real BAG``, tests) reads bags with
+:func:`read_messages` / :func:`load_real_trial_from_bag` without ROS.
+
+Bags are rosbag2 version 9 with MCAP storage (``ros2 bag info`` and Foxglove read them).
+The vid2sid_ros message definitions (``msg/*.msg``) are registered in the typestore so
+each channel carries its full ``ros2msg`` schema; the standard types come from the
+``rosbags`` ROS 2 Kilted typestore.
+
+Topics of a calibration (see ``vid2sid_ros.nodes.graph.TOPICS``)::
+
+    /vid2sid/excitation           vid2sid_ros/msg/ExcitationCommand   one per command step
+    /vid2sid/excitation/trial_end vid2sid_ros/msg/ExcitationCommand   step = T, values empty
+    /vid2sid/real/image_raw       sensor_msgs/msg/Image               camera (or stand-in rig)
+    /vid2sid/sim/image_raw        sensor_msgs/msg/Image               twin renders
+    /vid2sid/{real,sim}/keypoints vid2sid_ros/msg/Keypoints
+    /vid2sid/{real,sim}/trajectory vid2sid_ros/msg/Trajectory
+    /vid2sid/parameter_update     vid2sid_ros/msg/ParameterUpdate
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from ..core.excitation import Excitation
+from ..core.lockstep import LockstepStream
+from ..core.trajectory import Trajectory
+from .image_msg import ImageEncodingError, image_to_array
+
+__all__ = [
+    "BagError", "BagWriter", "BagMessage", "BagTrial", "VID2SID_MESSAGES", "DEFAULT_TOPICS",
+    "find_interface_dir", "make_typestore", "read_messages", "bag_topics", "load_bag_trials",
+    "load_real_trial_from_bag", "stamp_to_s", "rig_tracker", "tracker_names", "reset_tracker",
+]
+
+#: the package's own message types, registered in the typestore from msg/*.msg
+VID2SID_MESSAGES = ("ExcitationCommand", "Keypoints", "Trajectory", "ParameterUpdate")
+
+#: default topic names of one calibration (the ROS graph's names)
+DEFAULT_TOPICS = {
+    "excitation": "/vid2sid/excitation",
+    "trial_end": "/vid2sid/excitation/trial_end",
+    "real_image": "/vid2sid/real/image_raw",
+    "sim_image": "/vid2sid/sim/image_raw",
+    "real_keypoints": "/vid2sid/real/keypoints",
+    "sim_keypoints": "/vid2sid/sim/keypoints",
+    "real_trajectory": "/vid2sid/real/trajectory",
+    "sim_trajectory": "/vid2sid/sim/trajectory",
+    "parameter_update": "/vid2sid/parameter_update",
+}
+
+_EXCITATION_TYPE = "vid2sid_ros/msg/ExcitationCommand"
+_IMAGE_TYPE = "sensor_msgs/msg/Image"
+
+
+class BagError(ValueError):
+    """A bag cannot be written or read as asked: names the bag, topic and what was expected."""
+
+
+def stamp_to_s(stamp: Any) -> float:
+    """builtin_interfaces/Time (``sec``, ``nanosec``) -> seconds (float)."""
+    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
+
+
+def find_interface_dir() -> Path:
+    """Directory holding ``ExcitationCommand.msg`` etc.
+
+    Looked up in order: ``share/vid2sid_ros/msg`` under each ``AMENT_PREFIX_PATH`` entry and
+    under ``sys.prefix`` (an install), then the source checkout's ``msg/``.
+
+    Raises:
+        BagError: if none holds the message files.
+    """
+    candidates = [Path(p) / "share" / "vid2sid_ros" / "msg"
+                  for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    candidates.append(Path(sys.prefix) / "share" / "vid2sid_ros" / "msg")
+    candidates.append(Path(__file__).resolve().parents[2] / "msg")
+    for c in candidates:
+        if all((c / f"{n}.msg").is_file() for n in VID2SID_MESSAGES):
+            return c
+    raise BagError("vid2sid_ros message definitions (ExcitationCommand.msg, ...) not found in "
+                   + ", ".join(str(c) for c in candidates))
+
+
+def make_typestore(msg_dir: str | Path | None = None):
+    """ROS 2 Kilted typestore (``rosbags``) with the vid2sid_ros messages registered.
+
+    Args:
+        msg_dir: directory of the ``.msg`` files; default :func:`find_interface_dir`.
+    """
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    store = get_typestore(Stores.ROS2_KILTED)
+    d = Path(msg_dir) if msg_dir is not None else find_interface_dir()
+    types: dict = {}
+    for n in VID2SID_MESSAGES:
+        types.update(get_types_from_msg((d / f"{n}.msg").read_text(), f"vid2sid_ros/msg/{n}"))
+    store.register(types)
+    return store
+
+
+class BagWriter:
+    """Writes a rosbag2 (version 9, MCAP) bag message by message.
+
+    Messages are appended as they come; MCAP chunks (1 MiB) go to disk as they fill, and
+    :meth:`close` writes the summary and ``metadata.yaml`` (always call it: use the
+    writer as a context manager, or close it from the node's shutdown path).
+
+    Args:
+        path: bag directory to create; must not exist.
+        typestore: from :func:`make_typestore` (default: built here).
+        compression: True for zstd chunk compression (MCAP "storage" compression, which
+            ``ros2 bag`` and Foxglove read); False writes uncompressed chunks.
+
+    Raises:
+        BagError: when ``path`` exists or cannot be created.
+    """
+
+    def __init__(self, path: str | Path, *, typestore=None, compression: bool = True) -> None:
+        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
+
+        self.path = Path(path)
+        if self.path.exists():
+            raise BagError(f"bag {self.path} exists already; choose a new path (bags are never overwritten)")
+        self.typestore = typestore if typestore is not None else make_typestore()
+        self._writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
+        if compression:
+            self._writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
+        try:
+            self._writer.open()
+        except Exception as err:  # WriterError, OSError
+            raise BagError(f"cannot create bag {self.path}: {err}") from None
+        self._connections: dict[str, Any] = {}
+        self._types: dict[str, str] = {}
+        self.counts: dict[str, int] = {}
+        self.closed = False
+
+    def add_topic(self, topic: str, msgtype: str) -> None:
+        """Declare ``topic`` with ROS type name ``msgtype`` (e.g. ``sensor_msgs/msg/Image``).
+
+        Raises:
+            BagError: unknown type, or the topic already declared with another type.
+        """
+        if topic in self._types:
+            if self._types[topic] != msgtype:
+                raise BagError(f"bag {self.path}: topic {topic} already recorded as {self._types[topic]}, "
+                               f"got {msgtype}")
+            return
+        if msgtype not in self.typestore.fielddefs:
+            raise BagError(f"bag {self.path}: message type {msgtype} of topic {topic} is not in the typestore")
+        self._connections[topic] = self._writer.add_connection(topic, msgtype, typestore=self.typestore)
+        self._types[topic] = msgtype
+        self.counts[topic] = 0
+
+    def write(self, topic: str, msgtype: str, data: bytes | memoryview, timestamp_ns: int) -> None:
+        """Append one serialized (CDR) message received at ``timestamp_ns`` (ns since epoch).
+
+        Raises:
+            BagError: if the bag is closed or the topic/type is inconsistent.
+        """
+        if self.closed:
+            raise BagError(f"bag {self.path} is closed")
+        self.add_topic(topic, msgtype)
+        self._writer.write(self._connections[topic], int(timestamp_ns), data)
+        self.counts[topic] += 1
+
+    def write_object(self, topic: str, msgtype: str, msg: Any, timestamp_ns: int) -> None:
+        """Serialize a rosbags typestore object to CDR and append it."""
+        self.write(topic, msgtype, self.typestore.serialize_cdr(msg, msgtype), timestamp_ns)
+
+    def close(self) -> None:
+        """Finish the bag (summary, ``metadata.yaml``); idempotent."""
+        if not self.closed:
+            self.closed = True
+            self._writer.close()
+
+    def __enter__(self) -> "BagWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class BagMessage:
+    """One deserialized bag message: topic, ROS type, log time (ns) and the message object."""
+
+    topic: str
+    msgtype: str
+    timestamp_ns: int
+    msg: Any
+    rawdata: bytes = b""
+
+
+def _open_reader(path: str | Path):
+    from rosbags.rosbag2 import Reader
+
+    p = Path(path)
+    if not p.exists():
+        raise BagError(f"bag not found: {p}")
+    try:
+        reader = Reader(p)
+        reader.open()
+    except Exception as err:  # ReaderError: missing/corrupt metadata or storage
+        raise BagError(f"cannot open bag {p}: {err}") from None
+    return reader
+
+
+def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
+    """``{topic: (msgtype, message count)}`` of a bag.
+
+    Raises:
+        BagError: missing or unreadable bag.
+    """
+    reader = _open_reader(path)
+    try:
+        return {t: (info.msgtype, info.msgcount) for t, info in reader.topics.items()}
+    finally:
+        reader.close()
+
+
+def read_messages(path: str | Path, topics: Iterable[str] | None = None, *, typestore=None,
+                  expect_types: dict[str, str] | None = None, keep_raw: bool = False) -> Iterator[BagMessage]:
+    """Messages of a bag in log-time order, deserialized.
+
+    Args:
+        path: bag directory (or its ``.mcap``/``.db3`` file).
+        topics: topics to read; default all.
+        typestore: from :func:`make_typestore` (default: built here).
+        expect_types: ``{topic: msgtype}`` that must be present with exactly that type.
+        keep_raw: also return the CDR bytes (for republishing with rclpy).
+
+    Raises:
+        BagError: missing/unreadable bag, an expected topic absent (lists the topics the
+            bag has), or a topic holding another message type than expected.
+    """
+    store = typestore if typestore is not None else make_typestore()
+    reader = _open_reader(path)
+    try:
+        present = {t: info.msgtype for t, info in reader.topics.items()}
+        for topic, want in (expect_types or {}).items():
+            if topic not in present:
+                raise BagError(f"bag {path}: topic {topic} ({want}) is missing; the bag has: "
+                               + (", ".join(f"{t} ({m})" for t, m in sorted(present.items())) or "no topics"))
+            if present[topic] != want:
+                raise BagError(f"bag {path}: topic {topic} holds {present[topic]}, expected {want}")
+        wanted = None if topics is None else set(topics)
+        conns = [c for c in reader.connections if wanted is None or c.topic in wanted]
+        for conn, t_ns, raw in reader.messages(connections=conns):
+            try:
+                msg = store.deserialize_cdr(raw, conn.msgtype)
+            except Exception as err:
+                raise BagError(f"bag {path}: cannot decode a {conn.msgtype} message on {conn.topic} "
+                               f"at t={t_ns} ns: {err}") from None
+            yield BagMessage(conn.topic, conn.msgtype, int(t_ns), msg, bytes(raw) if keep_raw else b"")
+    finally:
+        reader.close()
+
+
+@dataclass
+class BagTrial:
+    """One real trial re-tracked from a bag.
+
+    Attributes:
+        trajectory: tracked real trajectory, one row per command step (lockstep pairing,
+            dropped steps invalid); ``meta`` has dropped/duplicate/unmatched counts.
+        excitation: the commanded excitation (values (T, A), rate = 1/period).
+        command_stamps: stamp of each command step, shape (T,), s.
+        image_stamps: stamp of each camera frame of the trial, shape (F,), s.
+        frames: the decoded RGB frames (F, H, W, 3) uint8 when ``keep_frames``, else None.
+        warnings: non-fatal problems (missing commands, undecodable frames).
+    """
+
+    trajectory: Trajectory
+    excitation: Excitation
+    command_stamps: np.ndarray
+    image_stamps: np.ndarray
+    frames: np.ndarray | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def rig_tracker(rig: Any) -> tuple[Any, tuple[str, ...]]:
+    """A fresh keypoint tracker for a rig, from its ``tracker`` configuration, and its keypoint names.
+
+    ``kind: markers`` -> :class:`~vid2sid_ros.perception.markers.MarkerTracker`, ``kind:
+    centerline`` -> :class:`~vid2sid_ros.perception.centerline.CenterlineTracker`. Trackers
+    keep per-stream state (search windows), so each image stream needs its own.
+
+    Args:
+        rig: a :class:`~vid2sid_ros.sim.registry.Rig` or a registry name.
+
+    Raises:
+        ValueError: a tracker kind without a tracker.
+    """
+    if isinstance(rig, str):
+        from ..sim.registry import make_rig
+
+        rig = make_rig(rig)
+    cfg = dict(rig.tracker or {})
+    kind = cfg.get("kind", "markers")
+    if kind == "markers":
+        from ..perception.markers import MarkerTracker
+
+        tracker = MarkerTracker.from_config(cfg)
+    elif kind == "centerline":
+        from ..perception.centerline import CenterlineTracker
+
+        tracker = CenterlineTracker.from_config(cfg)
+    else:
+        raise ValueError(f"rig {getattr(rig, 'name', rig)!r}: tracker kind {kind!r} has no tracker; "
+                         "expected 'markers' or 'centerline'")
+    return tracker, tracker_names(tracker)
+
+
+def tracker_names(tracker: Any) -> tuple[str, ...]:
+    """Keypoint names of a tracker (``names`` or ``keypoint_names``)."""
+    names = getattr(tracker, "names", None) or getattr(tracker, "keypoint_names", None)
+    if not names:
+        raise ValueError(f"tracker {type(tracker).__name__} exposes no keypoint names")
+    return tuple(names)
+
+
+def reset_tracker(tracker: Any) -> None:
+    """Forget per-stream state (start of a trial), for trackers that keep any."""
+    reset = getattr(tracker, "reset", None)
+    if callable(reset):
+        reset()
+
+
+def load_bag_trials(path: str | Path, *, tracker: Any = None, rig: Any = None, trial_ids: Sequence[str] = (),
+                    image_topic: str = DEFAULT_TOPICS["real_image"], command_topic: str = DEFAULT_TOPICS["excitation"],
+                    trial_end_topic: str = DEFAULT_TOPICS["trial_end"], keep_frames: bool = False) -> list[BagTrial]:
+    """Re-track the recorded real trials of a bag (camera images + commands), without ROS.
+
+    Frames are paired with command steps by the lockstep rule of
+    :mod:`vid2sid_ros.core.lockstep` (frame of step k captured at the end of period k) and
+    tracked in recording order with the tracker reset at each trial start — what the
+    tracker node does live — so a bag yields the trajectories the live graph published.
+
+    Args:
+        path: rosbag2 directory.
+        tracker: object with ``names``, ``detect(frame_rgb) -> (xy (K, 2), valid (K,))`` and
+            ``reset()``, e.g. a :class:`~vid2sid_ros.perception.markers.MarkerTracker`;
+            default: the tracker configured for ``rig``.
+        rig: a :class:`~vid2sid_ros.sim.registry.Rig` or registry name (e.g. ``"finger"``) whose
+            tracker configuration gives the default tracker.
+        trial_ids: trials to load, in this order; empty = every trial in recording order.
+        image_topic, command_topic, trial_end_topic: topic names in the bag (the trial-end
+            topic is optional).
+        keep_frames: also return the decoded frames (memory: F * H * W * 3 bytes).
+
+    Returns:
+        One :class:`BagTrial` per trial.
+
+    Raises:
+        BagError: missing bag, a missing topic or one of the wrong type, an unknown trial,
+            or a trial without any frame.
+        ValueError: neither ``tracker`` nor ``rig`` given.
+    """
+    if tracker is None:
+        if rig is None:
+            raise ValueError("give a `tracker` (names, detect(frame), reset()) or a `rig` (Rig or registry name)")
+        tracker = rig_tracker(rig)[0]
+    names = tracker_names(tracker)
+    store = make_typestore()
+    expect = {command_topic: _EXCITATION_TYPE, image_topic: _IMAGE_TYPE}
+    if trial_end_topic in bag_topics(path):
+        expect[trial_end_topic] = _EXCITATION_TYPE
+    commands, ends, images = [], [], []
+    for m in read_messages(path, list(expect), typestore=store, expect_types=expect):
+        if m.topic == command_topic:
+            commands.append(m.msg)
+        elif m.topic == image_topic:
+            images.append(m.msg)
+        else:
+            ends.append(m.msg)
+    if not commands:
+        raise BagError(f"bag {path}: no ExcitationCommand messages on {command_topic}")
+    present = list(dict.fromkeys(c.trial_id for c in commands))
+    unknown = [t for t in trial_ids if t not in present]
+    if unknown:
+        raise BagError(f"bag {path}: trial(s) {unknown} not found; trials in the bag: {', '.join(present)}")
+    out = []
+    for tid in (list(trial_ids) or present):
+        cmds = sorted((c for c in commands if c.trial_id == tid), key=lambda c: c.step)
+        period = float(cmds[0].period)
+        T = max([int(c.step) + 1 for c in cmds] + [int(e.step) for e in ends if e.trial_id == tid])
+        A = len(cmds[0].values)
+        values = np.full((T, A), np.nan)
+        stamps = np.full(T, np.nan)
+        for c in cmds:
+            values[int(c.step)] = np.asarray(c.values, dtype=float)
+            stamps[int(c.step)] = stamp_to_s(c.header.stamp)
+        warnings = []
+        if np.isnan(values).any():
+            missing = [int(k) for k in np.flatnonzero(np.isnan(values).any(axis=1))]
+            warnings.append(f"trial {tid}: commands of steps {missing[:10]} missing from the bag; held the previous one")
+            for k in missing:
+                values[k] = values[k - 1] if k > 0 else 0.0
+        stream = LockstepStream(tid, "real", names, period)
+        for k in range(T):
+            if np.isfinite(stamps[k]):
+                stream.add_command(k, stamps[k])
+        # the tracker node's window of a trial: first command + period/2 .. last command + 1.5 periods
+        t_lo, t_hi = np.nanmin(stamps) + 0.5 * period, np.nanmax(stamps) + 1.5 * period
+        reset_tracker(tracker)
+        kept, image_stamps = [], []
+        for img in images:
+            t = stamp_to_s(img.header.stamp)
+            if not (t_lo <= t <= t_hi):
+                continue  # not this trial's frame
+            try:
+                rgb = image_to_array(img, "rgb8")
+            except ImageEncodingError as err:
+                warnings.append(f"trial {tid}: frame at t={t:.3f} s skipped: {err}")
+                continue
+            xy, valid = tracker.detect(rgb)
+            stream.add_frame(t, xy, valid)
+            image_stamps.append(t)
+            if keep_frames:
+                kept.append(rgb)
+        if not image_stamps:
+            raise BagError(f"bag {path}: no {image_topic} frame falls within trial {tid!r}")
+        exc = Excitation(name=tid, rate=1.0 / period, values=values,
+                         actuator_names=tuple(cmds[0].actuator_names) or tuple(f"u{i}" for i in range(A)),
+                         meta={"source": f"bag:{path}"})
+        out.append(BagTrial(stream.trajectory(T), exc, stamps, np.asarray(image_stamps),
+                            np.stack(kept) if keep_frames else None, warnings))
+    return out
+
+
+def load_real_trial_from_bag(path: str | Path, *, rig: Any = None, tracker: Any = None,
+                             train: Sequence[str] = (), holdout: Sequence[str] = (), keep_frames: bool = False,
+                             **topics: str):
+    """A calibration :class:`~vid2sid_ros.calibration.observation.RealTrial` from a recorded bag.
+
+    This is what ``vid2sid calibrate --real BAG`` needs: every real trial of the bag,
+    re-tracked (:func:`load_bag_trials`), with its commanded excitation.
+
+    Args:
+        path: rosbag2 directory.
+        rig: Rig or registry rig name (default tracker).
+        tracker: explicit tracker (see :func:`load_bag_trials`).
+        train: trial ids fitted; empty = every trial not in ``holdout``.
+        holdout: trial ids only scored.
+        keep_frames: keep the frames in ``RealTrial.frames`` (for proposers that watch video).
+        topics: ``image_topic``, ``command_topic``, ``trial_end_topic`` overrides.
+
+    Raises:
+        BagError: see :func:`load_bag_trials`; also when no training trial is left.
+    """
+    from ..calibration.observation import RealTrial
+
+    trials = {t.excitation.name: t for t in load_bag_trials(path, tracker=tracker, rig=rig,
+                                                              trial_ids=tuple(train) + tuple(holdout),
+                                                              keep_frames=keep_frames, **topics)}
+    train_ids = list(train) or [t for t in trials if t not in set(holdout)]
+    if not train_ids:
+        raise BagError(f"bag {path}: no training trial left (holdout: {list(holdout)})")
+    frames = {t: trials[t].frames for t in trials if trials[t].frames is not None}
+    return RealTrial([trials[t].trajectory for t in train_ids], [trials[t].excitation for t in train_ids],
+                     [trials[t].trajectory for t in holdout], [trials[t].excitation for t in holdout],
+                     frames=frames, source=f"bag {path}",
+                     meta={"warnings": [w for t in trials.values() for w in t.warnings],
+                           "dropped_frames": {t: int(v.trajectory.meta["dropped_frames"]) for t, v in trials.items()}})

@@ -1,0 +1,320 @@
+"""calibrator_node: serves /vid2sid/propose, runs the calibration loop, applies proposals to the twin.
+
+Inputs: the command stream (``/vid2sid/excitation``; the excitation of every trial is
+rebuilt from its commands) and the tracker's real trajectories
+(``/vid2sid/real/trajectory``). Each real trial (its excitation + real trajectory) is a
+training trial of :class:`~vid2sid_ros.calibration.observation.RealTrial`.
+
+``/vid2sid/propose`` (Propose.srv) runs :func:`~vid2sid_ros.calibration.loop.run_calibration`
+with the requested proposer (``make_proposer``: reasoner by default, gemini, baselines)
+for ``max(iterations, 1)`` more iterations of a *session*. A session — one per
+(trial, proposer, free parameters) — keeps its history in ``run_dir/<session>/``
+(``run.json``, ``iterations.jsonl``): the next request resumes it, so ten requests of
+one iteration make the same ten-iteration calibration as one request of ten. Every
+completed iteration is published on ``/vid2sid/parameter_update`` (progress; ``accepted``
+false), then the best parameters of the session are applied (``apply``) and published
+once more with ``accepted`` true.
+
+Applying: the twin is ``sim_twin_node``, a separate node (in-process in the bringup, a
+process of its own under ``ros2 launch``); the calibrator sets its ROS parameters
+``physics.<name>`` through the standard parameter service
+(``/<twin_node>/set_parameters``), exactly like ``ros2 param set``. Candidate
+evaluations run on the calibrator's own headless twin instance (same rig, no
+rendering), so searching never disturbs the live lockstep twin.
+
+Threading: the service callback is in a reentrant group of a MultiThreadedExecutor and
+hands the calibration to a dedicated worker thread (which owns the evaluation twin);
+the spin threads stay free. One calibration at a time: a request arriving while one
+runs is answered at once with ``accepted: false`` and a "busy" message.
+
+Bad requests (unknown proposer, unknown or frozen parameter, no real trajectory yet)
+get ``accepted: false`` and a message naming the problem and the valid choices.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import math
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import rclpy
+import yaml
+from rcl_interfaces.msg import Parameter as ParameterMsg
+from rcl_interfaces.msg import ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+
+from ..core.excitation import Excitation
+from ..core.trajectory import Trajectory
+from .common import LATCHED_QOS, STREAM_QOS, ExcitationCommand, ParameterUpdate, TrajectoryMsg, \
+    excitation_from_commands, parameter_update_msg, resolve_rig, ros_param_name, trajectory_from_msg
+from .graph import TOPICS
+from .params import Param, declare, values
+
+from vid2sid_ros.srv import Propose  # noqa: E402  (interfaces checked by .common)
+
+__all__ = ["CalibratorNode", "PARAMS", "make_node", "main"]
+
+PARAMS = [
+    Param("rig", "finger", "registry name of the rig being calibrated", read_only=True),
+    Param("proposer", "reasoner", "default proposer (reasoner, gemini, random, nelder-mead, golden-cd, bo, cmaes, "
+          "openai-compatible)"),
+    Param("proposer_options", "", "YAML mapping of keyword arguments for the proposer, e.g. '{model: gemini-2.5-pro}'"),
+    Param("run_dir", "runs/calibrator", "directory of the calibration sessions (one subdirectory each)"),
+    Param("rollout_budget", 400, "twin rollouts one session may spend over all its iterations", "rollouts", 1, 10**7),
+    Param("seed", 0, "seed handed to stochastic proposers", "", 0, 2**31 - 1),
+    Param("identifiability", False, "run the identifiability check at the start of a session (diagnostic rollouts)"),
+    Param("twin_node", "sim_twin_node", "node whose physics.<name> parameters receive accepted proposals"),
+    Param("apply_timeout", 5.0, "wait for the twin's parameter service", "s", 0.1, 120.0),
+    Param("trials", "latest", "real trials fitted when the request names none", choices=("latest", "all")),
+]
+
+
+def _session_name(trial_ids: list[str], proposer: str, names: list[str]) -> str:
+    raw = "+".join(trial_ids) + f"__{proposer}" + (("__" + "-".join(sorted(names))) if names else "")
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", raw)[:180]
+
+
+class CalibratorNode(Node):
+    """Proposal service and calibration sessions (see module docstring)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("calibrator_node", **kwargs)
+        declare(self, PARAMS, extra_check=self._check)
+        p = values(self, PARAMS)
+        self._rig = resolve_rig(p["rig"])
+        self.parameters = self._rig.parameters
+        self._lock = threading.Lock()
+        self._busy = False
+        self._commands: dict[str, list[Any]] = {}
+        self._trial_order: list[str] = []
+        self.real: dict[str, Trajectory] = {}
+        self.excitations: dict[str, Excitation] = {}
+        self.results: list[Any] = []
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="calibrator")
+        self._twin = self._pool.submit(self._rig.make_twin).result()
+        #: values last applied to the twin node by this calibrator (start of new sessions)
+        self.applied: dict[str, float] = self.parameters.nominal()
+        group = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self._on_command, STREAM_QOS,
+                                 callback_group=group)
+        self.create_subscription(TrajectoryMsg, TOPICS["real_trajectory"], self._on_real, LATCHED_QOS,
+                                 callback_group=group)
+        self._pub = self.create_publisher(ParameterUpdate, TOPICS["parameter_update"], LATCHED_QOS)
+        self._reentrant = ReentrantCallbackGroup()
+        self.create_service(Propose, TOPICS["propose"], self._srv_propose, callback_group=self._reentrant)
+        self._set_client = self.create_client(SetParameters, f"/{p['twin_node']}/set_parameters",
+                                              callback_group=self._reentrant)
+
+    @staticmethod
+    def _check(name, value):
+        if name == "proposer_options" and value.strip():
+            try:
+                opts = yaml.safe_load(value)
+            except yaml.YAMLError as err:
+                return f"parameter 'proposer_options' is not valid YAML: {err}"
+            if not isinstance(opts, dict):
+                return f"parameter 'proposer_options' must be a YAML mapping, got {value!r}"
+        return None
+
+    # -- inputs -------------------------------------------------------------------------------
+    def _on_command(self, msg) -> None:
+        with self._lock:
+            if msg.trial_id not in self._commands:
+                self._commands[msg.trial_id] = []
+            self._commands[msg.trial_id].append(msg)
+
+    def _on_real(self, msg) -> None:
+        try:
+            traj = trajectory_from_msg(msg)
+        except ValueError as err:
+            self.get_logger().error(f"real trajectory ignored: {err}")
+            return
+        with self._lock:
+            cmds = list(self._commands.get(msg.trial_id, []))
+        if not cmds:
+            self.get_logger().warning(f"real trajectory of trial {msg.trial_id!r} has no commands; ignored")
+            return
+        try:
+            exc = excitation_from_commands(cmds, msg.trial_id)
+        except ValueError as err:
+            self.get_logger().error(f"trial {msg.trial_id}: {err}")
+            return
+        with self._lock:
+            self.real[msg.trial_id] = traj
+            self.excitations[msg.trial_id] = exc
+            if msg.trial_id not in self._trial_order:
+                self._trial_order.append(msg.trial_id)
+        self.get_logger().info(f"real trial {msg.trial_id}: {traj.num_frames} steps, "
+                               f"{int(traj.valid.any(axis=1).sum())} tracked, dropped {msg.dropped_frames}, "
+                               f"late {msg.late_frames}")
+
+    # -- the service --------------------------------------------------------------------------
+    def _fail(self, response, message: str):
+        response.accepted = False
+        response.message = message
+        response.error_px = float("nan")
+        self.get_logger().warning(f"/vid2sid/propose: {message}")
+        return response
+
+    def _srv_propose(self, request, response):
+        with self._lock:
+            if self._busy:
+                return self._fail(response, "busy: a calibration is running; try again when it has finished")
+            self._busy = True
+        try:
+            return self._propose(request, response)
+        except Exception as err:  # noqa: BLE001 - always answer, never kill the node
+            return self._fail(response, f"calibration failed: {type(err).__name__}: {err}")
+        finally:
+            with self._lock:
+                self._busy = False
+
+    def _propose(self, request, response):
+        from ..calibration.loop import CalibrationConfig, load_history, run_calibration
+        from ..calibration.observation import RealTrial
+        from ..calibration.proposers import make_proposer
+
+        p = values(self, PARAMS)
+        proposer_name = request.proposer or p["proposer"]
+        names = list(request.names)
+        unknown = [n for n in names if n not in self.parameters]
+        if unknown:
+            return self._fail(response, f"unknown parameter(s) {unknown}; valid: {', '.join(self.parameters.names)}")
+        with self._lock:
+            available = list(self._trial_order)
+        if request.trial_id:
+            if request.trial_id not in self.real:
+                return self._fail(response, f"no real trajectory for trial {request.trial_id!r}; trials with one: "
+                                  + (", ".join(available) or "none yet (run a trial first)"))
+            trial_ids = [request.trial_id]
+        elif not available:
+            return self._fail(response, "no real trajectory yet: run a trial (/vid2sid/excitation/start) or replay "
+                              "a bag first")
+        else:
+            trial_ids = available[-1:] if p["trials"] == "latest" else available
+        params = self.parameters.with_frozen(free=names) if names else self.parameters
+        if not params.free:
+            return self._fail(response, "nothing to calibrate: every requested parameter is frozen")
+        opts = yaml.safe_load(p["proposer_options"]) if p["proposer_options"].strip() else {}
+        try:
+            proposer = make_proposer(proposer_name, **(opts or {}))
+        except Exception as err:  # noqa: BLE001 - unknown name, missing API key...: a clear answer
+            return self._fail(response, f"proposer {proposer_name!r}: {err}")
+        real = RealTrial([self.real[t] for t in trial_ids], [self.excitations[t] for t in trial_ids],
+                         source="ros:" + ",".join(trial_ids))
+        run_dir = Path(p["run_dir"]) / _session_name(trial_ids, proposer_name, names)
+        start_file = run_dir / "session_start.json"
+        resume = (run_dir / "run.json").is_file()
+        done = len(load_history(run_dir)) - 1 if resume else 0
+        if resume and start_file.is_file():
+            start = json.loads(start_file.read_text())
+        else:
+            start = {n: float(v) for n, v in self.applied.items() if n in params}
+            run_dir.mkdir(parents=True, exist_ok=True)
+            start_file.write_text(json.dumps(start))
+        n_new = max(int(request.iterations), 1)
+        cfg = CalibrationConfig(iterations=done + n_new, rollout_budget=p["rollout_budget"], seed=p["seed"],
+                                identifiability=p["identifiability"], final_identifiability=False, resume=resume,
+                                start=start, video=None)
+        self.get_logger().info(f"/vid2sid/propose: {proposer_name}, {n_new} iteration(s) on trial(s) "
+                               f"{', '.join(trial_ids)} (session {run_dir.name}, {done} done)")
+
+        def progress(rec) -> None:
+            self._pub.publish(parameter_update_msg(
+                iteration=rec.iteration, proposer=rec.proposer, values={n: rec.values[n] for n in params.free_names
+                                                                        if n in rec.values},
+                parameters=params, rationale=rec.rationale, confidence=rec.confidence, error_px=rec.error_px,
+                accepted=False, stamp=self.get_clock().now().to_msg()))
+            self.get_logger().info(f"iteration {rec.iteration} ({rec.proposer}): error {rec.error_px:.3f} px")
+
+        def run():
+            return run_calibration(self._twin, real, proposer, cfg, run_dir, parameters=params, on_iteration=progress)
+
+        result = self._pool.submit(run).result()
+        self.results.append(result)
+        best = {n: float(result.values[n]) for n in params.free_names}
+        last = result.history[-1]
+        response.names = list(best)
+        response.values = [best[n] for n in best]
+        response.units = [params[n].unit for n in best]
+        response.rationale = last.rationale
+        response.confidence = float(last.confidence)
+        response.error_px = float(result.error_px) if math.isfinite(result.error_px) else float("nan")
+        response.iteration = int(last.iteration)
+        notes = [f"best of {len(result.history) - 1} iteration(s): {result.error_px:.3f} px (start "
+                 f"{result.initial_error_px:.3f} px), stopped: {result.stopped}"]
+        if last.notes:
+            notes.append("; ".join(str(n) for n in last.notes))
+        applied = False
+        if request.apply:
+            ok, why = self.apply_to_twin(best, p["apply_timeout"])
+            applied = ok
+            notes.append("applied to " + p["twin_node"] if ok else f"NOT applied: {why}")
+        response.accepted = bool(applied or not request.apply)
+        response.message = " | ".join(notes)
+        self._pub.publish(parameter_update_msg(
+            iteration=last.iteration, proposer=proposer_name, values=best, parameters=params,
+            rationale=last.rationale, confidence=last.confidence, error_px=result.error_px, accepted=applied,
+            stamp=self.get_clock().now().to_msg()))
+        return response
+
+    def apply_to_twin(self, values_: dict[str, float], timeout: float) -> tuple[bool, str]:
+        """Set ``physics.<name>`` on the twin node through its parameter service.
+
+        Returns:
+            ``(ok, reason)``; :attr:`applied` is updated when ``ok``.
+        """
+        if not self._set_client.wait_for_service(timeout_sec=timeout):
+            return False, f"parameter service {self._set_client.srv_name} not available after {timeout:g} s"
+        req = SetParameters.Request()
+        for n, v in values_.items():
+            req.parameters.append(ParameterMsg(name=ros_param_name(n, self.parameters[n].kind),
+                                               value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
+                                                                    double_value=float(v))))
+        done = threading.Event()
+        fut = self._set_client.call_async(req)
+        fut.add_done_callback(lambda _f: done.set())
+        if not done.wait(timeout):
+            return False, f"{self._set_client.srv_name} did not answer within {timeout:g} s"
+        res = fut.result()
+        failed = [f"{r.reason}" for r in res.results if not r.successful]
+        if failed:
+            return False, "; ".join(failed)
+        self.applied.update(values_)
+        return True, ""
+
+    def destroy_node(self) -> None:
+        if getattr(self, "_pool", None) is not None:  # absent when __init__ failed
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        super().destroy_node()
+
+
+def make_node(**kwargs) -> CalibratorNode:
+    return CalibratorNode(**kwargs)
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = make_node()
+        executor = MultiThreadedExecutor(num_threads=4)  # a running calibration holds one thread
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

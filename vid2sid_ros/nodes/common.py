@@ -1,0 +1,248 @@
+"""Small helpers shared by the vid2sid nodes: stamps, message <-> core conversions, a
+drop-oldest buffer queue and QoS profiles. No algorithm lives here.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+from typing import Any, Generic, Iterable, Sequence, TypeVar
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from .._interfaces import require_interfaces
+
+require_interfaces()
+
+from vid2sid_ros.msg import ExcitationCommand, Keypoints, ParameterUpdate  # noqa: E402
+from vid2sid_ros.msg import Trajectory as TrajectoryMsg  # noqa: E402
+
+from ..core.excitation import Excitation  # noqa: E402
+from ..core.parameters import ParameterSet  # noqa: E402
+from ..core.trajectory import Trajectory  # noqa: E402
+
+__all__ = ["stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
+           "excitation_from_commands", "excitation_to_commands", "parameter_update_msg", "BufferQueue",
+           "STREAM_QOS", "LATCHED_QOS", "ros_param_name", "msgtype_of", "resolve_rig"]
+
+#: images, commands, keypoints: reliable, deep enough for 2 s at 60 Hz so a busy
+#: subscriber falls behind (late frames, counted) instead of losing messages.
+STREAM_QOS = QoSProfile(depth=120, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+#: trajectories and parameter updates: few, must all arrive.
+LATCHED_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
+def stamp_from_s(t: float) -> Time:
+    """Seconds (float) -> builtin_interfaces/Time."""
+    sec = math.floor(t)
+    ns = int(round((t - sec) * 1e9))
+    if ns >= 1_000_000_000:
+        sec, ns = sec + 1, ns - 1_000_000_000
+    return Time(sec=int(sec), nanosec=ns)
+
+
+def s_from_stamp(stamp: Any) -> float:
+    """builtin_interfaces/Time -> seconds (float)."""
+    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
+
+
+def msgtype_of(msg: Any) -> str:
+    """ROS type name of an rclpy message instance, e.g. ``sensor_msgs/msg/Image``."""
+    mod = type(msg).__module__.split(".")
+    return f"{mod[0]}/{mod[1]}/{type(msg).__name__}"
+
+
+def resolve_rig(name: str):
+    """A :class:`~vid2sid_ros.sim.registry.Rig` from a registry name or ``"module:function"``.
+
+    The second form lets a user rig (a model file + parameter spec wrapped in a function
+    returning a Rig) run in the graph without being registered.
+
+    Raises:
+        UnknownRigError: unknown registry name (lists the valid ones).
+        ImportError / AttributeError: a ``module:function`` that does not resolve.
+    """
+    if ":" in name:
+        import importlib
+
+        mod, fn = name.split(":", 1)
+        return getattr(importlib.import_module(mod), fn)()
+    from ..sim.registry import make_rig
+
+    return make_rig(name)
+
+
+def ros_param_name(spec_name: str, kind: str) -> str:
+    """ROS parameter name of a twin parameter: ``physics.<name>`` or ``nuisance.<name>``."""
+    return f"{kind}.{spec_name}"
+
+
+def trajectory_to_msg(traj: Trajectory, *, stamp: Time | None = None, dropped: int | None = None,
+                      late: int | None = None) -> TrajectoryMsg:
+    """Core :class:`Trajectory` -> vid2sid_ros/Trajectory (row-major x/y/valid, T*K).
+
+    ``dropped``/``late`` default to ``traj.meta['dropped_frames'|'late_frames']`` (0 if absent).
+    """
+    m = TrajectoryMsg()
+    if stamp is not None:
+        m.header.stamp = stamp
+    m.source = traj.source
+    m.trial_id = traj.trial_id
+    m.keypoint_names = list(traj.names)
+    m.num_steps = traj.num_frames
+    m.time = traj.time.astype(float).tolist()
+    m.x = traj.keypoints[..., 0].ravel().astype(float).tolist()
+    m.y = traj.keypoints[..., 1].ravel().astype(float).tolist()
+    m.valid = traj.valid.ravel().tolist()
+    m.dropped_frames = int(traj.meta.get("dropped_frames", 0) if dropped is None else dropped)
+    m.late_frames = int(traj.meta.get("late_frames", 0) if late is None else late)
+    return m
+
+
+def trajectory_from_msg(m: Any) -> Trajectory:
+    """vid2sid_ros/Trajectory (rclpy or rosbags object) -> core :class:`Trajectory`.
+
+    Steps are 0..T-1 (the message holds one row per command step). ``meta`` carries the
+    dropped/late counts.
+
+    Raises:
+        ValueError: when the array lengths do not match ``num_steps * len(keypoint_names)``.
+    """
+    T, K = int(m.num_steps), len(m.keypoint_names)
+    x, y = np.asarray(m.x, dtype=float), np.asarray(m.y, dtype=float)
+    valid = np.asarray(m.valid, dtype=bool)
+    if x.size != T * K or y.size != T * K or valid.size != T * K or len(m.time) != T:
+        raise ValueError(f"Trajectory message of trial {m.trial_id!r}: expected T*K = {T}*{K} x/y/valid and T time "
+                         f"entries, got {x.size}/{y.size}/{valid.size} and {len(m.time)}")
+    kp = np.stack([x.reshape(T, K), y.reshape(T, K)], axis=2)
+    return Trajectory(np.asarray(m.time, dtype=float), kp, valid.reshape(T, K), tuple(m.keypoint_names), m.source,
+                      m.trial_id, np.arange(T),
+                      {"dropped_frames": int(m.dropped_frames), "late_frames": int(m.late_frames)})
+
+
+def keypoints_msg(source: str, trial_id: str, step: int, stamp: Time, names: Sequence[str], xy: np.ndarray,
+                  valid: np.ndarray, frame_id: str = "") -> Keypoints:
+    """Keypoints message of one frame; invalid keypoints carry NaN."""
+    m = Keypoints()
+    m.header.stamp = stamp
+    m.header.frame_id = frame_id
+    m.source, m.trial_id, m.step = source, trial_id, max(int(step), 0)
+    m.names = list(names)
+    xy = np.where(np.asarray(valid, bool)[:, None], np.asarray(xy, float), np.nan)
+    m.x = xy[:, 0].tolist()
+    m.y = xy[:, 1].tolist()
+    m.valid = [bool(v) for v in valid]
+    return m
+
+
+def excitation_to_commands(exc: Excitation, trial_id: str, stamps: Iterable[float] | None = None
+                           ) -> list[ExcitationCommand]:
+    """One ExcitationCommand per step of ``exc`` (stamps in s, default 0)."""
+    stamps = list(stamps) if stamps is not None else [0.0] * exc.num_steps
+    out = []
+    for k in range(exc.num_steps):
+        c = ExcitationCommand()
+        c.header.stamp = stamp_from_s(stamps[k])
+        c.trial_id, c.step, c.period = trial_id, k, float(exc.period)
+        c.actuator_names = list(exc.actuator_names)
+        c.values = [float(v) for v in exc.values[k]]
+        out.append(c)
+    return out
+
+
+def excitation_from_commands(commands: Sequence[Any], name: str = "") -> Excitation:
+    """Rebuild the :class:`Excitation` of a trial from its commands (any order).
+
+    A missing step holds the previous command (zero-order hold), as the rig does.
+
+    Raises:
+        ValueError: no commands, or inconsistent periods / actuator counts.
+    """
+    if not commands:
+        raise ValueError("no excitation commands")
+    cmds = sorted(commands, key=lambda c: int(c.step))
+    period = float(cmds[0].period)
+    A = len(cmds[0].values)
+    if not period > 0:
+        raise ValueError(f"command period must be > 0 s, got {period}")
+    if any(abs(float(c.period) - period) > 1e-9 or len(c.values) != A for c in cmds):
+        raise ValueError("commands of one trial must share the period and the number of actuators")
+    T = int(cmds[-1].step) + 1
+    values = np.full((T, A), np.nan)
+    for c in cmds:
+        values[int(c.step)] = np.asarray(c.values, dtype=float)
+    for k in range(T):
+        if np.isnan(values[k]).any():
+            values[k] = values[k - 1] if k > 0 else 0.0
+    names = tuple(cmds[0].actuator_names) or tuple(f"u{i}" for i in range(A))
+    return Excitation(name or cmds[0].trial_id, 1.0 / period, values, names)
+
+
+def parameter_update_msg(*, iteration: int, proposer: str, values: dict[str, float], parameters: ParameterSet,
+                         rationale: str, confidence: float, error_px: float, accepted: bool,
+                         stamp: Time | None = None) -> ParameterUpdate:
+    """ParameterUpdate of one proposal (units from the spec)."""
+    m = ParameterUpdate()
+    if stamp is not None:
+        m.header.stamp = stamp
+    m.iteration, m.proposer = int(iteration), proposer
+    m.names = list(values)
+    m.values = [float(values[n]) for n in values]
+    m.units = [parameters[n].unit if n in parameters else "" for n in values]
+    m.rationale = rationale
+    m.confidence = float(min(max(confidence, 0.0), 1.0)) if math.isfinite(confidence) else 0.0
+    m.error_px = float(error_px) if math.isfinite(error_px) else float("nan")
+    m.accepted = bool(accepted)
+    return m
+
+
+T = TypeVar("T")
+
+
+class BufferQueue(Generic[T]):
+    """Bounded FIFO that drops the OLDEST droppable item when full (camera_calibration's BufferQueue).
+
+    Items put with ``droppable=False`` (control items such as "finalize trial") are never
+    dropped and do not count against ``maxsize``. :attr:`dropped` counts dropped items.
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        if maxsize < 1:
+            raise ValueError(f"BufferQueue maxsize must be >= 1, got {maxsize}")
+        self.maxsize = int(maxsize)
+        self._items: collections.deque[tuple[bool, T]] = collections.deque()
+        self._cond = threading.Condition()
+        self._droppable = 0
+        self.dropped = 0
+
+    def put(self, item: T, *, droppable: bool = True) -> None:
+        with self._cond:
+            if droppable:
+                if self._droppable >= self.maxsize:
+                    for i, (d, _) in enumerate(self._items):
+                        if d:
+                            del self._items[i]
+                            self._droppable -= 1
+                            self.dropped += 1
+                            break
+                self._droppable += 1
+            self._items.append((droppable, item))
+            self._cond.notify()
+
+    def get(self, timeout: float | None = None) -> T | None:
+        """Next item, or None after ``timeout`` s."""
+        with self._cond:
+            if not self._items and not self._cond.wait_for(lambda: bool(self._items), timeout):
+                return None
+            d, item = self._items.popleft()
+            if d:
+                self._droppable -= 1
+            return item
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._items)
+

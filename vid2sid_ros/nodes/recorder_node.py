@@ -1,0 +1,147 @@
+"""recorder_node: every topic of a calibration into one rosbag2 bag (MCAP, zstd chunks).
+
+Subscribes to the graph's topics in *serialized* form (``raw=True``: the CDR bytes are
+written unchanged, no decode/encode) and appends them to a
+:class:`~vid2sid_ros.io.rosbag.BagWriter` stamped with the receive time, like
+``ros2 bag record``. The bag carries the full message definitions of the vid2sid_ros
+types, so ``ros2 bag info`` and Foxglove read it.
+
+Messages are appended as they arrive (MCAP chunks reach the disk every 1 MiB); the bag is
+finished (summary + ``metadata.yaml``) by ``/vid2sid/recorder/stop`` (std_srvs/Trigger)
+or when the node shuts down (SIGINT/SIGTERM). A bad message on a topic cannot stop the
+recording: the recorder never decodes messages.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+from std_srvs.srv import Trigger
+
+from ..io.rosbag import BagError, BagWriter, make_typestore
+from .common import STREAM_QOS, ExcitationCommand, Keypoints, ParameterUpdate, TrajectoryMsg
+from .graph import TOPICS
+from .params import Param, declare, values
+
+__all__ = ["RecorderNode", "PARAMS", "RECORDED", "make_node", "main"]
+
+#: topic key (graph.TOPICS) -> (rclpy type, ROS type name)
+RECORDED = {
+    "excitation": (ExcitationCommand, "vid2sid_ros/msg/ExcitationCommand"),
+    "trial_end": (ExcitationCommand, "vid2sid_ros/msg/ExcitationCommand"),
+    "real_image": (Image, "sensor_msgs/msg/Image"),
+    "sim_image": (Image, "sensor_msgs/msg/Image"),
+    "real_keypoints": (Keypoints, "vid2sid_ros/msg/Keypoints"),
+    "sim_keypoints": (Keypoints, "vid2sid_ros/msg/Keypoints"),
+    "real_trajectory": (TrajectoryMsg, "vid2sid_ros/msg/Trajectory"),
+    "sim_trajectory": (TrajectoryMsg, "vid2sid_ros/msg/Trajectory"),
+    "parameter_update": (ParameterUpdate, "vid2sid_ros/msg/ParameterUpdate"),
+}
+
+PARAMS = [
+    Param("enabled", True, "record a bag", read_only=True),
+    Param("bag_path", "", "bag directory to create (must not exist); empty = <output_dir>/bag_<YYYYmmdd_HHMMSS>",
+          read_only=True),
+    Param("output_dir", "runs", "parent directory of automatically named bags", read_only=True),
+    Param("topics", list(RECORDED), "topic keys to record: " + ", ".join(f"{k} ({TOPICS[k]})" for k in RECORDED),
+          read_only=True),
+    Param("compression", True, "zstd-compress the MCAP chunks", read_only=True),
+]
+
+
+class RecorderNode(Node):
+    """Serialized-message recorder (see module docstring)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("recorder_node", **kwargs)
+        declare(self, PARAMS, extra_check=self._check)
+        p = values(self, PARAMS)
+        self.writer: BagWriter | None = None
+        self.bag_path: Path | None = None
+        self.write_errors = 0
+        self.last_write = time.monotonic()
+        if not p["enabled"]:
+            self.get_logger().info("recording disabled")
+            return
+        path = Path(p["bag_path"]) if p["bag_path"] else Path(p["output_dir"]) / time.strftime("bag_%Y%m%d_%H%M%S")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.writer = BagWriter(path, typestore=make_typestore(), compression=p["compression"])
+        self.bag_path = path
+        group = MutuallyExclusiveCallbackGroup()
+        for key in p["topics"]:
+            cls, typename = RECORDED[key]
+            topic = self.resolve_topic_name(TOPICS[key])
+            self.writer.add_topic(topic, typename)
+            self.create_subscription(cls, TOPICS[key], lambda data, t=topic, n=typename: self._write(t, n, data),
+                                     STREAM_QOS, callback_group=group, raw=True)
+        self.create_service(Trigger, TOPICS["recorder_stop"], self._srv_stop, callback_group=group)
+        self.get_logger().info(f"recording {len(p['topics'])} topics to {path}")
+
+    @staticmethod
+    def _check(name, value):
+        if name == "topics":
+            unknown = [t for t in value if t not in RECORDED]
+            if unknown:
+                return f"parameter 'topics': unknown key(s) {unknown}; expected some of {', '.join(RECORDED)}"
+        return None
+
+    def _write(self, topic: str, typename: str, data: bytes) -> None:
+        if self.writer is None or self.writer.closed:
+            return
+        self.last_write = time.monotonic()
+        try:
+            self.writer.write(topic, typename, data, time.time_ns())
+        except (BagError, OSError) as err:
+            self.write_errors += 1
+            if self.write_errors == 1 or self.write_errors % 100 == 0:
+                self.get_logger().error(f"bag {self.bag_path}: write failed ({self.write_errors} so far): {err}")
+
+    def close(self) -> str:
+        """Finish the bag; returns a summary line."""
+        if getattr(self, "writer", None) is None or self.writer.closed:
+            return "no open bag"
+        self.writer.close()
+        n = sum(self.writer.counts.values())
+        line = f"bag {self.bag_path} closed: {n} messages (" + ", ".join(
+            f"{t}: {c}" for t, c in self.writer.counts.items() if c) + ")"
+        self.get_logger().info(line)
+        return line
+
+    def _srv_stop(self, request, response):
+        response.message = self.close()
+        response.success = True
+        return response
+
+    def destroy_node(self) -> None:
+        self.close()
+        super().destroy_node()
+
+
+def make_node(**kwargs) -> RecorderNode:
+    return RecorderNode(**kwargs)
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = make_node()
+        executor = MultiThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""sim_twin_node: the simulated twin, stepped in lockstep with the excitation commands.
+
+* Subscribes ``/vid2sid/excitation``. Each command advances the twin by exactly one
+  command period (a new ``trial_id`` resets it first) and publishes the rendered frame on
+  ``/vid2sid/sim/image_raw``, stamped ``command.header.stamp + command.period`` — the end
+  of the command period, where the lockstep rule (:mod:`vid2sid_ros.core.lockstep`) puts
+  the frame of that step — with ``header.frame_id = frame_id``. The step index is thus
+  recovered exactly from the stamp by the tracker. A command that never arrived (a step
+  gap) is made up by holding the previous command for the missing periods, without a
+  frame, so the twin's time stays aligned with the rig's; the gap is logged and counted.
+* Physics (and camera nuisance) parameters are ROS parameters ``physics.<name>`` /
+  ``nuisance.<name>`` with the spec's unit, meaning and bounds in their descriptors, so
+  ``ros2 param set /sim_twin_node physics.pip_stiffness 0.2`` and the calibrator both
+  update them. A change during a trial takes effect at the next trial (reset), so one
+  trial is never simulated with two parameter sets; ``apply_parameters: immediately``
+  applies it at once.
+* Serves ``/vid2sid/sim/rollout`` (Rollout.srv): a headless, faster-than-real-time
+  rollout on a second twin instance at the current parameters plus the request's
+  overrides (not persisted). Frames of a rendered rollout go to
+  ``/vid2sid/sim/rollout/image_raw`` so the live lockstep stream is not disturbed. The
+  returned trajectory holds the twin's projected keypoints (ground truth, no tracker).
+
+Twin work runs on dedicated worker threads (one for the lockstep twin, one for
+rollouts): each owns its twin and thus its OpenGL context, which must stay on the
+thread that created it; the spin thread only enqueues.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+
+import numpy as np
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+
+from ..core.excitation import ExcitationError
+from ..core.parameters import ParameterSet
+from ..io.image_msg import array_to_image_fields
+from .common import STREAM_QOS, ExcitationCommand, excitation_from_commands, resolve_rig, ros_param_name, \
+    stamp_from_s, trajectory_to_msg
+from .graph import TOPICS
+from .lockstep_twin import LockstepTwin
+from .params import Param, declare, values
+
+__all__ = ["SimTwinNode", "PARAMS", "make_node", "main", "twin_parameter_params"]
+
+from vid2sid_ros.srv import Rollout  # noqa: E402  (interfaces checked by .common)
+
+PARAMS = [
+    Param("rig", "finger", "registry name of the rig (or 'module:function' returning a Rig)", read_only=True),
+    Param("width", 0, "render width; 0 = the twin's default", "px", 0, 4096, read_only=True),
+    Param("height", 0, "render height; 0 = the twin's default", "px", 0, 4096, read_only=True),
+    Param("frame_id", "sim_camera", "header.frame_id of the rendered frames"),
+    Param("publish_frames", True, "render and publish a frame per command step"),
+    Param("apply_parameters", "next_trial", "when a parameter change reaches the lockstep twin",
+          choices=("next_trial", "immediately")),
+    Param("rollout_excitation", "train:0", "default profile of /vid2sid/sim/rollout when the request names none "
+          "('<set>:<index>' or a profile name of the rig)"),
+]
+
+
+def twin_parameter_params(parameters: ParameterSet, values_: dict[str, float] | None = None) -> list[Param]:
+    """ROS parameters for a twin's parameter set: ``<kind>.<name>``, unit, meaning and bounds."""
+    v = values_ or parameters.nominal()
+    return [Param(ros_param_name(s.name, s.kind), float(v[s.name]),
+                  (s.meaning or s.name) + (f"; writes {s.target}" if s.target else "") + (" (frozen: not calibrated)"
+                                                                                       if s.frozen else ""),
+                  s.unit, s.lower, s.upper) for s in parameters]
+
+
+class SimTwinNode(Node):
+    """The lockstep twin (see module docstring)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("sim_twin_node", **kwargs)
+        declare(self, PARAMS)
+        p = values(self, PARAMS)
+        self._rig = resolve_rig(p["rig"])
+        self.parameters: ParameterSet = self._rig.parameters
+        self._param_names = {ros_param_name(s.name, s.kind): s.name for s in self.parameters}
+        declare(self, twin_parameter_params(self.parameters), on_change=self._on_twin_params)
+        twin_kw = {k: p[k] for k in ("width", "height") if p[k] > 0}
+        self._pub = self.create_publisher(Image, TOPICS["sim_image"], STREAM_QOS)
+        self._pub_rollout = self.create_publisher(Image, TOPICS["sim_rollout_image"], STREAM_QOS)
+        self.lockstep = LockstepTwin(lambda: self._rig.make_twin(**twin_kw), self._publish_frame, self.get_logger(),
+                                     render=lambda: bool(self.get_parameter("publish_frames").value))
+        self.lockstep.set_parameters(self.current_values())
+        self._rollout_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sim_twin_rollout")
+        self._rollout_twin = self._rollout_pool.submit(lambda: self._rig.make_twin(**twin_kw)).result()
+        self.keypoint_names = tuple(self.lockstep.twin.keypoint_names)
+        group = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self.lockstep.submit, STREAM_QOS,
+                                 callback_group=group)
+        self.create_subscription(ExcitationCommand, TOPICS["trial_end"], lambda _m: self.lockstep.end_trial(),
+                                 STREAM_QOS, callback_group=group)
+        self.create_service(Rollout, TOPICS["rollout"], self._srv_rollout, callback_group=ReentrantCallbackGroup())
+        self.get_logger().info(f"twin of rig '{self._rig.name}' ready ({type(self.lockstep.stepper).__name__}); "
+                               "parameters: " + ", ".join(f"{n}={v:.4g}" for n, v in self.lockstep.applied.items()))
+
+    # -- parameters -------------------------------------------------------------------------
+    def current_values(self) -> dict[str, float]:
+        """Twin parameters from the ROS parameters, ``{spec name: value}`` (SI)."""
+        return {self._param_names[n]: float(self.get_parameter(n).value) for n in self._param_names}
+
+    def _on_twin_params(self, changes: dict) -> None:
+        upd = {self._param_names[n]: float(v) for n, v in changes.items() if n in self._param_names}
+        if upd:
+            self.lockstep.set_parameters(upd, immediately=self.get_parameter("apply_parameters").value == "immediately")
+
+    def _publish_frame(self, frame: np.ndarray, stamp_s: float, _command) -> None:
+        img = Image()
+        for f, v in array_to_image_fields(frame, "rgb8").items():
+            setattr(img, f, v)
+        img.header.stamp = stamp_from_s(stamp_s)
+        img.header.frame_id = self.get_parameter("frame_id").value
+        self._pub.publish(img)
+
+    # -- rollout service --------------------------------------------------------------------
+    def _srv_rollout(self, request, response):
+        try:
+            overrides = dict(zip(request.names, request.values))
+            if len(request.names) != len(request.values):
+                raise ValueError(f"{len(request.names)} names but {len(request.values)} values")
+            unknown = [n for n in overrides if n not in self.parameters]
+            if unknown:
+                raise ValueError(f"unknown parameter(s) {unknown}; valid: {', '.join(self.parameters.names)}")
+            bad = [n for n, v in overrides.items() if not (math.isfinite(v) and self.parameters[n].lower <= v
+                                                           <= self.parameters[n].upper)]
+            if bad:
+                raise ValueError("value(s) outside the bounds: " + ", ".join(
+                    f"{n}={overrides[n]} not in [{self.parameters[n].lower}, {self.parameters[n].upper}]" for n in bad))
+            if request.commands:
+                exc = excitation_from_commands(request.commands, request.commands[0].trial_id or "rollout")
+            else:
+                from .excitation_node import resolve_excitation
+
+                exc = resolve_excitation(self._rig.name, request.excitation or
+                                         self.get_parameter("rollout_excitation").value, "", 0.0, rig=self._rig)
+            vals = {**self.current_values(), **overrides}
+
+            def run():
+                self._rollout_twin.set_parameters(vals)
+                return self._rollout_twin.rollout(exc, render=bool(request.render))
+
+            res = self._rollout_pool.submit(run).result()
+        except (ValueError, ExcitationError, KeyError) as err:
+            response.success, response.message = False, str(err)
+            return response
+        except Exception as err:  # noqa: BLE001 - the service answers, the node survives
+            response.success, response.message = False, f"rollout failed: {type(err).__name__}: {err}"
+            return response
+        response.success = not res.diverged
+        response.message = res.message if res.diverged else (res.message or "ok")
+        response.trajectory = trajectory_to_msg(res.trajectory, stamp=self.get_clock().now().to_msg())
+        if request.render and res.frames is not None:
+            t0 = self.get_clock().now().nanoseconds * 1e-9
+            for k, fr in enumerate(res.frames):
+                img = Image()
+                for f, v in array_to_image_fields(np.asarray(fr), "rgb8").items():
+                    setattr(img, f, v)
+                img.header.stamp = stamp_from_s(t0 + (k + 1) * exc.period)
+                img.header.frame_id = self.get_parameter("frame_id").value
+                self._pub_rollout.publish(img)
+        return response
+
+    def destroy_node(self) -> None:
+        # the attributes are absent when __init__ failed half-way
+        if getattr(self, "lockstep", None) is not None:
+            self.lockstep.shutdown()
+        if getattr(self, "_rollout_pool", None) is not None:
+            self._rollout_pool.shutdown(wait=True, cancel_futures=True)
+        super().destroy_node()
+
+
+def make_node(**kwargs) -> SimTwinNode:
+    return SimTwinNode(**kwargs)
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = make_node()
+        executor = MultiThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""stand_in_rig_node: a second twin at HIDDEN parameters plays the real robot behind the camera.
+
+For tests and demos without hardware. It subscribes to the rig driver topic
+``/vid2sid/real/command`` (the same command stream the twin gets), steps its own twin
+(same rig, parameters ``hidden.<name>``, read-only, default nominal) one command period
+per command, passes the render through the sensor noise model
+(:class:`~vid2sid_ros.sim.camera_model.SensorNoiseModel`: pixel noise, blur, dropped
+frames) and publishes it on ``/vid2sid/real/image_raw`` like a camera, stamped at the
+end of the command period (``command stamp + period``) plus an optional Gaussian stamp
+jitter (``stamp_jitter``) that mimics a free-running camera clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+
+from ..io.image_msg import array_to_image_fields
+from .common import STREAM_QOS, ExcitationCommand, resolve_rig, stamp_from_s
+from .graph import TOPICS
+from .lockstep_twin import LockstepTwin
+from .params import Param, declare, values
+
+__all__ = ["StandInRigNode", "PARAMS", "make_node", "main"]
+
+PARAMS = [
+    Param("rig", "finger", "registry name of the rig played by the stand-in", read_only=True),
+    Param("width", 0, "camera width; 0 = the twin's default", "px", 0, 4096, read_only=True),
+    Param("height", 0, "camera height; 0 = the twin's default", "px", 0, 4096, read_only=True),
+    Param("frame_id", "real_camera", "header.frame_id of the published frames"),
+    Param("noise", True, "apply the rig's sensor noise model (config 'noise' of the rig) to the renders",
+          read_only=True),
+    Param("noise_seed", 0, "seed of the sensor noise", "", 0, 2**31 - 1, read_only=True),
+    Param("drop_frames", False, "let the noise model drop frames (drop_prob) like a lossy camera", read_only=True),
+    Param("stamp_jitter", 0.0, "standard deviation of the capture-stamp jitter", "s", 0.0, 0.1, read_only=True),
+]
+
+
+class StandInRigNode(Node):
+    """A twin at hidden parameters published as the real camera (see module docstring)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("stand_in_rig_node", **kwargs)
+        declare(self, PARAMS)
+        p = values(self, PARAMS)
+        self._rig = resolve_rig(p["rig"])
+        hidden = [Param(f"hidden.{s.name}", float(s.nominal), f"hidden true value of {s.name}: {s.meaning}",
+                        s.unit, s.lower, s.upper, read_only=True) for s in self._rig.parameters]
+        declare(self, hidden)
+        self.hidden = {s.name: float(self.get_parameter(f"hidden.{s.name}").value) for s in self._rig.parameters}
+        self._rng = np.random.default_rng(p["noise_seed"])
+        self._jitter = float(p["stamp_jitter"])
+        self._noise = self._make_noise(p) if p["noise"] else None
+        self.frames_dropped_by_noise = 0
+        self._noise_count = 0
+        twin_kw = {k: p[k] for k in ("width", "height") if p[k] > 0}
+        self._pub = self.create_publisher(Image, TOPICS["real_image"], STREAM_QOS)
+        self.lockstep = LockstepTwin(lambda: self._rig.make_twin(**twin_kw), self._publish, self.get_logger(),
+                                     postprocess=self._apply_noise)
+        self.lockstep.set_parameters(self.hidden)
+        group = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(ExcitationCommand, TOPICS["rig_command"], self.lockstep.submit, STREAM_QOS,
+                                 callback_group=group)
+        self.create_subscription(ExcitationCommand, TOPICS["trial_end"], lambda _m: self.lockstep.end_trial(),
+                                 STREAM_QOS, callback_group=group)
+        self.get_logger().info("stand-in rig '%s' at hidden parameters: %s" % (
+            self._rig.name, ", ".join(f"{n}={v:.4g}" for n, v in self.hidden.items())))
+
+    def _make_noise(self, p: dict):
+        cfg = dict((self._rig.config.get("noise") if isinstance(self._rig.config, dict) else None) or {})
+        if not cfg:
+            return None
+        from ..sim.camera_model import SensorNoiseModel
+
+        cfg["seed"] = int(p["noise_seed"])
+        if not p["drop_frames"]:
+            cfg["drop_prob"] = 0.0
+        return SensorNoiseModel(**cfg)
+
+    def _apply_noise(self, frame: np.ndarray) -> np.ndarray | None:
+        if self._noise is None:
+            return frame
+        # a fresh seed per frame (seed + frame count): independent, reproducible noise per frame
+        self._noise_count += 1
+        model = dataclasses.replace(self._noise, seed=self._noise.seed + self._noise_count)
+        out, dropped = model.apply(frame[None])
+        if bool(np.asarray(dropped).ravel()[0]):
+            self.frames_dropped_by_noise += 1
+            return None
+        return np.asarray(out[0])
+
+    def _publish(self, frame: np.ndarray, stamp_s: float, _command) -> None:
+        if self._jitter > 0:
+            stamp_s += float(self._rng.normal(0.0, self._jitter))
+        img = Image()
+        for f, v in array_to_image_fields(frame, "rgb8").items():
+            setattr(img, f, v)
+        img.header.stamp = stamp_from_s(stamp_s)
+        img.header.frame_id = self.get_parameter("frame_id").value
+        self._pub.publish(img)
+
+    def destroy_node(self) -> None:
+        if getattr(self, "lockstep", None) is not None:  # absent when __init__ failed
+            self.lockstep.shutdown()
+        super().destroy_node()
+
+
+def make_node(**kwargs) -> StandInRigNode:
+    return StandInRigNode(**kwargs)
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = make_node()
+        executor = MultiThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

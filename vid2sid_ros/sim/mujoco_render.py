@@ -1,0 +1,214 @@
+"""Headless offscreen rendering of a MuJoCo fixed camera (EGL, OSMesa fallback).
+
+A small, fast replacement for ``mujoco.Renderer`` tuned for system identification:
+one fixed camera, RGB only, shadows / reflections / skybox off (multisampling is set
+by the model's ``<quality offsamples>``), frames written straight into a caller's
+array. The OpenGL backend follows ``MUJOCO_GL`` (default ``egl``); if it cannot
+create a context, the others (``egl``, ``osmesa``) are tried in turn and the error
+lists every attempt.
+
+Also holds the pinhole model of a MuJoCo camera (:func:`camera_intrinsics`,
+:func:`project_points`) so the ground-truth keypoints and the rendered pixels use
+one convention: **pixel centres at integer coordinates** (OpenCV), x = column to the
+right, y = row downwards; the top-left pixel's centre is (0, 0).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
+import numpy as np  # noqa: E402
+
+from .base import CameraIntrinsics, TwinError  # noqa: E402
+
+__all__ = ["OffscreenRenderer", "camera_intrinsics", "camera_extrinsics", "project_points", "gl_backend"]
+
+_BACKEND_IN_USE: str | None = None
+
+
+def gl_backend() -> str | None:
+    """Name of the OpenGL backend that created the last context (``egl``/``osmesa``), or None."""
+    return _BACKEND_IN_USE
+
+
+def _make_gl_context(width: int, height: int):
+    """Create and bind an offscreen GL context, trying MUJOCO_GL first, then egl, osmesa.
+
+    Raises:
+        TwinError: listing each backend tried and why it failed.
+    """
+    global _BACKEND_IN_USE
+    wanted = os.environ.get("MUJOCO_GL", "egl").strip().lower() or "egl"
+    order = [wanted] + [b for b in ("egl", "osmesa") if b != wanted]
+    errors = []
+    for backend in order:
+        try:
+            if backend == "egl":
+                from mujoco.egl import GLContext
+            elif backend == "osmesa":
+                # PyOpenGL picks its platform once per process from this variable.
+                if os.environ.get("PYOPENGL_PLATFORM", "osmesa") != "osmesa":
+                    raise RuntimeError("PyOpenGL was already bound to platform "
+                                       f"{os.environ['PYOPENGL_PLATFORM']!r} in this process")
+                os.environ["PYOPENGL_PLATFORM"] = "osmesa"
+                from mujoco.osmesa import GLContext
+            elif backend == "glfw":
+                from mujoco.glfw import GLContext
+            else:
+                raise RuntimeError(f"unsupported MUJOCO_GL value {backend!r}")
+            ctx = GLContext(width, height)
+            ctx.make_current()
+            _BACKEND_IN_USE = backend
+            return ctx
+        except Exception as err:  # noqa: BLE001 - report every backend's failure together
+            errors.append(f"{backend}: {type(err).__name__}: {err}")
+    raise TwinError("cannot create a headless OpenGL context (set MUJOCO_GL=egl or osmesa and "
+                    "install libEGL or libOSMesa); tried " + "; ".join(errors))
+
+
+def camera_intrinsics(model: mujoco.MjModel, camera_id: int, width: int, height: int) -> CameraIntrinsics:
+    """Pinhole intrinsics of a MuJoCo camera rendered at ``width`` x ``height`` px.
+
+    MuJoCo's ``fovy`` is the vertical field of view and pixels are square, so
+    ``fy = fx = (height / 2) / tan(fovy / 2)``. The principal point is the image
+    centre in the pixel-centre convention: ``cx = (width - 1) / 2``,
+    ``cy = (height - 1) / 2``.
+
+    Raises:
+        TwinError: if the camera uses MuJoCo's explicit ``sensorsize``/``focal``
+            intrinsics, which this function does not model.
+    """
+    if np.any(model.cam_sensorsize[camera_id] > 0):
+        raise TwinError("camera uses sensorsize/focal intrinsics; only fovy cameras are supported")
+    fovy = math.radians(float(model.cam_fovy[camera_id]))
+    f = 0.5 * height / math.tan(0.5 * fovy)
+    return CameraIntrinsics(width=int(width), height=int(height), fx=f, fy=f,
+                            cx=0.5 * (width - 1), cy=0.5 * (height - 1))
+
+
+def camera_extrinsics(data: mujoco.MjData, camera_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """World pose of a camera after ``mj_forward``: ``(position (3,) m, rotation (3, 3))``.
+
+    The rotation's columns are the camera axes in world coordinates (MuJoCo: x right,
+    y up, the camera looks along -z).
+    """
+    return data.cam_xpos[camera_id].copy(), data.cam_xmat[camera_id].reshape(3, 3).copy()
+
+
+def project_points(points_world: np.ndarray, cam_pos: np.ndarray, cam_rot: np.ndarray,
+                   intr: CameraIntrinsics) -> np.ndarray:
+    """Project world points to pixels.
+
+    Args:
+        points_world: shape (..., 3), m.
+        cam_pos, cam_rot: from :func:`camera_extrinsics`.
+        intr: the camera's intrinsics.
+
+    Returns:
+        Pixel coordinates, shape (..., 2): ``u = cx + fx * X / D``,
+        ``v = cy - fy * Y / D`` with ``(X, Y, -D)`` the point in camera coordinates.
+        Points behind the camera (D <= 0) give NaN.
+    """
+    p = np.asarray(points_world, dtype=float)
+    pc = (p - cam_pos) @ cam_rot  # (..., 3) camera coordinates
+    depth = -pc[..., 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = intr.cx + intr.fx * pc[..., 0] / depth
+        v = intr.cy - intr.fy * pc[..., 1] / depth
+    out = np.stack([u, v], axis=-1)
+    out[depth <= 0] = np.nan
+    return out
+
+
+class OffscreenRenderer:
+    """Render one fixed camera of a model into RGB arrays.
+
+    Args:
+        model: the compiled model (its ``<visual><global offwidth/offheight>`` must be
+            at least ``width`` x ``height``).
+        width, height: image size, px.
+        camera: camera name or id.
+
+    Raises:
+        TwinError: unknown camera, image larger than the offscreen buffer, or no
+            OpenGL backend.
+    """
+
+    def __init__(self, model: mujoco.MjModel, width: int, height: int, camera: str | int = 0) -> None:
+        self._ctx = None
+        self._con = None
+        if isinstance(camera, str):
+            cam_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+            if cam_id < 0:
+                raise TwinError(f"camera {camera!r} not found in the model")
+        else:
+            cam_id = int(camera)
+            if not 0 <= cam_id < model.ncam:
+                raise TwinError(f"camera id {cam_id} out of range [0, {model.ncam})")
+        if width > model.vis.global_.offwidth or height > model.vis.global_.offheight:
+            raise TwinError(f"image {width}x{height} px exceeds the model's offscreen buffer "
+                            f"{model.vis.global_.offwidth}x{model.vis.global_.offheight}; raise "
+                            "<visual><global offwidth=... offheight=...> in the model")
+        self.model = model
+        self.width, self.height = int(width), int(height)
+        self._ctx = _make_gl_context(self.width, self.height)
+        self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100.value)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
+        self._scene = mujoco.MjvScene(model, maxgeom=max(100, 4 * model.ngeom))
+        for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION,
+                     mujoco.mjtRndFlag.mjRND_SKYBOX, mujoco.mjtRndFlag.mjRND_FOG):
+            self._scene.flags[flag] = 0
+        self._option = mujoco.MjvOption()
+        self._camera = mujoco.MjvCamera()
+        self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        self._camera.fixedcamid = cam_id
+        self._rect = mujoco.MjrRect(0, 0, self.width, self.height)
+        self._buffer = np.empty((self.height, self.width, 3), dtype=np.uint8)
+
+    def make_current(self) -> None:
+        """Bind this renderer's GL context to the calling thread (call once per rollout)."""
+        if self._ctx is None:
+            raise TwinError("renderer is closed")
+        self._ctx.make_current()
+
+    def render(self, data: mujoco.MjData, out: np.ndarray | None = None) -> np.ndarray:
+        """Render the current state of ``data``.
+
+        Args:
+            data: simulation state (kinematics must be up to date, as after ``mj_step``).
+            out: optional destination, shape (H, W, 3) uint8.
+
+        Returns:
+            RGB image, shape (H, W, 3) uint8, row 0 at the top.
+        """
+        if self._con is None:
+            raise TwinError("renderer is closed")
+        mujoco.mjv_updateScene(self.model, data, self._option, None, self._camera,
+                               mujoco.mjtCatBit.mjCAT_ALL.value, self._scene)
+        mujoco.mjr_render(self._rect, self._scene, self._con)
+        mujoco.mjr_readPixels(self._buffer, None, self._rect, self._con)
+        if out is None:
+            out = np.empty_like(self._buffer)
+        np.copyto(out, self._buffer[::-1])  # OpenGL rows run bottom-up
+        return out
+
+    def close(self) -> None:
+        """Free the GL resources (idempotent)."""
+        if self._con is not None:
+            if self._ctx is not None:
+                self._ctx.make_current()
+            self._con.free()
+            self._con = None
+        if self._ctx is not None:
+            self._ctx.free()
+            self._ctx = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown may have torn down GL already
+            pass

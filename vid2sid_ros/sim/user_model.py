@@ -1,0 +1,901 @@
+"""User rigs without code: a MuJoCo model + a parameter spec + a trial description.
+
+A user brings a clip and an MJCF model of the thing in it. :class:`UserModelTwin`
+turns the model into a :class:`~vid2sid_ros.sim.base.Twin` whose parameters are
+declared entirely in the parameter spec YAML; each spec's ``target`` says what it
+writes (comma-separated for shared parameters, ``*ratio`` to scale):
+
+==========================  ===============================================================
+target                      written into
+==========================  ===============================================================
+``body_pos[apple,2]*-1``    any real-valued ``MjModel`` field; indices may be numbers or the
+                            name of the body/joint/geom/site/actuator/tendon the field is
+                            indexed by (``dof_*`` fields take a joint name). The model is not
+                            recompiled: MuJoCo reads these fields at every step.
+``opt.density``             an ``MjOption`` field (``opt.gravity[2]``, ``opt.viscosity``...)
+``camera.px_per_m``         a nuisance field of the image projection
+                            (:class:`~vid2sid_ros.sim.image_projection.ImageProjection`:
+                            origin_x, origin_y, px_per_m, roll, distance, radial_k1,
+                            drift_x, drift_y)
+``init.qpos[swing]``        the initial state of the trial (joint name, optional component:
+``init.qvel[swing]``        ``init.qpos[ball,1]``); other coordinates start at ``qpos0``, at rest
+``trial.time_offset``       time from the initial state to the first video frame, s (>= 0)
+==========================  ===============================================================
+
+Keypoints are named sites (or bodies) of the model, projected through the nuisance
+camera model relative to an *anchor* site (e.g. the pivot), so the physics never sees
+the camera. :func:`load_user_rig` builds a complete
+:class:`~vid2sid_ros.sim.registry.Rig` from ONE YAML file (see
+``config/pendulum_redapple.yaml``)::
+
+    rig: pendulum_redapple
+    description: ...
+    model: ../vid2sid_ros/sim/models/pendulum.xml          # paths: relative to this file,
+    parameters: ../vid2sid_ros/sim/models/pendulum_parameters.yaml   # or "pkg:" = package dir
+    keypoints: {apple: apple_centre}                       # keypoint -> site (or body)
+    projection: {anchor: pivot, width: 640, height: 360}   # + fixed ImageProjection fields
+    max_physics_timestep: 0.004
+    trial:
+      video: pkg:data/pendulum_redapple/redapple_480p.mov
+      fps: null                  # null: from the file (set it for slow-motion clips)
+      excitation: none           # free decay; or {kind: csv, path: ...} (any build_excitation config)
+      train_fraction: 0.6        # first 60 % fitted, the rest is the holdout
+      tracker: {markers: [{name: apple, hsv_lower: [170, 90, 60], hsv_upper: [10, 255, 255]}]}
+      background_region: [20, 190, 200, 245]   # optional: static textured patch (x0, y0, x1, y1) px
+                                               # used to measure camera drift independently
+    calibration: {iterations: 8, rollout_budget: 120}
+
+Time convention (free-decay clips): row ``k`` of a rollout is the state at ``t_k =
+time_offset + k / rate`` — sampled *before* command ``k`` is applied — so row 0 shows
+the initial state. (The finger twin samples after the command period; with no
+commands the difference is only where the initial state sits in time.)
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..core.excitation import Excitation, ExcitationError, build_excitation  # noqa: E402
+from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
+from ..core.trajectory import Trajectory  # noqa: E402
+from .base import CameraIntrinsics, RolloutResult, TwinError  # noqa: E402
+from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionError  # noqa: E402
+from .mujoco_finger import FieldTarget, parse_targets  # noqa: E402
+
+__all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "load_user_config",
+           "load_user_rig", "resolve_path", "PACKAGE_DIR", "build_real_trial", "track_clip", "TrackedClip"]
+
+#: the vid2sid_ros package directory (``pkg:`` paths resolve against it)
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+#: MjModel field prefix -> object type whose names index that field
+_PREFIX_OBJ = {
+    "body_": mujoco.mjtObj.mjOBJ_BODY, "jnt_": mujoco.mjtObj.mjOBJ_JOINT, "geom_": mujoco.mjtObj.mjOBJ_GEOM,
+    "site_": mujoco.mjtObj.mjOBJ_SITE, "actuator_": mujoco.mjtObj.mjOBJ_ACTUATOR, "tendon_": mujoco.mjtObj.mjOBJ_TENDON,
+    "cam_": mujoco.mjtObj.mjOBJ_CAMERA, "light_": mujoco.mjtObj.mjOBJ_LIGHT, "mat_": mujoco.mjtObj.mjOBJ_MATERIAL,
+    "eq_": mujoco.mjtObj.mjOBJ_EQUALITY, "sensor_": mujoco.mjtObj.mjOBJ_SENSOR,
+}
+_INIT_RE = re.compile(r"^init\.(?P<what>qpos|qvel)\[\s*(?P<joint>[A-Za-z_][\w.\-]*)\s*(?:,\s*(?P<c>\d+)\s*)?\]"
+                      r"\s*(?:\*\s*(?P<ratio>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?))?$")
+_OPT_RE = re.compile(r"^opt\.(?P<field>[a-z_]+)(?:\[\s*(?P<i>\d+)\s*\])?"
+                     r"\s*(?:\*\s*(?P<ratio>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?))?$")
+_NAME_INDEX_RE = re.compile(r"^(?P<field>[a-z_][a-z0-9_]*)\[\s*(?P<first>[^,\]]+?)\s*(?P<rest>(?:,[^\]]*)?)\]")
+_MAX_ABS_QPOS = 1.0e3
+_DIVERGENCE_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
+                        mujoco.mjtWarning.mjWARN_BADQVEL)
+
+
+class UserModelError(TwinError):
+    """A user rig (model, spec target, keypoint, config or trial) is malformed; the message says which."""
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where one parameter value goes.
+
+    Attributes:
+        kind: ``"model"`` (MjModel field), ``"option"`` (MjOption), ``"camera"``
+            (image projection), ``"qpos"``/``"qvel"`` (initial state) or ``"trial"``.
+        field: field name (model/option/camera/trial) — unused for qpos/qvel.
+        index: index into the field or state vector (empty for scalars).
+        ratio: the value written is ``value * ratio``.
+    """
+
+    kind: str
+    field: str
+    index: tuple[int, ...] = ()
+    ratio: float = 1.0
+
+
+def resolve_path(path: str | Path, base: Path | None) -> Path:
+    """Resolve a config path: ``pkg:`` = relative to the vid2sid_ros package directory,
+    a relative path = relative to ``base`` (the config file's directory), else as given."""
+    s = str(path)
+    if s.startswith("pkg:"):
+        return (PACKAGE_DIR / s[4:].lstrip("/")).resolve()
+    p = Path(s).expanduser()
+    if not p.is_absolute() and base is not None:
+        p = base / p
+    return p.resolve()
+
+
+def _name_to_index(model: mujoco.MjModel, field: str, token: str, pname: str) -> int:
+    if token.lstrip("-").isdigit():
+        return int(token)
+    if field.startswith("dof_") or field in ("qpos0", "qpos_spring"):
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, token)
+        if jid < 0:
+            raise UserModelError(f"parameter '{pname}': no joint named {token!r} for field '{field}'; joints: "
+                                 f"{[model.joint(i).name for i in range(model.njnt)]}")
+        return int(model.jnt_dofadr[jid] if field.startswith("dof_") else model.jnt_qposadr[jid])
+    for prefix, obj in _PREFIX_OBJ.items():
+        if field.startswith(prefix):
+            i = mujoco.mj_name2id(model, obj, token)
+            if i < 0:
+                raise UserModelError(f"parameter '{pname}': no {prefix.rstrip('_')} named {token!r} "
+                                     f"(field '{field}')")
+            return int(i)
+    raise UserModelError(f"parameter '{pname}': field '{field}' is not indexed by named objects; use a number")
+
+
+def _resolve_names(model: mujoco.MjModel, part: str, pname: str) -> str:
+    """``body_pos[apple,2]*-1`` -> ``body_pos[1,2]*-1`` (names looked up in the model)."""
+    m = _NAME_INDEX_RE.match(part.strip())
+    if not m:
+        return part
+    idx = _name_to_index(model, m.group("field"), m.group("first"), pname)
+    return f"{m.group('field')}[{idx}{m.group('rest')}]" + part.strip()[m.end():]
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def parse_user_target(model: mujoco.MjModel, name: str, target: str) -> list[Binding]:
+    """Parse one spec's ``target`` (grammar in the module docstring).
+
+    Raises:
+        UserModelError: naming the parameter and what is wrong (unknown field with the
+            closest valid names, unknown object name, bad index, syntax).
+    """
+    if not target or not str(target).strip():
+        raise UserModelError(f"parameter '{name}': empty 'target'; expected e.g. 'dof_damping[swing]', "
+                             "'opt.density', 'camera.px_per_m', 'init.qpos[swing]' or 'trial.time_offset'")
+    out: list[Binding] = []
+    for part in _split_top_level(str(target)):
+        if part.startswith("camera."):
+            f = part[len("camera."):].strip()
+            if f not in PROJECTION_FIELDS:
+                close = difflib.get_close_matches(f, list(PROJECTION_FIELDS), n=3)
+                raise UserModelError(f"parameter '{name}': unknown camera field {f!r}"
+                                     + (f"; did you mean {', '.join(close)}?" if close else "")
+                                     + f" (valid: {', '.join(PROJECTION_FIELDS)})")
+            out.append(Binding("camera", f))
+        elif part.startswith("trial."):
+            f = part[len("trial."):].strip()
+            if f != "time_offset":
+                raise UserModelError(f"parameter '{name}': unknown trial field {f!r}; valid: time_offset")
+            out.append(Binding("trial", f))
+        elif part.startswith("init."):
+            m = _INIT_RE.match(part)
+            if not m:
+                raise UserModelError(f"parameter '{name}': cannot parse {part!r}; expected 'init.qpos[joint]', "
+                                     "'init.qvel[joint]' or 'init.qpos[joint,component]'")
+            jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, m.group("joint"))
+            if jid < 0:
+                raise UserModelError(f"parameter '{name}': no joint named {m.group('joint')!r}; joints: "
+                                     f"{[model.joint(i).name for i in range(model.njnt)]}")
+            c = int(m.group("c") or 0)
+            jtype = int(model.jnt_type[jid])
+            width = {0: (7, 6), 1: (4, 3), 2: (1, 1), 3: (1, 1)}[jtype][0 if m.group("what") == "qpos" else 1]
+            if c >= width:
+                raise UserModelError(f"parameter '{name}': component {c} out of range for joint "
+                                     f"{m.group('joint')!r} ({width} {m.group('what')} entries)")
+            adr = model.jnt_qposadr[jid] if m.group("what") == "qpos" else model.jnt_dofadr[jid]
+            out.append(Binding(m.group("what"), "", (int(adr) + c,), float(m.group("ratio") or 1.0)))
+        elif part.startswith("opt."):
+            m = _OPT_RE.match(part)
+            if not m:
+                raise UserModelError(f"parameter '{name}': cannot parse {part!r}; expected e.g. 'opt.density' "
+                                     "or 'opt.gravity[2]'")
+            f = m.group("field")
+            cur = getattr(model.opt, f, None)
+            if cur is None or isinstance(cur, (int, bool)) and not isinstance(cur, float):
+                raise UserModelError(f"parameter '{name}': 'opt.{f}' is not a real-valued MuJoCo option")
+            arr = np.asarray(cur)
+            if arr.ndim == 0 and m.group("i") is not None or arr.ndim == 1 and m.group("i") is None:
+                raise UserModelError(f"parameter '{name}': 'opt.{f}' has shape {arr.shape}; index it accordingly")
+            idx = () if m.group("i") is None else (int(m.group("i")),)
+            if idx and idx[0] >= arr.shape[0]:
+                raise UserModelError(f"parameter '{name}': index {idx[0]} out of range for opt.{f} {arr.shape}")
+            out.append(Binding("option", f, idx, float(m.group("ratio") or 1.0)))
+        else:
+            try:
+                for t in parse_targets(model, name, _resolve_names(model, part, name)):
+                    out.append(Binding("model", t.field, t.index, t.ratio))
+            except UserModelError:
+                raise
+            except TwinError as err:
+                raise UserModelError(str(err)) from None
+    return out
+
+
+class UserModelTwin:
+    """A MuJoCo model filmed by an uncalibrated camera (implements ``Twin``).
+
+    Args:
+        model_path: MJCF file.
+        parameters: :class:`ParameterSet` or spec YAML path; every target is parsed
+            against the model at construction (errors name the parameter).
+        keypoints: ``{keypoint name: site or body name}``, trajectory order.
+        projection: :class:`ImageProjection` or its config mapping; an ``anchor``
+            key (site or body name) names the point the origin refers to (default:
+            the world origin).
+        max_physics_timestep: upper bound of the fixed physics step, s.
+        name: rig name (trajectory metadata).
+
+    Raises:
+        UserModelError: unreadable model, unknown keypoint/anchor, bad target.
+        ParameterSpecError: malformed spec.
+    """
+
+    model_suffix = ".xml"
+
+    def __init__(self, *, model_path: str | Path, parameters: ParameterSet | str | Path,
+                 keypoints: Mapping[str, str], projection: ImageProjection | Mapping[str, Any] | None = None,
+                 max_physics_timestep: float = 0.004, name: str = "user_model") -> None:
+        self.model_path = Path(model_path)
+        try:
+            self.model = mujoco.MjModel.from_xml_path(str(self.model_path))
+        except (ValueError, OSError) as err:
+            raise UserModelError(f"cannot load MuJoCo model {self.model_path}: {err}") from None
+        self.data = mujoco.MjData(self.model)
+        self.name = name
+        self.parameters: ParameterSet = (parameters if isinstance(parameters, ParameterSet)
+                                         else load_parameter_set(parameters))
+        if not (max_physics_timestep > 0 and math.isfinite(max_physics_timestep)):
+            raise UserModelError(f"max_physics_timestep must be > 0 s, got {max_physics_timestep}")
+        self.max_physics_timestep = float(max_physics_timestep)
+
+        proj_cfg: dict[str, Any]
+        if isinstance(projection, ImageProjection):
+            proj_cfg, self._projection = {}, projection
+            anchor = None
+        else:
+            proj_cfg = dict(projection or {})
+            anchor = proj_cfg.pop("anchor", None)
+            try:
+                self._projection = ImageProjection.from_config(proj_cfg, source=f"{self.model_path.name} projection")
+            except ProjectionError as err:
+                raise UserModelError(str(err)) from None
+        self._anchor = self._lookup_point(anchor, "anchor") if anchor else None
+
+        if not keypoints:
+            raise UserModelError("a user rig needs at least one keypoint {name: site or body}")
+        self._keypoints = [self._lookup_point(obj, f"keypoint '{kp}'") for kp, obj in keypoints.items()]
+        self.keypoint_names: tuple[str, ...] = tuple(keypoints)
+        self.actuator_names: tuple[str, ...] = tuple(self.model.actuator(i).name for i in range(self.model.nu))
+
+        self._bindings = {s.name: parse_user_target(self.model, s.name, s.target) for s in self.parameters}
+        self._camera_values: dict[str, float] = {}
+        self._init_qpos: dict[int, float] = {}
+        self._init_qvel: dict[int, float] = {}
+        self._time_offset = 0.0
+        self._values: dict[str, float] = {}
+        self.set_parameters(self.parameters.nominal())
+
+    # -- helpers ------------------------------------------------------------------
+    def _lookup_point(self, obj: str, what: str) -> tuple[str, int]:
+        sid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, str(obj))
+        if sid >= 0:
+            return ("site", sid)
+        bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, str(obj))
+        if bid >= 0:
+            return ("body", bid)
+        sites = [self.model.site(i).name for i in range(self.model.nsite)]
+        raise UserModelError(f"{what}: {obj!r} is neither a site nor a body of {self.model_path}; sites: {sites}")
+
+    def _point(self, d: mujoco.MjData, ref: tuple[str, int]) -> np.ndarray:
+        return (d.site_xpos if ref[0] == "site" else d.xpos)[ref[1]].copy()
+
+    @property
+    def projection(self) -> ImageProjection:
+        """The image projection at the current nuisance values."""
+        return self._projection.with_values(self._camera_values) if self._camera_values else self._projection
+
+    @property
+    def camera(self) -> CameraIntrinsics:  # type: ignore[override]
+        """Image size and a pinhole equivalent (fx = fy = px_per_m x distance, or px_per_m
+        when orthographic; principal point = image centre)."""
+        p = self.projection
+        f = p.px_per_m * (p.distance if p.distance > 0 else 1.0)
+        return CameraIntrinsics(int(p.width), int(p.height), f, f, (p.width - 1) / 2.0, (p.height - 1) / 2.0)
+
+    # -- parameters ---------------------------------------------------------------
+    def set_parameters(self, values: Mapping[str, float]) -> None:
+        """Write parameters (by name, spec units) into the model / projection / initial state.
+
+        Raises:
+            ParameterSpecError: unknown name or a non-finite value.
+        """
+        self.parameters.check_names(values, require_all=False)
+        checked = {}
+        for name, v in values.items():
+            try:
+                fv = float(v)
+            except (TypeError, ValueError):
+                raise ParameterSpecError(f"parameter '{name}': value must be a number, got {v!r}") from None
+            if not math.isfinite(fv):
+                raise ParameterSpecError(f"parameter '{name}': value must be finite, got {v!r}")
+            checked[name] = fv
+        for name, fv in checked.items():
+            for b in self._bindings[name]:
+                x = fv * b.ratio
+                if b.kind == "model":
+                    getattr(self.model, b.field)[b.index] = x
+                elif b.kind == "option":
+                    if b.index:
+                        getattr(self.model.opt, b.field)[b.index[0]] = x
+                    else:
+                        setattr(self.model.opt, b.field, x)
+                elif b.kind == "camera":
+                    self._camera_values[b.field] = x
+                elif b.kind == "qpos":
+                    self._init_qpos[b.index[0]] = x
+                elif b.kind == "qvel":
+                    self._init_qvel[b.index[0]] = x
+                elif b.kind == "trial":
+                    self._time_offset = x
+            self._values[name] = fv
+
+    def get_parameters(self) -> dict[str, float]:
+        """Current value of every parameter, ``{name: value}`` in spec units."""
+        return dict(self._values)
+
+    def export_model(self, path: str | Path) -> Path:
+        """Write the MJCF with the current physics values (nuisance values are not model fields).
+
+        Raises:
+            TwinError: if MuJoCo cannot re-export the model.
+        """
+        path = Path(path)
+        try:
+            spec = mujoco.MjSpec.from_file(str(self.model_path))
+            spec.compile()
+            spec.copy_back(self.model)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(spec.to_xml())
+        except (ValueError, OSError) as err:
+            raise TwinError(f"cannot write calibrated model to {path}: {err}") from None
+        return path
+
+    save_model = export_model
+
+    # -- simulation ---------------------------------------------------------------
+    def _reset(self) -> None:
+        m, d = self.model, self.data
+        mujoco.mj_resetData(m, d)
+        for i, x in self._init_qpos.items():
+            d.qpos[i] = x
+        for i, x in self._init_qvel.items():
+            d.qvel[i] = x
+        mujoco.mj_forward(m, d)
+
+    def _divergence(self) -> str:
+        d = self.data
+        for w in _DIVERGENCE_WARNINGS:
+            if d.warning[int(w)].number > 0:
+                return f"MuJoCo warning {mujoco.mjtWarning(w).name}"
+        if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
+            return "non-finite state"
+        if np.any(np.abs(d.qpos) > _MAX_ABS_QPOS):
+            return f"|qpos| beyond {_MAX_ABS_QPOS}"
+        return ""
+
+    def _ctrl(self, excitation: Excitation) -> np.ndarray:
+        v = excitation.values
+        if self.model.nu == 0:
+            if np.any(v != 0):
+                raise TwinError(f"excitation '{excitation.name}' has non-zero commands but the model "
+                                f"{self.model_path.name} has no actuator")
+            return np.zeros((v.shape[0], 0))
+        names = excitation.actuator_names
+        if set(names) == set(self.actuator_names):
+            return v[:, [names.index(n) for n in self.actuator_names]]
+        if v.shape[1] == self.model.nu:
+            return v
+        raise TwinError(f"excitation '{excitation.name}' has columns {list(names)}; the model's actuators are "
+                        f"{list(self.actuator_names)}")
+
+    def rollout(self, excitation: Excitation, *, render: bool = False) -> RolloutResult:
+        """Reset to the initial state and replay ``excitation`` (deterministic).
+
+        Row ``k`` is the state at ``time_offset + k / rate`` s, before command ``k`` acts
+        (see the module docstring). Every keypoint is reported valid, also outside the
+        image: the twin knows where the point is (the real side's validity decides
+        which samples are compared).
+
+        Args:
+            excitation: commands (T, nu) at ``excitation.rate`` Hz (all zero = free motion).
+            render: also draw one frame per row (schematic: the model's spheres and
+                capsules drawn through the nuisance camera model, on a light background).
+
+        Returns:
+            :class:`RolloutResult`; ``state`` holds ``qpos`` (T, nq), ``qvel`` (T, nv),
+            ``keypoints_world`` (T, K, 3) m and ``time`` (T,) s. A blow-up gives
+            ``diverged=True`` with NaN rows from the failing step on.
+
+        Raises:
+            TwinError: commands that do not fit the model's actuators.
+        """
+        m, d = self.model, self.data
+        ctrl = self._ctrl(excitation)
+        T, K = excitation.num_steps, len(self._keypoints)
+        period = excitation.period
+        nsub = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
+        self._reset()
+        diverged, message = False, ""
+        offset = max(self._time_offset, 0.0)
+        if offset > 0:
+            npre = max(1, int(math.ceil(offset / self.max_physics_timestep - 1e-9)))
+            m.opt.timestep = offset / npre
+            mujoco.mj_step(m, d, npre)
+        m.opt.timestep = period / nsub
+        mujoco.mj_kinematics(m, d)
+        anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
+        pts = np.full((T, K, 3), np.nan)
+        qpos = np.full((T, m.nq), np.nan)
+        qvel = np.full((T, m.nv), np.nan)
+        geoms = np.full((T, m.ngeom, 3), np.nan) if render else None
+        gmats = np.full((T, m.ngeom, 3, 3), np.nan) if render else None
+        for k in range(T):
+            problem = self._divergence() if k % 32 == 0 or k == T - 1 else ""
+            if problem:
+                diverged = True
+                message = (f"simulation diverged by step {k} (t={offset + k * period:.3f} s): {problem}; "
+                           f"parameters {self._values}")
+                break
+            for j, ref in enumerate(self._keypoints):
+                pts[k, j] = self._point(d, ref)
+            qpos[k], qvel[k] = d.qpos, d.qvel
+            if render:
+                geoms[k] = d.geom_xpos
+                gmats[k] = d.geom_xmat.reshape(-1, 3, 3)
+            if m.nu:
+                d.ctrl[:] = ctrl[k]
+            mujoco.mj_step(m, d, nsub)
+            mujoco.mj_kinematics(m, d)
+        if not diverged:
+            problem = self._divergence()
+            if problem:
+                diverged, message = True, f"simulation diverged: {problem}; parameters {self._values}"
+        if diverged:
+            pts[~np.all(np.isfinite(qpos), axis=1)] = np.nan
+        time = offset + np.arange(T) * period
+        proj = self.projection
+        kp = np.full((T, K, 2), np.nan)
+        ok = np.all(np.isfinite(pts), axis=(1, 2))
+        try:
+            if ok.any():
+                kp[ok] = proj.project(pts[ok], anchor, time[ok])
+        except ProjectionError as err:
+            diverged, message = True, f"projection failed: {err}"
+        valid = np.all(np.isfinite(kp), axis=2)
+        traj = Trajectory(time=time, keypoints=kp, valid=valid, names=self.keypoint_names, source="sim",
+                          trial_id=excitation.name,
+                          meta={"rig": self.name, "parameters": dict(self._values), "physics_timestep": m.opt.timestep,
+                                "substeps": nsub})
+        frames = self._draw(geoms, gmats, anchor, time, proj) if render else None
+        state = {"qpos": qpos, "qvel": qvel, "keypoints_world": pts, "time": time}
+        return RolloutResult(trajectory=traj, frames=frames, diverged=diverged, message=message, state=state)
+
+    def _draw(self, geoms: np.ndarray, gmats: np.ndarray, anchor: np.ndarray, time: np.ndarray,
+              proj: ImageProjection) -> np.ndarray:
+        """Schematic frames (T, H, W, 3) uint8 RGB: spheres as discs, capsules/cylinders as thick lines."""
+        import cv2
+
+        m = self.model
+        T = geoms.shape[0]
+        H, W = int(proj.height), int(proj.width)
+        frames = np.full((T, H, W, 3), 235, np.uint8)
+        sphere, capsule, cylinder = (int(mujoco.mjtGeom.mjGEOM_SPHERE), int(mujoco.mjtGeom.mjGEOM_CAPSULE),
+                                     int(mujoco.mjtGeom.mjGEOM_CYLINDER))
+        solids = {sphere, int(mujoco.mjtGeom.mjGEOM_ELLIPSOID), int(mujoco.mjtGeom.mjGEOM_BOX)}
+        types = [int(x) for x in m.geom_type]
+        drawable = [g for g in range(m.ngeom) if m.geom_rgba[g, 3] > 0 and types[g] in solids | {capsule, cylinder}]
+        # thin things (lines) first, then solids on top
+        drawable.sort(key=lambda g: types[g] in solids)
+        for k in range(T):
+            if not np.all(np.isfinite(geoms[k])):
+                continue
+            for g in drawable:
+                colour = tuple(int(255 * c) for c in m.geom_rgba[g, :3])
+                c = geoms[k, g]
+                if types[g] in (capsule, cylinder):
+                    axis = gmats[k, g][:, 2] * m.geom_size[g, 1]
+                    ends = proj.project(np.stack([c - axis, c + axis])[None], anchor, time[k:k + 1])[0]
+                    th = max(1, int(round(2 * m.geom_size[g, 0] * proj.px_per_m)))
+                    cv2.line(frames[k], tuple(int(round(v)) for v in ends[0]), tuple(int(round(v)) for v in ends[1]),
+                             colour, th, cv2.LINE_AA)
+                else:
+                    uv = proj.project(c[None, None], anchor, time[k:k + 1])[0, 0]
+                    r = float(np.mean(m.geom_size[g, :1 if types[g] == sphere else 3]))
+                    r_px = max(1, int(round(r * float(proj.scale_px_per_m(c, anchor)))))
+                    if np.all(np.isfinite(uv)) and abs(uv[0]) < 4 * W and abs(uv[1]) < 4 * H:
+                        cv2.circle(frames[k], (int(round(uv[0])), int(round(uv[1]))), r_px, colour, -1, cv2.LINE_AA)
+        return frames
+
+    # -- one command period at a time (SteppableTwin, for the ROS lockstep graph) -----------
+    def reset(self) -> None:
+        """Back to the initial state (incl. the ``time_offset`` pre-roll) for :meth:`step`."""
+        m, d = self.model, self.data
+        self._reset()
+        offset = max(self._time_offset, 0.0)
+        if offset > 0:
+            npre = max(1, int(math.ceil(offset / self.max_physics_timestep - 1e-9)))
+            m.opt.timestep = offset / npre
+            mujoco.mj_step(m, d, npre)
+        mujoco.mj_kinematics(m, d)
+        self._step_anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
+        self._step_time = offset
+        self._step_obs = None
+
+    def step(self, command: Sequence[float], period: float) -> None:
+        """Sample the state (row ``k`` of :meth:`rollout`), then apply ``command`` for ``period`` s.
+
+        :meth:`observe` and :meth:`render` then return that sample, so ``T`` steps give
+        exactly the ``T`` rows of a rollout (sample-then-act, module docstring).
+
+        Raises:
+            TwinError: if :meth:`reset` was not called, or the command does not fit the actuators.
+        """
+        if not hasattr(self, "_step_time"):
+            raise TwinError("call reset() before step()")
+        m, d = self.model, self.data
+        u = np.asarray(command, dtype=float).ravel()
+        if m.nu and u.shape[0] != m.nu:
+            raise TwinError(f"command has {u.shape[0]} values, the model has {m.nu} actuators {list(self.actuator_names)}")
+        pts = np.stack([self._point(d, ref) for ref in self._keypoints])
+        self._step_obs = (pts, d.geom_xpos.copy(), d.geom_xmat.reshape(-1, 3, 3).copy(), self._step_time,
+                          self._divergence())
+        if m.nu:
+            d.ctrl[:] = u
+        nsub = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
+        m.opt.timestep = period / nsub
+        mujoco.mj_step(m, d, nsub)
+        mujoco.mj_kinematics(m, d)
+        self._step_time += period
+
+    def observe(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keypoints of the last :meth:`step`'s sample: ((K, 2) px, (K,) bool).
+
+        Raises:
+            TwinError: before the first step, or when the simulation diverged.
+        """
+        if getattr(self, "_step_obs", None) is None:
+            raise TwinError("observe() before step()")
+        pts, _, _, t, problem = self._step_obs
+        if problem:
+            raise TwinError(f"simulation diverged: {problem}")
+        kp = self.projection.project(pts[None], self._step_anchor, np.array([t]))[0]
+        return kp, np.all(np.isfinite(kp), axis=1)
+
+    def render(self) -> np.ndarray:
+        """Schematic frame (H, W, 3) uint8 of the last :meth:`step`'s sample."""
+        if getattr(self, "_step_obs", None) is None:
+            raise TwinError("render() before step()")
+        _, geoms, mats, t, _ = self._step_obs
+        return self._draw(geoms[None], mats[None], self._step_anchor, np.array([t]), self.projection)[0]
+
+    def close(self) -> None:
+        """Nothing to free (no GL context); present for symmetry with other twins."""
+
+
+# -- configuration -------------------------------------------------------------------
+_CONFIG_KEYS = {"rig", "description", "model", "parameters", "keypoints", "projection", "max_physics_timestep",
+                "trial", "calibration", "report"}
+_TRIAL_KEYS = {"video", "fps", "excitation", "train_fraction", "tracker", "max_frames", "start_frame",
+               "background_region"}
+
+
+def load_user_config(path_or_dict: str | Path | Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
+    """Read and check a user-rig YAML (format in the module docstring); paths resolved.
+
+    Args:
+        path_or_dict: the YAML file, or an already-loaded mapping (paths then relative
+            to the current directory).
+        overrides: top-level keys to replace; ``trial`` / ``calibration`` / ``projection``
+            mappings are merged key by key.
+
+    Returns:
+        The config dict with absolute ``model``, ``parameters`` and ``trial.video`` paths
+        and ``source`` (the file).
+
+    Raises:
+        FileNotFoundError: the YAML or a file it names is missing (names both).
+        UserModelError: unknown or missing keys (lists the valid ones), bad values.
+    """
+    import yaml
+
+    if isinstance(path_or_dict, Mapping):
+        cfg, base, source = copy.deepcopy(dict(path_or_dict)), Path.cwd(), "<dict>"
+    else:
+        p = resolve_path(path_or_dict, Path.cwd())
+        if not p.is_file():
+            raise FileNotFoundError(f"user rig config not found: {p}")
+        try:
+            cfg = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as err:
+            raise UserModelError(f"{p}: not valid YAML: {err}") from None
+        if not isinstance(cfg, dict):
+            raise UserModelError(f"{p}: expected a mapping at the top level")
+        base, source = p.parent, str(p)
+    for k, v in overrides.items():
+        if k in ("trial", "calibration", "projection") and isinstance(v, Mapping):
+            cfg[k] = {**(cfg.get(k) or {}), **dict(v)}
+        else:
+            cfg[k] = v
+    unknown = sorted(set(cfg) - _CONFIG_KEYS - {"source"})
+    if unknown:
+        raise UserModelError(f"{source}: unknown key(s) {unknown}; valid keys: {', '.join(sorted(_CONFIG_KEYS))}")
+    missing = [k for k in ("model", "parameters", "keypoints") if k not in cfg]
+    if missing:
+        raise UserModelError(f"{source}: missing required key(s) {missing}")
+    for k in ("model", "parameters"):
+        cfg[k] = str(resolve_path(cfg[k], base))
+        if not Path(cfg[k]).is_file():
+            raise FileNotFoundError(f"{source}: '{k}' file not found: {cfg[k]}")
+    if not isinstance(cfg["keypoints"], Mapping) or not cfg["keypoints"]:
+        raise UserModelError(f"{source}: 'keypoints' must map keypoint names to site or body names")
+    trial = dict(cfg.get("trial") or {})
+    bad = sorted(set(trial) - _TRIAL_KEYS)
+    if bad:
+        raise UserModelError(f"{source}: trial: unknown key(s) {bad}; valid: {', '.join(sorted(_TRIAL_KEYS))}")
+    if "video" in trial and trial["video"]:
+        trial["video"] = str(resolve_path(trial["video"], base))
+    exc = trial.get("excitation", "none")
+    if isinstance(exc, Mapping) and exc.get("kind") == "csv" and "path" in exc:
+        trial["excitation"] = {**exc, "path": str(resolve_path(exc["path"], base))}
+    frac = float(trial.get("train_fraction", 0.6))
+    if not 0.05 <= frac <= 1.0:
+        raise UserModelError(f"{source}: trial.train_fraction must be in [0.05, 1], got {frac}")
+    trial["train_fraction"] = frac
+    cfg["trial"] = trial
+    if source != "<dict>" or "source" not in cfg:
+        cfg["source"] = source
+    return cfg
+
+
+def load_user_rig(path_or_dict: str | Path | Mapping[str, Any], *, excitations: Mapping[str, list] | None = None,
+                  **overrides: Any):
+    """Build a :class:`~vid2sid_ros.sim.registry.Rig` from a user-rig config.
+
+    Args:
+        path_or_dict: YAML file or mapping (see :func:`load_user_config`).
+        excitations: ``{"train": [...], "holdout": [...]}`` Excitations; default: the
+            trial's (free decay over the clip's frame count when the clip is known,
+            otherwise none — :func:`build_real_trial` builds them from the clip).
+        overrides: config overrides.
+
+    Raises:
+        UserModelError, FileNotFoundError, ParameterSpecError: see :func:`load_user_config`.
+    """
+    from .registry import Rig
+
+    cfg = load_user_config(path_or_dict, **overrides)
+    parameters = load_parameter_set(cfg["parameters"])
+    twin_defaults = {"model_path": cfg["model"], "keypoints": dict(cfg["keypoints"]),
+                     "projection": dict(cfg.get("projection") or {}),
+                     "max_physics_timestep": float(cfg.get("max_physics_timestep", 0.004)),
+                     "name": str(cfg.get("rig") or Path(cfg["model"]).stem)}
+
+    def make_twin(**kw: Any) -> UserModelTwin:
+        args = dict(twin_defaults, parameters=kw.pop("parameters", parameters))
+        if "width" in kw or "height" in kw:
+            args["projection"] = {**args["projection"], **{k: kw.pop(k) for k in ("width", "height") if k in kw}}
+        bad = [k for k in kw if k not in args]
+        if bad:
+            raise UserModelError(f"make_twin: unknown argument(s) {bad}; valid: {', '.join(args)}, width, height")
+        args.update(kw)
+        return UserModelTwin(**args)
+
+    tracker = dict((cfg["trial"].get("tracker") or {}))
+    return Rig(name=twin_defaults["name"], description=str(cfg.get("description", "")).strip(),
+               parameters=parameters, excitations=dict(excitations or {"train": [], "holdout": []}),
+               make_twin=make_twin, tracker=tracker, config=cfg)
+
+
+# -- the real trial: clip -> tracked trajectory -> train/holdout -----------------------------
+@dataclass
+class TrackedClip:
+    """A tracked video clip.
+
+    Attributes:
+        trajectory: all frames, keypoints (T, K, 2) px, frame k at ``k / fps`` s, step k.
+        fps: frame rate used, Hz.
+        size: (width, height) px.
+        path: the video file.
+        thumbnails: frames ``0, thumb_every, 2 thumb_every...`` downscaled by ``thumb_scale``,
+            (ceil(T / thumb_every), h, w, 3) uint8 RGB, or None.
+        thumb_scale: factor of the thumbnails (e.g. 0.5). thumb_every: thumbnail stride.
+        warnings: problems found (lost marker spans, jumps that suggest missing frames).
+    """
+
+    trajectory: Trajectory
+    fps: float
+    size: tuple[int, int]
+    path: Path
+    thumbnails: np.ndarray | None = None
+    thumb_scale: float = 1.0
+    warnings: tuple[str, ...] = ()
+    thumb_every: int = 1
+
+
+def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float | None = None,
+               max_frames: int | None = None, start_frame: int = 0, thumb_scale: float | None = 0.5,
+               thumb_every: int = 1) -> TrackedClip:
+    """Decode a clip once, track its markers and (optionally) keep small thumbnails.
+
+    Frames are streamed (``vid2sid_ros.io.video.iter_video``), so memory stays small.
+
+    Args:
+        video: the file.
+        tracker_cfg: :meth:`vid2sid_ros.perception.markers.MarkerTracker.from_config` mapping.
+        fps: override the container's frame rate (slow-motion clips), Hz.
+        max_frames: keep at most this many frames (after ``start_frame``).
+        start_frame: skip this many frames at the start.
+        thumb_scale: keep frames resized by this factor for reports (None: none).
+        thumb_every: keep a thumbnail of every ``thumb_every``-th frame (frames 0, n, 2n...).
+
+    Raises:
+        vid2sid_ros.io.video.VideoError: missing/corrupt file (names it).
+        UserModelError: no frames, a bad fps, or the marker never found (says which marker).
+    """
+    import cv2
+
+    from ..io.video import iter_video, video_info
+    from ..perception.markers import MarkerTracker
+
+    path = Path(video)
+    info = video_info(path)
+    rate = float(fps) if fps else float(info.get("fps") or 0.0)
+    if not (rate > 0 and math.isfinite(rate)):
+        raise UserModelError(f"{path}: the container reports no frame rate; set trial.fps")
+    tracker = MarkerTracker.from_config(tracker_cfg)
+    xs, vs, thumbs = [], [], []
+    size = None
+    for i, frame in enumerate(iter_video(path, check_length=False)):
+        if i < start_frame:
+            continue
+        if max_frames is not None and len(xs) >= max_frames:
+            break
+        size = (frame.shape[1], frame.shape[0])
+        xy, ok = tracker.detect(frame)
+        xs.append(xy)
+        vs.append(ok)
+        if thumb_scale and (len(xs) - 1) % max(int(thumb_every), 1) == 0:
+            thumbs.append(cv2.resize(frame, None, fx=thumb_scale, fy=thumb_scale, interpolation=cv2.INTER_AREA))
+    if not xs:
+        raise UserModelError(f"{path}: no frames decoded (start_frame={start_frame})")
+    kp, valid = np.stack(xs), np.stack(vs)
+    T = kp.shape[0]
+    declared = int(info.get("frames") or 0) - int(start_frame)
+    if max_frames is not None:
+        declared = min(declared, int(max_frames))
+    traj = Trajectory(time=np.arange(T) / rate, keypoints=kp, valid=valid, names=tracker.names, source="real",
+                      trial_id=path.stem, meta={"video": str(path), "fps": rate})
+    warnings = []
+    if declared > 0 and T < declared:
+        warnings.append(f"decoded {T} of {declared} frames the container declares: the file may be truncated")
+    for k, n in enumerate(tracker.names):
+        frac = float(valid[:, k].mean())
+        if frac == 0:
+            raise UserModelError(f"{path}: marker '{n}' was not found in any of {T} frames; check the HSV range "
+                                 f"in trial.tracker (OpenCV H 0-180; red wraps, e.g. hsv_lower [170, ..] to "
+                                 f"hsv_upper [10, ..])")
+        if frac < 1:
+            lost = np.flatnonzero(~valid[:, k])
+            warnings.append(f"marker '{n}' lost in {lost.size} of {T} frames (first at frame {int(lost[0])}); "
+                            "those samples are excluded from every error")
+        step = np.linalg.norm(np.diff(kp[:, k], axis=0), axis=1)
+        good = step[np.isfinite(step)]
+        if good.size > 10:
+            typical = float(np.percentile(good, 90))
+            jumps = np.flatnonzero(step > 4 * max(typical, 1.0))
+            if jumps.size:
+                warnings.append(f"marker '{n}' jumps {float(step[jumps[0]]):.0f} px between frames {int(jumps[0])} "
+                                f"and {int(jumps[0]) + 1} (90th percentile step {typical:.1f} px): frames may be "
+                                f"missing from the clip or another object was tracked ({jumps.size} such jump(s))")
+    return TrackedClip(traj, rate, size, path, np.stack(thumbs) if thumbs else None,
+                       float(thumb_scale or 1.0), tuple(warnings), max(int(thumb_every), 1))
+
+
+def build_real_trial(clip: TrackedClip, *, train_fraction: float = 0.6, excitation: Any = "none",
+                     actuator_names: Sequence[str] = ()):
+    """Split a tracked clip into the training part and the holdout continuation.
+
+    The training trial is frames ``[0, n_train)`` with the excitation's first
+    ``n_train`` commands; the holdout trial replays the WHOLE clip (the twin must
+    continue from the same initial state) with the training frames marked invalid,
+    so only the last ``1 - train_fraction`` of the clip is scored.
+
+    Args:
+        clip: from :func:`track_clip`.
+        train_fraction: fraction of frames fitted.
+        excitation: ``"none"`` (free decay: zero commands) or a
+            :func:`~vid2sid_ros.core.excitation.build_excitation` config (e.g. a CSV at
+            the video's frame rate, one row per frame).
+        actuator_names: the twin's actuators (zero columns for free decay).
+
+    Returns:
+        :class:`~vid2sid_ros.calibration.observation.RealTrial`.
+
+    Raises:
+        UserModelError: too few valid frames on either side of the split, or an
+            excitation whose length/rate does not match the clip.
+    """
+    from ..calibration.observation import RealTrial
+
+    traj = clip.trajectory
+    T = traj.num_frames
+    n_train = int(round(train_fraction * T))
+    names = tuple(actuator_names) or ("none",)
+    if excitation in (None, "none", "free", "free_decay"):
+        values = np.zeros((T, len(names)))
+        exc_name = "free_decay"
+    else:
+        try:
+            exc = build_excitation(excitation, names)
+        except ExcitationError as err:
+            raise UserModelError(f"trial.excitation: {err}") from None
+        if abs(exc.rate - clip.fps) > 1e-6 * clip.fps:
+            raise UserModelError(f"trial.excitation rate {exc.rate} Hz differs from the video's {clip.fps} Hz; "
+                                 "give one command row per video frame (set 'rate' in the excitation)")
+        if exc.num_steps < T:
+            raise UserModelError(f"trial.excitation has {exc.num_steps} rows, the clip {T} frames")
+        values, names, exc_name = exc.values[:T], exc.actuator_names, exc.name
+    min_frames = 10
+    n_valid_train = int(traj.valid[:n_train].all(axis=1).sum())
+    if n_train < min_frames or n_valid_train < min_frames:
+        raise UserModelError(f"{clip.path}: only {n_valid_train} valid frames in the training part "
+                             f"(first {n_train} of {T}); need at least {min_frames}. The clip is too short or "
+                             f"the marker is lost; check trial.tracker")
+    train_exc = Excitation(f"{exc_name}_train", clip.fps, values[:n_train], names,
+                           meta={"kind": exc_name, "frames": [0, n_train]})
+    train = traj.slice(0, n_train)
+    train = Trajectory(train.time, train.keypoints, train.valid, train.names, "real", train_exc.name, train.steps,
+                       {**dict(traj.meta), "part": "train"})
+    holdout, holdout_exc = [], []
+    if n_train < T:
+        hv = traj.valid.copy()
+        hv[:n_train] = False
+        if hv.any(axis=1).sum() >= 1:
+            hexc = Excitation(f"{exc_name}_holdout", clip.fps, values, names,
+                              meta={"kind": exc_name, "frames": [n_train, T], "scored_from_frame": n_train})
+            holdout = [Trajectory(traj.time, traj.keypoints, hv, traj.names, "real", hexc.name, traj.steps,
+                                  {**dict(traj.meta), "part": "holdout"})]
+            holdout_exc = [hexc]
+    return RealTrial(train=[train], train_excitations=[train_exc], holdout=holdout, holdout_excitations=holdout_exc,
+                     source=str(clip.path),
+                     meta={"fps": clip.fps, "frames": T, "train_frames": n_train, "warnings": list(clip.warnings)})
