@@ -20,6 +20,8 @@ def toy():
 
 @pytest.mark.parametrize("method", BASELINE_NAMES)
 def test_baseline_spends_exactly_the_budget_and_never_repeats_a_point(toy, method):
+    if method == "bo":
+        pytest.importorskip("skopt", reason="bo's default GP backend needs scikit-optimize (see requirements)")
     rig, real = toy
     budget = 8 if method == "bo" else 16  # bo: its random initial design only (GP fits are slow on a busy CPU)
     cfg = CalibrationConfig(iterations=4, rollout_budget=budget, seed=1, **FAST)
@@ -32,6 +34,17 @@ def test_baseline_spends_exactly_the_budget_and_never_repeats_a_point(toy, metho
                or "Bayesian" in r.rationale or "golden" in r.rationale for r in res.history[1:])
     again = run_calibration(rig, real, make_proposer(method), cfg)
     assert again.values == res.values  # seeded
+
+
+def test_bo_tpe_backend_is_budget_honest_and_seeded(toy):
+    rig, real = toy
+    cfg = CalibrationConfig(iterations=3, rollout_budget=20, seed=2, **FAST)
+    a = run_calibration(rig, real, make_proposer("bo", backend="tpe"), cfg)
+    b = run_calibration(rig, real, make_proposer("bo-tpe"), cfg)
+    assert a.rollouts == 20 and a.values == b.values and a.error_px < a.initial_error_px
+    assert "optuna TPE" in a.history[1].rationale
+    with pytest.raises(ValueError, match="backend"):
+        make_proposer("bo", backend="spearmint")
 
 
 def test_cmaes_and_random_depend_on_the_seed(toy):
@@ -48,6 +61,6 @@ def test_registry_lists_every_proposer_and_rejects_unknown_names():
     assert set(BASELINE_NAMES) | {"reasoner"} <= set(PROPOSERS)
     with pytest.raises(UnknownProposerError) as err:
         make_proposer("simulated-annealing")
-    assert "valid proposers: reasoner, random, nelder-mead, golden-cd, bo, cmaes, gemini, openai-compatible" \
-        in str(err.value)
+    assert "valid proposers: reasoner, random, nelder-mead, golden-cd, bo, bo-tpe, cmaes, gemini, " \
+        "openai-compatible" in str(err.value)
     assert make_proposer("cmaes", sigma0=0.1).sigma0 == 0.1

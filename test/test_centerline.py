@@ -112,6 +112,34 @@ def test_occluded_tip_gives_invalid_keypoints_not_squeezed_ones():
     assert valid2.all() and xy2[-1, 1] == pytest.approx(130.0 - 0.5, abs=6.0)
 
 
+def test_end_at_image_border_or_occluder_is_not_the_tip():
+    base = np.array([160.0, 100.0])
+    down = base + np.linspace(0, 1, 40)[:, None] * np.array([0.0, 200.0])  # leaves the 240 px image
+    img = _synthetic(down, 5.0)
+    xy, valid = CenterlineTracker(base, num_keypoints=10, length_px=200.0, base_radius_px=5.0).detect(img)
+    assert valid[:6].all() and not valid[-2:].any()  # the tip is below the image
+    truth = _arc_keypoints(down, 10)
+    assert np.max(np.linalg.norm(xy[valid] - truth[valid], axis=1)) < 1.0
+    # a U-turn whose tip rises behind a known occluder (like the mount): with the occluder
+    # known, the hidden tip is invalid instead of being squeezed onto the visible end
+    th = np.linspace(0, np.pi, 40)
+    up = np.concatenate([base + np.linspace(0, 1, 20)[:-1, None] * np.array([0.0, 60.0]),
+                         np.stack([190.0 - 30.0 * np.cos(th), 160.0 + 30.0 * np.sin(th)], axis=1),
+                         np.array([220.0, 160.0]) - np.linspace(0, 1, 30)[1:, None] * np.array([0.0, 113.0])])
+    img = _synthetic(up, 5.0)
+    box = [[205.0, 5.0], [240.0, 5.0], [240.0, 50.0], [205.0, 50.0]]
+    img[5:51, 205:241] = (60, 60, 66)
+    L = float(np.linalg.norm(np.diff(up, axis=0), axis=1).sum())
+    truth = _arc_keypoints(up, 10)
+    plain = CenterlineTracker(base, num_keypoints=10, length_px=L, base_radius_px=5.0)
+    aware = CenterlineTracker(base, num_keypoints=10, length_px=L, base_radius_px=5.0, occluders=[box])
+    xy_p, v_plain = plain.detect(img)
+    xy, v_aware = aware.detect(img)
+    assert v_plain.all() and np.linalg.norm(xy_p[-1] - truth[-1]) > 4.0  # squeezed: the tip is wrong
+    assert not v_aware[-1] and v_aware[:9].all()
+    assert np.max(np.linalg.norm(xy[v_aware] - truth[v_aware], axis=1)) < 1.5
+
+
 def test_failures_are_invalid_keypoints_never_exceptions(rig):
     tracker = CenterlineTracker.from_config(rig.tracker)
     blank = np.full((240, 320, 3), 190, np.uint8)

@@ -68,6 +68,16 @@ def test_start_is_read_off_the_clip(calibrated):
     assert 1.0 < est.length_m < est.length_small_angle_m < 1.12
 
 
+def test_phone_frame_glitches_are_found_and_retimed(calibrated):
+    real, _, _, _ = calibrated
+    notes = " | ".join(real.meta["retimed"])
+    # seen in the clip: one frame dropped before frames 276, 463 and 1290; frame 407 repeats 406
+    for frame in ("frame 276: moved", "frame 407: repeats frame 406", "frame 463: moved", "frame 1290: moved"):
+        assert frame in notes, notes
+    assert len(real.meta["retimed"]) == 4
+    assert real.meta["slots"] == 1299 + 3 - 1
+
+
 def test_real_clip_calibration_meets_the_holdout_bound(calibrated):
     real, est, res, rd = calibrated
     assert res.holdout_mae_px is not None
@@ -121,6 +131,22 @@ def test_shorter_clip_still_calibrates(rig, clip, tmp_path):
     assert res.holdout_mae_px is not None and res.holdout_mae_px < 6.0  # in half-resolution pixels
     # scale-free physics survives the resolution change: the length comes from the period
     assert res.values["length"] == pytest.approx(1.06, rel=0.03)
+
+
+def test_single_frames_removed_are_detected_and_retimed(rig, clip, tmp_path):
+    """Frames cut out where the apple is fast: the clip is re-timed and fits as well as the intact one."""
+    x = clip.trajectory.keypoints[:_DERIVED_FRAMES, 0, 0]
+    fast = [k for k in (100, 160, 220) if abs(x[k + 1] - x[k]) > 8]  # ~10 px/frame near the bottom of a swing
+    fast = [int(k + np.argmax(np.abs(np.diff(x[k - 10:k + 10])))) - 10 for k in fast]
+    assert len(fast) == 3
+    keep = np.setdiff1d(np.arange(_DERIVED_FRAMES), fast)
+    path = _write(tmp_path / "drops.mp4", clip.thumbnails[keep], clip.fps)
+    dropped, est, res = _calibrate(rig, path, clip.fps)
+    real = build_real_trial(dropped, train_fraction=0.6, actuator_names=("pivot_torque",))
+    found = [int(n.split(":")[0].split()[1]) for n in real.meta["retimed"] if "dropped" in n]
+    for k in fast:  # frame k was cut: the frame after it (now at index k - number cut before) jumps
+        assert k - sum(f < k for f in fast) in found, (fast, real.meta["retimed"])
+    assert res.holdout_mae_px is not None and res.holdout_mae_px < 6.0
 
 
 def test_clip_with_frames_removed_calibrates_and_warns(rig, clip, tmp_path):

@@ -11,6 +11,7 @@ answered with a clear message while the graph and the recording carry on.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -145,4 +146,14 @@ def test_calibrate_record_and_replay(ros, tmp_path):
         assert [u.accepted for u in client.updates[:5]] == [False] * 4 + [True]
     finally:
         replay.shutdown()
-    assert time.monotonic() - t_start < 120.0
+
+    # the same bag drives the offline CLI: `vid2sid calibrate --rig finger --real BAG`
+    from vid2sid_ros.cli import main as vid2sid_main
+
+    run_dir = tmp_path / "cli_from_bag"
+    assert vid2sid_main(["calibrate", "--rig", "finger", "--real", str(bag), "--iterations", "2", "--budget", "12",
+                         "--out", str(run_dir), "--quiet"]) == 0
+    records = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
+    assert len(records) == 2
+    assert min(r["error_px"] for r in records) < start_error
+    assert time.monotonic() - t_start < 150.0

@@ -269,3 +269,35 @@ def test_stepping_reproduces_the_rollout_rows(twin):
     x, y = np.round(ref.trajectory.keypoints[7, 0]).astype(int)
     if 0 <= x < 640 and 0 <= y < 360:
         assert ref.frames[7][y, x, 0] > 150 and ref.frames[7][y, x, 1] < 60
+
+
+def test_frame_timing_repair_on_a_synthetic_swing():
+    """A dropped frame and a repeated frame of a 2 s-period swing are found and re-timed; a clean
+    trajectory is returned untouched."""
+    from vid2sid_ros.core.trajectory import Trajectory
+    from vid2sid_ros.sim.user_model import repair_frame_timing
+
+    fps = 60.0
+    slots = np.arange(400)
+    x = 300 + 200 * np.sin(2 * np.pi * slots / (2.0 * fps))
+    y = 200 - 20 * np.cos(4 * np.pi * slots / (2.0 * fps))
+    true = np.stack([x, y], 1)[:, None]
+    clean = Trajectory(slots / fps, true, np.ones((400, 1), bool), ("bob",))
+    assert repair_frame_timing(clean, fps)[0] is clean
+    # the camera drops slot 60 (fast: at the bottom of the swing) and repeats frame 180 in place of 181
+    frames = np.r_[0:60, 61:181, 180, 182:400]
+    seen = Trajectory(np.arange(len(frames)) / fps, true[frames], np.ones((len(frames), 1), bool), ("bob",))
+    fixed, notes = repair_frame_timing(seen, fps)
+    assert len(notes) == 2 and "frame 60: moved" in notes[0] and "frame 180: repeats frame 179" in notes[1]
+    assert "marked invalid" in notes[1]  # the repeat took a lost frame's place: no shift after it
+    ok = fixed.valid[:, 0]
+    assert np.allclose(fixed.keypoints[ok, 0], true[fixed.steps[ok], 0])  # every valid row at its true slot
+    assert ok.sum() == len(frames) - 1 and fixed.steps[-1] == 399
+    assert not fixed.valid[list(fixed.meta["frame_index"]).index(180)].any()  # the repeat carries no observation
+    # a repeat that shifts the timeline (the real clip's frame 407): later frames move one slot earlier
+    frames2 = np.r_[0:100, 99, 100:300]
+    seen2 = Trajectory(np.arange(len(frames2)) / fps, true[frames2], np.ones((len(frames2), 1), bool), ("bob",))
+    fixed2, notes2 = repair_frame_timing(seen2, fps)
+    assert len(notes2) == 1 and "later frames move one slot earlier" in notes2[0]
+    ok2 = fixed2.valid[:, 0]
+    assert np.allclose(fixed2.keypoints[ok2, 0], true[fixed2.steps[ok2], 0])

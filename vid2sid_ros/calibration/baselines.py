@@ -14,7 +14,9 @@ golden-cd coordinate descent, one ``scipy.optimize.minimize_scalar(method="bound
          (golden section + parabolic steps, Brent) per coordinate; sweep ``k`` searches
          ``u_j ± 0.5^(k+1)`` clipped to [0, 1]
 bo       Gaussian-process Bayesian optimisation, ``skopt.Optimizer(base_estimator="GP",
-         acq_func="EI")``, ``n + 1`` random initial points, seeded
+         acq_func="EI")``, ``n + 1`` random initial points, seeded (``backend="tpe"``:
+         ``optuna.samplers.TPESampler(multivariate=True)`` instead, for installs without
+         scikit-optimize)
 cmaes    ``cmaes.CMA`` (bounded, σ0 = 0.25, default population ``4 + ⌊3 ln n⌋``), seeded,
          restarted with a new seed when it stops
 ======== ==================================================================================
@@ -40,8 +42,8 @@ import numpy as np
 
 from .proposer import BudgetExhausted, Evaluation, Proposal, ProposalContext
 
-__all__ = ["RandomSearch", "NelderMead", "GoldenCoordinateDescent", "BayesianOptimization", "CMAES",
-           "history_evaluations"]
+__all__ = ["RandomSearch", "NelderMead", "GoldenCoordinateDescent", "BayesianOptimization",
+           "BayesianOptimizationTPE", "CMAES", "history_evaluations"]
 
 #: error assigned to failed (diverged) evaluations inside optimisers, px.
 FAILED_PENALTY_PX = 1.0e4
@@ -250,22 +252,70 @@ class GoldenCoordinateDescent(_BlackBox):
 
 
 class BayesianOptimization(_BlackBox):
-    """GP Bayesian optimisation (scikit-optimize), rebuilt from the history every iteration."""
+    """Bayesian optimisation, rebuilt from the history every iteration.
+
+    Args:
+        backend: ``"gp"`` — Gaussian process with expected improvement
+            (``skopt.Optimizer``, scikit-optimize), the classic BO; or ``"tpe"`` — the
+            tree-structured Parzen estimator (``optuna.samplers.TPESampler``,
+            multivariate), for installs without scikit-optimize.
+        acq_func: skopt acquisition function (gp backend).
+        initial_points: random initial design size (default n + 1).
+
+    Raises:
+        ValueError: unknown backend. ImportError: the backend's library is missing
+            (the message names the package to install).
+    """
 
     name = "bo"
-    description = "Bayesian optimisation (scikit-optimize GP, expected improvement)"
 
-    def __init__(self, *, acq_func: str = "EI", initial_points: int | None = None, **kw: Any) -> None:
+    def __init__(self, *, backend: str = "gp", acq_func: str = "EI", initial_points: int | None = None,
+                 **kw: Any) -> None:
         super().__init__(**kw)
-        self.acq_func, self.initial_points = acq_func, initial_points
+        if backend not in ("gp", "tpe"):
+            raise ValueError(f"bo: backend must be 'gp' (scikit-optimize) or 'tpe' (optuna), got {backend!r}")
+        self.backend, self.acq_func, self.initial_points = backend, acq_func, initial_points
+        try:
+            if backend == "gp":
+                import skopt  # noqa: F401
+                import threadpoolctl  # noqa: F401
+            else:
+                import optuna  # noqa: F401
+        except ImportError as err:
+            fix = ("pip install scikit-optimize, or use make_proposer('bo', backend='tpe')" if backend == "gp"
+                   else "pip install optuna")
+            raise ImportError(f"bo (backend {backend!r}): {err}; {fix}") from None
+        self.description = ("Bayesian optimisation (scikit-optimize GP, expected improvement)" if backend == "gp"
+                            else "Bayesian optimisation (optuna TPE, multivariate)")
 
     def _search(self, ctx: ProposalContext, f: _Runner, seed: int) -> str:
+        if self.backend == "tpe":
+            return self._search_tpe(ctx, f, seed)
         from threadpoolctl import threadpool_limits
 
         # one BLAS thread: multi-threaded reductions in the GP fit are not bit-reproducible,
         # and the acquisition argmax amplifies the last bits into different proposals
         with threadpool_limits(limits=1):
             return self._search_gp(ctx, f, seed)
+
+    def _search_tpe(self, ctx: ProposalContext, f: _Runner, seed: int) -> str:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        n = len(f.names)
+        dists = {f"u{i}": optuna.distributions.FloatDistribution(0.0, 1.0) for i in range(n)}
+        sampler = optuna.samplers.TPESampler(seed=int(seed) * 7919 + int(ctx.iteration), multivariate=True,
+                                             n_startup_trials=self.initial_points or n + 1)
+        study = optuna.create_study(sampler=sampler, direction="minimize")
+        for key, err in f.cache.items():
+            u = [min(max(float(v), 0.0), 1.0) for v in f.unit(dict(zip(f.names, key)))]
+            study.add_trial(optuna.trial.create_trial(params={f"u{i}": u[i] for i in range(n)}, distributions=dists,
+                                                      value=err if math.isfinite(err) else FAILED_PENALTY_PX))
+        for _ in range(f.quota):
+            trial = study.ask(dists)
+            y = f(np.array([trial.params[f"u{i}"] for i in range(n)]))
+            study.tell(trial, y)
+        return ""
 
     def _search_gp(self, ctx: ProposalContext, f: _Runner, seed: int) -> str:
         from skopt import Optimizer
@@ -285,6 +335,13 @@ class BayesianOptimization(_BlackBox):
             y = f(np.asarray(x))
             opt.tell(x, y)
         return ""
+
+
+class BayesianOptimizationTPE(BayesianOptimization):
+    """``bo`` with the optuna TPE backend (registry name ``bo-tpe``)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(backend="tpe", **kw)
 
 
 class CMAES(_BlackBox):
@@ -323,5 +380,5 @@ class CMAES(_BlackBox):
 #: name -> class, for the registry
 BASELINES: dict[str, Callable[..., _BlackBox]] = {
     "random": RandomSearch, "nelder-mead": NelderMead, "golden-cd": GoldenCoordinateDescent,
-    "bo": BayesianOptimization, "cmaes": CMAES,
+    "bo": BayesianOptimization, "bo-tpe": BayesianOptimizationTPE, "cmaes": CMAES,
 }

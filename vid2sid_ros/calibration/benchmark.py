@@ -39,7 +39,7 @@ from ..sim.registry import Rig, make_rig
 from .identifiability import IdentifiabilityWarning, check_identifiability
 from .loop import CalibrationConfig, run_calibration
 from .objective import TrialObjective
-from .observation import _jsonable
+from .observation import jsonable
 from .proposers import make_proposer
 from .sim2sim import draw_ground_truth, make_sim2sim_trial
 
@@ -212,7 +212,7 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
             "per_parameter": {n: float(np.mean([r["rel_error"][n] for r in recs])) for n in free},
             "seeds": len(recs),
         }
-    return _jsonable({
+    return jsonable({
         "rig": rig.name, "free_parameters": free, "methods": summary, "budget_rollouts": budget,
         "iterations": iterations, "noise": noise, "truth_range_normalised": list(truth_range),
         "seeds": [s["seed"] for s in per_seed], "wall_s_total": wall,

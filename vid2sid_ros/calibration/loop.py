@@ -50,7 +50,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -59,7 +59,7 @@ from ..sim.base import Twin
 from ..sim.registry import Rig
 from .identifiability import IdentifiabilityReport, check_identifiability
 from .objective import TrialObjective
-from .observation import RealTrial, _jsonable
+from .observation import RealTrial, jsonable
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
 
 __all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration",
@@ -168,7 +168,7 @@ class CalibrationResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (history as record dicts)."""
-        return _jsonable({
+        return jsonable({
             "proposer": self.proposer, "values": self.values, "error_px": self.error_px,
             "per_keypoint_px": self.per_keypoint_px, "initial_error_px": self.initial_error_px,
             "holdout_mae_px": self.holdout_mae_px, "rollouts": self.rollouts, "iterations": self.iterations,
@@ -194,7 +194,7 @@ def record_to_dict(r: IterationRecord, *, with_state: bool = True) -> dict[str, 
     extra = dict(r.extra)
     if not with_state:
         extra.pop("proposer_state", None)
-    return _jsonable({"iteration": r.iteration, "proposer": r.proposer, "values": r.values,
+    return jsonable({"iteration": r.iteration, "proposer": r.proposer, "values": r.values,
                       "error_px": _num(r.error_px),
                       "per_keypoint_px": {k: _num(v) for k, v in r.per_keypoint_px.items()},
                       "rationale": r.rationale, "confidence": _num(r.confidence),
@@ -282,7 +282,7 @@ def _fsync_write(path: Path, text: str, *, append: bool = False) -> None:
 
 def _atomic_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    _fsync_write(tmp, json.dumps(_jsonable(data), indent=1))
+    _fsync_write(tmp, json.dumps(jsonable(data), indent=1))
     os.replace(tmp, path)
 
 
@@ -453,7 +453,7 @@ def run_calibration(
     if resumed:
         meta = json.loads(meta_path.read_text())
         for k, v in signature.items():
-            if _jsonable(meta.get("signature", {}).get(k)) != _jsonable(v):
+            if jsonable(meta.get("signature", {}).get(k)) != jsonable(v):
                 raise CalibrationError(f"cannot resume {rd}: '{k}' differs from the interrupted run "
                                        f"({meta.get('signature', {}).get(k)!r} vs {v!r})")
         history.append(record_from_dict(meta["initial"], source=str(meta_path)))
@@ -724,7 +724,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         import yaml
 
         doc = identified.to_dict()
-        doc["calibration"] = _jsonable({
+        doc["calibration"] = jsonable({
             "proposer": proposer_name, "training_mae_px": best_eval.error_px, "initial_mae_px": history[0].error_px,
             "holdout_mae_px": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
             "real_source": s.real.source,

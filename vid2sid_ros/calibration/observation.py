@@ -31,7 +31,7 @@ import numpy as np
 from ..core.excitation import Excitation, ExcitationError
 from ..core.trajectory import Trajectory, TrajectoryError
 
-__all__ = ["RealTrial", "ObservationError"]
+__all__ = ["RealTrial", "ObservationError", "jsonable"]
 
 
 class ObservationError(ValueError):
@@ -101,7 +101,7 @@ class RealTrial:
                                     "values": np.asarray(e.values).tolist()},
                      "trajectory": t.to_dict()} for t, e in zip(trajs, excs)]
 
-        return {"source": self.source, "truth": self.truth, "meta": _jsonable(self.meta),
+        return {"source": self.source, "truth": self.truth, "meta": jsonable(self.meta),
                 "train": pack(self.train, self.train_excitations),
                 "holdout": pack(self.holdout, self.holdout_excitations)}
 
@@ -164,14 +164,14 @@ class RealTrial:
         return cls.from_dict(data, source=str(path))
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
     """Best-effort conversion of numpy scalars/arrays and tuples to JSON types."""
     if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
+        return jsonable(x.tolist())
     if isinstance(x, (np.floating, float)):
         v = float(x)
         return v if math.isfinite(v) else None

@@ -13,7 +13,8 @@ from typing import Any
 
 from .proposer import Proposer
 
-__all__ = ["PROPOSERS", "make_proposer", "available_proposers", "UnknownProposerError", "BASELINE_NAMES"]
+__all__ = ["PROPOSERS", "make_proposer", "available_proposers", "accepts_option", "UnknownProposerError",
+           "BASELINE_NAMES"]
 
 #: proposer name -> "module:Class"
 PROPOSERS: dict[str, str] = {
@@ -22,6 +23,7 @@ PROPOSERS: dict[str, str] = {
     "nelder-mead": "vid2sid_ros.calibration.baselines:NelderMead",
     "golden-cd": "vid2sid_ros.calibration.baselines:GoldenCoordinateDescent",
     "bo": "vid2sid_ros.calibration.baselines:BayesianOptimization",
+    "bo-tpe": "vid2sid_ros.calibration.baselines:BayesianOptimizationTPE",
     "cmaes": "vid2sid_ros.calibration.baselines:CMAES",
     "gemini": "vid2sid_ros.calibration.gemini:GeminiProposer",
     "openai-compatible": "vid2sid_ros.calibration.openai_compat:OpenAICompatibleProposer",
@@ -43,6 +45,29 @@ def available_proposers() -> list[str]:
     return list(PROPOSERS)
 
 
+def _proposer_class(name: str):
+    if name not in PROPOSERS:
+        raise UnknownProposerError(f"unknown proposer {name!r}; valid proposers: {', '.join(PROPOSERS)}")
+    module, cls = PROPOSERS[name].split(":")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f"proposer {name!r} needs {module}, which failed to import: {err}") from err
+    return getattr(mod, cls)
+
+
+def accepts_option(name: str, option: str) -> bool:
+    """True if proposer ``name``'s constructor takes keyword ``option`` (e.g. ``fallback``).
+
+    Raises:
+        UnknownProposerError, ImportError: as :func:`make_proposer`.
+    """
+    import inspect
+
+    params = inspect.signature(_proposer_class(name)).parameters
+    return option in params
+
+
 def make_proposer(name: str, **kwargs: Any) -> Proposer:
     """Build a registered proposer.
 
@@ -54,11 +79,4 @@ def make_proposer(name: str, **kwargs: Any) -> Proposer:
         UnknownProposerError: unknown name (lists the valid names).
         ImportError: the proposer's optional dependency is missing (message says which).
     """
-    if name not in PROPOSERS:
-        raise UnknownProposerError(f"unknown proposer {name!r}; valid proposers: {', '.join(PROPOSERS)}")
-    module, cls = PROPOSERS[name].split(":")
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as err:
-        raise ImportError(f"proposer {name!r} needs {module}, which failed to import: {err}") from err
-    return getattr(mod, cls)(**kwargs)
+    return _proposer_class(name)(**kwargs)

@@ -56,7 +56,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..core.parameters import ParameterSet, ParameterSpec
+from ..core.parameters import ParameterSet
 from .objective import residual_vector
 from .proposer import BudgetExhausted, Evaluation, Proposal, ProposalContext
 from .signatures import SIGNATURES, SignatureDiscrepancy, compare_signatures, measure_all

@@ -19,6 +19,9 @@ Config file (YAML; every key optional except ``rig``; command-line flags overrid
         noise: auto              #     camera (render + sensor noise + marker tracker) | keypoint | none | auto
         truth_range: [0.15, 0.85]
       # trajectory: real_trial.json   # a RealTrial JSON (vid2sid_ros.calibration.observation)
+      # bag: runs/finger_bag           # a rosbag2 (MCAP) recorded by `vid2sid bringup`: camera
+      #                                # images are re-tracked, commands give the excitation
+      # bag: {path: runs/finger_bag, train: [trial ids], holdout: [trial ids]}   # long form
     proposer: reasoner           # see vid2sid_ros.calibration.proposers.PROPOSERS
     proposer_options: {}         # constructor keyword arguments of the proposer
     fallback: null               # proposer used for an iteration when the main one fails
@@ -56,7 +59,7 @@ class ConfigError(ValueError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", nargs="?", help="calibration config YAML (see `vid2sid calibrate --help`)")
+    parser.add_argument("config", nargs="?", help="calibration config YAML (format below)")
     parser.add_argument("--rig", help="registered rig for a quick sim2sim run (instead of, or overriding, CONFIG)")
     parser.add_argument("--proposer", help="proposer name (default: config's, else reasoner)")
     parser.add_argument("--fallback", help="proposer used when the main one fails in an iteration")
@@ -64,9 +67,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, help="rollout budget (default 40; 0 = unlimited)")
     parser.add_argument("--seed", type=int, help="seed of the proposer and, for sim2sim, of the hidden truth")
     parser.add_argument("--out", help="run directory (default runs/<rig>_<proposer>)")
+    parser.add_argument("--real", metavar="BAG",
+                        help="calibrate against a recorded rosbag2 (MCAP) of a real trial (overrides CONFIG's real)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
     parser.add_argument("--quiet", action="store_true", help="print only the final summary")
-    parser.epilog = "Config format: see the module docstring of vid2sid_ros.commands.calibrate."
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    doc = __doc__ or ""
+    start = doc.find("Config file")
+    end = doc.find("The run directory")
+    parser.epilog = doc[start:end].rstrip() if start >= 0 and end > start else None
 
 
 def load_config(path: str | Path | None) -> dict[str, Any]:
@@ -96,15 +105,18 @@ def load_config(path: str | Path | None) -> dict[str, Any]:
         if key in cfg and cfg[key] is not None and not isinstance(cfg[key], typ):
             raise ConfigError(f"{path}: '{key}' must be a {'mapping' if typ is Mapping else 'list'}")
     real = cfg.get("real") or {}
-    if real and (len(real) != 1 or next(iter(real)) not in ("sim2sim", "trajectory")):
-        raise ConfigError(f"{path}: 'real' must hold exactly one of 'sim2sim' or 'trajectory', got {list(real)}")
+    if real and (len(real) != 1 or next(iter(real)) not in _REAL_SOURCES):
+        raise ConfigError(f"{path}: 'real' must hold exactly one of {', '.join(_REAL_SOURCES)}, got {list(real)}")
     out = dict(cfg)
     out["_source"] = str(path)
     out["_dir"] = str(path.parent)
     return out
 
 
-def build_real(rig, cfg: Mapping[str, Any], seed: int):
+_REAL_SOURCES = ("sim2sim", "trajectory", "bag")
+
+
+def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = False):
     """The real trial named by ``cfg['real']`` (default: sim2sim with ``seed``)."""
     from ..calibration.observation import RealTrial
     from ..calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
@@ -116,6 +128,19 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int):
         if not p.is_absolute() and cfg.get("_dir"):
             p = Path(cfg["_dir"]) / p
         return RealTrial.load(p)
+    if "bag" in real_cfg:
+        from ..io.rosbag import load_real_trial_from_bag
+
+        b = real_cfg["bag"]
+        opts = dict(b) if isinstance(b, Mapping) else {"path": b}
+        p = Path(opts.pop("path", ""))
+        if not p.is_absolute() and cfg.get("_dir"):
+            p = Path(cfg["_dir"]) / p
+        unknown = [k for k in opts if k not in ("train", "holdout")]
+        if unknown:
+            raise ConfigError(f"{src}: real.bag: unknown key(s) {unknown}; valid: path, train, holdout")
+        return load_real_trial_from_bag(p, rig=rig, train=tuple(opts.get("train", ())),
+                                        holdout=tuple(opts.get("holdout", ())), keep_frames=keep_frames)
     s = dict(real_cfg.get("sim2sim") or {})
     unknown = [k for k in s if k not in ("seed", "truth", "noise", "truth_range")]
     if unknown:
@@ -152,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     from ..calibration.benchmark import resolve_rig
     from ..calibration.identifiability import IdentifiabilityWarning
     from ..calibration.loop import CalibrationConfig, CalibrationError, run_calibration
-    from ..calibration.proposers import UnknownProposerError, make_proposer
+    from ..calibration.proposers import UnknownProposerError, accepts_option, make_proposer
     from ..core.parameters import ParameterSpecError, load_parameter_set, relative_parameter_error
     from ..sim.registry import UnknownRigError
 
@@ -177,14 +202,21 @@ def run(args: argparse.Namespace) -> int:
         cal["resume"] = bool(args.resume)
         ccfg = CalibrationConfig.from_dict(cal, source=cfg.get("_source", "<command line>"))
         name = args.proposer or cfg.get("proposer") or "reasoner"
-        proposer = make_proposer(name, **dict(cfg.get("proposer_options") or {}))
+        options = dict(cfg.get("proposer_options") or {})
         fb_name = args.fallback or cfg.get("fallback")
         fallback = make_proposer(fb_name) if fb_name else None
+        if fallback is not None and accepts_option(name, "fallback"):
+            # proposers that manage their own fallback (VLMs: missing key, quota, bad replies)
+            # record why and when it was used; the loop's fallback covers the others
+            options["fallback"], fallback = fallback, None
+        proposer = make_proposer(name, **options)
         out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
-        real = build_real(rig, cfg, ccfg.seed)
+        if args.real:
+            cfg = {**cfg, "real": {"bag": str(Path(args.real).resolve())}}
+        real = build_real(rig, cfg, ccfg.seed, keep_frames=bool(getattr(proposer, "wants_video", False)))
     except (ConfigError, CalibrationError, UnknownRigError, UnknownProposerError, ParameterSpecError,
-            FileNotFoundError, ValueError, ImportError, TypeError) as err:
-        print(f"vid2sid calibrate: {err}", file=sys.stderr)
+            FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
+        print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
         return 2
 
     out.mkdir(parents=True, exist_ok=True)

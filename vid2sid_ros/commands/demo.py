@@ -99,7 +99,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     from ..calibration.loop import CalibrationConfig, run_calibration
     from ..calibration.proposers import make_proposer
     from ..sim.pendulum import estimate_start, make_rig
-    from ..sim.user_model import build_real_trial, track_clip
+    from ..sim.user_model import build_real_trial, repair_frame_timing, track_clip
 
     t_start = time.perf_counter()
     out = Path(out)
@@ -132,9 +132,12 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     for w in clip.warnings:
         log(f"  warning: {w}")
     twin = rig.make_twin()
+    retime = bool(trial.get("repair_frame_timing", True))
     real = build_real_trial(clip, train_fraction=trial["train_fraction"], excitation=trial.get("excitation", "none"),
-                            actuator_names=twin.actuator_names)
+                            actuator_names=twin.actuator_names, retime=retime)
     n_train = int(real.meta["train_frames"])
+    for n in real.meta.get("retimed", []):
+        log(f"  timing: {n}")
     real.save(out / "real_trial.json")
 
     est = estimate_start(real.train[0], rig.parameters)
@@ -191,17 +194,21 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     full_exc = real.holdout_excitations[0] if real.holdout_excitations else real.train_excitations[0]
     roll = twin.rollout(full_exc)
     sim_full = roll.trajectory
-    real_full = clip.trajectory
-    split_t = n_train / clip.fps if n_train < T else None
+    real_full = repair_frame_timing(clip.trajectory, clip.fps)[0] if retime else clip.trajectory
+    frame_slot = np.arange(T)  # time slot of every video frame (-1: a repeated frame, no slot of its own)
+    if "frame_index" in real_full.meta:
+        frame_slot = np.full(T, -1)
+        frame_slot[np.asarray(real_full.meta["frame_index"])] = real_full.steps
+    split_t = n_train / clip.fps if n_train < int(real.meta["slots"]) else None
     derived = {}
-    if {"pivot_x", "pivot_y", "camera_roll"} <= set(best):
+    if {"pivot_x", "pivot_y", "camera_roll"} <= set(best) and "qpos" in roll.state:
         t = real_full.time
         px = best["pivot_x"] + best.get("camera_drift_x", 0.0) * t
         py = best["pivot_y"] + best.get("camera_drift_y", 0.0) * t
         k0 = real_full.keypoints[:, 0]
         ang_real = np.arctan2(k0[:, 0] - px, k0[:, 1] - py) + best["camera_roll"]
-        ang_sim = np.asarray(roll.state["qpos"])[:, 0] if "qpos" in roll.state else np.full(T, np.nan)
-        derived["swing angle"] = ("rad", ang_real, ang_sim[:T])
+        ang_sim = np.asarray(roll.state["qpos"])[real_full.steps, 0]  # rows paired by time slot
+        derived["swing angle"] = ("rad", ang_real, ang_sim)
     from ..io.report import ReportSection, TrajectoryPanel, save_trajectories, write_report
 
     panel = TrajectoryPanel("free decay of the real apple vs the calibrated twin", real_full, sim_full, split_t, derived)
@@ -265,13 +272,21 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     drift = _background_drift(clip, trial.get("background_region"), best, no_drift, log)
     if drift is not None:
         sections.append(drift)
+    if real.meta.get("retimed"):
+        sections.append(ReportSection(
+            "Frame timing repaired",
+            ["The container stamps a constant frame rate, but the phone dropped or repeated single frames. "
+             "Where the apple moves fast such a glitch is unmistakable (about twice or zero times the expected "
+             "displacement between two frames), so each frame was given the time slot it was really captured in "
+             "before fitting (model-free, the same rule on the training and holdout parts; "
+             "vid2sid_ros.sim.user_model.repair_frame_timing):"] + list(real.meta["retimed"])))
     if clip.warnings:
         sections.append(ReportSection("Tracking warnings", list(clip.warnings)))
 
     videos = []
     if video and clip.thumbnails is not None:
         try:
-            paths = _overlay_video(out, clip, sim_full, best, n_train)
+            paths = _overlay_video(out, clip, sim_full, best, n_train, frame_slot)
             videos.append(("Real clip with the calibrated twin drawn over it: dots = tracked apple, rings and grey "
                            "string = twin; half resolution, every 2nd frame", paths))
         except Exception as err:  # noqa: BLE001 - the report is still useful without the video
@@ -296,7 +311,8 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
                         "wall_s": r.wall_s, "values": r.values} for k, r in results.items()},
         "variants": {k: {"training_mae_px": r.error_px, "holdout_mae_px": r.holdout_mae_px, "rollouts": r.rollouts,
                          "values": r.values} for k, r in variant_results.items()},
-        "warnings": list(clip.warnings), "wall_s": time.perf_counter() - t_start}
+        "warnings": list(clip.warnings), "retimed": list(real.meta.get("retimed", [])),
+        "wall_s": time.perf_counter() - t_start}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
     return summary
 
@@ -353,8 +369,10 @@ def _background_drift(clip, region, best: dict[str, float], no_drift, log):
          ["identified (camera_drift_x/y)", best["camera_drift_x"], best["camera_drift_y"]]])
 
 
-def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int) -> list[Path]:
-    """Thumbnails with the twin (string + ring) and the tracked apple (dot); WebM/VP8 + MP4."""
+def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int, frame_slot: np.ndarray) -> list[Path]:
+    """Thumbnails with the twin (string + ring) and the tracked apple (dot); WebM/VP8 + MP4.
+
+    ``frame_slot`` maps each video frame to its time slot (the sim row drawn on it)."""
     import cv2
 
     from ..core.trajectory import Trajectory
@@ -364,17 +382,21 @@ def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int) -
     frames = clip.thumbnails.copy()
     idx = np.arange(0, clip.trajectory.num_frames, every)[: len(frames)]
     real_kp = clip.trajectory.keypoints[idx] * s
-    sim_kp = sim.keypoints[idx] * s
+    slots = frame_slot[idx]
+    sim_kp = np.full(real_kp.shape, np.nan)
+    ok = (slots >= 0) & (slots < sim.num_frames)
+    sim_kp[ok] = sim.keypoints[slots[ok]] * s
     for j, k in enumerate(idx):
-        t = k / clip.fps
+        t = (slots[j] if slots[j] >= 0 else k) / clip.fps
         if "pivot_x" in best and np.all(np.isfinite(sim_kp[j, 0])):
             piv = ((best["pivot_x"] + best.get("camera_drift_x", 0.0) * t) * s,
                    (best["pivot_y"] + best.get("camera_drift_y", 0.0) * t) * s)
             cv2.line(frames[j], (int(round(piv[0])), int(round(piv[1]))),
                      (int(round(sim_kp[j, 0, 0])), int(round(sim_kp[j, 0, 1]))), (90, 90, 90), 1, cv2.LINE_AA)
-        label = f"{'TRAIN' if k < n_train else 'HOLDOUT'}  t={t:5.2f} s"
-        cv2.putText(frames[j], label, (5, frames.shape[1] - 8), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
-                    (200, 30, 30) if k >= n_train else (30, 30, 30), 1, cv2.LINE_AA)
+        holdout = (slots[j] if slots[j] >= 0 else k) >= n_train
+        label = f"{'HOLDOUT' if holdout else 'TRAIN'}  t={t:5.2f} s"
+        cv2.putText(frames[j], label, (frames.shape[2] - 135, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
+                    (200, 30, 30) if holdout else (30, 30, 30), 1, cv2.LINE_AA)
     valid_r = clip.trajectory.valid[idx]
     tr = Trajectory(idx / clip.fps, real_kp, valid_r, clip.trajectory.names, "real")
     ts = Trajectory(idx / clip.fps, sim_kp, np.all(np.isfinite(sim_kp), axis=2), sim.names, "sim")

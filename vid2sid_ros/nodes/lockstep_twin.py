@@ -102,11 +102,6 @@ class LockstepTwin:
         """Queue one command (spin thread); returns the future of its step."""
         return self._pool.submit(self._step_safe, msg)
 
-    @property
-    def backlog(self) -> int:
-        """Commands waiting for the worker."""
-        return self._pool._work_queue.qsize()  # noqa: SLF001 - a diagnostic only
-
     def _step_safe(self, msg: Any) -> None:
         try:
             self._step(msg)

@@ -733,7 +733,7 @@ def _extend_tip(poly: np.ndarray, mask: np.ndarray, dist: np.ndarray, radius_px:
     runs into a wider part of the body (a tip lying on the body) or leaves the image.
 
     Returns:
-        ``(polyline, status)``, status ``"cap"`` (tip found), ``"image_border"`` (the body
+        ``(polyline, status)``, status ``"cap:R"`` (tip found; R = cap radius, px), ``"image_border"`` (the body
         leaves the image: tip not visible), ``"on_body"`` (tip lies on the body) or ``"short"``.
     """
     if poly.shape[0] < 3:
@@ -789,7 +789,7 @@ def _extend_tip(poly: np.ndarray, mask: np.ndarray, dist: np.ndarray, radius_px:
     seg = np.linalg.norm(np.diff(walk, axis=0), axis=1)
     s = np.concatenate([[0.0], np.cumsum(seg)])
     keep = s < s_tip
-    return np.concatenate([walk[keep], resample_polyline(walk, np.array([s_tip]))]), "cap"
+    return np.concatenate([walk[keep], resample_polyline(walk, np.array([s_tip]))]), f"cap:{r_cap:.3f}"
 
 
 def _bilinear(img: np.ndarray, q: np.ndarray) -> float:
@@ -981,7 +981,8 @@ class CenterlineTracker:
         if ambiguous is None:
             dist = cv2.distanceTransform(mask.astype(np.uint8), cv2.DIST_L2, 5)
             poly, status = _extend_tip(poly, mask, dist, 0.6 * self.base_radius_px)
-            if status == "image_border" or self._touches_occluder(poly[-1], mask.shape):
+            r_cap = float(status.split(":")[1]) if status.startswith("cap:") else 0.0
+            if status == "image_border" or self._touches_occluder(poly[-1], mask.shape, r_cap):
                 # the visible end is not the tip: keep what is seen, on the expected scale
                 ambiguous = _polyline_length(poly)
         poly = _refine_centerline(poly, mask, self.base_radius_px)
@@ -989,9 +990,9 @@ class CenterlineTracker:
         kp, valid = self.keypoints_from_polyline(poly, expected, ambiguous)
         return CenterlineResult(poly, L, kp, valid, info["junctions"], ambiguous, mask, "")
 
-    def _touches_occluder(self, end: np.ndarray, shape: tuple[int, int]) -> bool:
-        """Is the traced end within about a tip radius of the image border or an occluder polygon?"""
-        margin = 0.5 * self.base_radius_px + 2.0
+    def _touches_occluder(self, end: np.ndarray, shape: tuple[int, int], cap_radius: float) -> bool:
+        """Is the traced end (a cap centre) within its cap radius + 2 px of the image border or an occluder?"""
+        margin = cap_radius + 2.0
         H, W = shape
         x, y = float(end[0]), float(end[1])
         if x < margin - 0.5 or y < margin - 0.5 or x > W - 0.5 - margin or y > H - 0.5 - margin:

@@ -537,6 +537,8 @@ class TentacleTwin:
     """
 
     actuator_names: tuple[str, ...] = ("tendon",)
+    #: file suffix of :meth:`save_model` (the calibration loop names the model copy with it).
+    model_suffix: str = ".yaml"
 
     def __init__(self, *, parameters: ParameterSet | str | Path | None = None, medium: str = "air",
                  geometry: TentacleGeometry | Mapping[str, Any] | None = None, gravity: float = 9.81,

@@ -221,10 +221,12 @@ def estimate_start(trajectory: Trajectory, parameters: ParameterSet, *, keypoint
     phi = np.full(len(t), np.nan)
     phi[ok] = np.arctan2(p[ok, 0] - cx, p[ok, 1] - cy)
     tv, pv = t[ok], phi[ok]
-    # extremes: sign changes of the (valid-sample) slope
-    dp = np.diff(pv)
-    ext = np.flatnonzero(np.sign(dp[1:]) != np.sign(dp[:-1])) + 1
-    ext = ext[(ext > 0) & (ext < len(pv) - 1)]
+    # extremes: sign changes of the (valid-sample) slope; a zero step (repeated frame) keeps the previous sign
+    sgn = np.sign(np.diff(pv))
+    for i in range(1, len(sgn)):
+        if sgn[i] == 0:
+            sgn[i] = sgn[i - 1]
+    ext = np.flatnonzero(sgn[1:] * sgn[:-1] < 0) + 1
     # keep alternating extremes separated by > a few samples (noise guard)
     keep: list[int] = []
     for i in ext:

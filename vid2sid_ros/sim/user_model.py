@@ -40,6 +40,7 @@ the camera. :func:`load_user_rig` builds a complete
       fps: null                  # null: from the file (set it for slow-motion clips)
       excitation: none           # free decay; or {kind: csv, path: ...} (any build_excitation config)
       train_fraction: 0.6        # first 60 % fitted, the rest is the holdout
+      repair_frame_timing: true  # re-time single dropped/repeated frames (repair_frame_timing)
       tracker: {markers: [{name: apple, hsv_lower: [170, 90, 60], hsv_upper: [10, 255, 255]}]}
       background_region: [20, 190, 200, 245]   # optional: static textured patch (x0, y0, x1, y1) px
                                                # used to measure camera drift independently
@@ -75,7 +76,8 @@ from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionErro
 from .mujoco_finger import FieldTarget, parse_targets  # noqa: E402
 
 __all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "load_user_config",
-           "load_user_rig", "resolve_path", "PACKAGE_DIR", "build_real_trial", "track_clip", "TrackedClip"]
+           "load_user_rig", "resolve_path", "PACKAGE_DIR", "build_real_trial", "track_clip", "TrackedClip",
+           "repair_frame_timing"]
 
 #: the vid2sid_ros package directory (``pkg:`` paths resolve against it)
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -616,7 +618,7 @@ class UserModelTwin:
 _CONFIG_KEYS = {"rig", "description", "model", "parameters", "keypoints", "projection", "max_physics_timestep",
                 "trial", "calibration", "report"}
 _TRIAL_KEYS = {"video", "fps", "excitation", "train_fraction", "tracker", "max_frames", "start_frame",
-               "background_region"}
+               "background_region", "repair_frame_timing"}
 
 
 def load_user_config(path_or_dict: str | Path | Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
@@ -831,25 +833,130 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
                        float(thumb_scale or 1.0), tuple(warnings), max(int(thumb_every), 1))
 
 
+def repair_frame_timing(trajectory: Trajectory, fps: float, *, min_speed_px: float = 4.0,
+                        drop_ratio: tuple[float, float] = (1.6, 2.5), duplicate_ratio: float = 0.3
+                        ) -> tuple[Trajectory, list[str]]:
+    """Find single dropped and repeated frames from the motion and re-time the clip.
+
+    Phone cameras sometimes drop a frame or repeat one while the container still
+    stamps a constant frame rate, so frame ``k`` is not always at ``k / fps``. Where the
+    keypoints move fast, such a glitch is unmistakable: the displacement between two
+    frames is about twice (dropped frame) or about zero times (repeated frame) what its
+    second neighbours predict, ``v_pred = (v[k-2] + v[k+2]) / 2`` (``v`` = per-frame
+    displacement of the mean keypoint, px/frame; first neighbours would be polluted by
+    the glitch itself). Two passes: steps that look abnormal in the first are skipped
+    when predicting their neighbours in the second (the next unflagged step further out is
+    used). Only steps with ``|v_pred| >= min_speed_px`` are judged.
+
+    * dropped frame before frame ``k``: frames ``k, k+1, ...`` move one time slot later;
+    * repeated frame ``k`` (a copy of ``k-1``): frame ``k`` becomes invalid (it carries no
+      new observation) and, when the next step is a normal single step, the frames after it
+      move one slot earlier (the copy took the slot of a real frame).
+
+    The result has ``steps`` = time slots (command steps) and ``time = steps / fps``; the
+    calibration pairs sim and real by slot, so the twin is compared at the true times.
+
+    Args:
+        trajectory: tracked clip, frame k at step k.
+        fps: nominal frame rate, Hz.
+        min_speed_px: slowest predicted motion judged, px/frame.
+        drop_ratio: displacement ratio range read as one dropped frame.
+        duplicate_ratio: ratio below which a frame is read as a repeat.
+
+    Returns:
+        ``(retimed trajectory, notes)``; ``meta["frame_index"]`` of the retimed trajectory
+        gives each row's original frame index. The trajectory is returned unchanged (same
+        object) when nothing is found.
+    """
+    kp = np.asarray(trajectory.keypoints, float)
+    mean = kp.mean(axis=1)  # NaN where any keypoint is invalid
+    v = np.diff(mean, axis=0)  # v[i] = displacement from frame i to i+1
+    T = kp.shape[0]
+    shift = np.zeros(T, int)
+    invalid = np.zeros(T, bool)
+    notes: list[str] = []
+    def ratios(flagged: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Displacement / predicted displacement per step; the prediction averages the nearest
+        unflagged steps at distance >= 2 on each side."""
+        r = np.full(len(v), np.nan)
+        pr = np.full((len(v), 2), np.nan)
+        spd = np.zeros(len(v))
+        for i in range(len(v)):
+            side = []
+            for direction in (-1, 1):
+                for dist in range(2, 6):
+                    j = i + direction * dist
+                    if 0 <= j < len(v) and not flagged[j] and np.all(np.isfinite(v[j])):
+                        side.append(v[j])
+                        break
+            if len(side) < 2 or not np.all(np.isfinite(v[i])):
+                continue
+            pred = 0.5 * (side[0] + side[1])
+            spd[i] = float(np.hypot(*pred))
+            if spd[i] >= min_speed_px:
+                pr[i] = pred
+                r[i] = float(v[i] @ pred) / spd[i] ** 2
+        return r, pr, spd
+
+    r0, _, _ = ratios(np.zeros(len(v), bool))
+    suspect = np.isfinite(r0) & ((r0 < 0.6) | (r0 > 1.4))
+    r, pr, spd = ratios(suspect)  # second pass: glitches do not pollute their neighbours' predictions
+    skip_next = False
+    for i in range(len(v)):
+        if skip_next or not np.isfinite(r[i]):
+            skip_next = False
+            continue
+        k = i + 1  # the frame after the step
+        if drop_ratio[0] <= r[i] <= drop_ratio[1]:
+            shift[k:] += 1
+            notes.append(f"frame {k}: moved {r[i]:.2f}x the expected {spd[i]:.1f} px: one frame dropped before it")
+        elif r[i] < duplicate_ratio:
+            invalid[k] = True
+            nxt = float(v[i + 1] @ pr[i]) / spd[i] ** 2 if i + 1 < len(v) and np.all(np.isfinite(v[i + 1])) else math.nan
+            if math.isfinite(nxt) and nxt < drop_ratio[0]:
+                shift[k + 1:] -= 1
+                notes.append(f"frame {k}: repeats frame {k - 1} (moved {r[i]:.2f}x the expected {spd[i]:.1f} px); "
+                             "later frames move one slot earlier")
+            else:  # the copy sat in a lost frame's slot: the (double) step after it is not a drop
+                skip_next = True
+                notes.append(f"frame {k}: repeats frame {k - 1} in place of a lost frame; marked invalid")
+    if not notes:
+        return trajectory, notes
+    steps = np.asarray(trajectory.steps) + shift
+    keep = np.ones(T, bool)
+    keep[1:] = np.diff(steps) > 0  # a slot is never observed twice
+    keep &= ~invalid | np.r_[True, np.diff(steps) > 0]
+    new_valid = trajectory.valid.copy()
+    new_valid[invalid] = False
+    steps, kpk, vk = steps[keep], kp[keep], new_valid[keep]
+    out = Trajectory(steps / float(fps), kpk, vk, trajectory.names, trajectory.source, trajectory.trial_id, steps,
+                     {**dict(trajectory.meta), "retimed": notes, "frame_index": np.flatnonzero(keep)})
+    return out, notes
+
+
 def build_real_trial(clip: TrackedClip, *, train_fraction: float = 0.6, excitation: Any = "none",
-                     actuator_names: Sequence[str] = ()):
+                     actuator_names: Sequence[str] = (), retime: bool = True):
     """Split a tracked clip into the training part and the holdout continuation.
 
-    The training trial is frames ``[0, n_train)`` with the excitation's first
-    ``n_train`` commands; the holdout trial replays the WHOLE clip (the twin must
-    continue from the same initial state) with the training frames marked invalid,
-    so only the last ``1 - train_fraction`` of the clip is scored.
+    The clip is first re-timed (:func:`repair_frame_timing`, unless ``retime=False``):
+    each frame gets the time slot (command step) it was really captured in. The
+    training trial is slots ``[0, n_train)`` with the excitation's first ``n_train``
+    commands; the holdout trial replays the WHOLE clip (the twin must continue from the
+    same initial state) with the training frames marked invalid, so only the last
+    ``1 - train_fraction`` of the clip is scored.
 
     Args:
         clip: from :func:`track_clip`.
-        train_fraction: fraction of frames fitted.
+        train_fraction: fraction of time slots fitted.
         excitation: ``"none"`` (free decay: zero commands) or a
             :func:`~vid2sid_ros.core.excitation.build_excitation` config (e.g. a CSV at
-            the video's frame rate, one row per frame).
+            the video's frame rate, one row per time slot).
         actuator_names: the twin's actuators (zero columns for free decay).
+        retime: repair dropped/repeated frames first.
 
     Returns:
-        :class:`~vid2sid_ros.calibration.observation.RealTrial`.
+        :class:`~vid2sid_ros.calibration.observation.RealTrial`; ``meta["retimed"]`` lists
+        the repairs.
 
     Raises:
         UserModelError: too few valid frames on either side of the split, or an
@@ -858,11 +965,15 @@ def build_real_trial(clip: TrackedClip, *, train_fraction: float = 0.6, excitati
     from ..calibration.observation import RealTrial
 
     traj = clip.trajectory
-    T = traj.num_frames
-    n_train = int(round(train_fraction * T))
+    notes: list[str] = []
+    if retime:
+        traj, notes = repair_frame_timing(traj, clip.fps)
+    steps = np.asarray(traj.steps)
+    S = int(steps[-1]) + 1  # time slots covered
+    n_train = int(round(train_fraction * S))
     names = tuple(actuator_names) or ("none",)
     if excitation in (None, "none", "free", "free_decay"):
-        values = np.zeros((T, len(names)))
+        values = np.zeros((S, len(names)))
         exc_name = "free_decay"
     else:
         try:
@@ -872,30 +983,31 @@ def build_real_trial(clip: TrackedClip, *, train_fraction: float = 0.6, excitati
         if abs(exc.rate - clip.fps) > 1e-6 * clip.fps:
             raise UserModelError(f"trial.excitation rate {exc.rate} Hz differs from the video's {clip.fps} Hz; "
                                  "give one command row per video frame (set 'rate' in the excitation)")
-        if exc.num_steps < T:
-            raise UserModelError(f"trial.excitation has {exc.num_steps} rows, the clip {T} frames")
-        values, names, exc_name = exc.values[:T], exc.actuator_names, exc.name
+        if exc.num_steps < S:
+            raise UserModelError(f"trial.excitation has {exc.num_steps} rows, the clip {S} frames")
+        values, names, exc_name = exc.values[:S], exc.actuator_names, exc.name
     min_frames = 10
-    n_valid_train = int(traj.valid[:n_train].all(axis=1).sum())
+    in_train = steps < n_train
+    n_valid_train = int((traj.valid.all(axis=1) & in_train).sum())
     if n_train < min_frames or n_valid_train < min_frames:
         raise UserModelError(f"{clip.path}: only {n_valid_train} valid frames in the training part "
-                             f"(first {n_train} of {T}); need at least {min_frames}. The clip is too short or "
-                             f"the marker is lost; check trial.tracker")
+                             f"(first {n_train} of {S} frames); need at least {min_frames}. The clip is too short "
+                             "or the marker is lost; check trial.tracker")
     train_exc = Excitation(f"{exc_name}_train", clip.fps, values[:n_train], names,
                            meta={"kind": exc_name, "frames": [0, n_train]})
-    train = traj.slice(0, n_train)
-    train = Trajectory(train.time, train.keypoints, train.valid, train.names, "real", train_exc.name, train.steps,
-                       {**dict(traj.meta), "part": "train"})
+    train = Trajectory(traj.time[in_train], traj.keypoints[in_train], traj.valid[in_train], traj.names, "real",
+                       train_exc.name, steps[in_train], {**dict(traj.meta), "part": "train"})
     holdout, holdout_exc = [], []
-    if n_train < T:
+    if n_train < S:
         hv = traj.valid.copy()
-        hv[:n_train] = False
-        if hv.any(axis=1).sum() >= 1:
+        hv[in_train] = False
+        if hv.any():
             hexc = Excitation(f"{exc_name}_holdout", clip.fps, values, names,
-                              meta={"kind": exc_name, "frames": [n_train, T], "scored_from_frame": n_train})
-            holdout = [Trajectory(traj.time, traj.keypoints, hv, traj.names, "real", hexc.name, traj.steps,
+                              meta={"kind": exc_name, "frames": [n_train, S], "scored_from_frame": n_train})
+            holdout = [Trajectory(traj.time, traj.keypoints, hv, traj.names, "real", hexc.name, steps,
                                   {**dict(traj.meta), "part": "holdout"})]
             holdout_exc = [hexc]
     return RealTrial(train=[train], train_excitations=[train_exc], holdout=holdout, holdout_excitations=holdout_exc,
                      source=str(clip.path),
-                     meta={"fps": clip.fps, "frames": T, "train_frames": n_train, "warnings": list(clip.warnings)})
+                     meta={"fps": clip.fps, "frames": int(traj.num_frames), "slots": S, "train_frames": n_train,
+                           "warnings": list(clip.warnings), "retimed": notes})
