@@ -7,7 +7,6 @@ short into ``tmp_path`` with OpenCV.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -207,3 +206,5 @@ def test_demo_command_runs_end_to_end_on_a_short_clip(rig, clip, tmp_path, capsy
     assert (tmp_path / "out" / "reasoner" / "trajectories.json").is_file()
     code = main(["demo", "--out", str(tmp_path / "out2"), "--config", str(tmp_path / "nope.yaml")])
     assert code == 1 and "not found" in capsys.readouterr().err
+    code = main(["demo", "--out", str(tmp_path / "out3"), "--config", str(cfg), "--proposer", "oracle"])
+    assert code == 1 and "unknown proposer 'oracle'" in capsys.readouterr().err

@@ -101,6 +101,11 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     from ..sim.pendulum import estimate_start, make_rig
     from ..sim.user_model import build_real_trial, repair_frame_timing, track_clip
 
+    from ..calibration.proposers import PROPOSERS, UnknownProposerError
+
+    for name in [proposer, *(methods or [])]:
+        if name not in PROPOSERS:  # fail before the clip is decoded
+            raise UnknownProposerError(f"unknown proposer {name!r}; valid proposers: {', '.join(PROPOSERS)}")
     t_start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -233,7 +238,8 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
          f"{T / clip.fps:.1f} s clip), mean amplitude {whole.amplitude_rad:.3f} rad ({math.degrees(whole.amplitude_rad):.1f}°). "
          f"For a simple pendulum T = 2π√(L/g) for small swings, times 2K(sin²(θ₀/2))/π at amplitude θ₀ "
          f"(complete elliptic integral K; g = {STANDARD_GRAVITY} m/s²).",
-         f"Identified length {L:.4f} m" + (f" (± {std:.4f} m, Gauss–Newton)" if std else "") +
+         f"Identified length {L:.4f} m" + (f" (± {std:.4f} m, Gauss–Newton: assumes independent pixel errors, "
+                                           "so it is optimistic)" if std else "") +
          f": small-angle period {period_small:.4f} s, with the finite-amplitude correction {period_finite:.4f} s "
          f"({100 * (period_finite - whole.period_s) / whole.period_s:+.2f} % vs measured); the calibrated twin's "
          f"swing, measured in its own trajectory the same way as the video's, has a period of {twin_period:.4f} s. "
@@ -410,6 +416,7 @@ def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int, f
 
 def run(args) -> int:
     """Entry point of ``vid2sid demo``."""
+    from ..calibration.proposers import UnknownProposerError
     from ..io.video import VideoError
     from ..sim.user_model import UserModelError
 
@@ -417,7 +424,7 @@ def run(args) -> int:
         s = run_demo(out=args.out, config=args.config, proposer=args.proposer, budget=args.budget,
                      iterations=args.iterations, methods=_methods(args.methods, args.proposer),
                      variants=not args.no_variants, video=not args.no_video, seed=args.seed)
-    except (VideoError, UserModelError, FileNotFoundError) as err:
+    except (VideoError, UserModelError, FileNotFoundError, UnknownProposerError, ImportError) as err:
         print(f"vid2sid demo: {err}", file=sys.stderr)
         return 1
     print()

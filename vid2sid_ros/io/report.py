@@ -421,12 +421,15 @@ def write_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequence
 
     if len(loaded) > 1:
         parts.append("<h2>Methods compared (same rollout budget, same start)</h2>")
-        hdr = ["method", "training MAE [px]", "holdout MAE [px]", "rollouts", "wall [s]"] + \
+        hdr = ["method", "start MAE [px]", "training MAE [px]", "holdout MAE [px]", "rollouts", "wall [s]"] + \
               [f"{c} [{m.parameters[c].unit}]" for c in comparison_columns if c in m.parameters]
         rows = []
         for r in loaded:
             rr = r.result
-            rows.append([r.label, rr.get("error_px"), rr.get("holdout_mae_px"), rr.get("rollouts"), rr.get("wall_s")]
+            start, err = rr.get("initial_error_px"), rr.get("error_px")
+            label = r.label + (" (no improvement on the start)" if start is not None and err is not None
+                               and err >= start else "")
+            rows.append([label, start, err, rr.get("holdout_mae_px"), rr.get("rollouts"), rr.get("wall_s")]
                         + [(rr.get("values") or {}).get(c) for c in comparison_columns if c in m.parameters])
         parts.append(_table(hdr, rows))
 

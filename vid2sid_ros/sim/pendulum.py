@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -270,20 +270,3 @@ def estimate_start(trajectory: Trajectory, parameters: ParameterSet, *, keypoint
               "initial_angle": (th0 - 0.1, th0 + 0.1), "initial_angular_velocity": (om0 - 0.5, om0 + 0.5)}
     bounds = {k: v for k, v in bounds.items() if k in parameters}
     return StartEstimate(values, bounds, period, amp, L0, L, R, notes)
-
-
-def report_period_check(values: Mapping[str, float], amplitude_rad: float, measured_period_s: float,
-                        g: float = STANDARD_GRAVITY) -> dict[str, float]:
-    """Compare an identified length with the period seen in the clip.
-
-    Returns:
-        ``{"length_m", "period_small_angle_s", "period_finite_amplitude_s", "measured_period_s",
-        "relative_difference"}`` (relative difference of the finite-amplitude period to the
-        measured one).
-    """
-    L = float(values["length"])
-    T0 = pendulum_period(L, 0.0, g)
-    Ta = pendulum_period(L, amplitude_rad, g)
-    return {"length_m": L, "period_small_angle_s": T0, "period_finite_amplitude_s": Ta,
-            "measured_period_s": float(measured_period_s),
-            "relative_difference": (Ta - measured_period_s) / measured_period_s}

@@ -73,7 +73,7 @@ from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_s
 from ..core.trajectory import Trajectory  # noqa: E402
 from .base import CameraIntrinsics, RolloutResult, TwinError  # noqa: E402
 from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionError  # noqa: E402
-from .mujoco_finger import FieldTarget, parse_targets  # noqa: E402
+from .mujoco_finger import parse_targets  # noqa: E402
 
 __all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "load_user_config",
            "load_user_rig", "resolve_path", "PACKAGE_DIR", "build_real_trial", "track_clip", "TrackedClip",
