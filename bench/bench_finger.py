@@ -5,6 +5,8 @@ Prints, for the shipped finger rig:
   * physics steps/s (raw ``mj_step``, and inside a rollout without rendering),
   * render fps at 320x240 and 640x480 (EGL/OSMesa offscreen),
   * marker-tracker fps on rendered frames at 320x240 and 640x480,
+  * sensor-noise fps (default ``SensorNoiseModel``) at both sizes: a live stream frame by
+    frame (``stream().apply``, what the stand-in rig node does) and a whole clip (``apply``),
   * rollout + render + track of a 5 s, 30 Hz excitation: time and real-time factor.
 
 Each figure is the median of ``--repeats`` runs, as wall-clock time and as this
@@ -32,6 +34,7 @@ import numpy as np  # noqa: E402
 
 from vid2sid_ros.core.excitation import build_excitation  # noqa: E402
 from vid2sid_ros.perception.markers import MarkerTracker  # noqa: E402
+from vid2sid_ros.sim.camera_model import SensorNoiseModel  # noqa: E402
 from vid2sid_ros.sim.mujoco_render import OffscreenRenderer, gl_backend  # noqa: E402
 from vid2sid_ros.sim.registry import make_rig  # noqa: E402
 
@@ -95,6 +98,17 @@ def main() -> int:
         err = np.nanmean(np.linalg.norm(traj.keypoints - res.trajectory.keypoints, axis=2))
         print(f"tracker {W}x{H}:                 {T / w:10.0f} fps wall      {T / c:10.0f} fps CPU"
               f"   (MAE vs ground truth {err:.3f} px, {100 * traj.valid.mean():.0f}% valid)")
+        noise = SensorNoiseModel.default()
+        stream, out = noise.stream(), np.empty_like(res.frames[0])
+        w, c = timed(lambda: [stream.apply(f, out=out) for f in res.frames], n)
+        print(f"sensor noise {W}x{H}, stream:     {T / w:10.0f} fps wall      {T / c:10.0f} fps CPU"
+              f"   ({1e3 * c / T:.2f} ms CPU per frame)")
+        w, c = timed(lambda: noise.apply(res.frames), n)
+        noisy, _ = noise.apply(res.frames)
+        traj = tracker.track(noisy)
+        err = np.nanmean(np.linalg.norm(traj.keypoints - res.trajectory.keypoints, axis=2))
+        print(f"sensor noise {W}x{H}, clip:       {T / w:10.0f} fps wall      {T / c:10.0f} fps CPU"
+              f"   (tracker MAE on noisy frames {err:.3f} px)")
         tw.close()
 
     # whole pipeline

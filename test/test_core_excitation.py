@@ -81,7 +81,7 @@ def test_unknown_kind_and_bad_config_errors():
         build_excitation({"kind": "sinus"})
     with pytest.raises(ExcitationError, match="must be a mapping"):
         build_excitation(["sine"])
-    with pytest.raises(ExcitationError, match="duration and rate must be > 0"):
+    with pytest.raises(ExcitationError, match="excitation sine: 'duration' must be > 0 s, got -1"):
         build_excitation({"kind": "sine", "duration": -1})
 
 

@@ -1,5 +1,7 @@
 """Sensor / camera degradation model applied to rendered frames."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -89,3 +91,55 @@ def test_bad_fields_and_frames_raise():
         SensorNoiseModel().apply(np.zeros((0, 4, 4, 3), np.uint8))
     assert SensorNoiseModel.from_config(None).is_identity
     assert SensorNoiseModel.from_config(SensorNoiseModel.default().to_dict()) == SensorNoiseModel.default()
+
+
+# -- live streams: one generator per stream, seeded once ---------------------------------------
+def test_stream_is_deterministic_per_seed_and_call_sequence():
+    frames = _clip(T=8)
+    model = SensorNoiseModel(**{**SensorNoiseModel.default().to_dict(), "drop_prob": 0.3})
+    a, b, c = model.stream(seed=7), model.stream(seed=7), model.stream(seed=8)
+    outs = {}
+    for name, st in (("a", a), ("b", b), ("c", c)):
+        outs[name] = [st.apply(f) for f in frames]
+    for (fa, da), (fb, db) in zip(outs["a"], outs["b"]):
+        assert np.array_equal(fa, fb) and da == db
+    assert any(not np.array_equal(fa, fc) for (fa, _), (fc, _) in zip(outs["a"], outs["c"]))
+    # the clip API is the same stream: apply(clip, seed) == frame-by-frame stream(seed)
+    clip, dropped = model.apply(frames, seed=7)
+    assert np.array_equal(clip, np.stack([f for f, _ in outs["a"]]))
+    assert dropped.tolist() == [d for _, d in outs["a"]]
+    assert 0 < dropped.sum() < len(frames)
+
+
+def test_stream_generator_runs_on_between_calls_and_reset_keeps_it():
+    flat = np.full((16, 16, 3), 100, np.uint8)
+    st = SensorNoiseModel(gaussian_sigma=3.0).stream(seed=1)
+    first, _ = st.apply(flat)
+    second, _ = st.apply(flat)
+    assert not np.array_equal(first, second)  # fresh noise per frame, not a reseed per call
+    st.reset()
+    third, _ = st.apply(flat)
+    assert not np.array_equal(third, first)  # reset forgets frames, not the generator position
+    again = SensorNoiseModel(gaussian_sigma=3.0).stream(seed=1)
+    assert np.array_equal(again.apply(flat)[0], first)
+
+
+def test_stream_noise_is_gaussian_with_the_photon_transfer_variance():
+    flat = np.full((256, 256, 3), 180, np.uint8)
+    st = SensorNoiseModel(gaussian_sigma=2.0, poisson=2000.0).stream(seed=3)
+    d = st.apply(flat)[0].astype(float) - 180.0
+    sd = np.sqrt(4.0 + 255.0 * 180.0 / 2000.0)  # EMVA 1288: read variance + signal / gain, DN
+    assert d.std() == pytest.approx(sd, rel=0.02)
+    assert abs(d.mean()) < 0.05
+    for n_sd in (1, 2, 3):  # normal, not uniform or heavy-tailed (integers <= n sd: |x| < floor(n sd) + 1/2)
+        expected = math.erf((math.floor(n_sd * sd) + 0.5) / sd / math.sqrt(2))
+        assert np.mean(np.abs(d) <= n_sd * sd) == pytest.approx(expected, abs=0.006), n_sd
+
+
+def test_stream_motion_blur_uses_the_previous_frame_of_the_stream():
+    frames = _clip()
+    st = SensorNoiseModel(motion_blur=1.0).stream()
+    outs = [st.apply(f)[0] for f in frames]
+    assert outs[3][10, 3 * 2 + 2, 0] == round(0.5 * 250 + 0.5 * 120)
+    with pytest.raises(SensorModelError, match="uint8"):
+        st.apply(frames[0].astype(np.float32))

@@ -103,8 +103,9 @@ def test_stream_labels_frames_before_their_command_arrives():
 
 # -- stepping == rollout -------------------------------------------------------------------------
 def test_finger_stepper_reproduces_the_rollout_exactly():
+    from vid2sid_ros.sim.mujoco_finger import FingerTwin
     from vid2sid_ros.sim.registry import make_rig
-    from vid2sid_ros.sim.stepping import MujocoFingerStepper, make_stepper
+    from vid2sid_ros.sim.stepping import NativeStepper, SteppableTwin, make_stepper
 
     rig = make_rig("finger")
     exc = rig.excitations["train"][1]
@@ -113,7 +114,9 @@ def test_finger_stepper_reproduces_the_rollout_exactly():
     twin.set_parameters({"joint_stiffness": 0.45, "actuator_gain": 13.0})
     ref = twin.rollout(exc, render=True)
     stepper = make_stepper(rig.make_twin())
-    assert isinstance(stepper, MujocoFingerStepper)
+    # the finger steps natively (constant cost per command), not by replaying the history
+    assert isinstance(stepper.twin, FingerTwin) and isinstance(stepper.twin, SteppableTwin)
+    assert isinstance(stepper, NativeStepper)
     stepper.twin.set_parameters({"joint_stiffness": 0.45, "actuator_gain": 13.0})
     for _trial in range(2):  # a reset gives the same trial again
         stepper.reset()
@@ -123,7 +126,36 @@ def test_finger_stepper_reproduces_the_rollout_exactly():
             assert r.valid.tolist() == ref.trajectory.valid[k].tolist()
             if k in (0, 23):
                 assert np.array_equal(r.frame, ref.frames[k])
+        assert stepper.twin.steps_done == exc.num_steps  # one command period per step
     assert np.ptp(ref.trajectory.keypoints[:, -1, 1]) > 5.0  # the tip really moves (px)
+
+
+def test_finger_step_api_reports_divergence_and_bad_commands():
+    from vid2sid_ros.sim.base import TwinError
+    from vid2sid_ros.sim.registry import make_rig
+    from vid2sid_ros.sim.stepping import make_stepper
+
+    twin = make_rig("finger").make_twin()
+    with pytest.raises(TwinError, match="before reset"):
+        twin.observe()
+    twin.reset(1 / 30)
+    with pytest.raises(TwinError, match="1 finite value"):
+        twin.step([0.1, 0.2])
+    with pytest.raises(TwinError, match="1 finite value"):
+        twin.step([float("nan")])
+    twin.set_parameters({"joint_stiffness": 5e4})  # far outside the bounds: the explicit spring blows up
+    stepper = make_stepper(twin)
+    stepper.reset()
+    results = [stepper.step([0.3], 1 / 30) for _ in range(30)]
+    bad = [r for r in results if r.diverged]
+    assert bad and "diverged" in bad[0].message and "joint_stiffness" in bad[0].message
+    assert twin.diverged and np.isnan(twin.observe()[0]).all() and not twin.observe()[1].any()
+    with pytest.raises(TwinError, match="call reset"):
+        twin.step([0.3])
+    twin.set_parameters(twin.parameters.nominal())
+    twin.reset()
+    twin.step([0.3])
+    assert not twin.diverged and twin.observe()[1].all()
 
 
 def test_replay_stepper_is_exact_for_any_twin():

@@ -220,3 +220,19 @@ def test_rejects_excitation_for_other_actuators(twin):
     exc = Excitation("two", 30.0, np.zeros((5, 2)), ("a", "b"))
     with pytest.raises(TwinError, match="expected one column"):
         twin.rollout(exc)
+
+
+def test_sim2sim_camera_trial_uses_the_centreline_tracker():
+    # regression: the sim2sim "real" side built a MarkerTracker for every rig and crashed
+    # on the tentacle's centreline tracker config (`vid2sid benchmark sim2sim --rig tentacle`)
+    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+
+    rig = registry_make_rig("tentacle")
+    rig.excitations = {"train": [build_excitation({"kind": "step", "amplitude": 0.8, "t_step": 0.1,
+                                                   "duration": 0.5, "rate": 30.0}, rig.make_twin().actuator_names)],
+                       "holdout": []}
+    trial = make_sim2sim_trial(rig, rig.parameters.nominal(), seed=1, noise="camera")
+    info = trial.meta["tracking"]["step_0.8"]
+    assert trial.train[0].names == tuple(f"c{k}" for k in range(len(trial.train[0].names)))
+    assert info["invalid_fraction"] < 0.1
+    assert info["tracking_error_px_mean"] < 1.0

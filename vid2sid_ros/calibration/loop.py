@@ -106,14 +106,43 @@ class CalibrationConfig:
     start: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.iterations, int) or self.iterations < 0:
+        def is_int(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        def positive(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+        if not is_int(self.iterations) or self.iterations < 0:
             raise CalibrationError(f"config 'iterations' must be an integer >= 0, got {self.iterations!r}")
-        if self.rollout_budget is not None and (not isinstance(self.rollout_budget, int) or self.rollout_budget < 1):
+        if self.rollout_budget is not None and (not is_int(self.rollout_budget) or self.rollout_budget < 1):
             raise CalibrationError(f"config 'rollout_budget' must be a positive integer or null, "
                                    f"got {self.rollout_budget!r}")
+        if not is_int(self.seed):
+            raise CalibrationError(f"config 'seed' must be an integer, got {self.seed!r}")
+        for name in ("identifiability", "final_identifiability", "resume"):
+            if not isinstance(getattr(self, name), bool):  # a quoted 'no' would otherwise be true
+                raise CalibrationError(f"config '{name}' must be true or false, got {getattr(self, name)!r}")
+        if self.video is not None and not isinstance(self.video, bool):
+            raise CalibrationError(f"config 'video' must be true, false or null, got {self.video!r}")
         if self.identifiability_scheme not in ("central", "forward"):
             raise CalibrationError("config 'identifiability_scheme' must be 'central' or 'forward', "
                                    f"got {self.identifiability_scheme!r}")
+        if not positive(self.identifiability_step) or self.identifiability_step >= 0.5:
+            raise CalibrationError("config 'identifiability_step' must be a number in (0, 0.5) (normalised units), "
+                                   f"got {self.identifiability_step!r}")
+        if not positive(self.condition_threshold):
+            raise CalibrationError(f"config 'condition_threshold' must be a number > 0, got {self.condition_threshold!r}")
+        if self.target_error_px is not None and not (
+                isinstance(self.target_error_px, (int, float)) and not isinstance(self.target_error_px, bool)
+                and math.isfinite(self.target_error_px) and self.target_error_px >= 0):
+            raise CalibrationError(f"config 'target_error_px' must be a number >= 0 (px) or null, "
+                                   f"got {self.target_error_px!r}")
+        if self.start is not None:
+            if not isinstance(self.start, Mapping):
+                raise CalibrationError(f"config 'start' must map parameter names to values, got {self.start!r}")
+            for k, v in self.start.items():
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                    raise CalibrationError(f"config 'start': value of '{k}' must be a finite number, got {v!r}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<config>") -> "CalibrationConfig":
@@ -122,7 +151,10 @@ class CalibrationConfig:
         unknown = [k for k in data if k not in known]
         if unknown:
             raise CalibrationError(f"{source}: unknown calibration setting(s) {unknown}; valid: {', '.join(sorted(known))}")
-        return cls(**dict(data))
+        try:
+            return cls(**dict(data))
+        except CalibrationError as err:
+            raise CalibrationError(f"{source}: calibration: {str(err).removeprefix('config ')}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -237,10 +269,41 @@ def load_history(run_dir: str | Path) -> list[IterationRecord]:
     meta_path = run_dir / "run.json"
     if not meta_path.is_file():
         raise FileNotFoundError(f"no calibration run in {run_dir} (run.json missing)")
-    meta = json.loads(meta_path.read_text())
+    meta = _read_meta(meta_path)
     records = [record_from_dict(meta["initial"], source=str(meta_path))]
     records.extend(_read_jsonl(run_dir)[0])
     return records
+
+
+def _read_meta(meta_path: Path) -> dict[str, Any]:
+    """``run.json`` as a dict.
+
+    Raises:
+        CalibrationError: naming the file when it is not a JSON object with the run fields.
+    """
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError) as err:
+        raise CalibrationError(f"{meta_path}: corrupt run file ({type(err).__name__}: {err}); cannot resume this "
+                               "run: choose another output directory") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("initial"), dict):
+        raise CalibrationError(f"{meta_path}: not a calibration run file (expected a JSON object with 'initial'); "
+                               "cannot resume this run: choose another output directory")
+    return meta
+
+
+def _signature_diff(key: str, old: Any, new: Any) -> str:
+    """A short description of how a resume signature entry differs."""
+    if key == "parameters" and isinstance(old, list) and isinstance(new, list):
+        o = {p.get("name"): p for p in old if isinstance(p, Mapping)}
+        n = {p.get("name"): p for p in new if isinstance(p, Mapping)}
+        if list(o) != list(n):
+            return f"parameter names {list(o)} vs {list(n)}"
+        changed = [f"{name}.{f}: {o[name].get(f)!r} vs {n[name].get(f)!r}"
+                   for name in o for f in sorted(set(o[name]) | set(n[name])) if o[name].get(f) != n[name].get(f)]
+        return "; ".join(changed[:4]) + (f" (+{len(changed) - 4} more)" if len(changed) > 4 else "")
+    text = f"{old!r} vs {new!r}"
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def _read_jsonl(run_dir: Path) -> tuple[list[IterationRecord], int]:
@@ -256,18 +319,28 @@ def _read_jsonl(run_dir: Path) -> tuple[list[IterationRecord], int]:
         if nl < 0:  # no trailing newline: torn last line
             break
         raw = data[pos:nl]
+        last = not data[nl + 1:].strip()  # only the last line can be torn by an interruption
+        line_no = data.count(b"\n", 0, pos) + 1
         if raw.strip():
             try:
                 d = json.loads(raw)
-            except json.JSONDecodeError:
-                break
-            rec = record_from_dict(d, source=f"{path} line {len(records) + 1}")
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                if last:
+                    break
+                raise CalibrationError(
+                    f"{path} line {line_no} is corrupt (not JSON) but later lines follow; this is not an "
+                    "interrupted write: repair or remove the line by hand (nothing was changed)") from None
+            rec = record_from_dict(d, source=f"{path} line {line_no}")
             state_file = rec.extra.get("proposer_state_file")
             if state_file:
                 sp = run_dir / state_file
-                if not sp.is_file():
-                    break
-                rec.extra["proposer_state"] = json.loads(sp.read_text())
+                try:
+                    rec.extra["proposer_state"] = json.loads(sp.read_text())
+                except (OSError, ValueError) as err:
+                    if last:
+                        break
+                    raise CalibrationError(f"{path} line {line_no}: proposer state {sp} is missing or corrupt "
+                                           f"({type(err).__name__}); nothing was changed") from None
             records.append(rec)
         pos = good = nl + 1
     return records, good
@@ -432,6 +505,10 @@ def run_calibration(
         rd.mkdir(parents=True, exist_ok=True)
     if cfg.resume and rd is None:
         raise CalibrationError("resume needs a run directory")
+    if cfg.start:
+        unknown = [k for k in cfg.start if k not in params]
+        if unknown:
+            raise CalibrationError(f"config 'start': unknown parameter(s) {unknown}; valid: {', '.join(params.names)}")
     s = _Session(twin, params, real, cfg, rd)
     s.current = params.complete(cfg.start or {}) if cfg.start else params.nominal()
     if cfg.start:
@@ -451,11 +528,13 @@ def run_calibration(
         raise CalibrationError(f"{rd} already holds a calibration run (run.json); resume it (--resume) or choose "
                                "an empty output directory")
     if resumed:
-        meta = json.loads(meta_path.read_text())
+        meta = _read_meta(meta_path)
+        old_sig = meta.get("signature") if isinstance(meta.get("signature"), dict) else {}
         for k, v in signature.items():
-            if jsonable(meta.get("signature", {}).get(k)) != jsonable(v):
+            if jsonable(old_sig.get(k)) != jsonable(v):
                 raise CalibrationError(f"cannot resume {rd}: '{k}' differs from the interrupted run "
-                                       f"({meta.get('signature', {}).get(k)!r} vs {v!r})")
+                                       f"({_signature_diff(k, jsonable(old_sig.get(k)), jsonable(v))}); "
+                                       "resume with the same settings or choose another output directory")
         history.append(record_from_dict(meta["initial"], source=str(meta_path)))
         records, good = _read_jsonl(rd)
         jl = rd / "iterations.jsonl"

@@ -59,9 +59,9 @@ def draw_ground_truth(parameters: ParameterSet, seed: int, *, low: float = 0.15,
 
 def _tracked(rig: Rig, frames: np.ndarray, gt: Trajectory, *, seed: int, trial: str,
              noise_cfg: Mapping[str, Any] | None) -> tuple[Trajectory, dict[str, Any], np.ndarray]:
-    """Noisy frames -> marker tracker -> trajectory (dropped frames invalid)."""
+    """Noisy frames -> the rig's tracker (markers or centreline) -> trajectory (dropped frames invalid)."""
     try:
-        from ..perception.markers import MarkerTracker
+        from ..perception import rig_tracker
         from ..sim.camera_model import SensorNoiseModel
     except ImportError as err:
         raise Sim2SimError(f"camera noise needs perception.markers and sim.camera_model: {err}") from None
@@ -70,7 +70,7 @@ def _tracked(rig: Rig, frames: np.ndarray, gt: Trajectory, *, seed: int, trial: 
     noisy, dropped = model.apply(frames, seed=seed)
     if not rig.tracker:
         raise Sim2SimError(f"rig '{rig.name}' has no tracker configuration; use noise='keypoint'")
-    tracker = MarkerTracker.from_config(rig.tracker)
+    tracker, _ = rig_tracker(rig)
     tr = tracker.track(noisy, time=gt.time, invalid_frames=dropped, source="real", trial_id=trial)
     if set(tr.names) != set(gt.names):
         raise Sim2SimError(f"tracker keypoints {tr.names} differ from the twin's {gt.names}")

@@ -42,6 +42,7 @@ sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth).
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 import textwrap
 import warnings
@@ -92,7 +93,9 @@ def load_config(path: str | Path | None) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"calibration config not found: {path}")
     try:
-        cfg = yaml.safe_load(path.read_text()) or {}
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:  # binary garbage or a non-UTF-8 file
+        raise ConfigError(f"{path}: not a UTF-8 text YAML file ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(cfg, Mapping):
@@ -104,6 +107,11 @@ def load_config(path: str | Path | None) -> dict[str, Any]:
                      ("calibration", Mapping), ("free", list)):
         if key in cfg and cfg[key] is not None and not isinstance(cfg[key], typ):
             raise ConfigError(f"{path}: '{key}' must be a {'mapping' if typ is Mapping else 'list'}")
+    for key in ("rig", "parameters", "proposer", "fallback", "out"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], str):
+            raise ConfigError(f"{path}: '{key}' must be a string, got {cfg[key]!r}")
+    if cfg.get("free") and not all(isinstance(n, str) for n in cfg["free"]):
+        raise ConfigError(f"{path}: 'free' must be a list of parameter names, got {cfg['free']!r}")
     real = cfg.get("real") or {}
     if real and (len(real) != 1 or next(iter(real)) not in _REAL_SOURCES):
         raise ConfigError(f"{path}: 'real' must hold exactly one of {', '.join(_REAL_SOURCES)}, got {list(real)}")
@@ -141,19 +149,43 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
             raise ConfigError(f"{src}: real.bag: unknown key(s) {unknown}; valid: path, train, holdout")
         return load_real_trial_from_bag(p, rig=rig, train=tuple(opts.get("train", ())),
                                         holdout=tuple(opts.get("holdout", ())), keep_frames=keep_frames)
-    s = dict(real_cfg.get("sim2sim") or {})
+    s = real_cfg.get("sim2sim") or {}
+    if not isinstance(s, Mapping):
+        raise ConfigError(f"{src}: real.sim2sim must be a mapping (seed, truth, noise, truth_range), got {s!r}")
+    s = dict(s)
     unknown = [k for k in s if k not in ("seed", "truth", "noise", "truth_range")]
     if unknown:
         raise ConfigError(f"{src}: real.sim2sim: unknown key(s) {unknown}; valid: seed, truth, noise, truth_range")
-    sseed = int(s.get("seed", seed))
+    sseed = s.get("seed", seed)
+    if isinstance(sseed, bool) or not isinstance(sseed, int):
+        raise ConfigError(f"{src}: real.sim2sim.seed must be an integer, got {sseed!r}")
     if s.get("truth"):
-        truth = rig.parameters.complete(dict(s["truth"]))
+        t = s["truth"]
+        if not isinstance(t, Mapping):
+            raise ConfigError(f"{src}: real.sim2sim.truth must map parameter names to values, got {t!r}")
+        unknown = [k for k in t if k not in rig.parameters]
+        if unknown:
+            raise ConfigError(f"{src}: real.sim2sim.truth: unknown parameter(s) {unknown}; valid: "
+                              f"{', '.join(rig.parameters.names)}")
+        for k, v in t.items():
+            spec = rig.parameters[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not spec.lower <= v <= spec.upper:
+                raise ConfigError(f"{src}: real.sim2sim.truth.{k} must be a number in [{spec.lower:g}, "
+                                  f"{spec.upper:g}] {spec.unit}, got {v!r}")
+        truth = rig.parameters.complete(dict(t))
     else:
-        lo, hi = s.get("truth_range", (0.15, 0.85))
-        truth = draw_ground_truth(rig.parameters, sseed, low=float(lo), high=float(hi))
+        rng = s.get("truth_range", (0.15, 0.85))
+        if (not isinstance(rng, (list, tuple)) or len(rng) != 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in rng)
+                or not 0.0 <= rng[0] < rng[1] <= 1.0):
+            raise ConfigError(f"{src}: real.sim2sim.truth_range must be [low, high] with 0 <= low < high <= 1 "
+                              f"(normalised units), got {rng!r}")
+        truth = draw_ground_truth(rig.parameters, sseed, low=float(rng[0]), high=float(rng[1]))
     noise = s.get("noise", "auto")
     if noise == "auto":
         noise = "camera" if rig.tracker else "keypoint"
+    if noise not in ("camera", "keypoint", "none"):
+        raise ConfigError(f"{src}: real.sim2sim.noise must be one of auto, camera, keypoint, none, got {noise!r}")
     return make_sim2sim_trial(rig, truth, seed=sseed, noise=noise)
 
 
@@ -189,7 +221,16 @@ def run(args: argparse.Namespace) -> int:
         rig = resolve_rig(rig_name, **dict(cfg.get("rig_options") or {}))
         if cfg.get("parameters"):
             p = Path(cfg["parameters"])
-            rig.parameters = load_parameter_set(p if p.is_absolute() else Path(cfg.get("_dir", ".")) / p)
+            spec = load_parameter_set(p if p.is_absolute() else Path(cfg.get("_dir", ".")) / p)
+            unknown = [n for n in spec.names if n not in rig.parameters]
+            missing = [n for n in rig.parameters.names if n not in spec]
+            if unknown or missing:
+                raise ConfigError(
+                    f"{cfg.get('_source')}: parameters: {spec.source} does not match rig '{rig.name}'"
+                    + (f"; unknown parameter(s) {unknown}" if unknown else "")
+                    + (f"; missing parameter(s) {missing}" if missing else "")
+                    + f"; the rig's parameters are {', '.join(rig.parameters.names)}")
+            rig.parameters = spec
         if cfg.get("free"):
             rig.parameters = rig.parameters.with_frozen(free=list(cfg["free"]))
         cal = dict(cfg.get("calibration") or {})
@@ -201,6 +242,10 @@ def run(args: argparse.Namespace) -> int:
             cal["seed"] = args.seed
         cal["resume"] = bool(args.resume)
         ccfg = CalibrationConfig.from_dict(cal, source=cfg.get("_source", "<command line>"))
+        unknown = [k for k in (ccfg.start or {}) if k not in rig.parameters]
+        if unknown:
+            raise ConfigError(f"{cfg.get('_source', '<command line>')}: calibration.start: unknown parameter(s) "
+                              f"{unknown}; valid: {', '.join(rig.parameters.names)}")
         name = args.proposer or cfg.get("proposer") or "reasoner"
         options = dict(cfg.get("proposer_options") or {})
         fb_name = args.fallback or cfg.get("fallback")
@@ -209,7 +254,10 @@ def run(args: argparse.Namespace) -> int:
             # proposers that manage their own fallback (VLMs: missing key, quota, bad replies)
             # record why and when it was used; the loop's fallback covers the others
             options["fallback"], fallback = fallback, None
-        proposer = make_proposer(name, **options)
+        try:
+            proposer = make_proposer(name, **options)
+        except TypeError as err:  # a misspelt or foreign proposer option
+            raise ConfigError(f"{cfg.get('_source', '<command line>')}: proposer_options for '{name}': {err}") from None
         out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
         if args.real:
             cfg = {**cfg, "real": {"bag": str(Path(args.real).resolve())}}
@@ -219,9 +267,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
         return 2
 
-    out.mkdir(parents=True, exist_ok=True)
-    if real.truth is not None:
-        real.save(out / "real_trial.json")
+    try:
+        if out.exists() and not out.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "it is a file, expected a run directory")
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write_test"
+        probe.write_text("")  # fail now, not after the first iterations, on a read-only directory
+        probe.unlink()
+        if real.truth is not None:
+            real.save(out / "real_trial.json")
+    except OSError as err:
+        print(f"vid2sid calibrate: cannot use {out} as the run directory (--out): {err.strerror or err}",
+              file=sys.stderr)
+        return 2
     if not args.quiet:
         print(f"calibrating rig '{rig.name}' ({', '.join(rig.parameters.free_names)}) with '{name}' against "
               f"{real.source or 'the real trial'}; budget {ccfg.rollout_budget or 'unlimited'} rollouts, "
@@ -233,6 +291,10 @@ def run(args: argparse.Namespace) -> int:
                                      on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet))
         except CalibrationError as err:
             print(f"vid2sid calibrate: {err}", file=sys.stderr)
+            return 2
+        except OSError as err:  # disk full, directory removed or made read-only mid-run
+            print(f"vid2sid calibrate: cannot write to the run directory {out}: {err}; completed iterations are "
+                  f"in {out / 'iterations.jsonl'} (--resume continues)", file=sys.stderr)
             return 2
     for w in caught:
         if issubclass(w.category, IdentifiabilityWarning):

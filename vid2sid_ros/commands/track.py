@@ -28,25 +28,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..io.video import VideoError, read_video, write_side_by_side
-    from ..perception.markers import MarkerTracker, MarkerTrackerError
+    from ..perception import rig_tracker
     from ..sim.registry import UnknownRigError, make_rig
 
     try:
         rig = make_rig(args.rig)
-    except UnknownRigError as err:
-        print(f"vid2sid track: {err}", file=sys.stderr)
-        return 2
-    kind = rig.tracker.get("kind", "markers")
-    if kind != "markers":
-        print(f"vid2sid track: rig '{args.rig}' uses a '{kind}' tracker; this command supports marker rigs",
-              file=sys.stderr)
-        return 2
-    try:
-        tracker = MarkerTracker.from_config(rig.tracker)
+        tracker, _ = rig_tracker(rig)
         clip = read_video(args.video)
         trajectory = tracker.track(clip.frames, fps=clip.fps if clip.fps == clip.fps else None,
                                    source=args.source, trial_id=args.trial_id or Path(args.video).stem)
-    except (VideoError, MarkerTrackerError) as err:
+    except (UnknownRigError, VideoError, ValueError) as err:  # tracker config errors are ValueErrors
         print(f"vid2sid track: {err}", file=sys.stderr)
         return 2
 

@@ -99,17 +99,57 @@ class Excitation:
                           self.actuator_names, {**self.meta, "gain": gain})
 
 
+#: upper limit on the samples of one profile (~3.8 days at 30 Hz); a longer one is a typo
+MAX_STEPS = 10_000_000
+
+
+def _label(cfg: Mapping[str, Any]) -> str:
+    return f"excitation {cfg.get('name') or cfg.get('kind')}"
+
+
+def _num(cfg: Mapping[str, Any], key: str, default: float) -> float:
+    """``cfg[key]`` as a finite float (YAML 1.1 reads ``1e-3`` as a string: accepted).
+
+    Raises:
+        ExcitationError: naming the excitation and the key when it is not a finite number.
+    """
+    v = cfg.get(key, default)
+    try:
+        if isinstance(v, bool):
+            raise TypeError
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ExcitationError(f"{_label(cfg)}: '{key}' must be a number, got {v!r}") from None
+    if not math.isfinite(x):
+        raise ExcitationError(f"{_label(cfg)}: '{key}' must be finite, got {v!r}")
+    return x
+
+
+def _rate(cfg: Mapping[str, Any]) -> float:
+    rate = _num(cfg, "rate", 30.0)
+    if rate <= 0:
+        raise ExcitationError(f"{_label(cfg)}: 'rate' must be > 0 Hz, got {rate:g}")
+    return rate
+
+
 def _t(cfg: Mapping[str, Any]) -> np.ndarray:
-    duration = float(cfg.get("duration", 3.0))
-    rate = float(cfg.get("rate", 30.0))
-    if duration <= 0 or rate <= 0:
-        raise ExcitationError(f"excitation {cfg.get('name', cfg.get('kind'))}: duration and rate must be > 0")
-    return np.arange(int(round(duration * rate))) / rate
+    duration = _num(cfg, "duration", 3.0)
+    rate = _rate(cfg)
+    if duration <= 0:
+        raise ExcitationError(f"{_label(cfg)}: 'duration' must be > 0 s, got {duration:g}")
+    steps = int(round(duration * rate))
+    if steps < 1:
+        raise ExcitationError(f"{_label(cfg)}: duration {duration:g} s at {rate:g} Hz gives no command step "
+                              f"(needs duration >= {0.5 / rate:g} s)")
+    if steps > MAX_STEPS:
+        raise ExcitationError(f"{_label(cfg)}: duration {duration:g} s at {rate:g} Hz is {steps} command steps; "
+                              f"at most {MAX_STEPS} are supported")
+    return np.arange(steps) / rate
 
 
 def _sine(cfg):
     t = _t(cfg)
-    return cfg.get("amplitude", 0.5) * np.sin(2 * np.pi * cfg.get("frequency", 1.0) * t + cfg.get("phase", 0.0))
+    return _num(cfg, "amplitude", 0.5) * np.sin(2 * np.pi * _num(cfg, "frequency", 1.0) * t + _num(cfg, "phase", 0.0))
 
 
 def _chirp(cfg):
@@ -118,34 +158,72 @@ def _chirp(cfg):
 
     t = _t(cfg)
     dur = t[-1] if len(t) > 1 else 1.0
-    return cfg.get("amplitude", 0.5) * chirp(t, f0=cfg.get("f0", 0.2), t1=dur, f1=cfg.get("f1", 3.0),
-                                             method="linear", phi=-90)
+    return _num(cfg, "amplitude", 0.5) * chirp(t, f0=_num(cfg, "f0", 0.2), t1=dur, f1=_num(cfg, "f1", 3.0),
+                                               method="linear", phi=-90)
 
 
 def _step(cfg):
     t = _t(cfg)
-    v = np.where(t >= cfg.get("t_step", 0.1), cfg.get("amplitude", 0.5), 0.0)
+    v = np.where(t >= _num(cfg, "t_step", 0.1), _num(cfg, "amplitude", 0.5), 0.0)
     if "t_release" in cfg:
-        v = np.where(t >= cfg["t_release"], 0.0, v)
+        v = np.where(t >= _num(cfg, "t_release", 0.0), 0.0, v)
     return v
 
 
 def _multisine(cfg):
     t = _t(cfg)
-    freqs = np.asarray(cfg.get("frequencies", [0.5, 1.3, 2.7]), dtype=float)
-    rng = np.random.default_rng(cfg.get("seed", 0))
+    raw = cfg.get("frequencies", [0.5, 1.3, 2.7])
+    try:
+        if isinstance(raw, (str, bytes, Mapping)):
+            raise TypeError
+        freqs = np.asarray(raw, dtype=float)
+    except (TypeError, ValueError):
+        raise ExcitationError(f"{_label(cfg)}: 'frequencies' must be a list of numbers (Hz), got {raw!r}") from None
+    if freqs.ndim != 1 or freqs.size == 0 or not np.all(np.isfinite(freqs)):
+        raise ExcitationError(f"{_label(cfg)}: 'frequencies' must be a non-empty list of finite numbers (Hz), "
+                              f"got {raw!r}")
+    seed = cfg.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ExcitationError(f"{_label(cfg)}: 'seed' must be an integer >= 0, got {seed!r}")
+    rng = np.random.default_rng(seed)
     phases = rng.uniform(0, 2 * np.pi, size=freqs.shape)
     s = np.sin(2 * np.pi * freqs[None, :] * t[:, None] + phases[None, :]).sum(axis=1)
     peak = np.max(np.abs(s)) or 1.0
-    return cfg.get("amplitude", 0.5) * s / peak
+    return _num(cfg, "amplitude", 0.5) * s / peak
 
 
 def _csv(cfg):
+    """(values (T, A), actuator column names, rate Hz or None) of a CSV profile.
+
+    The header names the columns; a ``time``/``t`` column (s) is optional. With one, it
+    must increase uniformly: its spacing gives the rate, or must match ``rate`` (1 %).
+    """
     path = Path(cfg.get("path", ""))
     if not path.is_file():
         raise ExcitationError(f"excitation csv: file not found: {path}")
     try:
-        data = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ExcitationError(f"{path}: not a UTF-8 text CSV ({err.reason} at byte {err.start})") from None
+    if not text.strip():
+        raise ExcitationError(f"{path}: the file is empty; expected a header row and at least one data row")
+    header = [h.strip() for h in text.splitlines()[0].split(",")]
+    numeric = []
+    for h in header:
+        try:
+            float(h)
+            numeric.append(h)
+        except ValueError:
+            pass
+    if numeric:
+        raise ExcitationError(f"{path}: the first row {header} holds numbers; expected a header row naming the "
+                              "columns (e.g. 'time,flexor')")
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            data = np.genfromtxt(path, delimiter=",", names=True, dtype=float, encoding="utf-8")
     except ValueError as err:
         raise ExcitationError(f"{path}: not a numeric CSV with a header row: {err}") from None
     data = np.atleast_1d(data)  # a single data row parses as a 0-d record
@@ -158,7 +236,30 @@ def _csv(cfg):
     if not np.all(np.isfinite(arr)):
         bad = int(np.argwhere(~np.isfinite(arr))[0][0])
         raise ExcitationError(f"{path}: non-numeric or missing value in data row {bad + 1}")
-    return arr, cols
+    rate = None
+    tcol = next((c for c in ("time", "t") if c in data.dtype.names), None)
+    if tcol is not None and len(data) >= 2:
+        t = np.atleast_1d(data[tcol]).astype(float)
+        if not np.all(np.isfinite(t)):
+            raise ExcitationError(f"{path}: non-numeric or missing time in data row "
+                                  f"{int(np.argwhere(~np.isfinite(t))[0][0]) + 1}")
+        dt = np.diff(t)
+        if np.any(dt <= 0):
+            row = int(np.argwhere(dt <= 0)[0][0]) + 2
+            raise ExcitationError(f"{path}: column '{tcol}' must increase strictly; data row {row} "
+                                  f"({t[row - 1]:g} s) is not after row {row - 1} ({t[row - 2]:g} s)")
+        step = float(np.median(dt))
+        if np.max(np.abs(dt - step)) > 0.01 * step:
+            raise ExcitationError(f"{path}: column '{tcol}' is not uniformly spaced (steps from {dt.min():g} to "
+                                  f"{dt.max():g} s); resample the commands to a fixed rate")
+        rate = 1.0 / step
+        if "rate" in cfg:
+            given = _rate(cfg)
+            if abs(given - rate) > 0.01 * given:
+                raise ExcitationError(f"{path}: column '{tcol}' is sampled at {rate:g} Hz but the config says "
+                                      f"rate {given:g} Hz")
+            rate = given
+    return arr, cols, rate
 
 
 EXCITATION_KINDS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
@@ -201,18 +302,20 @@ def build_excitation(cfg: Mapping[str, Any], actuator_names: Sequence[str] = ("u
     out = EXCITATION_KINDS[kind](cfg)
     names = list(actuator_names)
     if kind == "csv":
-        values, cols = out
+        values, cols, csv_rate = out
         names = cols
-        rate = float(cfg.get("rate", 30.0))
+        rate = csv_rate if csv_rate is not None else _rate(cfg)
     else:
-        col = np.asarray(out, dtype=float) + float(cfg.get("offset", 0.0))
+        col = np.asarray(out, dtype=float) + _num(cfg, "offset", 0.0)
         values = np.zeros((col.shape[0], len(names)))
         target = cfg.get("actuator", names[0])
         if target not in names:
             raise ExcitationError(f"excitation {kind}: actuator {target!r} not in {names}")
         values[:, names.index(target)] = col
-        rate = float(cfg.get("rate", 30.0))
+        rate = _rate(cfg)
     name = cfg.get("name") or _default_name(cfg)
+    if not isinstance(name, str):
+        raise ExcitationError(f"{_label(cfg)}: 'name' must be a string, got {name!r}")
     return Excitation(name=name, rate=rate, values=values, actuator_names=tuple(names), meta=dict(cfg))
 
 
@@ -235,6 +338,9 @@ def build_excitation_sets(cfg: Mapping[str, Any], actuator_names: Sequence[str] 
     Raises:
         ExcitationError: naming the set and index of a bad entry.
     """
+    if not isinstance(cfg, Mapping):
+        raise ExcitationError(f"excitations must be a mapping {{set name: [profiles]}} (e.g. train, holdout), "
+                              f"got {type(cfg).__name__}")
     sets: dict[str, list[Excitation]] = {}
     for set_name, entries in cfg.items():
         if not isinstance(entries, list):
@@ -245,5 +351,10 @@ def build_excitation_sets(cfg: Mapping[str, Any], actuator_names: Sequence[str] 
                 out.append(build_excitation(e, actuator_names))
             except ExcitationError as err:
                 raise ExcitationError(f"excitations.{set_name}[{i}]: {err}") from None
+        names = [e.name for e in out]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:  # trials are identified by excitation name (trial ids, resume signatures, reports)
+            raise ExcitationError(f"excitations.{set_name}: duplicate excitation name(s) {dup}; give each "
+                                  "profile a distinct 'name'")
         sets[set_name] = out
     return sets

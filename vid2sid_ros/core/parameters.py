@@ -117,6 +117,11 @@ class ParameterSpec:
             raise ParameterSpecError(f"{where}: kind must be one of {_KINDS}, got {self.kind!r}")
         if not isinstance(self.frozen, bool):  # a quoted "false" would otherwise freeze the parameter
             raise ParameterSpecError(f"{where}: field 'frozen' must be true or false, got {self.frozen!r}")
+        for attr in ("unit", "meaning", "target"):  # rationales, prompts and the twin read them as text
+            if not isinstance(getattr(self, attr), str):
+                raise ParameterSpecError(
+                    f"{where}: field '{attr}' must be a string, got {type(getattr(self, attr)).__name__} "
+                    f"{getattr(self, attr)!r}")
 
     # -- normalised coordinates -------------------------------------------------
     def to_unit(self, value: float) -> float:
@@ -326,7 +331,12 @@ class ParameterSet:
             except TypeError as err:
                 raise ParameterSpecError(f"{label}: {err}") from None
         extra = {k: v for k, v in data.items() if k not in ("parameters", "rig")}
-        return cls(specs=tuple(specs), rig=str(data.get("rig", "")), source=source, extra=extra)
+        rig = data.get("rig", "")
+        if rig is None:
+            rig = ""
+        if not isinstance(rig, str):
+            raise ParameterSpecError(f"{source}: field 'rig' must be a rig name string, got {rig!r}")
+        return cls(specs=tuple(specs), rig=rig, source=source, extra=extra)
 
 
 def load_parameter_set(path: str | Path) -> ParameterSet:
@@ -339,10 +349,14 @@ def load_parameter_set(path: str | Path) -> ParameterSet:
     import yaml
 
     path = Path(path)
+    if path.is_dir():
+        raise ParameterSpecError(f"{path}: is a directory, expected a parameter spec YAML file")
     if not path.is_file():
         raise FileNotFoundError(f"parameter spec not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:  # binary garbage or a non-UTF-8 file
+        raise ParameterSpecError(f"{path}: not a UTF-8 text YAML file ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:
         raise ParameterSpecError(f"{path}: not valid YAML: {err}") from None
     return ParameterSet.from_dict(data, source=str(path))

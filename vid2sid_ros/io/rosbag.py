@@ -34,6 +34,7 @@ import numpy as np
 from ..core.excitation import Excitation
 from ..core.lockstep import LockstepStream
 from ..core.trajectory import Trajectory
+from ..perception import rig_tracker, tracker_names
 from .image_msg import ImageEncodingError, image_to_array
 
 __all__ = [
@@ -287,47 +288,6 @@ class BagTrial:
     image_stamps: np.ndarray
     frames: np.ndarray | None = None
     warnings: list[str] = field(default_factory=list)
-
-
-def rig_tracker(rig: Any) -> tuple[Any, tuple[str, ...]]:
-    """A fresh keypoint tracker for a rig, from its ``tracker`` configuration, and its keypoint names.
-
-    ``kind: markers`` -> :class:`~vid2sid_ros.perception.markers.MarkerTracker`, ``kind:
-    centerline`` -> :class:`~vid2sid_ros.perception.centerline.CenterlineTracker`. Trackers
-    keep per-stream state (search windows), so each image stream needs its own.
-
-    Args:
-        rig: a :class:`~vid2sid_ros.sim.registry.Rig` or a registry name.
-
-    Raises:
-        ValueError: a tracker kind without a tracker.
-    """
-    if isinstance(rig, str):
-        from ..sim.registry import make_rig
-
-        rig = make_rig(rig)
-    cfg = dict(rig.tracker or {})
-    kind = cfg.get("kind", "markers")
-    if kind == "markers":
-        from ..perception.markers import MarkerTracker
-
-        tracker = MarkerTracker.from_config(cfg)
-    elif kind == "centerline":
-        from ..perception.centerline import CenterlineTracker
-
-        tracker = CenterlineTracker.from_config(cfg)
-    else:
-        raise ValueError(f"rig {getattr(rig, 'name', rig)!r}: tracker kind {kind!r} has no tracker; "
-                         "expected 'markers' or 'centerline'")
-    return tracker, tracker_names(tracker)
-
-
-def tracker_names(tracker: Any) -> tuple[str, ...]:
-    """Keypoint names of a tracker (``names`` or ``keypoint_names``)."""
-    names = getattr(tracker, "names", None) or getattr(tracker, "keypoint_names", None)
-    if not names:
-        raise ValueError(f"tracker {type(tracker).__name__} exposes no keypoint names")
-    return tuple(names)
 
 
 def reset_tracker(tracker: Any) -> None:

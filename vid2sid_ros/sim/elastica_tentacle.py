@@ -52,9 +52,10 @@ blow up without NaNs); the rollout then stops with ``RolloutResult(diverged=True
 numba: every PyElastica kernel is ``@njit(cache=True)`` (checked for 1.0.0: 90 of 90), and
 so are this module's. The cache directory is ``$NUMBA_CACHE_DIR``, set on import to
 ``~/.cache/vid2sid_ros/numba`` when unset, so the compiled machine code of all kernels
-survives across processes (measured on 2 shared cores: first use about 60-90 s, later
-processes about 1-2 s of cache loading). The first use in a cold cache prints one line
-saying it is compiling. See ``bench/bench_tentacle.py``.
+survives across processes (``bench/bench_tentacle.py`` on 2 shared cores: first use, 36
+kernels compiled, 38 s at load 2 and 140 s at load 10; a later process imports and runs
+its first rollout in about 2 s at load 2, 8 s at load 10). The first use in a cold cache
+prints one line saying it is compiling.
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def _import_elastica():
     if _elastica is None:
         if not _cache_was_warm and not _printed_compile_notice:
             _printed_compile_notice = True
-            print(f"vid2sid_ros: compiling PyElastica numba kernels (first run, about 1-2 min on 2 cores); "
+            print(f"vid2sid_ros: compiling PyElastica numba kernels (first run only, about 40 s to 2 min); "
                   f"cached in {_CACHE_DIR}", file=sys.stderr, flush=True)
         import elastica
 

@@ -202,7 +202,8 @@ class FingerTwin:
         self._values: dict[str, float] = {}
         self._renderer: OffscreenRenderer | None = None
         self._cam_pose: tuple[np.ndarray, np.ndarray] | None = None
-        self._substeps, self._period, self._diverged = 1, 1.0 / 30.0, ""
+        self._substeps, self._period, self._diverged, self._steps_done = 1, 1.0 / 30.0, "", 0
+        self._set_period(self._period)
         self.set_parameters(self.parameters.nominal())
 
     # -- parameters -------------------------------------------------------------
@@ -300,6 +301,7 @@ class FingerTwin:
         return m.qpos0.copy()
 
     def _renderer_for_rollout(self) -> OffscreenRenderer:
+        """The offscreen renderer, created on first use, its GL context current on this thread."""
         if self._renderer is None:
             self._renderer = OffscreenRenderer(self.model, self.camera.width, self.camera.height, self._cam_id)
         self._renderer.make_current()
@@ -315,33 +317,121 @@ class FingerTwin:
             v = v[:, [names.index(n) for n in self.actuator_names]]
         return v
 
-    # -- one trial -----------------------------------------------------------------
-    # (vid2sid_ros.sim.stepping.MujocoFingerStepper steps a FingerTwin one command at a
-    # time with the same reset, substepping, sampling and divergence checks.)
-    def _begin(self, rate: float) -> None:
-        """Start a trial: rest state (see ``start``), fixed physics step for ``rate`` Hz commands."""
+    # -- one command period at a time (SteppableTwin; rollout() is built on these) ------------
+    def reset(self, period: float | None = None) -> None:
+        """Start a trial: back to the rest state (see ``start``) with the current parameters.
+
+        Args:
+            period: command period of the coming steps, s (> 0); default: the last one
+                (1/30 s initially). Each period is split into
+                ``ceil(period / max_physics_timestep)`` equal physics substeps.
+
+        Raises:
+            TwinError: if ``period`` is not a positive finite number.
+        """
         m, d = self.model, self.data
-        period = 1.0 / float(rate)
-        self._substeps = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
-        m.opt.timestep = period / self._substeps
+        self._set_period(self._period if period is None else period)
         mujoco.mj_resetData(m, d)
         q0 = self.static_equilibrium() if self.start == "static_equilibrium" else m.qpos0.copy()
         mujoco.mj_resetData(m, d)
         d.qpos[:] = q0
         mujoco.mj_forward(m, d)
         self._cam_pose = camera_extrinsics(d, self._cam_id)
-        self._period = period
+        self._steps_done = 0
         self._diverged = ""
 
-    def _advance(self, u: np.ndarray, k: int) -> None:
-        m, d = self.model, self.data
+    def _set_period(self, period: float) -> None:
+        period = float(period)
+        if not (math.isfinite(period) and period > 0):
+            raise TwinError(f"command period must be > 0 s, got {period!r}")
+        self._period = period
+        self._substeps = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
+
+    def step(self, command: Sequence[float] | np.ndarray, period: float | None = None) -> None:
+        """Hold ``command`` for exactly one command period, then sample the state.
+
+        After the call, :meth:`observe` and :meth:`render` show the end of the period
+        (time ``(k + 1) * period`` for the k-th step since :meth:`reset`), which is row
+        ``k`` of :meth:`rollout`. The first call without a prior :meth:`reset` resets.
+        A divergence is recorded in :attr:`diverged` / :attr:`message`, not raised.
+
+        Args:
+            command: (A,) values in :attr:`actuator_names` order (normalised flexor command
+                in [0, 1]; MuJoCo clamps to the actuator's ``ctrlrange``).
+            period: command period, s; default the one set by :meth:`reset`. A different
+                value re-splits the physics substeps from this step on.
+
+        Raises:
+            TwinError: wrong number of values or non-finite command or period; stepping
+                a diverged simulation (call :meth:`reset`).
+        """
+        if self._cam_pose is None:
+            self.reset(period)
+        elif period is not None and period != self._period:
+            self._set_period(period)
+        if self._diverged:
+            raise TwinError(f"the simulation diverged ({self._diverged}); call reset() before stepping again")
+        u = np.asarray(command, dtype=float).ravel()
+        if u.shape[0] != self.model.nu or not np.all(np.isfinite(u)):
+            raise TwinError(f"command must hold {self.model.nu} finite value(s) for {list(self.actuator_names)}, "
+                            f"got {u.tolist()}")
+        m, d, k = self.model, self.data, self._steps_done
+        m.opt.timestep = self._period / self._substeps  # set per step: a rollout in between may change it
         d.ctrl[:] = u
         mujoco.mj_step(m, d, self._substeps)
         mujoco.mj_kinematics(m, d)  # geom poses at the end of the period (mj_step leaves them one substep behind)
+        self._steps_done = k + 1
         problem = self._divergence(d)
         if problem:
             self._diverged = (f"simulation diverged at command step {k} (t={(k + 1) * self._period:.3f} s): "
                               f"{problem}; parameters {self._values}")
+
+    @property
+    def diverged(self) -> bool:
+        """True once the current trial's simulation has blown up (see :attr:`message`)."""
+        return bool(self._diverged)
+
+    @property
+    def message(self) -> str:
+        """Why the current trial diverged (step, time, MuJoCo warning, parameters), or ``""``."""
+        return self._diverged
+
+    @property
+    def steps_done(self) -> int:
+        """Command periods stepped since the last :meth:`reset`."""
+        return self._steps_done
+
+    def markers_world(self) -> np.ndarray:
+        """Marker centres now, (K, 3) m (a copy)."""
+        return self.data.geom_xpos[self._marker_geoms].copy()
+
+    def observe(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keypoints now: ``((K, 2) px, (K,) bool)``, projected marker centres and in-image validity.
+
+        NaN and all invalid once the trial diverged.
+
+        Raises:
+            TwinError: before the first :meth:`reset` / :meth:`step`.
+        """
+        if self._cam_pose is None:
+            raise TwinError("observe() before reset(): start a trial first")
+        if self._diverged:
+            K = len(self._marker_geoms)
+            return np.full((K, 2), np.nan), np.zeros(K, dtype=bool)
+        return self._project(self.data.geom_xpos[self._marker_geoms])
+
+    def render(self, out: np.ndarray | None = None) -> np.ndarray:
+        """RGB frame of the current state, (H, W, 3) uint8 (into ``out`` when given).
+
+        The GL context is created on first use and made current on the calling thread;
+        render from one thread at a time.
+
+        Raises:
+            TwinError: before the first :meth:`reset` / :meth:`step`, or no OpenGL backend.
+        """
+        if self._cam_pose is None:
+            raise TwinError("render() before reset(): start a trial first")
+        return self._renderer_for_rollout().render(self.data, out=out)
 
     def _project(self, points_world: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pixels (..., 2) of world points (..., 3) and their in-image validity (...)."""
@@ -351,8 +441,12 @@ class FingerTwin:
         valid &= (kp[..., 1] >= 0) & (kp[..., 1] <= self.camera.height - 1)
         return kp, valid
 
+    # -- one trial -----------------------------------------------------------------------------
     def rollout(self, excitation: Excitation, *, render: bool = False) -> RolloutResult:
         """Reset to rest and replay ``excitation``; deterministic.
+
+        Equivalent to :meth:`reset` with the excitation's period followed by one
+        :meth:`step` (and :meth:`render`) per command.
 
         Args:
             excitation: commands (T, nu) at ``excitation.rate`` Hz, columns in
@@ -369,30 +463,31 @@ class FingerTwin:
             failing step on are NaN/invalid, frames black, ``diverged=True``.
 
         Raises:
-            TwinError: command columns do not match the actuators; no OpenGL
-                backend when ``render`` is requested.
+            TwinError: command columns do not match the actuators, or hold NaN/inf; no
+                OpenGL backend when ``render`` is requested.
         """
         m, d = self.model, self.data
         ctrl = self._ctrl_matrix(excitation)
+        if not np.all(np.isfinite(ctrl)):
+            raise TwinError(f"excitation '{excitation.name}' holds NaN or inf commands")
         T, K = excitation.num_steps, len(self._marker_geoms)
-        renderer = self._renderer_for_rollout() if render else None
         frames = np.zeros((T, self.camera.height, self.camera.width, 3), np.uint8) if render else None
-        self._begin(excitation.rate)
+        self.reset(excitation.period)
 
         markers = np.full((T, K, 3), np.nan)
         qpos = np.full((T, m.nq), np.nan)
         applied = np.full((T, m.nu), np.nan)
         tension = np.full((T, m.nu), np.nan)
         for k in range(T):
-            self._advance(ctrl[k], k)
+            self.step(ctrl[k])
             if self._diverged:
                 break
             markers[k] = d.geom_xpos[self._marker_geoms]
             qpos[k] = d.qpos
             applied[k] = d.ctrl
             tension[k] = d.actuator_force
-            if renderer is not None:
-                renderer.render(d, out=frames[k])
+            if frames is not None:
+                self.render(out=frames[k])
 
         kp, valid = self._project(markers)
         traj = Trajectory(time=(np.arange(T) + 1) / excitation.rate, keypoints=kp, valid=valid,

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 import os
+import threading
+import weakref
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -28,6 +30,13 @@ from .base import CameraIntrinsics, TwinError  # noqa: E402
 __all__ = ["OffscreenRenderer", "camera_intrinsics", "camera_extrinsics", "project_points", "gl_backend"]
 
 _BACKEND_IN_USE: str | None = None
+#: per thread, a weak reference to the renderer whose GL context is current (make_current is then a no-op)
+_CURRENT = threading.local()
+
+
+def _current_renderer() -> "OffscreenRenderer | None":
+    ref = getattr(_CURRENT, "renderer", None)
+    return ref() if ref is not None else None
 
 
 def gl_backend() -> str | None:
@@ -156,6 +165,7 @@ class OffscreenRenderer:
         self.model = model
         self.width, self.height = int(width), int(height)
         self._ctx = _make_gl_context(self.width, self.height)
+        _CURRENT.renderer = weakref.ref(self)
         self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100.value)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
         self._scene = mujoco.MjvScene(model, maxgeom=max(100, 4 * model.ngeom))
@@ -170,10 +180,21 @@ class OffscreenRenderer:
         self._buffer = np.empty((self.height, self.width, 3), dtype=np.uint8)
 
     def make_current(self) -> None:
-        """Bind this renderer's GL context to the calling thread (call once per rollout)."""
+        """Bind this renderer's GL context to the calling thread (free when it already is).
+
+        Contexts made current by other code (e.g. ``mujoco.Renderer``) are not seen:
+        call :meth:`release` after using one on a thread that also renders here.
+        """
         if self._ctx is None:
             raise TwinError("renderer is closed")
-        self._ctx.make_current()
+        if _current_renderer() is not self:
+            self._ctx.make_current()
+            _CURRENT.renderer = weakref.ref(self)
+
+    @staticmethod
+    def release() -> None:
+        """Forget which context is current on this thread (the next render binds its own)."""
+        _CURRENT.renderer = None
 
     def render(self, data: mujoco.MjData, out: np.ndarray | None = None) -> np.ndarray:
         """Render the current state of ``data``.
@@ -187,6 +208,7 @@ class OffscreenRenderer:
         """
         if self._con is None:
             raise TwinError("renderer is closed")
+        self.make_current()
         mujoco.mjv_updateScene(self.model, data, self._option, None, self._camera,
                                mujoco.mjtCatBit.mjCAT_ALL.value, self._scene)
         mujoco.mjr_render(self._rect, self._scene, self._con)
@@ -206,6 +228,7 @@ class OffscreenRenderer:
         if self._ctx is not None:
             self._ctx.free()
             self._ctx = None
+        _CURRENT.renderer = None  # this thread's binding changed (our context was made current, then freed)
 
     def __del__(self) -> None:
         try:

@@ -11,12 +11,11 @@ must produce the frame of each step as it arrives, so they drive a :class:`Stepp
 
 :func:`make_stepper` picks the implementation:
 
-1. :class:`NativeStepper` for twins that implement ``reset()`` / ``step(command, period)``
-   / ``observe()`` / ``render()`` themselves (constant cost per step);
-2. :class:`MujocoFingerStepper` for :class:`~vid2sid_ros.sim.mujoco_finger.FingerTwin`:
-   the same reset, substepping, sampling and divergence checks as ``FingerTwin.rollout``,
-   one command period at a time (constant cost per step; equal to the rollout's rows);
-3. :class:`ReplayStepper` for any other deterministic twin: re-runs the command history
+1. :class:`NativeStepper` for twins that implement :class:`SteppableTwin` (``reset()`` /
+   ``step(command, period)`` / ``observe()`` / ``render()``) themselves, at constant cost
+   per step: the MuJoCo finger (whose ``rollout`` is built on the same calls, so T steps
+   give exactly its T rows), the PyElastica tentacle, user MuJoCo models;
+2. :class:`ReplayStepper` for any other deterministic twin: re-runs the command history
    with ``rollout`` and keeps the last row. Exact but O(k) per step, so only for short
    trials (a warning is logged past ``replay_warn_steps``).
 
@@ -34,8 +33,7 @@ import numpy as np
 from ..core.excitation import Excitation
 from .base import Twin, TwinError
 
-__all__ = ["StepResult", "Stepper", "SteppableTwin", "NativeStepper", "MujocoFingerStepper", "ReplayStepper",
-           "make_stepper"]
+__all__ = ["StepResult", "Stepper", "SteppableTwin", "NativeStepper", "ReplayStepper", "make_stepper"]
 
 _log = logging.getLogger(__name__)
 
@@ -63,7 +61,12 @@ class StepResult:
 
 @runtime_checkable
 class SteppableTwin(Protocol):
-    """A twin that can advance one command period at a time (optional extension of Twin)."""
+    """A twin that can advance one command period at a time (optional extension of Twin).
+
+    Optionally, the twin reports a blow-up of the current trial through a ``diverged``
+    (bool) and ``message`` (str) attribute pair, or a ``divergence() -> str`` method
+    (``""`` when fine); :class:`NativeStepper` checks whichever it has after each step.
+    """
 
     def reset(self) -> None: ...
 
@@ -105,100 +108,35 @@ class NativeStepper:
         self.twin.reset()
         self._k = -1
 
+    def _problem(self) -> str:
+        """The twin's own blow-up report for the current state, ``""`` when fine."""
+        tw = self.twin
+        if isinstance(getattr(tw, "diverged", None), bool):
+            return str(getattr(tw, "message", "") or "diverged") if tw.diverged else ""
+        check = getattr(tw, "divergence", None)
+        return check() if callable(check) else ""
+
     def step(self, command: Sequence[float], period: float, *, render: bool = False) -> StepResult:
         u = _check_command(self.twin, command, period)
         self._k += 1
+        K = len(self.twin.keypoint_names)
         try:
             self.twin.step(u, period)
-            xy, valid = self.twin.observe()
+            problem = self._problem()
+            if not problem:
+                xy, valid = self.twin.observe()
         except Exception as err:  # noqa: BLE001 - a blow-up is reported, not raised
-            K = len(self.twin.keypoint_names)
             return StepResult(self._k, np.full((K, 2), np.nan), np.zeros(K, bool), None, True,
                               f"{type(err).__name__}: {err}")
-        xy, valid = np.asarray(xy, float), np.asarray(valid, bool)
-        check = getattr(self.twin, "divergence", None)  # a twin's own blow-up test, when it has one
-        problem = check() if callable(check) else ""
-        if not problem and not np.all(np.isfinite(xy[valid])):
-            problem = "non-finite keypoints"
+        if not problem:
+            xy, valid = np.asarray(xy, float), np.asarray(valid, bool)
+            if not np.all(np.isfinite(xy[valid])):
+                problem = "non-finite keypoints"
         if problem:
-            K = len(self.twin.keypoint_names)
-            return StepResult(self._k, np.full((K, 2), np.nan), np.zeros(K, bool), None, True,
-                              f"simulation diverged at command step {self._k}: {problem}")
+            msg = problem if "diverged" in problem else f"simulation diverged at command step {self._k}: {problem}"
+            return StepResult(self._k, np.full((K, 2), np.nan), np.zeros(K, bool), None, True, msg)
         frame = self.twin.render() if render else None
         return StepResult(self._k, xy, valid, frame)
-
-
-class MujocoFingerStepper:
-    """Constant-cost stepping of a :class:`~vid2sid_ros.sim.mujoco_finger.FingerTwin`.
-
-    Mirrors ``FingerTwin.rollout`` step for step (reset to the static equilibrium of the
-    current parameters, ``ceil(period / max_physics_timestep)`` physics substeps per
-    command, markers sampled after ``mj_kinematics`` at the end of the period, the same
-    divergence checks and in-frame validity), so ``T`` steps give exactly the rows of a
-    ``T``-step rollout. The twin's own model/data are used: do not call ``rollout`` on the
-    same twin in the middle of a trial.
-    """
-
-    def __init__(self, twin: Any) -> None:
-        self.twin = twin
-        self._k = -1
-        self._cam = None
-        self._reset_done = False
-
-    def reset(self) -> None:
-        import mujoco
-
-        from .mujoco_render import camera_extrinsics
-
-        tw = self.twin
-        m, d = tw.model, tw.data
-        mujoco.mj_resetData(m, d)
-        q0 = tw.static_equilibrium() if tw.start == "static_equilibrium" else m.qpos0.copy()
-        mujoco.mj_resetData(m, d)
-        d.qpos[:] = q0
-        mujoco.mj_forward(m, d)
-        self._cam = camera_extrinsics(d, tw._cam_id)  # noqa: SLF001 - same camera as rollout
-        self._k = -1
-        self._reset_done = True
-
-    def _observe(self) -> tuple[np.ndarray, np.ndarray]:
-        from .mujoco_render import project_points
-
-        tw = self.twin
-        markers = tw.data.geom_xpos[tw._marker_geoms][None]  # noqa: SLF001 - (1, K, 3) m
-        kp = project_points(markers, self._cam[0], self._cam[1], tw.camera)[0]
-        valid = np.all(np.isfinite(kp), axis=1)
-        valid &= (kp[:, 0] >= 0) & (kp[:, 0] <= tw.camera.width - 1)
-        valid &= (kp[:, 1] >= 0) & (kp[:, 1] <= tw.camera.height - 1)
-        return kp, valid
-
-    def step(self, command: Sequence[float], period: float, *, render: bool = False) -> StepResult:
-        import math
-
-        import mujoco
-
-        if not self._reset_done:
-            self.reset()
-        tw = self.twin
-        u = _check_command(tw, command, period)
-        m, d = tw.model, tw.data
-        nsub = max(1, int(math.ceil(period / tw.max_physics_timestep - 1e-9)))
-        m.opt.timestep = period / nsub
-        self._k += 1
-        d.ctrl[:] = u
-        mujoco.mj_step(m, d, nsub)
-        mujoco.mj_kinematics(m, d)
-        problem = tw._divergence(d)  # noqa: SLF001 - the rollout's own check
-        K = len(tw.keypoint_names)
-        if problem:
-            return StepResult(self._k, np.full((K, 2), np.nan), np.zeros(K, bool), None, True,
-                              f"simulation diverged at command step {self._k}: {problem}")
-        kp, valid = self._observe()
-        frame = None
-        if render:
-            frame = tw._renderer_for_rollout().render(d)  # noqa: SLF001 - makes the GL context current
-            frame = np.array(frame, copy=True)
-        return StepResult(self._k, kp, valid, frame)
 
 
 @dataclass
@@ -243,6 +181,4 @@ def make_stepper(twin: Twin) -> NativeStepper | ReplayStepper:
     """The best stepper for ``twin`` (see module docstring)."""
     if isinstance(twin, SteppableTwin):
         return NativeStepper(twin)
-    if type(twin).__name__ == "FingerTwin" and type(twin).__module__.endswith("sim.mujoco_finger"):
-        return MujocoFingerStepper(twin)
     return ReplayStepper(twin)
