@@ -23,8 +23,6 @@ Topics of a calibration (see ``vid2sid_ros.nodes.graph.TOPICS``)::
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -75,21 +73,17 @@ def stamp_to_s(stamp: Any) -> float:
 def find_interface_dir() -> Path:
     """Directory holding ``ExcitationCommand.msg`` etc.
 
-    Looked up in order: ``share/vid2sid_ros/msg`` under each ``AMENT_PREFIX_PATH`` entry and
-    under ``sys.prefix`` (an install), then the source checkout's ``msg/``.
+    Looked up by :func:`vid2sid_ros.share.find_share_path` (checkout, then installs).
 
     Raises:
         BagError: if none holds the message files.
     """
-    candidates = [Path(p) / "share" / "vid2sid_ros" / "msg"
-                  for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
-    candidates.append(Path(sys.prefix) / "share" / "vid2sid_ros" / "msg")
-    candidates.append(Path(__file__).resolve().parents[2] / "msg")
-    for c in candidates:
-        if all((c / f"{n}.msg").is_file() for n in VID2SID_MESSAGES):
-            return c
-    raise BagError("vid2sid_ros message definitions (ExcitationCommand.msg, ...) not found in "
-                   + ", ".join(str(c) for c in candidates))
+    from ..share import find_share_path
+
+    try:
+        return find_share_path("msg", *(f"{n}.msg" for n in VID2SID_MESSAGES))
+    except FileNotFoundError as err:
+        raise BagError(str(err)) from None
 
 
 def make_typestore(msg_dir: str | Path | None = None):

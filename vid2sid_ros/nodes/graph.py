@@ -26,8 +26,6 @@ name                            type                                    from -> 
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,19 +163,12 @@ def graph_nodes(name: str) -> list[NodeSpec]:
 def find_config_dir() -> Path:
     """The package's ``config/`` directory.
 
-    Looked up in order: ``share/vid2sid_ros/config`` under each ``AMENT_PREFIX_PATH`` entry
-    and under ``sys.prefix`` (an install), then the source checkout's ``config/``.
+    Looked up by :func:`vid2sid_ros.share.find_share_path`: the source checkout's
+    ``config/``, then ``share/vid2sid_ros/config`` under ``AMENT_PREFIX_PATH`` and ``sys.prefix``.
 
     Raises:
         FileNotFoundError: listing the places searched.
     """
-    here = Path(__file__).resolve().parents[2] / "config"
-    candidates = [here]  # a source checkout wins: it is what the developer edits
-    candidates += [Path(p) / "share" / PACKAGE / "config"
-                   for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
-    candidates.append(Path(sys.prefix) / "share" / PACKAGE / "config")
-    for c in candidates:
-        if (c / "finger.yaml").is_file():
-            return c
-    raise FileNotFoundError("vid2sid_ros config directory (with finger.yaml) not found in "
-                            + ", ".join(str(c) for c in candidates))
+    from ..share import find_share_path
+
+    return find_share_path("config", "finger.yaml")

@@ -23,7 +23,7 @@ import numpy as np
 from ..core.excitation import Excitation
 from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory
-from .user_model import PACKAGE_DIR, UserModelError, load_user_config, load_user_rig
+from .user_model import UserModelError, load_user_config, load_user_rig
 
 __all__ = ["make_rig", "find_config", "estimate_start", "StartEstimate", "pendulum_period", "length_from_period",
            "free_decay_excitations", "STANDARD_GRAVITY"]
@@ -34,22 +34,14 @@ _CONFIG_NAME = "pendulum_redapple.yaml"
 
 
 def find_config(name: str = _CONFIG_NAME) -> Path:
-    """Locate a shipped rig config: the source checkout's ``config/`` or the ament share dir.
+    """Locate a shipped rig config (:func:`vid2sid_ros.share.find_share_path`).
 
     Raises:
         FileNotFoundError: listing the places searched.
     """
-    places = [PACKAGE_DIR.parent / "config" / name]
-    try:  # installed ROS 2 package
-        from ament_index_python.packages import get_package_share_directory  # type: ignore
+    from ..share import find_share_path
 
-        places.append(Path(get_package_share_directory("vid2sid_ros")) / "config" / name)
-    except Exception:  # noqa: BLE001 - ament index absent or package not installed
-        pass
-    for p in places:
-        if p.is_file():
-            return p
-    raise FileNotFoundError(f"rig config {name} not found; searched: {', '.join(str(p) for p in places)}")
+    return find_share_path("config", name) / name
 
 
 def pendulum_period(length: float, amplitude: float = 0.0, g: float = STANDARD_GRAVITY) -> float:

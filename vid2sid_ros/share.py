@@ -1,0 +1,46 @@
+"""Where the package's shared (non-Python) files live: ``config/``, ``msg/``, ``launch/``.
+
+One lookup for every caller. In a source checkout the files sit at the repository root
+beside ``vid2sid_ros/``; once installed (``make setup`` into the venv, or colcon on a ROS 2
+install) they are under ``<prefix>/share/vid2sid_ros/``, found through
+``AMENT_PREFIX_PATH`` (a sourced ROS 2 workspace) or ``sys.prefix`` (the venv).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["PACKAGE", "share_candidates", "find_share_path"]
+
+PACKAGE = "vid2sid_ros"
+
+
+def share_candidates(subdir: str) -> list[Path]:
+    """Directories that may hold ``subdir`` (e.g. ``"config"``), in lookup order:
+    the source checkout (what a developer edits wins), then each ``AMENT_PREFIX_PATH``
+    entry's ``share/vid2sid_ros``, then ``sys.prefix``'s."""
+    out = [Path(__file__).resolve().parents[1] / subdir]
+    out += [Path(p) / "share" / PACKAGE / subdir
+            for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    out.append(Path(sys.prefix) / "share" / PACKAGE / subdir)
+    return out
+
+
+def find_share_path(subdir: str, *required: str) -> Path:
+    """The first candidate directory ``subdir`` that holds every file in ``required``.
+
+    Args:
+        subdir: ``"config"``, ``"msg"``, ``"launch"``...
+        required: file names that must exist in it (at least one).
+
+    Raises:
+        FileNotFoundError: listing the directories searched and the files required.
+    """
+    candidates = share_candidates(subdir)
+    for c in candidates:
+        if all((c / r).is_file() for r in required):
+            return c
+    raise FileNotFoundError(f"{PACKAGE} {subdir}/ with {', '.join(required)} not found; searched: "
+                            + ", ".join(str(c) for c in candidates))
