@@ -37,7 +37,7 @@ import numpy as np
 from ..core.parameters import relative_parameter_error
 from ..sim.registry import Rig, make_rig
 from .identifiability import IdentifiabilityWarning, check_identifiability
-from .loop import CalibrationConfig, run_calibration
+from .loop import CalibrationConfig, CalibrationError, run_calibration
 from .objective import TrialObjective
 from .observation import jsonable
 from .proposers import make_proposer
@@ -114,12 +114,18 @@ def run_benchmark(
 
     Raises:
         UnknownRigError, UnknownProposerError: on bad names (checked before any work).
+        CalibrationError: a budget below one evaluation (checked before any work), or an `out`
+            holding runs made with other settings.
     """
     rig_obj = resolve_rig(rig)
     seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
     methods = list(methods)
     for m in methods:  # fail fast on a bad name
         make_proposer(m, **dict((proposer_options or {}).get(m, {})))
+    n_train = len(rig_obj.excitations.get("train", ()))
+    if n_train and budget is not None and budget < n_train:  # fail before the (slow) stand-in trials are built
+        raise CalibrationError(f"rollout budget {budget} cannot pay for one evaluation of rig '{rig_obj.name}' "
+                               f"({n_train} training excitations = {n_train} rollouts); use a budget >= {n_train}")
     noise_mode = _resolve_noise(rig_obj, noise)
     out_dir = Path(out) if out is not None else None
     if out_dir is not None:

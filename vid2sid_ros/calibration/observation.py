@@ -142,10 +142,15 @@ class RealTrial:
         truth = data.get("truth")
         if truth is not None and not isinstance(truth, Mapping):
             raise ObservationError(f"{source}: field 'truth' must be a mapping of parameter values")
-        return cls(out["train"][0], out["train"][1], out["holdout"][0], out["holdout"][1],
-                   source=str(data.get("source", source)),
-                   truth=None if truth is None else {k: float(v) for k, v in truth.items()},
-                   meta=dict(data.get("meta") or {}))
+        try:
+            truth_values = None if truth is None else {str(k): float(v) for k, v in truth.items()}
+        except (TypeError, ValueError) as err:
+            raise ObservationError(f"{source}: field 'truth' must map parameter names to numbers ({err})") from None
+        try:
+            return cls(out["train"][0], out["train"][1], out["holdout"][0], out["holdout"][1],
+                       source=str(data.get("source", source)), truth=truth_values, meta=dict(data.get("meta") or {}))
+        except ObservationError as err:  # name the file, not just "real trial"
+            raise ObservationError(f"{source}: {str(err).removeprefix('real trial: ')}") from None
 
     @classmethod
     def load(cls, path: str | Path) -> "RealTrial":
@@ -158,7 +163,9 @@ class RealTrial:
         if not path.is_file():
             raise FileNotFoundError(f"real trial file not found: {path}")
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as err:
+            raise ObservationError(f"{path}: not a UTF-8 JSON file ({err.reason} at byte {err.start})") from None
         except json.JSONDecodeError as err:
             raise ObservationError(f"{path}: not valid JSON: {err}") from None
         return cls.from_dict(data, source=str(path))

@@ -38,10 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..calibration.benchmark import run_benchmark
+    from ..calibration.loop import CalibrationError
     from ..calibration.proposers import UnknownProposerError
     from ..sim.registry import UnknownRigError
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))  # no duplicate runs
     if not methods:
         print("vid2sid benchmark: --methods is empty", file=sys.stderr)
         return 2
@@ -53,8 +54,16 @@ def run(args: argparse.Namespace) -> int:
         results = run_benchmark(args.rig, methods, args.seeds, budget=args.budget, iterations=args.iterations,
                                 noise=args.noise, out=out, final_identifiability=args.final_identifiability,
                                 progress=not args.no_progress)
-    except (UnknownRigError, UnknownProposerError, ImportError, TypeError) as err:
+    except CalibrationError as err:  # e.g. --out holds runs made with another budget or iteration count
+        print(f"vid2sid benchmark: {err}" + ("" if "cannot resume" not in str(err) else
+              f" (--out {out} holds a benchmark with other settings: choose another --out)"), file=sys.stderr)
+        return 2
+    except (UnknownRigError, UnknownProposerError, ImportError, TypeError, ValueError, RuntimeError) as err:
+        # ValueError: bad specs or excitations; RuntimeError: a proposer that cannot start (missing API key)
         print(f"vid2sid benchmark: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"vid2sid benchmark: cannot write to {out}: {err}", file=sys.stderr)
         return 2
     from ..calibration.benchmark import format_results_markdown
 

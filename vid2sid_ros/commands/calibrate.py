@@ -110,6 +110,8 @@ def load_config(path: str | Path | None) -> dict[str, Any]:
     for key in ("rig", "parameters", "proposer", "fallback", "out"):
         if cfg.get(key) is not None and not isinstance(cfg[key], str):
             raise ConfigError(f"{path}: '{key}' must be a string, got {cfg[key]!r}")
+    if cfg.get("free") is not None and not cfg["free"]:  # an empty list would silently calibrate everything
+        raise ConfigError(f"{path}: 'free' lists no parameter; name the parameters to calibrate or drop the key")
     if cfg.get("free") and not all(isinstance(n, str) for n in cfg["free"]):
         raise ConfigError(f"{path}: 'free' must be a list of parameter names, got {cfg['free']!r}")
     real = cfg.get("real") or {}

@@ -42,15 +42,24 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     text = json.dumps(trajectory.to_dict())
-    if args.out == "-":
-        print(text)
-    else:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-    if args.overlay:
-        write_side_by_side(args.overlay, clip.frames, None, clip.fps if clip.fps == clip.fps else 30.0,
-                           traj_a=trajectory, labels=("tracked", "-"))
+    try:
+        if args.out == "-":
+            print(text)
+        else:
+            out = Path(args.out)
+            if out.is_dir():
+                raise IsADirectoryError(f"--out {out} is a directory, expected a JSON file path")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text)
+        if args.overlay:
+            if Path(args.overlay).is_dir():
+                raise IsADirectoryError(f"--overlay {args.overlay} is a directory, expected an mp4 file path")
+            write_side_by_side(args.overlay, clip.frames, None, clip.fps if clip.fps == clip.fps else 30.0,
+                               traj_a=trajectory, labels=("tracked", "-"))
+    except OSError as err:  # VideoError is an OSError too
+        print(f"vid2sid track: cannot write output: {err.strerror and f'{err.filename}: {err.strerror}' or err}",
+              file=sys.stderr)
+        return 2
     found = trajectory.valid.mean(axis=0)
     summary = ", ".join(f"{n} {100 * f:.0f}%" for n, f in zip(trajectory.names, found))
     print(f"vid2sid track: {clip.num_frames} frames at {clip.fps:g} Hz from {args.video}; "

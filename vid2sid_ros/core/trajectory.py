@@ -117,7 +117,30 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Trajectory":
-        kp = np.array([[[np.nan if v is None else v for v in p] for p in f] for f in d["keypoints"]], dtype=float)
+        """Inverse of :meth:`to_dict` (``null`` keypoints become NaN).
+
+        Raises:
+            TrajectoryError: naming the field and frame at fault (missing field, keypoints
+                that are not (T, K, 2) numbers or null).
+        """
+        if not isinstance(d, Mapping):
+            raise TrajectoryError(f"trajectory must be a mapping, got {type(d).__name__}")
+        missing = [k for k in ("time", "keypoints", "valid", "names") if k not in d]
+        if missing:
+            raise TrajectoryError(f"trajectory: missing field(s) {missing}")
+        if not isinstance(d["keypoints"], list):
+            raise TrajectoryError(f"trajectory: 'keypoints' must be a (T, K, 2) list, got {type(d['keypoints']).__name__}")
+        frames = []
+        for t, f in enumerate(d["keypoints"]):
+            try:
+                frames.append([[np.nan if v is None else float(v) for v in p] for p in f])
+            except (TypeError, ValueError):
+                raise TrajectoryError(f"trajectory: 'keypoints' frame {t} must be a list of [x, y] px pairs "
+                                      f"(or null), got {str(f)[:60]}") from None
+        try:
+            kp = np.array(frames, dtype=float)
+        except ValueError:
+            raise TrajectoryError("trajectory: 'keypoints' frames differ in size; expected (T, K, 2)") from None
         valid = np.asarray(d["valid"], bool)
         if kp.size == 0:
             kp = kp.reshape(0, len(d["names"]), 2)
