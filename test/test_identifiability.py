@@ -36,7 +36,7 @@ def test_two_parameters_entering_only_as_a_product_are_flagged():
     # log-scaled: gain * transmission constant <=> u_g * ln(20) + u_n * ln(16) constant
     g, n = weak["combination"]["gain"], weak["combination"]["transmission"]
     assert n / g == pytest.approx(-np.log(20.0) / np.log(16.0), rel=0.02)
-    assert report.rollouts == (1 + 2 * 4) * 2  # base + central differences of 4 parameters, 2 training trials
+    assert report.rollouts == (1 + 4 * 4) * 2  # base + central differences at h and 2h of 4 parameters, 2 trials
 
 
 def test_freeing_inertia_leaves_only_ratios_observable():
@@ -100,3 +100,44 @@ def test_a_singular_value_below_the_finite_difference_error_is_flagged():
         report = analyse_jacobian(J, params, params.nominal(), fd_error=E)
     assert report.condition_number < 100
     assert report.weak_directions[0]["fd_error"] > report.weak_directions[0]["singular_value"] / 3
+
+
+def test_default_step_flags_a_degeneracy_hidden_by_jumps_but_not_curvature():
+    """Regression: the finite-difference error estimate (central difference at 2h minus at h)
+    must see response jumps (an integration step count changing with the parameters) but not
+    curvature, which the central difference cancels. Synthetic response over t in [0, 2] s:
+    y = 50 sin(ω t) + 400 (u_b − 0.6)² cos(3t) + 30 u_c³ t with ω = 4 + 3 u_a², at u_b = 0.61
+    (damping strongly curved there, yet observed: 5 px/unit, exact central differences), and a
+    second spec where only u_a − u_c is observable but y jumps by 0.3 px whenever
+    floor(40 u_c) changes (a step count that depends on u_c alone)."""
+    from vid2sid_ros.calibration.identifiability import finite_difference_jacobian
+    from vid2sid_ros.calibration.proposer import Evaluation
+
+    t = np.linspace(0.0, 2.0, 400)
+
+    def run(params, response):
+        def ev(values):
+            return Evaluation(dict(values), 0.0)
+
+        def vec(e):
+            return response(params.to_unit_vector(e.values))
+
+        point = params.from_unit_vector(np.array([0.43, 0.61, 0.498]), params.nominal())
+        J, _, evals, E = finite_difference_jacobian(ev, params, point, vec, return_error=True)
+        assert len(evals) == 1 + 4 * 3  # base + ±h and ±2h per parameter
+        return analyse_jacobian(J, params, point, fd_error=E, warn=False)
+
+    params = toy_parameters(("stiffness", "damping", "gain"))
+    curved = run(params, lambda u: (50.0 * np.sin((4.0 + 3.0 * u[0] ** 2) * t)
+                                    + 400.0 * (u[1] - 0.6) ** 2 * np.cos(3 * t) + 30.0 * u[2] ** 3 * t))
+    assert curved.identifiable, curved.warning  # forward-vs-backward disagreement (the old estimate) flagged it
+
+    def jumpy(u):
+        return 50.0 * np.sin((4.0 + 3.0 * (u[0] - u[2])) * t + u[1]) + 0.3 * np.floor(40.0 * u[2]) * np.cos(7 * t)
+
+    report = run(params, jumpy)
+    assert not report.identifiable and report.condition_number < 1e3  # conditioning alone would miss it
+    (weak,) = report.weak_directions
+    c = weak["combination"]  # the invisible move: u_a and u_c together (jump noise tilts it slightly)
+    assert c["stiffness"] > 0.5 and c["gain"] > 0.5 and abs(c.get("damping", 0.0)) < 0.3
+    assert weak["singular_value"] <= 3 * weak["fd_error"]
