@@ -7,21 +7,43 @@
    (one iteration each, applied to the twin) and the wall time of each call is reported.
 2. The lockstep pipeline at each ``--rates`` (default 30 and 60 Hz) for ``--duration``
    seconds (default 60): excitation timer -> stand-in rig (step + render + sensor noise)
-   and sim twin (step + render) -> tracker (both streams) -> trajectories. Reported per
-   stream: dropped frames (not at the tracker 10 s after the trial's end) and late frames
-   (received more than one command period after the frame's capture target), the delay
-   from capture target to tracker (p50 / p95 / max), plus the machine's load average
-   (the figures depend on what else runs on the 2 cores).
+   and sim twin (step + render) -> tracker (both streams) -> trajectories, every node on
+   its own executor thread (``Bringup``). Reported per stream:
 
-Run: ``.venv/bin/python bench/bench_ros_pipeline.py`` (about 3 min).
+   * dropped: command steps with no frame at the tracker 10 s after the trial's end;
+   * late: frames that reached the tracker (its image callback) more than one command
+     period after their capture time ``t_k + p`` (command stamp + period), i.e. more
+     than 2 periods after their command was due; late frames are still paired by step;
+   * after capture: frames that reached the tracker after their capture time at all
+     (the twins compute a period ahead: a frame can be ready before its capture time);
+   * delay = arrival at the tracker - capture time, p50 / p95 / p99 / max;
+
+   plus the process CPU time per command step (all threads: DDS, executors, physics,
+   rendering, noise, tracking), split by node (its spin thread and workers) and by
+   thread, and what an idle 2-core machine would sustain:
+
+   * in one process (``vid2sid bringup``): the interpreter lock (GIL) serializes the
+     Python work, and at saturation the process was measured to hold at ~100 % of one
+     core with the second core idle, so the bound is ``1 / (CPU per step)``;
+   * one process per node (``ros2 launch``): no shared GIL, bound
+     ``min(2 cores / CPU per step, 1 / (CPU of the busiest node per step))``, where the
+     rendering threads are split between the two twins and the shared threads (DDS,
+     main) are left out (each process has its own).
+
+   The machine's load average is printed: wall-clock figures depend on what else runs.
+
+Run: ``.venv/bin/python bench/bench_ros_pipeline.py`` (about 4 min).
 ROS traffic stays on this machine (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, own domain).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import re
 import statistics
+import threading
 import sys
 import tempfile
 import time
@@ -42,7 +64,44 @@ def _wait(pred, timeout: float) -> bool:
     return bool(pred())
 
 
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """CPU time (s) of every thread of this process, ``{native id: (name, cpu)}`` (Linux /proc)."""
+    tck = os.sysconf("SC_CLK_TCK")
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        fields = st[st.rindex(")") + 2:].split()
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        out[int(tid)] = (names.get(int(tid), comm), (int(fields[11]) + int(fields[12])) / tck)
+    return out
+
+
+NODES = ("excitation_node", "stand_in_rig_node", "sim_twin_node", "tracker_node", "calibrator_node", "recorder_node")
+
+
+def _node_of(name: str) -> str:
+    """Thread name -> node it works for (``spin_<node>``, ``<node>_step_0``, ``<node>_worker``), or a role."""
+    for node in NODES:
+        if name == f"spin_{node}" or name.startswith(node + "_"):
+            return node
+    if name.startswith("llvmpipe"):
+        return "rendering (llvmpipe)"
+    return "shared (DDS, main, pools)"
+
+
+def _role(name: str) -> str:
+    """Thread name without its pool index (``sim_twin_node_step_0`` -> ``sim_twin_node_step``)."""
+    return re.sub(r"[-_]\d+(_\d+)?$", "", name)
+
+
 def run_trial(rate: float, duration: float, noise: bool, record: bool, tmp: Path) -> dict:
+    import numpy as np
+
     from vid2sid_ros.nodes.bringup import Bringup
 
     exc = (f"{{kind: chirp, f0: 0.3, f1: 4.0, amplitude: 0.25, offset: 0.35, duration: {duration}, "
@@ -58,19 +117,33 @@ def run_trial(rate: float, duration: float, noise: bool, record: bool, tmp: Path
         time.sleep(1.0)
         load0 = os.getloadavg()[0]
         t0 = time.monotonic()
+        cpu0, threads0 = time.process_time(), thread_cpu()
         tid = b["excitation_node"].start_trial()
         tracker = b["tracker_node"]
         ok = _wait(lambda: tid in tracker.results, duration + 120.0)
         wall = time.monotonic() - t0
+        cpu, threads1 = time.process_time() - cpu0, thread_cpu()
         load1 = os.getloadavg()[0]
         if not ok:
             return {"rate": rate, "error": "trajectories not published in time"}
-        out = {"rate": rate, "steps": tracker.results[tid]["real"].num_frames, "wall_s": wall,
-               "load_avg": (load0, load1), "queue_drops": tracker.queue_drops}
+        steps = tracker.results[tid]["real"].num_frames
+        by_role: dict[str, float] = collections.defaultdict(float)
+        by_node: dict[str, float] = collections.defaultdict(float)
+        for k, (name, c) in threads1.items():
+            used = c - threads0.get(k, (name, 0.0))[1]
+            by_role[_role(name)] += used
+            by_node[_node_of(name)] += used
+        out = {"rate": rate, "steps": steps, "wall_s": wall, "load_avg": (load0, load1),
+               "queue_drops": tracker.queue_drops, "cpu_s": cpu, "cpu_by_role": dict(by_role),
+               "cpu_by_node": dict(by_node),
+               "rig_noise_drops": getattr(b.nodes.get("stand_in_rig_node"), "frames_dropped_by_noise", 0)}
         for s, tr in tracker.results[tid].items():
             m = tr.meta
             out[s] = {k: m.get(k) for k in ("dropped_frames", "late_frames", "duplicate_frames", "delay_p50_s",
                                               "delay_p95_s", "delay_max_s")}
+            d = tracker.receipt_delays.get(tid, {}).get(s, [])
+            out[s]["after_capture"] = int((d > 0).sum()) if len(d) else 0
+            out[s]["delay_p99_s"] = float(np.percentile(d, 99)) if len(d) else None
         return out
     finally:
         b.shutdown()
@@ -130,23 +203,45 @@ def main(argv=None) -> int:
                 print(f"propose: {r['error']}")
             else:
                 lat = r["latency_s"]
-                print(f"/vid2sid/propose (reasoner, 1 iteration, 2 s trial at 30 Hz): p50 {statistics.median(lat):.2f} s, "
-                      f"max {max(lat):.2f} s over {len(lat)} calls; error px: "
+                print(f"/vid2sid/propose (reasoner, 1 iteration, 2 s trial at 30 Hz): p50 "
+                      f"{statistics.median(lat):.2f} s, max {max(lat):.2f} s over {len(lat)} calls; error px: "
                       + ", ".join(f"{e:.3f}" for e in r["error_px"]), flush=True)
         for rate in a.rates:
             r = run_trial(rate, a.duration, not a.no_noise, a.record, tmp)
             if "error" in r:
                 print(f"{rate:g} Hz: {r['error']}")
                 continue
-            print(f"{rate:g} Hz x {a.duration:g} s ({r['steps']} steps, noise {'off' if a.no_noise else 'on'}, "
-                  f"record {'on' if a.record else 'off'}), wall {r['wall_s']:.1f} s, load avg "
-                  f"{r['load_avg'][0]:.2f} -> {r['load_avg'][1]:.2f}, tracker queue drops {r['queue_drops']}",
-                  flush=True)
+            n, period_ms = r["steps"], 1e3 / rate
+            print(f"{rate:g} Hz x {a.duration:g} s ({n} steps, period {period_ms:.1f} ms, noise "
+                  f"{'off' if a.no_noise else 'on'}, record {'on' if a.record else 'off'}), wall {r['wall_s']:.1f} s, "
+                  f"load avg {r['load_avg'][0]:.2f} -> {r['load_avg'][1]:.2f}, tracker queue drops {r['queue_drops']}, "
+                  f"frames dropped by the sensor model {r['rig_noise_drops']}", flush=True)
+            print(f"  late = reached the tracker more than one period ({period_ms:.1f} ms) after its capture time "
+                  f"t_k + p; after capture = reached it after t_k + p at all; delay = arrival - capture time")
             for s in ("real", "sim"):
                 m = r[s]
-                print(f"  {s:4s}: dropped {m['dropped_frames']}, late {m['late_frames']}, duplicates "
-                      f"{m['duplicate_frames']}, delay p50 {1e3 * (m['delay_p50_s'] or 0):.0f} ms, p95 "
-                      f"{1e3 * (m['delay_p95_s'] or 0):.0f} ms, max {1e3 * (m['delay_max_s'] or 0):.0f} ms", flush=True)
+                ms = {k: 1e3 * (m[k] if m[k] is not None else float("nan"))
+                      for k in ("delay_p50_s", "delay_p95_s", "delay_p99_s", "delay_max_s")}
+                print(f"  {s:4s}: dropped {m['dropped_frames']}, late {m['late_frames']}, after capture "
+                      f"{m['after_capture']}, duplicates {m['duplicate_frames']}; delay p50 "
+                      f"{ms['delay_p50_s']:.0f} ms, p95 {ms['delay_p95_s']:.0f} ms, p99 {ms['delay_p99_s']:.0f} ms, "
+                      f"max {ms['delay_max_s']:.0f} ms", flush=True)
+            cpu_ms = 1e3 * r["cpu_s"] / n
+            roles = sorted(r["cpu_by_role"].items(), key=lambda kv: -kv[1])
+            nodes = dict(r["cpu_by_node"])
+            render = nodes.pop("rendering (llvmpipe)", 0.0)
+            twins = [k for k in ("stand_in_rig_node", "sim_twin_node") if k in nodes]
+            for k in twins:  # each twin renders one frame per step
+                nodes[k] += render / len(twins)
+            by_node = sorted(nodes.items(), key=lambda kv: -kv[1])
+            print(f"  CPU {r['cpu_s']:.1f} s = {cpu_ms:.1f} ms per step ({100 * r['cpu_s'] / r['wall_s']:.0f}% of one "
+                  "core); by node, ms per step: " + ", ".join(f"{k} {1e3 * c / n:.2f}" for k, c in by_node))
+            print("    by thread, ms per step: "
+                  + ", ".join(f"{k} {1e3 * c / n:.2f}" for k, c in roles if 1e3 * c / n >= 0.05))
+            busiest = max(c for k, c in nodes.items() if k in NODES)
+            print(f"  idle 2-core estimate: one process (vid2sid bringup, GIL-bound) about {1000 / cpu_ms:.0f} "
+                  f"steps/s; one process per node (ros2 launch) about {min(2000 / cpu_ms, n / busiest):.0f} steps/s",
+                  flush=True)
     return 0
 
 

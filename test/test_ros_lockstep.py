@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -65,6 +66,31 @@ def test_array_encoding_mismatch_raises():
         image_to_array(_Msg(**array_to_image_fields(np.zeros((2, 2), np.uint16), "mono16")), "rgb8")
 
 
+def test_image_message_round_trip_copies_the_pixels_once_or_not_at_all():
+    import array
+
+    from sensor_msgs.msg import Image
+
+    from vid2sid_ros.io.image_msg import array_to_image
+
+    rng = np.random.default_rng(1)
+    img = rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)
+    msg = array_to_image(img, "rgb8", Image)
+    assert isinstance(msg.data, array.array) and msg.data.typecode == "B"  # taken as is by the rclpy setter
+    assert (msg.height, msg.width, msg.step, msg.encoding) == (6, 5, 15, "rgb8")
+    assert msg.data.tobytes() == img.tobytes()
+    img[0, 0, 0] ^= 0xFF
+    assert msg.data[0] != img[0, 0, 0]  # the message owns its pixels
+    view = image_to_array(msg, "rgb8", copy=False)
+    assert np.shares_memory(view, np.frombuffer(msg.data, np.uint8)) and not view.flags.writeable
+    copied = image_to_array(msg, "rgb8")
+    assert not np.shares_memory(copied, np.frombuffer(msg.data, np.uint8)) and np.array_equal(copied, view)
+    bgr = image_to_array(msg, "bgr8", copy=False)  # a conversion always makes a new array
+    assert np.array_equal(bgr, view[..., ::-1]) and bgr.flags.writeable
+    with pytest.raises(ImageEncodingError, match="expects 3 channel"):
+        array_to_image(np.zeros((2, 2), np.uint8), "rgb8", Image)
+
+
 # -- frame/step pairing ----------------------------------------------------------------------
 def test_assign_steps_pairs_by_end_of_period_and_never_shifts():
     period = 0.1
@@ -99,6 +125,31 @@ def test_stream_labels_frames_before_their_command_arrives():
     assert s.add_frame(2.15, [[0, 0]], [True]) == 2  # command 2 still in flight: extrapolated
     with pytest.raises(LockstepError, match="expected keypoints"):
         s.add_frame(2.2, [[0, 0], [1, 1]], [True, True])
+
+
+def test_indexed_stream_labels_frames_exactly_like_the_core_stream():
+    """The tracker's O(log T) step_of applies the core rule: same step for every frame."""
+    from vid2sid_ros.nodes.tracker_node import IndexedLockstepStream
+
+    rng = np.random.default_rng(5)
+    p = 0.05
+    for trial in range(4):
+        core = LockstepStream("t", "sim", ("a",), p)
+        fast = IndexedLockstepStream("t", "sim", ("a",), p)
+        steps = rng.permutation(120) if trial % 2 else np.arange(120)  # in order, or shuffled
+        stamps = 3.0 + np.arange(120) * p + rng.normal(0, 0.3 * p, 120)  # an irregular schedule
+        stamps[7] = stamps[8]  # two commands at one stamp (tie)
+        frames = 3.0 + rng.uniform(-3 * p, 125 * p, 400)
+        for i, k in enumerate(steps):
+            core.add_command(int(k), float(stamps[k]))
+            fast.add_command(int(k), float(stamps[k]))
+            if i == 60:  # a command re-sent with a new stamp
+                core.add_command(int(k), float(stamps[k]) + 0.2 * p)
+                fast.add_command(int(k), float(stamps[k]) + 0.2 * p)
+            for f in frames[i * 3:i * 3 + 3]:
+                assert fast.step_of(f) == core.step_of(f), (trial, i, f)
+        assert [fast.step_of(f) for f in frames] == [core.step_of(f) for f in frames]
+    assert IndexedLockstepStream("t", "sim", ("a",), p).step_of(1.0) == -1
 
 
 # -- stepping == rollout -------------------------------------------------------------------------
@@ -156,6 +207,60 @@ def test_finger_step_api_reports_divergence_and_bad_commands():
     twin.reset()
     twin.step([0.3])
     assert not twin.diverged and twin.observe()[1].all()
+
+
+class _Log:
+    def __init__(self):
+        self.lines = []
+
+    def info(self, m):
+        self.lines.append(("info", m))
+
+    warning = error = info
+
+
+def _command(trial, k, period, value):
+    from vid2sid_ros.nodes.common import ExcitationCommand, stamp_from_s
+
+    c = ExcitationCommand(trial_id=trial, step=k, period=period, values=[value])
+    c.header.stamp = stamp_from_s(100.0 + k * period)
+    return c
+
+
+def test_lockstep_twin_yields_one_frame_per_command_in_order_with_seeded_sensor_noise():
+    """The stand-in rig's pipeline without DDS: step + render on one worker, noise on a second,
+    one frame per command, in order, stamped at the end of its period; same seed -> same frames."""
+    from vid2sid_ros.nodes.lockstep_twin import LockstepTwin
+    from vid2sid_ros.sim.camera_model import SensorNoiseModel
+    from vid2sid_ros.sim.registry import make_rig
+
+    rig = make_rig("finger")
+    period, n = 1 / 30, 12
+    runs = []
+    for _ in range(2):
+        stream = SensorNoiseModel.default(seed=4).stream()
+        got = []
+        lt = LockstepTwin(rig.make_twin, lambda f, t, c: got.append((c.step, t, f.copy())), _Log(),
+                          postprocess=lambda f, c: stream.apply(f, out=f)[0])
+        try:
+            futures = [lt.submit(_command("a", k, period, 0.1 + 0.02 * k)) for k in range(n)]
+            for fut in futures:
+                fut.result(timeout=30)
+            lt.end_trial()
+            lt.call(lambda tw: None)  # the worker is idle: the post-processing queue holds the rest
+            deadline = time.monotonic() + 30
+            while len(got) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            lt.shutdown()
+        assert [k for k, _, _ in got] == list(range(n)) and lt.frames_out == n and lt.step_gaps == 0
+        assert [t for _, t, _ in got] == pytest.approx([100.0 + (k + 1) * period for k in range(n)], abs=1e-6)
+        runs.append(got)
+    assert all(np.array_equal(a[2], b[2]) for a, b in zip(*runs))  # seeded: the same frames again
+    clean = rig.make_twin().rollout(type(rig.excitations["train"][0])(
+        "a", 30.0, np.array([[0.1 + 0.02 * k] for k in range(n)]), ("flexor_motor",)), render=True).frames
+    diff = runs[0][-1][2].astype(float) - clean[-1].astype(float)
+    assert 1.0 < diff.std() < 8.0  # noisy, but the same scene
 
 
 def test_replay_stepper_is_exact_for_any_twin():

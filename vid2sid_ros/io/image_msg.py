@@ -22,6 +22,7 @@ module does not import rclpy.
 
 from __future__ import annotations
 
+import array as _array
 import sys
 from typing import Any, Callable
 
@@ -79,17 +80,20 @@ def encoding_info(encoding: str) -> tuple[np.dtype, int]:
     return np.dtype(dtype), channels
 
 
-def image_to_array(msg: Any, desired_encoding: str = "passthrough") -> np.ndarray:
+def image_to_array(msg: Any, desired_encoding: str = "passthrough", *, copy: bool = True) -> np.ndarray:
     """Decode an Image message into an array (``CvBridge.imgmsg_to_cv2`` semantics).
 
     Args:
         msg: sensor_msgs/Image (rclpy message or rosbags object).
         desired_encoding: ``"passthrough"`` keeps the message encoding; ``rgb8``, ``bgr8``,
             ``rgba8``, ``bgra8`` or ``mono8`` converts with OpenCV (8-bit sources only).
+        copy: ``False`` returns a read-only view of the message's buffer when no
+            conversion is needed (unpadded rows, native byte order, passthrough or same
+            encoding): no copy of the pixels, for a consumer that only reads them.
 
     Returns:
         (H, W) for single-channel or (H, W, C) array of the encoding's dtype, native byte
-        order, C-contiguous, not sharing memory with the message.
+        order, C-contiguous; it does not share memory with the message unless ``copy=False``.
 
     Raises:
         ImageEncodingError: unknown encoding, a ``step`` smaller than one row, a data buffer
@@ -114,8 +118,13 @@ def image_to_array(msg: Any, desired_encoding: str = "passthrough") -> np.ndarra
     dt = dtype.newbyteorder(">" if msg.is_bigendian else "<")
     rows = buf[: h * step].reshape(h, step)[:, :row_bytes]
     arr = np.ascontiguousarray(rows).view(dt).reshape((h, w, channels) if channels > 1 else (h, w))
-    arr = arr.astype(dtype, copy=True)  # native byte order, owns its memory
-    if desired_encoding in ("passthrough", "", msg.encoding):
+    same = desired_encoding in ("passthrough", "", msg.encoding)
+    if (copy and same) or not (arr.dtype.isnative or arr.dtype.itemsize == 1):
+        arr = arr.astype(dtype, copy=True)  # native byte order, owns its memory
+    else:  # a view; a colour conversion below makes the new array
+        arr = arr.view(dtype)
+        arr.flags.writeable = False
+    if same:
         return arr
     return _convert(arr, str(msg.encoding), desired_encoding)
 
@@ -146,6 +155,13 @@ def array_to_image_fields(array: np.ndarray, encoding: str = "passthrough") -> d
     Raises:
         ImageEncodingError: dtype or channel mismatch, or an array that is not 2-D/3-D.
     """
+    fields = _image_fields(array, encoding)
+    fields["data"] = np.ascontiguousarray(array).tobytes()
+    return fields
+
+
+def _image_fields(array: np.ndarray, encoding: str) -> dict[str, Any]:
+    """The fields of :func:`array_to_image_fields` except ``data`` (checks included)."""
     a = np.asarray(array)
     if a.ndim not in (2, 3):
         raise ImageEncodingError(f"image array must be (H, W) or (H, W, C), got shape {a.shape}")
@@ -161,24 +177,33 @@ def array_to_image_fields(array: np.ndarray, encoding: str = "passthrough") -> d
             f"encoding {encoding!r} expects {want_c} channel(s) of {dtype.name}, got {channels} of {a.dtype.name} "
             f"(shape {a.shape})")
     big = a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and sys.byteorder == "big")
-    a = np.ascontiguousarray(a)
     return {"height": int(a.shape[0]), "width": int(a.shape[1]), "encoding": encoding,
-            "is_bigendian": int(big), "step": int(a.shape[1] * channels * a.dtype.itemsize),
-            "data": a.tobytes()}
+            "is_bigendian": int(big), "step": int(a.shape[1] * channels * a.dtype.itemsize)}
 
 
 def array_to_image(array: np.ndarray, encoding: str, factory: Callable[[], Any], header: Any = None) -> Any:
-    """Build an Image message with :func:`array_to_image_fields`.
+    """Build an rclpy Image message with :func:`array_to_image_fields`, copying the pixels once.
+
+    ``data`` is an ``array.array('B')`` filled straight from the array's buffer: the
+    generated rclpy setter takes it as is, where ``bytes`` would be copied again (and,
+    with ``ROS_PYTHON_CHECK_FIELDS=1``, checked element by element in Python).
 
     Args:
         array: image array, see :func:`array_to_image_fields`.
         encoding: e.g. ``"rgb8"``.
         factory: message constructor (e.g. ``sensor_msgs.msg.Image``).
         header: optional std_msgs/Header to attach.
+
+    Raises:
+        ImageEncodingError: as :func:`array_to_image_fields`.
     """
     msg = factory()
-    for k, v in array_to_image_fields(array, encoding).items():
+    for k, v in _image_fields(array, encoding).items():
         setattr(msg, k, v)
+    a = np.ascontiguousarray(array)
+    data = _array.array("B")
+    data.frombytes(memoryview(a).cast("B"))
+    msg.data = data
     if header is not None:
         msg.header = header
     return msg

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
 
 from ..io.rosbag import DEFAULT_TOPICS, BagError, bag_topics, read_messages
-from .common import STREAM_QOS, ExcitationCommand, s_from_stamp, stamp_from_s
+from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, make_executor, s_from_stamp, stamp_from_s
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -51,9 +51,9 @@ class BagReplayNode(Node):
         super().__init__("bag_replay_node", **kwargs)
         declare(self, PARAMS)
         self._p = values(self, PARAMS)
-        self._pub_img = self.create_publisher(Image, TOPICS["real_image"], STREAM_QOS)
-        self._pub_cmd = self.create_publisher(ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
-        self._pub_end = self.create_publisher(ExcitationCommand, TOPICS["trial_end"], STREAM_QOS)
+        self._pub_img = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
+        self._pub_cmd = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
+        self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], STREAM_QOS)
         self.error: str | None = None
         self.published = {"image": 0, "command": 0, "trial_end": 0}
         self.finished = False
@@ -165,7 +165,7 @@ def main(args=None) -> None:
     node = None
     try:
         node = make_node()
-        executor = MultiThreadedExecutor()
+        executor = make_executor(node)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -1,4 +1,4 @@
-"""In-process bringup: every node of a graph in one process, on one MultiThreadedExecutor.
+"""In-process bringup: every node of a graph in one process, each on its own executor thread.
 
 PyPI has no ROS 2 ``launch``, so where ``ros2 launch vid2sid_ros calibrate_finger.launch.py``
 is unavailable, ``vid2sid bringup finger`` runs the same nodes (the same
@@ -6,6 +6,14 @@ is unavailable, ``vid2sid bringup finger`` runs the same nodes (the same
 ``config/*.yaml`` files, passed to each node as ``--params-file`` arguments exactly as
 ``launch_ros`` does. Nodes still talk over DDS (topics, services, the parameter services),
 so an external ``ros2`` tool or a client in another process sees the same graph.
+
+Each node spins on its own executor (:func:`~vid2sid_ros.nodes.common.make_executor`:
+single-threaded unless the node's callbacks must run concurrently), in its own thread,
+as if it were its own process: an rclpy executor pays for every entity of every node it
+holds on each wake-up, so one shared executor for the whole graph costs ~3x the CPU per
+callback and couples the nodes' latencies (the excitation timer waits behind image
+callbacks). Heavy work (stepping, rendering, sensor noise, detection) runs on the nodes'
+own worker threads, never on a spin thread.
 
 :class:`Bringup` is also what the end-to-end tests use (``start()`` spins in a
 background thread; ``shutdown()`` destroys the nodes, which closes the bag).
@@ -20,10 +28,11 @@ from typing import Any, Mapping
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
+from .common import make_executor
 from .graph import GRAPH_ARGUMENTS, GRAPHS, NodeSpec, find_config_dir, graph_nodes
 
 __all__ = ["Bringup", "graph_for_config", "node_cli_args"]
@@ -63,7 +72,7 @@ def graph_for_config(name_or_path: str) -> str:
 
 
 class Bringup:
-    """Nodes of one graph on one executor (see module docstring).
+    """Nodes of one graph in one process, one executor each (see module docstring).
 
     Args:
         graph: a name of :data:`GRAPHS` (``finger``, ``finger_stand_in``, ``replay_finger``...).
@@ -73,7 +82,8 @@ class Bringup:
         config_dir: directory of the params files (default :func:`find_config_dir`).
         context: rclpy context (default: a new one, initialised here and shut down by
             :meth:`shutdown`).
-        num_threads: executor threads (long service calls hold one each).
+        num_threads: threads of each multi-threaded node executor (nodes whose callbacks
+            block, e.g. the calibrator's /vid2sid/propose; at least 2).
         exclude: node names of the graph not to start.
 
     Raises:
@@ -103,35 +113,45 @@ class Bringup:
         self.context = context if context is not None else Context()
         if self._own_context:
             rclpy.init(context=self.context)
-        self.executor = MultiThreadedExecutor(num_threads=num_threads, context=self.context)
         self.nodes: dict[str, Node] = {}
+        self.executors: dict[str, Executor] = {}
+        self._threads: list[threading.Thread] = []
         try:
             for spec in self.specs:
                 mod = importlib.import_module(spec.module)
                 node = mod.make_node(context=self.context, cli_args=node_cli_args(spec, self.config_dir),
                                      parameter_overrides=[Parameter(k, value=v) for k, v in over.get(spec.name, {}).items()])
                 self.nodes[spec.name] = node
-                self.executor.add_node(node)
+                self.executors[spec.name] = make_executor(node, context=self.context, max_threads=num_threads)
+                self.executors[spec.name].add_node(node)
         except BaseException:
             self.shutdown()
             raise
-        self._thread: threading.Thread | None = None
 
     def __getitem__(self, name: str) -> Node:
         return self.nodes[name]
 
-    def spin(self) -> None:
-        """Spin until the context shuts down (or :meth:`shutdown`)."""
+    @staticmethod
+    def _spin(executor: Executor) -> None:
         try:
-            self.executor.spin()
+            executor.spin()
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
 
     def start(self) -> "Bringup":
-        """Spin in a background thread (tests, benchmarks, the CLI)."""
-        self._thread = threading.Thread(target=self.spin, name=f"bringup_{self.graph}", daemon=True)
-        self._thread.start()
+        """Spin every node's executor in a background thread (tests, benchmarks, the CLI)."""
+        if not self._threads:
+            for name, ex in self.executors.items():
+                t = threading.Thread(target=self._spin, args=(ex,), name=f"spin_{name}", daemon=True)
+                t.start()
+                self._threads.append(t)
         return self
+
+    def spin(self) -> None:
+        """Spin until the context shuts down (or :meth:`shutdown`)."""
+        self.start()
+        for t in list(self._threads):
+            t.join()
 
     def drain(self, *, quiet_s: float = 0.5, timeout: float = 5.0) -> None:
         """Graceful stop, part 1: end a running trial, then keep spinning until the recorder
@@ -150,22 +170,27 @@ class Bringup:
             time.sleep(0.05)
 
     def shutdown(self) -> None:
-        """Destroy every node (closing the bag), stop the executor and the context; idempotent."""
+        """Destroy every node (closing the bag), stop the executors and the context; idempotent."""
         for name in reversed(list(self.nodes)):
             node = self.nodes.pop(name)
+            ex = self.executors.get(name)
             try:
-                self.executor.remove_node(node)
+                if ex is not None:
+                    ex.remove_node(node)
             except Exception:  # noqa: BLE001 - best effort while tearing down
                 pass
             node.destroy_node()
-        try:
-            self.executor.shutdown(timeout_sec=2.0)
-        except Exception:  # noqa: BLE001
-            pass
+        for ex in self.executors.values():
+            try:
+                ex.shutdown(timeout_sec=2.0)
+            except Exception:  # noqa: BLE001
+                pass
+        self.executors.clear()
         if self._own_context:
             rclpy.try_shutdown(context=self.context)
-        if getattr(self, "_thread", None) is not None:
-            self._thread.join(timeout=5.0)
+        for t in getattr(self, "_threads", []):
+            t.join(timeout=5.0)
+        self._threads = []
 
     def __enter__(self) -> "Bringup":
         return self

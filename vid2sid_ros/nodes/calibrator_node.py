@@ -22,10 +22,17 @@ process of its own under ``ros2 launch``); the calibrator sets its ROS parameter
 evaluations run on the calibrator's own headless twin instance (same rig, no
 rendering), so searching never disturbs the live lockstep twin.
 
-Threading: the service callback is in a reentrant group of a MultiThreadedExecutor and
-hands the calibration to a dedicated worker thread (which owns the evaluation twin);
-the spin threads stay free. One calibration at a time: a request arriving while one
-runs is answered at once with ``accepted: false`` and a "busy" message.
+Threading: the node spins a single-threaded executor (a multi-threaded one costs several
+times the CPU per callback of the command stream: :func:`~vid2sid_ros.nodes.common.make_executor`).
+The calibration runs on a dedicated worker thread (which owns the evaluation twin) while
+the service callback waits for it, so requests are served one at a time, in order; the
+commands of a trial streaming meanwhile wait in a deep subscription queue
+(:data:`~vid2sid_ros.nodes.common.COMMAND_QOS`) and none is lost. The twin's parameter
+service is called through a small client node of the calibrator's own
+(``<name>_param_client``, no parameters of its own), spun only while it waits for the
+reply, so the reply never waits for the busy executor. If the node is spun by a
+multi-threaded executor instead, a request arriving while a calibration runs is answered
+at once with ``accepted: false`` and a "busy" message.
 
 Bad requests (unknown proposer, unknown or frozen parameter, no real trajectory yet)
 get ``accepted: false`` and a message naming the problem and the valid choices.
@@ -47,13 +54,14 @@ from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
 from ..core.excitation import Excitation
 from ..core.trajectory import Trajectory
-from .common import LATCHED_QOS, STREAM_QOS, ExcitationCommand, ParameterUpdate, TrajectoryMsg, \
-    excitation_from_commands, parameter_update_msg, resolve_rig, ros_param_name, trajectory_from_msg
+from .common import COMMAND_QOS, LATCHED_QOS, ExcitationCommand, ParameterUpdate, TrajectoryMsg, \
+    create_stream_publisher, excitation_from_commands, make_executor, parameter_update_msg, resolve_rig, \
+    ros_param_name, trajectory_from_msg
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -102,15 +110,18 @@ class CalibratorNode(Node):
         #: values last applied to the twin node by this calibrator (start of new sessions)
         self.applied: dict[str, float] = self.parameters.nominal()
         group = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self._on_command, STREAM_QOS,
+        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self._on_command, COMMAND_QOS,
                                  callback_group=group)
         self.create_subscription(TrajectoryMsg, TOPICS["real_trajectory"], self._on_real, LATCHED_QOS,
                                  callback_group=group)
-        self._pub = self.create_publisher(ParameterUpdate, TOPICS["parameter_update"], LATCHED_QOS)
+        self._pub = create_stream_publisher(self, ParameterUpdate, TOPICS["parameter_update"], LATCHED_QOS)
         self._reentrant = ReentrantCallbackGroup()
         self.create_service(Propose, TOPICS["propose"], self._srv_propose, callback_group=self._reentrant)
-        self._set_client = self.create_client(SetParameters, f"/{p['twin_node']}/set_parameters",
-                                              callback_group=self._reentrant)
+        # no global arguments: a process-wide ``-r __node:=...`` must not give it the calibrator's name
+        self._client_node = rclpy.create_node(f"{self.get_name()}_param_client", namespace=self.get_namespace(),
+                                              context=self.context, use_global_arguments=False,
+                                              start_parameter_services=False)
+        self._set_client = self._client_node.create_client(SetParameters, f"/{p['twin_node']}/set_parameters")
 
     @staticmethod
     def _check(name, value):
@@ -278,10 +289,16 @@ class CalibratorNode(Node):
             req.parameters.append(ParameterMsg(name=ros_param_name(n, self.parameters[n].kind),
                                                value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
                                                                     double_value=float(v))))
-        done = threading.Event()
         fut = self._set_client.call_async(req)
-        fut.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout):
+        executor = SingleThreadedExecutor(context=self.context)  # takes the reply on this thread
+        try:
+            executor.add_node(self._client_node)
+            executor.spin_until_future_complete(fut, timeout_sec=timeout)
+        finally:
+            executor.remove_node(self._client_node)
+            executor.shutdown(timeout_sec=0)
+        if not fut.done():
+            self._set_client.remove_pending_request(fut)
             return False, f"{self._set_client.srv_name} did not answer within {timeout:g} s"
         res = fut.result()
         failed = [f"{r.reason}" for r in res.results if not r.successful]
@@ -293,6 +310,8 @@ class CalibratorNode(Node):
     def destroy_node(self) -> None:
         if getattr(self, "_pool", None) is not None:  # absent when __init__ failed
             self._pool.shutdown(wait=False, cancel_futures=True)
+        if getattr(self, "_client_node", None) is not None:
+            self._client_node.destroy_node()
         super().destroy_node()
 
 
@@ -305,7 +324,7 @@ def main(args=None) -> None:
     node = None
     try:
         node = make_node()
-        executor = MultiThreadedExecutor(num_threads=4)  # a running calibration holds one thread
+        executor = make_executor(node)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

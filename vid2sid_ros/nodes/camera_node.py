@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
-from ..io.image_msg import array_to_image_fields
-from .common import STREAM_QOS
+from ..io.image_msg import array_to_image
+from .common import STREAM_QOS, create_stream_publisher, make_executor
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -68,7 +68,7 @@ class CameraNode(Node):
         super().__init__("camera_node", **kwargs)
         declare(self, PARAMS)
         self._p = values(self, PARAMS)
-        self._pub = self.create_publisher(Image, TOPICS["real_image"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
         self._cap = None
         self.frames_published = 0
         self.read_failures = 0
@@ -117,9 +117,7 @@ class CameraNode(Node):
         enc = self.get_parameter("encoding").value
         if enc == "rgb8":
             frame = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
-        msg = Image()
-        for k, v in array_to_image_fields(frame, enc).items():
-            setattr(msg, k, v)
+        msg = array_to_image(frame, enc, Image)
         msg.header.stamp = stamp
         msg.header.frame_id = self.get_parameter("frame_id").value
         self._pub.publish(msg)
@@ -141,7 +139,7 @@ def main(args=None) -> None:
     node = None
     try:
         node = make_node()
-        executor = MultiThreadedExecutor()
+        executor = make_executor(node)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

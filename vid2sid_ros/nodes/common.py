@@ -1,5 +1,5 @@
 """Small helpers shared by the vid2sid nodes: stamps, message <-> core conversions, a
-drop-oldest buffer queue and QoS profiles. No algorithm lives here.
+drop-oldest buffer queue, QoS profiles and the executor choice. No algorithm lives here.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, Generic, Iterable, Sequence, TypeVar
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from .._interfaces import require_interfaces
@@ -26,13 +27,55 @@ from ..core.trajectory import Trajectory  # noqa: E402
 
 __all__ = ["stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
            "excitation_from_commands", "excitation_to_commands", "parameter_update_msg", "BufferQueue",
-           "STREAM_QOS", "LATCHED_QOS", "ros_param_name", "msgtype_of", "resolve_rig"]
+           "STREAM_QOS", "COMMAND_QOS", "LATCHED_QOS", "ros_param_name", "msgtype_of", "resolve_rig", "make_executor",
+           "create_stream_publisher"]
 
 #: images, commands, keypoints: reliable, deep enough for 2 s at 60 Hz so a busy
 #: subscriber falls behind (late frames, counted) instead of losing messages.
 STREAM_QOS = QoSProfile(depth=120, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+#: command subscriptions of nodes whose service callbacks can block for seconds (calibrator,
+#: sim twin): commands arriving meanwhile wait in the reader queue; 10000 = 2.8 min at 60 Hz.
+COMMAND_QOS = QoSProfile(depth=10000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 #: trajectories and parameter updates: few, must all arrive.
 LATCHED_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
+def make_executor(node: Any, *, context: Any = None, max_threads: int | None = None):
+    """The executor a node spins on, alone (its own process, or one thread of the bringup).
+
+    rclpy's executors rebuild the wait set of every entity of every node they hold on each
+    wake-up (parameter services, QoS event handlers...), so one executor per node keeps a
+    callback cheap (~0.5 ms of CPU on the 2-core bench machine against ~1.6 ms on one
+    executor for six nodes), and ``SingleThreadedExecutor`` is the default: on the lockstep
+    graph rclpy's ``MultiThreadedExecutor`` was measured to spin its wait loop at ~900
+    wake-ups/s under load, 7-16 ms of CPU per command step for a node receiving one command
+    (``bench/bench_ros_pipeline.py``). Nodes therefore keep heavy work on their own worker
+    threads and their callbacks short. A node that really needs concurrent callbacks sets a
+    class attribute ``executor_threads`` > 1 and gets a ``MultiThreadedExecutor`` with that
+    many threads (capped by ``max_threads``, at least 2); no vid2sid node does.
+    """
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+    threads = int(getattr(node, "executor_threads", 1))
+    if threads > 1:
+        if max_threads is not None:
+            threads = max(2, min(threads, int(max_threads)))
+        return MultiThreadedExecutor(num_threads=threads, context=context)
+    return SingleThreadedExecutor(context=context)
+
+
+def create_stream_publisher(node: Any, msg_type: Any, topic: str, qos: QoSProfile = STREAM_QOS):
+    """``node.create_publisher`` without rclpy's default QoS-event handlers.
+
+    Each publisher otherwise adds two waitables (incompatible QoS, incompatible type)
+    that the executor iterates on every wake-up, ~35 % of the CPU of a callback on a
+    node with a few publishers (measured on the bench machine). An incompatible
+    subscriber is still reported, by the subscriber's own handlers (the vid2sid
+    subscriptions keep theirs: a camera driver with sensor-data QoS on a reliable
+    subscription must not fail silently).
+    """
+    return node.create_publisher(msg_type, topic, qos,
+                                 event_callbacks=PublisherEventCallbacks(use_default_callbacks=False))
 
 
 def stamp_from_s(t: float) -> Time:

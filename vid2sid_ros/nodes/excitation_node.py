@@ -25,12 +25,12 @@ import threading
 
 import rclpy
 import yaml
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
 from ..core.excitation import Excitation, ExcitationError, build_excitation
-from .common import STREAM_QOS, ExcitationCommand, resolve_rig
+from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, make_executor, resolve_rig
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -113,9 +113,9 @@ class ExcitationNode(Node):
         p = values(self, PARAMS)
         self._exc = resolve_excitation(p["rig"], p["excitation"], p["excitation_config"], p["rate"])
         self.add_on_set_parameters_callback(self._on_params)
-        self._pub = self.create_publisher(ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
-        self._pub_rig = self.create_publisher(ExcitationCommand, TOPICS["rig_command"], STREAM_QOS)
-        self._pub_end = self.create_publisher(ExcitationCommand, TOPICS["trial_end"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
+        self._pub_rig = create_stream_publisher(self, ExcitationCommand, TOPICS["rig_command"], STREAM_QOS)
+        self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], STREAM_QOS)
         self.create_service(Trigger, TOPICS["start"], self._srv_start)
         self.create_service(Trigger, TOPICS["stop"], self._srv_stop)
         self._lock = threading.Lock()
@@ -124,6 +124,8 @@ class ExcitationNode(Node):
         self._step = 0
         self._trial_count = 0
         self._late_commands = 0
+        #: publish time minus scheduled time of each command of the current / last trial, s
+        self.command_delays: list[float] = []
         self._t0_ns = 0
         self._pending_autostart = p["num_trials"] if p["autostart"] else 0
         self.completed_trials: list[str] = []
@@ -172,6 +174,7 @@ class ExcitationNode(Node):
             self._trial_count += 1
             self._step = 0
             self._late_commands = 0
+            self.command_delays = []
             self._t0_ns = self.get_clock().now().nanoseconds
             self._timer = self.create_timer(self._exc.period, self._tick)
         self.get_logger().info(f"trial {self._trial_id} started ({self._exc.num_steps} steps)")
@@ -208,7 +211,9 @@ class ExcitationNode(Node):
                 done = False
                 c = ExcitationCommand()
                 due_ns = self._t0_ns + int(round(k * self._exc.period * 1e9))
-                if self.get_clock().now().nanoseconds - due_ns > self._exc.period * 1e9:
+                lag_ns = self.get_clock().now().nanoseconds - due_ns
+                self.command_delays.append(1e-9 * lag_ns)
+                if lag_ns > self._exc.period * 1e9:
                     self._late_commands += 1
                 c.header.stamp.sec, c.header.stamp.nanosec = divmod(due_ns, 1_000_000_000)
                 c.trial_id, c.step, c.period = self._trial_id, k, float(self._exc.period)
@@ -247,7 +252,7 @@ def main(args=None) -> None:
     node = None
     try:
         node = make_node()
-        executor = MultiThreadedExecutor()
+        executor = make_executor(node)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

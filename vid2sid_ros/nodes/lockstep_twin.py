@@ -35,19 +35,23 @@ class LockstepTwin:
             worker thread for every rendered step.
         logger: rclpy logger (``info``/``warning``/``error``).
         render: callable returning whether to render this step (e.g. a ROS parameter).
-        postprocess: optional ``frame -> frame | None`` (noise; None drops the frame). It runs
-            on a second worker thread, pipelined with the stepping (frames stay in order), so
-            rendering step k+1 overlaps the sensor model of step k on another core.
+        postprocess: optional ``(frame, command_msg) -> frame | None`` (sensor noise; None
+            drops the frame, counted in :attr:`frames_suppressed`). It runs on a second worker
+            thread, pipelined with the stepping (frames stay in order), so rendering step k+1
+            overlaps the sensor model of step k (MuJoCo, OpenCV and numpy release the GIL).
+        name: prefix of the worker threads' names (``<name>_step``, ``<name>_post``), so CPU
+            profiles tell the twins apart.
     """
 
     def __init__(self, make_twin: Callable[[], Any], on_frame: Callable[[np.ndarray, float, Any], None], logger: Any,
                  render: Callable[[], bool] = lambda: True,
-                 postprocess: Callable[[np.ndarray], np.ndarray | None] | None = None) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lockstep_twin")
+                 postprocess: Callable[[np.ndarray, Any], np.ndarray | None] | None = None,
+                 name: str = "lockstep_twin") -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"{name}_step")
         self.stepper = self._pool.submit(self._build, make_twin, render()).result()
         self.twin = self.stepper.twin
         self._on_frame, self._log, self._render, self._post = on_frame, logger, render, postprocess
-        self._post_pool = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lockstep_post")
+        self._post_pool = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"{name}_post")
                            if postprocess is not None else None)
         self._lock = threading.Lock()
         self._pending: dict[str, float] = {}
@@ -150,7 +154,7 @@ class LockstepTwin:
 
     def _post_and_deliver(self, frame: np.ndarray, stamp: float, msg: Any) -> None:
         try:
-            out = self._post(frame)
+            out = self._post(frame, msg)
         except Exception as err:  # noqa: BLE001 - a failing sensor model loses one frame, not the node
             self._log.error(f"trial {msg.trial_id} step {msg.step}: post-processing failed: {type(err).__name__}: {err}")
             out = None

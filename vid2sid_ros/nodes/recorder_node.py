@@ -19,13 +19,13 @@ from pathlib import Path
 
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
 
 from ..io.rosbag import BagError, BagWriter, make_typestore
-from .common import STREAM_QOS, ExcitationCommand, Keypoints, ParameterUpdate, TrajectoryMsg
+from .common import STREAM_QOS, ExcitationCommand, Keypoints, ParameterUpdate, TrajectoryMsg, make_executor
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -132,7 +132,7 @@ def main(args=None) -> None:
     node = None
     try:
         node = make_node()
-        executor = MultiThreadedExecutor()
+        executor = make_executor(node)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -22,7 +22,10 @@
 
 Twin work runs on dedicated worker threads (one for the lockstep twin, one for
 rollouts): each owns its twin and thus its OpenGL context, which must stay on the
-thread that created it; the spin thread only enqueues.
+thread that created it; the spin thread only enqueues. The node spins a single-threaded
+executor (:func:`~vid2sid_ros.nodes.common.make_executor`): while a rollout request is
+served, commands wait in a deep subscription queue (:data:`~vid2sid_ros.nodes.common.COMMAND_QOS`)
+and none is lost; the lockstep worker keeps stepping the ones already queued.
 """
 
 from __future__ import annotations
@@ -33,15 +36,15 @@ import math
 import numpy as np
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from ..core.excitation import ExcitationError
 from ..core.parameters import ParameterSet
-from ..io.image_msg import array_to_image_fields
-from .common import STREAM_QOS, ExcitationCommand, excitation_from_commands, resolve_rig, ros_param_name, \
-    stamp_from_s, trajectory_to_msg
+from ..io.image_msg import array_to_image
+from .common import COMMAND_QOS, STREAM_QOS, ExcitationCommand, create_stream_publisher, excitation_from_commands, \
+    make_executor, resolve_rig, ros_param_name, stamp_from_s, trajectory_to_msg
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
 from .params import Param, declare, values
@@ -84,16 +87,17 @@ class SimTwinNode(Node):
         self._param_names = {ros_param_name(s.name, s.kind): s.name for s in self.parameters}
         declare(self, twin_parameter_params(self.parameters), on_change=self._on_twin_params)
         twin_kw = {k: p[k] for k in ("width", "height") if p[k] > 0}
-        self._pub = self.create_publisher(Image, TOPICS["sim_image"], STREAM_QOS)
-        self._pub_rollout = self.create_publisher(Image, TOPICS["sim_rollout_image"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, Image, TOPICS["sim_image"], STREAM_QOS)
+        self._pub_rollout = create_stream_publisher(self, Image, TOPICS["sim_rollout_image"], STREAM_QOS)
         self.lockstep = LockstepTwin(lambda: self._rig.make_twin(**twin_kw), self._publish_frame, self.get_logger(),
-                                     render=lambda: bool(self.get_parameter("publish_frames").value))
+                                     render=lambda: bool(self.get_parameter("publish_frames").value),
+                                     name=self.get_name())
         self.lockstep.set_parameters(self.current_values())
         self._rollout_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sim_twin_rollout")
         self._rollout_twin = self._rollout_pool.submit(lambda: self._rig.make_twin(**twin_kw)).result()
         self.keypoint_names = tuple(self.lockstep.twin.keypoint_names)
         group = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self.lockstep.submit, STREAM_QOS,
+        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self.lockstep.submit, COMMAND_QOS,
                                  callback_group=group)
         self.create_subscription(ExcitationCommand, TOPICS["trial_end"], lambda _m: self.lockstep.end_trial(),
                                  STREAM_QOS, callback_group=group)
@@ -112,9 +116,7 @@ class SimTwinNode(Node):
             self.lockstep.set_parameters(upd, immediately=self.get_parameter("apply_parameters").value == "immediately")
 
     def _publish_frame(self, frame: np.ndarray, stamp_s: float, _command) -> None:
-        img = Image()
-        for f, v in array_to_image_fields(frame, "rgb8").items():
-            setattr(img, f, v)
+        img = array_to_image(frame, "rgb8", Image)
         img.header.stamp = stamp_from_s(stamp_s)
         img.header.frame_id = self.get_parameter("frame_id").value
         self._pub.publish(img)
@@ -159,9 +161,7 @@ class SimTwinNode(Node):
         if request.render and res.frames is not None:
             t0 = self.get_clock().now().nanoseconds * 1e-9
             for k, fr in enumerate(res.frames):
-                img = Image()
-                for f, v in array_to_image_fields(np.asarray(fr), "rgb8").items():
-                    setattr(img, f, v)
+                img = array_to_image(np.asarray(fr), "rgb8", Image)
                 img.header.stamp = stamp_from_s(t0 + (k + 1) * exc.period)
                 img.header.frame_id = self.get_parameter("frame_id").value
                 self._pub_rollout.publish(img)
@@ -185,7 +185,7 @@ def main(args=None) -> None:
     node = None
     try:
         node = make_node()
-        executor = MultiThreadedExecutor()
+        executor = make_executor(node)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

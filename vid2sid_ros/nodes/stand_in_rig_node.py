@@ -4,25 +4,30 @@ For tests and demos without hardware. It subscribes to the rig driver topic
 ``/vid2sid/real/command`` (the same command stream the twin gets), steps its own twin
 (same rig, parameters ``hidden.<name>``, read-only, default nominal) one command period
 per command, passes the render through the sensor noise model
-(:class:`~vid2sid_ros.sim.camera_model.SensorNoiseModel`: pixel noise, blur, dropped
-frames) and publishes it on ``/vid2sid/real/image_raw`` like a camera, stamped at the
-end of the command period (``command stamp + period``) plus an optional Gaussian stamp
-jitter (``stamp_jitter``) that mimics a free-running camera clock.
+(:class:`~vid2sid_ros.sim.camera_model.SensorNoiseModel`: pixel noise, blur, motion
+blur across consecutive frames, dropped frames) and publishes it on
+``/vid2sid/real/image_raw`` like a camera, stamped at the end of the command period
+(``command stamp + period``) plus an optional Gaussian stamp jitter (``stamp_jitter``)
+that mimics a free-running camera clock.
+
+The noise is one :class:`~vid2sid_ros.sim.camera_model.SensorNoiseStream` for the node's
+life, seeded once with ``noise_seed``: the same seed and the same frames give the same
+published images; a new trial forgets the previous frame (no motion blur across trials).
+A frame the noise model drops is not published (a lossy camera); the tracker reports
+the step as dropped.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
-from ..io.image_msg import array_to_image_fields
-from .common import STREAM_QOS, ExcitationCommand, resolve_rig, stamp_from_s
+from ..io.image_msg import array_to_image
+from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, make_executor, resolve_rig, stamp_from_s
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
 from .params import Param, declare, values
@@ -56,13 +61,14 @@ class StandInRigNode(Node):
         self.hidden = {s.name: float(self.get_parameter(f"hidden.{s.name}").value) for s in self._rig.parameters}
         self._rng = np.random.default_rng(p["noise_seed"])
         self._jitter = float(p["stamp_jitter"])
-        self._noise = self._make_noise(p) if p["noise"] else None
-        self.frames_dropped_by_noise = 0
-        self._noise_count = 0
+        model = self._make_noise(p) if p["noise"] else None
+        self._noise = model.stream() if model is not None else None
+        self._noise_trial = ""
         twin_kw = {k: p[k] for k in ("width", "height") if p[k] > 0}
-        self._pub = self.create_publisher(Image, TOPICS["real_image"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
         self.lockstep = LockstepTwin(lambda: self._rig.make_twin(**twin_kw), self._publish, self.get_logger(),
-                                     postprocess=self._apply_noise)
+                                     postprocess=self._apply_noise if self._noise is not None else None,
+                                     name=self.get_name())
         self.lockstep.set_parameters(self.hidden)
         group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(ExcitationCommand, TOPICS["rig_command"], self.lockstep.submit, STREAM_QOS,
@@ -83,24 +89,25 @@ class StandInRigNode(Node):
             cfg["drop_prob"] = 0.0
         return SensorNoiseModel(**cfg)
 
-    def _apply_noise(self, frame: np.ndarray) -> np.ndarray | None:
+    @property
+    def frames_dropped_by_noise(self) -> int:
+        """Frames the sensor model dropped (not published)."""
+        return self._noise.frames_dropped if self._noise is not None else 0
+
+    def _apply_noise(self, frame: np.ndarray, command) -> np.ndarray | None:
+        """Sensor model of one frame (LockstepTwin's post-processing thread); None = dropped."""
         if self._noise is None:
             return frame
-        # a fresh seed per frame (seed + frame count): independent, reproducible noise per frame
-        self._noise_count += 1
-        model = dataclasses.replace(self._noise, seed=self._noise.seed + self._noise_count)
-        out, dropped = model.apply(frame[None])
-        if bool(np.asarray(dropped).ravel()[0]):
-            self.frames_dropped_by_noise += 1
-            return None
-        return np.asarray(out[0])
+        if command.trial_id != self._noise_trial:
+            self._noise.reset()  # new trial: no motion blur from the last frame of the previous one
+            self._noise_trial = command.trial_id
+        out, dropped = self._noise.apply(frame, out=frame)  # in place: the render is ours
+        return None if dropped else out
 
     def _publish(self, frame: np.ndarray, stamp_s: float, _command) -> None:
         if self._jitter > 0:
             stamp_s += float(self._rng.normal(0.0, self._jitter))
-        img = Image()
-        for f, v in array_to_image_fields(frame, "rgb8").items():
-            setattr(img, f, v)
+        img = array_to_image(frame, "rgb8", Image)
         img.header.stamp = stamp_from_s(stamp_s)
         img.header.frame_id = self.get_parameter("frame_id").value
         self._pub.publish(img)
@@ -120,7 +127,7 @@ def main(args=None) -> None:
     node = None
     try:
         node = make_node()
-        executor = MultiThreadedExecutor()
+        executor = make_executor(node)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

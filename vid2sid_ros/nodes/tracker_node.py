@@ -2,8 +2,10 @@
 
 Subscribes ``/vid2sid/real/image_raw`` and ``/vid2sid/sim/image_raw`` plus the command
 stream (``/vid2sid/excitation``, ``/vid2sid/excitation/trial_end``). Image callbacks
-only enqueue; a worker thread detects the keypoints (the rig's tracker, e.g.
-:class:`~vid2sid_ros.perception.markers.MarkerTracker`) so the spin thread never does
+only enqueue the serialized message (``raw`` subscriptions: no conversion of the pixels
+to a Python message on the spin thread); a worker thread deserializes it, decodes the
+pixels without a copy and detects the keypoints (the rig's tracker, e.g.
+:class:`~vid2sid_ros.perception.markers.MarkerTracker`), so the spin thread never does
 image work. The queue is bounded and drops the OLDEST frame when full (camera_calibration's
 BufferQueue); a dropped frame shows up as a dropped step, never as a shifted one.
 
@@ -14,10 +16,18 @@ seconds after its trial-end notice:
 ``dropped_frames`` / ``late_frames``). Frames are paired with steps by the lockstep rule
 of :mod:`vid2sid_ros.core.lockstep` (frame of step k = the one stamped nearest the end of
 command period k).
+
+Timing: a frame *reaches the tracker* when its image callback queues it (before
+detection). Its delay is that time minus its capture target ``t_k + p`` (command stamp
+plus period); it is *late* when the delay exceeds ``late_tolerance`` (default one
+period), i.e. it arrived after the next frame should have been captured. Late frames are
+still used and paired by stamp, never shifted. :attr:`TrackerNode.receipt_delays` keeps
+every frame's arrival time minus its own header stamp, per trial and stream (s).
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,20 +35,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image
 
-from ..core.lockstep import LockstepStream
+from ..core.lockstep import LockstepStream, assign_steps
 from ..core.trajectory import Trajectory
 from ..io.image_msg import ImageEncodingError, image_to_array
 from ..io.rosbag import reset_tracker, rig_tracker, tracker_names
 from .common import LATCHED_QOS, STREAM_QOS, BufferQueue, ExcitationCommand, Keypoints, TrajectoryMsg, \
-    keypoints_msg, resolve_rig, s_from_stamp, trajectory_to_msg
+    create_stream_publisher, keypoints_msg, make_executor, resolve_rig, s_from_stamp, trajectory_to_msg
 from .graph import TOPICS
 from .params import Param, declare, values
 
-__all__ = ["TrackerNode", "PARAMS", "make_node", "main"]
+__all__ = ["TrackerNode", "IndexedLockstepStream", "PARAMS", "make_node", "main"]
 
 PARAMS = [
     Param("rig", "finger", "registry name of the rig whose tracker configuration is used", read_only=True),
@@ -49,6 +60,50 @@ PARAMS = [
     Param("trial_grace", 2.0, "longest wait after the trial-end notice for frames still in flight; the "
           "trajectories are published as soon as both streams hold every step", "s", 0.0, 60.0),
 ]
+
+
+class IndexedLockstepStream(LockstepStream):
+    """:class:`~vid2sid_ros.core.lockstep.LockstepStream` whose :meth:`step_of` costs O(log T).
+
+    The core class re-sorts every command of the trial for each frame (O(T log T): 2-3 ms
+    per frame late in a 60 s trial at 60 Hz on the bench machine). This one keeps the
+    command targets ``t_k + p`` sorted as commands arrive and applies the core's own rule
+    (:func:`~vid2sid_ros.core.lockstep.assign_steps`) to the few commands whose target lies
+    within one period of the frame, plus the nearest one on each side: the nearest target,
+    the ``p / 2`` acceptance and the tie-breaking are unchanged, so the result equals the
+    core's (``test/test_ros_lockstep.py`` checks it on irregular stamps). Trajectories are
+    still built by the core's :meth:`trajectory`.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._targets: list[tuple[float, int]] = []  # (t_k + p, k), sorted
+        self._last_step = -1
+
+    def add_command(self, step: int, stamp: float) -> None:
+        k, t = int(step), float(stamp)
+        old = self.commands.get(k)
+        if old is not None:
+            i = bisect.bisect_left(self._targets, (old + self.period, k))
+            if i < len(self._targets) and self._targets[i] == (old + self.period, k):
+                del self._targets[i]
+        super().add_command(k, t)
+        bisect.insort(self._targets, (t + self.period, k))
+        self._last_step = max(self._last_step, k)
+
+    def step_of(self, stamp: float) -> int:
+        if not self.commands:
+            return -1
+        f, p, tg = float(stamp), self.period, self._targets
+        lo = max(bisect.bisect_left(tg, (f - p, -1)) - 1, 0)
+        hi = min(bisect.bisect_right(tg, (f + p, 1 << 62)) + 1, len(tg))
+        steps = sorted(k for _, k in tg[lo:hi])  # step order, as the core passes them
+        k = int(assign_steps([f], [self.commands[s] for s in steps], p)[0]) if steps else -1
+        if k >= 0:
+            return int(steps[k])
+        j = self._last_step  # extrapolate from the last known command, as the core does
+        k_est = j + int(round((f - p - self.commands[j]) / p))
+        return k_est if k_est > j else -1
 
 
 @dataclass
@@ -63,6 +118,7 @@ class _Trial:
     finalize_queued: bool = False
     finalized: bool = False
     seen: dict[str, set] = field(default_factory=lambda: {"real": set(), "sim": set()})
+    delays: dict[str, list] = field(default_factory=lambda: {"real": [], "sim": []})
 
 
 class TrackerNode(Node):
@@ -82,23 +138,26 @@ class TrackerNode(Node):
         self._lock = threading.Lock()
         self._trials: dict[str, _Trial] = {}
         self.results: dict[str, dict[str, Trajectory]] = {}
+        #: per finished trial and stream: arrival time minus header stamp of every frame, s (F,)
+        self.receipt_delays: dict[str, dict[str, np.ndarray]] = {}
         self.frames_outside_trials = 0
         self.frames_after_finalize = 0
         self.decode_errors = 0
-        self._kp_pub = {s: self.create_publisher(Keypoints, TOPICS[f"{s}_keypoints"], STREAM_QOS) for s in self.SOURCES}
-        self._traj_pub = {s: self.create_publisher(TrajectoryMsg, TOPICS[f"{s}_trajectory"], LATCHED_QOS)
+        self._kp_pub = {s: create_stream_publisher(self, Keypoints, TOPICS[f"{s}_keypoints"], STREAM_QOS)
+                        for s in self.SOURCES}
+        self._traj_pub = {s: create_stream_publisher(self, TrajectoryMsg, TOPICS[f"{s}_trajectory"], LATCHED_QOS)
                           for s in self.SOURCES}
         group = MutuallyExclusiveCallbackGroup()
         for s in self.SOURCES:
             self.create_subscription(Image, TOPICS[f"{s}_image"], lambda m, s=s: self._on_image(s, m), STREAM_QOS,
-                                     callback_group=group)
+                                     callback_group=group, raw=True)
         self.create_subscription(ExcitationCommand, TOPICS["excitation"], self._on_command, STREAM_QOS,
                                  callback_group=group)
         self.create_subscription(ExcitationCommand, TOPICS["trial_end"], self._on_trial_end, STREAM_QOS,
                                  callback_group=group)
-        self.create_timer(0.05, self._check_trials, callback_group=group)
+        self.create_timer(0.1, self._check_trials, callback_group=group)
         self._stop = threading.Event()
-        self._worker = threading.Thread(target=self._work, name="tracker_worker", daemon=True)
+        self._worker = threading.Thread(target=self._work, name=f"{self.get_name()}_worker", daemon=True)
         self._worker.start()
 
     # -- callbacks (spin thread): bookkeeping only ------------------------------------------
@@ -117,7 +176,7 @@ class TrackerNode(Node):
                         self.get_logger().warning(f"trial {prev.trial_id}: no trial-end notice before trial "
                                                   f"{msg.trial_id} began; closing it after {prev.num_steps} steps")
                 tr = _Trial(msg.trial_id, float(msg.period),
-                            {s: LockstepStream(msg.trial_id, s, self.keypoint_names, float(msg.period),
+                            {s: IndexedLockstepStream(msg.trial_id, s, self.keypoint_names, float(msg.period),
                                                self.get_parameter("late_tolerance").value or None)
                              for s in self.SOURCES}, t, t)
                 self._trials[msg.trial_id] = tr
@@ -150,6 +209,7 @@ class TrackerNode(Node):
             self._queue.put(("finalize", tid), droppable=False)
 
     def _on_image(self, source: str, msg) -> None:
+        """Queue a frame: serialized ``bytes`` (raw subscription) or an Image message."""
         self._queue.put(("frame", source, msg, self._now()))
 
     # -- worker thread ------------------------------------------------------------------------
@@ -176,6 +236,13 @@ class TrackerNode(Node):
                 self.get_logger().error(f"tracker: {type(err).__name__}: {err}")
 
     def _process_frame(self, source: str, msg, received: float) -> None:
+        if isinstance(msg, (bytes, bytearray, memoryview)):
+            try:
+                msg = deserialize_message(bytes(msg), Image)
+            except Exception as err:  # noqa: BLE001 - a corrupt message is one lost frame
+                self.decode_errors += 1
+                self.get_logger().warning(f"{source} frame skipped: cannot deserialize the Image message: {err}")
+                return
         t = s_from_stamp(msg.header.stamp)
         tr = self._trial_of(t)
         if tr is None:
@@ -185,7 +252,7 @@ class TrackerNode(Node):
             self.frames_after_finalize += 1
             return
         try:
-            rgb = image_to_array(msg, "rgb8")
+            rgb = image_to_array(msg, "rgb8", copy=False)  # the detector only reads the pixels
         except ImageEncodingError as err:
             self.decode_errors += 1
             self.get_logger().warning(f"{source} frame at t={t:.3f} s skipped: {err}")
@@ -199,6 +266,7 @@ class TrackerNode(Node):
         with self._lock:
             step = tr.streams[source].add_frame(t, xy, valid, received)
             tr.seen[source].add(step)
+            tr.delays[source].append(received - t)
         self._kp_pub[source].publish(keypoints_msg(source, tr.trial_id, step, msg.header.stamp, self.keypoint_names,
                                                    xy, valid, msg.header.frame_id))
 
@@ -212,6 +280,7 @@ class TrackerNode(Node):
             for st in tr.streams.values():
                 st.frames.clear()
         self.results[trial_id] = trajs
+        self.receipt_delays[trial_id] = {s: np.asarray(d, dtype=float) for s, d in tr.delays.items()}
         stamp = self.get_clock().now().to_msg()
         for s, traj in trajs.items():
             self._traj_pub[s].publish(trajectory_to_msg(traj, stamp=stamp))
@@ -246,7 +315,7 @@ def main(args=None) -> None:
     node = None
     try:
         node = make_node()
-        executor = MultiThreadedExecutor()
+        executor = make_executor(node)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -187,13 +187,14 @@ def _normal_table() -> np.ndarray:
 class SensorNoiseStream:
     """Frame-by-frame application of a :class:`SensorNoiseModel` to a live stream.
 
-    Holds the state a real sensor carries from frame to frame: one random generator
-    (PCG64, seeded once from ``seed``; pixel noise and frame drops use two independent
-    child streams of it, so ``drop_prob`` does not change the pixel noise), the
-    previous clean frame (motion blur) and the last delivered frame (a dropped frame
-    repeats it), plus float32 work buffers reused by every call. Deterministic: the
-    same model, seed and sequence of :meth:`apply` / :meth:`reset` calls give the same
-    output. Not thread-safe: one stream per camera thread.
+    Holds the state a real sensor carries from frame to frame: its random generators,
+    seeded once from ``seed`` (two independent PCG64 child streams of
+    ``numpy.random.SeedSequence(seed)``, one for the pixel noise, one for the frame
+    drops; a dropped frame draws no pixel noise), the previous clean frame (motion blur)
+    and the last delivered frame (a dropped frame repeats it), plus float32 work buffers
+    reused by every call. Deterministic: the same model, seed and sequence of
+    :meth:`apply` / :meth:`reset` calls give the same output. Not thread-safe: one
+    stream per camera thread.
 
     Args:
         model: the sensor model.
@@ -306,12 +307,10 @@ class SensorNoiseStream:
         std, z = self._std, self._z
         bits = self._bits.random_raw((x.size + 3) // 4).view(np.uint16)[: x.size]
         np.take(self._table, bits, out=z.reshape(-1), mode="clip")  # "clip": no index check, no buffering
-        if self._shot_gain > 0:
-            np.multiply(x, np.float32(self._shot_gain), out=std)
-            np.add(std, np.float32(self._read_var), out=std)
-            np.maximum(std, 0.0, out=std)  # blur rounding must not give a negative variance
-            np.sqrt(std, out=std)
-            np.multiply(std, z, out=std)
+        if self._shot_gain > 0:  # std = sqrt(read_var + shot_gain * x); x >= 0 (non-negative blur kernel)
+            cv2.addWeighted(x, self._shot_gain, x, 0.0, self._read_var, dst=std)
+            cv2.sqrt(std, dst=std)
+            cv2.multiply(std, z, dst=std)
         else:
             np.multiply(z, np.float32(math.sqrt(self._read_var)), out=std)
         cv2.add(x, std, dst=out, dtype=cv2.CV_8U)
