@@ -14,16 +14,14 @@ topic or a topic of the wrong type is reported with one clear error line (and by
 
 from __future__ import annotations
 
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
 
 from ..io.rosbag import DEFAULT_TOPICS, BagError, bag_topics, read_messages
-from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, make_executor, s_from_stamp, stamp_from_s
+from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, s_from_stamp, stamp_from_s, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -161,19 +159,8 @@ def make_node(**kwargs) -> BagReplayNode:
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = make_node()
-        executor = make_executor(node)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """``ros2 run vid2sid_ros <this node>``: init, build, spin until Ctrl-C/SIGTERM, destroy."""
+    run_node(make_node, args)
 
 
 if __name__ == "__main__":

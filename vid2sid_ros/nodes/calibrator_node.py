@@ -54,13 +54,13 @@ from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from ..core.excitation import Excitation
 from ..core.trajectory import Trajectory
-from .common import COMMAND_QOS, LATCHED_QOS, ExcitationCommand, ParameterUpdate, TrajectoryMsg, \
-    create_stream_publisher, excitation_from_commands, make_executor, parameter_update_msg, resolve_rig, \
+from .common import COMMAND_QOS, LATCHED_QOS, ExcitationCommand, ParameterUpdate, TrajectoryMsg, run_node, \
+    create_stream_publisher, excitation_from_commands, parameter_update_msg, resolve_rig, \
     ros_param_name, trajectory_from_msg
 from .graph import TOPICS
 from .params import Param, declare, values
@@ -320,19 +320,8 @@ def make_node(**kwargs) -> CalibratorNode:
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = make_node()
-        executor = make_executor(node)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """``ros2 run vid2sid_ros <this node>``: init, build, spin until Ctrl-C/SIGTERM, destroy."""
+    run_node(make_node, args)
 
 
 if __name__ == "__main__":

@@ -12,14 +12,12 @@ running (so the rest of the graph and the recording go on) and retries every
 
 from __future__ import annotations
 
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from ..io.image_msg import array_to_image
-from .common import STREAM_QOS, create_stream_publisher, make_executor
+from .common import STREAM_QOS, create_stream_publisher, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -135,19 +133,8 @@ def make_node(**kwargs) -> CameraNode:
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = make_node()
-        executor = make_executor(node)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """``ros2 run vid2sid_ros <this node>``: init, build, spin until Ctrl-C/SIGTERM, destroy."""
+    run_node(make_node, args)
 
 
 if __name__ == "__main__":

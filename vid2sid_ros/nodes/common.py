@@ -64,6 +64,39 @@ def make_executor(node: Any, *, context: Any = None, max_threads: int | None = N
     return SingleThreadedExecutor(context=context)
 
 
+def run_node(make_node: Any, args: Any = None) -> None:
+    """The body of every node's ``main(args=None)`` (the ros2/demos pattern, in one place).
+
+    ``rclpy.init``, build the node with ``make_node()``, spin it on its own executor
+    (:func:`make_executor`), return on Ctrl-C or an external shutdown (SIGTERM), then
+    destroy the node and shut rclpy down.
+    """
+    import rclpy
+    from rclpy._rclpy_pybind11 import RCLError
+    from rclpy.executors import ExternalShutdownException
+
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = make_node()
+        if not rclpy.ok():  # SIGINT/SIGTERM arrived while the node was being built
+            return
+        executor = make_executor(node)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except RCLError:
+        # SIGINT/SIGTERM while the node was being built: rclpy's signal handler has shut the
+        # context down, and the executor cannot be created on it; that is a clean stop
+        if rclpy.ok():
+            raise
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
 def create_stream_publisher(node: Any, msg_type: Any, topic: str, qos: QoSProfile = STREAM_QOS):
     """``node.create_publisher`` without rclpy's default QoS-event handlers.
 

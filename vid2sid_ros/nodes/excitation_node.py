@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import threading
 
-import rclpy
 import yaml
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
 from ..core.excitation import Excitation, ExcitationError, build_excitation
-from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, make_executor, resolve_rig
+from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, resolve_rig, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -248,19 +246,8 @@ def make_node(**kwargs) -> ExcitationNode:
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = make_node()
-        executor = make_executor(node)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """``ros2 run vid2sid_ros <this node>``: init, build, spin until Ctrl-C/SIGTERM, destroy."""
+    run_node(make_node, args)
 
 
 if __name__ == "__main__":

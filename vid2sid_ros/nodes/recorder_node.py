@@ -17,15 +17,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_srvs.srv import Trigger
 
 from ..io.rosbag import BagError, BagWriter, make_typestore
-from .common import STREAM_QOS, ExcitationCommand, Keypoints, ParameterUpdate, TrajectoryMsg, make_executor
+from .common import STREAM_QOS, ExcitationCommand, Keypoints, ParameterUpdate, TrajectoryMsg, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -128,19 +126,8 @@ def make_node(**kwargs) -> RecorderNode:
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = make_node()
-        executor = make_executor(node)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """``ros2 run vid2sid_ros <this node>``: init, build, spin until Ctrl-C/SIGTERM, destroy."""
+    run_node(make_node, args)
 
 
 if __name__ == "__main__":

@@ -34,17 +34,15 @@ import concurrent.futures
 import math
 
 import numpy as np
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from ..core.excitation import ExcitationError
 from ..core.parameters import ParameterSet
 from ..io.image_msg import array_to_image
-from .common import COMMAND_QOS, STREAM_QOS, ExcitationCommand, create_stream_publisher, excitation_from_commands, \
-    make_executor, resolve_rig, ros_param_name, stamp_from_s, trajectory_to_msg
+from .common import COMMAND_QOS, STREAM_QOS, ExcitationCommand, create_stream_publisher, excitation_from_commands, run_node, \
+    resolve_rig, ros_param_name, stamp_from_s, trajectory_to_msg
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
 from .params import Param, declare, values
@@ -181,19 +179,8 @@ def make_node(**kwargs) -> SimTwinNode:
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = make_node()
-        executor = make_executor(node)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """``ros2 run vid2sid_ros <this node>``: init, build, spin until Ctrl-C/SIGTERM, destroy."""
+    run_node(make_node, args)
 
 
 if __name__ == "__main__":

@@ -20,14 +20,12 @@ the step as dropped.
 from __future__ import annotations
 
 import numpy as np
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from ..io.image_msg import array_to_image
-from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, make_executor, resolve_rig, stamp_from_s
+from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, resolve_rig, stamp_from_s, run_node
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
 from .params import Param, declare, values
@@ -123,19 +121,8 @@ def make_node(**kwargs) -> StandInRigNode:
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = make_node()
-        executor = make_executor(node)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """``ros2 run vid2sid_ros <this node>``: init, build, spin until Ctrl-C/SIGTERM, destroy."""
+    run_node(make_node, args)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image
@@ -44,8 +42,8 @@ from ..core.lockstep import LockstepStream, assign_steps
 from ..core.trajectory import Trajectory
 from ..io.image_msg import ImageEncodingError, image_to_array
 from ..io.rosbag import reset_tracker, rig_tracker, tracker_names
-from .common import LATCHED_QOS, STREAM_QOS, BufferQueue, ExcitationCommand, Keypoints, TrajectoryMsg, \
-    create_stream_publisher, keypoints_msg, make_executor, resolve_rig, s_from_stamp, trajectory_to_msg
+from .common import LATCHED_QOS, STREAM_QOS, BufferQueue, ExcitationCommand, Keypoints, TrajectoryMsg, run_node, \
+    create_stream_publisher, keypoints_msg, resolve_rig, s_from_stamp, trajectory_to_msg
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -311,19 +309,8 @@ def make_node(**kwargs) -> TrackerNode:
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = make_node()
-        executor = make_executor(node)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """``ros2 run vid2sid_ros <this node>``: init, build, spin until Ctrl-C/SIGTERM, destroy."""
+    run_node(make_node, args)
 
 
 if __name__ == "__main__":
