@@ -176,9 +176,9 @@ def test_excitation_column_mismatch_is_an_error(twin):
         twin.rollout(ex)
 
 
-def test_save_model_round_trips_calibrated_values(twin, tmp_path):
+def test_export_model_round_trips_calibrated_values(twin, tmp_path):
     twin.set_parameters({"joint_stiffness": 0.45, "actuator_gain": 13.0, "joint_damping": 0.006})
-    path = twin.save_model(tmp_path / "calibrated.xml")
+    path = twin.export_model(tmp_path / "calibrated.xml")
     import mujoco
 
     m = mujoco.MjModel.from_xml_path(str(path))

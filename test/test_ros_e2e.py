@@ -156,4 +156,5 @@ def test_calibrate_record_and_replay(ros, tmp_path):
     records = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
     assert len(records) == 2
     assert min(r["error_px"] for r in records) < start_error
+    assert (run_dir / "calibrated_model.xml").is_file()  # regression: the finger's model copy was never written
     assert time.monotonic() - t_start < 150.0

@@ -812,7 +812,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         (rd / "result.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         result.files = {"result_yaml": rd / "result.yaml", "result_json": rd / "result.json",
                         "iterations": rd / "iterations.jsonl"}
-        export = getattr(s.twin, "export_model", None) or getattr(s.twin, "save_model", None)
+        export = getattr(s.twin, "export_model", None)
         if callable(export):
             try:
                 s.twin.set_parameters(best_vals)

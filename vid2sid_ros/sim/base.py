@@ -89,3 +89,7 @@ class Twin(Protocol):
 
     def rollout(self, excitation: Excitation, *, render: bool = False) -> RolloutResult:
         """Reset to the initial state and replay ``excitation``; deterministic."""
+
+    # Optional: ``export_model(path) -> Path`` writes the model file with the current
+    # parameters (MJCF for MuJoCo twins), and ``model_suffix`` names its file type; the
+    # calibration loop saves ``calibrated_model<suffix>`` beside ``result.yaml`` with it.

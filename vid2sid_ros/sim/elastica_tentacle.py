@@ -538,7 +538,7 @@ class TentacleTwin:
     """
 
     actuator_names: tuple[str, ...] = ("tendon",)
-    #: file suffix of :meth:`save_model` (the calibration loop names the model copy with it).
+    #: file suffix of :meth:`export_model` (the calibration loop names the model copy with it).
     model_suffix: str = ".yaml"
 
     def __init__(self, *, parameters: ParameterSet | str | Path | None = None, medium: str = "air",
@@ -876,7 +876,7 @@ class TentacleTwin:
                 state["frame_dropped"] = np.asarray(dropped, dtype=bool)
         return RolloutResult(trajectory=traj, frames=frames, diverged=diverged, message=message, state=state)
 
-    def save_model(self, path: str | Path) -> Path:
+    def export_model(self, path: str | Path) -> Path:
         """Write the calibrated model (geometry, medium, parameter values) as YAML; returns the path."""
         import yaml
 

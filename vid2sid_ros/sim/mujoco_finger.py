@@ -235,7 +235,7 @@ class FingerTwin:
         """Current value of every parameter, ``{name: value}`` in spec units."""
         return dict(self._values)
 
-    def save_model(self, path: str | Path) -> Path:
+    def export_model(self, path: str | Path) -> Path:
         """Write the model with the current parameter values as MJCF (calibrated model copy).
 
         Returns:

@@ -392,8 +392,6 @@ class UserModelTwin:
             raise TwinError(f"cannot write calibrated model to {path}: {err}") from None
         return path
 
-    save_model = export_model
-
     # -- simulation ---------------------------------------------------------------
     def _reset(self) -> None:
         m, d = self.model, self.data
