@@ -180,16 +180,23 @@ def finite_difference_jacobian(
     n = len(u0)
     cols = []
     errs: list[np.ndarray | None] = []
+
+    def probe(j: int, uj: float) -> Evaluation:
+        """Evaluate ``point`` with normalised coordinate ``j`` moved to ``uj`` (recorded in ``evals``)."""
+        u = u0.copy()
+        u[j] = uj
+        e = evaluate(parameters.from_unit_vector(u, point))
+        evals.append(e)
+        return e
+
+    def probe_pair(j: int, lo: float, hi: float) -> list[np.ndarray | None]:
+        """Keypoint vectors at coordinate ``j`` = ``lo`` then ``hi`` (None where a rollout failed)."""
+        return [None if e.failed else vectorise(e) for e in (probe(j, lo), probe(j, hi))]
+
     for j in range(n):
         if scheme == "central":
             lo, hi = max(u0[j] - step, 0.0), min(u0[j] + step, 1.0)
-            pair = []
-            for uj in (lo, hi):
-                u = u0.copy()
-                u[j] = uj
-                e = evaluate(parameters.from_unit_vector(u, point))
-                evals.append(e)
-                pair.append(None if e.failed else vectorise(e))
+            pair = probe_pair(j, lo, hi)
             if pair[0] is None or pair[1] is None or hi == lo:
                 cols.append(None)
                 errs.append(None)
@@ -204,23 +211,14 @@ def finite_difference_jacobian(
             # (e.g. a changed integration step count) shows up as ~a/(4h), half its effect on D(h).
             # Curvature (f''), which the central difference cancels, does not enter.
             lo2, hi2 = max(u0[j] - 2 * step, 0.0), min(u0[j] + 2 * step, 1.0)
-            pair2 = []
-            for uj in (lo2, hi2):
-                u = u0.copy()
-                u[j] = uj
-                e = evaluate(parameters.from_unit_vector(u, point))
-                evals.append(e)
-                pair2.append(None if e.failed else vectorise(e))
+            pair2 = probe_pair(j, lo2, hi2)
             if pair2[0] is None or pair2[1] is None or hi2 - lo2 <= hi - lo:
                 errs.append(None)
             else:
                 errs.append((pair2[1] - pair2[0]) / (hi2 - lo2) - d1)
         else:
             h = step if u0[j] + step <= 1.0 else -step
-            u = u0.copy()
-            u[j] += h
-            e = evaluate(parameters.from_unit_vector(u, point))
-            evals.append(e)
+            e = probe(j, u0[j] + h)
             cols.append(None if (e.failed or y0 is None) else (vectorise(e) - y0) / h)
             errs.append(None)
     m = next((c.shape[0] for c in cols if c is not None), 0 if y0 is None else y0.shape[0])
