@@ -32,7 +32,10 @@ def test_node_main_runs_and_shuts_down_cleanly(sig):
         proc.send_signal(sig)
         rest, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, rest
-        assert "Traceback" not in rest
+        # a signal that lands while rclpy builds the executor makes rclpy's own half-built
+        # objects print "Exception ignored in ... __del__" on the way out; that is rclpy's
+        # destructor noise, not a crash: no traceback may come out of vid2sid_ros code
+        assert "RCLError" not in rest and "vid2sid_ros/" not in rest, rest
     finally:
         if proc.poll() is None:
             proc.kill()
