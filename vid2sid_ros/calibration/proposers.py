@@ -14,7 +14,7 @@ from typing import Any
 from .proposer import Proposer
 
 __all__ = ["PROPOSERS", "make_proposer", "available_proposers", "accepts_option", "UnknownProposerError",
-           "BASELINE_NAMES"]
+           "BASELINE_NAMES", "PEER_NAMES"]
 
 #: proposer name -> "module:Class"
 PROPOSERS: dict[str, str] = {
@@ -25,12 +25,17 @@ PROPOSERS: dict[str, str] = {
     "bo": "vid2sid_ros.calibration.baselines:BayesianOptimization",
     "bo-tpe": "vid2sid_ros.calibration.baselines:BayesianOptimizationTPE",
     "cmaes": "vid2sid_ros.calibration.baselines:CMAES",
+    "least-squares": "vid2sid_ros.calibration.peers:LeastSquaresPeer",
+    "mujoco-sysid": "vid2sid_ros.calibration.peers:MujocoSysidPeer",
     "gemini": "vid2sid_ros.calibration.gemini:GeminiProposer",
     "openai-compatible": "vid2sid_ros.calibration.openai_compat:OpenAICompatibleProposer",
 }
 
 #: the paper's five black-box baselines
 BASELINE_NAMES = ("random", "nelder-mead", "golden-cd", "bo", "cmaes")
+
+#: the strongest peers: general least-squares solvers on the same residual vector
+PEER_NAMES = ("least-squares", "mujoco-sysid")
 
 
 class UnknownProposerError(KeyError):

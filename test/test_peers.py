@@ -1,0 +1,68 @@
+"""The least-squares peers: same residual vector, every rollout metered, known parameters recovered."""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+
+import pytest
+
+from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+from vid2sid_ros.calibration.peers import PeerUnavailableError
+from vid2sid_ros.calibration.proposers import PEER_NAMES, PROPOSERS, make_proposer
+from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.sim.toy import make_rig
+
+FAST = dict(identifiability=False, final_identifiability=False)
+TRUTH = {"stiffness": 0.7, "damping": 0.01, "gain": 0.4}
+
+
+@pytest.fixture(scope="module")
+def toy():
+    rig = make_rig()
+    return rig, make_sim2sim_trial(rig, TRUTH, seed=3, noise="none")
+
+
+def test_peers_are_registered():
+    assert set(PEER_NAMES) <= set(PROPOSERS)
+
+
+@pytest.mark.parametrize("method", PEER_NAMES)
+def test_peer_recovers_the_truth_and_charges_every_rollout(toy, method):
+    rig, real = toy
+    res = run_calibration(rig, real, make_proposer(method), CalibrationConfig(iterations=3, rollout_budget=400,
+                                                                              seed=0, **FAST))
+    for name, v in TRUTH.items():
+        assert res.values[name] == pytest.approx(v, rel=0.02), name
+    # the meter: two training trials, so every evaluation is 2 rollouts, all of them recorded
+    evals = [e for r in res.history for e in r.extra["evaluations"]]
+    assert res.rollouts == sum(e["rollouts"] for e in evals) == 2 * len(evals)
+    # one solve, then holding: later iterations spend nothing
+    assert res.history[2].rollouts_used == 0 and "holding" in res.history[2].rationale
+    # the rationale starts with one sentence per parameter moved, with both values and the unit
+    assert res.history[1].rationale.startswith(("Raising", "Lowering"))
+    assert "N·m/rad" in res.history[1].rationale.split(".")[0] + res.history[1].rationale
+
+
+@pytest.mark.parametrize("method", PEER_NAMES)
+def test_peer_stops_at_the_budget_with_the_best_point(toy, method):
+    rig, real = toy
+    res = run_calibration(rig, real, make_proposer(method), CalibrationConfig(iterations=3, rollout_budget=12,
+                                                                              seed=0, **FAST))
+    assert res.rollouts <= 12
+    assert res.error_px < res.initial_error_px
+    assert "budget ran out" in res.history[1].rationale
+
+
+def test_mujoco_sysid_without_its_extras_says_what_to_install(monkeypatch):
+    fake = types.ModuleType("mujoco.sysid")  # what mujoco.sysid is when absl/tabulate are missing: no names
+    monkeypatch.setitem(sys.modules, "mujoco.sysid", fake)
+    with pytest.raises(PeerUnavailableError, match=r"mujoco\[sysid\]"):
+        make_proposer("mujoco-sysid")
+
+
+def test_peer_rejects_a_bad_step():
+    with pytest.raises(ValueError, match="fd_step"):
+        make_proposer("least-squares", fd_step=0.0)
+    assert math.isfinite(make_proposer("least-squares", fd_step=0.01).fd_step)
