@@ -18,20 +18,33 @@ def toy():
     return rig, make_sim2sim_trial(rig, {"stiffness": 0.7, "damping": 0.01, "gain": 0.4}, seed=3, noise="keypoint")
 
 
+# what each baseline's rationale starts with (its own method, not a shared word)
+RATIONALE = {"random": "random search", "nelder-mead": "Nelder-Mead simplex", "golden-cd": "golden-section",
+             "bo": "Bayesian optimisation", "cmaes": "CMA-ES"}
+# measured error / start error at these budgets (toy arm, seed 1): random 0.81, nelder-mead 0.19, golden-cd 0.26,
+# cmaes 0.87; bo's 16 rollouts are its random initial design only (1.0), so no reduction is asked of it
+REDUCTION = {"random": 0.9, "nelder-mead": 0.3, "golden-cd": 0.4, "bo": None, "cmaes": 0.95}
+
+
 @pytest.mark.parametrize("method", BASELINE_NAMES)
 def test_baseline_spends_exactly_the_budget_and_never_repeats_a_point(toy, method):
     if method == "bo":
         pytest.importorskip("skopt", reason="bo's default GP backend needs scikit-optimize (see requirements)")
     rig, real = toy
-    budget = 8 if method == "bo" else 16  # bo: its random initial design only (GP fits are slow on a busy CPU)
-    cfg = CalibrationConfig(iterations=4, rollout_budget=budget, seed=1, **FAST)
+    budget = 16 if method == "bo" else 40  # bo: its random initial design only (GP fits are slow on a busy CPU)
+    cfg = CalibrationConfig(iterations=8, rollout_budget=budget, seed=1, **FAST)
     res = run_calibration(rig, real, make_proposer(method), cfg)
     assert res.rollouts == budget
     points = [tuple(sorted(e["values"].items())) for r in res.history for e in r.extra["evaluations"]]
     assert len(points) == budget // 2 and len(set(points)) == len(points)  # replayed, never paid twice
-    assert res.error_px <= res.initial_error_px
-    assert all(method in r.rationale or "search" in r.rationale or "Nelder" in r.rationale or "CMA" in r.rationale
-               or "Bayesian" in r.rationale or "golden" in r.rationale for r in res.history[1:])
+    # the result is the best evaluation the search made (not merely "no worse than the start", which the
+    # best-so-far bookkeeping guarantees), and the search itself made progress
+    errors = [e["error_px"] for r in res.history for e in r.extra["evaluations"] if e["error_px"] is not None]
+    assert res.error_px == pytest.approx(min(errors), rel=1e-12)
+    if REDUCTION[method] is not None:
+        assert res.error_px < REDUCTION[method] * res.initial_error_px, (method, res.error_px, res.initial_error_px)
+    assert all(r.rationale.startswith(RATIONALE[method]) for r in res.history[1:]), \
+        [r.rationale for r in res.history[1:]]
     again = run_calibration(rig, real, make_proposer(method), cfg)
     assert again.values == res.values  # seeded
 

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from vid2sid_ros.nodes.bringup import graph_for_config
-from vid2sid_ros.nodes.graph import GRAPHS
+pytest.importorskip("rclpy", reason="rclpy comes with `make setup` (.venv)")  # before any module that imports it
 
-pytest.importorskip("rclpy", reason="rclpy comes with `make setup` (.venv)")
+from vid2sid_ros.nodes.bringup import graph_for_config  # noqa: E402
+from vid2sid_ros.nodes.graph import GRAPHS  # noqa: E402
 
 
 def test_graph_names_and_config_files_resolve():

@@ -143,6 +143,9 @@ def test_relative_parameter_error():
     err = relative_parameter_error({"a": 1.1, "b": -1.8, "c": 7.0}, {"a": 1.0, "b": -2.0})
     assert err == pytest.approx({"a": 0.1, "b": 0.1})
     assert relative_parameter_error({"a": 2.0}, {"a": 1.0, "b": 3.0}, names=["a"]) == {"a": 1.0}
+    # true values below 1 (damping 0.004 N·m·s/rad, friction 0.0035 N·m): relative to |t|, not to max(|t|, 1)
+    small = relative_parameter_error({"d": 0.0044, "f": 0.0028, "k": 4.2e-7}, {"d": 0.004, "f": 0.0035, "k": 4e-7})
+    assert small == pytest.approx({"d": 0.1, "f": 0.2, "k": 0.05})
     with pytest.raises(KeyError):
         relative_parameter_error({}, {"a": 1.0})
     with pytest.raises(ValueError, match="'a' is 0"):

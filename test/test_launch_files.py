@@ -1,10 +1,12 @@
 """Launch files and the in-process bringup start the same nodes, executables and config files.
 
-ROS 2 ``launch`` is not on PyPI, so the launch files are parsed with ``ast`` (not run):
-each must define ``generate_launch_description`` and name its graph(s) of
-``vid2sid_ros.nodes.graph.GRAPHS``; the node list is then checked through
-``launch_plan`` (what the launch files pass to ``launch_ros.actions.Node``) against the
-bringup's ``node_cli_args`` and against the files on disk.
+ROS 2 ``launch`` is not on PyPI. Each launch file is parsed with ``ast`` (it must define
+``generate_launch_description`` and name its graph(s) of ``vid2sid_ros.nodes.graph.GRAPHS``)
+and also EXECUTED against small stand-ins of ``launch`` / ``launch_ros`` /
+``ament_index_python`` that record the actions it builds: the declared arguments, and the
+``launch_ros.actions.Node`` list its OpaqueFunction returns (default, ``stand_in:=true``,
+arguments given) are checked against the graph table, the params files on disk and the
+bringup's ``node_cli_args``.
 """
 
 from __future__ import annotations
@@ -98,3 +100,109 @@ def test_node_parameters_in_configs_are_declared():
                 if key.startswith(("physics.", "nuisance.", "hidden.")):
                     continue  # declared from the rig's parameter spec
                 assert key in declared[node], f"{cfg.name}: {node}.{key} is not a declared parameter"
+
+
+# -- the launch files executed against stand-ins of ROS 2 `launch` / `launch_ros` -------------------------------
+# (PyPI has no `launch`; these record what the launch file builds, with launch's semantics for
+#  configurations: a LaunchConfiguration of an undeclared argument is an error, declared ones default.)
+
+class _Action:
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+class _LaunchDescription:
+    def __init__(self, actions):
+        self.actions = list(actions)
+
+
+class _LaunchConfiguration:
+    def __init__(self, name):
+        self.name = name
+
+    def perform(self, context):
+        if self.name not in context.launch_configurations:
+            raise LookupError(f"launch configuration '{self.name}' was never declared")
+        return context.launch_configurations[self.name]
+
+
+class _Context:
+    def __init__(self, configurations):
+        self.launch_configurations = dict(configurations)
+
+
+@pytest.fixture
+def fake_launch(monkeypatch):
+    import sys
+    import types
+
+    share = ROOT  # a checkout has config/ and launch/ where an install has share/vid2sid_ros/...
+    mods = {
+        "launch": types.ModuleType("launch"),
+        "launch.actions": types.ModuleType("launch.actions"),
+        "launch.substitutions": types.ModuleType("launch.substitutions"),
+        "launch_ros": types.ModuleType("launch_ros"),
+        "launch_ros.actions": types.ModuleType("launch_ros.actions"),
+        "ament_index_python": types.ModuleType("ament_index_python"),
+        "ament_index_python.packages": types.ModuleType("ament_index_python.packages"),
+    }
+    mods["launch"].LaunchDescription = _LaunchDescription
+    mods["launch.actions"].DeclareLaunchArgument = type("DeclareLaunchArgument", (_Action,), {})
+    mods["launch.actions"].OpaqueFunction = type("OpaqueFunction", (_Action,), {})
+    mods["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
+    mods["launch_ros.actions"].Node = type("Node", (_Action,), {})
+
+    def get_package_share_directory(pkg):
+        assert pkg == "vid2sid_ros", pkg
+        return str(share)
+
+    mods["ament_index_python.packages"].get_package_share_directory = get_package_share_directory
+    for name, mod in mods.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    return share
+
+
+def _run_launch_file(fname, given=None):
+    """Execute ``launch/<fname>`` like ``ros2 launch`` would: returns (declared defaults, Node kwargs list)."""
+    import runpy
+
+    ld = runpy.run_path(str(LAUNCH / fname))["generate_launch_description"]()
+    declared = {a.args[0]: a.kwargs for a in ld.actions if type(a).__name__ == "DeclareLaunchArgument"}
+    opaque = [a for a in ld.actions if type(a).__name__ == "OpaqueFunction"]
+    assert len(opaque) == 1 and len(ld.actions) == len(declared) + 1
+    unknown = set(given or {}) - set(declared)
+    assert not unknown, f"{fname}: not declared: {unknown}"  # ros2 launch would ignore them silently
+    ctx = _Context({**{k: v["default_value"] for k, v in declared.items()}, **(given or {})})
+    nodes = opaque[0].kwargs["function"](ctx)
+    return declared, [n.kwargs for n in nodes]
+
+
+@pytest.mark.parametrize("fname", sorted(EXPECTED))
+def test_launch_file_runs_and_builds_the_graph_table(fake_launch, fname):
+    graphs = EXPECTED[fname]
+    declared, nodes = _run_launch_file(fname)
+    want_args = {a.name for g in graphs for a in GRAPH_ARGUMENTS[g]} | ({"stand_in"} if len(graphs) > 1 else set())
+    assert set(declared) == want_args
+    assert all(v["description"] for v in declared.values())
+    cfg_dir = fake_launch / "config"
+    spec = GRAPHS[graphs[0]]
+    assert [n["name"] for n in nodes] == [s.name for s in spec]
+    for n, s in zip(nodes, spec):
+        assert (n["package"], n["executable"]) == (s.package, s.executable)
+        assert n["parameters"] == [str(cfg_dir / f) for f in s.params_files]  # empty arguments are not passed
+        assert all(Path(p).is_file() for p in n["parameters"])
+        assert n["remappings"] == list(s.remappings)
+        assert (ROOT / "scripts" / s.executable).is_file(), f"no scripts/{s.executable} for ros2 run"
+
+
+@pytest.mark.parametrize("fname", sorted(f for f, g in EXPECTED.items() if len(g) > 1))
+def test_launch_file_stand_in_and_arguments_reach_the_nodes(fake_launch, fname):
+    stand_in = EXPECTED[fname][1]
+    _, nodes = _run_launch_file(fname, {"stand_in": "true", "run_dir": "/runs/x", "bag_path": "/bags/y"})
+    assert [n["name"] for n in nodes] == [s.name for s in GRAPHS[stand_in]]
+    by = {n["name"]: n for n in nodes}
+    assert by["calibrator_node"]["parameters"][-1] == {"run_dir": "/runs/x"}
+    assert by["recorder_node"]["parameters"][-1] == {"bag_path": "/bags/y"}
+    assert all(isinstance(p, str) for p in by["tracker_node"]["parameters"])
+    _, nodes = _run_launch_file(fname, {"stand_in": "false"})
+    assert [n["name"] for n in nodes] == [s.name for s in GRAPHS[EXPECTED[fname][0]]]

@@ -128,10 +128,23 @@ def test_marker_jumping_outside_search_window_is_found_by_full_frame_fallback():
     assert np.allclose(traj.keypoints[:, 0], [[20, 20], [140, 100], [20, 20]], atol=0.2)
 
 
-def test_marker_at_image_border_is_invalid_not_biased():
-    frame = _disc_frame([(2.0, 50.0)], [(20, 230, 20)])  # half out of frame
+@pytest.mark.parametrize("centre, inside", [((2.0, 50.0), (7.0, 50.0)), ((157.0, 50.0), (152.0, 50.0)),
+                                            ((80.0, 2.0), (80.0, 7.0)), ((80.0, 117.0), (80.0, 112.0))],
+                         ids=["left", "right", "top", "bottom"])
+def test_marker_at_image_border_is_invalid_not_biased(centre, inside):
+    frame = _disc_frame([centre], [(20, 230, 20)])  # partly out of the 160x120 frame
     xy, valid = MarkerTracker([GREEN]).detect(frame)
     assert not valid[0] and np.isnan(xy[0]).all()
+    # a radius-5 disc one pixel clear of the same edge is valid and unbiased
+    xy, valid = MarkerTracker([GREEN]).detect(_disc_frame([inside], [(20, 230, 20)]))
+    assert valid[0] and np.allclose(xy[0], inside, atol=0.2)
+
+
+def test_marker_walking_onto_the_right_and_bottom_edges_turns_invalid_in_a_track():
+    """Through the windowed search (not only the first full-frame detection)."""
+    centres = [(140.0, 60.0), (150.0, 60.0), (157.5, 60.0), (150.0, 100.0), (150.0, 117.5), (150.0, 100.0)]
+    traj = MarkerTracker([GREEN], roi_radius_px=12).track([_disc_frame([c], [(20, 230, 20)]) for c in centres])
+    assert traj.valid[:, 0].tolist() == [True, True, False, True, False, True]
 
 
 def test_largest_blob_wins_over_clutter_and_small_specks_are_ignored():
