@@ -115,7 +115,9 @@ def test_refused_key_falls_back_to_reasoner_and_never_leaks(toy_trial, tmp_path,
         result = run_calibration(rig, real, g, cfg, run_dir)
     assert len(client.calls) == 1  # the refused request is not repeated
     recs = [json.loads(line) for line in (run_dir / "iterations.jsonl").read_text().splitlines()]
-    assert [r["proposer"] for r in recs] == ["gemini", "gemini"]
+    # the record names the proposer that made the proposal (issue 12 item 2), the requested one beside it
+    assert [r["proposer"] for r in recs] == ["reasoner", "reasoner"]
+    assert all(r["extra"]["requested_proposer"] == "gemini" for r in recs)
     for r in recs:
         assert r["extra"]["proposed_by"] == "reasoner" and r["extra"]["fallback"]["to"] == "reasoner"
         assert any("fallback 'reasoner'" in n for n in r["notes"]) and r["rationale"]

@@ -90,11 +90,12 @@ class Transport:
 def test_request_has_schema_key_frames_and_prompt(toy, videos):
     tr = Transport([_answer(TRUTH)])
     p = OpenAICompatibleProposer(base_url="http://127.0.0.1:8000/v1/", model="qwen2.5-vl-7b", transport=tr,
-                                 key_frames=3, overlay_plot=False, timeout_s=42.0)
+                                 key_frames=3, overlay_plot=False, timeout_s=42.0, deadline_s=60.0)
     assert p.wants_video
     prop = p.propose(_context(toy, videos))
     assert prop.values == pytest.approx(TRUTH) and prop.rationale == "stiffer spring"
     (req,) = tr.requests
+    # the per-request timeout (42 s) fits in the 60 s iteration deadline, so it is kept
     assert req["url"] == "http://127.0.0.1:8000/v1/chat/completions" and req["timeout"] == 42.0
     assert "Authorization" not in req["headers"]
     body = req["body"]

@@ -159,7 +159,14 @@ class GeminiConfig:
             lower resolution costs fewer tokens per video frame.
         video_fps: frames per second the model samples from each video (None = API
             default of 1 fps); dynamics faster than ~0.5 Hz need more.
-        timeout_s: per-request HTTP timeout, s.
+        timeout_s: per-request HTTP timeout, s (also capped by the time left before
+            ``deadline_s``).
+        deadline_s: total time one iteration may spend on the service, s (every
+            attempt, backoff sleep and re-ask; uploads included); then the fallback.
+        retry_every: after the service failed in an iteration, later iterations use the
+            fallback at once; the service is tried again every this many iterations.
+        base_url: API endpoint override (an HTTP proxy or gateway); None = the SDK's
+            default (or ``GOOGLE_GEMINI_BASE_URL``).
         max_retries, initial_backoff_s, max_backoff_s: exponential backoff on 408/429/5xx
             and transport errors.
         max_reasks: follow-up requests after an unusable reply.
@@ -184,6 +191,9 @@ class GeminiConfig:
     media_resolution: str | None = None
     video_fps: float | None = None
     timeout_s: float = 180.0
+    deadline_s: float = 30.0
+    retry_every: int = 3
+    base_url: str | None = None
     max_retries: int = 4
     initial_backoff_s: float = 2.0
     max_backoff_s: float = 60.0
@@ -200,6 +210,8 @@ class GeminiConfig:
                              f"got {self.media_resolution!r}")
         if self.timeout_s <= 0 or self.upload_timeout_s <= 0:
             raise ValueError("GeminiConfig.timeout_s and upload_timeout_s must be > 0 s")
+        if self.base_url is not None and not str(self.base_url).startswith(("http://", "https://")):
+            raise ValueError(f"GeminiConfig.base_url must start with http:// or https://, got {self.base_url!r}")
         if self.thinking_budget is not None and self.thinking_budget < -1:
             raise ValueError(f"GeminiConfig.thinking_budget must be >= -1 or None, got {self.thinking_budget}")
 
@@ -251,8 +263,8 @@ class GeminiProposer(VLMProposer):
             cfg = dataclasses.replace(cfg, **overrides)
         self.config = cfg
         super().__init__(options=cfg.prompt_options(), max_reasks=cfg.max_reasks, retry=cfg.retry_policy(),
-                         fallback=fallback, sleep=sleep)
-        self._clock = clock
+                         fallback=fallback, sleep=sleep, deadline_s=cfg.deadline_s, retry_every=cfg.retry_every,
+                         clock=clock)
         self._files: dict[tuple[str, int, int], Any] = {}  # (path, size, mtime_ns) -> types.File
         self._client = client
         if client is None:
@@ -275,20 +287,31 @@ class GeminiProposer(VLMProposer):
         from google import genai
         from google.genai import types
 
-        # api_key=None: the SDK reads GOOGLE_API_KEY / GEMINI_API_KEY itself.
-        return genai.Client(http_options=types.HttpOptions(timeout=int(self.config.timeout_s * 1000)))
+        # api_key=None: the SDK reads GOOGLE_API_KEY / GEMINI_API_KEY itself. No
+        # retry_options: the SDK does not retry on its own, RetryPolicy does (within the deadline).
+        kw: dict[str, Any] = {"timeout": int(self.config.timeout_s * 1000)}
+        if self.config.base_url:
+            kw["base_url"] = self.config.base_url
+        return genai.Client(http_options=types.HttpOptions(**kw))
 
     # -- request building ----------------------------------------------------------------
-    def generation_config(self, prompt: CalibrationPrompt) -> Any:
-        """The ``types.GenerateContentConfig`` of a request (schema, thinking, timeout)."""
+    def generation_config(self, prompt: CalibrationPrompt, timeout_s: float | None = None) -> Any:
+        """The ``types.GenerateContentConfig`` of a request (schema, thinking, timeout).
+
+        ``timeout_s``: this attempt's HTTP timeout, s (default ``config.timeout_s``).
+        """
         from google.genai import types
 
         c = self.config
+        timeout_ms = max(1, int(round((c.timeout_s if timeout_s is None else timeout_s) * 1000)))
+        http: dict[str, Any] = {"timeout": timeout_ms}
+        if c.base_url:
+            http["base_url"] = c.base_url
         kw: dict[str, Any] = {
             "system_instruction": SYSTEM_INSTRUCTION,
             "response_mime_type": "application/json",
             "response_schema": prompt.response_model,
-            "http_options": types.HttpOptions(timeout=int(c.timeout_s * 1000)),
+            "http_options": types.HttpOptions(**http),
         }
         if c.thinking_budget is not None:
             kw["thinking_config"] = types.ThinkingConfig(thinking_budget=int(c.thinking_budget))
@@ -355,11 +378,15 @@ class GeminiProposer(VLMProposer):
         if key in self._files:
             return self._files[key]
         c = self.config
-        f = self.retry.run(
-            lambda: self._client.files.upload(
-                file=str(m.path), config=types.UploadFileConfig(mime_type=m.mime_type, display_name=f"vid2sid-{m.role}")),
-            classify=self._classify, sleep=self._sleep, what="gemini files.upload", events=events)
+        f = self.run_with_retries(
+            lambda t: self._client.files.upload(
+                file=str(m.path), config=types.UploadFileConfig(
+                    mime_type=m.mime_type, display_name=f"vid2sid-{m.role}",
+                    http_options=types.HttpOptions(timeout=max(1, int(t * 1000))))),
+            c.timeout_s, classify=self._classify, what="gemini files.upload", events=events)
         deadline = self._clock() + c.upload_timeout_s
+        if self._deadline is not None:
+            deadline = min(deadline, self._deadline)
         while True:
             state = _state_name(getattr(f, "state", None))
             if state == "ACTIVE":
@@ -372,18 +399,18 @@ class GeminiProposer(VLMProposer):
                                               f"(state {state})")
             self._sleep(c.upload_poll_s)
             name = f.name
-            f = self.retry.run(lambda: self._client.files.get(name=name), classify=self._classify,
-                               sleep=self._sleep, what="gemini files.get", events=events)
+            f = self.run_with_retries(lambda t: self._client.files.get(name=name), c.timeout_s,
+                                      classify=self._classify, what="gemini files.get", events=events)
         self._files[key] = f
         return f
 
     def _send(self, prompt: CalibrationPrompt, turns: Sequence[tuple[str, str]], usage: TokenUsage,
               events: list[dict[str, Any]]) -> str | None:
         contents = self.contents(prompt, turns)
-        config = self.generation_config(prompt)
-        resp = self.retry.run(
-            lambda: self._client.models.generate_content(model=self.config.model, contents=contents, config=config),
-            classify=self._classify, sleep=self._sleep, what="gemini generate_content", events=events)
+        resp = self.run_with_retries(
+            lambda t: self._client.models.generate_content(model=self.config.model, contents=contents,
+                                                           config=self.generation_config(prompt, t)),
+            self.config.timeout_s, classify=self._classify, what="gemini generate_content", events=events)
         um = getattr(resp, "usage_metadata", None)
         usage.add(getattr(um, "prompt_token_count", None), getattr(um, "candidates_token_count", None),
                   getattr(um, "thoughts_token_count", None))

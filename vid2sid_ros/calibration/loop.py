@@ -178,6 +178,12 @@ class CalibrationResult:
         identifiability: check at the start point; final_identifiability: at ``values``.
         uncertainty: ``{name: standard deviation in the parameter's unit}`` (Gauss–Newton).
         files: written files (``iterations``, ``result_yaml``, ``result_json``, ``model``).
+        status: ``"ok"``, or ``"no_proposal"`` when proposal iterations were asked for
+            and not one of them produced a proposal (every proposer failed): ``values``
+            are then the start point, nothing was calibrated and no model is exported.
+        best_iteration: the iteration whose evaluation gave ``values`` (0 = start point).
+        best_proposer: the proposer that actually produced ``values`` (a fallback when
+            it stepped in; ``"initial"`` for the start point).
     """
 
     values: dict[str, float]
@@ -197,11 +203,15 @@ class CalibrationResult:
     final_identifiability: IdentifiabilityReport | None = None
     uncertainty: dict[str, float] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
+    status: str = "ok"
+    best_iteration: int = 0
+    best_proposer: str = "initial"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (history as record dicts)."""
         return jsonable({
-            "proposer": self.proposer, "values": self.values, "error_px": self.error_px,
+            "proposer": self.proposer, "status": self.status, "best_iteration": self.best_iteration,
+            "best_proposer": self.best_proposer, "values": self.values, "error_px": self.error_px,
             "per_keypoint_px": self.per_keypoint_px, "initial_error_px": self.initial_error_px,
             "holdout_mae_px": self.holdout_mae_px, "rollouts": self.rollouts, "iterations": self.iterations,
             "diagnostic_rollouts": self.diagnostic_rollouts, "wall_s": self.wall_s, "stopped": self.stopped,
@@ -420,6 +430,8 @@ class _Session:
         self.iter_log: list[dict[str, Any]] = []
         self.iter_evals: list[Evaluation] = []
         self.current: dict[str, float] = params.nominal()
+        self.iteration = 0  # the iteration being run (evaluations are credited to it)
+        self.best_iteration = 0
 
     @property
     def remaining(self) -> int:
@@ -428,6 +440,7 @@ class _Session:
     def consider_best(self, values: Mapping[str, float], error: float, per_kp: Mapping[str, float]) -> None:
         if math.isfinite(error) and error < self.best[0]:
             self.best = (float(error), dict(values), dict(per_kp))
+            self.best_iteration = self.iteration
 
     def evaluate(self, values: Mapping[str, float]) -> Evaluation:
         """The metered callback handed to proposers (``context.evaluate``)."""
@@ -548,6 +561,7 @@ def run_calibration(
         if meta.get("identifiability"):
             start_report = _report_from_dict(meta["identifiability"])
         for r in history:
+            s.iteration = r.iteration
             for e in r.extra.get("evaluations", []):
                 if e.get("error_px") is not None:
                     s.consider_best(params.complete(e["values"]), float(e["error_px"]), {})
@@ -600,6 +614,7 @@ def run_calibration(
             stopped = f"target error {cfg.target_error_px} px reached"
             break
         t0 = time.perf_counter()
+        s.iteration = it
         s.iter_log, s.iter_evals = [], []
         used_before = s.used
         notes: list[str] = []
@@ -610,8 +625,10 @@ def run_calibration(
                               videos=videos, rig=rig_info, rng_seed=cfg.seed,
                               excitations=tuple(real.train_excitations))
         proposal, who, budget_out = _ask(proposer, fallback, ctx, notes)
+        made = proposal is not None
         if proposal is None:
             valid = [e for e in s.iter_evals if not e.failed]
+            made = bool(valid)  # the proposer's own search produced these points
             if valid:
                 b = min(valid, key=lambda e: e.error_px)
                 proposal = Proposal(values={n: b.values[n] for n in params.free_names},
@@ -648,7 +665,9 @@ def run_calibration(
         extra: dict[str, Any] = {
             "evaluations": list(s.iter_log), "best_error_px": _num(s.best[0]), "rollouts_total": s.used,
             "current_after": {n: s.current[n] for n in params.free_names},
-            "failed": bool(ev is None or ev.failed), "evaluated": ev is not None}
+            "failed": bool(ev is None or ev.failed), "evaluated": ev is not None, "proposal_made": made}
+        if who != proposer.name:
+            extra["requested_proposer"] = proposer.name
         if proposal.diagnosis:
             extra["diagnosis"] = dict(proposal.diagnosis)
         if proposal.excitation_change:
@@ -682,7 +701,12 @@ def run_calibration(
 
 def _ask(proposer: Proposer, fallback: Proposer | None, ctx: ProposalContext,
          notes: list[str]) -> tuple[Proposal | None, str, bool]:
-    """(proposal or None, who proposed, budget exhausted during the search)."""
+    """(proposal or None, who proposed, budget exhausted during the search).
+
+    "Who" is the proposer that actually produced the proposal: the loop's ``fallback``
+    when it stepped in, or the one a proposer delegated to internally (a VLM's own
+    fallback says so in ``Proposal.extra["proposed_by"]``).
+    """
     for p in ([proposer] + ([fallback] if fallback is not None else [])):
         try:
             prop = p.propose(ctx)
@@ -697,7 +721,8 @@ def _ask(proposer: Proposer, fallback: Proposer | None, ctx: ProposalContext,
             continue
         if p is not proposer:
             notes.append(f"fallback '{p.name}' used")
-        return prop, p.name, False
+        by = (prop.extra or {}).get("proposed_by") if isinstance(prop.extra, Mapping) else None
+        return prop, (by if isinstance(by, str) and by else p.name), False
     return None, proposer.name, False
 
 
@@ -793,18 +818,25 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         s.diagnostic += hev.rollouts
         holdout = None if hev.failed else hev.error_px
     identified = params.with_nominal(best_vals)
+    proposals = [r for r in history[1:] if r.extra.get("proposal_made", True)]
+    status = "no_proposal" if cfg.iterations > 0 and not proposals else "ok"
+    by_iter = {r.iteration: r.proposer for r in history}
     result = CalibrationResult(
         values=best_vals, error_px=best_eval.error_px, per_keypoint_px=dict(best_eval.per_keypoint_px),
         initial_error_px=history[0].error_px, holdout_mae_px=holdout, history=history, rollouts=s.used,
         iterations=len(history) - 1, diagnostic_rollouts=s.diagnostic, wall_s=wall, stopped=stopped,
         proposer=proposer_name, parameters=identified, identifiability=start_report,
-        final_identifiability=final_report, uncertainty=uncertainty)
+        final_identifiability=final_report, uncertainty=uncertainty, status=status,
+        best_iteration=s.best_iteration, best_proposer=by_iter.get(s.best_iteration, proposer_name))
+    if status != "ok":
+        result.stopped += f"; no proposal was made in {len(history) - 1} iteration(s)"
     if rd is not None:
         import yaml
 
         doc = identified.to_dict()
         doc["calibration"] = jsonable({
-            "proposer": proposer_name, "training_mae_px": best_eval.error_px, "initial_mae_px": history[0].error_px,
+            "status": status, "proposer": proposer_name, "best_proposer": result.best_proposer,
+            "best_iteration": result.best_iteration, "training_mae_px": best_eval.error_px, "initial_mae_px": history[0].error_px,
             "holdout_mae_px": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
             "real_source": s.real.source,
             "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()},
@@ -813,7 +845,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         result.files = {"result_yaml": rd / "result.yaml", "result_json": rd / "result.json",
                         "iterations": rd / "iterations.jsonl"}
         export = getattr(s.twin, "export_model", None)
-        if callable(export):
+        if callable(export) and status == "ok":  # nothing was calibrated: no "calibrated" model
             try:
                 s.twin.set_parameters(best_vals)
                 suffix = getattr(s.twin, "model_suffix", ".xml")

@@ -94,7 +94,12 @@ class OpenAICompatConfig:
         temperature: sampling temperature (None = server default).
         max_tokens: reply token cap (None = server default).
         image_detail: OpenAI ``detail`` hint (``low``, ``high``, ``auto``) or None.
-        timeout_s: per-request timeout, s (local models can be slow).
+        timeout_s: per-request timeout, s (local models can be slow); capped by the time
+            left before ``deadline_s``.
+        deadline_s: total time one iteration may spend on the server, s (every attempt,
+            backoff sleep and re-ask); then the fallback proposes.
+        retry_every: after the server failed in an iteration, later iterations use the
+            fallback at once; the server is tried again every this many iterations.
         max_retries, initial_backoff_s, max_backoff_s: backoff on 408/429/5xx and network errors.
         max_reasks: follow-up requests after an unusable reply.
         api_key_env: environment variable holding an optional bearer token.
@@ -116,6 +121,8 @@ class OpenAICompatConfig:
     max_tokens: int | None = None
     image_detail: str | None = None
     timeout_s: float = 300.0
+    deadline_s: float = 30.0
+    retry_every: int = 3
     max_retries: int = 4
     initial_backoff_s: float = 2.0
     max_backoff_s: float = 60.0
@@ -149,7 +156,7 @@ class OpenAICompatibleProposer(VLMProposer):
         transport: ``(url, body bytes, headers, timeout_s) -> response body bytes``;
             default :func:`urllib_transport` (tests inject a recorder).
         fallback: proposer or registry name used when the server keeps failing.
-        sleep: sleep function for backoff.
+        sleep, clock: sleep function for backoff and monotonic clock (tests inject fakes).
 
     Raises:
         TypeError: on an unknown override or an ``api_key`` argument.
@@ -160,7 +167,7 @@ class OpenAICompatibleProposer(VLMProposer):
     def __init__(self, config: OpenAICompatConfig | None = None, *,
                  transport: Callable[[str, bytes, dict[str, str], float], bytes] | None = None,
                  fallback: Proposer | str | None = None, sleep: Callable[[float], None] = time.sleep,
-                 **overrides: Any):
+                 clock: Callable[[], float] = time.monotonic, **overrides: Any):
         if "api_key" in overrides:
             raise TypeError("OpenAICompatibleProposer takes no api_key: set the variable named by api_key_env")
         cfg = config or OpenAICompatConfig()
@@ -174,7 +181,8 @@ class OpenAICompatibleProposer(VLMProposer):
         super().__init__(options=cfg.prompt_options(), max_reasks=cfg.max_reasks,
                          retry=RetryPolicy(max_retries=cfg.max_retries, initial_delay_s=cfg.initial_backoff_s,
                                            max_delay_s=cfg.max_backoff_s),
-                         fallback=fallback, sleep=sleep)
+                         fallback=fallback, sleep=sleep, deadline_s=cfg.deadline_s, retry_every=cfg.retry_every,
+                         clock=clock)
         self._transport = transport or urllib_transport
 
     def __repr__(self) -> str:
@@ -245,9 +253,9 @@ class OpenAICompatibleProposer(VLMProposer):
     def _send(self, prompt: CalibrationPrompt, turns: Sequence[tuple[str, str]], usage: TokenUsage,
               events: list[dict[str, Any]]) -> str | None:
         data = json.dumps(self.request_body(prompt, turns)).encode("utf-8")
-        raw = self.retry.run(lambda: self._transport(self.url, data, self._headers(), self.config.timeout_s),
-                             classify=self._classify, sleep=self._sleep,
-                             what=f"{self.name} POST {self.url}", events=events)
+        raw = self.run_with_retries(lambda t: self._transport(self.url, data, self._headers(), t),
+                                    self.config.timeout_s, classify=self._classify,
+                                    what=f"{self.name} POST {self.url}", events=events)
         try:
             resp = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as err:

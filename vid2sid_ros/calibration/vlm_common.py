@@ -8,7 +8,11 @@ Both :mod:`~vid2sid_ros.calibration.gemini` and
 2. let the transport attach media (upload, inline, key frames) — a media failure
    drops the media and is noted, it does not stop the iteration;
 3. send, retrying transient service errors (429, 5xx, timeouts) with exponential
-   backoff (:class:`RetryPolicy`);
+   backoff (:class:`RetryPolicy`), all within ONE total deadline per iteration
+   (``deadline_s``, default 30 s: every attempt, backoff sleep and re-ask of the
+   iteration; each attempt runs in a daemon thread that is abandoned when the deadline
+   passes, so a server that accepts the connection and never answers costs at most
+   ``deadline_s``);
 4. validate the reply (:func:`validate_reply`): unknown names are dropped, missing
    names keep their current value, NaN is rejected, out-of-bound values are clamped,
    confidence is clamped to [0, 1]. Unusable replies (not JSON, no ``parameters``,
@@ -21,6 +25,14 @@ Both :mod:`~vid2sid_ros.calibration.gemini` and
 When the API key is missing or the service keeps failing, the proposal comes from
 the fallback proposer (the offline ``reasoner`` by default, built lazily through
 ``calibration.proposers.make_proposer``) and ``extra["fallback"]`` records why.
+
+Circuit breaker: once the service has failed in an iteration (retries or deadline
+exhausted), the following iterations go straight to the fallback without a request;
+every ``retry_every`` iterations after the failure the service is tried once more
+(logged at WARNING either way). The breaker's state is recorded in each iteration's
+``extra["service"]`` (``{"proposer", "state": ok|failed|skipped|refused, "failed_at",
+"retry_at", ...}``) and re-read from ``context.history``, so a resumed run makes the
+same decisions as an uninterrupted one.
 
 Secrets: API keys are read from the environment by the transports only; every
 error text that reaches a log, a note or ``extra`` passes through :func:`redact`.
@@ -55,6 +67,8 @@ __all__ = [
     "VLMProposalError",
     "TokenUsage",
     "VLMProposer",
+    "DeadlineExceeded",
+    "call_with_deadline",
 ]
 
 log = logging.getLogger(__name__)
@@ -360,6 +374,51 @@ class VLMProposalError(RuntimeError):
     """A VLM proposer could not produce a proposal and no fallback is configured."""
 
 
+class DeadlineExceeded(TimeoutError):
+    """A service call did not finish before the iteration's deadline (retryable: a timeout)."""
+
+
+def call_with_deadline(fn: Callable[[], Any], timeout_s: float, what: str = "request") -> Any:
+    """``fn()`` run in a daemon thread, waited for at most ``timeout_s`` seconds.
+
+    The transports' own timeouts bound each socket operation, not a whole request (a
+    server that trickles bytes, or a proxy that holds the connection, can outlast them);
+    this bounds the wall time. A call still running at the deadline is abandoned: its
+    thread is a daemon and ends with its own socket timeout, which the callers set to
+    the same remaining time.
+
+    Args:
+        fn: the call (no arguments).
+        timeout_s: wall-time limit, s (> 0).
+        what: label for the error message.
+
+    Returns:
+        ``fn()``'s result.
+
+    Raises:
+        DeadlineExceeded: ``fn`` had not returned after ``timeout_s``.
+        Exception: whatever ``fn`` raised, re-raised in the caller's thread.
+    """
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = err
+
+    t = threading.Thread(target=target, name=f"vid2sid-{what}", daemon=True)
+    t.start()
+    t.join(max(float(timeout_s), 0.0))
+    if t.is_alive():
+        raise DeadlineExceeded(f"{what}: no answer within {timeout_s:.3g} s (iteration deadline)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Exponential backoff for transient service errors.
@@ -388,7 +447,8 @@ class RetryPolicy:
         return float(d)
 
     def run(self, fn: Callable[[], Any], *, classify: Callable[[BaseException], tuple[bool, int | None, float | None]],
-            sleep: Callable[[float], None], what: str, events: list[dict[str, Any]] | None = None) -> Any:
+            sleep: Callable[[float], None], what: str, events: list[dict[str, Any]] | None = None,
+            deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> Any:
         """Call ``fn`` until it succeeds, retrying what ``classify`` calls transient.
 
         Args:
@@ -398,16 +458,23 @@ class RetryPolicy:
             what: label for logs and errors (e.g. ``"gemini generate_content"``).
             events: if given, one ``{"attempt", "code", "error", "delay_s"}`` dict per
                 failed attempt is appended (redacted).
+            deadline: ``clock()`` time after which no attempt starts and no backoff
+                sleep is begun that would end later (None = retries only).
+            clock: monotonic clock in s (tests inject a fake with ``sleep``).
 
         Returns:
             ``fn()``'s result.
 
         Raises:
-            ServiceUnavailableError: after ``max_retries`` retries, or at once on a
-                non-retryable error (message redacted, original chained).
+            ServiceUnavailableError: after ``max_retries`` retries, when the deadline
+                leaves no time for the next attempt, or at once on a non-retryable
+                error (message redacted, original chained).
         """
         attempt = 0
         while True:
+            if deadline is not None and clock() >= deadline:
+                raise ServiceUnavailableError(f"{what}: iteration deadline reached before attempt {attempt + 1}",
+                                              attempts=attempt)
             try:
                 return fn()
             except Exception as err:  # classified below; nothing escapes unredacted
@@ -420,6 +487,10 @@ class RetryPolicy:
                     raise ServiceUnavailableError(f"{what}: {why}: {msg}", attempts=attempt + 1, code=code,
                                                   retryable=retryable) from None
                 d = self.delay(attempt, hint)
+                if deadline is not None and clock() + d >= deadline:
+                    raise ServiceUnavailableError(
+                        f"{what}: gave up after {attempt + 1} attempt(s), the next retry ({d:.3g} s away) would pass "
+                        f"the iteration deadline: {msg}", attempts=attempt + 1, code=code) from None
                 if events is not None:
                     events[-1]["delay_s"] = d
                 log.warning("%s failed (attempt %d/%d, %s); retrying in %.1f s", what, attempt + 1,
@@ -469,14 +540,33 @@ class VLMProposer:
             :class:`Proposer`, a registry name (``"reasoner"``, built lazily via
             ``calibration.proposers.make_proposer``), or None to raise instead.
         sleep: sleep function for backoff (tests inject a recorder).
+        deadline_s: total time one iteration may spend on the service (every attempt,
+            backoff and re-ask), s; after it the iteration uses the fallback.
+        retry_every: after a failed iteration, the service is skipped (fallback at once)
+            until this many iterations have passed, then tried again (>= 1).
+        clock: monotonic clock, s (tests inject a fake together with ``sleep``).
+
+    Raises:
+        ValueError: ``max_reasks`` < 0, ``deadline_s`` not > 0, ``retry_every`` < 1.
     """
 
     name: str = "vlm"
 
     def __init__(self, *, options: PromptOptions, max_reasks: int = 2, retry: RetryPolicy | None = None,
-                 fallback: Proposer | str | None = None, sleep: Callable[[float], None] = time.sleep):
+                 fallback: Proposer | str | None = None, sleep: Callable[[float], None] = time.sleep,
+                 deadline_s: float = 30.0, retry_every: int = 3, clock: Callable[[], float] = time.monotonic):
         if max_reasks < 0:
             raise ValueError(f"max_reasks must be >= 0, got {max_reasks}")
+        if isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float)) or not (
+                math.isfinite(deadline_s) and deadline_s > 0):
+            raise ValueError(f"deadline_s must be a number > 0 (s), got {deadline_s!r}")
+        if isinstance(retry_every, bool) or not isinstance(retry_every, int) or retry_every < 1:
+            raise ValueError(f"retry_every must be an integer >= 1 (iterations), got {retry_every!r}")
+        self.deadline_s = float(deadline_s)
+        self.retry_every = int(retry_every)
+        self._clock = clock
+        self._deadline: float | None = None
+        self._failed_at: tuple[int, str] | None = None  # (iteration, reason) of the last service failure
         self.options = options
         self.max_reasks = int(max_reasks)
         self.retry = retry or RetryPolicy()
@@ -504,8 +594,23 @@ class VLMProposer:
                 unusable and no fallback is configured (message redacted).
         """
         if self.unavailable_reason is not None:
-            return self._use_fallback(context, self.unavailable_reason, {})
-        t0 = time.monotonic()
+            return self._use_fallback(context, self.unavailable_reason,
+                                      {"service": {"proposer": self.name, "state": "refused"}})
+        it = int(context.iteration)
+        failed = self._last_failure(context)
+        if failed is not None and it - failed[0] < self.retry_every:
+            retry_at = failed[0] + self.retry_every
+            log.warning("%s: skipping the service in iteration %d (it failed in iteration %d); next try in "
+                        "iteration %d", self.name, it, failed[0], retry_at)
+            reason = (f"service failed in iteration {failed[0]} ({failed[1][:200]}); not asked again before "
+                      f"iteration {retry_at}")
+            return self._use_fallback(context, reason, {"service": {
+                "proposer": self.name, "state": "skipped", "failed_at": failed[0], "retry_at": retry_at}})
+        if failed is not None:
+            log.warning("%s: trying the service again in iteration %d (it failed in iteration %d)", self.name, it,
+                        failed[0])
+        t0 = self._clock()
+        self._deadline = t0 + self.deadline_s
         usage = TokenUsage()
         events: list[dict[str, Any]] = []
         extra: dict[str, Any] = {"proposed_by": self.name, "model": self.model_name}
@@ -520,7 +625,21 @@ class VLMProposer:
             if isinstance(err, ServiceUnavailableError) and not err.retryable:
                 # e.g. an invalid key (400/401/403): later iterations go straight to the fallback
                 self.unavailable_reason = f"service refused an earlier request ({reason})"
+                extra["service"] = {"proposer": self.name, "state": "refused", "error": reason[:400]}
+            elif isinstance(err, ServiceUnavailableError):
+                self._failed_at = (it, reason)
+                extra["service"] = {"proposer": self.name, "state": "failed", "failed_at": it,
+                                    "retry_at": it + self.retry_every, "error": reason[:400]}
+                log.warning("%s: service failed in iteration %d; the fallback proposes until iteration %d, then "
+                            "the service is tried again", self.name, it, it + self.retry_every)
+            else:  # the service answered, the replies were unusable: not a service failure
+                self._failed_at = None
+                extra["service"] = {"proposer": self.name, "state": "ok"}
             return self._use_fallback(context, reason, extra)
+        finally:
+            self._deadline = None
+        self._failed_at = None
+        extra["service"] = {"proposer": self.name, "state": "ok"}
         extra.update(self._usage_extra(usage, events, t0))
         extra["reasks"] = reasks
         if reply.analysis:
@@ -530,6 +649,63 @@ class VLMProposer:
         return Proposal(values=reply.values, rationale=reply.rationale, confidence=reply.confidence,
                         excitation_change=reply.excitation_change if self.options.active_learning else None,
                         diagnosis=reply.diagnosis, notes=notes, extra=extra)
+
+    def _last_failure(self, context: ProposalContext) -> tuple[int, str] | None:
+        """(iteration, reason) of the newest service failure not followed by a success, or None.
+
+        Read from ``context.history`` (records' ``extra["service"]``), so a resumed run
+        decides as the uninterrupted one did; this instance's memory covers callers
+        that pass no history.
+        """
+        found: tuple[int, str] | None = None
+        for rec in reversed(list(context.history)):
+            svc = rec.extra.get("service") if isinstance(rec.extra, Mapping) else None
+            if not isinstance(svc, Mapping) or svc.get("proposer") != self.name:
+                continue
+            if svc.get("state") == "ok":
+                break
+            if svc.get("state") in ("failed", "skipped") and isinstance(svc.get("failed_at"), int):
+                err = rec.extra.get("fallback", {}).get("reason", "") if isinstance(rec.extra.get("fallback"),
+                                                                                     Mapping) else ""
+                found = (int(svc["failed_at"]), str(svc.get("error") or err))
+                break
+        mem = self._failed_at
+        if mem is not None and (found is None or mem[0] > found[0]) and mem[0] < int(context.iteration):
+            found = mem
+        return found
+
+    # -- deadline ------------------------------------------------------------------------
+    def remaining_s(self, default_s: float) -> float:
+        """Time a request may take now: ``min(default_s, time left before the deadline)``, s.
+
+        Raises:
+            ServiceUnavailableError: the iteration's deadline has passed.
+        """
+        if self._deadline is None:
+            return float(default_s)
+        left = self._deadline - self._clock()
+        if left <= 0:
+            raise ServiceUnavailableError(f"{self.name}: iteration deadline of {self.deadline_s:g} s reached")
+        return float(min(default_s, left))
+
+    def call_service(self, fn: Callable[[float], Any], default_timeout_s: float, what: str) -> Any:
+        """``fn(timeout_s)`` bounded by the iteration's deadline (see :func:`call_with_deadline`).
+
+        ``fn`` gets the per-attempt timeout (``min(default_timeout_s, time left)``) to
+        hand to its HTTP client; the call is also abandoned at the deadline.
+        """
+        timeout = self.remaining_s(default_timeout_s)
+        if self._deadline is None:
+            return fn(timeout)
+        return call_with_deadline(lambda: fn(timeout), timeout, what)
+
+    def run_with_retries(self, fn: Callable[[float], Any], default_timeout_s: float, *,
+                         classify: Callable[[BaseException], tuple[bool, int | None, float | None]], what: str,
+                         events: list[dict[str, Any]]) -> Any:
+        """:meth:`RetryPolicy.run` of :meth:`call_service` within the iteration's deadline."""
+        return self.retry.run(lambda: self.call_service(fn, default_timeout_s, what), classify=classify,
+                              sleep=self._sleep, what=what, events=events, deadline=self._deadline,
+                              clock=self._clock)
 
     # -- steps ---------------------------------------------------------------------------
     def _ask(self, prompt: CalibrationPrompt, context: ProposalContext, usage: TokenUsage,
@@ -586,7 +762,7 @@ class VLMProposer:
     def _usage_extra(self, usage: TokenUsage, events: list[dict[str, Any]], t0: float) -> dict[str, Any]:
         cost = self._cost_usd(usage)
         out: dict[str, Any] = {"usage": usage.to_dict(), "cost_usd": None if cost is None else round(cost, 6),
-                               "service_wall_s": round(time.monotonic() - t0, 3)}
+                               "service_wall_s": round(self._clock() - t0, 3), "deadline_s": self.deadline_s}
         if events:
             out["service_errors"] = events
         return out

@@ -258,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
             options["fallback"], fallback = fallback, None
         try:
             proposer = make_proposer(name, **options)
-        except TypeError as err:  # a misspelt or foreign proposer option
+        except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
             raise ConfigError(f"{cfg.get('_source', '<command line>')}: proposer_options for '{name}': {err}") from None
         out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
         if args.real:
@@ -316,4 +316,10 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     for k, p in result.files.items():
         print(f"  {k}: {p}")
+    if result.status != "ok":  # a run that calibrated nothing is a failure, never exit 0
+        why = next((n for r in reversed(result.history[1:]) for n in r.notes), "no iteration was run")
+        print(f"vid2sid calibrate: no proposal was made in {result.iterations} iteration(s) (last: {why}); "
+              f"{out / 'result.yaml'} says status: {result.status}; no calibrated model was written",
+              file=sys.stderr)
+        return 1
     return 0

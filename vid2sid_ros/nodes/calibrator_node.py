@@ -261,17 +261,23 @@ class CalibratorNode(Node):
         response.iteration = int(last.iteration)
         notes = [f"best of {len(result.history) - 1} iteration(s): {result.error_px:.3f} px (start "
                  f"{result.initial_error_px:.3f} px), stopped: {result.stopped}"]
+        if result.status != "ok":
+            notes.insert(0, f"status {result.status}: no proposal was made, nothing was calibrated")
+        elif result.best_proposer != proposer_name:
+            notes.append(f"best values proposed by '{result.best_proposer}' (iteration {result.best_iteration})")
         if last.notes:
             notes.append("; ".join(str(n) for n in last.notes))
         applied = False
-        if request.apply:
+        if request.apply and result.status != "ok":
+            notes.append("NOT applied: no proposal was made")
+        elif request.apply:
             ok, why = self.apply_to_twin(best, p["apply_timeout"])
             applied = ok
             notes.append("applied to " + p["twin_node"] if ok else f"NOT applied: {why}")
-        response.accepted = bool(applied or not request.apply)
+        response.accepted = bool(applied or (not request.apply and result.status == "ok"))
         response.message = " | ".join(notes)
         self._pub.publish(parameter_update_msg(
-            iteration=last.iteration, proposer=proposer_name, values=best, parameters=params,
+            iteration=last.iteration, proposer=result.best_proposer, values=best, parameters=params,
             rationale=last.rationale, confidence=last.confidence, error_px=result.error_px, accepted=applied,
             stamp=self.get_clock().now().to_msg()))
         return response
