@@ -166,9 +166,11 @@ class CalibrationResult:
 
     Attributes:
         values: best parameters found (all parameters, SI units).
-        error_px: training MAE at ``values`` (px). initial_error_px: at the start point.
-        per_keypoint_px: training MAE per keypoint at ``values``.
-        holdout_mae_px: holdout MAE at ``values`` (None without holdout trials).
+        error_px: training MAE at ``values``, in ``unit`` (the name is historic: px for
+            video, m for 3-D points, rad for joints, "sigma" for mixed kinds weighted by
+            their noise, :mod:`vid2sid_ros.calibration.objective`). initial_error_px: at the start point.
+        per_keypoint_px: training MAE per keypoint at ``values`` (``unit``).
+        holdout_mae_px: holdout MAE at ``values`` in ``holdout_unit`` (None without holdout trials).
         history: iteration records, iteration 0 (start point) first.
         rollouts: rollouts charged to the budget. iterations: proposal iterations run.
         diagnostic_rollouts: rollouts of identifiability checks, renders, holdout scoring.
@@ -184,6 +186,7 @@ class CalibrationResult:
         best_iteration: the iteration whose evaluation gave ``values`` (0 = start point).
         best_proposer: the proposer that actually produced ``values`` (a fallback when
             it stepped in; ``"initial"`` for the start point).
+        unit, holdout_unit: the measurement unit of the training / holdout errors.
     """
 
     values: dict[str, float]
@@ -206,12 +209,15 @@ class CalibrationResult:
     status: str = "ok"
     best_iteration: int = 0
     best_proposer: str = "initial"
+    unit: str = "px"
+    holdout_unit: str = "px"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (history as record dicts)."""
         return jsonable({
             "proposer": self.proposer, "status": self.status, "best_iteration": self.best_iteration,
-            "best_proposer": self.best_proposer, "values": self.values, "error_px": self.error_px,
+            "best_proposer": self.best_proposer, "values": self.values, "unit": self.unit,
+            "holdout_unit": self.holdout_unit, "error_px": self.error_px,
             "per_keypoint_px": self.per_keypoint_px, "initial_error_px": self.initial_error_px,
             "holdout_mae_px": self.holdout_mae_px, "rollouts": self.rollouts, "iterations": self.iterations,
             "diagnostic_rollouts": self.diagnostic_rollouts, "wall_s": self.wall_s, "stopped": self.stopped,
@@ -611,7 +617,7 @@ def run_calibration(
             stopped = "rollout budget exhausted"
             break
         if cfg.target_error_px is not None and s.best[0] <= cfg.target_error_px:
-            stopped = f"target error {cfg.target_error_px} px reached"
+            stopped = f"target error {cfg.target_error_px} {s.objective.unit} reached"
             break
         t0 = time.perf_counter()
         s.iteration = it
@@ -812,8 +818,10 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         s.diagnostic += final_report.rollouts
         uncertainty = dict(final_report.uncertainty)
     holdout = None
+    holdout_unit = s.objective.unit
     if s.real.holdout:
         hobj = TrialObjective(s.twin, s.real.holdout_excitations, s.real.holdout, params)
+        holdout_unit = hobj.unit
         hev, _ = hobj.evaluate(best_vals)
         s.diagnostic += hev.rollouts
         holdout = None if hev.failed else hev.error_px
@@ -827,7 +835,8 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         iterations=len(history) - 1, diagnostic_rollouts=s.diagnostic, wall_s=wall, stopped=stopped,
         proposer=proposer_name, parameters=identified, identifiability=start_report,
         final_identifiability=final_report, uncertainty=uncertainty, status=status,
-        best_iteration=s.best_iteration, best_proposer=by_iter.get(s.best_iteration, proposer_name))
+        best_iteration=s.best_iteration, best_proposer=by_iter.get(s.best_iteration, proposer_name),
+        unit=s.objective.unit, holdout_unit=holdout_unit)
     if status != "ok":
         result.stopped += f"; no proposal was made in {len(history) - 1} iteration(s)"
     if rd is not None:
@@ -838,7 +847,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
             "status": status, "proposer": proposer_name, "best_proposer": result.best_proposer,
             "best_iteration": result.best_iteration, "training_mae_px": best_eval.error_px, "initial_mae_px": history[0].error_px,
             "holdout_mae_px": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
-            "real_source": s.real.source,
+            "measurement_unit": s.objective.unit, "real_source": s.real.source,
             "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()},
             "identifiability_warning": final_report.warning if final_report else None})
         (rd / "result.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -2,12 +2,26 @@
 
 One place for "evaluate a parameter vector": the loop (metered), the identifiability
 check and the benchmark's holdout scoring all go through :class:`TrialObjective`.
-The metric is the paper's trajectory MAE: mean Euclidean pixel distance over keypoints
+The metric is the paper's trajectory MAE: mean Euclidean distance over keypoints
 and frames valid in both trajectories, frames paired by command step
-(:func:`vid2sid_ros.core.trajectory.mae_px`), averaged over trials.
+(:func:`vid2sid_ros.core.trajectory.mae`), averaged over trials — in the measurement's
+own unit (px for video, m for motion capture, rad/m for joint states).
 
-:func:`residual_vector` gives the signed per-sample residuals (sim − real, px) that
-least-squares refinement and sensitivity analysis work on.
+The twin's rollout is read the way each real trial was measured
+(:func:`vid2sid_ros.sim.measurement.measure`): image keypoints for a video, 3-D world
+points for motion capture, joint coordinates for joint states.
+
+Trials of different kinds fitted together (a video and the joint states of the same
+robot) cannot be averaged in one unit: each keypoint's MAE is then divided by its
+measurement noise (:func:`vid2sid_ros.core.trajectory.noise_levels`, defaults
+:data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`: 1 px, 1 mm, 0.005 rad; configurable
+per unit or per trial) and the error is in noise units (``unit == "sigma"``), i.e. a
+weighted least-absolute-error with weights 1/sigma. Trials of one unit keep the plain
+MAE in that unit.
+
+:func:`residual_vector` gives the signed per-sample residuals (sim − real) that
+least-squares refinement and sensitivity analysis work on (divided by the noise level
+when units are mixed).
 """
 
 from __future__ import annotations
@@ -19,11 +33,28 @@ import numpy as np
 
 from ..core.excitation import Excitation
 from ..core.parameters import ParameterSet
-from ..core.trajectory import Trajectory, align, mae_px, per_keypoint_mae_px
+from ..core.trajectory import Trajectory, align, mae, noise_levels, per_keypoint_mae
 from ..sim.base import Twin
+from ..sim.measurement import measure
 from .proposer import Evaluation
 
-__all__ = ["TrialObjective", "residual_vector", "trajectory_vector"]
+__all__ = ["TrialObjective", "residual_vector", "trajectory_vector", "measurement_unit", "NOISE_UNIT"]
+
+#: the unit of an error over trials of mixed units (each divided by its noise level)
+NOISE_UNIT = "sigma"
+
+
+def measurement_unit(trajectories: Sequence[Trajectory]) -> str:
+    """The unit errors over ``trajectories`` are reported in.
+
+    ``"px"``, ``"m"``, ``"rad"`` (or ``"rad|m"`` for mixed joints of one kind) when all
+    trajectories share one set of units; :data:`NOISE_UNIT` when kinds/units are mixed.
+    ``"px"`` for an empty list.
+    """
+    labels = {t.unit_label for t in trajectories}
+    if not labels:
+        return "px"
+    return labels.pop() if len(labels) == 1 else NOISE_UNIT
 
 
 class TrialObjective:
@@ -34,18 +65,32 @@ class TrialObjective:
         excitations: E excitations, replayed in order.
         real: E real trajectories, aligned with ``excitations``.
         parameters: spec used to complete and clip values (default ``twin.parameters``).
+        noise: measurement noise per unit ``{"px": 1.0, "m": 0.001, "rad": 0.005}`` (1 sigma),
+            used only when trials of different units are fitted together (module docstring).
+
+    Attributes:
+        unit: the unit of ``Evaluation.error_px`` / ``per_keypoint_px`` values
+            (:func:`measurement_unit`; the field names are historic).
 
     Each :meth:`evaluate` costs ``len(excitations)`` rollouts (:attr:`cost`).
+
+    Raises:
+        ValueError: numbers of excitations and trajectories differ.
+        vid2sid_ros.core.trajectory.TrajectoryError: a noise level that is not > 0.
     """
 
     def __init__(self, twin: Twin, excitations: Sequence[Excitation], real: Sequence[Trajectory],
-                 parameters: ParameterSet | None = None) -> None:
+                 parameters: ParameterSet | None = None, *, noise: Mapping[str, float] | None = None) -> None:
         if len(excitations) != len(real):
             raise ValueError(f"{len(excitations)} excitations but {len(real)} real trajectories")
         self.twin = twin
         self.excitations = list(excitations)
         self.real = list(real)
         self.parameters = parameters if parameters is not None else twin.parameters
+        self.unit = measurement_unit(self.real)
+        self.noise = dict(noise or {})
+        self._weights = ([1.0 / noise_levels(r, self.noise) for r in self.real] if self.unit == NOISE_UNIT
+                         else None)
 
     @property
     def cost(self) -> int:
@@ -84,24 +129,35 @@ class TrialObjective:
                                   rollouts=i + 1), frames
             if i == 0 and render_first:
                 frames = res.frames
-            sims.append(res.trajectory)
+            try:
+                sim = measure(self.twin, res, real)
+            except Exception as err:  # noqa: BLE001 - a twin that cannot measure like the sensor
+                return Evaluation(full, math.inf, sim=sims, failed=True,
+                                  message=f"rollout '{exc.name}': {type(err).__name__}: {err}", rollouts=i + 1), frames
+            sims.append(sim)
             if res.diverged:
                 return Evaluation(full, math.inf, sim=sims, failed=True,
                                   message=f"rollout '{exc.name}' diverged: {res.message}", rollouts=i + 1), frames
-            e = mae_px(real, res.trajectory)
+            if self._weights is None:
+                e = mae(real, sim)
+                kp_err = per_keypoint_mae(real, sim)
+            else:  # mixed units: each keypoint in noise units (module docstring)
+                kp_err = {n: v * w for (n, v), w in zip(per_keypoint_mae(real, sim).items(), self._weights[i])}
+                finite = [v for v in kp_err.values() if math.isfinite(v)]
+                e = float(np.mean(finite)) if finite else math.nan
             if not math.isfinite(e):
                 return Evaluation(full, math.inf, sim=sims, failed=True,
                                   message=f"rollout '{exc.name}': no valid keypoint overlaps the real trial",
                                   rollouts=i + 1), frames
             errors.append(e)
-            for k, v in per_keypoint_mae_px(real, res.trajectory).items():
+            for k, v in kp_err.items():
                 per_kp.setdefault(k, []).append(v)
         kp = {k: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan for k, v in per_kp.items()}
         return Evaluation(full, float(np.mean(errors)), kp, sims, rollouts=len(self.excitations)), frames
 
 
 def trajectory_vector(sim: Sequence[Trajectory], real: Sequence[Trajectory]) -> np.ndarray:
-    """Sim keypoints at the samples where the real trial is valid, flattened (M,) px.
+    """Sim keypoints at the samples where the real trial is valid, flattened (M,), each in its unit.
 
     Frames are paired by command step; the sample set depends only on ``real`` and on
     which steps both hold, so vectors from different parameter values line up. NaN
@@ -115,14 +171,22 @@ def trajectory_vector(sim: Sequence[Trajectory], real: Sequence[Trajectory]) -> 
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def residual_vector(sim: Sequence[Trajectory], real: Sequence[Trajectory]) -> np.ndarray:
-    """Signed residuals sim − real at the real-valid samples, flattened (M,) px (x and y).
+def residual_vector(sim: Sequence[Trajectory], real: Sequence[Trajectory], *,
+                    noise: Mapping[str, float] | None = None) -> np.ndarray:
+    """Signed residuals sim − real at the real-valid samples, flattened (M,) (all D coordinates).
 
-    NaN where the sim keypoint is invalid (a diverged rollout).
+    In the measurement's unit when all trials share one (px: x and y); divided by each
+    keypoint's noise level (:func:`~vid2sid_ros.core.trajectory.noise_levels`, ``noise``
+    per unit) when units are mixed, so the vector is in noise units. NaN where the sim
+    keypoint is invalid (a diverged rollout).
     """
+    weighted = measurement_unit(list(real)) == NOISE_UNIT
     out = []
     for s, r in zip(sim, real):
         ra, sa = align(r, s)
         mask = ra.valid
-        out.append((sa.keypoints[mask] - ra.keypoints[mask]).ravel())
+        d = sa.keypoints - ra.keypoints
+        if weighted:
+            d = d / noise_levels(ra, noise)[None, :, None]
+        out.append(d[mask].ravel())
     return np.concatenate(out) if out else np.zeros(0)

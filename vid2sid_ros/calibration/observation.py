@@ -82,9 +82,10 @@ class RealTrial:
                 if not isinstance(e, Excitation):
                     raise ObservationError(f"real trial: {label}_excitations[{i}] is a {type(e).__name__}, "
                                            "expected Excitation")
-        names = {t.names for t in self.train + self.holdout}
-        if len(names) > 1:
-            raise ObservationError(f"real trial: trajectories disagree on keypoint names: {sorted(names)}")
+        for kind in {t.kind for t in self.train + self.holdout}:  # a video and joint states may be mixed
+            names = {t.names for t in self.train + self.holdout if t.kind == kind}
+            if len(names) > 1:
+                raise ObservationError(f"real trial: trajectories disagree on keypoint names: {sorted(names)}")
 
     @property
     def keypoint_names(self) -> tuple[str, ...]:

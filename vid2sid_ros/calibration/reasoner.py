@@ -13,7 +13,7 @@ Per iteration:
 1. **Sensitivities** (first iteration, and again when the model stops predicting well):
    one forward finite-difference rollout set per free parameter (step ``fd_step`` in
    normalised units, toward the interior), giving both the Jacobian ``J`` of the
-   trajectory residuals (px per normalised unit) and ``J_s`` of the signature
+   trajectory residuals (px — or the measurement's unit — per normalised unit) and ``J_s`` of the signature
    discrepancies. ``J_s`` *is* the learned signature-to-parameter map: which parameter
    moves the frequency, which the decay, which the offset — no rig-specific rules.
 2. **Diagnosis** (while the signatures disagree by more than ``signature_tolerance``):
@@ -57,7 +57,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..core.parameters import ParameterSet
-from .objective import residual_vector
+from ..core.trajectory import display_unit, format_error
+from .objective import measurement_unit, residual_vector
 from .proposer import BudgetExhausted, Evaluation, Proposal, ProposalContext
 from .signatures import SIGNATURES, SignatureDiscrepancy, compare_signatures, measure_all
 
@@ -108,6 +109,7 @@ class Reasoner:
         if not 0 < fd_step < 0.5:
             raise ValueError(f"Reasoner: fd_step must be in (0, 0.5), got {fd_step}")
         self.fd_step = fd_step
+        self._unit = "px"  # of the measurements of the current context (propose sets it)
         self.signature_tolerance = signature_tolerance
         self.initial_radius = initial_radius
         self.max_radius = max_radius
@@ -135,6 +137,7 @@ class Reasoner:
         """
         if ctx.evaluate is None:
             raise RuntimeError("the reasoner needs context.evaluate to measure sensitivities")
+        self._unit = measurement_unit(ctx.real)  # px, m, rad, or sigma (mixed) in the rationale
         params = ctx.parameters
         free = params.free
         names = [s.name for s in free]
@@ -216,7 +219,7 @@ class Reasoner:
             anchor = best
         if converged and quota > 0:
             lines.append(f"Converged earlier: the least-squares model predicts no useful improvement of the "
-                         f"{anchor.error:.3f} px training MAE; holding the parameters and saving the rollouts.")
+                         f"{format_error(anchor.error, self._unit)} training MAE; holding the parameters and saving the rollouts.")
             quota = 0
         for _ in range(quota):
             sig_table = anchor.sig_table(sig_keys)
@@ -226,7 +229,7 @@ class Reasoner:
                     or (mode == "refinement" and predicted < self.converged_fraction * anchor.ssr)):
                 lines.append(f"Converged: the trajectory least-squares model predicts less than "
                              f"{100 * self.converged_fraction:.2g} % further reduction of the squared residual "
-                             f"(training MAE {anchor.error:.3f} px); holding the parameters.")
+                             f"(training MAE {format_error(anchor.error, self._unit)}); holding the parameters.")
                 converged = True
                 break
             u_new = np.clip(anchor.u + step, 0.0, 1.0)
@@ -273,18 +276,18 @@ class Reasoner:
                 if diag_failures >= 2:
                     lines.append(f"A signature-matching step ({self._values_text(params, anchor, cand, names)}) "
                                  f"again brought neither the signatures nor the trajectories closer "
-                                 f"(training MAE {anchor.error:.3f} → {cand.error:.3f} px): the signatures are as close "
+                                 f"(training MAE {self._num(anchor.error)} → {format_error(cand.error, self._unit)}): the signatures are as close "
                                  "as this linear model can bring them, so I switch to least-squares refinement on the "
                                  "trajectories.")
                     phase = "refine"
                 else:
                     lines.append(f"A signature-matching step ({self._values_text(params, anchor, cand, names)}) did "
                                  f"not bring the signatures closer without degrading the trajectories (training MAE "
-                                 f"{anchor.error:.3f} → {cand.error:.3f} px); halving the step.")
+                                 f"{self._num(anchor.error)} → {format_error(cand.error, self._unit)}); halving the step.")
                     radius = max(radius * 0.5, 1e-3)
             else:
                 lines.append(f"Tried a {mode} step ({self._values_text(params, anchor, cand, names)}): the training "
-                             f"MAE went from {anchor.error:.3f} to {cand.error:.3f} px, so I keep the previous values "
+                             f"MAE went from {self._num(anchor.error)} to {format_error(cand.error, self._unit)}, so I keep the previous values "
                              f"and shrink the trust region to {radius * 0.35:.3g}.")
                 radius = max(radius * 0.35, 1e-3)
                 lam *= 4.0
@@ -296,6 +299,11 @@ class Reasoner:
                             phase, converged, travel, diag_failures)
 
     # -- pieces -----------------------------------------------------------------------
+    def _num(self, error: float) -> str:
+        """An error as a bare number in the display unit of :attr:`_unit` (mm for m)."""
+        f, u = display_unit(self._unit)
+        return f"{error * f:.{4 if u == 'rad' else 3}f}"
+
     @staticmethod
     def _excitations(ctx: ProposalContext) -> list[Any]:
         excs = list(getattr(ctx, "excitations", None) or [])
@@ -398,7 +406,7 @@ class Reasoner:
                 i = int(np.argmax(col))
                 if col[i] > 0:
                     top = (tuple(sig_keys[i]), Js[i, j])
-            txt = f"{spec.name} (+10 % of its range moves the keypoints {px:.2f} px RMS"
+            txt = f"{spec.name} (+10 % of its range moves the keypoints {format_error(px, self._unit, 2)} RMS"
             if top is not None:
                 (trial, kp, sig), g = top
                 txt += f"; strongest effect on the {SIGNATURES[sig][2]} of {kp} in {trial}: {_effect_text(sig, g * 0.1)}"
@@ -455,7 +463,7 @@ class Reasoner:
         head = ("Diagnosis from signatures" if mode == "diagnosis" else
                 f"Least-squares refinement (Levenberg–Marquardt, trust region {radius:.2g} in normalised units)")
         body = "; ".join(sentences) if sentences else "adjustments below 0.5 % of every range"
-        return f"{head}: {body}. Training MAE {a.error:.3f} → {b.error:.3f} px."
+        return f"{head}: {body}. Training MAE {self._num(a.error)} → {format_error(b.error, self._unit)}."
 
     @staticmethod
     def _evidence(j: int, delta: np.ndarray, a: "_Point", b: "_Point", Js, sig_keys, used: set):
@@ -513,7 +521,7 @@ class Reasoner:
             gain = (start_error - best.error) / max(start_error, 1e-9)
             conf = float(min(0.95, 0.45 + 0.5 * gain))
         elif tried and not converged:
-            lines.append(f"No step improved on {start_error:.3f} px this iteration.")
+            lines.append(f"No step improved on {format_error(start_error, self._unit)} this iteration.")
         return Proposal(values={n: best.values[n] for n in names}, rationale=" ".join(lines), confidence=conf,
                         diagnosis=dict(diagnosis), best_evaluation=best.evaluation if best.evaluation is not
                         ctx.current_eval else None, state=state)

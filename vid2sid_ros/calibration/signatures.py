@@ -20,15 +20,18 @@ decay_rate             1/s    σ of the free response after the last command cha
 damping_ratio          1      σ / sqrt(σ² + ω_d²), ω_d from the half-cycle spacing
                               (log-decrement method; e.g. Inman, *Engineering Vibration*, §1.6)
 ring_frequency         Hz     ω_d / 2π of that free response (mean zero-crossing spacing)
-peak_amplitude         px     max |y|
-rms_amplitude          px     standard deviation of y
-steady_state_offset    px     mean of y over the last 15 % of the trial, when the command is
+peak_amplitude         px*    max |y|
+rms_amplitude          px*    standard deviation of y
+steady_state_offset    px*    mean of y over the last 15 % of the trial, when the command is
                               constant there (otherwise it is not a steady state)
 phase_lag              s      lag in [0, 1 s] maximising |cross-correlation| of command and y
 onset_delay            s      time from the first command change until |y| first exceeds
                               5 % of the real peak amplitude (friction, inertia)
 dead_band              cmd    |command| at that onset (the command needed to break away)
 =====================  =====  =============================================================
+
+px* = in the trajectory's own unit: px for image keypoints, m for 3-D points, rad or m for
+joints (``Signature.unit``).
 
 Non-measurable signatures (no ringing, nothing moves, too few valid samples) are NaN
 and are simply left out of comparisons. :func:`compare_signatures` turns sim/real pairs
@@ -45,7 +48,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..core.excitation import Excitation
-from ..core.trajectory import Trajectory, align
+from ..core.trajectory import DEFAULT_NOISE, Trajectory, align
 
 __all__ = ["Signature", "SIGNATURES", "measure_signatures", "measure_all", "compare_signatures",
            "SignatureDiscrepancy", "principal_axes"]
@@ -72,16 +75,20 @@ class Signature:
     Attributes:
         trial: trial id (excitation name). keypoint: keypoint name. name: key of :data:`SIGNATURES`.
         value: measured value in ``unit`` (NaN if not measurable).
+        motion_unit: the unit of the measured trajectory (px, m, rad); amplitudes are in it.
     """
 
     trial: str
     keypoint: str
     name: str
     value: float
+    motion_unit: str = "px"
 
     @property
     def unit(self) -> str:
-        return SIGNATURES[self.name][0]
+        """The value's unit: the table's, with ``px`` replaced by the trajectory's unit."""
+        u = SIGNATURES[self.name][0]
+        return self.motion_unit if u == "px" else u
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -93,16 +100,17 @@ class Signature:
 
 
 def principal_axes(traj: Trajectory) -> np.ndarray:
-    """Unit principal direction of each keypoint's motion, shape (K, 2).
+    """Unit principal direction of each keypoint's motion, shape (K, D) (D = 2 for images).
 
     The sign is chosen so that the largest excursion from rest is positive.
-    Falls back to the x axis for a keypoint that never moves.
+    Falls back to the first axis for a keypoint that never moves.
     """
-    out = np.zeros((traj.num_keypoints, 2))
+    D = traj.keypoints.shape[2]
+    out = np.zeros((traj.num_keypoints, D))
     for k in range(traj.num_keypoints):
         p = traj.keypoints[:, k][traj.valid[:, k]]
         if p.shape[0] < 3:
-            out[k] = (1.0, 0.0)
+            out[k] = np.eye(D)[0]
             continue
         d = p - p.mean(axis=0)
         _, _, vt = np.linalg.svd(d, full_matrices=False)
@@ -219,20 +227,24 @@ def _phase_lag(y: np.ndarray, u: np.ndarray | None, rate: float) -> float:
 
 def measure_signatures(traj: Trajectory, excitation: Excitation | None = None, *,
                        axes: np.ndarray | None = None, onset_threshold_px: Sequence[float] | None = None,
-                       noise_floor_px: float = 0.5) -> list[Signature]:
+                       noise_floor_px: float | None = None) -> list[Signature]:
     """All signatures of one trajectory.
 
     Args:
-        traj: keypoints (T, K, 2) px; frame k is command step ``traj.steps[k]``.
+        traj: keypoints (T, K, D) in the trajectory's unit; frame k is command step ``traj.steps[k]``.
         excitation: the command that drove it (needed for lag, onset, dead-band, decay).
-        axes: (K, 2) projection axes (default: this trajectory's :func:`principal_axes`).
-        onset_threshold_px: per keypoint |y| threshold for the onset (default 5 % of this
-            trajectory's peak); pass the real trial's so sim and real use the same one.
-        noise_floor_px: amplitudes below this are treated as noise.
+        axes: (K, D) projection axes (default: this trajectory's :func:`principal_axes`).
+        onset_threshold_px: per keypoint |y| threshold for the onset, trajectory unit (default
+            5 % of this trajectory's peak); pass the real trial's so sim and real use the same one.
+        noise_floor_px: amplitudes below this (trajectory unit) are treated as noise; default
+            half the unit's :data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE` (0.5 px,
+            0.5 mm, 0.0025 rad).
 
     Returns:
         ``len(SIGNATURES) * K`` signatures (NaN where not measurable).
     """
+    if noise_floor_px is None:
+        noise_floor_px = 0.5 * max(DEFAULT_NOISE.get(u, 1.0) for u in traj.units) if traj.num_keypoints else 0.5
     rate = 1.0 / float(np.median(np.diff(traj.time))) if traj.num_frames > 1 else 1.0
     if excitation is not None:
         rate = excitation.rate
@@ -285,7 +297,7 @@ def measure_signatures(traj: Trajectory, excitation: Excitation | None = None, *
                     w = t_on - math.floor(t_on)
                     u_on = u[jj] * (1 - w) + u[min(jj + 1, u.size - 1)] * w
                     vals["dead_band"] = float(abs(u_on))
-        out.extend(Signature(traj.trial_id, name, s, float(v)) for s, v in vals.items())
+        out.extend(Signature(traj.trial_id, name, s, float(v), traj.units[k]) for s, v in vals.items())
     return out
 
 

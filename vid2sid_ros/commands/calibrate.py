@@ -49,6 +49,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..core.trajectory import format_error
+
 HELP = "calibrate a twin's physics parameters against a real (or stand-in) trial"
 
 _TOP_KEYS = ("rig", "rig_options", "parameters", "free", "real", "proposer", "proposer_options", "fallback",
@@ -191,14 +193,14 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
     return make_sim2sim_trial(rig, truth, seed=sseed, noise=noise)
 
 
-def _print_record(rec, budget: int | None, quiet: bool) -> None:
+def _print_record(rec, budget: int | None, quiet: bool, unit: str = "px") -> None:
     if quiet:
         return
-    err = f"{rec.error_px:.3f} px" if rec.error_px != float("inf") else "failed"
+    err = format_error(rec.error_px, unit) if rec.error_px != float("inf") else "failed"
     best = rec.extra.get("best_error_px")
     total = rec.extra.get("rollouts_total", rec.rollouts_used)
     head = (f"iter {rec.iteration:2d} [{rec.proposer}] error {err}"
-            + (f" (best {best:.3f} px)" if best is not None else "")
+            + (f" (best {format_error(best, unit)})" if best is not None else "")
             + f"  rollouts {total}{'/' + str(budget) if budget else ''}  confidence {rec.confidence:.2f}"
             + f"  {rec.wall_s:.1f} s")
     print(head, flush=True)
@@ -211,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
     from ..calibration.benchmark import resolve_rig
     from ..calibration.identifiability import IdentifiabilityWarning
     from ..calibration.loop import CalibrationConfig, CalibrationError, run_calibration
+    from ..calibration.objective import measurement_unit
     from ..calibration.proposers import UnknownProposerError, accepts_option, make_proposer
     from ..core.parameters import ParameterSpecError, load_parameter_set, relative_parameter_error
     from ..sim.registry import UnknownRigError
@@ -290,7 +293,8 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", IdentifiabilityWarning)
         try:
             result = run_calibration(rig, real, proposer, ccfg, out, fallback=fallback,
-                                     on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet))
+                                     on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet,
+                                                                         measurement_unit(real.train)))
         except CalibrationError as err:
             print(f"vid2sid calibrate: {err}", file=sys.stderr)
             return 2
@@ -302,8 +306,10 @@ def run(args: argparse.Namespace) -> int:
         if issubclass(w.category, IdentifiabilityWarning):
             print(f"warning: {w.message}", file=sys.stderr)
 
-    print(f"\nbest training MAE {result.error_px:.3f} px (start {result.initial_error_px:.3f} px)"
-          + (f", holdout MAE {result.holdout_mae_px:.3f} px" if result.holdout_mae_px is not None else "")
+    print(f"\nbest training MAE {format_error(result.error_px, result.unit)} "
+          f"(start {format_error(result.initial_error_px, result.unit)})"
+          + (f", holdout MAE {format_error(result.holdout_mae_px, result.holdout_unit)}"
+             if result.holdout_mae_px is not None else "")
           + f"; {result.rollouts} rollouts, {result.iterations} iterations, {result.wall_s:.1f} s ({result.stopped})")
     rel = relative_parameter_error(result.values, real.truth, rig.parameters.free_names) if real.truth else {}
     for spec in rig.parameters.free:

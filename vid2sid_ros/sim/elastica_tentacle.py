@@ -829,7 +829,7 @@ class TentacleTwin:
             :class:`RolloutResult`: keypoints (T, K, 2) px sampled at the end of each
             command period (time ``(k + 1) / rate`` s), frames (T, H, W, 3) uint8 if
             ``render``, ``state`` = ``{"centerline": (T, N, 3) m node positions,
-            "command": (T,)}`` plus ``"frame_dropped": (T,) bool`` when a noise model
+            "keypoints_world": (T, K, 3) m points at the keypoints' arc lengths, "command": (T,)}`` plus ``"frame_dropped": (T,) bool`` when a noise model
             with frame drops rendered the frames.
             On divergence the samples from the failing step on are NaN/invalid and
             ``diverged=True`` with the reason in ``message``.
@@ -869,7 +869,7 @@ class TentacleTwin:
             for k in range(T):
                 if np.all(np.isfinite(nodes[k])):
                     frames[k] = self.render(nodes[k])
-        state = {"centerline": nodes, "command": values[:, 0].copy()}
+        state = {"centerline": nodes, "command": values[:, 0].copy(), "keypoints_world": self._keypoints_world(nodes)}
         if frames is not None:
             frames, dropped = self._apply_noise(frames)
             if dropped is not None:

@@ -459,7 +459,8 @@ class FingerTwin:
             sampled at the end of each command period (time ``(k + 1) / rate`` s,
             step ``k``), frames (T, H, W, 3) uint8 if ``render``, and ``state``:
             ``qpos`` (T, nq) rad, ``ctrl`` (T, nu), ``tendon_force`` (T, nu) N,
-            ``markers_world`` (T, K, 3) m. On divergence the samples from the
+            ``markers_world`` (T, K, 3) m (also as ``keypoints_world``, the name every
+            twin uses, :mod:`vid2sid_ros.sim.measurement`). On divergence the samples from the
             failing step on are NaN/invalid, frames black, ``diverged=True``.
 
         Raises:
@@ -494,7 +495,8 @@ class FingerTwin:
                           names=self.keypoint_names, source="sim", trial_id=excitation.name,
                           meta={"rig": "finger", "parameters": dict(self._values),
                                 "physics_timestep": m.opt.timestep, "substeps": self._substeps})
-        state = {"qpos": qpos, "ctrl": applied, "tendon_force": tension, "markers_world": markers}
+        state = {"qpos": qpos, "ctrl": applied, "tendon_force": tension, "markers_world": markers,
+                 "keypoints_world": markers}
         return RolloutResult(trajectory=traj, frames=frames, diverged=bool(self._diverged),
                              message=self._diverged, state=state)
 

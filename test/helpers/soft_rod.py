@@ -1,0 +1,101 @@
+"""A soft segmented rod of our own for the lab-data tests and bench: MuJoCo chain of capsules.
+
+Six capsule links hang from a ceiling mount (z = 0.5 m), each joined to the previous by
+two hinges (bending about x and y) with joint stiffness and damping; two fixed tendons
+(``bend_x``, ``bend_y``) couple all x- (y-) hinges like the cables of a cable-driven trunk,
+each driven by a torque motor. A trial holds a constant cable torque for ``hold_s``
+(the trunk settles to a bent pose that depends on the stiffness) and then releases it:
+the rest is free decay. Three marker sites (``disk1..3``) sit at the ends of links 2, 4, 6.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+N_LINKS = 6
+LINK_M = 0.06
+MARKERS = {"disk1": "disk1", "disk2": "disk2", "disk3": "disk3"}
+TRUTH = {"stiffness": 0.45, "damping": 0.004}
+
+
+def rod_mjcf() -> str:
+    """The MJCF text (SI units)."""
+    body = ""
+    close = ""
+    for i in range(N_LINKS):
+        pos = "0 0 0" if i == 0 else f"0 0 {-LINK_M}"
+        marker = (f'<site name="disk{(i + 1) // 2}" pos="0 0 {-LINK_M}" size="0.015"/>' if i % 2 == 1 else "")
+        body += (f'<body name="link{i}" pos="{pos}">'
+                 f'<joint name="j{i}x" type="hinge" axis="1 0 0" stiffness="0.5" damping="0.005"/>'
+                 f'<joint name="j{i}y" type="hinge" axis="0 1 0" stiffness="0.5" damping="0.005"/>'
+                 f'<geom type="capsule" fromto="0 0 0 0 0 {-LINK_M}" size="0.012" density="1000"/>{marker}')
+        close += "</body>"
+    tx = "".join(f'<joint joint="j{i}x" coef="1"/>' for i in range(N_LINKS))
+    ty = "".join(f'<joint joint="j{i}y" coef="1"/>' for i in range(N_LINKS))
+    return f"""<mujoco model="soft_rod">
+  <option timestep="0.002" integrator="implicitfast"/>
+  <worldbody><body name="mount" pos="0 0 0.5">{body}{close}</body></worldbody>
+  <tendon><fixed name="bend_x">{tx}</fixed><fixed name="bend_y">{ty}</fixed></tendon>
+  <actuator><motor name="bend_x" tendon="bend_x" gear="1" ctrlrange="-1 1"/>
+            <motor name="bend_y" tendon="bend_y" gear="1" ctrlrange="-1 1"/></actuator>
+</mujoco>
+"""
+
+
+def rod_parameters_yaml() -> str:
+    """Parameter spec: joint stiffness and damping shared by every hinge."""
+    st = ", ".join(f"jnt_stiffness[j{i}{a}]" for i in range(N_LINKS) for a in "xy")
+    dm = ", ".join(f"dof_damping[j{i}{a}]" for i in range(N_LINKS) for a in "xy")
+    return f"""rig: soft_rod
+parameters:
+  - name: stiffness
+    unit: N*m/rad
+    lower: 0.15
+    upper: 1.5
+    nominal: 0.6
+    scale: log
+    meaning: bending stiffness of every hinge between two links
+    target: {st}
+  - name: damping
+    unit: N*m*s/rad
+    lower: 0.001
+    upper: 0.02
+    nominal: 0.008
+    scale: log
+    meaning: viscous damping of every hinge
+    target: {dm}
+"""
+
+
+def write_rod(directory: Path) -> tuple[Path, Path]:
+    """Write ``rod.xml`` and ``rod_parameters.yaml`` into ``directory``; returns both paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    xml, spec = directory / "rod.xml", directory / "rod_parameters.yaml"
+    xml.write_text(rod_mjcf())
+    spec.write_text(rod_parameters_yaml())
+    return xml, spec
+
+
+def make_twin(directory: Path):
+    """The rod as a :class:`~vid2sid_ros.sim.user_model.UserModelTwin` (keypoints = the 3 disks)."""
+    from vid2sid_ros.sim.user_model import UserModelTwin
+
+    xml, spec = write_rod(directory)
+    return UserModelTwin(model_path=xml, parameters=spec, keypoints=MARKERS, max_physics_timestep=0.002,
+                         name="soft_rod")
+
+
+#: cable torques (bend_x, bend_y) N*m held before the release, one per trial
+POSES = [(0.05, 0.0), (0.0, 0.05), (-0.035, 0.03), (0.03, -0.04), (-0.025, -0.045)]
+
+
+def release_excitation(name: str, torque, *, rate: float = 100.0, hold_s: float = 0.6, free_s: float = 1.6):
+    """Hold ``torque`` (2,) N*m for ``hold_s``, then zero (free decay) for ``free_s``."""
+    from vid2sid_ros.core.excitation import Excitation
+
+    n_hold, n_free = int(round(hold_s * rate)), int(round(free_s * rate))
+    values = np.zeros((n_hold + n_free, 2))
+    values[:n_hold] = torque
+    return Excitation(name, rate, values, ("bend_x", "bend_y"), meta={"kind": "hold_release"})
