@@ -215,3 +215,75 @@ def test_config_errors_name_the_problem():
         ArucoMarkerSpec("a", 1, "DICT_9X9_1")
     with pytest.raises(MarkerTrackerError, match="not a marker tracker"):
         MarkerTracker.from_config({"kind": "centerline"})
+
+
+def _occlusion_clip(occluded=range(10, 15), n=30, radius=8.0, mask_side="right"):
+    """A green disc moving right 1.5 px/frame; in frames ``occluded`` a white card hides half of it."""
+    frames, truth = [], []
+    for t in range(n):
+        c = (30.0 + 1.5 * t, 60.0 + 0.5 * t)
+        f = _disc_frame([c], [(20, 230, 20)], radius=radius, supersample=4)
+        if t in occluded:
+            x = int(round(c[0]))
+            if mask_side == "right":
+                f[:, x:x + 20] = 255
+            else:
+                f[int(round(c[1])) - 20:int(round(c[1])), :] = 255  # upper half hidden
+        frames.append(f)
+        truth.append(c)
+    return frames, np.array(truth)
+
+
+@pytest.mark.parametrize("side", ["right", "top"])
+def test_half_occluded_marker_is_invalid_and_counted(side):
+    frames, truth = _occlusion_clip(mask_side=side)
+    # without the footprint check the half disc is "valid" with a biased centroid (issue 12 item 10)
+    plain = MarkerTracker([GREEN], footprint_tolerance=None).track(frames)
+    assert plain.valid.all()
+    bias = np.linalg.norm(plain.keypoints[10:15, 0] - truth[10:15], axis=1)
+    assert bias.min() > 2.5  # 4r/(3 pi) = 3.4 px for r = 8
+    traj = MarkerTracker([GREEN]).track(frames)
+    assert traj.valid[:, 0].tolist() == [not (10 <= t < 15) for t in range(30)]
+    assert traj.meta["occluded"] == {"green": 5} and traj.meta["lost"] == {"green": 5}
+    ok = traj.valid[:, 0]
+    assert np.abs(traj.keypoints[ok, 0] - truth[ok]).max() < 0.2  # the visible frames stay unbiased
+
+
+def test_footprint_check_follows_gradual_change_and_accepts_a_lasting_one():
+    tracker = MarkerTracker([GREEN], footprint_window=5)
+    growing = [_disc_frame([(80.0, 60.0)], [(20, 230, 20)], radius=5.0 + 0.15 * t, supersample=4) for t in range(40)]
+    traj = tracker.track(growing)  # radius 5 -> 10.9 px: area x 4.7 over the clip, ~3 % per frame
+    assert traj.valid.all() and traj.meta["occluded"] == {"green": 0}
+    jump = [_disc_frame([(80.0, 60.0)], [(20, 230, 20)], radius=5.0 if t < 6 else 9.0, supersample=4)
+            for t in range(16)]
+    traj = tracker.track(jump)  # the marker really changed (came closer): flagged, then the new size is accepted
+    assert traj.valid[:, 0].tolist() == [True] * 6 + [False] * 4 + [True] * 6
+    assert tracker.occluded == [4] and tracker.footprint_resets == [1]
+
+
+def test_footprint_settings_are_validated():
+    with pytest.raises(MarkerTrackerError, match="footprint_tolerance must be a number in \\(0, 1\\)"):
+        MarkerTracker.from_config({"markers": [], "aruco": [{"name": "a", "id": 1}], "footprint_tolerance": 1.5})
+    with pytest.raises(MarkerTrackerError, match="footprint_tolerance.*'lots'"):
+        MarkerTracker([GREEN], footprint_tolerance="lots")
+    with pytest.raises(MarkerTrackerError, match="footprint_window must be an integer >= 3"):
+        MarkerTracker([GREEN], footprint_window=2)
+    assert MarkerTracker.from_config({"markers": [], "aruco": [{"name": "a", "id": 1}],
+                                      "footprint_tolerance": None}).footprint_tolerance is None
+
+
+def test_track_command_reports_partly_hidden_frames(tmp_path, capsys):
+    """Through `vid2sid track` on an mp4 I write: the summary line says how many frames were hidden."""
+    from vid2sid_ros.cli import main
+    from vid2sid_ros.io.video import write_video
+
+    frames, _ = _occlusion_clip(radius=9.0)  # green = the finger rig's "middle" marker
+    video = write_video(tmp_path / "occluded.mp4", np.stack(frames), 30.0)
+    out = tmp_path / "traj.json"
+    assert main(["track", str(video), "--rig", "finger", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "middle 83% (5 frame(s) partly hidden: invalid)" in err, err
+    import json
+
+    valid = [v[1] for v in json.loads(out.read_text())["valid"]]
+    assert [t for t, v in enumerate(valid) if not v] == [10, 11, 12, 13, 14]

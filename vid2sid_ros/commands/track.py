@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     found = trajectory.valid.mean(axis=0)
-    summary = ", ".join(f"{n} {100 * f:.0f}%" for n, f in zip(trajectory.names, found))
+    hidden = trajectory.meta.get("occluded") or {}
+    summary = ", ".join(f"{n} {100 * f:.0f}%" + (f" ({hidden[n]} frame(s) partly hidden: invalid)" if hidden.get(n)
+                                                  else "") for n, f in zip(trajectory.names, found))
     print(f"vid2sid track: {clip.num_frames} frames at {clip.fps:g} Hz from {args.video}; "
           f"keypoints found: {summary}" + ("" if args.out == "-" else f"; wrote {args.out}"), file=sys.stderr)
     return 0 if trajectory.valid.any() else 1

@@ -15,14 +15,28 @@ thousand frames per second (see ``bench/bench_finger.py``).
 
 A marker is reported invalid (NaN position, ``valid=False``) when no blob reaches
 ``min_area_px``, when its blob touches the image border (partly out of frame, so the
-centroid would be biased), or when the frame was dropped. Positions are never
-invented or interpolated.
+centroid would be biased), when the frame was dropped, or when the blob's footprint
+departs from the marker's recent one (partly hidden behind something, so the centroid
+is biased; half a disc puts it 0.42 radius off). Positions are never invented or
+interpolated.
+
+The footprint of a blob is its area (px²) and its elongation ``sqrt(λ_max / λ_min)`` of
+the second central moments (1 for a disc, ~1.9 for a half disc). The reference is the
+median over the last ``footprint_window`` accepted detections of that marker (once at
+least 3 are known); a detection whose area ratio to it leaves
+``[1 - footprint_tolerance, 1 / (1 - footprint_tolerance)]`` or whose elongation exceeds
+it by more than the factor ``1 + footprint_tolerance`` is invalid and counted in
+:attr:`MarkerTracker.occluded` (``meta["occluded"]`` of a tracked trajectory). After
+``footprint_window`` flagged detections in a row the reference is rebuilt from the new
+footprint (the marker really changed size, e.g. it came closer), and that is counted in
+:attr:`MarkerTracker.footprint_resets`.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import cv2
 import numpy as np
@@ -34,6 +48,24 @@ __all__ = ["MarkerSpec", "ArucoMarkerSpec", "MarkerTracker", "MarkerTrackerError
 
 class MarkerTrackerError(ValueError):
     """Bad tracker configuration or a frame that is not an RGB image (message says which)."""
+
+
+class _Blob(NamedTuple):
+    """One detected blob: centroid (px), bounding box (x, y, w, h) px, area (px²), elongation (>= 1)."""
+
+    cx: float
+    cy: float
+    bbox: tuple[int, int, int, int]
+    area: float
+    elongation: float
+
+
+def _elongation(m: Mapping[str, float]) -> float:
+    """``sqrt(λ_max / λ_min)`` of the second central moments of ``cv2.moments`` output (1 = isotropic)."""
+    a, b, c = m["mu20"], m["mu11"], m["mu02"]
+    root = float(np.hypot(a - c, 2.0 * b))
+    lmax, lmin = 0.5 * (a + c + root), 0.5 * (a + c - root)
+    return float(np.sqrt(lmax / lmin)) if lmin > 1e-9 * max(lmax, 1e-12) else float("inf")
 
 
 def _triple(value: Any, what: str, name: str) -> tuple[int, int, int]:
@@ -134,13 +166,25 @@ class MarkerTracker:
         aruco: ArUco markers, appended after the colour markers.
         roi_radius_px: half-size of the search window around a marker's last
             position (px); 0 disables windowed search (always full frame).
+        footprint_tolerance: allowed relative change of a colour marker's footprint
+            against its recent median (dimensionless, in (0, 1); default 0.3: area
+            within [0.7, 1.43] x, elongation at most 1.3 x); ``None`` disables the check.
+        footprint_window: number of recent accepted detections the reference footprint
+            is the median of (frames, >= 3).
+
+    Attributes:
+        occluded: per colour marker, detections made invalid by the footprint check
+            since the last :meth:`reset` (frames).
+        footprint_resets: per colour marker, times the reference footprint was rebuilt.
 
     Raises:
-        MarkerTrackerError: no markers, or duplicate keypoint names.
+        MarkerTrackerError: no markers, duplicate keypoint names, or a footprint setting
+            out of range.
     """
 
     def __init__(self, markers: Sequence[MarkerSpec] = (), *, aruco: Sequence[ArucoMarkerSpec] = (),
-                 roi_radius_px: int = 24) -> None:
+                 roi_radius_px: int = 24, footprint_tolerance: float | None = 0.3,
+                 footprint_window: int = 9) -> None:
         self.markers = tuple(markers)
         self.aruco = tuple(aruco)
         names = [m.name for m in self.markers] + [a.name for a in self.aruco]
@@ -151,11 +195,24 @@ class MarkerTracker:
             raise MarkerTrackerError(f"duplicate marker name(s) {dup}")
         if int(roi_radius_px) < 0:
             raise MarkerTrackerError(f"roi_radius_px must be >= 0, got {roi_radius_px}")
+        if footprint_tolerance is not None:
+            try:
+                tol = float(footprint_tolerance)
+            except (TypeError, ValueError):
+                tol = float("nan")
+            if not 0.0 < tol < 1.0:
+                raise MarkerTrackerError(f"footprint_tolerance must be a number in (0, 1) or null, "
+                                         f"got {footprint_tolerance!r}")
+            footprint_tolerance = tol
+        if isinstance(footprint_window, bool) or not isinstance(footprint_window, (int, np.integer)) \
+                or footprint_window < 3:
+            raise MarkerTrackerError(f"footprint_window must be an integer >= 3 (frames), got {footprint_window!r}")
         self.names: tuple[str, ...] = tuple(names)
         self.roi_radius_px = int(roi_radius_px)
-        self._last: list[tuple[float, float] | None] = [None] * len(self.markers)
-        self._prev: list[tuple[float, float] | None] = [None] * len(self.markers)
+        self.footprint_tolerance: float | None = footprint_tolerance
+        self.footprint_window = int(footprint_window)
         self._aruco_detectors: dict[str, Any] = {}
+        self.reset()
 
     # -- configuration ------------------------------------------------------------
     @classmethod
@@ -165,6 +222,8 @@ class MarkerTracker:
             kind: markers                     # optional; must be "markers" if given
             min_area_px: 6                    # default for every marker
             roi_radius_px: 24
+            footprint_tolerance: 0.3          # null: no partial-occlusion check
+            footprint_window: 9
             markers:
               - {name: tip, hsv_lower: [170, 120, 80], hsv_upper: [10, 255, 255]}
             aruco:                            # optional
@@ -175,7 +234,8 @@ class MarkerTracker:
         """
         if not isinstance(cfg, Mapping):
             raise MarkerTrackerError(f"tracker config must be a mapping, got {type(cfg).__name__}")
-        allowed = {"kind", "markers", "aruco", "min_area_px", "max_area_px", "roi_radius_px"}
+        allowed = {"kind", "markers", "aruco", "min_area_px", "max_area_px", "roi_radius_px",
+                   "footprint_tolerance", "footprint_window"}
         unknown = sorted(set(cfg) - allowed)
         if unknown:
             raise MarkerTrackerError(
@@ -200,13 +260,41 @@ class MarkerTracker:
                 raise MarkerTrackerError(f"tracker config: aruco[{i}] must be a mapping with 'name' and 'id'")
             aruco.append(ArucoMarkerSpec(name=str(a["name"]), marker_id=a["id"],
                                          dictionary=str(a.get("dictionary", "DICT_4X4_50"))))
-        return cls(markers, aruco=aruco, roi_radius_px=cfg.get("roi_radius_px", 24))
+        return cls(markers, aruco=aruco, roi_radius_px=cfg.get("roi_radius_px", 24),
+                   footprint_tolerance=cfg.get("footprint_tolerance", 0.3),
+                   footprint_window=cfg.get("footprint_window", 9))
 
     # -- detection ----------------------------------------------------------------
     def reset(self) -> None:
-        """Forget the last positions (the next frame is searched in full)."""
-        self._last = [None] * len(self.markers)
-        self._prev = [None] * len(self.markers)
+        """Forget the last positions and footprints (the next frame is searched in full); zero the counts."""
+        n = len(self.markers)
+        self._last: list[tuple[float, float] | None] = [None] * n
+        self._prev: list[tuple[float, float] | None] = [None] * n
+        self._footprints: list[deque] = [deque(maxlen=self.footprint_window) for _ in range(n)]
+        self._flagged_run = [0] * n
+        self.occluded: list[int] = [0] * n
+        self.footprint_resets: list[int] = [0] * n
+
+    def _footprint_ok(self, k: int, blob: _Blob) -> bool:
+        """Compare ``blob`` with marker k's recent footprint; record it when accepted (see module doc)."""
+        tol = self.footprint_tolerance
+        hist = self._footprints[k]
+        if tol is None:
+            return True
+        if len(hist) >= 3:
+            ref_area = float(np.median([h[0] for h in hist]))
+            ref_elong = float(np.median([h[1] for h in hist]))
+            ratio = blob.area / ref_area
+            if not (1.0 - tol <= ratio <= 1.0 / (1.0 - tol)) or blob.elongation > ref_elong * (1.0 + tol):
+                self._flagged_run[k] += 1
+                if self._flagged_run[k] < self.footprint_window:
+                    self.occluded[k] += 1
+                    return False
+                hist.clear()  # persistently different: the marker itself changed; start a new reference
+                self.footprint_resets[k] += 1
+        self._flagged_run[k] = 0
+        hist.append((blob.area, blob.elongation))
+        return True
 
     @staticmethod
     def _check_frame(frame: Any) -> np.ndarray:
@@ -219,9 +307,9 @@ class MarkerTracker:
         return frame
 
     @staticmethod
-    def _largest_component(mask: np.ndarray, spec: MarkerSpec, scale: int = 1):
-        """Largest acceptable 8-connected blob of ``mask``: (cx, cy, (x, y, w, h)) or None."""
-        n, _, stats, cents = cv2.connectedComponentsWithStats(mask, connectivity=8)
+    def _largest_component(mask: np.ndarray, spec: MarkerSpec, scale: int = 1) -> _Blob | None:
+        """Largest acceptable 8-connected blob of ``mask`` (areas scaled by ``scale``²), or None."""
+        n, labels, stats, cents = cv2.connectedComponentsWithStats(mask, connectivity=8)
         if n <= 1:
             return None
         areas = stats[1:, cv2.CC_STAT_AREA] * (scale * scale)
@@ -232,10 +320,12 @@ class MarkerTracker:
             return None
         best = 1 + int(np.argmax(np.where(ok, areas, -1)))
         x, y, w, h = (int(v) for v in stats[best, :4])
-        return float(cents[best, 0]), float(cents[best, 1]), (x, y, w, h)
+        m = cv2.moments((labels[y:y + h, x:x + w] == best).astype(np.uint8), True)
+        return _Blob(float(cents[best, 0]), float(cents[best, 1]), (x, y, w, h), float(areas[best - 1]),
+                     _elongation(m))
 
-    def _blob(self, rgb: np.ndarray, spec: MarkerSpec) -> tuple[float, float, tuple[int, int, int, int]] | None:
-        """Largest in-range blob of a (small) image: (cx, cy, (x, y, w, h)) px, or None.
+    def _blob(self, rgb: np.ndarray, spec: MarkerSpec) -> _Blob | None:
+        """Largest in-range blob of a (small) image, or None.
 
         Fast path: when the in-range pixels fill their bounding box like one compact
         blob (a disc fills pi/4 of it), the centroid is the binary moment of that box;
@@ -248,7 +338,7 @@ class MarkerTracker:
         m = cv2.moments(mask[y:y + h, x:x + w], True)
         area = m["m00"]
         if area >= 0.6 * w * h and area >= spec.min_area_px and (spec.max_area_px is None or area <= spec.max_area_px):
-            return x + m["m10"] / area, y + m["m01"] / area, (x, y, w, h)
+            return _Blob(x + m["m10"] / area, y + m["m01"] / area, (x, y, w, h), float(area), _elongation(m))
         return self._largest_component(mask, spec)
 
     def _coarse_search(self, frame: np.ndarray, spec: MarkerSpec) -> tuple[float, float] | None:
@@ -262,7 +352,7 @@ class MarkerTracker:
             b, scale = self._largest_component(mask, spec), 1
         if b is None:
             return None
-        return b[0] * scale, b[1] * scale
+        return b.cx * scale, b.cy * scale
 
     def _search_window(self, frame: np.ndarray, spec: MarkerSpec, centre: tuple[float, float], r: int):
         """Blob inside the window of half-size ``r`` around ``centre``, in frame coordinates, or None
@@ -275,11 +365,11 @@ class MarkerTracker:
         b = self._blob(frame[y0:y1, x0:x1], spec)
         if b is None:
             return None
-        bx, by, bw, bh = b[2]
+        bx, by, bw, bh = b.bbox
         if (bx == 0 and x0 > 0) or (by == 0 and y0 > 0) or (bx + bw == x1 - x0 and x1 < W) \
                 or (by + bh == y1 - y0 and y1 < H):
             return None
-        return b[0] + x0, b[1] + y0, (bx + x0, by + y0, bw, bh)
+        return b._replace(cx=b.cx + x0, cy=b.cy + y0, bbox=(bx + x0, by + y0, bw, bh))
 
     def _detect_colour(self, frame: np.ndarray, k: int) -> tuple[float, float] | None:
         spec = self.markers[k]
@@ -305,10 +395,13 @@ class MarkerTracker:
             self._prev[k] = None
         else:
             self._prev[k] = last
-        cx, cy, (bx, by, bw, bh) = found
+        cx, cy = found.cx, found.cy
+        bx, by, bw, bh = found.bbox
         self._last[k] = (cx, cy)
         if bx == 0 or by == 0 or bx + bw >= W or by + bh >= H:
             return None  # touches the image border: partly out of frame, centroid biased
+        if not self._footprint_ok(k, found):
+            return None  # partly hidden: footprint departs from the recent one, centroid biased
         return cx, cy
 
     def _detect_aruco(self, frame: np.ndarray) -> dict[int, tuple[float, float]]:
@@ -402,6 +495,7 @@ class MarkerTracker:
             t = np.asarray(time, dtype=float).ravel()
             if t.shape[0] != T:
                 raise MarkerTrackerError(f"time has {t.shape[0]} entries for {T} frames")
-        meta = {"tracker": "markers", "lost": {n: int((~valid[:, k]).sum()) for k, n in enumerate(self.names)}}
+        meta = {"tracker": "markers", "lost": {n: int((~valid[:, k]).sum()) for k, n in enumerate(self.names)},
+                "occluded": {m.name: int(c) for m, c in zip(self.markers, self.occluded)}}
         return Trajectory(time=t, keypoints=kp, valid=valid, names=self.names, source=source,
                           trial_id=trial_id, meta=meta)

@@ -804,7 +804,9 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     if max_frames is not None:
         declared = min(declared, int(max_frames))
     traj = Trajectory(time=np.arange(T) / rate, keypoints=kp, valid=valid, names=tracker.names, source="real",
-                      trial_id=path.stem, meta={"video": str(path), "fps": rate})
+                      trial_id=path.stem, meta={"video": str(path), "fps": rate,
+                                                "occluded": {m.name: int(c) for m, c in zip(tracker.markers,
+                                                                                             tracker.occluded)}})
     warnings = []
     if declared > 0 and T < declared:
         warnings.append(f"decoded {T} of {declared} frames the container declares: the file may be truncated")
@@ -816,8 +818,10 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
                                  f"hsv_upper [10, ..])")
         if frac < 1:
             lost = np.flatnonzero(~valid[:, k])
-            warnings.append(f"marker '{n}' lost in {lost.size} of {T} frames (first at frame {int(lost[0])}); "
-                            "those samples are excluded from every error")
+            hidden = tracker.occluded[k] if k < len(tracker.occluded) else 0
+            warnings.append(f"marker '{n}' lost in {lost.size} of {T} frames (first at frame {int(lost[0])})"
+                            + (f", {hidden} of them partly hidden (footprint departs from the recent one)"
+                               if hidden else "") + "; those samples are excluded from every error")
         step = np.linalg.norm(np.diff(kp[:, k], axis=0), axis=1)
         good = step[np.isfinite(step)]
         if good.size > 10:
