@@ -1,0 +1,501 @@
+"""Motion-capture exports (OptiTrack Motive, Vicon Nexus, Qualisys, plain CSV/TSV) as 3-D trajectories.
+
+A lab's motion-capture system exports marker positions per frame; :func:`load_mocap`
+reads them into a :class:`MocapRecording` (time, marker positions in metres in the
+twin's world frame, validity) and :meth:`MocapRecording.trajectory` makes the
+``kind="points"`` :class:`~vid2sid_ros.core.trajectory.Trajectory` the calibration fits.
+No ROS, no network; pure Python ``csv`` + numpy.
+
+Column layouts (``format``; ``"auto"`` detects them from the first lines)
+-------------------------------------------------------------------------
+
+``motive`` — OptiTrack Motive "CSV export" (format versions 1.2x): line 1 holds
+``key,value`` pairs (``Export Frame Rate``, ``Length Units`` = ``Meters`` /
+``Millimeters`` / ``Centimeters``, ``Coordinate Space``), then a blank line, then header
+rows whose first cells are empty or ``Type`` / ``Name`` / ``ID``: the ``Type`` row says
+``Marker`` (or ``Rigid Body Marker``, ``Rigid Body``), the ``Name`` row the marker label
+(``Take:disk1`` or ``disk1``), a row says ``Position`` / ``Rotation``; the column row is
+``Frame,Time (Seconds),X,Y,Z,...``. Empty cells are gaps (occluded markers). Motive's
+world is Y-up: give ``up_axis: y`` to turn it into the twin's Z-up world (REP 103)::
+
+    Format Version,1.23,Take Name,rod_trial1,Export Frame Rate,100.000000,Length Units,Millimeters,...
+    <blank>
+    ,,Marker,Marker,Marker,...
+    ,,rod:disk1,rod:disk1,rod:disk1,rod:disk2,...
+    ,,1,1,1,2,...
+    ,,Position,Position,Position,...
+    Frame,Time (Seconds),X,Y,Z,X,Y,Z,...
+    0,0.000000,12.31,480.02,-3.20,...
+
+``vicon`` — Vicon Nexus "Export CSV" trajectories section: a line ``Trajectories``, the
+frame rate (Hz) alone on the next line, the marker row ``,,Subject:disk1,,,Subject:disk2,,,``,
+the column row ``Frame,Sub Frame,X,Y,Z,...`` and a units row ``,,mm,mm,mm,...``; no time
+column (t = (frame - first frame) / rate); empty cells are gaps::
+
+    Trajectories
+    100
+    ,,rod:disk1,,,rod:disk2,,,rod:disk3,,
+    Frame,Sub Frame,X,Y,Z,X,Y,Z,X,Y,Z
+    ,,mm,mm,mm,mm,mm,mm,mm,mm,mm
+    1,0,12.3,4.5,480.0,...
+
+``qualisys`` — Qualisys Track Manager TSV export (tab separated): header lines
+``NO_OF_FRAMES``, ``FREQUENCY <Hz>``, ``MARKER_NAMES <name> <name> ...``, then optional
+``Frame	Time	disk1 X	disk1 Y	disk1 Z ...`` and data rows. Units are mm. A gap is
+written as ``0.000 0.000 0.000`` (or empty): exact zeros of all three coordinates are
+invalid samples.
+
+``plain`` — one header row: a time column (``time``, ``t``, ``timestamp``, ``Time
+(Seconds)``; or none with ``rate``) and three columns per marker named ``<m>_x``,
+``<m>.x``, ``<m> X`` or ``<m>:X`` (any case); ``,`` or tab separated; ``unit`` required.
+
+Every recording becomes: time (s, starting where the file starts), positions in m,
+``valid`` False where a coordinate is empty, NaN or a Qualisys zero gap; each invalid
+sample is counted per marker (:attr:`MocapRecording.invalid`) — reported, not fatal.
+
+Errors (:class:`MocapError`) are one line naming the file and the column or line:
+a missing marker column, a non-numeric cell, non-monotonic or duplicate times, an
+unknown unit, no time column and no rate.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..core.trajectory import Trajectory
+
+__all__ = ["MocapError", "MocapRecording", "load_mocap", "FORMATS", "UNITS", "frame_transform", "write_motive_csv"]
+
+#: supported column layouts (module docstring)
+FORMATS = ("auto", "motive", "vicon", "qualisys", "plain")
+
+#: length unit name -> metres per unit (Motive spells them out)
+UNITS: dict[str, float] = {"m": 1.0, "meters": 1.0, "metres": 1.0, "mm": 1e-3, "millimeters": 1e-3,
+                           "millimetres": 1e-3, "cm": 1e-2, "centimeters": 1e-2, "centimetres": 1e-2}
+
+_TIME_NAMES = ("time", "t", "timestamp", "time (seconds)", "time_s", "time [s]", "sec", "seconds")
+
+
+class MocapError(ValueError):
+    """A motion-capture file cannot be read as asked; the message names the file and column/line."""
+
+
+@dataclass(frozen=True)
+class MocapRecording:
+    """Marker positions of one motion-capture take, in the twin's world frame.
+
+    Attributes:
+        time: sample times, shape (T,) s, strictly increasing, starting at the file's first time.
+        markers: K keypoint names (the names the rig config maps the markers to).
+        points: positions, shape (T, K, 3) m, in ``frame``; NaN where invalid.
+        valid: shape (T, K) bool.
+        frame: coordinate frame name (``"world"`` once transformed into the twin's world).
+        rate: nominal sample rate, Hz (from the header, the ``rate`` option or the median
+            time step).
+        invalid: invalid samples per marker ``{name: count}`` (gaps, NaN rows).
+        source: the file.
+        format: the detected layout.
+    """
+
+    time: np.ndarray
+    markers: tuple[str, ...]
+    points: np.ndarray
+    valid: np.ndarray
+    frame: str
+    rate: float
+    invalid: dict[str, int] = field(default_factory=dict)
+    source: str = ""
+    format: str = "plain"
+
+    def report(self) -> str:
+        """One line: samples, rate and the invalid samples per marker."""
+        T = int(self.time.size)
+        bad = ", ".join(f"{m} {n}/{T}" for m, n in self.invalid.items() if n) or "none"
+        return f"{self.source}: {T} samples at {self.rate:.6g} Hz, {len(self.markers)} markers; invalid samples: {bad}"
+
+    def trajectory(self, trial_id: str, *, rate: float | None = None, start_s: float = 0.0,
+                   stop_s: float | None = None) -> Trajectory:
+        """The recording as a ``kind="points"`` trajectory, one row per command step.
+
+        Samples are assigned to command steps ``k = round((t - start_s) * rate)``; a step
+        without a sample is invalid (never interpolated), a step with two samples keeps
+        the first.
+
+        Args:
+            trial_id: the excitation the recording belongs to.
+            rate: the command rate, Hz (default: the recording's rate).
+            start_s: recording time of command step 0, s (the trial's time offset).
+            stop_s: last recording time used (default: the end).
+
+        Raises:
+            MocapError: if no sample falls in ``[start_s, stop_s]``.
+        """
+        rate = float(rate or self.rate)
+        t = self.time
+        keep = (t >= start_s - 0.5 / rate) & (t <= (math.inf if stop_s is None else stop_s + 0.5 / rate))
+        if not keep.any():
+            raise MocapError(f"{self.source}: no sample between {start_s} s and {stop_s} s")
+        k = np.rint((t[keep] - start_s) * rate).astype(int)
+        T = int(k.max()) + 1
+        pts = np.full((T, len(self.markers), 3), np.nan)
+        valid = np.zeros((T, len(self.markers)), bool)
+        rows = np.nonzero(keep)[0]
+        first = np.unique(k, return_index=True)[1]
+        pts[k[first]] = self.points[rows[first]]
+        valid[k[first]] = self.valid[rows[first]]
+        meta = {"source": self.source, "format": self.format, "invalid_samples": dict(self.invalid),
+                "missing_steps": int(T - first.size)}
+        return Trajectory(np.arange(T) / rate, pts, valid, self.markers, "real", trial_id, np.arange(T), meta,
+                          kind="points", unit="m", frame=self.frame)
+
+
+def frame_transform(spec: Mapping[str, Any] | None, *, source: str = "frame") -> tuple[str, np.ndarray, np.ndarray]:
+    """Pose of the capture volume in the twin's world: ``(name, R (3, 3), p (3,) m)``.
+
+    ``spec`` keys (all optional): ``name`` (default ``"world"``), ``up_axis`` (``z`` default,
+    ``y`` for Motive's Y-up world: (x, y, z)_mocap -> (z, x, y)_world, i.e. REP 103 with the
+    capture's z towards the viewer as world x), ``position`` [x, y, z] m of the capture
+    origin in the world, ``rpy`` [roll, pitch, yaw] rad (applied after the up-axis change).
+    A world point is ``R @ p_mocap + position``.
+
+    Raises:
+        MocapError: unknown key or malformed value (names ``source``).
+    """
+    spec = dict(spec or {})
+    unknown = sorted(set(spec) - {"name", "up_axis", "position", "rpy"})
+    if unknown:
+        raise MocapError(f"{source}: unknown key(s) {unknown}; expected name, up_axis, position, rpy")
+    up = str(spec.get("up_axis", "z")).lower()
+    if up == "z":
+        R = np.eye(3)
+    elif up == "y":
+        R = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    else:
+        raise MocapError(f"{source}.up_axis: expected 'z' or 'y', got {spec.get('up_axis')!r}")
+
+    def vec(key: str) -> np.ndarray:
+        v = spec.get(key, [0.0, 0.0, 0.0])
+        try:
+            a = np.asarray(v, dtype=float)
+        except (TypeError, ValueError):
+            a = np.zeros(0)
+        if a.shape != (3,) or not np.all(np.isfinite(a)):
+            raise MocapError(f"{source}.{key}: expected 3 numbers, got {v!r}")
+        return a
+
+    r, p, y = vec("rpy")
+    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
+    Rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1.0]])
+    Ry = np.array([[cp, 0, sp], [0, 1.0, 0], [-sp, 0, cp]])
+    Rx = np.array([[1.0, 0, 0], [0, cr, -sr], [0, sr, cr]])
+    return str(spec.get("name", "world")), Rz @ Ry @ Rx @ R, vec("position")
+
+
+# -- parsing --------------------------------------------------------------------------
+def _rows(path: Path) -> list[list[str]]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise MocapError(f"{path}: not a text (CSV/TSV) file ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise MocapError(f"{path}: cannot read: {err.strerror or err}") from None
+    lines = text.splitlines()
+    sample = "\n".join(lines[:40])
+    delim = "\t" if sample.count("\t") > sample.count(",") else ","
+    return [[c.strip() for c in row] for row in csv.reader(lines, delimiter=delim)]
+
+
+def _detect(rows: list[list[str]]) -> str:
+    first = rows[0][0].lower() if rows and rows[0] else ""
+    if first == "format version":
+        return "motive"
+    if first == "trajectories":
+        return "vicon"
+    if first.startswith("no_of_frames") or any(r and r[0].upper() == "MARKER_NAMES" for r in rows[:20]):
+        return "qualisys"
+    return "plain"
+
+
+def _unit_factor(unit: Any, path: Path, where: str) -> float:
+    key = str(unit).strip().lower()
+    if key not in UNITS:
+        close = difflib.get_close_matches(key, UNITS, n=1)
+        raise MocapError(f"{path}: {where}: unknown length unit {unit!r}; expected one of mm, cm, m"
+                         + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return UNITS[key]
+
+
+def _number(cell: str, path: Path, line: int, column: str) -> float:
+    if cell == "" or cell.lower() in ("nan", "-nan", "na", "null"):
+        return math.nan
+    try:
+        return float(cell)
+    except ValueError:
+        raise MocapError(f"{path}:{line}: column {column!r}: expected a number, got {cell!r}") from None
+
+
+@dataclass
+class _Table:
+    columns: dict[str, tuple[int, int, int]]   # marker label -> (ix, iy, iz)
+    time_col: int | None
+    rate: float | None
+    unit: float | None
+    data: list[tuple[int, list[str]]]          # (1-based line number, row)
+    zero_is_gap: bool = False
+    frame_col: int | None = None
+
+
+def _motive(rows: list[list[str]], path: Path) -> _Table:
+    meta = {rows[0][i].lower(): rows[0][i + 1] for i in range(0, len(rows[0]) - 1, 2)}
+    hdr = next((i for i, r in enumerate(rows) if len(r) > 1 and r[0].lower() == "frame"
+                and r[1].lower().startswith("time")), None)
+    if hdr is None:
+        raise MocapError(f"{path}: Motive CSV without the 'Frame,Time (Seconds),X,Y,Z' column row")
+    head = rows[1:hdr]
+    labelled = {r[1].lower(): r for r in head if len(r) > 1 and r[0] == "" and r[1].lower() in ("type", "name", "id")}
+    nonblank = [r for r in head if any(r)]
+    types = labelled.get("type") or (nonblank[0] if len(nonblank) >= 4 else None)
+    names = labelled.get("name") or (nonblank[1] if len(nonblank) >= 4 else None)
+    kinds = next((r for r in nonblank if any(c.lower() == "position" for c in r)), None)
+    if names is None or kinds is None:
+        raise MocapError(f"{path}: Motive CSV header without the marker 'Name' row and the 'Position' row")
+    cols: dict[str, list[int]] = {}
+    axes = rows[hdr]
+    for i in range(2, len(axes)):
+        if i >= len(names) or i >= len(kinds) or kinds[i].lower() != "position":
+            continue
+        if types is not None and i < len(types) and types[i] and "marker" not in types[i].lower():
+            continue  # rigid-body pivot positions are not markers
+        label = names[i].split(":")[-1]
+        cols.setdefault(label, []).append(i)
+    columns = {m: tuple(ix[:3]) for m, ix in cols.items() if len(ix) >= 3}
+    rate = meta.get("export frame rate") or meta.get("capture frame rate")
+    unit = meta.get("length units")
+    return _Table(columns, 1, float(rate) if rate else None,
+                  _unit_factor(unit, path, "header 'Length Units'") if unit else None,
+                  [(i + 1, r) for i, r in enumerate(rows[hdr + 1:], start=hdr + 1) if any(r)], frame_col=0)
+
+
+def _vicon(rows: list[list[str]], path: Path) -> _Table:
+    try:
+        rate = float(rows[1][0])
+    except (IndexError, ValueError):
+        raise MocapError(f"{path}:2: Vicon CSV: expected the frame rate (Hz) under 'Trajectories'") from None
+    if len(rows) < 5:
+        raise MocapError(f"{path}: Vicon CSV: expected the marker, column and unit rows after the rate")
+    names, axes, units = rows[2], rows[3], rows[4]
+    columns = {}
+    for i, n in enumerate(names):
+        if n and i + 2 < len(axes):
+            columns[n.split(":")[-1]] = (i, i + 1, i + 2)
+    unit_cells = {u for u in units[2:] if u}
+    if len(unit_cells) > 1:
+        raise MocapError(f"{path}:5: Vicon CSV: mixed units {sorted(unit_cells)} in the units row")
+    unit = _unit_factor(unit_cells.pop(), path, "units row (line 5)") if unit_cells else None
+    data = []
+    for i, r in enumerate(rows[5:], start=6):
+        if not any(r):
+            break  # the trajectories section ends at a blank line
+        data.append((i, r))
+    return _Table(columns, None, rate, unit, data, frame_col=0)
+
+
+def _qualisys(rows: list[list[str]], path: Path) -> _Table:
+    head: dict[str, list[str]] = {}
+    start = 0
+    for i, r in enumerate(rows):
+        if r and re.fullmatch(r"[A-Z_0-9]+", r[0]) and not r[0].isdigit():
+            head[r[0]] = r[1:]
+            start = i + 1
+        else:
+            break
+    names = [n for n in head.get("MARKER_NAMES", []) if n]
+    if not names:
+        raise MocapError(f"{path}: Qualisys TSV without a MARKER_NAMES line")
+    try:
+        rate = float(head["FREQUENCY"][0])
+    except (KeyError, IndexError, ValueError):
+        raise MocapError(f"{path}: Qualisys TSV without a numeric FREQUENCY line") from None
+    time_col = None
+    off = 0
+    if start < len(rows) and rows[start] and rows[start][0].lower() == "frame":
+        cols = [c.lower() for c in rows[start]]
+        time_col = cols.index("time") if "time" in cols else None
+        off = 2 if time_col is not None else 1
+        start += 1
+    columns = {n: (off + 3 * j, off + 3 * j + 1, off + 3 * j + 2) for j, n in enumerate(names)}
+    return _Table(columns, time_col, rate, 1e-3, [(i + 1, r) for i, r in enumerate(rows[start:], start=start) if any(r)],
+                  zero_is_gap=True, frame_col=0 if off else None)
+
+
+def _plain(rows: list[list[str]], path: Path, time_column: str | None) -> _Table:
+    header = rows[0]
+    low = [h.lower() for h in header]
+    if time_column is not None:
+        if time_column.lower() not in low:
+            raise MocapError(f"{path}: time column {time_column!r} not found; columns: {', '.join(header)}")
+        time_col = low.index(time_column.lower())
+    else:
+        time_col = next((low.index(n) for n in _TIME_NAMES if n in low), None)
+    cols: dict[str, dict[str, int]] = {}
+    for i, h in enumerate(header):
+        m = re.fullmatch(r"(?P<m>.+?)[\s_.:]+(?P<a>[xyzXYZ])", h)
+        if m:
+            cols.setdefault(m.group("m").split(":")[-1], {})[m.group("a").lower()] = i
+    columns = {m: (c["x"], c["y"], c["z"]) for m, c in cols.items() if set(c) == {"x", "y", "z"}}
+    return _Table(columns, time_col, None, None, [(i + 1, r) for i, r in enumerate(rows[1:], start=1) if any(r)])
+
+
+def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], format: str = "auto",
+               unit: str | None = None, rate: float | None = None, time_column: str | None = None,
+               frame: Mapping[str, Any] | None = None) -> MocapRecording:
+    """Read a motion-capture export (module docstring) into world-frame metres.
+
+    Args:
+        path: the CSV/TSV file.
+        markers: keypoint name -> marker label in the file (or a list of labels used as
+            both); the subject prefix (``rod:``) of Motive/Vicon labels is ignored.
+        format: one of :data:`FORMATS`.
+        unit: length unit of the file (``mm``, ``cm``, ``m``); required for ``plain``
+            files, checked against the header of the others when given.
+        rate: sample rate, Hz; required when the file has no time column (Vicon uses
+            its header rate). Times from a time column win.
+        time_column: name of the time column of a plain file (default: ``time``, ``t``...).
+        frame: pose of the capture volume in the twin's world (:func:`frame_transform`).
+
+    Returns:
+        The :class:`MocapRecording` (positions transformed into ``frame``'s name, m).
+
+    Raises:
+        MocapError: one line naming the file and the column or line (missing marker
+            column, non-numeric cell, non-monotonic or duplicate time, unknown unit,
+            no time and no rate, unknown format, empty file).
+    """
+    path = Path(path)
+    if format not in FORMATS:
+        raise MocapError(f"{path}: unknown mocap format {format!r}; expected one of {', '.join(FORMATS)}")
+    if not path.is_file():
+        raise MocapError(f"{path}: motion-capture file not found")
+    rows = _rows(path)
+    if not rows or not any(any(r) for r in rows):
+        raise MocapError(f"{path}: empty file")
+    fmt = _detect(rows) if format == "auto" else format
+    table = {"motive": lambda: _motive(rows, path), "vicon": lambda: _vicon(rows, path),
+             "qualisys": lambda: _qualisys(rows, path), "plain": lambda: _plain(rows, path, time_column)}[fmt]()
+    mapping = dict(markers) if isinstance(markers, Mapping) else {str(m): str(m) for m in markers}
+    if not mapping:
+        raise MocapError(f"{path}: no markers asked for; give markers: {{keypoint: label}}")
+    for kp, label in mapping.items():
+        if label not in table.columns:
+            have = ", ".join(table.columns) or "none"
+            close = difflib.get_close_matches(label, list(table.columns), n=1)
+            raise MocapError(f"{path}: marker column {label!r} (keypoint {kp!r}) not found; markers in the file: {have}"
+                             + (f" (did you mean {close[0]!r}?)" if close else ""))
+    factor = table.unit
+    if unit is not None:
+        given = _unit_factor(unit, path, "unit")
+        if factor is not None and not math.isclose(given, factor):
+            raise MocapError(f"{path}: unit {unit!r} given but the file's header says {1 / factor:g} units per m")
+        factor = given
+    if factor is None:
+        raise MocapError(f"{path}: the file does not say its length unit; give unit: mm, cm or m")
+    if rate is not None and not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+        raise MocapError(f"{path}: rate must be a number > 0 Hz, got {rate!r}")
+    rate_hz = table.rate or rate
+    if table.time_col is None and rate_hz is None:
+        raise MocapError(f"{path}: no time column (time, t, 'Time (Seconds)') and no rate; give rate: <Hz>")
+    if not table.data:
+        raise MocapError(f"{path}: no data rows")
+    K = len(mapping)
+    T = len(table.data)
+    times = np.empty(T)
+    pts = np.full((T, K, 3), np.nan)
+    tname = "time"
+    for r_i, (line, row) in enumerate(table.data):
+        if table.time_col is not None:
+            cell = row[table.time_col] if table.time_col < len(row) else ""
+            times[r_i] = _number(cell, path, line, tname)
+            if not math.isfinite(times[r_i]):
+                raise MocapError(f"{path}:{line}: time column: missing or NaN time")
+        else:
+            fc = table.frame_col if table.frame_col is not None else None
+            if fc is not None:
+                times[r_i] = _number(row[fc] if fc < len(row) else "", path, line, "Frame")
+            else:
+                times[r_i] = r_i
+        for k, label in enumerate(mapping.values()):
+            for a, c in enumerate(table.columns[label]):
+                pts[r_i, k, a] = _number(row[c] if c < len(row) else "", path, line, f"{label} {'XYZ'[a]}")
+    if table.time_col is None:
+        if not np.all(np.isfinite(times)):
+            raise MocapError(f"{path}: Frame column holds a non-number")
+        times = (times - times[0]) / float(rate_hz)
+    dt = np.diff(times)
+    bad = np.nonzero(dt <= 0)[0]
+    if bad.size:
+        i = int(bad[0]) + 1
+        line = table.data[i][0]
+        what = "duplicate" if dt[bad[0]] == 0 else "non-monotonic"
+        raise MocapError(f"{path}:{line}: time column: {what} time {times[i]:.6g} s after {times[i - 1]:.6g} s "
+                         "(times must increase)")
+    if table.zero_is_gap:
+        pts[np.all(pts == 0.0, axis=2)] = np.nan
+    valid = np.all(np.isfinite(pts), axis=2)
+    name, R, p = frame_transform(frame, source=f"{path} frame")
+    world = pts * factor @ R.T + p
+    world[~valid] = np.nan
+    if rate_hz is None:
+        rate_hz = 1.0 / float(np.median(dt)) if dt.size else 1.0
+    invalid = {kp: int((~valid[:, k]).sum()) for k, kp in enumerate(mapping)}
+    return MocapRecording(times, tuple(mapping), world, valid, name, float(rate_hz), invalid, str(path), fmt)
+
+
+def write_motive_csv(path: str | Path, time: np.ndarray, points_m: np.ndarray, markers: Sequence[str], *,
+                     take: str = "take", unit: str = "mm", y_up: bool = True) -> Path:
+    """Write positions as an OptiTrack Motive 1.23 CSV export (the layout :func:`load_mocap` reads).
+
+    Args:
+        path: file to write (parents created).
+        time: (T,) s.
+        points_m: (T, K, 3) m in the twin's Z-up world; NaN = gap (empty cells).
+        markers: K labels (written as ``take:label``).
+        take: take name.
+        unit: ``mm`` or ``m`` (``Length Units`` header).
+        y_up: write Motive's Y-up coordinates (the inverse of ``frame: {up_axis: y}``).
+
+    Returns:
+        ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    t = np.asarray(time, float)
+    P = np.asarray(points_m, float)
+    if y_up:
+        P = P[..., [1, 2, 0]]  # world (x, y, z) -> mocap (y, z, x): inverse of up_axis y
+    scale = {"mm": 1000.0, "m": 1.0}[unit]
+    rate = 1.0 / float(np.median(np.diff(t))) if t.size > 1 else 100.0
+    units = {"mm": "Millimeters", "m": "Meters"}[unit]
+    K = len(markers)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Format Version", "1.23", "Take Name", take, "Capture Frame Rate", f"{rate:.6f}",
+                    "Export Frame Rate", f"{rate:.6f}", "Total Exported Frames", str(t.size),
+                    "Rotation Type", "Quaternion", "Length Units", units, "Coordinate Space", "Global"])
+        w.writerow([])
+        w.writerow(["", "Type"] + ["Marker"] * (3 * K))
+        w.writerow(["", "Name"] + [f"{take}:{m}" for m in markers for _ in range(3)])
+        w.writerow(["", "ID"] + [f"1:{k + 1}" for k in range(K) for _ in range(3)])
+        w.writerow(["", ""] + ["Position"] * (3 * K))
+        w.writerow(["Frame", "Time (Seconds)"] + ["X", "Y", "Z"] * K)
+        for i in range(t.size):
+            cells = ["" if not np.isfinite(v) else f"{v * scale:.6f}" for v in P[i].ravel()]
+            w.writerow([str(i), f"{t[i]:.6f}"] + cells)
+    return path
