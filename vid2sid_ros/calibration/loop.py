@@ -62,7 +62,8 @@ from .objective import TrialObjective
 from .observation import RealTrial, jsonable
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
 
-__all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration",
+__all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration", "check_run_dir",
+           "RunDirCheck", "validate_records",
            "record_to_dict", "record_from_dict", "load_history", "UNLIMITED_ROLLOUTS"]
 
 #: ``context.rollouts_remaining`` when the budget is unlimited (``rollout_budget=None``)
@@ -279,16 +280,19 @@ def load_history(run_dir: str | Path) -> list[IterationRecord]:
     A torn (unparseable) last line is ignored. Proposer states are re-attached.
 
     Raises:
-        FileNotFoundError: if ``run.json`` is missing. CalibrationError: on a malformed record.
+        FileNotFoundError: if ``run.json`` is missing. CalibrationError: on a malformed
+            record or a sequence :func:`validate_records` refuses (naming the line).
     """
     run_dir = Path(run_dir)
     meta_path = run_dir / "run.json"
     if not meta_path.is_file():
         raise FileNotFoundError(f"no calibration run in {run_dir} (run.json missing)")
     meta = _read_meta(meta_path)
-    records = [record_from_dict(meta["initial"], source=str(meta_path))]
-    records.extend(_read_jsonl(run_dir)[0])
-    return records
+    initial = record_from_dict(meta["initial"], source=str(meta_path))
+    recs, _, lines = _read_jsonl(run_dir, with_lines=True)
+    validate_records(initial, recs, lines, source=str(run_dir / "iterations.jsonl"),
+                     initial_rollouts=meta.get("initial_rollouts"))
+    return [initial, *recs]
 
 
 def _read_meta(meta_path: Path) -> dict[str, Any]:
@@ -322,13 +326,14 @@ def _signature_diff(key: str, old: Any, new: Any) -> str:
     return text if len(text) <= 300 else text[:300] + "..."
 
 
-def _read_jsonl(run_dir: Path) -> tuple[list[IterationRecord], int]:
-    """(records, byte length of the good prefix) of iterations.jsonl."""
+def _read_jsonl(run_dir: Path, *, with_lines: bool = False):
+    """(records, byte length of the good prefix[, 1-based line numbers]) of iterations.jsonl."""
     path = run_dir / "iterations.jsonl"
     if not path.is_file():
-        return [], 0
+        return ([], 0, []) if with_lines else ([], 0)
     data = path.read_bytes()
     records: list[IterationRecord] = []
+    lines: list[int] = []
     pos = good = 0
     while pos < len(data):
         nl = data.find(b"\n", pos)
@@ -339,7 +344,7 @@ def _read_jsonl(run_dir: Path) -> tuple[list[IterationRecord], int]:
         line_no = data.count(b"\n", 0, pos) + 1
         if raw.strip():
             try:
-                d = json.loads(raw)
+                d = json.loads(raw, parse_constant=lambda c: _refuse_constant(c, path, line_no))
             except (json.JSONDecodeError, UnicodeDecodeError):
                 if last:
                     break
@@ -358,8 +363,16 @@ def _read_jsonl(run_dir: Path) -> tuple[list[IterationRecord], int]:
                     raise CalibrationError(f"{path} line {line_no}: proposer state {sp} is missing or corrupt "
                                            f"({type(err).__name__}); nothing was changed") from None
             records.append(rec)
+            lines.append(line_no)
         pos = good = nl + 1
-    return records, good
+    return (records, good, lines) if with_lines else (records, good)
+
+
+def _refuse_constant(c: str, path: Path, line_no: int) -> float:
+    """``json.loads`` hook: the loop writes non-finite numbers as null, never NaN/Infinity."""
+    raise CalibrationError(f"{path} line {line_no}: non-finite number {c} (a run writes a failed evaluation's "
+                           "error as null); the file was edited or written by something else: repair or remove "
+                           "the line by hand, or choose another output directory (nothing was changed)")
 
 
 def _fsync_write(path: Path, text: str, *, append: bool = False) -> None:
@@ -373,6 +386,136 @@ def _atomic_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     _fsync_write(tmp, json.dumps(jsonable(data), indent=1))
     os.replace(tmp, path)
+
+
+# -- run-directory checks (nothing written) ----------------------------------------------
+def _signature(proposer_name: str, cfg: CalibrationConfig, params: ParameterSet, real: RealTrial) -> dict[str, Any]:
+    """What must not change between an interrupted run and its resume."""
+    return {"proposer": proposer_name, "seed": cfg.seed, "rollout_budget": cfg.rollout_budget,
+            "parameters": params.to_dict()["parameters"],
+            "train_trials": [t.trial_id for t in real.train], "start": cfg.start}
+
+
+@dataclass
+class RunDirCheck:
+    """What :func:`check_run_dir` found in a run directory to be resumed.
+
+    Attributes:
+        meta: the ``run.json`` object. initial: iteration 0's record.
+        records: the validated records of ``iterations.jsonl`` (iteration 1 first).
+        good: byte length of the good prefix of ``iterations.jsonl`` (a torn last line
+            after it is dropped on resume).
+    """
+
+    meta: dict[str, Any]
+    initial: IterationRecord
+    records: list[IterationRecord]
+    good: int
+
+
+def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: CalibrationConfig,
+                  parameters: ParameterSet, real: RealTrial) -> RunDirCheck | None:
+    """Every refusal check of a run directory, before anything is written to it.
+
+    Callers that write their own files into the run directory (the CLI's
+    ``real_trial.json``) call this first; :func:`run_calibration` calls it again.
+
+    Checks: a run (``run.json``) exists without ``config.resume``; ``resume`` without a
+    directory or a run; completed iterations (``iterations.jsonl``, ``proposer_state/``)
+    without their ``run.json`` (never started afresh over them); a resume whose proposer,
+    seed, budget, spec, trials or start differ; an ``iterations.jsonl`` that is not a
+    valid sequence (:func:`validate_records`).
+
+    Returns:
+        None for a fresh run, else the validated contents to resume from.
+
+    Raises:
+        CalibrationError: naming the directory or file (and line) and how to recover.
+    """
+    cfg = config
+    if run_dir is None:
+        if cfg.resume:
+            raise CalibrationError("resume needs a run directory")
+        return None
+    rd = Path(run_dir)
+    if rd.exists() and not rd.is_dir():
+        raise CalibrationError(f"{rd} is a file, expected a run directory")
+    meta_path, jl, sd = rd / "run.json", rd / "iterations.jsonl", rd / "proposer_state"
+    if not meta_path.is_file():
+        leftovers = [p.name for p in (jl,) if p.is_file() and p.stat().st_size > 0]
+        if sd.is_dir() and any(sd.iterdir()):
+            leftovers.append("proposer_state/")
+        if leftovers:
+            raise CalibrationError(
+                f"{rd}: run.json is missing but {' and '.join(leftovers)} hold(s) completed iterations; neither "
+                "resuming nor starting afresh is safe (that would discard them): restore run.json from a backup, "
+                f"or move {', '.join(leftovers)} out of the way, or choose another output directory "
+                "(nothing was changed)")
+        if cfg.resume:
+            raise CalibrationError(f"cannot resume {rd}: no calibration run there (run.json missing); run without "
+                                   "--resume to start one")
+        return None
+    if not cfg.resume:
+        raise CalibrationError(f"{rd} already holds a calibration run (run.json); resume it (--resume) or choose "
+                               "an empty output directory")
+    meta = _read_meta(meta_path)
+    signature = _signature(proposer_name, cfg, parameters, real)
+    old_sig = meta.get("signature") if isinstance(meta.get("signature"), dict) else {}
+    for k, v in signature.items():
+        if jsonable(old_sig.get(k)) != jsonable(v):
+            raise CalibrationError(f"cannot resume {rd}: '{k}' differs from the interrupted run "
+                                   f"({_signature_diff(k, jsonable(old_sig.get(k)), jsonable(v))}); "
+                                   "resume with the same settings or choose another output directory")
+    initial = record_from_dict(meta["initial"], source=str(meta_path))
+    records, good, lines = _read_jsonl(rd, with_lines=True)
+    validate_records(initial, records, lines, source=str(jl), initial_rollouts=meta.get("initial_rollouts"))
+    return RunDirCheck(meta, initial, records, good)
+
+
+def validate_records(initial: IterationRecord, records: list[IterationRecord], lines: list[int], *,
+                     source: str, initial_rollouts: Any = None) -> None:
+    """Refuse an ``iterations.jsonl`` that is not the sequence a run writes.
+
+    Rules: iteration indices run 1, 2, 3... after iteration 0 (no duplicate, no gap);
+    ``rollouts_used`` is an integer >= 0 and ``extra.rollouts_total`` (when present)
+    equals iteration 0's rollouts plus the sum so far (a duplicated or dropped line
+    breaks it); every number written is finite (the loop writes a failed evaluation's
+    error as null, never NaN or Infinity); values are finite.
+
+    Args:
+        initial: iteration 0 (from ``run.json``). records, lines: the parsed records and
+            their 1-based line numbers in ``source``.
+        source: file name for messages. initial_rollouts: ``run.json``'s count.
+
+    Raises:
+        CalibrationError: ``"<source> line N: <what>; ... (nothing was changed)"``.
+    """
+    total = initial_rollouts if isinstance(initial_rollouts, int) and not isinstance(initial_rollouts, bool) \
+        else initial.rollouts_used
+    expected = initial.iteration + 1
+    for rec, line in zip(records, lines):
+        where = f"{source} line {line}"
+        fix = ("; the file was edited or mixed with another run's: repair or remove the line by hand, or choose "
+               "another output directory (nothing was changed)")
+        if rec.iteration != expected:
+            what = "a duplicate of an earlier iteration" if rec.iteration < expected else "iterations are missing"
+            raise CalibrationError(f"{where}: iteration {rec.iteration} where {expected} was expected ({what}){fix}")
+        if rec.rollouts_used < 0:
+            raise CalibrationError(f"{where}: rollouts_used {rec.rollouts_used} is negative{fix}")
+        total += rec.rollouts_used
+        rt = rec.extra.get("rollouts_total")
+        if rt is not None and rt != total:
+            raise CalibrationError(f"{where}: rollouts_total {rt!r} but the iterations so far used {total} "
+                                   f"rollout(s){fix}")
+        bad = [k for k, v in (("error_px", rec.error_px), ("confidence", rec.confidence), ("wall_s", rec.wall_s))
+               if math.isnan(v) or (k != "error_px" and math.isinf(v))]
+        if rec.error_px == -math.inf:
+            bad.append("error_px")
+        bad += [f"values.{k}" for k, v in rec.values.items() if not math.isfinite(v)]
+        if bad:
+            raise CalibrationError(f"{where}: non-finite number(s) in {', '.join(bad)} (a run writes a failed "
+                                   f"evaluation's error as null){fix}")
+        expected += 1
 
 
 # -- the loop --------------------------------------------------------------------------
@@ -520,14 +663,13 @@ def run_calibration(
     if tuple(real.keypoint_names) != tuple(twin.keypoint_names) and set(real.keypoint_names) != set(twin.keypoint_names):
         raise CalibrationError(f"real trial keypoints {real.keypoint_names} differ from the twin's {twin.keypoint_names}")
     rd = Path(run_dir) if run_dir is not None else None
-    if rd is not None:
-        rd.mkdir(parents=True, exist_ok=True)
-    if cfg.resume and rd is None:
-        raise CalibrationError("resume needs a run directory")
     if cfg.start:
         unknown = [k for k in cfg.start if k not in params]
         if unknown:
             raise CalibrationError(f"config 'start': unknown parameter(s) {unknown}; valid: {', '.join(params.names)}")
+    pre = check_run_dir(rd, proposer_name=proposer.name, config=cfg, parameters=params, real=real)
+    if rd is not None:  # every refusal check has passed: now the run directory may be written
+        rd.mkdir(parents=True, exist_ok=True)
     s = _Session(twin, params, real, cfg, rd)
     s.current = params.complete(cfg.start or {}) if cfg.start else params.nominal()
     if cfg.start:
@@ -538,24 +680,11 @@ def run_calibration(
     start_report: IdentifiabilityReport | None = None
     prior_wall = 0.0
     meta_path = rd / "run.json" if rd is not None else None
-    signature = {"proposer": proposer.name, "seed": cfg.seed, "rollout_budget": cfg.rollout_budget,
-                 "parameters": params.to_dict()["parameters"],
-                 "train_trials": [t.trial_id for t in real.train], "start": cfg.start}
+    signature = _signature(proposer.name, cfg, params, real)
 
-    resumed = meta_path is not None and meta_path.is_file()
-    if resumed and not cfg.resume:
-        raise CalibrationError(f"{rd} already holds a calibration run (run.json); resume it (--resume) or choose "
-                               "an empty output directory")
-    if resumed:
-        meta = _read_meta(meta_path)
-        old_sig = meta.get("signature") if isinstance(meta.get("signature"), dict) else {}
-        for k, v in signature.items():
-            if jsonable(old_sig.get(k)) != jsonable(v):
-                raise CalibrationError(f"cannot resume {rd}: '{k}' differs from the interrupted run "
-                                       f"({_signature_diff(k, jsonable(old_sig.get(k)), jsonable(v))}); "
-                                       "resume with the same settings or choose another output directory")
-        history.append(record_from_dict(meta["initial"], source=str(meta_path)))
-        records, good = _read_jsonl(rd)
+    if pre is not None:
+        meta, records, good = pre.meta, pre.records, pre.good
+        history.append(pre.initial)
         jl = rd / "iterations.jsonl"
         if jl.is_file() and jl.stat().st_size != good:
             with open(jl, "r+b") as f:  # drop a torn last line
@@ -603,9 +732,6 @@ def run_calibration(
                                      "initial_rollouts": s.used, "initial_wall_s": init.wall_s,
                                      "diagnostic_rollouts": s.diagnostic,
                                      "identifiability": start_report.to_dict() if start_report else None})
-            jl = rd / "iterations.jsonl"
-            if jl.exists():
-                jl.unlink()
         if on_iteration:
             on_iteration(init)
         if current_eval.failed:

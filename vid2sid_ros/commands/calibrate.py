@@ -272,6 +272,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
         return 2
 
+    from ..calibration.loop import check_run_dir
+
+    try:  # every refusal check before anything is written into the run directory (real_trial.json included)
+        if not (out.exists() and not out.is_dir()):
+            check_run_dir(out, proposer_name=proposer.name, config=ccfg, parameters=rig.parameters, real=real)
+    except CalibrationError as err:
+        print(f"vid2sid calibrate: {err}", file=sys.stderr)
+        return 2
     try:
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "it is a file, expected a run directory")
