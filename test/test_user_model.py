@@ -265,10 +265,11 @@ def test_stepping_reproduces_the_rollout_rows(twin):
     kp = np.stack([r.keypoints for r in rows])
     assert np.allclose(kp, ref.trajectory.keypoints, atol=1e-9)
     assert np.array_equal(rows[7].frame, ref.frames[7])
-    # the schematic render puts the bob where the keypoint is
+    # MuJoCo's render puts the (shaded red) bob where the keypoint projects
     x, y = np.round(ref.trajectory.keypoints[7, 0]).astype(int)
-    if 0 <= x < 640 and 0 <= y < 360:
-        assert ref.frames[7][y, x, 0] > 150 and ref.frames[7][y, x, 1] < 60
+    assert 0 <= x < 640 and 0 <= y < 360
+    r, g, b = (int(c) for c in ref.frames[7][y, x])
+    assert r > 120 and r > 2 * g and r > 2 * b, (r, g, b)
 
 
 def test_frame_timing_repair_on_a_synthetic_swing():

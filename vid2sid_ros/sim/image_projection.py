@@ -188,6 +188,52 @@ class ImageProjection:
         out = np.stack([u, w], axis=-1)
         return out[0] if single else out
 
+    def as_camera(self, anchor: Sequence[float], time: float = 0.0, *, ortho_distance: float = 10.0):
+        """The same projection as a :class:`~vid2sid_ros.core.camera.PinholeCamera` (for rendering).
+
+        Perspective (``distance > 0``): a pinhole at ``anchor - distance * depth_axis`` with
+        ``fx = fy = px_per_m * distance`` and the principal point at the origin (+ drift
+        ``drift * time``); orthographic (``distance == 0``): a parallel camera ``ortho_distance``
+        m in front of the anchor with ``fx = fy = px_per_m``. Optical axes: x = cos(roll) right +
+        sin(roll) up, y = sin(roll) right - cos(roll) up, z = depth. Both agree with
+        :meth:`project` exactly except for ``radial_k1`` (about the image centre in half-widths,
+        not OpenCV's normalisation), which a renderer applies to the image afterwards.
+
+        Args:
+            anchor: world position of the anchor, (3,) m. time: video time, s (drift).
+        """
+        from ..core.camera import BODY_TO_OPTICAL, PinholeCamera, matrix_to_rpy
+
+        r, u, n = np.asarray(self.right), np.asarray(self.up), self.depth_axis
+        c, s = math.cos(self.roll), math.sin(self.roll)
+        opt = np.stack([c * r + s * u, s * r - c * u, n], axis=1)
+        roll, pitch, yaw = matrix_to_rpy(opt @ BODY_TO_OPTICAL.T)
+        a = np.asarray(anchor, float)
+        ortho = self.distance <= 0
+        f = self.px_per_m if ortho else self.px_per_m * self.distance
+        pos = a - (ortho_distance if ortho else self.distance) * n
+        return PinholeCamera(int(self.width), int(self.height), f, f, self.origin_x + self.drift_x * time,
+                             self.origin_y + self.drift_y * time, position=tuple(pos), roll=roll, pitch=pitch,
+                             yaw=yaw, orthographic=ortho, name="planar projection")
+
+    def distort_image_maps(self):
+        """``cv2.remap`` maps (two (H, W) float32) applying ``radial_k1`` to an image, or None when k1 = 0.
+
+        For each output pixel q the source p solves ``q = c + (p - c)(1 + k1 |p - c|^2 / half^2)``
+        (fixed-point iteration), c = image centre, half = width / 2.
+        """
+        if self.radial_k1 == 0.0:
+            return None
+        H, W = int(self.height), int(self.width)
+        v, u = np.mgrid[0:H, 0:W].astype(float)
+        cx, cy, half = (W - 1) / 2.0, (H - 1) / 2.0, W / 2.0
+        du, dv = u - cx, v - cy
+        pu, pv = du.copy(), dv.copy()
+        for _ in range(30):
+            f = 1.0 + self.radial_k1 * (pu * pu + pv * pv) / half ** 2
+            pu, pv = du / f, dv / f
+        return (pu + cx).astype(np.float32), (pv + cy).astype(np.float32)
+
     def scale_px_per_m(self, points: np.ndarray, anchor: Sequence[float]) -> np.ndarray:
         """Local image scale (px/m) at each point, shape of ``points`` without the last axis."""
         p = np.asarray(points, dtype=float)

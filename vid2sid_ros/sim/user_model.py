@@ -71,9 +71,13 @@ import numpy as np  # noqa: E402
 from ..core.excitation import Excitation, ExcitationError, build_excitation  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
+from ..core.camera import CAMERA_FIELDS, CameraError, PinholeCamera, camera_from_config  # noqa: E402
 from .base import CameraIntrinsics, RolloutResult, TwinError  # noqa: E402
 from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionError  # noqa: E402
 from .mujoco_finger import parse_targets  # noqa: E402
+from .mujoco_model import (MarkerSpec, ModelError, build_model, distortion_maps, parse_actuators,  # noqa: E402
+                           parse_markers, set_camera)
+from .mujoco_render import OffscreenRenderer  # noqa: E402
 
 __all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "load_user_config",
            "load_user_rig", "resolve_path", "PACKAGE_DIR", "build_real_trial", "track_clip", "TrackedClip",
@@ -113,12 +117,15 @@ class Binding:
         field: field name (model/option/camera/trial) — unused for qpos/qvel.
         index: index into the field or state vector (empty for scalars).
         ratio: the value written is ``value * ratio``.
+        trial: for ``qpos``/``qvel``/``trial`` bindings scoped with ``@trial``: the trial
+            they apply to ("" = every trial).
     """
 
     kind: str
     field: str
     index: tuple[int, ...] = ()
     ratio: float = 1.0
+    trial: str = ""
 
 
 def resolve_path(path: str | Path, base: Path | None) -> Path:
@@ -174,8 +181,18 @@ def _split_top_level(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def parse_user_target(model: mujoco.MjModel, name: str, target: str) -> list[Binding]:
+def parse_user_target(model: mujoco.MjModel, name: str, target: str, *,
+                      camera_fields: Mapping[str, Any] = PROJECTION_FIELDS) -> list[Binding]:
     """Parse one spec's ``target`` (grammar in the module docstring).
+
+    Args:
+        model: the compiled model (names are looked up in it).
+        name: the parameter's name (for messages). target: the spec's ``target`` text.
+        camera_fields: valid ``camera.<field>`` names: :data:`PROJECTION_FIELDS` (legacy
+            planar projection) or :data:`~vid2sid_ros.core.camera.CAMERA_FIELDS` (pinhole camera).
+
+    ``init.*`` and ``trial.time_offset`` parts may end in ``@TRIAL``: they then set that
+    trial's initial state / time offset only (per-trial nuisance parameters).
 
     Raises:
         UserModelError: naming the parameter and what is wrong (unknown field with the
@@ -186,19 +203,26 @@ def parse_user_target(model: mujoco.MjModel, name: str, target: str) -> list[Bin
                              "'opt.density', 'camera.px_per_m', 'init.qpos[swing]' or 'trial.time_offset'")
     out: list[Binding] = []
     for part in _split_top_level(str(target)):
+        scope = ""
+        if (part.startswith("init.") or part.startswith("trial.")) and "@" in part:
+            part, _, scope = part.rpartition("@")
+            part, scope = part.strip(), scope.strip()
+            if not re.match(r"^[\w.\-]+$", scope):
+                raise UserModelError(f"parameter '{name}': expected '@TRIAL' (a trial name) after {part!r}, "
+                                     f"got {scope!r}")
         if part.startswith("camera."):
             f = part[len("camera."):].strip()
-            if f not in PROJECTION_FIELDS:
-                close = difflib.get_close_matches(f, list(PROJECTION_FIELDS), n=3)
+            if f not in camera_fields:
+                close = difflib.get_close_matches(f, list(camera_fields), n=3)
                 raise UserModelError(f"parameter '{name}': unknown camera field {f!r}"
                                      + (f"; did you mean {', '.join(close)}?" if close else "")
-                                     + f" (valid: {', '.join(PROJECTION_FIELDS)})")
+                                     + f" (valid: {', '.join(camera_fields)})")
             out.append(Binding("camera", f))
         elif part.startswith("trial."):
             f = part[len("trial."):].strip()
             if f != "time_offset":
                 raise UserModelError(f"parameter '{name}': unknown trial field {f!r}; valid: time_offset")
-            out.append(Binding("trial", f))
+            out.append(Binding("trial", f, trial=scope))
         elif part.startswith("init."):
             m = _INIT_RE.match(part)
             if not m:
@@ -215,7 +239,7 @@ def parse_user_target(model: mujoco.MjModel, name: str, target: str) -> list[Bin
                 raise UserModelError(f"parameter '{name}': component {c} out of range for joint "
                                      f"{m.group('joint')!r} ({width} {m.group('what')} entries)")
             adr = model.jnt_qposadr[jid] if m.group("what") == "qpos" else model.jnt_dofadr[jid]
-            out.append(Binding(m.group("what"), "", (int(adr) + c,), float(m.group("ratio") or 1.0)))
+            out.append(Binding(m.group("what"), "", (int(adr) + c,), float(m.group("ratio") or 1.0), scope))
         elif part.startswith("opt."):
             m = _OPT_RE.match(part)
             if not m:
@@ -244,34 +268,97 @@ def parse_user_target(model: mujoco.MjModel, name: str, target: str) -> list[Bin
 
 
 class UserModelTwin:
-    """A MuJoCo model filmed by an uncalibrated camera (implements ``Twin``).
+    """A user's MuJoCo or URDF model filmed by a camera (implements ``Twin`` and ``SteppableTwin``).
+
+    The camera is either a real :class:`~vid2sid_ros.core.camera.PinholeCamera` (``camera=``:
+    CameraInfo intrinsics, distortion, a pose in the world; targets ``camera.x`` ... ``camera.yaw``,
+    ``camera.fx`` ...) or the legacy planar :class:`ImageProjection` (``projection=``, the
+    pendulum clip: targets ``camera.origin_x`` ...), which is rendered through its equivalent
+    pinhole (:meth:`ImageProjection.as_camera`). Either way the same camera projects the
+    keypoints and renders the frames (MuJoCo's offscreen renderer: meshes, materials, textures
+    and the config's markers).
 
     Args:
-        model_path: MJCF file.
-        parameters: :class:`ParameterSet` or spec YAML path; every target is parsed
-            against the model at construction (errors name the parameter).
-        keypoints: ``{keypoint name: site or body name}``, trajectory order.
-        projection: :class:`ImageProjection` or its config mapping; an ``anchor``
-            key (site or body name) names the point the origin refers to (default:
-            the world origin).
+        model: MJCF/URDF path or ``{robot_description: text}`` (:func:`~.mujoco_model.load_spec`).
+        model_path: the same as ``model`` (older name).
+        parameters: :class:`ParameterSet` or spec YAML path; every target is parsed against
+            the model at construction (errors name the parameter).
+        keypoints: ``{keypoint name: site or body name}``, trajectory order (a marker's name
+            is a site).
+        camera: :class:`PinholeCamera` or a rig config ``camera:`` mapping
+            (:func:`~vid2sid_ros.core.camera.camera_from_config`).
+        projection: legacy planar projection, :class:`ImageProjection` or its mapping; an
+            ``anchor`` key (site or body) names the point the origin refers to. Ignored when
+            ``camera`` is given.
+        markers: a rig config ``markers:`` list or :class:`MarkerSpec` s (added to the model).
+        actuators: a rig config ``actuators:`` list: names (existing actuators) and/or
+            mappings (added actuators, :func:`~.mujoco_model.parse_actuators`); their order is
+            the excitation column order. Default: the model's actuators in model order.
+        trial_init: fixed initial state per trial, ``{trial: {"qpos[joint]": value, "qvel[joint,1]": value}}``
+            (SI: rad, m, rad/s, m/s); the trial of a rollout is ``excitation.meta["trial"]``
+            (else its name). Free per-trial values are parameters with a target scoped to the
+            trial, ``init.qpos[joint]@trial``.
         max_physics_timestep: upper bound of the fixed physics step, s.
         name: rig name (trajectory metadata).
+        source, base: the config file (for messages) and its directory (relative paths).
 
     Raises:
-        UserModelError: unreadable model, unknown keypoint/anchor, bad target.
+        UserModelError: unreadable/uncompilable model (MuJoCo's message and the file), unknown
+            keypoint/marker/actuator/anchor (``file:key``), bad target, bad camera.
         ParameterSpecError: malformed spec.
     """
 
     model_suffix = ".xml"
 
-    def __init__(self, *, model_path: str | Path, parameters: ParameterSet | str | Path,
-                 keypoints: Mapping[str, str], projection: ImageProjection | Mapping[str, Any] | None = None,
-                 max_physics_timestep: float = 0.004, name: str = "user_model") -> None:
-        self.model_path = Path(model_path)
+    def __init__(self, *, parameters: ParameterSet | str | Path, keypoints: Mapping[str, str],
+                 model: str | Path | Mapping[str, Any] | None = None, model_path: str | Path | None = None,
+                 camera: PinholeCamera | Mapping[str, Any] | None = None,
+                 projection: ImageProjection | Mapping[str, Any] | None = None,
+                 markers: Sequence[Any] | None = None, actuators: Sequence[Any] | None = None,
+                 trial_init: Mapping[str, Mapping[str, float]] | None = None,
+                 max_physics_timestep: float = 0.004, name: str = "user_model",
+                 source: str = "<config>", base: str | Path | None = None) -> None:
+        self._renderer = None
+        self._source = str(source)
+        model = model if model is not None else model_path
+        if model is None:
+            raise UserModelError(f"{source}:model: missing; give an MJCF/URDF path or {{robot_description: ...}}")
+        self._base = Path(base) if base is not None else None
         try:
-            self.model = mujoco.MjModel.from_xml_path(str(self.model_path))
-        except (ValueError, OSError) as err:
-            raise UserModelError(f"cannot load MuJoCo model {self.model_path}: {err}") from None
+            if camera is not None and not isinstance(camera, PinholeCamera):
+                camera = camera_from_config(camera, source=self._source, key="camera", base=self._base)
+            marker_specs = [m for m in (markers or []) if isinstance(m, MarkerSpec)] or \
+                parse_markers(list(markers) if markers else None, source=self._source)
+            act_specs = parse_actuators(list(actuators) if actuators else None, source=self._source)
+        except (CameraError, ModelError) as err:
+            raise UserModelError(str(err)) from None
+        self._pinhole: PinholeCamera | None = camera
+        anchor = None
+        if camera is None:
+            if isinstance(projection, ImageProjection):
+                self._projection = projection
+            else:
+                proj_cfg = dict(projection or {})
+                anchor = proj_cfg.pop("anchor", None)
+                try:
+                    self._projection = ImageProjection.from_config(proj_cfg, source=f"{self._source}:projection")
+                except ProjectionError as err:
+                    raise UserModelError(str(err)) from None
+            render_camera = self._projection.as_camera(np.zeros(3))
+        else:
+            self._projection = None
+            render_camera = camera
+        self._build_args = dict(markers=marker_specs, actuators=act_specs, camera=render_camera,
+                                base=self._base, source=self._source)
+        self._model_arg = model
+        try:
+            built = build_model(model, **self._build_args)
+        except ModelError as err:
+            raise UserModelError(str(err)) from None
+        self._built = built
+        self.model = built.model
+        self.model_path = built.path if built.path is not None else Path(f"{name}_robot_description.urdf")
+        self._cam_id = built.camera_id
         self.data = mujoco.MjData(self.model)
         self.name = name
         self.parameters: ParameterSet = (parameters if isinstance(parameters, ParameterSet)
@@ -279,32 +366,48 @@ class UserModelTwin:
         if not (max_physics_timestep > 0 and math.isfinite(max_physics_timestep)):
             raise UserModelError(f"max_physics_timestep must be > 0 s, got {max_physics_timestep}")
         self.max_physics_timestep = float(max_physics_timestep)
-
-        proj_cfg: dict[str, Any]
-        if isinstance(projection, ImageProjection):
-            proj_cfg, self._projection = {}, projection
-            anchor = None
-        else:
-            proj_cfg = dict(projection or {})
-            anchor = proj_cfg.pop("anchor", None)
-            try:
-                self._projection = ImageProjection.from_config(proj_cfg, source=f"{self.model_path.name} projection")
-            except ProjectionError as err:
-                raise UserModelError(str(err)) from None
-        self._anchor = self._lookup_point(anchor, "anchor") if anchor else None
+        self._anchor = self._lookup_point(anchor, "projection.anchor") if anchor else None
 
         if not keypoints:
-            raise UserModelError("a user rig needs at least one keypoint {name: site or body}")
-        self._keypoints = [self._lookup_point(obj, f"keypoint '{kp}'") for kp, obj in keypoints.items()]
+            raise UserModelError(f"{self._source}:keypoints: a user rig needs at least one keypoint "
+                                 "{name: site or body}")
+        self._keypoints = [self._lookup_point(obj, f"keypoints.{kp}") for kp, obj in keypoints.items()]
         self.keypoint_names: tuple[str, ...] = tuple(keypoints)
-        self.actuator_names: tuple[str, ...] = tuple(self.model.actuator(i).name for i in range(self.model.nu))
+        model_acts = [self.model.actuator(i).name for i in range(self.model.nu)]
+        if actuators:
+            order = [a if isinstance(a, str) else a.get("name") for a in actuators]
+            for i, a in enumerate(order):
+                if a not in model_acts:
+                    close = difflib.get_close_matches(str(a), model_acts, n=1)
+                    raise UserModelError(f"{self._source}:actuators[{i}]: no actuator named {a!r} in "
+                                         f"{built.source}" + (f" (did you mean {close[0]}?)" if close else
+                                                              f"; actuators: {model_acts}"))
+        else:
+            order = model_acts
+        self.actuator_names: tuple[str, ...] = tuple(order)
+        self._act_ids = np.array([model_acts.index(a) for a in order], dtype=int)
 
-        self._bindings = {s.name: parse_user_target(self.model, s.name, s.target) for s in self.parameters}
+        fields = CAMERA_FIELDS if self._pinhole is not None else PROJECTION_FIELDS
+        self._bindings = {s.name: parse_user_target(self.model, s.name, s.target, camera_fields=fields)
+                          for s in self.parameters}
+        self._trial_init: dict[str, dict[tuple[str, int], float]] = {}
+        for trial, block in (trial_init or {}).items():
+            entries = {}
+            for k, v in dict(block).items():
+                b = parse_user_target(self.model, f"trial_init.{trial}", f"init.{k}")
+                if len(b) != 1 or b[0].kind not in ("qpos", "qvel"):
+                    raise UserModelError(f"{self._source}:trials.{trial}.init.{k}: expected qpos[joint] or qvel[joint]")
+                entries[(b[0].kind, b[0].index[0])] = float(v) * b[0].ratio
+            self._trial_init[str(trial)] = entries
         self._camera_values: dict[str, float] = {}
         self._init_qpos: dict[int, float] = {}
         self._init_qvel: dict[int, float] = {}
+        self._scoped: dict[str, dict[tuple[str, int], float]] = {}
+        self._scoped_offset: dict[str, float] = {}
         self._time_offset = 0.0
         self._values: dict[str, float] = {}
+        self._maps_key = None
+        self._maps = None
         self.set_parameters(self.parameters.nominal())
 
     # -- helpers ------------------------------------------------------------------
@@ -315,28 +418,52 @@ class UserModelTwin:
         bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, str(obj))
         if bid >= 0:
             return ("body", bid)
-        sites = [self.model.site(i).name for i in range(self.model.nsite)]
-        raise UserModelError(f"{what}: {obj!r} is neither a site nor a body of {self.model_path}; sites: {sites}")
+        names = [self.model.site(i).name for i in range(self.model.nsite)] + \
+            [self.model.body(i).name for i in range(self.model.nbody)]
+        close = difflib.get_close_matches(str(obj), [n for n in names if n], n=1)
+        raise UserModelError(f"{self._source}:{what}: {obj!r} is neither a site nor a body of {self._built.source}"
+                             + (f" (did you mean {close[0]}?)" if close else
+                                f"; sites: {[self.model.site(i).name for i in range(self.model.nsite)]}"))
 
     def _point(self, d: mujoco.MjData, ref: tuple[str, int]) -> np.ndarray:
         return (d.site_xpos if ref[0] == "site" else d.xpos)[ref[1]].copy()
 
     @property
-    def projection(self) -> ImageProjection:
-        """The image projection at the current nuisance values."""
+    def projection(self) -> ImageProjection | None:
+        """The legacy planar projection at the current nuisance values (None with a pinhole camera)."""
+        if self._projection is None:
+            return None
         return self._projection.with_values(self._camera_values) if self._camera_values else self._projection
 
     @property
+    def pinhole(self) -> PinholeCamera | None:
+        """The pinhole camera at the current nuisance values (None with the legacy planar projection)."""
+        if self._pinhole is None:
+            return None
+        return self._pinhole.with_values(self._camera_values) if self._camera_values else self._pinhole
+
+    def camera_at(self, anchor: np.ndarray | None = None, time: float = 0.0) -> PinholeCamera:
+        """The camera that renders a frame at video time ``time`` s (the legacy projection's pinhole
+        equivalent around the anchor's world position (3,) m)."""
+        pin = self.pinhole
+        if pin is not None:
+            return pin
+        return self.projection.as_camera(np.zeros(3) if anchor is None else anchor, time)
+
+    @property
     def camera(self) -> CameraIntrinsics:  # type: ignore[override]
-        """Image size and a pinhole equivalent (fx = fy = px_per_m x distance, or px_per_m
-        when orthographic; principal point = image centre)."""
+        """Image size and pinhole intrinsics (legacy projection: fx = fy = px_per_m x distance,
+        or px_per_m when orthographic; principal point = image centre)."""
+        pin = self.pinhole
+        if pin is not None:
+            return CameraIntrinsics(pin.width, pin.height, pin.fx, pin.fy, pin.cx, pin.cy)
         p = self.projection
         f = p.px_per_m * (p.distance if p.distance > 0 else 1.0)
         return CameraIntrinsics(int(p.width), int(p.height), f, f, (p.width - 1) / 2.0, (p.height - 1) / 2.0)
 
     # -- parameters ---------------------------------------------------------------
     def set_parameters(self, values: Mapping[str, float]) -> None:
-        """Write parameters (by name, spec units) into the model / projection / initial state.
+        """Write parameters (by name, spec units) into the model / camera / initial state.
 
         Raises:
             ParameterSpecError: unknown name or a non-finite value.
@@ -363,6 +490,11 @@ class UserModelTwin:
                         setattr(self.model.opt, b.field, x)
                 elif b.kind == "camera":
                     self._camera_values[b.field] = x
+                elif b.trial:
+                    if b.kind == "trial":
+                        self._scoped_offset[b.trial] = x
+                    else:
+                        self._scoped.setdefault(b.trial, {})[(b.kind, b.index[0])] = x
                 elif b.kind == "qpos":
                     self._init_qpos[b.index[0]] = x
                 elif b.kind == "qvel":
@@ -376,31 +508,42 @@ class UserModelTwin:
         return dict(self._values)
 
     def export_model(self, path: str | Path) -> Path:
-        """Write the MJCF with the current physics values (nuisance values are not model fields).
+        """Write the model as MJCF with the current physics values (markers, added actuators and
+        the camera included; nuisance values are not model fields).
 
         Raises:
             TwinError: if MuJoCo cannot re-export the model.
         """
         path = Path(path)
         try:
-            spec = mujoco.MjSpec.from_file(str(self.model_path))
+            spec = build_model(self._model_arg, **self._build_args).spec
             spec.compile()
             spec.copy_back(self.model)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(spec.to_xml())
-        except (ValueError, OSError) as err:
+        except (ValueError, OSError, ModelError) as err:
             raise TwinError(f"cannot write calibrated model to {path}: {err}") from None
         return path
 
     # -- simulation ---------------------------------------------------------------
-    def _reset(self) -> None:
+    def _trial_of(self, excitation: Excitation | None) -> str:
+        if excitation is None:
+            return ""
+        return str((excitation.meta or {}).get("trial") or excitation.name)
+
+    def _reset(self, trial: str = "") -> float:
+        """Initial state of ``trial`` (global init, its fixed init, its free init); returns its time offset, s."""
         m, d = self.model, self.data
         mujoco.mj_resetData(m, d)
         for i, x in self._init_qpos.items():
             d.qpos[i] = x
         for i, x in self._init_qvel.items():
             d.qvel[i] = x
+        for source in (self._trial_init.get(trial, {}), self._scoped.get(trial, {})):
+            for (kind, i), x in source.items():
+                (d.qpos if kind == "qpos" else d.qvel)[i] = x
         mujoco.mj_forward(m, d)
+        return max(self._scoped_offset.get(trial, self._time_offset), 0.0)
 
     def _divergence(self) -> str:
         d = self.data
@@ -414,22 +557,74 @@ class UserModelTwin:
         return ""
 
     def _ctrl(self, excitation: Excitation) -> np.ndarray:
+        """Commands in MuJoCo actuator order, (T, nu)."""
         v = excitation.values
+        T = v.shape[0]
         if self.model.nu == 0:
             if np.any(v != 0):
                 raise TwinError(f"excitation '{excitation.name}' has non-zero commands but the model "
                                 f"{self.model_path.name} has no actuator")
-            return np.zeros((v.shape[0], 0))
-        names = excitation.actuator_names
+            return np.zeros((T, 0))
+        names = list(excitation.actuator_names)
+        out = np.zeros((T, self.model.nu))
         if set(names) == set(self.actuator_names):
-            return v[:, [names.index(n) for n in self.actuator_names]]
-        if v.shape[1] == self.model.nu:
-            return v
-        raise TwinError(f"excitation '{excitation.name}' has columns {list(names)}; the model's actuators are "
-                        f"{list(self.actuator_names)}")
+            out[:, self._act_ids] = v[:, [names.index(n) for n in self.actuator_names]]
+        elif v.shape[1] == len(self.actuator_names):
+            out[:, self._act_ids] = v
+        elif not np.any(v != 0):
+            pass  # free motion
+        else:
+            raise TwinError(f"excitation '{excitation.name}' has columns {names}; the rig's actuators are "
+                            f"{list(self.actuator_names)}")
+        return out
+
+    def _pre_roll(self, offset: float) -> None:
+        m, d = self.model, self.data
+        if offset > 0:
+            npre = max(1, int(math.ceil(offset / self.max_physics_timestep - 1e-9)))
+            m.opt.timestep = offset / npre
+            mujoco.mj_step(m, d, npre)
+        mujoco.mj_kinematics(m, d)
+
+    def _project(self, pts: np.ndarray, anchor: np.ndarray, time: np.ndarray) -> np.ndarray:
+        """World points (T, K, 3) m at video times (T,) s -> pixels (T, K, 2)."""
+        pin = self.pinhole
+        if pin is not None:
+            return pin.project(pts)
+        return self.projection.project(pts, anchor, time)
+
+    # -- rendering ----------------------------------------------------------------
+    def _get_renderer(self):
+        if self._renderer is None:
+            cam = self.camera_at()
+            self._renderer = OffscreenRenderer(self.model, cam.width, cam.height, self._cam_id)
+        self._renderer.make_current()
+        return self._renderer
+
+    def _render_frame(self, d: mujoco.MjData, anchor: np.ndarray, time: float, out: np.ndarray) -> None:
+        """Render ``d``'s state from the camera at video time ``time`` into ``out`` (H, W, 3) uint8."""
+        import cv2
+
+        cam = self.camera_at(anchor, time)
+        set_camera(self.model, self._cam_id, cam)
+        mujoco.mj_camlight(self.model, d)
+        r = self._get_renderer()
+        if self._pinhole is not None:
+            key = (cam.fx, cam.fy, cam.cx, cam.cy, cam.distortion)
+            if key != self._maps_key:
+                self._maps_key, self._maps = key, distortion_maps(cam)
+        else:
+            key = ("k1", self.projection.radial_k1)
+            if key != self._maps_key:
+                self._maps_key, self._maps = key, self.projection.distort_image_maps()
+        if self._maps is None:
+            r.render(d, out=out)
+        else:
+            img = r.render(d)
+            cv2.remap(img, self._maps[0], self._maps[1], cv2.INTER_LINEAR, dst=out, borderMode=cv2.BORDER_REPLICATE)
 
     def rollout(self, excitation: Excitation, *, render: bool = False) -> RolloutResult:
-        """Reset to the initial state and replay ``excitation`` (deterministic).
+        """Reset to the trial's initial state and replay ``excitation`` (deterministic).
 
         Row ``k`` is the state at ``time_offset + k / rate`` s, before command ``k`` acts
         (see the module docstring). Every keypoint is reported valid, also outside the
@@ -437,38 +632,34 @@ class UserModelTwin:
         which samples are compared).
 
         Args:
-            excitation: commands (T, nu) at ``excitation.rate`` Hz (all zero = free motion).
-            render: also draw one frame per row (schematic: the model's spheres and
-                capsules drawn through the nuisance camera model, on a light background).
+            excitation: commands (T, A) at ``excitation.rate`` Hz in :attr:`actuator_names`
+                order (all zero = free motion); ``meta["trial"]`` picks the trial's initial state.
+            render: also render one frame per row with MuJoCo from the rig's camera
+                (meshes, materials, markers; lens distortion applied).
 
         Returns:
             :class:`RolloutResult`; ``state`` holds ``qpos`` (T, nq), ``qvel`` (T, nv),
-            ``keypoints_world`` (T, K, 3) m and ``time`` (T,) s. A blow-up gives
-            ``diverged=True`` with NaN rows from the failing step on.
+            ``keypoints_world`` (T, K, 3) m and ``time`` (T,) s; ``frames`` (T, H, W, 3) uint8
+            when rendered. A blow-up gives ``diverged=True`` with NaN rows from the failing step on.
 
         Raises:
-            TwinError: commands that do not fit the model's actuators.
+            TwinError: commands that do not fit the rig's actuators, no OpenGL for rendering.
         """
         m, d = self.model, self.data
         ctrl = self._ctrl(excitation)
         T, K = excitation.num_steps, len(self._keypoints)
         period = excitation.period
         nsub = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
-        self._reset()
+        offset = self._reset(self._trial_of(excitation))
         diverged, message = False, ""
-        offset = max(self._time_offset, 0.0)
-        if offset > 0:
-            npre = max(1, int(math.ceil(offset / self.max_physics_timestep - 1e-9)))
-            m.opt.timestep = offset / npre
-            mujoco.mj_step(m, d, npre)
+        self._pre_roll(offset)
         m.opt.timestep = period / nsub
-        mujoco.mj_kinematics(m, d)
         anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
         pts = np.full((T, K, 3), np.nan)
         qpos = np.full((T, m.nq), np.nan)
         qvel = np.full((T, m.nv), np.nan)
-        geoms = np.full((T, m.ngeom, 3), np.nan) if render else None
-        gmats = np.full((T, m.ngeom, 3, 3), np.nan) if render else None
+        cam0 = self.camera_at(anchor, offset) if render else None
+        frames = np.zeros((T, cam0.height, cam0.width, 3), np.uint8) if render else None
         for k in range(T):
             problem = self._divergence() if k % 32 == 0 or k == T - 1 else ""
             if problem:
@@ -480,8 +671,7 @@ class UserModelTwin:
                 pts[k, j] = self._point(d, ref)
             qpos[k], qvel[k] = d.qpos, d.qvel
             if render:
-                geoms[k] = d.geom_xpos
-                gmats[k] = d.geom_xmat.reshape(-1, 3, 3)
+                self._render_frame(d, anchor, offset + k * period, frames[k])
             if m.nu:
                 d.ctrl[:] = ctrl[k]
             mujoco.mj_step(m, d, nsub)
@@ -493,12 +683,11 @@ class UserModelTwin:
         if diverged:
             pts[~np.all(np.isfinite(qpos), axis=1)] = np.nan
         time = offset + np.arange(T) * period
-        proj = self.projection
         kp = np.full((T, K, 2), np.nan)
         ok = np.all(np.isfinite(pts), axis=(1, 2))
         try:
             if ok.any():
-                kp[ok] = proj.project(pts[ok], anchor, time[ok])
+                kp[ok] = self._project(pts[ok], anchor, time[ok])
         except ProjectionError as err:
             diverged, message = True, f"projection failed: {err}"
         valid = np.all(np.isfinite(kp), axis=2)
@@ -506,57 +695,15 @@ class UserModelTwin:
                           trial_id=excitation.name,
                           meta={"rig": self.name, "parameters": dict(self._values), "physics_timestep": m.opt.timestep,
                                 "substeps": nsub})
-        frames = self._draw(geoms, gmats, anchor, time, proj) if render else None
         state = {"qpos": qpos, "qvel": qvel, "keypoints_world": pts, "time": time}
         return RolloutResult(trajectory=traj, frames=frames, diverged=diverged, message=message, state=state)
 
-    def _draw(self, geoms: np.ndarray, gmats: np.ndarray, anchor: np.ndarray, time: np.ndarray,
-              proj: ImageProjection) -> np.ndarray:
-        """Schematic frames (T, H, W, 3) uint8 RGB: spheres as discs, capsules/cylinders as thick lines."""
-        import cv2
-
-        m = self.model
-        T = geoms.shape[0]
-        H, W = int(proj.height), int(proj.width)
-        frames = np.full((T, H, W, 3), 235, np.uint8)
-        sphere, capsule, cylinder = (int(mujoco.mjtGeom.mjGEOM_SPHERE), int(mujoco.mjtGeom.mjGEOM_CAPSULE),
-                                     int(mujoco.mjtGeom.mjGEOM_CYLINDER))
-        solids = {sphere, int(mujoco.mjtGeom.mjGEOM_ELLIPSOID), int(mujoco.mjtGeom.mjGEOM_BOX)}
-        types = [int(x) for x in m.geom_type]
-        drawable = [g for g in range(m.ngeom) if m.geom_rgba[g, 3] > 0 and types[g] in solids | {capsule, cylinder}]
-        # thin things (lines) first, then solids on top
-        drawable.sort(key=lambda g: types[g] in solids)
-        for k in range(T):
-            if not np.all(np.isfinite(geoms[k])):
-                continue
-            for g in drawable:
-                colour = tuple(int(255 * c) for c in m.geom_rgba[g, :3])
-                c = geoms[k, g]
-                if types[g] in (capsule, cylinder):
-                    axis = gmats[k, g][:, 2] * m.geom_size[g, 1]
-                    ends = proj.project(np.stack([c - axis, c + axis])[None], anchor, time[k:k + 1])[0]
-                    th = max(1, int(round(2 * m.geom_size[g, 0] * proj.px_per_m)))
-                    cv2.line(frames[k], tuple(int(round(v)) for v in ends[0]), tuple(int(round(v)) for v in ends[1]),
-                             colour, th, cv2.LINE_AA)
-                else:
-                    uv = proj.project(c[None, None], anchor, time[k:k + 1])[0, 0]
-                    r = float(np.mean(m.geom_size[g, :1 if types[g] == sphere else 3]))
-                    r_px = max(1, int(round(r * float(proj.scale_px_per_m(c, anchor)))))
-                    if np.all(np.isfinite(uv)) and abs(uv[0]) < 4 * W and abs(uv[1]) < 4 * H:
-                        cv2.circle(frames[k], (int(round(uv[0])), int(round(uv[1]))), r_px, colour, -1, cv2.LINE_AA)
-        return frames
-
     # -- one command period at a time (SteppableTwin, for the ROS lockstep graph) -----------
-    def reset(self) -> None:
-        """Back to the initial state (incl. the ``time_offset`` pre-roll) for :meth:`step`."""
-        m, d = self.model, self.data
-        self._reset()
-        offset = max(self._time_offset, 0.0)
-        if offset > 0:
-            npre = max(1, int(math.ceil(offset / self.max_physics_timestep - 1e-9)))
-            m.opt.timestep = offset / npre
-            mujoco.mj_step(m, d, npre)
-        mujoco.mj_kinematics(m, d)
+    def reset(self, trial: str = "") -> None:
+        """Back to the initial state of ``trial`` (incl. its ``time_offset`` pre-roll) for :meth:`step`."""
+        offset = self._reset(str(trial))
+        self._pre_roll(offset)
+        d = self.data
         self._step_anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
         self._step_time = offset
         self._step_obs = None
@@ -567,6 +714,10 @@ class UserModelTwin:
         :meth:`observe` and :meth:`render` then return that sample, so ``T`` steps give
         exactly the ``T`` rows of a rollout (sample-then-act, module docstring).
 
+        Args:
+            command: one value per actuator of :attr:`actuator_names`.
+            period: command period, s.
+
         Raises:
             TwinError: if :meth:`reset` was not called, or the command does not fit the actuators.
         """
@@ -574,13 +725,15 @@ class UserModelTwin:
             raise TwinError("call reset() before step()")
         m, d = self.model, self.data
         u = np.asarray(command, dtype=float).ravel()
-        if m.nu and u.shape[0] != m.nu:
-            raise TwinError(f"command has {u.shape[0]} values, the model has {m.nu} actuators {list(self.actuator_names)}")
+        if m.nu and u.shape[0] != len(self.actuator_names):
+            raise TwinError(f"command has {u.shape[0]} values, the rig has {len(self.actuator_names)} actuators "
+                            f"{list(self.actuator_names)}")
         pts = np.stack([self._point(d, ref) for ref in self._keypoints])
-        self._step_obs = (pts, d.geom_xpos.copy(), d.geom_xmat.reshape(-1, 3, 3).copy(), self._step_time,
-                          self._divergence())
+        self._step_obs = (pts, d.qpos.copy(), d.qvel.copy(), d.mocap_pos.copy(), d.mocap_quat.copy(),
+                          self._step_time, self._divergence())
         if m.nu:
-            d.ctrl[:] = u
+            d.ctrl[:] = 0.0
+            d.ctrl[self._act_ids] = u
         nsub = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
         m.opt.timestep = period / nsub
         mujoco.mj_step(m, d, nsub)
@@ -595,21 +748,39 @@ class UserModelTwin:
         """
         if getattr(self, "_step_obs", None) is None:
             raise TwinError("observe() before step()")
-        pts, _, _, t, problem = self._step_obs
+        pts, *_, t, problem = self._step_obs
         if problem:
             raise TwinError(f"simulation diverged: {problem}")
-        kp = self.projection.project(pts[None], self._step_anchor, np.array([t]))[0]
+        kp = self._project(pts[None], self._step_anchor, np.array([t]))[0]
         return kp, np.all(np.isfinite(kp), axis=1)
 
     def render(self) -> np.ndarray:
-        """Schematic frame (H, W, 3) uint8 of the last :meth:`step`'s sample."""
+        """MuJoCo render (H, W, 3) uint8 of the last :meth:`step`'s sample (from the rig's camera)."""
         if getattr(self, "_step_obs", None) is None:
             raise TwinError("render() before step()")
-        _, geoms, mats, t, _ = self._step_obs
-        return self._draw(geoms[None], mats[None], self._step_anchor, np.array([t]), self.projection)[0]
+        _, qpos, qvel, mpos, mquat, t, _ = self._step_obs
+        scratch = getattr(self, "_scratch", None)
+        if scratch is None:
+            scratch = self._scratch = mujoco.MjData(self.model)
+        scratch.qpos[:], scratch.qvel[:] = qpos, qvel
+        scratch.mocap_pos[:], scratch.mocap_quat[:] = mpos, mquat
+        mujoco.mj_kinematics(self.model, scratch)
+        cam = self.camera_at(self._step_anchor, t)
+        out = np.zeros((cam.height, cam.width, 3), np.uint8)
+        self._render_frame(scratch, self._step_anchor, t, out)
+        return out
 
     def close(self) -> None:
-        """Nothing to free (no GL context); present for symmetry with other twins."""
+        """Free the renderer's OpenGL context (idempotent)."""
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown may have torn down GL already
+            pass
 
 
 # -- configuration -------------------------------------------------------------------
