@@ -109,7 +109,9 @@ def test_refused_key_falls_back_to_reasoner_and_never_leaks(toy_trial, tmp_path,
                                    "metadata": {"key": SENTINEL}}]}}
     client = ReplayClient({"steps": [{"error": {"code": 400, "body": body}}]})
     g = make_gemini_or_fallback(fallback="reasoner", client=client, overlay_plot=False)
-    cfg = CalibrationConfig(iterations=2, rollout_budget=None, identifiability=False, final_identifiability=False)
+    # the fallback reasoner converges in iteration 1; keep going to see iteration 2 skip the refused service
+    cfg = CalibrationConfig(iterations=2, rollout_budget=None, identifiability=False, final_identifiability=False,
+                            stop_when_converged=False)
     run_dir = tmp_path / "run"
     with caplog.at_level(logging.DEBUG, logger="vid2sid_ros"), caplog.at_level(logging.DEBUG, logger="google_genai"):
         result = run_calibration(rig, real, g, cfg, run_dir)
@@ -124,9 +126,9 @@ def test_refused_key_falls_back_to_reasoner_and_never_leaks(toy_trial, tmp_path,
     assert "400 INVALID_ARGUMENT" in recs[0]["extra"]["fallback"]["reason"]
     assert recs[1]["extra"]["fallback"]["reason"].startswith("service refused an earlier request")
     assert result.error_px < result.initial_error_px  # the offline reasoner carried the calibration on
-    from vid2sid_ros.io.report import write_report
+    from vid2sid_ros.report import write_report
 
-    report = write_report(run_dir / "report.html", run_dir)  # rationales, notes, videos of the run
+    report = write_report(run_dir)  # rationales, notes, videos of the run
     assert "[REDACTED]" in report.read_text()  # the scrubbed error message is shown, not the key
     out = capsys.readouterr()
     for text in (caplog.text, out.out, out.err):

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "benchmark": "benchmark",  # sim2sim benchmark across methods and seeds
     "track": "track",          # track a video file into a keypoint trajectory
     "bringup": "bringup",      # in-process ROS 2 graph (no launch on PyPI)
+    "report": "report",        # HTML report of a run directory or a benchmark
 }
 
 

@@ -85,6 +85,10 @@ class IdentifiabilityReport:
         uncertainty: ``{name: standard deviation in the parameter's unit}`` (Gauss–Newton,
             see module docstring); empty when no residuals were available.
         rollouts: twin rollouts the check cost.
+        correlation: (n, n) correlation matrix of the Gauss–Newton estimate in ``names``
+            order, ``cov_ij / sqrt(cov_ii cov_jj)`` with ``cov ∝ (JᵀJ)⁻¹`` (the residual
+            scale cancels); |ρ| near 1 = the data cannot tell the two parameters apart.
+            Empty when the Jacobian is singular or not available.
         step: finite-difference step in normalised coordinates; ``scheme``: central|forward.
     """
 
@@ -99,6 +103,7 @@ class IdentifiabilityReport:
     rollouts: int = 0
     step: float = 0.0
     scheme: str = "central"
+    correlation: list[list[float]] = field(default_factory=list)
 
     @property
     def identifiable(self) -> bool:
@@ -113,7 +118,7 @@ class IdentifiabilityReport:
                 "condition_number": cn if math.isfinite(cn) else None,
                 "weak_directions": self.weak_directions, "warning": self.warning,
                 "uncertainty": dict(self.uncertainty), "rollouts": self.rollouts, "step": self.step,
-                "scheme": self.scheme}
+                "scheme": self.scheme, "correlation": [list(map(float, row)) for row in self.correlation]}
 
 
 def unit_derivatives(parameters: ParameterSet, values: Mapping[str, float]) -> np.ndarray:
@@ -310,8 +315,17 @@ def analyse_jacobian(
             uncertainty = {nm: float(s) for nm, s in zip(names, std)}
         except np.linalg.LinAlgError:
             uncertainty = {}
+    correlation: list[list[float]] = []
+    if Js.size and n > 1:
+        try:
+            c = np.linalg.pinv(Jc.T @ Jc, rcond=1e-12)
+            d = np.sqrt(np.clip(np.diag(c), 0.0, None))
+            if np.all(d > 0):
+                correlation = np.clip(c / np.outer(d, d), -1.0, 1.0).tolist()
+        except np.linalg.LinAlgError:
+            correlation = []
     report = IdentifiabilityReport(names, dict(parameters.complete(point)), sensitivity, [float(s) for s in S], cond,
-                                   weak, message, uncertainty, rollouts, step, scheme)
+                                   weak, message, uncertainty, rollouts, step, scheme, correlation)
     if warn and message:
         warnings.warn(message, IdentifiabilityWarning, stacklevel=2)
     return report

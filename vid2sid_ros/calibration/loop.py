@@ -60,6 +60,7 @@ from ..sim.registry import Rig
 from .identifiability import IdentifiabilityReport, check_identifiability
 from .objective import TrialObjective
 from .observation import RealTrial, jsonable
+from .trial_curves import save_trial_curves, trial_curves
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
 
 __all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration", "check_run_dir",
@@ -88,6 +89,8 @@ class CalibrationConfig:
         identifiability_scheme: ``central`` or ``forward``.
         condition_threshold: condition number above which the check warns.
         target_error_px: stop early once the best training MAE is at or below this.
+        stop_when_converged: stop (``stopped = "converged"``) after an iteration whose
+            proposal says ``converged``; False spends every iteration anyway.
         video: write side-by-side videos for the proposer (None: ``proposer.wants_video``).
         resume: continue the run found in ``run_dir``.
         start: start values ``{name: value}`` (default: the spec's nominal values).
@@ -102,6 +105,7 @@ class CalibrationConfig:
     identifiability_scheme: str = "central"
     condition_threshold: float = 1.0e3
     target_error_px: float | None = None
+    stop_when_converged: bool = True
     video: bool | None = None
     resume: bool = False
     start: dict[str, float] | None = None
@@ -800,6 +804,9 @@ def run_calibration(
             "failed": bool(ev is None or ev.failed), "evaluated": ev is not None, "proposal_made": made}
         if who != proposer.name:
             extra["requested_proposer"] = proposer.name
+        converged = bool(getattr(proposal, "converged", False)) and ev is not None and not ev.failed
+        if converged:
+            extra["converged"] = True
         if proposal.diagnosis:
             extra["diagnosis"] = dict(proposal.diagnosis)
         if proposal.excitation_change:
@@ -823,6 +830,9 @@ def run_calibration(
             on_iteration(rec)
         if budget_out:
             stopped = "rollout budget exhausted"
+            break
+        if converged and cfg.stop_when_converged:  # the proposer's own test: more iterations change nothing
+            stopped = "converged"
             break
     else:
         stopped = "iterations done"
@@ -879,7 +889,8 @@ def _report_from_dict(d: Mapping[str, Any]) -> IdentifiabilityReport:
     return IdentifiabilityReport(list(d["names"]), dict(d["point"]), dict(d["sensitivity_px"]),
                                  list(d["singular_values"]), math.inf if cn is None else float(cn),
                                  list(d.get("weak_directions", [])), d.get("warning"), dict(d.get("uncertainty", {})),
-                                 int(d.get("rollouts", 0)), float(d.get("step", 0.0)), str(d.get("scheme", "central")))
+                                 int(d.get("rollouts", 0)), float(d.get("step", 0.0)), str(d.get("scheme", "central")),
+                                 [list(map(float, row)) for row in d.get("correlation") or []])
 
 
 def _write_videos(s: _Session, it: int, notes: list[str]) -> dict[str, Path]:
@@ -951,6 +962,10 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         hev, _ = hobj.evaluate(best_vals)
         s.diagnostic += hev.rollouts
         holdout = None if hev.failed else hev.error_px
+    curves = None
+    if rd is not None:  # real vs initial vs calibrated twin per trial, for the report (diagnostic rollouts)
+        curves, spent = trial_curves(s.twin, params, s.real, history[0].values, best_vals)
+        s.diagnostic += spent
     identified = params.with_nominal(best_vals)
     proposals = [r for r in history[1:] if r.extra.get("proposal_made", True)]
     status = "no_proposal" if cfg.iterations > 0 and not proposals else "ok"
@@ -978,7 +993,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
             "identifiability_warning": final_report.warning if final_report else None})
         (rd / "result.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         result.files = {"result_yaml": rd / "result.yaml", "result_json": rd / "result.json",
-                        "iterations": rd / "iterations.jsonl"}
+                        "iterations": rd / "iterations.jsonl", "trials": rd / "trials.json"}
         export = getattr(s.twin, "export_model", None)
         if callable(export) and status == "ok":  # nothing was calibrated: no "calibrated" model
             try:
@@ -989,5 +1004,6 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
                 result.files["model"] = model_path
             except Exception as err:  # noqa: BLE001 - the parameter YAML is the primary result
                 result.stopped += f"; model export failed: {type(err).__name__}: {err}"
+        save_trial_curves(rd, curves)
         _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info)})
     return result

@@ -119,6 +119,10 @@ class Proposal:
         extra: JSON-ready extras for the iteration record (token usage, cost in USD,
             model name, fallback reason...); the loop copies them into
             ``IterationRecord.extra``.
+        converged: the proposer judges the fit converged at ``values`` (its own test, e.g.
+            the reasoner's predicted least-squares gain below a fraction); the loop
+            records the iteration and stops with ``stopped = "converged"`` instead of
+            spending further iterations.
         state: optional JSON-serialisable proposer memory (e.g. the reasoner's
             Jacobian). The loop stores it with the iteration (record
             ``extra["proposer_state"]``, kept in ``run_dir/proposer_state/``) and hands it
@@ -135,6 +139,7 @@ class Proposal:
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     state: dict[str, Any] | None = None
+    converged: bool = False
 
 
 @runtime_checkable

@@ -516,7 +516,9 @@ class Reasoner:
             lines.append("No evaluation was possible this iteration; keeping the parameters.")
         conf = 0.2
         if converged and not improved:
-            conf = 0.8
+            # no new evidence this iteration: hold the last confidence, never raise it
+            prev = [r.confidence for r in ctx.history[1:] if math.isfinite(r.confidence)]
+            conf = float(prev[-1]) if prev else 0.2
         if improved:
             gain = (start_error - best.error) / max(start_error, 1e-9)
             conf = float(min(0.95, 0.45 + 0.5 * gain))
@@ -524,7 +526,7 @@ class Reasoner:
             lines.append(f"No step improved on {format_error(start_error, self._unit)} this iteration.")
         return Proposal(values={n: best.values[n] for n in names}, rationale=" ".join(lines), confidence=conf,
                         diagnosis=dict(diagnosis), best_evaluation=best.evaluation if best.evaluation is not
-                        ctx.current_eval else None, state=state)
+                        ctx.current_eval else None, state=state, converged=bool(converged))
 
 
 def _effect_text(sig: str, delta: float) -> str:

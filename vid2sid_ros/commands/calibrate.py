@@ -74,6 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calibrate against a recorded rosbag2 (MCAP) of a real trial (overrides CONFIG's real)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
     parser.add_argument("--quiet", action="store_true", help="print only the final summary")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show library messages (Python warnings, OpenCV/FFmpeg) on the terminal instead of "
+                             "only in RUN_DIR/run.log")
+    parser.add_argument("--no-report", action="store_true", help="do not write RUN_DIR/report.html")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     doc = __doc__ or ""
     start = doc.find("Config file")
@@ -215,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     from ..calibration.loop import CalibrationConfig, CalibrationError, run_calibration
     from ..calibration.objective import measurement_unit
     from ..calibration.proposers import UnknownProposerError, accepts_option, make_proposer
-    from ..core.parameters import ParameterSpecError, load_parameter_set, relative_parameter_error
+    from ..core.parameters import ParameterSpecError, load_parameter_set
     from ..sim.registry import UnknownRigError
 
     try:
@@ -297,36 +301,42 @@ def run(args: argparse.Namespace) -> int:
         print(f"calibrating rig '{rig.name}' ({', '.join(rig.parameters.free_names)}) with '{name}' against "
               f"{real.source or 'the real trial'}; budget {ccfg.rollout_budget or 'unlimited'} rollouts, "
               f"{ccfg.iterations} iterations -> {out}", flush=True)
+    resume = resume_command(args, out)
+    log_path = out / "run.log"
+    failure: tuple[int, str] | None = None
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", IdentifiabilityWarning)
+        warnings.simplefilter("always")
         try:
-            result = run_calibration(rig, real, proposer, ccfg, out, fallback=fallback,
-                                     on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet,
-                                                                         measurement_unit(real.train)))
+            with library_output_to(log_path, verbose=args.verbose):  # restored before anything is printed
+                result = run_calibration(rig, real, proposer, ccfg, out, fallback=fallback,
+                                         on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet,
+                                                                              measurement_unit(real.train)))
         except CalibrationError as err:
-            print(f"vid2sid calibrate: {err}", file=sys.stderr)
-            return 2
+            failure = (2, f"vid2sid calibrate: {err}")
         except OSError as err:  # disk full, directory removed or made read-only mid-run
-            print(f"vid2sid calibrate: cannot write to the run directory {out}: {err}; completed iterations are "
-                  f"in {out / 'iterations.jsonl'} (--resume continues)", file=sys.stderr)
-            return 2
-    for w in caught:
-        if issubclass(w.category, IdentifiabilityWarning):
-            print(f"warning: {w.message}", file=sys.stderr)
+            failure = (2, f"vid2sid calibrate: cannot write to the run directory {out}: {err}; completed iterations "
+                          f"are in {out / 'iterations.jsonl'}; --resume continues: {resume}")
+        except KeyboardInterrupt:
+            failure = (130, f"\nstopped: interrupted; completed iterations are saved in {out / 'iterations.jsonl'}\n"
+                            f"continue this run: {resume}")
+    if failure is not None:
+        _log_warnings(caught, log_path, verbose=args.verbose, identifiability=IdentifiabilityWarning)
+        print(failure[1], file=sys.stderr)
+        return failure[0]
+    _log_warnings(caught, log_path, verbose=args.verbose, identifiability=IdentifiabilityWarning)
+    report = None
+    if not args.no_report:
+        from ..report import ReportError, write_report
 
-    print(f"\nbest training MAE {format_error(result.error_px, result.unit)} "
-          f"(start {format_error(result.initial_error_px, result.unit)})"
-          + (f", holdout MAE {format_error(result.holdout_mae_px, result.holdout_unit)}"
-             if result.holdout_mae_px is not None else "")
-          + f"; {result.rollouts} rollouts, {result.iterations} iterations, {result.wall_s:.1f} s ({result.stopped})")
-    rel = relative_parameter_error(result.values, real.truth, rig.parameters.free_names) if real.truth else {}
-    for spec in rig.parameters.free:
-        v = result.values[spec.name]
-        line = f"  {spec.name:>24s} = {v:.6g} {spec.unit}"
-        if spec.name in result.uncertainty:
-            line += f" ± {result.uncertainty[spec.name]:.2g}"
-        if rel:
-            line += f"   (truth {real.truth[spec.name]:.6g}, error {100 * rel[spec.name]:.1f} %)"
+        try:
+            with library_output_to(log_path, verbose=args.verbose):
+                report = write_report(out)
+        except (ReportError, OSError, ValueError) as err:  # the calibration result stands without its report
+            print(f"vid2sid calibrate: report not written: {err}", file=sys.stderr)
+    from ..report import run_summary_lines
+
+    print()
+    for line in run_summary_lines(out, report=report, resume_command=resume):
         print(line)
     for k, p in result.files.items():
         print(f"  {k}: {p}")
@@ -337,3 +347,42 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def resume_command(args: argparse.Namespace, out: Path) -> str:
+    """The exact command line that continues this run (same settings, ``--resume``)."""
+    import shlex
+
+    cmd = ["vid2sid", "calibrate"] + ([str(args.config)] if args.config else [])
+    for flag, value in (("--rig", args.rig), ("--proposer", args.proposer), ("--fallback", args.fallback),
+                        ("--iterations", args.iterations), ("--budget", args.budget), ("--seed", args.seed),
+                        ("--real", args.real)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    return shlex.join(cmd + ["--out", str(out), "--resume"])
+
+
+def library_output_to(log_path: Path, *, verbose: bool):
+    """Context: C-level stderr (OpenCV/FFmpeg codec notes) goes to ``log_path`` unless ``verbose``."""
+    import contextlib
+
+    from ..report.media import quiet_stderr
+
+    return contextlib.nullcontext() if verbose else quiet_stderr(log_path)
+
+
+def _log_warnings(caught, log_path: Path, *, verbose: bool, identifiability: type) -> None:
+    """Identifiability warnings: one line each on the terminal; every Python warning in the log
+    (with its source), and on the terminal too with ``verbose``."""
+    lines = [warnings.formatwarning(w.message, w.category, w.filename, w.lineno, "") for w in caught]
+    if lines:
+        try:
+            with open(log_path, "a", encoding="utf-8") as f:
+                f.writelines(lines)
+        except OSError:
+            verbose = True  # the log cannot take them: do not lose them
+    for w, text in zip(caught, lines):
+        if verbose:
+            print(text.rstrip(), file=sys.stderr)
+        elif issubclass(w.category, identifiability):
+            print(f"warning: {w.message}", file=sys.stderr)

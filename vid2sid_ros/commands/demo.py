@@ -214,7 +214,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         ang_real = np.arctan2(k0[:, 0] - px, k0[:, 1] - py) + best["camera_roll"]
         ang_sim = np.asarray(roll.state["qpos"])[real_full.steps, 0]  # rows paired by time slot
         derived["swing angle"] = ("rad", ang_real, ang_sim)
-    from ..io.report import ReportSection, TrajectoryPanel, save_trajectories, write_report
+    from ..report import ReportSection, TrajectoryPanel, render_report, save_trajectories
 
     panel = TrajectoryPanel("free decay of the real apple vs the calibrated twin", real_full, sim_full, split_t, derived)
     save_trajectories(runs[proposer] / "trajectories.json", [panel])
@@ -303,7 +303,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
            ("identified length", f"{L:.4f} m" + (f" ± {std:.4f}" if std else "")),
            ("period: video / twin", f"{whole.period_s:.4f} / {twin_period:.4f} s"),
            ("rollouts", f"{main_res.rollouts} of {budget}")]
-    report = write_report(out / "report.html", runs, main=proposer,
+    report = render_report(out / "report.html", runs, main=proposer,
                           title="vid2sid: pendulum twin calibrated from a real phone clip",
                           videos=videos, sections=sections, key_numbers=key,
                           comparison_columns=["length", "drag_density", "damping", "camera_drift_y"])
@@ -337,7 +337,7 @@ def _background_drift(clip, region, best: dict[str, float], no_drift, log):
     """Independent check of the identified camera drift on a static patch of the wall."""
     if not region or clip.thumbnails is None or "camera_drift_x" not in best:
         return None
-    from ..io.report import ReportSection
+    from ..report import ReportSection
     from ..sim.image_projection import ProjectionError, measure_background_shift
 
     s = clip.thumb_scale

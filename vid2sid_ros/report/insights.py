@@ -1,0 +1,249 @@
+"""What a run's numbers mean: parameter rows with labelled intervals, and the insights list.
+
+Shared by the HTML report and the terminal summary so both say the same thing.
+
+Intervals: the calibration loop's uncertainty is the Gauss–Newton (linearised
+least-squares) standard deviation σ at the best point (``cov = s² (JᵀJ)⁻¹``; Ljung,
+*System Identification*, 2nd ed., §9.3). The report shows ±1.96 σ (95 % if the model
+were linear, the residuals independent and Gaussian and the fit converged). It is
+labelled *unreliable* when the run did not converge (stopped at its budget or its
+iteration limit), when the value sits at a search bound (the local model is cut), or
+when the parameter is in a poorly identifiable combination. An interval a run supplies
+itself (``result.json: intervals: {name: {lower, upper, method}}``) is shown instead,
+with its method.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .run import RunSummary, finite, stop_kind
+
+__all__ = ["ParameterRow", "Insight", "parameter_rows", "insights", "stop_sentence", "AT_BOUND_FRACTION",
+           "STRONG_CORRELATION"]
+
+#: a value within this fraction of the normalised range of a bound is "at the bound"
+AT_BOUND_FRACTION = 0.005
+#: |correlation| above which two parameters are called hard to tell apart
+STRONG_CORRELATION = 0.95
+#: two-sided 95 % normal quantile
+Z95 = 1.959964
+
+
+@dataclass
+class ParameterRow:
+    """One free (or frozen) parameter as the report and the terminal show it (SI units)."""
+
+    name: str
+    unit: str
+    kind: str
+    meaning: str
+    lower: float
+    upper: float
+    scale: str
+    frozen: bool
+    initial: float | None
+    final: float
+    std: float | None = None
+    interval: tuple[float, float] | None = None
+    interval_method: str = ""
+    reliable: bool = False
+    unreliable_because: list[str] = field(default_factory=list)
+    truth: float | None = None
+    at_bound: str = ""  # "", "lower", "upper"
+
+    @property
+    def rel_error(self) -> float | None:
+        """|final − truth| / |truth| (sim2sim only)."""
+        if self.truth is None or self.truth == 0:
+            return None
+        return abs(self.final - self.truth) / abs(self.truth)
+
+    @property
+    def truth_inside(self) -> bool | None:
+        if self.truth is None or self.interval is None:
+            return None
+        tol = 1e-9 * max(abs(self.truth), abs(self.final), 1e-300)  # exact recovery with a zero-width interval
+        return self.interval[0] - tol <= self.truth <= self.interval[1] + tol
+
+    def interval_text(self, digits: int = 3) -> str:
+        """E.g. ``[1.2, 1.9] (Gauss–Newton 95 %; unreliable: run stopped at budget)``."""
+        if self.interval is None:
+            return "no interval (" + (self.interval_method or "not computed") + ")"
+        lo, hi = self.interval
+        txt = f"[{lo:.{digits}g}, {hi:.{digits}g}] ({self.interval_method}"
+        if not self.reliable:
+            txt += "; UNRELIABLE: " + ", ".join(self.unreliable_because)
+        return txt + ")"
+
+
+@dataclass
+class Insight:
+    """One finding: ``kind`` (at_bound | unconverged | poorly_identifiable | correlated |
+    residual | holdout | no_improvement | failures), one-line ``title`` and details."""
+
+    kind: str
+    title: str
+    detail: str = ""
+    severity: str = "warning"  # warning | info
+
+
+def _weak_names(run: RunSummary) -> set[str]:
+    fid = run.result.get("final_identifiability") or {}
+    out: set[str] = set()
+    for w in fid.get("weak_directions") or []:
+        out.update(n for n, x in (w.get("combination") or {}).items() if abs(float(x)) >= 0.3)
+    return out
+
+
+def parameter_rows(run: RunSummary) -> list[ParameterRow]:
+    """Every parameter of the run, free first, with interval, reliability, truth and bound flags."""
+    start = run.start_values
+    unc = run.result.get("uncertainty") or {}
+    given = run.result.get("intervals") or {}
+    kind = stop_kind(run.stopped)
+    weak = _weak_names(run)
+    rows = []
+    specs = sorted(run.parameters.specs, key=lambda s: s.frozen)
+    for s in specs:
+        final = float(s.nominal)
+        row = ParameterRow(s.name, s.unit, s.kind, s.meaning, float(s.lower), float(s.upper), s.scale, bool(s.frozen),
+                           finite(start.get(s.name)), final, finite(unc.get(s.name)),
+                           truth=(finite(run.truth.get(s.name)) if run.truth else None))
+        if not s.frozen:
+            u = s.to_unit(final)
+            row.at_bound = "lower" if u <= AT_BOUND_FRACTION else ("upper" if u >= 1 - AT_BOUND_FRACTION else "")
+        g = given.get(s.name) if isinstance(given, Mapping) else None
+        if isinstance(g, Mapping) and finite(g.get("lower")) is not None and finite(g.get("upper")) is not None:
+            row.interval = (float(g["lower"]), float(g["upper"]))
+            row.interval_method = str(g.get("method") or "interval supplied by the run")
+        elif row.std is not None:
+            row.interval = (final - Z95 * row.std, final + Z95 * row.std)
+            row.interval_method = "Gauss–Newton ±1.96σ, local linearisation"
+        elif s.frozen:
+            row.interval_method = "frozen, not calibrated"
+        else:
+            row.interval_method = "no identifiability check at the result"
+        reasons = []
+        if kind == "budget":
+            reasons.append("run stopped at its rollout budget without converging")
+        elif kind == "iterations":
+            reasons.append("run stopped at its iteration limit without converging")
+        elif kind in ("interrupted", "other"):
+            reasons.append(f"run did not converge ({run.stopped or 'unknown stop'})")
+        if row.at_bound:
+            reasons.append(f"value at the {row.at_bound} bound")
+        if s.name in weak:
+            reasons.append("in a poorly identifiable combination")
+        row.unreliable_because = reasons
+        row.reliable = row.interval is not None and not reasons and not s.frozen
+        rows.append(row)
+    return rows
+
+
+def stop_sentence(run_or_stopped: RunSummary | str, iterations_done: int | None = None,
+                  iterations_asked: int | None = None, rollouts: int | None = None,
+                  budget: int | None = None) -> str:
+    """One line naming the stop reason, e.g. ``stopped: budget (40 of 40 rollouts) — NOT converged``."""
+    if isinstance(run_or_stopped, RunSummary):
+        r = run_or_stopped
+        stopped = r.stopped
+        iterations_done = r.result.get("iterations")
+        iterations_asked = r.config.get("iterations")
+        rollouts = r.result.get("rollouts")
+        budget = r.config.get("rollout_budget")
+    else:
+        stopped = run_or_stopped
+    kind = stop_kind(stopped)
+    it = (f"{iterations_done} of {iterations_asked} iterations" if iterations_asked is not None
+          else f"{iterations_done} iterations")
+    ro = f"{rollouts} of {budget} rollouts" if budget else f"{rollouts} rollouts"
+    if kind == "converged":
+        return f"stopped: converged after {it}, {ro}"
+    if kind == "target":
+        return f"stopped: target error reached ({stopped}) after {it}, {ro}"
+    if kind == "budget":
+        return f"stopped: budget ({ro}, {it}) — NOT converged"
+    if kind == "iterations":
+        return f"stopped: iterations ({it}, {ro}) — NOT converged"
+    if kind == "interrupted":
+        return f"stopped: interrupted after {it}, {ro}"
+    return f"stopped: {stopped} ({it}, {ro})"
+
+
+def _residual_items(diag: Any) -> list[str]:
+    """Lines from a residual diagnosis (dict with findings/summary, list, or text)."""
+    if not diag:
+        return []
+    if isinstance(diag, str):
+        return [diag]
+    if isinstance(diag, Mapping):
+        items = diag.get("findings") or diag.get("items") or []
+        out = [str(diag["summary"])] if diag.get("summary") else []
+        for f in items if isinstance(items, list) else []:
+            out.append(str(f.get("text") or f.get("message") or f) if isinstance(f, Mapping) else str(f))
+        if not out:
+            out = [f"{k}: {v}" for k, v in diag.items()]
+        return out
+    if isinstance(diag, list):
+        return [str(x.get("text") or x.get("message") or x) if isinstance(x, Mapping) else str(x) for x in diag]
+    return [str(diag)]
+
+
+def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[Insight]:
+    """What a person should look at first, most important first (see the module docstring)."""
+    rows = rows if rows is not None else parameter_rows(run)
+    res = run.result
+    out: list[Insight] = []
+    kind = stop_kind(run.stopped)
+    if kind in ("budget", "iterations", "interrupted"):
+        what = {"budget": "at its rollout budget", "iterations": "at its iteration limit",
+                "interrupted": "when interrupted"}[kind]
+        out.append(Insight("unconverged", f"The run stopped {what} without converging",
+                           stop_sentence(run) + ". The identified values are the best seen so far, not a converged "
+                           "fit; intervals are unreliable. Give it a larger budget or more iterations (or --resume)."))
+    for r in rows:
+        if r.at_bound:
+            b = r.lower if r.at_bound == "lower" else r.upper
+            out.append(Insight("at_bound", f"{r.name} is at its {r.at_bound} bound ({b:.4g} {r.unit})",
+                               "The optimum may lie outside the search range: widen the bound if it is not physical, "
+                               "or check the model (a parameter pinned at a bound often absorbs a model error)."))
+    fid = res.get("final_identifiability") or {}
+    for w in fid.get("weak_directions") or []:
+        combo = w.get("combination") or {}
+        text = " ".join(f"{x:+.2f}·{n}" for n, x in combo.items())
+        sv = finite(w.get("singular_value"))
+        out.append(Insight("poorly_identifiable", f"Poorly identifiable combination: {text}",
+                           (f"moving along it changes the keypoints by only {sv:.3g} px RMS per unit normalised move; "
+                            if sv is not None else "") + "the excitation cannot separate these parameters "
+                           "(add an excitation that moves them differently, or freeze one)."))
+    corr = fid.get("correlation") or []
+    names = fid.get("names") or []
+    if corr and len(corr) == len(names):
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                c = finite(corr[i][j])
+                if c is not None and abs(c) >= STRONG_CORRELATION:
+                    out.append(Insight("correlated", f"{names[i]} and {names[j]} are correlated (ρ = {c:+.3f})",
+                                       "their estimates trade off against each other: the data constrain a "
+                                       "combination better than each alone."))
+    for line in _residual_items(res.get("residual_diagnosis")):
+        out.append(Insight("residual", f"Residual diagnosis: {line}"))
+    h, e = finite(res.get("holdout_mae_px")), finite(res.get("error_px"))
+    if h is not None and e is not None and h > 2.0 * max(e, 0.5):
+        out.append(Insight("holdout", f"Holdout error {h:.3g} px is {h / max(e, 1e-9):.1f}× the training error "
+                                      f"{e:.3g} px", "the twin fits the training trials better than it predicts "
+                           "new ones: an over-fit or a model error the training excitation does not expose."))
+    s0 = finite(res.get("initial_error_px"))
+    if s0 is not None and e is not None and e >= s0:
+        out.append(Insight("no_improvement", f"No improvement on the start ({s0:.3g} px)"))
+    failed = [r.iteration for r in run.records[1:] if not math.isfinite(r.error_px)]
+    if failed:
+        out.append(Insight("failures", f"{len(failed)} iteration(s) failed to evaluate: {failed[:10]}",
+                           "see the iteration notes below", severity="info"))
+    for t in run.trials:
+        if t.message:
+            out.append(Insight("failures", f"trial {t.name}: {t.message}", severity="info"))
+    return out

@@ -1,0 +1,381 @@
+"""The calibration report page: ONE self-contained HTML file per run.
+
+:func:`write_report` (one run directory -> ``RUN_DIR/report.html``) is what
+``vid2sid calibrate``, the ROS bringup and ``vid2sid report`` call;
+:func:`render_report` is the general form (several runs compared, caller sections and
+videos, e.g. the demo's physics checks).
+
+Sections (each a ``<section id=...>``): ``summary`` (key numbers, stop reason),
+``insights`` (title carries the count), ``trials`` (per trial: real vs initial vs
+calibrated twin, the commanded excitation under it, the holdout shaded), ``overlay``
+(video), ``parameters`` (initial, final, bounds, interval, unit, meaning, truth and
+error on sim2sim), ``intervals`` (per-parameter interval plot), ``correlation``
+(heatmap), caller sections, ``methods`` (several runs), ``convergence`` (per iteration
+and per rollout) and ``iterations`` (rationale and confidence).
+
+Plots are plotly figures; plotly.js is inlined once in the page head so the file opens
+offline; videos are embedded as base64 ``data:`` URIs.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .figures import (convergence_iterations_figure, convergence_rollouts_figure, correlation_figure, figure_html,
+                      interval_figure, panel_figure, trial_figure)
+from .insights import Insight, ParameterRow, insights, parameter_rows, stop_sentence
+from .media import overlay_video
+from .run import ReportError, ReportSection, RunSummary, TrajectoryPanel, load_run, load_trajectories
+
+__all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_html", "SECTION_IDS"]
+
+#: section ids of a calibration report (the headless-browser test looks for each)
+SECTION_IDS = ("summary", "insights", "trials", "overlay", "parameters", "intervals", "correlation", "convergence",
+               "iterations")
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;
+padding:0 12px}
+h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:3px;margin-top:1.6em}
+h3{font-size:1.02em;margin:1em 0 .3em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.86em} th,td{border:1px solid #ccc;padding:3px 7px;
+vertical-align:top;text-align:left} th{background:#f3f3f3} td.num{text-align:right;font-variant-numeric:tabular-nums}
+.key{display:flex;flex-wrap:wrap;gap:10px;margin:.8em 0}.key div{background:#f6f8fa;border:1px solid #ddd;
+border-radius:6px;padding:8px 12px}.key b{display:block;font-size:1.35em}
+img{max-width:100%} video{width:640px;max-width:100%;background:#000} .muted{color:#666;font-size:.9em}
+details{margin:.4em 0} summary{cursor:pointer} pre{white-space:pre-wrap;font-size:.85em;margin:0}
+.warn{color:#a04000} .bad{background:#fff1e6} .ok{color:#1a7f37}
+ul.insights li{margin:.3em 0} .stop{font-weight:600;padding:6px 10px;border-radius:6px;display:inline-block}
+.stop.bad{border:1px solid #e0a070} .stop.good{background:#eef8f0;border:1px solid #9fd3aa}
+@media print{.js-plotly-plot{page-break-inside:avoid} video{display:none} body{max-width:none}}
+"""
+
+_MIME = {".webm": "video/webm", ".mp4": "video/mp4", ".m4v": "video/mp4", ".ogv": "video/ogg", ".png": "image/png"}
+
+
+def e(x: Any) -> str:
+    """HTML-escaped text."""
+    return html.escape(str(x), quote=True)
+
+
+def fmt(x: Any, digits: int = 4, none: str = "n/a") -> str:
+    """A number for a table cell (``none`` for missing/non-finite values)."""
+    if x is None:
+        return none
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return str(int(x))
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return e(x)
+    if not math.isfinite(v):
+        return none
+    return f"{v:.{digits}g}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, row_classes: Sequence[str] = ()) -> str:
+    """An HTML table; numbers right-aligned, text escaped; ``None`` cells read ``n/a``."""
+    out = ["<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in headers) + "</tr>"]
+    for i, row in enumerate(rows):
+        cells = []
+        for c in row:
+            num = isinstance(c, (int, float, np.floating, np.integer)) and not isinstance(c, bool)
+            cells.append(f"<td class=\"num\">{fmt(c)}</td>" if num or c is None else f"<td>{e(c)}</td>")
+        cls = row_classes[i] if i < len(row_classes) and row_classes[i] else ""
+        out.append(f"<tr{f' class={chr(34)}{cls}{chr(34)}' if cls else ''}>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def video_html(paths: Sequence[Path], caption: str) -> str:
+    """A ``<video>`` with one embedded ``<source>`` per existing file (order = preference)."""
+    sources = []
+    for p in paths:
+        p = Path(p)
+        mime = _MIME.get(p.suffix.lower())
+        if mime is None or not p.is_file():
+            continue
+        sources.append(f'<source type="{mime}" src="data:{mime};base64,{base64.b64encode(p.read_bytes()).decode("ascii")}">')
+    if not sources:
+        return f'<p class="muted">(video {e(caption)} not available)</p>'
+    return (f"<figure><video controls loop muted playsinline preload=\"auto\">{''.join(sources)}"
+            f"Your browser cannot play the embedded video.</video><figcaption class=\"muted\">{e(caption)}"
+            "</figcaption></figure>")
+
+
+def html_page(title: str, body: Sequence[str]) -> str:
+    """The complete page: head with CSS and the inlined plotly.js bundle, then ``body``."""
+    from plotly.offline import get_plotlyjs
+
+    return "\n".join([f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{e(title)}</title>"
+                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+                      f"<style>{CSS}</style><script type=\"text/javascript\">{get_plotlyjs()}</script></head><body>",
+                      *body, "</body></html>"])
+
+
+def _section(sid: str, title: str, content: str) -> str:
+    return f"<section id=\"{sid}\"><h2>{e(title)}</h2>\n{content}\n</section>"
+
+
+# -- sections ---------------------------------------------------------------------------
+def _insights_html(items: Sequence[Insight]) -> str:
+    if not items:
+        return "<p class=\"ok\">Nothing to flag: converged, no parameter at a bound, no poorly identifiable " \
+               "combination found.</p>"
+    li = []
+    for it in items:
+        cls = "warn" if it.severity == "warning" else "muted"
+        li.append(f"<li data-kind=\"{e(it.kind)}\"><span class=\"{cls}\"><b>{e(it.title)}</b></span>"
+                  + (f"<br><span class=\"muted\">{e(it.detail)}</span>" if it.detail else "") + "</li>")
+    return "<ul class=\"insights\">" + "".join(li) + "</ul>"
+
+
+def _parameters_html(rows: Sequence[ParameterRow]) -> str:
+    has_truth = any(r.truth is not None for r in rows)
+    hdr = ["parameter", "kind", "unit", "initial", "identified", "search bounds", "interval (95 %)", "meaning"]
+    if has_truth:
+        hdr[5:5] = ["truth (sim2sim)", "error"]
+    out, cls = [], []
+    for r in rows:
+        kind = r.kind + (" (frozen)" if r.frozen else "")
+        interval = r.interval_text()
+        row = [r.name, kind, r.unit, r.initial, r.final]
+        if has_truth:
+            err = r.rel_error
+            row += [r.truth, "n/a (frozen)" if r.frozen else (f"{100 * err:.2f} %" if err is not None else "n/a")]
+        row += [f"[{fmt(r.lower)}, {fmt(r.upper)}]" + (f" — at the {r.at_bound} bound" if r.at_bound else ""),
+                interval + ("" if r.truth_inside is None else
+                            ("; contains the truth" if r.truth_inside else "; does NOT contain the truth")),
+                r.meaning]
+        out.append(row)
+        cls.append("bad" if (r.at_bound or (r.interval is not None and not r.reliable)) else "")
+    note = ("<p class=\"muted\">Interval: ±1.96 σ of the Gauss–Newton (linearised least-squares) covariance at "
+            "the identified point, cov = s²(JᵀJ)⁻¹ (Ljung, System Identification, §9.3); it assumes independent "
+            "pixel errors and a converged fit, so it is optimistic. Rows shaded: unreliable interval or value at "
+            "a bound. \"n/a\": not computed for this row (reason given in the cell).</p>")
+    return table(hdr, out, row_classes=cls) + note
+
+
+def _correlation_html(run: RunSummary, uid: str) -> str:
+    fid = run.result.get("final_identifiability") or {}
+    names, corr = fid.get("names") or [], fid.get("correlation") or []
+    if not fid:
+        return "<p class=\"muted\">No correlation matrix: the run did not check identifiability at its result " \
+               "(final_identifiability off).</p>"
+    if len(names) < 2:
+        return "<p class=\"muted\">No correlation matrix: only one free parameter.</p>"
+    if not corr:
+        return "<p class=\"muted\">No correlation matrix: the sensitivity matrix JᵀJ is singular at the result " \
+               "(some parameter has no effect on the keypoints).</p>"
+    return (figure_html(correlation_figure(names, corr), f"corr-{uid}")
+            + "<p class=\"muted\">Correlation of the Gauss–Newton estimates, ρ = cov_ij/√(cov_ii cov_jj), cov ∝ "
+              "(JᵀJ)⁻¹ with J the keypoint sensitivity to the normalised parameters. |ρ| near 1: the data constrain "
+              "only a combination of the two.</p>")
+
+
+def _iterations_html(run: RunSummary, open_: bool) -> str:
+    rows = []
+    for r in run.records:
+        notes = "; ".join(r.notes)
+        rows.append(f"<tr><td class=\"num\">{r.iteration}</td><td>{e(r.proposer)}</td>"
+                    f"<td class=\"num\">{fmt(r.error_px)}</td><td class=\"num\">{r.rollouts_used}</td>"
+                    f"<td class=\"num\">{fmt(r.confidence, 2)}</td><td><pre>{e(r.rationale)}</pre>"
+                    + (f"<div class=\"muted\">notes: {e(notes)}</div>" if notes else "") + "</td></tr>")
+    body = ("<table><tr><th>iter</th><th>proposer</th><th>train MAE [px]</th><th>rollouts</th><th>confidence</th>"
+            "<th>rationale</th></tr>" + "\n".join(rows) + "</table>")
+    return f"<details{' open' if open_ else ''}><summary>{e(run.label)}: {len(run.records)} iterations " \
+           f"(iteration 0 = start point)</summary>{body}</details>"
+
+
+def _trial_title(run: RunSummary, t, i: int) -> str:
+    rig = run.rig.get("name") or "rig"
+    kp = ", ".join(t.real.names[:4]) + (f" … ({len(t.real.names)} keypoints)" if len(t.real.names) > 4 else "")
+    return f"{rig} — trial {i + 1} '{t.name}' ({t.split}); keypoints {kp}"
+
+
+def _trials_html(run: RunSummary) -> str:
+    if not run.trials:
+        return "<p class=\"muted\">No per-trial curves in this run directory (trials.json is written by the " \
+               "calibration loop at the end of a run; this run predates it or was interrupted).</p>"
+    parts = []
+    for i, t in enumerate(run.trials):
+        lim = 3
+        note = ""
+        if len(t.real.names) > lim:
+            from .figures import pick_keypoints
+
+            shown = [t.real.names[k] for k in pick_keypoints(t.real.names, lim)]
+            note = (f"<p class=\"muted\">Showing keypoints {', '.join(shown)} of {len(t.real.names)}; the error row "
+                    "averages all of them.</p>")
+        parts.append(f"<h3>{e(t.name)} ({e(t.split)})</h3>" + note
+                     + figure_html(trial_figure(t, title=_trial_title(run, t, i)), f"trial-{i}"))
+        if t.message:
+            parts.append(f"<p class=\"warn\">{e(t.message)}</p>")
+    return ("<p class=\"muted\">Dots: real (tracked) keypoints; dashed grey: the twin at the initial values; red: "
+            "the calibrated twin; bottom: the commanded excitation (actuator units); shaded: holdout (not fitted). "
+            "Image y grows downwards. Drag to zoom, double-click to reset.</p>" + "".join(parts))
+
+
+def _overlay_html(run: RunSummary) -> str:
+    if not run.trials:
+        return "<p class=\"muted\">No overlay video: no per-trial curves in this run (trials.json).</p>"
+    t = run.trials[0]
+    bg = None
+    real_video = run.path / "videos" / "real.mp4"
+    if real_video.is_file():
+        try:
+            from ..io.video import read_video
+
+            clip = read_video(real_video, check_length=False)
+            bg = clip.frames if clip.num_frames >= t.real.num_frames else None
+        except Exception:  # noqa: BLE001 - fall back to the keypoint canvas
+            bg = None
+    files = overlay_video(t, run.path / "report_media", background=bg, log_path=run.path / "report.log")
+    if not files:
+        return "<p class=\"warn\">Overlay video could not be encoded (no VP8 or MPEG-4 encoder in OpenCV).</p>"
+    return video_html(files, f"trial '{t.name}': filled white dots = real tracked keypoints, grey rings = initial "
+                             f"twin, red rings = calibrated twin" + (" over the real camera frames" if bg is not None
+                                                                      else " (keypoints only, no frames kept)"))
+
+
+def _methods_html(loaded: Sequence[RunSummary], main: RunSummary, columns: Sequence[str]) -> str:
+    hdr = ["method", "start MAE [px]", "training MAE [px]", "holdout MAE [px]", "rollouts", "stopped", "wall [s]"] + \
+          [f"{c} [{main.parameters[c].unit}]" for c in columns if c in main.parameters]
+    rows = []
+    for r in loaded:
+        rr = r.result
+        start, err = rr.get("initial_error_px"), rr.get("error_px")
+        label = r.label + (" (no improvement on the start)" if start is not None and err is not None
+                           and err >= start else "")
+        rows.append([label, start, err, rr.get("holdout_mae_px"), rr.get("rollouts"), r.stopped, rr.get("wall_s")]
+                    + [(rr.get("values") or {}).get(c) for c in columns if c in main.parameters])
+    return table(hdr, rows) + "<p class=\"muted\">n/a holdout: the run had no holdout trial.</p>"
+
+
+def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequence[str | Path] | str | Path, *,
+                  main: str | None = None, title: str | None = None,
+                  trajectories: Sequence[TrajectoryPanel] | None = None,
+                  videos: Sequence[tuple[str, Sequence[str | Path]]] = (),
+                  sections: Sequence[ReportSection] = (), key_numbers: Sequence[tuple[str, str]] = (),
+                  comparison_columns: Sequence[str] = ()) -> Path:
+    """Write the self-contained HTML report of one or more runs.
+
+    Args:
+        out_path: the ``.html`` file to write (folder created).
+        runs: run directories — one path, a list, or ``{label: path}``.
+        main: label of the main run (default the first): its trials, parameters,
+            insights and iterations are shown in full.
+        title: page title (default from the rig's name and description).
+        trajectories: extra caller panels; default ``trajectories.json`` in the main run dir.
+        videos: ``[(caption, [file, ...]), ...]`` embedded as base64 (order = preference).
+        sections: extra sections (e.g. physics checks) after the correlation heatmap.
+        key_numbers: ``[(label, value text)]`` headline boxes (default: errors, rollouts).
+        comparison_columns: parameter names shown in the method comparison table.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ReportError: no run given, an unknown ``main``, or a run directory that is not a
+            finished calibration (names it).
+    """
+    if isinstance(runs, (str, Path)):
+        runs = [runs]
+    items = list(runs.items()) if isinstance(runs, Mapping) else [(None, p) for p in runs]
+    if not items:
+        raise ReportError("write_report: no run directory given")
+    loaded = [load_run(p, label) for label, p in items]
+    by_label = {r.label: r for r in loaded}
+    if main is not None and main not in by_label:
+        raise ReportError(f"write_report: main run {main!r} not among {list(by_label)}")
+    m = by_label[main] if main is not None else loaded[0]
+    if trajectories is None and (m.path / "trajectories.json").is_file():
+        trajectories = load_trajectories(m.path / "trajectories.json")
+    rig_name = m.rig.get("name") or "calibration"
+    desc = str(m.rig.get("description") or "")
+    title = title or f"{rig_name}: calibration report"
+    res = m.result
+    rows = parameter_rows(m)
+    found = insights(m, rows)
+    converged = m.converged
+    body = [f"<h1>{e(title)}</h1>",
+            f"<p class=\"muted\">vid2sid report generated {e(_dt.datetime.now().strftime('%Y-%m-%d %H:%M'))} from "
+            f"{e(m.path)}; proposer <b>{e(m.label)}</b>; real trial: {e(res.get('real_source') or '')}</p>"]
+    summary = []
+    if desc:
+        summary.append(f"<p>{e(desc)}</p>")
+    summary.append(f"<p class=\"stop {'good' if converged else 'bad'}\">{e(stop_sentence(m))}</p>")
+    kn = list(key_numbers) or [("training MAE", f"{fmt(res.get('error_px'))} px"),
+                               ("start MAE", f"{fmt(res.get('initial_error_px'))} px"),
+                               ("holdout MAE", f"{fmt(res.get('holdout_mae_px'))} px"
+                                if res.get("holdout_mae_px") is not None else "n/a (no holdout trial)"),
+                               ("rollouts", f"{fmt(res.get('rollouts'))}"
+                                + (f" of {m.config['rollout_budget']}" if m.config.get("rollout_budget") else "")),
+                               ("iterations", f"{fmt(res.get('iterations'))}"
+                                + (f" of {m.config['iterations']}" if m.config.get("iterations") is not None else ""))]
+    if m.truth:
+        errs = [r.rel_error for r in rows if not r.frozen and r.rel_error is not None]
+        if errs and not key_numbers:
+            kn.append(("mean parameter error vs truth", f"{100 * float(np.mean(errs)):.2f} %"))
+    summary.append("<div class=\"key\">" + "".join(f"<div>{e(k)}<b>{e(v)}</b></div>" for k, v in kn) + "</div>")
+    body.append(_section("summary", "Summary", "".join(summary)))
+    body.append(_section("insights", f"Insights ({len(found)})", _insights_html(found)))
+    body.append(_section("trials", "Trials: real vs initial twin vs calibrated twin", _trials_html(m)))
+    ov = _overlay_html(m)
+    for caption, files in videos:
+        ov += f"<h3>{e(caption.split(':')[0])}</h3>" + video_html([Path(f) for f in files], caption)
+    body.append(_section("overlay", "Overlay video", ov))
+    if trajectories:
+        parts = []
+        for i, p in enumerate(trajectories):
+            f1, f2 = panel_figure(p)
+            parts.append(figure_html(f1, f"panel-{i}") + (figure_html(f2, f"panel-{i}-derived") if f2 else ""))
+        body.append(_section("panels", "Trajectories: real vs calibrated twin", "".join(parts)))
+    body.append(_section("parameters", f"Parameters ({m.label})", _parameters_html(rows)))
+    free_rows = [r for r in rows if not r.frozen]
+    body.append(_section("intervals", "Parameter intervals within the search bounds",
+                         figure_html(interval_figure(free_rows), "intervals-plot") if free_rows else
+                         "<p class=\"muted\">no free parameter</p>"))
+    body.append(_section("correlation", "Correlation of the identified parameters", _correlation_html(m, "main")))
+    for i, s in enumerate(sections):
+        content = "".join(f"<p>{e(t)}</p>" for t in s.paragraphs) + (table(s.headers, s.rows) if s.headers else "")
+        body.append(_section(f"extra-{i}", s.title, content))
+    if len(loaded) > 1:
+        body.append(_section("methods", "Methods compared (same rollout budget, same start)",
+                             _methods_html(loaded, m, comparison_columns)))
+    body.append(_section("convergence", "Convergence",
+                         "<h3>per iteration</h3>" + figure_html(convergence_iterations_figure(loaded), "conv-iter")
+                         + "<h3>per rollout</h3>" + figure_html(convergence_rollouts_figure(loaded), "conv-rollout")
+                         + "<p class=\"muted\">Per rollout: every evaluation a proposer paid for (a proposer may run "
+                           "many inside one iteration), cumulative over the run.</p>"))
+    body.append(_section("iterations", "Iterations: rationale and confidence",
+                         "".join(_iterations_html(r, open_=(r is m)) for r in loaded)))
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html_page(title, body), encoding="utf-8")
+    return out
+
+
+def write_report(run_dir: str | Path, out: str | Path | None = None, **options: Any) -> Path:
+    """Write ``run_dir/report.html`` (or ``out``) for one finished calibration run.
+
+    Args:
+        run_dir: a run directory of :func:`vid2sid_ros.calibration.loop.run_calibration`.
+        out: the HTML file (default ``run_dir/report.html``).
+        **options: passed to :func:`render_report` (``title``, ``videos``, ``sections``...).
+
+    Returns:
+        The path written.
+
+    Raises:
+        ReportError: ``run_dir`` is not a finished calibration run (names the missing file).
+    """
+    run_dir = Path(run_dir)
+    return render_report(out or run_dir / "report.html", [run_dir], **options)

@@ -1,0 +1,242 @@
+"""What the report reads from a run directory, as named types.
+
+:func:`load_run` gathers one calibration run directory written by
+:func:`vid2sid_ros.calibration.loop.run_calibration`: ``result.json`` (values, errors,
+stop reason, identifiability, uncertainty), ``result.yaml`` (the identified parameter
+spec), ``iterations.jsonl`` (every iteration), ``run.json`` (the requested iterations and
+budget), ``trials.json`` (real / initial twin / calibrated twin per trial,
+:mod:`vid2sid_ros.calibration.trial_curves`) and, on sim2sim runs, the hidden truth from
+``real_trial.json``.
+
+:class:`TrajectoryPanel` and :func:`save_trajectories` / :func:`load_trajectories` keep
+caller-made plot panels (e.g. the demo's swing angle) next to a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..core.excitation import Excitation
+from ..core.trajectory import Trajectory
+
+__all__ = ["ReportError", "RunSummary", "TrialCurves", "TrajectoryPanel", "ReportSection", "load_run",
+           "save_trajectories", "load_trajectories", "is_converged", "stop_kind"]
+
+
+class ReportError(ValueError):
+    """A run directory or report input is unusable (the message names the file)."""
+
+
+@dataclass
+class TrajectoryPanel:
+    """Real and simulated trajectories of one trial for a caller-made plot.
+
+    Attributes:
+        label: panel title (e.g. ``"free decay"``).
+        real: real keypoints (T, K, 2) px.
+        sim: calibrated twin's keypoints, frames paired with ``real`` by step.
+        split_time: time (s) where the holdout starts (None: no split marked).
+        derived: extra series ``{name: (unit, real (T,), sim (T,))}`` on ``real.time``.
+    """
+
+    label: str
+    real: Trajectory
+    sim: Trajectory
+    split_time: float | None = None
+    derived: dict[str, tuple[str, np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+@dataclass
+class ReportSection:
+    """A free section: paragraphs of text and/or one table (all text is HTML-escaped)."""
+
+    title: str
+    paragraphs: Sequence[str] = ()
+    headers: Sequence[str] = ()
+    rows: Sequence[Sequence[Any]] = ()
+
+
+@dataclass
+class TrialCurves:
+    """One trial of ``trials.json``: the real trajectory and the twin before and after.
+
+    Attributes:
+        name: trial id. split: ``"train"`` or ``"holdout"``.
+        excitation: the commanded excitation (values (T, A) in actuator units, rate Hz).
+        real: (T, K, 2) px. initial / calibrated: the twin at the start / identified values,
+            None when the twin failed there (``message`` says why).
+    """
+
+    name: str
+    split: str
+    excitation: Excitation | None
+    real: Trajectory
+    initial: Trajectory | None
+    calibrated: Trajectory | None
+    message: str = ""
+
+
+@dataclass
+class RunSummary:
+    """What the report needs from one run directory (see :func:`load_run`)."""
+
+    label: str
+    path: Path
+    result: dict[str, Any]
+    records: list[Any]
+    parameters: Any  # ParameterSet with nominal = identified values
+    rig: dict[str, Any]
+    config: dict[str, Any] = field(default_factory=dict)
+    trials: list[TrialCurves] = field(default_factory=list)
+    truth: dict[str, float] | None = None
+
+    @property
+    def stopped(self) -> str:
+        return str(self.result.get("stopped") or "")
+
+    @property
+    def converged(self) -> bool:
+        return is_converged(self.stopped)
+
+    @property
+    def start_values(self) -> dict[str, float]:
+        return dict(self.records[0].values) if self.records else {}
+
+
+def stop_kind(stopped: str) -> str:
+    """The stop reason as one word: converged | budget | iterations | interrupted | target | other."""
+    s = (stopped or "").lower()
+    for key, kind in (("converged", "converged"), ("target", "target"), ("budget", "budget"),
+                      ("interrupt", "interrupted"), ("iterations", "iterations")):
+        if key in s:
+            return kind
+    return "other"
+
+
+def is_converged(stopped: str) -> bool:
+    """True when the run ended because its fit converged (or reached its target error)."""
+    return stop_kind(stopped) in ("converged", "target")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise ReportError(f"{path}: cannot read ({err})") from None
+    except json.JSONDecodeError as err:
+        raise ReportError(f"{path}: not valid JSON: {err}") from None
+
+
+def _excitation(d: Mapping[str, Any] | None) -> Excitation | None:
+    if not d:
+        return None
+    return Excitation(str(d["name"]), float(d["rate"]), np.asarray(d["values"], float),
+                      tuple(d.get("actuator_names") or ("u0",)))
+
+
+def load_trials(path: Path) -> list[TrialCurves]:
+    """Read ``trials.json`` (see :mod:`vid2sid_ros.calibration.trial_curves`).
+
+    Raises:
+        ReportError: malformed file (names it and the trial).
+    """
+    doc = _read_json(path)
+    out = []
+    for i, t in enumerate(doc.get("trials") or [] if isinstance(doc, Mapping) else []):
+        try:
+            out.append(TrialCurves(str(t["name"]), str(t.get("split", "train")), _excitation(t.get("excitation")),
+                                   Trajectory.from_dict(t["real"]),
+                                   Trajectory.from_dict(t["initial"]) if t.get("initial") else None,
+                                   Trajectory.from_dict(t["calibrated"]) if t.get("calibrated") else None,
+                                   str(t.get("message", ""))))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ReportError(f"{path}: trials[{i}]: {type(err).__name__}: {err}") from None
+    return out
+
+
+def load_run(run_dir: str | Path, label: str | None = None) -> RunSummary:
+    """Read a finished calibration run directory.
+
+    Raises:
+        ReportError: the directory has no finished calibration (names the missing file)
+            or a file is malformed (names it).
+    """
+    from ..calibration.loop import load_history
+    from ..core.parameters import ParameterSpecError, load_parameter_set
+
+    d = Path(run_dir)
+    for f in ("result.json", "result.yaml", "run.json"):
+        if not (d / f).is_file():
+            raise ReportError(f"{d}: not a finished calibration run ({f} missing)")
+    result = _read_json(d / "result.json")
+    meta = _read_json(d / "run.json")
+    try:
+        records = load_history(d)
+        params = load_parameter_set(d / "result.yaml")
+    except (ParameterSpecError, ValueError, KeyError) as err:
+        raise ReportError(f"{d}: {err}") from None
+    if not result.get("real_source") and meta.get("real_source"):
+        result["real_source"] = meta["real_source"]
+    trials = load_trials(d / "trials.json") if (d / "trials.json").is_file() else []
+    truth = None
+    if isinstance(result.get("truth"), Mapping):
+        truth = {str(k): float(v) for k, v in result["truth"].items()}
+    elif (d / "real_trial.json").is_file():
+        t = _read_json(d / "real_trial.json").get("truth")
+        truth = {str(k): float(v) for k, v in t.items()} if isinstance(t, Mapping) else None
+    return RunSummary(label or str(result.get("proposer") or d.name), d, result, records, params,
+                      dict(result.get("rig") or meta.get("rig") or {}), dict(meta.get("config") or {}), trials, truth)
+
+
+# -- trajectories.json -----------------------------------------------------------------
+def save_trajectories(path: str | Path, panels: Sequence[TrajectoryPanel]) -> Path:
+    """Store panels as JSON next to a run (so the report can be rebuilt later)."""
+    out = []
+    for p in panels:
+        out.append({"label": p.label, "real": p.real.to_dict(), "sim": p.sim.to_dict(), "split_time": p.split_time,
+                    "derived": {k: {"unit": u, "real": _nan_list(r), "sim": _nan_list(s)}
+                                for k, (u, r, s) in p.derived.items()}})
+    path = Path(path)
+    path.write_text(json.dumps(out))
+    return path
+
+
+def load_trajectories(path: str | Path) -> list[TrajectoryPanel]:
+    """Inverse of :func:`save_trajectories`.
+
+    Raises:
+        ReportError: malformed file (names it).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        return [TrajectoryPanel(d["label"], Trajectory.from_dict(d["real"]), Trajectory.from_dict(d["sim"]),
+                                d.get("split_time"),
+                                {k: (v["unit"], _from_nan_list(v["real"]), _from_nan_list(v["sim"]))
+                                 for k, v in (d.get("derived") or {}).items()})
+                for d in data]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise ReportError(f"{path}: cannot read trajectories ({type(err).__name__}: {err})") from None
+
+
+def _nan_list(a: np.ndarray) -> list[float | None]:
+    return [None if not np.isfinite(v) else float(v) for v in np.asarray(a, float).ravel()]
+
+
+def _from_nan_list(v: Sequence[float | None]) -> np.ndarray:
+    return np.array([np.nan if x is None else x for x in v], float)
+
+
+def finite(x: Any) -> float | None:
+    """``float(x)`` when finite, else None."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None

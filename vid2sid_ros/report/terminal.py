@@ -1,0 +1,68 @@
+"""The end-of-run terminal summary: what matters first.
+
+:func:`run_summary_lines` turns a finished run directory into the lines ``vid2sid
+calibrate`` (and the bringup) print last: the stop reason (converged / budget /
+iterations / interrupted) first, then the errors, the parameters with units and their
+intervals labelled for what they are (Gauss–Newton, unreliable and why), the warnings
+(insights), and where the report is. No colours, no cursor control (logs stay readable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .insights import insights, parameter_rows, stop_sentence
+from .run import RunSummary, load_run
+
+__all__ = ["run_summary_lines"]
+
+
+def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None = None,
+                      resume_command: str | None = None) -> list[str]:
+    """Lines of the final summary (no trailing newlines).
+
+    Args:
+        run: a run directory or a loaded :class:`RunSummary`.
+        report: the HTML report path to point at (None: not written).
+        resume_command: the exact command that continues this run (printed when it did
+            not converge).
+
+    Raises:
+        ReportError: ``run`` is not a finished run directory.
+    """
+    r = run if isinstance(run, RunSummary) else load_run(run)
+    res = r.result
+    lines = [stop_sentence(r)]
+    err = res.get("error_px")
+    txt = f"training MAE {err:.3f} px (start {res.get('initial_error_px', float('nan')):.3f} px)" \
+        if err is not None else "training MAE n/a"
+    h = res.get("holdout_mae_px")
+    txt += f"; holdout MAE {h:.3f} px" if h is not None else "; no holdout trial"
+    lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
+    rows = parameter_rows(r)
+    free = [p for p in rows if not p.frozen]
+    lines.append("identified parameters (interval: 95 %, " + (
+        "Gauss–Newton local estimate" if all(p.reliable for p in free if p.interval) else
+        "Gauss–Newton local estimate; UNRELIABLE where marked") + "):")
+    width = max((len(p.name) for p in free), default=8)
+    for p in free:
+        line = f"  {p.name:>{width}s} = {p.final:.6g} {p.unit}"
+        if p.interval is not None:
+            line += f"  95 % [{p.interval[0]:.4g}, {p.interval[1]:.4g}]"
+            line += "" if p.reliable else f" UNRELIABLE ({'; '.join(p.unreliable_because)})"
+        else:
+            line += f"  ({p.interval_method})"
+        if p.truth is not None:
+            re = p.rel_error
+            line += f"  truth {p.truth:.6g}, error {100 * re:.1f} %" if re is not None else f"  truth {p.truth:.6g}"
+            if p.truth_inside is not None:
+                line += ", interval contains it" if p.truth_inside else ", interval MISSES it"
+        lines.append(line)
+    found = [i for i in insights(r, rows) if i.kind != "unconverged"]
+    for i in found:
+        lines.append(f"warning: {i.title}")
+    if not r.converged and resume_command:
+        lines.append(f"continue this run: {resume_command}")
+    if report is not None:
+        lines.append(f"report: {report}")
+    return lines
