@@ -68,6 +68,25 @@ def _pair(real: Trajectory, sim: Trajectory | None) -> tuple[np.ndarray, np.ndar
     return real.time, kp, err
 
 
+def coordinate_axes(traj: Trajectory) -> list[tuple[str, bool]]:
+    """``[(axis name, reversed), ...]`` per coordinate of ``traj``'s kind: image x/y (y grows
+    downwards, drawn reversed), points x/y/z, joints one value."""
+    kind = getattr(traj, "kind", "image")
+    if kind == "points":
+        return [("x", False), ("y", False), ("z", False)]
+    if kind == "joints":
+        return [("position", False)]
+    return [("x", False), ("y", True)]
+
+
+def _scale(unit: str) -> float:
+    return 1000.0 if unit == "m" else 1.0  # metres are drawn in mm
+
+
+def _shown_unit(unit: str) -> str:
+    return "mm" if unit == "m" else unit
+
+
 def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = None, limit: int = 3):
     """Per trial: x(t), y(t) of up to ``limit`` keypoints (real dots, initial twin dashed,
     calibrated twin solid), the pixel error of both twins, and the commanded excitation
@@ -79,10 +98,13 @@ def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = N
     ks = pick_keypoints(real.names, limit)
     t, ini, ini_err = _pair(real, trial.initial)
     _, cal, cal_err = _pair(real, trial.calibrated)
-    n_rows = 2 * len(ks) + 2
-    heights = [1.0] * (2 * len(ks)) + [0.9, 0.9]
-    titles = [f"{real.names[k]} {a} [px]" for k in ks for a in ("x", "y")] + ["keypoint error [px]",
-                                                                                "commanded excitation"]
+    axes = coordinate_axes(real)
+    D = len(axes)
+    units = list(real.units)
+    n_rows = D * len(ks) + 2
+    heights = [1.0] * (D * len(ks)) + [0.9, 0.9]
+    titles = [f"{real.names[k]} {a} [{_shown_unit(units[k])}]" for k in ks for a, _ in axes] + \
+        [f"keypoint error [{_shown_unit(real.unit_label)}]", "commanded excitation"]
     fig = make_subplots(rows=n_rows, cols=1, shared_xaxes=True, vertical_spacing=0.025, row_heights=heights,
                         subplot_titles=titles)
     legend = set()
@@ -94,15 +116,17 @@ def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = N
 
     row = 1
     for k in ks:
-        for c in (0, 1):
-            yr = np.where(real.valid[:, k], real.keypoints[:, k, c], np.nan)
-            add(row, t, yr, "real (tracked)", mode="markers", marker={"size": 3, "color": REAL})
+        f = _scale(units[k])
+        for c, (_, flip) in enumerate(axes):
+            yr = np.where(real.valid[:, k], real.keypoints[:, k, c], np.nan) * f
+            add(row, t, yr, "real (measured)", mode="markers", marker={"size": 3, "color": REAL})
             if ini is not None:
-                add(row, t, ini[:, k, c], "initial twin", mode="lines", line={"color": INITIAL, "dash": "dash",
-                                                                             "width": 1.2})
+                add(row, t, ini[:, k, c] * f, "initial twin", mode="lines", line={"color": INITIAL, "dash": "dash",
+                                                                                 "width": 1.2})
             if cal is not None:
-                add(row, t, cal[:, k, c], "calibrated twin", mode="lines", line={"color": CALIBRATED, "width": 1.5})
-            if c == 1:
+                add(row, t, cal[:, k, c] * f, "calibrated twin", mode="lines",
+                    line={"color": CALIBRATED, "width": 1.5})
+            if flip:
                 fig.update_yaxes(autorange="reversed", row=row, col=1)  # image y grows downwards
             row += 1
     for err, name, color, dash in ((ini_err, "initial twin", INITIAL, "dash"),
@@ -111,7 +135,8 @@ def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = N
             ok = np.isfinite(err)
             mean = np.where(ok.any(axis=1), np.where(ok, err, 0.0).sum(axis=1) / np.maximum(ok.sum(axis=1), 1),
                             np.nan)  # mean over the keypoints valid in both, NaN where none is
-            add(row, t, mean, name, mode="lines", line={"color": color, "dash": dash, "width": 1.2})
+            add(row, t, mean * _scale(real.unit_label), name, mode="lines",
+                line={"color": color, "dash": dash, "width": 1.2})
     row += 1
     if trial.excitation is not None:
         exc = trial.excitation
@@ -228,6 +253,10 @@ def _log_axis(values: Sequence[float]) -> dict:
     return {"type": "linear", "tickformat": ".3~g"}
 
 
+def _run_unit(runs: Sequence[RunSummary]) -> str:
+    return str(runs[0].result.get("unit") or "px") if runs else "px"
+
+
 def convergence_iterations_figure(runs: Sequence[RunSummary]):
     """Training MAE per iteration (markers) and best so far (line), integer iteration ticks."""
     go = _go()
@@ -249,7 +278,7 @@ def convergence_iterations_figure(runs: Sequence[RunSummary]):
         fig.add_trace(go.Scatter(x=it, y=best, mode="lines", name=f"{r.label}: best so far",
                                  line={"color": col, "shape": "hv"}))
     fig.update_xaxes(title_text="iteration (0 = start point)", **_integer_axis(n_max))
-    fig.update_yaxes(title_text="training MAE [px]", **_log_axis(all_y))
+    fig.update_yaxes(title_text=f"training MAE [{_run_unit(runs)}]", **_log_axis(all_y))
     fig.update_layout(height=360, template="plotly_white", margin={"l": 60, "r": 20, "t": 30, "b": 50})
     return fig
 
@@ -301,7 +330,7 @@ def convergence_rollouts_figure(runs: Sequence[RunSummary]):
         fig.add_vline(x=float(budget), line={"color": "#999", "dash": "dot"}, annotation_text="budget")
         n_max = max(n_max, int(budget))
     fig.update_xaxes(title_text="rollouts paid (cumulative)", **_integer_axis(n_max))
-    fig.update_yaxes(title_text="training MAE [px]", **_log_axis(all_y))
+    fig.update_yaxes(title_text=f"training MAE [{_run_unit(runs)}]", **_log_axis(all_y))
     fig.update_layout(height=380, template="plotly_white", margin={"l": 60, "r": 20, "t": 30, "b": 50})
     return fig
 

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .figures import _shown_unit
 from .figures import (convergence_iterations_figure, convergence_rollouts_figure, correlation_figure, figure_html,
                       interval_figure, panel_figure, trial_figure)
 from .insights import Insight, ParameterRow, insights, parameter_rows, stop_sentence
@@ -188,7 +189,8 @@ def _iterations_html(run: RunSummary, open_: bool) -> str:
                     f"<td class=\"num\">{fmt(r.error_px)}</td><td class=\"num\">{r.rollouts_used}</td>"
                     f"<td class=\"num\">{fmt(r.confidence, 2)}</td><td><pre>{e(r.rationale)}</pre>"
                     + (f"<div class=\"muted\">notes: {e(notes)}</div>" if notes else "") + "</td></tr>")
-    body = ("<table><tr><th>iter</th><th>proposer</th><th>train MAE [px]</th><th>rollouts</th><th>confidence</th>"
+    unit = e(_shown_unit(str(run.result.get("unit") or "px")))
+    body = (f"<table><tr><th>iter</th><th>proposer</th><th>train MAE [{unit}]</th><th>rollouts</th><th>confidence</th>"
             "<th>rationale</th></tr>" + "\n".join(rows) + "</table>")
     return f"<details{' open' if open_ else ''}><summary>{e(run.label)}: {len(run.records)} iterations " \
            f"(iteration 0 = start point)</summary>{body}</details>"
@@ -226,7 +228,11 @@ def _trials_html(run: RunSummary) -> str:
 def _overlay_html(run: RunSummary) -> str:
     if not run.trials:
         return "<p class=\"muted\">No overlay video: no per-trial curves in this run (trials.json).</p>"
-    t = run.trials[0]
+    images = [t for t in run.trials if getattr(t.real, "kind", "image") == "image"]
+    if not images:
+        return ("<p class=\"muted\">No overlay video: the trials measure 3-D points or joint positions, not image "
+                "keypoints; the trial plots above compare them.</p>")
+    t = images[0]
     bg = None
     real_video = run.path / "videos" / "real.mp4"
     if real_video.is_file():
@@ -246,7 +252,8 @@ def _overlay_html(run: RunSummary) -> str:
 
 
 def _methods_html(loaded: Sequence[RunSummary], main: RunSummary, columns: Sequence[str]) -> str:
-    hdr = ["method", "start MAE [px]", "training MAE [px]", "holdout MAE [px]", "rollouts", "stopped", "wall [s]"] + \
+    u = _shown_unit(str(main.result.get("unit") or "px"))
+    hdr = ["method", f"start MAE [{u}]", f"training MAE [{u}]", f"holdout MAE [{u}]", "rollouts", "stopped", "wall [s]"] + \
           [f"{c} [{main.parameters[c].unit}]" for c in columns if c in main.parameters]
     rows = []
     for r in loaded:
@@ -312,9 +319,16 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
     if desc:
         summary.append(f"<p>{e(desc)}</p>")
     summary.append(f"<p class=\"stop {'good' if converged else 'bad'}\">{e(stop_sentence(m))}</p>")
-    kn = list(key_numbers) or [("training MAE", f"{fmt(res.get('error_px'))} px"),
-                               ("start MAE", f"{fmt(res.get('initial_error_px'))} px"),
-                               ("holdout MAE", f"{fmt(res.get('holdout_mae_px'))} px"
+    unit = _shown_unit(str(res.get("unit") or "px"))
+    uf = 1000.0 if res.get("unit") == "m" else 1.0
+
+    def err_text(key: str) -> str:
+        v = res.get(key)
+        return f"{fmt(v * uf if v is not None else None)} {unit}"
+
+    kn = list(key_numbers) or [("training MAE", err_text("error_px")),
+                               ("start MAE", err_text("initial_error_px")),
+                               ("holdout MAE", err_text("holdout_mae_px")
                                 if res.get("holdout_mae_px") is not None else "n/a (no holdout trial)"),
                                ("rollouts", f"{fmt(res.get('rollouts'))}"
                                 + (f" of {m.config['rollout_budget']}" if m.config.get("rollout_budget") else "")),

@@ -9,7 +9,10 @@ intervals labelled for what they are (Gauss–Newton, unreliable and why), the w
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+from ..core.trajectory import format_error
 
 from .insights import insights, parameter_rows, stop_sentence
 from .run import RunSummary, load_run
@@ -34,10 +37,12 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     res = r.result
     lines = [stop_sentence(r)]
     err = res.get("error_px")
-    txt = f"training MAE {err:.3f} px (start {res.get('initial_error_px', float('nan')):.3f} px)" \
-        if err is not None else "training MAE n/a"
+    u, hu = str(res.get("unit") or "px"), str(res.get("holdout_unit") or res.get("unit") or "px")
+    s0 = res.get("initial_error_px")
+    txt = (f"training MAE {format_error(err, u)} (start {format_error(s0 if s0 is not None else math.nan, u)})"
+           if err is not None else "training MAE n/a (no evaluation succeeded)")
     h = res.get("holdout_mae_px")
-    txt += f"; holdout MAE {h:.3f} px" if h is not None else "; no holdout trial"
+    txt += f"; holdout MAE {format_error(h, hu)}" if h is not None else "; no holdout trial"
     lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
     rows = parameter_rows(r)
     free = [p for p in rows if not p.frozen]
