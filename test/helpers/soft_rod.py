@@ -99,3 +99,46 @@ def release_excitation(name: str, torque, *, rate: float = 100.0, hold_s: float 
     values = np.zeros((n_hold + n_free, 2))
     values[:n_hold] = torque
     return Excitation(name, rate, values, ("bend_x", "bend_y"), meta={"kind": "hold_release"})
+
+
+def record_motive_takes(twin, truth, excitations, out_dir: Path, *, seed: int, noise_m: float = 0.0003,
+                        dropout: float = 0.01, gap_s: float = 0.08) -> list[Path]:
+    """Roll the twin out at ``truth`` and write each trial as an OptiTrack Motive CSV take.
+
+    Mocap-like noise: Gaussian ``noise_m`` (1 sigma, m) per coordinate, a fraction
+    ``dropout`` of single samples lost, and one occlusion gap of ``gap_s`` on ``disk2``
+    per take; Motive's Y-up world in millimetres.
+
+    Returns:
+        One CSV path per excitation.
+    """
+    from vid2sid_ros.io.mocap import write_motive_csv
+
+    rng = np.random.default_rng([seed, 14])
+    twin.set_parameters(truth)
+    paths = []
+    for exc in excitations:
+        res = twin.rollout(exc)
+        pts = np.array(res.state["keypoints_world"], dtype=float)
+        pts += rng.normal(0.0, noise_m, size=pts.shape)
+        T = pts.shape[0]
+        pts[rng.random(pts.shape[:2]) < dropout] = np.nan
+        n_gap = int(round(gap_s * exc.rate))
+        g0 = int(rng.integers(0, T - n_gap))
+        pts[g0:g0 + n_gap, 1] = np.nan
+        paths.append(write_motive_csv(out_dir / f"{exc.name}.csv", np.arange(T) / exc.rate, pts, list(MARKERS),
+                                      take=exc.name))
+    return paths
+
+
+def real_trial_from_takes(paths, excitations, *, holdout: int = 1):
+    """The :class:`RealTrial` read back from the takes with :func:`load_mocap` (last ``holdout`` held out)."""
+    from vid2sid_ros.calibration.observation import RealTrial
+    from vid2sid_ros.io.mocap import load_mocap
+
+    trajs = []
+    for p, exc in zip(paths, excitations):
+        rec = load_mocap(p, markers=MARKERS, frame={"up_axis": "y"})
+        trajs.append(rec.trajectory(exc.name, rate=exc.rate))
+    n = len(trajs) - holdout
+    return RealTrial(trajs[:n], list(excitations[:n]), trajs[n:], list(excitations[n:]), source="motive takes")

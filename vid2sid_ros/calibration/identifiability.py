@@ -45,6 +45,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..core.parameters import ParameterSet
+from ..core.trajectory import DEFAULT_NOISE, display_unit
 from .objective import TrialObjective, residual_vector, trajectory_vector
 from .proposer import Evaluation
 
@@ -245,11 +246,12 @@ def analyse_jacobian(
     residuals: np.ndarray | None = None,
     fd_error: np.ndarray | None = None,
     condition_threshold: float = DEFAULT_CONDITION_THRESHOLD,
-    min_effect_px: float = DEFAULT_MIN_EFFECT_PX,
+    min_effect_px: float | None = None,
     rollouts: int = 0,
     step: float = 0.0,
     scheme: str = "central",
     warn: bool = True,
+    unit: str = "px",
 ) -> IdentifiabilityReport:
     """Singular-value analysis of a sensitivity matrix (see module docstring).
 
@@ -263,7 +265,10 @@ def analyse_jacobian(
             from zero and is reported.
         condition_threshold: condition number above which combinations are reported.
         min_effect_px: a direction whose 10 %-of-range move changes the keypoints by less
-            than this (px RMS) is reported even if the conditioning is fine.
+            than this (RMS, in ``unit``) is reported even if the conditioning is fine; default
+            :data:`DEFAULT_MIN_EFFECT_PX` px scaled by the unit's noise level
+            (:data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`: 0.05 px, 0.05 mm, 0.00025 rad).
+        unit: the unit of ``J`` rows (px, m, rad; ``"sigma"`` for noise-weighted mixed trials).
         warn: emit an :class:`IdentifiabilityWarning` when something is reported.
 
     Returns:
@@ -272,6 +277,8 @@ def analyse_jacobian(
     names = parameters.free_names
     J = np.asarray(J, dtype=float)
     n = len(names)
+    if min_effect_px is None:
+        min_effect_px = DEFAULT_MIN_EFFECT_PX * DEFAULT_NOISE.get(unit, 1.0) / DEFAULT_NOISE["px"]
     bad_cols = [names[j] for j in range(n) if not np.isfinite(J[:, j]).any()]
     Jc = np.where(np.isfinite(J), J, 0.0)
     rows = np.isfinite(J).all(axis=1) if not bad_cols else np.ones(J.shape[0], bool)
@@ -300,7 +307,7 @@ def analyse_jacobian(
             combo = {nm: float(round(x, 4)) for nm, x in zip(names, v) if abs(x) >= 0.1}
             weak.append({"singular_value": float(S[i]), "relative": float(S[i] / S[0]) if S[0] > 0 else 0.0,
                          "fd_error": fd_err, "combination": combo})
-    message = _weak_message(weak, sensitivity, cond, bad_cols) if (weak or bad_cols) else None
+    message = _weak_message(weak, sensitivity, cond, bad_cols, unit) if (weak or bad_cols) else None
     uncertainty: dict[str, float] = {}
     if residuals is not None and Js.size:
         r = np.asarray(residuals, float)[rows] if residuals.shape[0] == J.shape[0] else np.asarray(residuals, float)
@@ -332,7 +339,8 @@ def analyse_jacobian(
 
 
 def _weak_message(weak: Sequence[Mapping[str, Any]], sensitivity: Mapping[str, float], cond: float,
-                  bad_cols: Sequence[str]) -> str:
+                  bad_cols: Sequence[str], unit: str = "px") -> str:
+    factor, label = display_unit(unit)
     parts = []
     if bad_cols:
         parts.append(f"rollouts failed while perturbing {', '.join(bad_cols)}, so their effect is unknown")
@@ -342,14 +350,14 @@ def _weak_message(weak: Sequence[Mapping[str, Any]], sensitivity: Mapping[str, f
         effect = 0.1 * w["singular_value"]
         if len(names) <= 1:
             nm = names[0] if names else "?"
-            parts.append(f"{nm} barely affects the keypoints ({sensitivity.get(nm, effect):.3g} px RMS for a move "
+            parts.append(f"{nm} barely affects the keypoints ({factor * sensitivity.get(nm, effect):.3g} {label} RMS for a move "
                          f"of 10 % of its range)")
         else:
             lin = " ".join(f"{combo[k]:+.2f}·{k}" for k in names)
             who = " and ".join([", ".join(names[:-1]), names[-1]])
             tail = "only their ratio is observable" if len(names) == 2 else "only their ratios are observable"
             parts.append(f"{who} trade off: moving along ({lin}) in normalised units changes the keypoints by only "
-                         f"{effect:.3g} px RMS per 10 % of range ({tail})")
+                         f"{factor * effect:.3g} {label} RMS per 10 % of range ({tail})")
     cond_txt = f"condition number {cond:.3g}" if math.isfinite(cond) else "singular sensitivity matrix"
     return ("poorly identifiable parameters (" + cond_txt + "): " + "; ".join(parts)
             + ". Add a step (static gain) or a higher chirp band / larger amplitude (dynamics), or freeze one of "
@@ -364,7 +372,7 @@ def check_identifiability(
     step: float = 0.01,
     scheme: str = "central",
     condition_threshold: float = DEFAULT_CONDITION_THRESHOLD,
-    min_effect_px: float = DEFAULT_MIN_EFFECT_PX,
+    min_effect_px: float | None = None,
     warn: bool = True,
 ) -> IdentifiabilityReport:
     """Sensitivity of the keypoint trajectories to each free parameter at ``point``.
@@ -400,4 +408,4 @@ def check_identifiability(
     res = None if base.failed else residual_vector(base.sim, objective.real)
     return analyse_jacobian(J, parameters, point, residuals=res, fd_error=E, condition_threshold=condition_threshold,
                             min_effect_px=min_effect_px, rollouts=count["rollouts"], step=step, scheme=scheme,
-                            warn=warn)
+                            warn=warn, unit=getattr(objective, "unit", "px"))

@@ -161,13 +161,16 @@ def trajectory_vector(sim: Sequence[Trajectory], real: Sequence[Trajectory]) -> 
 
     Frames are paired by command step; the sample set depends only on ``real`` and on
     which steps both hold, so vectors from different parameter values line up. NaN
-    where the sim keypoint is invalid.
+    where the sim keypoint is invalid. Divided by each keypoint's noise level when units
+    are mixed (as :func:`residual_vector`).
     """
+    weighted = measurement_unit(list(real)) == NOISE_UNIT
     out = []
     for s, r in zip(sim, real):
         ra, sa = align(r, s)
         mask = ra.valid
-        out.append(sa.keypoints[mask].ravel())
+        v = sa.keypoints / noise_levels(ra)[None, :, None] if weighted else sa.keypoints
+        out.append(v[mask].ravel())
     return np.concatenate(out) if out else np.zeros(0)
 
 
