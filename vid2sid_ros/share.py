@@ -3,7 +3,8 @@
 One lookup for every caller. In a source checkout the files sit at the repository root
 beside ``vid2sid_ros/``; once installed (``make setup`` into the venv, or colcon on a ROS 2
 install) they are under ``<prefix>/share/vid2sid_ros/``, found through
-``AMENT_PREFIX_PATH`` (a sourced ROS 2 workspace) or ``sys.prefix`` (the venv).
+``AMENT_PREFIX_PATH`` (a sourced ROS 2 workspace), the prefix the package was imported
+from (``install/vid2sid_ros`` of a colcon workspace) or ``sys.prefix`` (the venv).
 """
 
 from __future__ import annotations
@@ -17,15 +18,29 @@ __all__ = ["PACKAGE", "share_candidates", "find_share_path"]
 PACKAGE = "vid2sid_ros"
 
 
+def _own_prefix() -> Path | None:
+    """The install prefix this package was imported from, if it sits in one:
+    ``<prefix>/lib/pythonX.Y/site-packages/vid2sid_ros`` (a colcon install's
+    ``install/vid2sid_ros``, or the venv). None in a source checkout."""
+    pkg = Path(__file__).resolve().parent
+    if pkg.parent.name in ("site-packages", "dist-packages") and pkg.parents[2].name == "lib":
+        return pkg.parents[3]
+    return None
+
+
 def share_candidates(subdir: str) -> list[Path]:
     """Directories that may hold ``subdir`` (e.g. ``"config"``), in lookup order:
     the source checkout (what a developer edits wins), then each ``AMENT_PREFIX_PATH``
-    entry's ``share/vid2sid_ros``, then ``sys.prefix``'s."""
+    entry's ``share/vid2sid_ros``, then the prefix the package was imported from (a
+    colcon install used without sourcing its setup script), then ``sys.prefix``'s."""
     out = [Path(__file__).resolve().parents[1] / subdir]
     out += [Path(p) / "share" / PACKAGE / subdir
             for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    own = _own_prefix()
+    if own is not None:
+        out.append(own / "share" / PACKAGE / subdir)
     out.append(Path(sys.prefix) / "share" / PACKAGE / subdir)
-    return out
+    return list(dict.fromkeys(out))  # the venv is both its own prefix and sys.prefix: list it once
 
 
 def find_share_path(subdir: str, *required: str) -> Path:
