@@ -63,7 +63,7 @@ def test_load_parameter_set_file_errors(tmp_path):
         load_parameter_set(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("parameters: [ {name: k, unit: m\n")
-    with pytest.raises(ParameterSpecError, match="bad.yaml: not valid YAML"):
+    with pytest.raises(ParameterSpecError, match=r"bad.yaml:\d+:\d+: not valid YAML"):
         load_parameter_set(bad)
     typo = tmp_path / "typo.yaml"
     typo.write_text(yaml.safe_dump({"rig": "r", "parameters": [{**_entry(), "uper": 2.0}]}))

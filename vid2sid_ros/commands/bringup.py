@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 
-import yaml
+from ..core.yamlio import loads_yaml
 
 HELP = "run a vid2sid ROS 2 graph in one process (in-process equivalent of ros2 launch)"
 
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             if "." not in key:
                 raise ValueError(f"-p {item!r}: expected NODE.PARAM=VALUE")
             node, param = key.split(".", 1)
-            overrides.setdefault(node, {})[param] = yaml.safe_load(value)
+            overrides.setdefault(node, {})[param] = loads_yaml(value, source=f"-p {item!r}")
     except (KeyError, ValueError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"vid2sid bringup: {msg}", file=sys.stderr)

@@ -93,17 +93,15 @@ def load_config(path: str | Path | None) -> dict[str, Any]:
     """
     if path is None:
         return {}
-    import yaml
+    from ..core.yamlio import YAMLInputError, load_yaml
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"calibration config not found: {path}")
     try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError as err:  # binary garbage or a non-UTF-8 file
-        raise ConfigError(f"{path}: not a UTF-8 text YAML file ({err.reason} at byte {err.start})") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        cfg = load_yaml(path) or {}
+    except YAMLInputError as err:  # not UTF-8, not YAML, a duplicate key (file:line)
+        raise ConfigError(str(err)) from None
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     unknown = [k for k in cfg if k not in _TOP_KEYS]
@@ -197,6 +195,46 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
     return make_sim2sim_trial(rig, truth, seed=sseed, noise=noise)
 
 
+def _honour_targets(rig, spec, src: str) -> None:
+    """Make the twin write ``spec``'s targets, or refuse a spec whose targets it would ignore.
+
+    A rig's twin factory binds the rig's own spec; a ``parameters:`` override that only
+    changes bounds, nominal values, scales or frozen flags needs nothing more. When a
+    ``target`` differs, the twin is rebuilt with ``make_twin(parameters=spec)`` (MuJoCo
+    twins parse and write each target, ratios included); a rig whose factory cannot take
+    the spec is refused, never silently calibrated with the old targets.
+
+    Raises:
+        ConfigError: naming the config, the spec file, the parameter and both targets.
+    """
+    changed = [s.name for s in spec if s.target != rig.parameters[s.name].target]
+    if not changed:
+        return
+    n = changed[0]
+    what = (f"{src}: parameters: {spec.source}: parameter '{n}' has target {spec[n].target!r}, the rig's is "
+            f"{rig.parameters[n].target!r}" + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""))
+    orig = rig.make_twin
+    try:
+        twin = orig(parameters=spec)
+    except TypeError:
+        twin = None
+    except Exception as err:  # noqa: BLE001 - a bad target for this model: one line naming it
+        raise ConfigError(f"{what}: {err}") from None
+    honoured = (twin is not None and bool(getattr(twin, "writes_targets", False))
+                and all(twin.parameters[c].target == spec[c].target for c in changed))
+    close = getattr(twin, "close", None)
+    if callable(close):
+        close()
+    if not honoured:
+        raise ConfigError(f"{what}; rig '{rig.name}' writes its parameters to fixed places and cannot re-target "
+                          "them: remove 'target' from the spec (or give the rig's)")
+
+    def make_twin(**kw):
+        return orig(**{"parameters": spec, **kw})
+
+    rig.make_twin = make_twin
+
+
 def _print_record(rec, budget: int | None, quiet: bool, unit: str = "px") -> None:
     if quiet:
         return
@@ -239,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
                     + (f"; unknown parameter(s) {unknown}" if unknown else "")
                     + (f"; missing parameter(s) {missing}" if missing else "")
                     + f"; the rig's parameters are {', '.join(rig.parameters.names)}")
+            _honour_targets(rig, spec, cfg.get("_source", "<command line>"))
             rig.parameters = spec
         if cfg.get("free"):
             rig.parameters = rig.parameters.with_frozen(free=list(cfg["free"]))

@@ -346,7 +346,7 @@ def load_parameter_set(path: str | Path) -> ParameterSet:
         FileNotFoundError: if ``path`` does not exist.
         ParameterSpecError: if the YAML is unreadable or malformed (message names the file).
     """
-    import yaml
+    from .yamlio import YAMLInputError, load_yaml
 
     path = Path(path)
     if path.is_dir():
@@ -354,11 +354,9 @@ def load_parameter_set(path: str | Path) -> ParameterSet:
     if not path.is_file():
         raise FileNotFoundError(f"parameter spec not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:  # binary garbage or a non-UTF-8 file
-        raise ParameterSpecError(f"{path}: not a UTF-8 text YAML file ({err.reason} at byte {err.start})") from None
-    except yaml.YAMLError as err:
-        raise ParameterSpecError(f"{path}: not valid YAML: {err}") from None
+        data = load_yaml(path)
+    except YAMLInputError as err:  # not UTF-8, not YAML, a duplicate key (file:line)
+        raise ParameterSpecError(str(err)) from None
     return ParameterSet.from_dict(data, source=str(path))
 
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
-import yaml
+from ..core.yamlio import YAMLInputError, loads_yaml
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
@@ -127,9 +127,9 @@ class CalibratorNode(Node):
     def _check(name, value):
         if name == "proposer_options" and value.strip():
             try:
-                opts = yaml.safe_load(value)
-            except yaml.YAMLError as err:
-                return f"parameter 'proposer_options' is not valid YAML: {err}"
+                opts = loads_yaml(value, source="parameter 'proposer_options'")
+            except YAMLInputError as err:
+                return str(err)
             if not isinstance(opts, dict):
                 return f"parameter 'proposer_options' must be a YAML mapping, got {value!r}"
         return None
@@ -213,7 +213,8 @@ class CalibratorNode(Node):
         params = self.parameters.with_frozen(free=names) if names else self.parameters
         if not params.free:
             return self._fail(response, "nothing to calibrate: every requested parameter is frozen")
-        opts = yaml.safe_load(p["proposer_options"]) if p["proposer_options"].strip() else {}
+        opts = loads_yaml(p["proposer_options"], source="parameter proposer_options") \
+            if p["proposer_options"].strip() else {}
         try:
             proposer = make_proposer(proposer_name, **(opts or {}))
         except Exception as err:  # noqa: BLE001 - unknown name, missing API key...: a clear answer

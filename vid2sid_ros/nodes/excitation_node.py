@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 
-import yaml
+from ..core.yamlio import YAMLInputError, loads_yaml
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
@@ -71,9 +71,9 @@ def resolve_excitation(rig_name: str, spec: str, config: str, rate: float, *, ri
     actuators = profiles[0].actuator_names  # built with the rig's actuator names
     if config.strip():
         try:
-            cfg = yaml.safe_load(config)
-        except yaml.YAMLError as err:
-            raise ExcitationError(f"parameter excitation_config is not valid YAML: {err}") from None
+            cfg = loads_yaml(config, source="parameter excitation_config")
+        except YAMLInputError as err:
+            raise ExcitationError(str(err)) from None
         if not isinstance(cfg, dict):
             raise ExcitationError(f"parameter excitation_config must be a mapping, got {config!r}")
         if rate > 0:

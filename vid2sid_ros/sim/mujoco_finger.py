@@ -157,6 +157,9 @@ class FingerTwin:
         ParameterSpecError: malformed parameter specification.
     """
 
+    #: each spec's ``target`` is parsed and written (a re-targeted spec is honoured)
+    writes_targets = True
+
     def __init__(self, *, model_path: str | Path | None = None,
                  parameters: ParameterSet | str | Path | None = None,
                  width: int = 320, height: int = 240, camera: str = "front",

@@ -309,6 +309,8 @@ class UserModelTwin:
     """
 
     model_suffix = ".xml"
+    #: each spec's ``target`` is parsed and written (a re-targeted spec is honoured)
+    writes_targets = True
 
     def __init__(self, *, parameters: ParameterSet | str | Path, keypoints: Mapping[str, str],
                  model: str | Path | Mapping[str, Any] | None = None, model_path: str | Path | None = None,
@@ -807,7 +809,7 @@ def load_user_config(path_or_dict: str | Path | Mapping[str, Any], **overrides: 
         FileNotFoundError: the YAML or a file it names is missing (names both).
         UserModelError: unknown or missing keys (lists the valid ones), bad values.
     """
-    import yaml
+    from ..core.yamlio import YAMLInputError, load_yaml
 
     if isinstance(path_or_dict, Mapping):
         cfg, base, source = copy.deepcopy(dict(path_or_dict)), Path.cwd(), "<dict>"
@@ -816,9 +818,9 @@ def load_user_config(path_or_dict: str | Path | Mapping[str, Any], **overrides: 
         if not p.is_file():
             raise FileNotFoundError(f"user rig config not found: {p}")
         try:
-            cfg = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as err:
-            raise UserModelError(f"{p}: not valid YAML: {err}") from None
+            cfg = load_yaml(p)
+        except YAMLInputError as err:  # not UTF-8, not YAML, a duplicate key (file:line)
+            raise UserModelError(str(err)) from None
         if not isinstance(cfg, dict):
             raise UserModelError(f"{p}: expected a mapping at the top level")
         base, source = p.parent, str(p)
