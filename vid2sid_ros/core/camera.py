@@ -363,15 +363,15 @@ def load_camera_info(path: str | Path) -> dict[str, Any]:
         CameraError: ``file:key: expected ..., got ...`` (missing file, not YAML, wrong-sized
             matrix, unknown distortion model, skew).
     """
-    import yaml
+    from .yamlio import YAMLInputError, load_yaml
 
     p = Path(path)
     if not p.is_file():
         raise CameraError(f"{p}: CameraInfo YAML not found")
     try:
-        info = yaml.safe_load(p.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise CameraError(f"{p}: not valid YAML: {str(err).splitlines()[0]}") from None
+        info = load_yaml(p)
+    except YAMLInputError as err:  # not UTF-8, not YAML, a duplicate key (file:line)
+        raise CameraError(str(err)) from None
     if not isinstance(info, Mapping):
         raise CameraError(f"{p}: expected a CameraInfo mapping (image_width, camera_matrix, ...), "
                           f"got {type(info).__name__}")
