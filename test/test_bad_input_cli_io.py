@@ -31,14 +31,21 @@ def black_video(tmp_path):
 def test_track_output_paths_that_cannot_be_written(tmp_path, capsys, black_video):
     blocker = tmp_path / "afile"
     blocker.write_text("x")
-    cases = [(["--out", str(tmp_path)], f"--out {tmp_path} is a directory, expected a JSON file path"),
+    cases = [(["--out", str(tmp_path)], f"--out {tmp_path}: it is a directory, expected a file path"),
              (["--out", str(tmp_path / "t.json"), "--overlay", str(tmp_path)],
-              f"--overlay {tmp_path} is a directory, expected an mp4 file path"),
-             (["--out", str(blocker / "t.json")], f"{blocker}: File exists")]
+              f"--overlay {tmp_path}: it is a directory, expected a file path"),
+             # was "afile: File exists" (issue 12 item 14)
+             (["--out", str(blocker / "sub" / "t.json")],
+              f"--out {blocker / 'sub' / 't.json'}: {blocker} is a file, not a directory"),
+             (["--out", str(tmp_path / "t.json"), "--overlay", str(blocker / "o.mp4")],
+              f"--overlay {blocker / 'o.mp4'}: {blocker} is a file, not a directory")]
+    if os.path.exists("/dev/full"):  # was "None: No space left on device"
+        cases.append((["--out", "/dev/full"], "--out /dev/full: No space left on device"))
     for extra, msg in cases:  # were: IsADirectoryError / VideoError / FileExistsError tracebacks
         rc = main(["track", str(black_video), *extra])
         err = capsys.readouterr().err
-        assert rc == 2 and "Traceback" not in err and f"vid2sid track: cannot write output: {msg}" in err
+        assert rc == 2 and "Traceback" not in err and err.count("\n") == 1, err
+        assert f"vid2sid track: cannot write {msg}" in err, err
 
 
 def test_track_all_black_video_is_all_invalid_not_a_crash(tmp_path, capsys, black_video):

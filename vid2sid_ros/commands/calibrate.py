@@ -355,9 +355,17 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:  # disk full, directory removed or made read-only mid-run
             failure = (2, f"vid2sid calibrate: cannot write to the run directory {out}: {err}; completed iterations "
                           f"are in {out / 'iterations.jsonl'}; --resume continues: {resume}")
-        except KeyboardInterrupt:
-            failure = (130, f"\nstopped: interrupted; completed iterations are saved in {out / 'iterations.jsonl'}\n"
-                            f"continue this run: {resume}")
+        except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (commands.signals.Terminated)
+            from .signals import interrupt_exit_code, interrupt_name
+
+            if (out / "run.json").is_file():
+                failure = (interrupt_exit_code(err),
+                           f"\nstopped: interrupted ({interrupt_name(err)}); completed iterations are saved in "
+                           f"{out / 'iterations.jsonl'}\ncontinue this run: {resume}")
+            else:  # stopped during the start checks: there is no run to resume yet
+                failure = (interrupt_exit_code(err),
+                           f"\nstopped: interrupted ({interrupt_name(err)}) before iteration 0 was saved; nothing to "
+                           f"resume: start again with {resume.removesuffix(' --resume')}")
     if failure is not None:
         _log_warnings(caught, log_path, verbose=args.verbose, identifiability=IdentifiabilityWarning)
         print(failure[1], file=sys.stderr)

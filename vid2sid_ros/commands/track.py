@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..io.video import VideoError, read_video, write_side_by_side
+    from .outputs import check_output_path, write_error_message, write_output
     from ..perception import rig_tracker
     from ..sim.registry import UnknownRigError, make_rig
 
@@ -42,23 +43,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     text = json.dumps(trajectory.to_dict())
+    flag, target = "--out", args.out
     try:
         if args.out == "-":
             print(text)
         else:
-            out = Path(args.out)
-            if out.is_dir():
-                raise IsADirectoryError(f"--out {out} is a directory, expected a JSON file path")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text)
+            write_output(Path(args.out), text)
         if args.overlay:
-            if Path(args.overlay).is_dir():
-                raise IsADirectoryError(f"--overlay {args.overlay} is a directory, expected an mp4 file path")
+            flag, target = "--overlay", args.overlay
+            check_output_path(Path(args.overlay))
             write_side_by_side(args.overlay, clip.frames, None, clip.fps if clip.fps == clip.fps else 30.0,
                                traj_a=trajectory, labels=("tracked", "-"))
     except OSError as err:  # VideoError is an OSError too
-        print(f"vid2sid track: cannot write output: {err.strerror and f'{err.filename}: {err.strerror}' or err}",
-              file=sys.stderr)
+        print(f"vid2sid track: {write_error_message(flag, Path(target), err)}", file=sys.stderr)
         return 2
     found = trajectory.valid.mean(axis=0)
     hidden = trajectory.meta.get("occluded") or {}

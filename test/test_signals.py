@@ -1,0 +1,84 @@
+"""SIGTERM stops a calibration the way Ctrl-C does (issue 12 item 13).
+
+Was: exit -15, no message. Now: the Ctrl-C message with the exact ``--resume`` command,
+exit 143 (128 + 15), every completed iteration kept, and the printed command finishes
+the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vid2sid_ros.cli import main
+from vid2sid_ros.commands.signals import Terminated, interrupt_exit_code, sigterm_as_interrupt
+
+REPO = Path(__file__).resolve().parents[1]
+HELPERS = Path(__file__).resolve().parent / "helpers"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HELPERS), env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_mid_calibration_says_how_to_resume_and_exits_143(tmp_path, monkeypatch):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "rig": "slow_toy:make_rig", "proposer": "random", "real": {"sim2sim": {"noise": "none"}},
+        "calibration": {"iterations": 8, "rollout_budget": None, "identifiability": False,
+                        "final_identifiability": False}}))
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "vid2sid_ros.cli", "calibrate", str(cfg), "--out", str(out), "--seed", "4",
+           "--no-report"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env=_env(VID2SID_SLOW_TOY_S="0.15"))
+    try:
+        for line in proc.stdout:  # wait until two iterations are on disk
+            if line.startswith("iter  2"):
+                break
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - t0 < 10.0
+    assert proc.returncode == 143, err  # 128 + SIGTERM, was -15
+    assert "Traceback" not in err
+    assert "stopped: interrupted (SIGTERM); completed iterations are saved in" in err
+    resume = err.split("continue this run: ", 1)[1].strip().splitlines()[0]
+    argv = shlex.split(resume)
+    assert argv[:3] == ["vid2sid", "calibrate", str(cfg)] and argv[-1] == "--resume"
+    assert argv[argv.index("--out") + 1] == str(out) and argv[argv.index("--seed") + 1] == "4"
+    done = [json.loads(x)["iteration"] for x in (out / "iterations.jsonl").read_text().splitlines()]
+    assert done[:2] == [1, 2] and len(done) < 8
+    # the printed command, run as printed (in-process, fast now), finishes the run
+    monkeypatch.syspath_prepend(str(HELPERS))
+    monkeypatch.delenv("VID2SID_SLOW_TOY_S", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv[1:], "--no-report", "--quiet"]) == 0
+    recs = [json.loads(x) for x in (out / "iterations.jsonl").read_text().splitlines()]
+    assert [x["iteration"] for x in recs] == list(range(1, 9))
+
+
+def test_sigterm_handler_is_installed_only_inside_and_restored():
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated) as ei:
+        with sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1.0)  # the handler raises at the next bytecode
+    assert interrupt_exit_code(ei.value) == 143 and interrupt_exit_code(KeyboardInterrupt()) == 130
+    assert isinstance(ei.value, KeyboardInterrupt)  # every Ctrl-C path handles it the same
+    assert signal.getsignal(signal.SIGTERM) == before
