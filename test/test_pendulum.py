@@ -19,8 +19,11 @@ import pytest
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
 from vid2sid_ros.calibration.proposers import make_proposer
 from vid2sid_ros.io.video import VideoError
-from vid2sid_ros.sim.pendulum import estimate_start, make_rig, pendulum_period
-from vid2sid_ros.sim.user_model import UserModelError, build_real_trial, track_clip
+from vid2sid_ros.io.clip import ClipError, track_clip
+from vid2sid_ros.rigs import RigConfigError, load_rig
+from vid2sid_ros.rigs.trials import clip_real_trial
+from vid2sid_ros.sim.pendulum import estimate_start, pendulum_period
+from vid2sid_ros.sim.user_model import UserModelError
 
 #: frames kept (half resolution) from the start of the clip to derive the short test clips
 _DERIVED_FRAMES = 420
@@ -30,19 +33,18 @@ HOLDOUT_BOUND_PX = 6.0
 
 @pytest.fixture(scope="module")
 def rig():
-    return make_rig()
+    return load_rig("pendulum")
 
 
 @pytest.fixture(scope="module")
 def clip(rig):
-    trial = rig.config["trial"]
-    return track_clip(trial["video"], trial["tracker"], thumb_scale=0.5, thumb_every=1)
+    return track_clip(rig.trials[0].source["video"]["path"], rig.tracker, thumb_scale=0.5, thumb_every=1)
 
 
 @pytest.fixture(scope="module")
 def calibrated(rig, clip, tmp_path_factory):
     twin = rig.make_twin()
-    real = build_real_trial(clip, train_fraction=0.6, actuator_names=twin.actuator_names)
+    real = clip_real_trial(rig, clip, train_fraction=0.6)
     est = estimate_start(real.train[0], rig.parameters)
     params = est.apply(rig.parameters)
     rd = tmp_path_factory.mktemp("pendulum_run")
@@ -106,7 +108,7 @@ def _write(path: Path, frames: np.ndarray, fps: float) -> Path:
 
 
 def _tracker(rig) -> dict:
-    cfg = dict(rig.config["trial"]["tracker"])
+    cfg = dict(rig.tracker)
     cfg["markers"] = [{**m, "min_area_px": 60} for m in cfg["markers"]]  # half resolution: ~1/4 of the area
     return cfg
 
@@ -114,7 +116,7 @@ def _tracker(rig) -> dict:
 def _calibrate(rig, path: Path, fps: float, budget: int = 24):
     clip = track_clip(path, _tracker(rig), thumb_scale=None)
     twin = rig.make_twin()
-    real = build_real_trial(clip, train_fraction=0.6, actuator_names=twin.actuator_names)
+    real = clip_real_trial(rig, clip, train_fraction=0.6)
     est = estimate_start(real.train[0], rig.parameters)
     res = run_calibration(rig, real, make_proposer("reasoner"),
                           CalibrationConfig(iterations=2, rollout_budget=budget, identifiability=False,
@@ -141,7 +143,7 @@ def test_single_frames_removed_are_detected_and_retimed(rig, clip, tmp_path):
     keep = np.setdiff1d(np.arange(_DERIVED_FRAMES), fast)
     path = _write(tmp_path / "drops.mp4", clip.thumbnails[keep], clip.fps)
     dropped, est, res = _calibrate(rig, path, clip.fps)
-    real = build_real_trial(dropped, train_fraction=0.6, actuator_names=("pivot_torque",))
+    real = clip_real_trial(rig, dropped, train_fraction=0.6)
     found = [int(n.split(":")[0].split()[1]) for n in real.meta["retimed"] if "dropped" in n]
     for k in fast:  # frame k was cut: the frame after it (now at index k - number cut before) jumps
         assert k - sum(f < k for f in fast) in found, (fast, real.meta["retimed"])
@@ -171,18 +173,18 @@ def test_marker_leaving_the_frame_is_invalid_not_invented(rig, clip, tmp_path):
 def test_too_short_or_markerless_or_corrupt_clips_fail_clearly(rig, clip, tmp_path):
     one_second = _write(tmp_path / "one_second.mp4", clip.thumbnails[:60], clip.fps)
     c = track_clip(one_second, _tracker(rig), thumb_scale=None)
-    real = build_real_trial(c, train_fraction=0.6, actuator_names=("pivot_torque",))
+    real = clip_real_trial(rig, c, train_fraction=0.6)
     with pytest.raises(UserModelError, match="turning points|passes through the rest"):
         estimate_start(real.train[0], rig.parameters)
     grey = _write(tmp_path / "no_apple.mp4", np.full((30, 180, 320, 3), 200, np.uint8), clip.fps)
-    with pytest.raises(UserModelError, match="marker 'apple' was not found"):
+    with pytest.raises(ClipError, match="marker 'apple' was not found"):
         track_clip(grey, _tracker(rig), thumb_scale=None)
     broken = tmp_path / "broken.mp4"
     broken.write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(200))
     with pytest.raises(VideoError):
         track_clip(broken, _tracker(rig), thumb_scale=None)
-    with pytest.raises(UserModelError, match="only .* valid frames"):
-        build_real_trial(c, train_fraction=0.1, actuator_names=("pivot_torque",))
+    with pytest.raises(RigConfigError, match="only .* valid frames"):
+        clip_real_trial(rig, c, train_fraction=0.1)
 
 
 def test_demo_command_runs_end_to_end_on_a_short_clip(rig, clip, tmp_path, capsys):
@@ -193,8 +195,9 @@ def test_demo_command_runs_end_to_end_on_a_short_clip(rig, clip, tmp_path, capsy
     cfg = tmp_path / "rig.yaml"
     import yaml
 
-    c = {k: v for k, v in rig.config.items() if k != "source"}
-    c["trial"] = {**c["trial"], "video": str(path), "tracker": _tracker(rig), "background_region": None}
+    c = yaml.safe_load(rig.source.read_text())  # the built-in config, with a derived clip
+    c["trials"][0]["source"] = {"video": str(path)}
+    c["tracker"] = _tracker(rig)
     c["projection"] = {**c["projection"], "width": 320, "height": 180}
     cfg.write_text(yaml.safe_dump(c))
     code = main(["demo", "--out", str(tmp_path / "out"), "--config", str(cfg), "--budget", "20",

@@ -128,7 +128,9 @@ def test_calibrate_record_and_replay(ros, tmp_path):
     assert topics["/vid2sid/real/trajectory"][1] == 1 and topics["/vid2sid/parameter_update"][1] >= 20
 
     # offline: the bag re-tracks into the live real trajectory
-    offline = load_real_trial_from_bag(bag, rig="finger")
+    from vid2sid_ros.rigs import load_rig
+
+    offline = load_real_trial_from_bag(bag, rig=load_rig("finger"))
     np.testing.assert_array_equal(offline.train[0].valid, live_real.valid)
     np.testing.assert_allclose(offline.train[0].keypoints, live_real.keypoints, atol=1e-9)
 

@@ -15,8 +15,9 @@ import pytest
 from vid2sid_ros.core.excitation import Excitation
 from vid2sid_ros.core.parameters import ParameterSet
 from vid2sid_ros.sim.image_projection import ImageProjection, ProjectionError, measure_background_shift
-from vid2sid_ros.sim.pendulum import length_from_period, make_rig, pendulum_period
-from vid2sid_ros.sim.user_model import UserModelError, UserModelTwin, load_user_rig, parse_user_target
+from vid2sid_ros.rigs import RigConfigError, load_rig
+from vid2sid_ros.sim.pendulum import length_from_period, pendulum_period
+from vid2sid_ros.sim.user_model import UserModelError, UserModelTwin, parse_user_target
 
 MODELS = Path(__file__).resolve().parents[1] / "vid2sid_ros" / "sim" / "models"
 
@@ -193,7 +194,7 @@ def test_a_new_rig_needs_only_yaml_and_a_model(tmp_path):
         projection: {anchor: origin, width: 320, height: 240, origin_x: 160, origin_y: 120}
         max_physics_timestep: 0.002
         trial: {excitation: none}"""))
-    rig = load_user_rig(tmp_path / "rig.yaml")
+    rig = load_rig(tmp_path / "rig.yaml")
     tw = rig.make_twin()
     assert tw.actuator_names == () and tw.keypoint_names == ("cart",)
     res = tw.rollout(Excitation("free", 100.0, np.zeros((100, 1)), ("none",)))
@@ -203,16 +204,16 @@ def test_a_new_rig_needs_only_yaml_and_a_model(tmp_path):
     assert k / 100.0 == pytest.approx(math.pi / math.sqrt(20 / 0.5), abs=0.011)
     out = tw.export_model(tmp_path / "calibrated.xml")
     assert 'stiffness="20"' in out.read_text()
-    with pytest.raises(UserModelError, match="unknown key"):
-        load_user_rig(tmp_path / "rig.yaml", cameras={})
+    with pytest.raises(RigConfigError, match=r"rig.yaml:cameras: unknown key \(did you mean camera\?\)"):
+        load_rig(tmp_path / "rig.yaml", overrides={"cameras": {}})
     bad = tmp_path / "bad.yaml"
     bad.write_text((tmp_path / "rig.yaml").read_text().replace("{cart: marker}", "{cart: nowhere}"))
-    with pytest.raises(UserModelError, match="neither a site nor a body"):
-        load_user_rig(bad).make_twin()
+    with pytest.raises(RigConfigError, match=r"bad.yaml:keypoints.cart: 'nowhere' is neither a site nor a body"):
+        load_rig(bad)
     missing = tmp_path / "missing.yaml"
     missing.write_text((tmp_path / "rig.yaml").read_text().replace("slider.xml", "nope.xml"))
-    with pytest.raises(FileNotFoundError, match="nope.xml"):
-        load_user_rig(missing)
+    with pytest.raises(RigConfigError, match=r"missing.yaml:model: model file not found: .*nope.xml"):
+        load_rig(missing)
 
 
 def test_pendulum_is_registered_and_recovers_its_own_synthetic_swing():
@@ -220,9 +221,7 @@ def test_pendulum_is_registered_and_recovers_its_own_synthetic_swing():
     from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
     from vid2sid_ros.calibration.observation import RealTrial
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.sim.registry import make_rig as registry_make_rig
-
-    rig = registry_make_rig("pendulum")
+    rig = load_rig("pendulum")
     assert rig.name == "pendulum" and rig.excitations["holdout"][0].num_steps == 1299
     tw = rig.make_twin()
     truth = {"length": 0.9, "drag_density": 3.0, "damping": 0.0, "pivot_x": 310.0, "pivot_y": -250.0,
@@ -245,11 +244,12 @@ def test_pendulum_is_registered_and_recovers_its_own_synthetic_swing():
     assert res.values["px_per_m"] == pytest.approx(480.0, rel=2e-3)
 
 
-def test_make_rig_rejects_unknown_config_keys():
-    with pytest.raises(UserModelError, match="unknown key"):
-        make_rig(camera_model="pinhole")
-    with pytest.raises(UserModelError, match="train_fraction"):
-        make_rig(trial={"train_fraction": 2.0})
+def test_rig_config_rejects_unknown_keys_and_bad_split():
+    with pytest.raises(RigConfigError, match=r"pendulum.yaml:camera_model: unknown key"):
+        load_rig("pendulum", overrides={"camera_model": "pinhole"})
+    with pytest.raises(RigConfigError, match=r"pendulum.yaml:trials\[0\].split.train_fraction: expected a number in"):
+        load_rig("pendulum", overrides={"trials": [{"source": {"video": "pkg:data/pendulum_redapple/redapple_480p.mov"},
+                                                    "split": {"train_fraction": 2.0}}]})
 
 
 def test_stepping_reproduces_the_rollout_rows(twin):
@@ -276,7 +276,7 @@ def test_frame_timing_repair_on_a_synthetic_swing():
     """A dropped frame and a repeated frame of a 2 s-period swing are found and re-timed; a clean
     trajectory is returned untouched."""
     from vid2sid_ros.core.trajectory import Trajectory
-    from vid2sid_ros.sim.user_model import repair_frame_timing
+    from vid2sid_ros.perception.frame_timing import repair_frame_timing
 
     fps = 60.0
     slots = np.arange(400)

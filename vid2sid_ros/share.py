@@ -13,9 +13,12 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["PACKAGE", "share_candidates", "find_share_path"]
+__all__ = ["PACKAGE", "PACKAGE_DIR", "share_candidates", "find_share_path", "resolve_path"]
 
 PACKAGE = "vid2sid_ros"
+
+#: the vid2sid_ros package directory (``pkg:`` paths in configs resolve against it)
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def _own_prefix() -> Path | None:
@@ -59,3 +62,20 @@ def find_share_path(subdir: str, *required: str) -> Path:
             return c
     raise FileNotFoundError(f"{PACKAGE} {subdir}/ with {', '.join(required)} not found; searched: "
                             + ", ".join(str(c) for c in candidates))
+
+
+def resolve_path(path: str | Path, base: Path | None) -> Path:
+    """Resolve a path named in a config file.
+
+    ``pkg:sub/file`` = relative to the installed ``vid2sid_ros`` package directory; a
+    relative path = relative to ``base`` (the config file's directory); ``~`` expanded;
+    absolute paths as given. The file need not exist.
+    """
+    s = str(path)
+    if s.startswith("pkg:"):
+        return (PACKAGE_DIR / s[4:].lstrip("/")).resolve()
+    p = Path(s).expanduser()
+    if not p.is_absolute() and base is not None:
+        p = base / p
+    return p.resolve()
+

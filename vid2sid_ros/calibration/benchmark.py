@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..core.parameters import relative_parameter_error
-from ..sim.registry import Rig, make_rig
+from ..core.rig import Rig
 from .identifiability import IdentifiabilityWarning, check_identifiability
 from .loop import CalibrationConfig, CalibrationError, run_calibration
 from .objective import TrialObjective
@@ -70,7 +70,9 @@ def resolve_rig(name: str | Rig, **options: Any) -> Rig:
         if not isinstance(rig, Rig):
             raise TypeError(f"rig entry point {name!r} returned {type(rig).__name__}, not a Rig")
         return rig
-    return make_rig(name, **options)
+    from ..rigs import load_rig
+
+    return load_rig(name, overrides={"rig_options": options} if options else None)
 
 
 def _resolve_noise(rig: Rig, noise: str) -> str:

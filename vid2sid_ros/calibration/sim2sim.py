@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..core.parameters import ParameterSet
+from ..core.parameters import ParameterSet, draw_ground_truth  # noqa: F401  (re-exported)
 from ..core.trajectory import Trajectory
 from ..sim.base import Twin
 from ..sim.registry import Rig
@@ -39,22 +39,6 @@ NOISE_MODES = ("camera", "keypoint", "none")
 
 class Sim2SimError(RuntimeError):
     """The stand-in real trial could not be produced (twin diverged, tracker missing...)."""
-
-
-def draw_ground_truth(parameters: ParameterSet, seed: int, *, low: float = 0.15, high: float = 0.85) -> dict[str, float]:
-    """Hidden true values: free parameters uniform in normalised ``[low, high]``, seeded.
-
-    Returns:
-        full parameter dict (SI units).
-
-    Raises:
-        ValueError: unless ``0 <= low < high <= 1``.
-    """
-    if not 0.0 <= low < high <= 1.0:
-        raise ValueError(f"draw_ground_truth: need 0 <= low < high <= 1, got low={low}, high={high}")
-    rng = np.random.default_rng([int(seed), 0x5EED])
-    u = rng.uniform(low, high, size=len(parameters.free))
-    return parameters.from_unit_vector(u, parameters.nominal())
 
 
 def _tracked(rig: Rig, frames: np.ndarray, gt: Trajectory, *, seed: int, trial: str,

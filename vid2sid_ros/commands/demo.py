@@ -37,7 +37,7 @@ _BASELINES = ("random", "nelder-mead", "golden-cd", "bo", "cmaes")
 def add_arguments(parser) -> None:
     parser.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
     parser.add_argument("--config", default=None,
-                        help="user-rig YAML (default: the shipped config/pendulum_redapple.yaml)")
+                        help="rig config YAML (default: the built-in pendulum rig, vid2sid_ros/rigs/builtin/pendulum.yaml)")
     parser.add_argument("--proposer", default="reasoner", help="main proposer (default: reasoner, offline)")
     parser.add_argument("--budget", type=int, default=None,
                         help="rollout budget per method (default: the config's calibration.rollout_budget)")
@@ -98,8 +98,11 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     """
     from ..calibration.loop import CalibrationConfig, run_calibration
     from ..calibration.proposers import make_proposer
-    from ..sim.pendulum import estimate_start, make_rig
-    from ..sim.user_model import build_real_trial, repair_frame_timing, track_clip
+    from ..io.clip import track_clip
+    from ..io.sources import recording_from_clip
+    from ..perception.frame_timing import repair_frame_timing
+    from ..rigs import RigConfigError, build_real_trial, load_rig, read_config
+    from ..sim.pendulum import estimate_start
 
     from ..calibration.proposers import PROPOSERS, UnknownProposerError
 
@@ -108,27 +111,44 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
             raise UnknownProposerError(f"unknown proposer {name!r}; valid proposers: {', '.join(PROPOSERS)}")
     t_start = time.perf_counter()
     out = Path(out)
+    from ..rigs.loader import BUILTIN_RIGS
+
+    doc, file, base = read_config(config if config is not None else BUILTIN_RIGS["pendulum"])
+    if train_fraction is not None or max_frames is not None or video_path is not None:
+        if doc.get("trial"):  # legacy single-trial form
+            t = dict(doc["trial"])
+            t.update({k: v for k, v in (("train_fraction", train_fraction), ("max_frames", max_frames),
+                                         ("video", None if video_path is None else str(Path(video_path).resolve())))
+                      if v is not None})
+            doc["trial"] = t
+        elif doc.get("trials"):
+            t = dict(doc["trials"][0])
+            if train_fraction is not None:
+                t["split"] = {"train_fraction": train_fraction}
+            if max_frames is not None:
+                t["frames"] = {"start": (t.get("frames") or {}).get("start", 0), "stop":
+                               (t.get("frames") or {}).get("start", 0) + int(max_frames)}
+            if video_path is not None:
+                src = dict(t["source"])
+                v = src.get("video")
+                src["video"] = ({**v, "path": str(Path(video_path).resolve())} if isinstance(v, dict)
+                                else str(Path(video_path).resolve()))
+                t["source"] = src
+            doc["trials"] = [t] + list(doc["trials"][1:])
+    rig = load_rig(doc, source=(file, base))
+    if not rig.trials or rig.trials[0].kind != "video":
+        raise RigConfigError(f"{file}:trials: the demo needs a rig whose first trial is a video")
     out.mkdir(parents=True, exist_ok=True)
-    trial_over: dict[str, Any] = {}
-    if train_fraction is not None:
-        trial_over["train_fraction"] = train_fraction
-    if max_frames is not None:
-        trial_over["max_frames"] = max_frames
-    if video_path is not None:
-        trial_over["video"] = str(Path(video_path).resolve())
-    kw: dict[str, Any] = {"trial": trial_over} if trial_over else {}
-    if config is not None:
-        kw["config"] = config
-    rig = make_rig(**kw)
-    cfg = rig.config
-    trial = cfg["trial"]
-    cal = dict(cfg.get("calibration") or {})
+    spec = rig.trials[0]
+    vblock = spec.source["video"]
+    cal = dict(rig.calibration or {})
     budget = int(budget or cal.get("rollout_budget", 120))
     iterations = int(iterations or cal.get("iterations", 8))
 
-    log(f"tracking {trial['video']} ...")
-    clip = track_clip(trial["video"], trial.get("tracker") or {}, fps=trial.get("fps"),
-                      max_frames=trial.get("max_frames"), start_frame=int(trial.get("start_frame") or 0),
+    log(f"tracking {vblock['path']} ...")
+    start_frame, stop = spec.frames
+    clip = track_clip(vblock["path"], rig.tracker, fps=vblock.get("fps"),
+                      max_frames=None if stop is None else stop - start_frame, start_frame=start_frame,
                       thumb_scale=0.5 if video else None, thumb_every=2)
     T = clip.trajectory.num_frames
     valid_frac = float(clip.trajectory.valid.all(axis=1).mean())
@@ -137,13 +157,16 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     for w in clip.warnings:
         log(f"  warning: {w}")
     twin = rig.make_twin()
-    retime = bool(trial.get("repair_frame_timing", True))
-    real = build_real_trial(clip, train_fraction=trial["train_fraction"], excitation=trial.get("excitation", "none"),
-                            actuator_names=twin.actuator_names, retime=retime)
-    n_train = int(real.meta["train_frames"])
-    for n in real.meta.get("retimed", []):
+    retime = bool(vblock.get("repair_frame_timing", True))
+    rec = recording_from_clip(clip, name=spec.name, retime=retime, start_frame=start_frame,
+                              background_region=vblock.get("background_region"))
+    real = build_real_trial(rig, recordings={spec.name: rec})
+    n_train = int(real.train_excitations[0].num_steps)
+    slots_total = int(np.asarray(rec.trajectory.steps)[-1]) + 1
+    for n in rec.meta.get("retimed", []):
         log(f"  timing: {n}")
     real.save(out / "real_trial.json")
+    trial = {"background_region": vblock.get("background_region"), "video": vblock["path"]}
 
     est = estimate_start(real.train[0], rig.parameters)
     params = est.apply(rig.parameters)
@@ -204,7 +227,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     if "frame_index" in real_full.meta:
         frame_slot = np.full(T, -1)
         frame_slot[np.asarray(real_full.meta["frame_index"])] = real_full.steps
-    split_t = n_train / clip.fps if n_train < int(real.meta["slots"]) else None
+    split_t = n_train / clip.fps if n_train < slots_total else None
     derived = {}
     if {"pivot_x", "pivot_y", "camera_roll"} <= set(best) and "qpos" in roll.state:
         t = real_full.time
@@ -285,7 +308,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
              "Where the apple moves fast such a glitch is unmistakable (about twice or zero times the expected "
              "displacement between two frames), so each frame was given the time slot it was really captured in "
              "before fitting (model-free, the same rule on the training and holdout parts; "
-             "vid2sid_ros.sim.user_model.repair_frame_timing):"] + list(real.meta["retimed"])))
+             "vid2sid_ros.perception.frame_timing.repair_frame_timing):"] + list(real.meta["retimed"])))
     if clip.warnings:
         sections.append(ReportSection("Tracking warnings", list(clip.warnings)))
 
@@ -418,13 +441,16 @@ def run(args) -> int:
     """Entry point of ``vid2sid demo``."""
     from ..calibration.proposers import UnknownProposerError
     from ..io.video import VideoError
+    from ..io.clip import ClipError
+    from ..rigs import RigConfigError, UnknownRigError
     from ..sim.user_model import UserModelError
 
     try:
         s = run_demo(out=args.out, config=args.config, proposer=args.proposer, budget=args.budget,
                      iterations=args.iterations, methods=_methods(args.methods, args.proposer),
                      variants=not args.no_variants, video=not args.no_video, seed=args.seed)
-    except (VideoError, UserModelError, FileNotFoundError, UnknownProposerError, ImportError) as err:
+    except (VideoError, ClipError, RigConfigError, UnknownRigError, UserModelError, FileNotFoundError,
+            UnknownProposerError, ImportError) as err:
         print(f"vid2sid demo: {err}", file=sys.stderr)
         return 1
     print()

@@ -19,7 +19,10 @@ HELP = "track the markers of a rig in a video file and write the keypoint trajec
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("video", help="input video file (mp4, avi, ...)")
-    parser.add_argument("--rig", default="finger", help="registered rig whose tracker config to use (default: finger)")
+    parser.add_argument("--rig", default="finger",
+                        help="rig config file (RIG.yaml) or built-in rig name whose tracker is used (default: finger)")
+    parser.add_argument("--allow-code", action="store_true",
+                        help="allow a module:function rig reference (runs that code; also VID2SID_ALLOW_CODE=1)")
     parser.add_argument("--out", default="-", help="output JSON file ('-' = stdout, the default)")
     parser.add_argument("--source", default="real", help="trajectory source label (default: real)")
     parser.add_argument("--trial-id", default=None, help="trial id (default: the video's file stem)")
@@ -30,15 +33,15 @@ def run(args: argparse.Namespace) -> int:
     from ..io.video import VideoError, read_video, write_side_by_side
     from .outputs import check_output_path, write_error_message, write_output
     from ..perception import rig_tracker
-    from ..sim.registry import UnknownRigError, make_rig
+    from ..rigs import RigConfigError, UnknownRigError, load_rig
 
     try:
-        rig = make_rig(args.rig)
+        rig = load_rig(args.rig, allow_code=getattr(args, "allow_code", False))
         tracker, _ = rig_tracker(rig)
         clip = read_video(args.video)
         trajectory = tracker.track(clip.frames, fps=clip.fps if clip.fps == clip.fps else None,
                                    source=args.source, trial_id=args.trial_id or Path(args.video).stem)
-    except (UnknownRigError, VideoError, ValueError) as err:  # tracker config errors are ValueErrors
+    except (UnknownRigError, RigConfigError, VideoError, ValueError) as err:  # tracker config errors: ValueErrors
         print(f"vid2sid track: {err}", file=sys.stderr)
         return 2
 

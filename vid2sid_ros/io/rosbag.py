@@ -323,7 +323,7 @@ def load_bag_trials(path: str | Path, *, tracker: Any = None, rig: Any = None, t
     """
     if tracker is None:
         if rig is None:
-            raise ValueError("give a `tracker` (names, detect(frame), reset()) or a `rig` (Rig or registry name)")
+            raise ValueError("give a `tracker` (names, detect(frame), reset()) or a `rig` (a Rig: vid2sid_ros.rigs.load_rig)")
         tracker = rig_tracker(rig)[0]
     names = tracker_names(tracker)
     store = make_typestore()
@@ -413,7 +413,7 @@ def load_real_trial_from_bag(path: str | Path, *, rig: Any = None, tracker: Any 
     Raises:
         BagError: see :func:`load_bag_trials`; also when no training trial is left.
     """
-    from ..calibration.observation import RealTrial
+    from ..core.trial import RealTrial
 
     trials = {t.excitation.name: t for t in load_bag_trials(path, tracker=tracker, rig=rig,
                                                               trial_ids=tuple(train) + tuple(holdout),

@@ -189,7 +189,7 @@ class CalibratorNode(Node):
 
     def _propose(self, request, response):
         from ..calibration.loop import CalibrationConfig, load_history, run_calibration
-        from ..calibration.observation import RealTrial
+        from ..core.trial import RealTrial
         from ..calibration.proposers import make_proposer
 
         p = values(self, PARAMS)

@@ -132,23 +132,19 @@ def msgtype_of(msg: Any) -> str:
 
 
 def resolve_rig(name: str):
-    """A :class:`~vid2sid_ros.sim.registry.Rig` from a registry name or ``"module:function"``.
+    """A :class:`~vid2sid_ros.core.rig.Rig` from a built-in rig name or a rig config file
+    (the nodes' ``rig`` / ``rig_config`` parameters), through :func:`vid2sid_ros.rigs.load_rig`.
 
-    The second form lets a user rig (a model file + parameter spec wrapped in a function
-    returning a Rig) run in the graph without being registered.
+    A ``module:function`` reference is only imported with ``VID2SID_ALLOW_CODE=1`` in the
+    environment (a node has no ``--allow-code`` flag).
 
     Raises:
-        UnknownRigError: unknown registry name (lists the valid ones).
-        ImportError / AttributeError: a ``module:function`` that does not resolve.
+        UnknownRigError: unknown name (lists the valid ones).
+        RigConfigError: a bad config file, or refused code (one line naming the file and key).
     """
-    if ":" in name:
-        import importlib
+    from ..rigs import load_rig
 
-        mod, fn = name.split(":", 1)
-        return getattr(importlib.import_module(mod), fn)()
-    from ..sim.registry import make_rig
-
-    return make_rig(name)
+    return load_rig(name)
 
 
 def ros_param_name(spec_name: str, kind: str) -> str:

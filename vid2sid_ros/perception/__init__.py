@@ -56,17 +56,15 @@ def tracker_names(tracker: Any) -> tuple[str, ...]:
 
 
 def rig_tracker(rig: Any) -> tuple[Any, tuple[str, ...]]:
-    """A fresh tracker for a rig (a :class:`~vid2sid_ros.sim.registry.Rig` or registry name)
+    """A fresh tracker for a rig (a :class:`~vid2sid_ros.core.rig.Rig`)
     and its keypoint names. Trackers keep per-stream state (search windows), so each
     image stream needs its own.
 
     Raises:
         ValueError: see :func:`make_tracker` (the message names the rig).
     """
-    if isinstance(rig, str):
-        from ..sim.registry import make_rig
-
-        rig = make_rig(rig)
+    if isinstance(rig, str):  # a rig name needs the rig loader, a layer above: callers pass a Rig
+        raise TypeError(f"rig_tracker: pass a Rig (vid2sid_ros.rigs.load_rig({rig!r})), not a name")
     try:
         tracker = make_tracker(rig.tracker)
     except ValueError as err:

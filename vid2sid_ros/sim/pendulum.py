@@ -3,7 +3,7 @@
 Built entirely through the generic user-model route
 (:mod:`vid2sid_ros.sim.user_model`): the MJCF ``models/pendulum.xml``, the parameter
 spec ``models/pendulum_parameters.yaml`` and the trial description
-``config/pendulum_redapple.yaml`` (the shipped real clip of a swinging red apple,
+``vid2sid_ros/rigs/builtin/pendulum.yaml`` (the shipped real clip of a swinging red apple,
 ``vid2sid_ros/data/pendulum_redapple``). No pendulum-specific twin code exists; this
 module only adds what an engineer would read off the clip before calibrating —
 :func:`estimate_start`: the pivot (circle fit), the camera roll, the swing period
@@ -23,25 +23,13 @@ import numpy as np
 from ..core.excitation import Excitation
 from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory
-from .user_model import UserModelError, load_user_config, load_user_rig
+from .user_model import UserModelError
 
-__all__ = ["make_rig", "find_config", "estimate_start", "StartEstimate", "pendulum_period", "length_from_period",
+__all__ = ["estimate_start", "StartEstimate", "pendulum_period", "length_from_period",
            "free_decay_excitations", "STANDARD_GRAVITY"]
 
 #: standard gravity, m/s² (CGPM 1901; the model's opt.gravity uses the same value rounded to 9.81)
 STANDARD_GRAVITY = 9.81
-_CONFIG_NAME = "pendulum_redapple.yaml"
-
-
-def find_config(name: str = _CONFIG_NAME) -> Path:
-    """Locate a shipped rig config (:func:`vid2sid_ros.share.find_share_path`).
-
-    Raises:
-        FileNotFoundError: listing the places searched.
-    """
-    from ..share import find_share_path
-
-    return find_share_path("config", name) / name
 
 
 def pendulum_period(length: float, amplitude: float = 0.0, g: float = STANDARD_GRAVITY) -> float:
@@ -83,40 +71,6 @@ def free_decay_excitations(frames: int, fps: float, train_fraction: float = 0.6,
     z = np.zeros((frames, len(actuator_names)))
     return {"train": [Excitation("free_decay_train", fps, z[:n_train], actuator_names)],
             "holdout": [Excitation("free_decay_holdout", fps, z, actuator_names)]}
-
-
-def make_rig(**overrides: Any):
-    """Build the registry's ``pendulum`` rig from ``config/pendulum_redapple.yaml``.
-
-    Args:
-        overrides: ``config=<path>`` to use another user-rig YAML; any other key
-            overrides that config (``trial``/``projection``/``calibration`` merged).
-
-    Returns:
-        :class:`~vid2sid_ros.sim.registry.Rig` whose excitations are the free decay of
-        the configured clip (lengths from the container's frame count and rate).
-
-    Raises:
-        FileNotFoundError, UserModelError: see :func:`~vid2sid_ros.sim.user_model.load_user_config`.
-    """
-    from ..io.video import VideoError, video_info
-
-    path = overrides.pop("config", None) or find_config()
-    cfg = load_user_config(path, **overrides)
-    excitations = None
-    trial = cfg["trial"]
-    if trial.get("video") and trial.get("excitation", "none") in (None, "none"):
-        try:
-            info = video_info(trial["video"])
-            fps = float(trial.get("fps") or info["fps"])
-            frames = int(info["frames"]) - int(trial.get("start_frame", 0) or 0)
-            if trial.get("max_frames"):
-                frames = min(frames, int(trial["max_frames"]))
-            if frames > 0 and fps > 0:
-                excitations = free_decay_excitations(frames, fps, trial["train_fraction"])
-        except VideoError:
-            excitations = None  # the clip is checked (with a clear error) when it is tracked
-    return load_user_rig(cfg, excitations=excitations)
 
 
 @dataclass

@@ -1,74 +1,44 @@
-"""Registry of rigs (mujoco_playground style: a name -> ``make_rig(**overrides)``).
+"""Built-in twins by name (mujoco_playground style: a name -> ``make_rig(**options)``).
 
-A :class:`Rig` bundles a twin factory, the parameter specification, named excitation
-sets (``train``, ``holdout``) and the tracker configuration, so the CLI, the benchmark
-and the ROS nodes all build a rig the same way from one name.
+These are the twins shipped with the package; a rig config selects one with
+``model: {builtin: NAME}`` (options in ``model.options``). Rigs themselves — built-in or a
+user's — are rig configs read by :func:`vid2sid_ros.rigs.load_rig`; the built-in rig
+names (``finger``, ``tentacle``, ``tentacle_water``, ``pendulum``) resolve to configs in
+``vid2sid_ros/rigs/builtin/``. The registry holds package code only: a config cannot
+name arbitrary code here.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from ..core.excitation import Excitation
-from ..core.parameters import ParameterSet
-from .base import Twin
+from ..core.rig import Rig, UnknownRigError
 
-__all__ = ["Rig", "RIGS", "make_rig", "available_rigs", "UnknownRigError"]
+__all__ = ["Rig", "BUILTIN_TWINS", "make_rig", "available_twins", "UnknownRigError"]
 
-
-class UnknownRigError(KeyError):
-    """The rig name is not registered; the message lists the valid names."""
-
-    def __str__(self) -> str:  # KeyError quotes its message otherwise
-        return str(self.args[0])
-
-
-@dataclass
-class Rig:
-    """A calibratable rig.
-
-    Attributes:
-        name: registry name (``finger``, ``tentacle``, ``tentacle_water``, ``pendulum``...).
-        description: one paragraph for reports and VLM prompts (what moves, what the keypoints are).
-        parameters: the parameter specification.
-        excitations: ``{"train": [...], "holdout": [...]}``.
-        make_twin: ``make_twin(**kwargs) -> Twin``; kwargs may include ``width``, ``height``.
-        tracker: tracker configuration (kind, colours...), see ``vid2sid_ros.perception``.
-        config: the full resolved configuration (for reports and reproducibility).
-    """
-
-    name: str
-    description: str
-    parameters: ParameterSet
-    excitations: dict[str, list[Excitation]]
-    make_twin: Callable[..., Twin]
-    tracker: dict[str, Any] = field(default_factory=dict)
-    config: dict[str, Any] = field(default_factory=dict)
-
-
-#: rig name -> "module:function" returning a Rig; imported lazily.
-RIGS: dict[str, str] = {
+#: built-in twin name -> "module:function" (package code) returning a Rig; imported lazily.
+BUILTIN_TWINS: dict[str, str] = {
     "finger": "vid2sid_ros.sim.mujoco_finger:make_rig",
     "tentacle": "vid2sid_ros.sim.elastica_tentacle:make_rig",
     "tentacle_water": "vid2sid_ros.sim.elastica_tentacle:make_water_rig",
-    "pendulum": "vid2sid_ros.sim.pendulum:make_rig",
+    "toy": "vid2sid_ros.sim.toy:make_rig",
 }
 
 
-def available_rigs() -> list[str]:
-    """Registered rig names."""
-    return list(RIGS)
+def available_twins() -> list[str]:
+    """Built-in twin names."""
+    return list(BUILTIN_TWINS)
 
 
-def make_rig(name: str, **overrides: Any) -> Rig:
-    """Build a registered rig; ``overrides`` update its default config.
+def make_rig(name: str, **options: Any) -> Rig:
+    """Build a built-in twin's rig (its parameters, excitations and tracker); ``options``
+    update its default config.
 
     Raises:
-        UnknownRigError: if ``name`` is not registered (lists valid names).
+        UnknownRigError: if ``name`` is not a built-in twin (lists the valid names).
     """
-    if name not in RIGS:
-        raise UnknownRigError(f"unknown rig {name!r}; valid rigs: {', '.join(RIGS)}")
-    mod, fn = RIGS[name].split(":")
-    return getattr(importlib.import_module(mod), fn)(**overrides)
+    if name not in BUILTIN_TWINS:
+        raise UnknownRigError(f"unknown built-in twin {name!r}; valid: {', '.join(BUILTIN_TWINS)}")
+    mod, fn = BUILTIN_TWINS[name].split(":")
+    return getattr(importlib.import_module(mod), fn)(**options)

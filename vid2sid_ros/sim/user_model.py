@@ -22,29 +22,12 @@ target                      written into
 ``trial.time_offset``       time from the initial state to the first video frame, s (>= 0)
 ==========================  ===============================================================
 
-Keypoints are named sites (or bodies) of the model, projected through the nuisance
-camera model relative to an *anchor* site (e.g. the pivot), so the physics never sees
-the camera. :func:`load_user_rig` builds a complete
-:class:`~vid2sid_ros.sim.registry.Rig` from ONE YAML file (see
-``config/pendulum_redapple.yaml``)::
-
-    rig: pendulum_redapple
-    description: ...
-    model: ../vid2sid_ros/sim/models/pendulum.xml          # paths: relative to this file,
-    parameters: ../vid2sid_ros/sim/models/pendulum_parameters.yaml   # or "pkg:" = package dir
-    keypoints: {apple: apple_centre}                       # keypoint -> site (or body)
-    projection: {anchor: pivot, width: 640, height: 360}   # + fixed ImageProjection fields
-    max_physics_timestep: 0.004
-    trial:
-      video: pkg:data/pendulum_redapple/redapple_480p.mov
-      fps: null                  # null: from the file (set it for slow-motion clips)
-      excitation: none           # free decay; or {kind: csv, path: ...} (any build_excitation config)
-      train_fraction: 0.6        # first 60 % fitted, the rest is the holdout
-      repair_frame_timing: true  # re-time single dropped/repeated frames (repair_frame_timing)
-      tracker: {markers: [{name: apple, hsv_lower: [170, 90, 60], hsv_upper: [10, 255, 255]}]}
-      background_region: [20, 190, 200, 245]   # optional: static textured patch (x0, y0, x1, y1) px
-                                               # used to measure camera drift independently
-    calibration: {iterations: 8, rollout_budget: 120}
+Keypoints are named sites (or bodies) of the model, projected through the camera (a
+pinhole :class:`~vid2sid_ros.core.camera.PinholeCamera`, or the legacy planar projection
+relative to an *anchor* site), so the physics never sees the camera. The rig config that
+binds a model, its parameters, camera, markers and trials is read by
+:func:`vid2sid_ros.rigs.load_rig` (format: ``docs/rig_config.md``), which builds this twin
+through :func:`build_user_twin`.
 
 Time convention (free-decay clips): row ``k`` of a rollout is the state at ``t_k =
 time_offset + k / rate`` — sampled *before* command ``k`` is applied — so row 0 shows
@@ -54,7 +37,6 @@ commands the difference is only where the initial state sits in time.)
 
 from __future__ import annotations
 
-import copy
 import difflib
 import math
 import os
@@ -68,23 +50,20 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ..core.excitation import Excitation, ExcitationError, build_excitation  # noqa: E402
+from ..core.excitation import Excitation  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
 from ..core.camera import CAMERA_FIELDS, CameraError, PinholeCamera, camera_from_config  # noqa: E402
 from .base import CameraIntrinsics, RolloutResult, TwinError  # noqa: E402
 from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionError  # noqa: E402
+from ..share import PACKAGE_DIR, resolve_path  # noqa: E402,F401  (re-exported)
 from .mujoco_finger import parse_targets  # noqa: E402
 from .mujoco_model import (MarkerSpec, ModelError, build_model, distortion_maps, parse_actuators,  # noqa: E402
                            parse_markers, set_camera)
 from .mujoco_render import OffscreenRenderer  # noqa: E402
 
-__all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "load_user_config",
-           "load_user_rig", "resolve_path", "PACKAGE_DIR", "build_real_trial", "track_clip", "TrackedClip",
-           "repair_frame_timing"]
-
-#: the vid2sid_ros package directory (``pkg:`` paths resolve against it)
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
+__all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "build_user_twin", "resolve_path",
+           "PACKAGE_DIR"]
 
 #: MjModel field prefix -> object type whose names index that field
 _PREFIX_OBJ = {
@@ -126,18 +105,6 @@ class Binding:
     index: tuple[int, ...] = ()
     ratio: float = 1.0
     trial: str = ""
-
-
-def resolve_path(path: str | Path, base: Path | None) -> Path:
-    """Resolve a config path: ``pkg:`` = relative to the vid2sid_ros package directory,
-    a relative path = relative to ``base`` (the config file's directory), else as given."""
-    s = str(path)
-    if s.startswith("pkg:"):
-        return (PACKAGE_DIR / s[4:].lstrip("/")).resolve()
-    p = Path(s).expanduser()
-    if not p.is_absolute() and base is not None:
-        p = base / p
-    return p.resolve()
 
 
 def _name_to_index(model: mujoco.MjModel, field: str, token: str, pname: str) -> int:
@@ -785,404 +752,29 @@ class UserModelTwin:
             pass
 
 
-# -- configuration -------------------------------------------------------------------
-_CONFIG_KEYS = {"rig", "description", "model", "parameters", "keypoints", "projection", "max_physics_timestep",
-                "trial", "calibration", "report"}
-_TRIAL_KEYS = {"video", "fps", "excitation", "train_fraction", "tracker", "max_frames", "start_frame",
-               "background_region", "repair_frame_timing"}
-
-
-def load_user_config(path_or_dict: str | Path | Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
-    """Read and check a user-rig YAML (format in the module docstring); paths resolved.
+def build_user_twin(*, model_path: str | Path | Mapping[str, Any], parameters: ParameterSet,
+                    keypoints: Mapping[str, str], projection: Mapping[str, Any] | None = None,
+                    max_physics_timestep: float = 0.004, name: str = "user_model",
+                    _extra: Mapping[str, Any] | None = None) -> UserModelTwin:
+    """The twin of a rig config's model (called by :func:`vid2sid_ros.rigs.load_rig`'s ``make_twin``).
 
     Args:
-        path_or_dict: the YAML file, or an already-loaded mapping (paths then relative
-            to the current directory).
-        overrides: top-level keys to replace; ``trial`` / ``calibration`` / ``projection``
-            mappings are merged key by key.
-
-    Returns:
-        The config dict with absolute ``model``, ``parameters`` and ``trial.video`` paths
-        and ``source`` (the file).
+        model_path: MJCF/URDF file, or ``{robot_description: text}``.
+        parameters: the rig's parameter set (targets parsed against the model).
+        keypoints: ``{keypoint: site or body}``.
+        projection: the legacy planar ``projection`` block (anchor + ImageProjection fields).
+        max_physics_timestep: s.
+        name: rig name.
+        _extra: the config's ``camera``, ``markers``, ``actuators`` blocks, ``trial_init``
+            (``{trial: {"qpos[joint]": value}}``), ``source`` (the file, for messages) and
+            ``base_dir`` (its directory).
 
     Raises:
-        FileNotFoundError: the YAML or a file it names is missing (names both).
-        UserModelError: unknown or missing keys (lists the valid ones), bad values.
+        UserModelError: see :class:`UserModelTwin` (messages name ``file:key``).
     """
-    from ..core.yamlio import YAMLInputError, load_yaml
-
-    if isinstance(path_or_dict, Mapping):
-        cfg, base, source = copy.deepcopy(dict(path_or_dict)), Path.cwd(), "<dict>"
-    else:
-        p = resolve_path(path_or_dict, Path.cwd())
-        if not p.is_file():
-            raise FileNotFoundError(f"user rig config not found: {p}")
-        try:
-            cfg = load_yaml(p)
-        except YAMLInputError as err:  # not UTF-8, not YAML, a duplicate key (file:line)
-            raise UserModelError(str(err)) from None
-        if not isinstance(cfg, dict):
-            raise UserModelError(f"{p}: expected a mapping at the top level")
-        base, source = p.parent, str(p)
-    for k, v in overrides.items():
-        if k in ("trial", "calibration", "projection") and isinstance(v, Mapping):
-            cfg[k] = {**(cfg.get(k) or {}), **dict(v)}
-        else:
-            cfg[k] = v
-    unknown = sorted(set(cfg) - _CONFIG_KEYS - {"source"})
-    if unknown:
-        raise UserModelError(f"{source}: unknown key(s) {unknown}; valid keys: {', '.join(sorted(_CONFIG_KEYS))}")
-    missing = [k for k in ("model", "parameters", "keypoints") if k not in cfg]
-    if missing:
-        raise UserModelError(f"{source}: missing required key(s) {missing}")
-    for k in ("model", "parameters"):
-        cfg[k] = str(resolve_path(cfg[k], base))
-        if not Path(cfg[k]).is_file():
-            raise FileNotFoundError(f"{source}: '{k}' file not found: {cfg[k]}")
-    if not isinstance(cfg["keypoints"], Mapping) or not cfg["keypoints"]:
-        raise UserModelError(f"{source}: 'keypoints' must map keypoint names to site or body names")
-    trial = dict(cfg.get("trial") or {})
-    bad = sorted(set(trial) - _TRIAL_KEYS)
-    if bad:
-        raise UserModelError(f"{source}: trial: unknown key(s) {bad}; valid: {', '.join(sorted(_TRIAL_KEYS))}")
-    if "video" in trial and trial["video"]:
-        trial["video"] = str(resolve_path(trial["video"], base))
-    exc = trial.get("excitation", "none")
-    if isinstance(exc, Mapping) and exc.get("kind") == "csv" and "path" in exc:
-        trial["excitation"] = {**exc, "path": str(resolve_path(exc["path"], base))}
-    frac = float(trial.get("train_fraction", 0.6))
-    if not 0.05 <= frac <= 1.0:
-        raise UserModelError(f"{source}: trial.train_fraction must be in [0.05, 1], got {frac}")
-    trial["train_fraction"] = frac
-    cfg["trial"] = trial
-    if source != "<dict>" or "source" not in cfg:
-        cfg["source"] = source
-    return cfg
-
-
-def load_user_rig(path_or_dict: str | Path | Mapping[str, Any], *, excitations: Mapping[str, list] | None = None,
-                  **overrides: Any):
-    """Build a :class:`~vid2sid_ros.sim.registry.Rig` from a user-rig config.
-
-    Args:
-        path_or_dict: YAML file or mapping (see :func:`load_user_config`).
-        excitations: ``{"train": [...], "holdout": [...]}`` Excitations; default: the
-            trial's (free decay over the clip's frame count when the clip is known,
-            otherwise none — :func:`build_real_trial` builds them from the clip).
-        overrides: config overrides.
-
-    Raises:
-        UserModelError, FileNotFoundError, ParameterSpecError: see :func:`load_user_config`.
-    """
-    from .registry import Rig
-
-    cfg = load_user_config(path_or_dict, **overrides)
-    parameters = load_parameter_set(cfg["parameters"])
-    twin_defaults = {"model_path": cfg["model"], "keypoints": dict(cfg["keypoints"]),
-                     "projection": dict(cfg.get("projection") or {}),
-                     "max_physics_timestep": float(cfg.get("max_physics_timestep", 0.004)),
-                     "name": str(cfg.get("rig") or Path(cfg["model"]).stem)}
-
-    def make_twin(**kw: Any) -> UserModelTwin:
-        args = dict(twin_defaults, parameters=kw.pop("parameters", parameters))
-        if "width" in kw or "height" in kw:
-            args["projection"] = {**args["projection"], **{k: kw.pop(k) for k in ("width", "height") if k in kw}}
-        bad = [k for k in kw if k not in args]
-        if bad:
-            raise UserModelError(f"make_twin: unknown argument(s) {bad}; valid: {', '.join(args)}, width, height")
-        args.update(kw)
-        return UserModelTwin(**args)
-
-    tracker = dict((cfg["trial"].get("tracker") or {}))
-    return Rig(name=twin_defaults["name"], description=str(cfg.get("description", "")).strip(),
-               parameters=parameters, excitations=dict(excitations or {"train": [], "holdout": []}),
-               make_twin=make_twin, tracker=tracker, config=cfg)
-
-
-# -- the real trial: clip -> tracked trajectory -> train/holdout -----------------------------
-@dataclass
-class TrackedClip:
-    """A tracked video clip.
-
-    Attributes:
-        trajectory: all frames, keypoints (T, K, 2) px, frame k at ``k / fps`` s, step k.
-        fps: frame rate used, Hz.
-        size: (width, height) px.
-        path: the video file.
-        thumbnails: frames ``0, thumb_every, 2 thumb_every...`` downscaled by ``thumb_scale``,
-            (ceil(T / thumb_every), h, w, 3) uint8 RGB, or None.
-        thumb_scale: factor of the thumbnails (e.g. 0.5). thumb_every: thumbnail stride.
-        warnings: problems found (lost marker spans, jumps that suggest missing frames).
-    """
-
-    trajectory: Trajectory
-    fps: float
-    size: tuple[int, int]
-    path: Path
-    thumbnails: np.ndarray | None = None
-    thumb_scale: float = 1.0
-    warnings: tuple[str, ...] = ()
-    thumb_every: int = 1
-
-
-def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float | None = None,
-               max_frames: int | None = None, start_frame: int = 0, thumb_scale: float | None = 0.5,
-               thumb_every: int = 1) -> TrackedClip:
-    """Decode a clip once, track its markers and (optionally) keep small thumbnails.
-
-    Frames are streamed (``vid2sid_ros.io.video.iter_video``), so memory stays small.
-
-    Args:
-        video: the file.
-        tracker_cfg: :meth:`vid2sid_ros.perception.markers.MarkerTracker.from_config` mapping.
-        fps: override the container's frame rate (slow-motion clips), Hz.
-        max_frames: keep at most this many frames (after ``start_frame``).
-        start_frame: skip this many frames at the start.
-        thumb_scale: keep frames resized by this factor for reports (None: none).
-        thumb_every: keep a thumbnail of every ``thumb_every``-th frame (frames 0, n, 2n...).
-
-    Raises:
-        vid2sid_ros.io.video.VideoError: missing/corrupt file (names it).
-        UserModelError: no frames, a bad fps, or the marker never found (says which marker).
-    """
-    import cv2
-
-    from ..io.video import iter_video, video_info
-    from ..perception.markers import MarkerTracker
-
-    path = Path(video)
-    info = video_info(path)
-    rate = float(fps) if fps else float(info.get("fps") or 0.0)
-    if not (rate > 0 and math.isfinite(rate)):
-        raise UserModelError(f"{path}: the container reports no frame rate; set trial.fps")
-    tracker = MarkerTracker.from_config(tracker_cfg)
-    xs, vs, thumbs = [], [], []
-    size = None
-    for i, frame in enumerate(iter_video(path, check_length=False)):
-        if i < start_frame:
-            continue
-        if max_frames is not None and len(xs) >= max_frames:
-            break
-        size = (frame.shape[1], frame.shape[0])
-        xy, ok = tracker.detect(frame)
-        xs.append(xy)
-        vs.append(ok)
-        if thumb_scale and (len(xs) - 1) % max(int(thumb_every), 1) == 0:
-            thumbs.append(cv2.resize(frame, None, fx=thumb_scale, fy=thumb_scale, interpolation=cv2.INTER_AREA))
-    if not xs:
-        raise UserModelError(f"{path}: no frames decoded (start_frame={start_frame})")
-    kp, valid = np.stack(xs), np.stack(vs)
-    T = kp.shape[0]
-    declared = int(info.get("frames") or 0) - int(start_frame)
-    if max_frames is not None:
-        declared = min(declared, int(max_frames))
-    traj = Trajectory(time=np.arange(T) / rate, keypoints=kp, valid=valid, names=tracker.names, source="real",
-                      trial_id=path.stem, meta={"video": str(path), "fps": rate,
-                                                "occluded": {m.name: int(c) for m, c in zip(tracker.markers,
-                                                                                             tracker.occluded)}})
-    warnings = []
-    if declared > 0 and T < declared:
-        warnings.append(f"decoded {T} of {declared} frames the container declares: the file may be truncated")
-    for k, n in enumerate(tracker.names):
-        frac = float(valid[:, k].mean())
-        if frac == 0:
-            raise UserModelError(f"{path}: marker '{n}' was not found in any of {T} frames; check the HSV range "
-                                 f"in trial.tracker (OpenCV H 0-180; red wraps, e.g. hsv_lower [170, ..] to "
-                                 f"hsv_upper [10, ..])")
-        if frac < 1:
-            lost = np.flatnonzero(~valid[:, k])
-            hidden = tracker.occluded[k] if k < len(tracker.occluded) else 0
-            warnings.append(f"marker '{n}' lost in {lost.size} of {T} frames (first at frame {int(lost[0])})"
-                            + (f", {hidden} of them partly hidden (footprint departs from the recent one)"
-                               if hidden else "") + "; those samples are excluded from every error")
-        step = np.linalg.norm(np.diff(kp[:, k], axis=0), axis=1)
-        good = step[np.isfinite(step)]
-        if good.size > 10:
-            typical = float(np.percentile(good, 90))
-            jumps = np.flatnonzero(step > 4 * max(typical, 1.0))
-            if jumps.size:
-                warnings.append(f"marker '{n}' jumps {float(step[jumps[0]]):.0f} px between frames {int(jumps[0])} "
-                                f"and {int(jumps[0]) + 1} (90th percentile step {typical:.1f} px): frames may be "
-                                f"missing from the clip or another object was tracked ({jumps.size} such jump(s))")
-    return TrackedClip(traj, rate, size, path, np.stack(thumbs) if thumbs else None,
-                       float(thumb_scale or 1.0), tuple(warnings), max(int(thumb_every), 1))
-
-
-def repair_frame_timing(trajectory: Trajectory, fps: float, *, min_speed_px: float = 4.0,
-                        drop_ratio: tuple[float, float] = (1.6, 2.5), duplicate_ratio: float = 0.3
-                        ) -> tuple[Trajectory, list[str]]:
-    """Find single dropped and repeated frames from the motion and re-time the clip.
-
-    Phone cameras sometimes drop a frame or repeat one while the container still
-    stamps a constant frame rate, so frame ``k`` is not always at ``k / fps``. Where the
-    keypoints move fast, such a glitch is unmistakable: the displacement between two
-    frames is about twice (dropped frame) or about zero times (repeated frame) what its
-    second neighbours predict, ``v_pred = (v[k-2] + v[k+2]) / 2`` (``v`` = per-frame
-    displacement of the mean keypoint, px/frame; first neighbours would be polluted by
-    the glitch itself). Two passes: steps that look abnormal in the first are skipped
-    when predicting their neighbours in the second (the next unflagged step further out is
-    used). Only steps with ``|v_pred| >= min_speed_px`` are judged.
-
-    * dropped frame before frame ``k``: frames ``k, k+1, ...`` move one time slot later;
-    * repeated frame ``k`` (a copy of ``k-1``): frame ``k`` becomes invalid (it carries no
-      new observation) and, when the next step is a normal single step, the frames after it
-      move one slot earlier (the copy took the slot of a real frame).
-
-    The result has ``steps`` = time slots (command steps) and ``time = steps / fps``; the
-    calibration pairs sim and real by slot, so the twin is compared at the true times.
-
-    Args:
-        trajectory: tracked clip, frame k at step k.
-        fps: nominal frame rate, Hz.
-        min_speed_px: slowest predicted motion judged, px/frame.
-        drop_ratio: displacement ratio range read as one dropped frame.
-        duplicate_ratio: ratio below which a frame is read as a repeat.
-
-    Returns:
-        ``(retimed trajectory, notes)``; ``meta["frame_index"]`` of the retimed trajectory
-        gives each row's original frame index. The trajectory is returned unchanged (same
-        object) when nothing is found.
-    """
-    kp = np.asarray(trajectory.keypoints, float)
-    mean = kp.mean(axis=1)  # NaN where any keypoint is invalid
-    v = np.diff(mean, axis=0)  # v[i] = displacement from frame i to i+1
-    T = kp.shape[0]
-    shift = np.zeros(T, int)
-    invalid = np.zeros(T, bool)
-    notes: list[str] = []
-    def ratios(flagged: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Displacement / predicted displacement per step; the prediction averages the nearest
-        unflagged steps at distance >= 2 on each side."""
-        r = np.full(len(v), np.nan)
-        pr = np.full((len(v), 2), np.nan)
-        spd = np.zeros(len(v))
-        for i in range(len(v)):
-            side = []
-            for direction in (-1, 1):
-                for dist in range(2, 6):
-                    j = i + direction * dist
-                    if 0 <= j < len(v) and not flagged[j] and np.all(np.isfinite(v[j])):
-                        side.append(v[j])
-                        break
-            if len(side) < 2 or not np.all(np.isfinite(v[i])):
-                continue
-            pred = 0.5 * (side[0] + side[1])
-            spd[i] = float(np.hypot(*pred))
-            if spd[i] >= min_speed_px:
-                pr[i] = pred
-                r[i] = float(v[i] @ pred) / spd[i] ** 2
-        return r, pr, spd
-
-    r0, _, _ = ratios(np.zeros(len(v), bool))
-    suspect = np.isfinite(r0) & ((r0 < 0.6) | (r0 > 1.4))
-    r, pr, spd = ratios(suspect)  # second pass: glitches do not pollute their neighbours' predictions
-    skip_next = False
-    for i in range(len(v)):
-        if skip_next or not np.isfinite(r[i]):
-            skip_next = False
-            continue
-        k = i + 1  # the frame after the step
-        if drop_ratio[0] <= r[i] <= drop_ratio[1]:
-            shift[k:] += 1
-            notes.append(f"frame {k}: moved {r[i]:.2f}x the expected {spd[i]:.1f} px: one frame dropped before it")
-        elif r[i] < duplicate_ratio:
-            invalid[k] = True
-            nxt = float(v[i + 1] @ pr[i]) / spd[i] ** 2 if i + 1 < len(v) and np.all(np.isfinite(v[i + 1])) else math.nan
-            if math.isfinite(nxt) and nxt < drop_ratio[0]:
-                shift[k + 1:] -= 1
-                notes.append(f"frame {k}: repeats frame {k - 1} (moved {r[i]:.2f}x the expected {spd[i]:.1f} px); "
-                             "later frames move one slot earlier")
-            else:  # the copy sat in a lost frame's slot: the (double) step after it is not a drop
-                skip_next = True
-                notes.append(f"frame {k}: repeats frame {k - 1} in place of a lost frame; marked invalid")
-    if not notes:
-        return trajectory, notes
-    steps = np.asarray(trajectory.steps) + shift
-    keep = np.ones(T, bool)
-    keep[1:] = np.diff(steps) > 0  # a slot is never observed twice
-    keep &= ~invalid | np.r_[True, np.diff(steps) > 0]
-    new_valid = trajectory.valid.copy()
-    new_valid[invalid] = False
-    steps, kpk, vk = steps[keep], kp[keep], new_valid[keep]
-    out = Trajectory(steps / float(fps), kpk, vk, trajectory.names, trajectory.source, trajectory.trial_id, steps,
-                     {**dict(trajectory.meta), "retimed": notes, "frame_index": np.flatnonzero(keep)})
-    return out, notes
-
-
-def build_real_trial(clip: TrackedClip, *, train_fraction: float = 0.6, excitation: Any = "none",
-                     actuator_names: Sequence[str] = (), retime: bool = True):
-    """Split a tracked clip into the training part and the holdout continuation.
-
-    The clip is first re-timed (:func:`repair_frame_timing`, unless ``retime=False``):
-    each frame gets the time slot (command step) it was really captured in. The
-    training trial is slots ``[0, n_train)`` with the excitation's first ``n_train``
-    commands; the holdout trial replays the WHOLE clip (the twin must continue from the
-    same initial state) with the training frames marked invalid, so only the last
-    ``1 - train_fraction`` of the clip is scored.
-
-    Args:
-        clip: from :func:`track_clip`.
-        train_fraction: fraction of time slots fitted.
-        excitation: ``"none"`` (free decay: zero commands) or a
-            :func:`~vid2sid_ros.core.excitation.build_excitation` config (e.g. a CSV at
-            the video's frame rate, one row per time slot).
-        actuator_names: the twin's actuators (zero columns for free decay).
-        retime: repair dropped/repeated frames first.
-
-    Returns:
-        :class:`~vid2sid_ros.calibration.observation.RealTrial`; ``meta["retimed"]`` lists
-        the repairs.
-
-    Raises:
-        UserModelError: too few valid frames on either side of the split, or an
-            excitation whose length/rate does not match the clip.
-    """
-    from ..calibration.observation import RealTrial
-
-    traj = clip.trajectory
-    notes: list[str] = []
-    if retime:
-        traj, notes = repair_frame_timing(traj, clip.fps)
-    steps = np.asarray(traj.steps)
-    S = int(steps[-1]) + 1  # time slots covered
-    n_train = int(round(train_fraction * S))
-    names = tuple(actuator_names) or ("none",)
-    if excitation in (None, "none", "free", "free_decay"):
-        values = np.zeros((S, len(names)))
-        exc_name = "free_decay"
-    else:
-        try:
-            exc = build_excitation(excitation, names)
-        except ExcitationError as err:
-            raise UserModelError(f"trial.excitation: {err}") from None
-        if abs(exc.rate - clip.fps) > 1e-6 * clip.fps:
-            raise UserModelError(f"trial.excitation rate {exc.rate} Hz differs from the video's {clip.fps} Hz; "
-                                 "give one command row per video frame (set 'rate' in the excitation)")
-        if exc.num_steps < S:
-            raise UserModelError(f"trial.excitation has {exc.num_steps} rows, the clip {S} frames")
-        values, names, exc_name = exc.values[:S], exc.actuator_names, exc.name
-    min_frames = 10
-    in_train = steps < n_train
-    n_valid_train = int((traj.valid.all(axis=1) & in_train).sum())
-    if n_train < min_frames or n_valid_train < min_frames:
-        raise UserModelError(f"{clip.path}: only {n_valid_train} valid frames in the training part "
-                             f"(first {n_train} of {S} frames); need at least {min_frames}. The clip is too short "
-                             "or the marker is lost; check trial.tracker")
-    train_exc = Excitation(f"{exc_name}_train", clip.fps, values[:n_train], names,
-                           meta={"kind": exc_name, "frames": [0, n_train]})
-    train = Trajectory(traj.time[in_train], traj.keypoints[in_train], traj.valid[in_train], traj.names, "real",
-                       train_exc.name, steps[in_train], {**dict(traj.meta), "part": "train"})
-    holdout, holdout_exc = [], []
-    if n_train < S:
-        hv = traj.valid.copy()
-        hv[in_train] = False
-        if hv.any():
-            hexc = Excitation(f"{exc_name}_holdout", clip.fps, values, names,
-                              meta={"kind": exc_name, "frames": [n_train, S], "scored_from_frame": n_train})
-            holdout = [Trajectory(traj.time, traj.keypoints, hv, traj.names, "real", hexc.name, steps,
-                                  {**dict(traj.meta), "part": "holdout"})]
-            holdout_exc = [hexc]
-    return RealTrial(train=[train], train_excitations=[train_exc], holdout=holdout, holdout_excitations=holdout_exc,
-                     source=str(clip.path),
-                     meta={"fps": clip.fps, "frames": int(traj.num_frames), "slots": S, "train_frames": n_train,
-                           "warnings": list(clip.warnings), "retimed": notes})
+    extra = dict(_extra or {})
+    return UserModelTwin(model=model_path, parameters=parameters, keypoints=keypoints,
+                         camera=extra.get("camera") or None, projection=projection,
+                         markers=extra.get("markers") or None, actuators=extra.get("actuators") or None,
+                         trial_init=extra.get("trial_init") or None, max_physics_timestep=max_physics_timestep,
+                         name=name, source=str(extra.get("source", "<config>")), base=extra.get("base_dir"))

@@ -1,0 +1,178 @@
+"""The rig config: one loader, one schema, the reference page, trials, and configs that are data not code."""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from vid2sid_ros.core.excitation import Excitation
+from vid2sid_ros.rigs import (BUILTIN_RIGS, CodeRefusedError, RigConfigError, UnknownRigError, build_real_trial,
+                              load_rig)
+from vid2sid_ros.rigs.schema import all_keys, reference_markdown
+
+REPO = Path(__file__).resolve().parents[1]
+
+SLIDER_XML = """
+<mujoco model="slider">
+  <option timestep="0.002" integrator="RK4" gravity="0 0 0"/>
+  <worldbody>
+    <site name="origin" pos="0 0 0" size="0.01"/>
+    <body name="cart">
+      <joint name="slide" type="slide" axis="1 0 0" stiffness="10" damping="0.05"/>
+      <geom type="sphere" size="0.02" mass="0.5" rgba="0 0.6 0 1"/>
+      <site name="marker" size="0.01"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+SLIDER_RIG = """
+rig: slider
+description: A cart on a spring-loaded rail; keypoint 'cart' is its marker.
+model: slider.xml
+parameters:
+  stiffness: {unit: N/m, lower: 1, upper: 100, nominal: 20, target: "jnt_stiffness[slide]"}
+  scale: {unit: px/m, lower: 100, upper: 2000, nominal: 1000, kind: nuisance, target: camera.px_per_m, frozen: true}
+keypoints: {cart: marker}
+projection: {anchor: origin, width: 320, height: 240, origin_x: 160, origin_y: 120}
+max_physics_timestep: 0.002
+excitations:
+  still: {kind: step, amplitude: 0.0, duration: 1.0, rate: 50}
+trials:
+  - {name: a, source: {sim2sim: {truth: {stiffness: 40}, noise: none}}, excitation: still, init: {"qpos[slide]": 0.1}}
+  - {name: b, source: {sim2sim: {truth: {stiffness: 40}, noise: none}}, excitation: still, init: {"qpos[slide]": free},
+     init_bounds: {"qpos[slide]": [-0.2, 0.2]}}
+  - {name: c, source: {sim2sim: {truth: {stiffness: 40}, noise: none}}, excitation: still,
+     init: {"qpos[slide]": -0.05}, split: holdout}
+"""
+
+
+@pytest.fixture()
+def slider(tmp_path):
+    (tmp_path / "slider.xml").write_text(SLIDER_XML)
+    (tmp_path / "rig.yaml").write_text(SLIDER_RIG)
+    return tmp_path / "rig.yaml"
+
+
+def _variant(path: Path, old: str, new: str, name: str = "bad.yaml") -> Path:
+    text = path.read_text()
+    assert old in text, old
+    out = path.parent / name
+    out.write_text(text.replace(old, new))
+    return out
+
+
+# -- the reference page -----------------------------------------------------------------------
+def test_reference_page_lists_every_key_and_is_current():
+    page = (REPO / "docs" / "rig_config.md").read_text()
+    table = page.split("<!-- keys -->\n")[1].split("<!-- /keys -->")[0]
+    assert table == reference_markdown(), "docs/rig_config.md is stale: regenerate with `python -m vid2sid_ros.rigs`"
+    for k in all_keys():
+        assert f"| `{k.path}` |" in table
+        assert k.doc.strip(), k.path  # every key has a meaning
+
+
+def test_every_builtin_rig_is_a_config_in_the_same_format():
+    for name, path in BUILTIN_RIGS.items():
+        rig = load_rig(name)
+        assert rig.name == name and rig.source == path and rig.excitations["train"]
+        assert load_rig(path).parameters.names == rig.parameters.names
+    with pytest.raises(UnknownRigError, match=r"unknown rig 'fingr' \(did you mean finger\?\)"):
+        load_rig("fingr")
+
+
+def test_legacy_calibrate_config_extends_the_builtin_rig():
+    rig = load_rig(REPO / "config" / "calibrate_finger.yaml")
+    assert rig.name == "finger" and rig.config["real"] == {"sim2sim": {"seed": 0, "noise": "camera"}}
+    assert rig.calibration["rollout_budget"] == 40 and rig.proposer["proposer"] == "reasoner"
+
+
+# -- trials -------------------------------------------------------------------------------------
+def test_trials_have_their_own_initial_state_and_free_init_is_a_per_trial_nuisance(slider):
+    rig = load_rig(slider)
+    assert [t.name for t in rig.trials] == ["a", "b", "c"]
+    assert [e.name for e in rig.excitations["train"]] == ["a", "b"] and rig.excitations["holdout"][0].name == "c"
+    p = rig.parameters["b_qpos_slide"]
+    assert p.kind == "nuisance" and (p.lower, p.upper) == (-0.2, 0.2) and p.target == "init.qpos[slide]@b"
+    assert "b_qpos_slide" in rig.parameters.free_names
+    twin = rig.make_twin()
+    twin.set_parameters({"b_qpos_slide": -0.15})
+    x0 = {e.name: twin.rollout(e).trajectory.keypoints[0, 0, 0] for e in rig.excitations["train"]
+          + rig.excitations["holdout"]}
+    # 1000 px/m about the origin at column 160: each trial starts where ITS init says
+    assert x0 == pytest.approx({"a": 260.0, "b": 10.0, "c": 110.0})
+    real = build_real_trial(rig)
+    assert real.truth["stiffness"] == 40 and [t.trial_id for t in real.train] == ["a", "b"]
+    assert [t.trial_id for t in real.holdout] == ["c"]
+    # the stand-in for trial b starts at the free coordinate's nominal (0: inside the bounds)
+    assert real.train[1].keypoints[0, 0, 0] == pytest.approx(160.0)
+    # physics is shared: the stiffness shows as the same period in every trial
+    k = real.train[0].keypoints[:, 0, 0] - 160
+    crossings = np.flatnonzero(np.diff(np.sign(k)) != 0)
+    assert (crossings[1] - crossings[0]) / 50.0 == pytest.approx(math.pi / math.sqrt(40 / 0.5), abs=0.03)
+
+
+def test_time_split_within_a_trial(slider):
+    bad = _variant(slider, "init: {\"qpos[slide]\": 0.1}}", "init: {\"qpos[slide]\": 0.1}, split: {train_fraction: 0.6}}",
+                   "split.yaml")
+    rig = load_rig(bad)
+    tr = {e.name: e for e in rig.excitations["train"]}
+    ho = {e.name: e for e in rig.excitations["holdout"]}
+    assert tr["a_train"].num_steps == 30 and ho["a_holdout"].num_steps == 50
+    assert ho["a_holdout"].meta["scored_from_frame"] == 30
+    real = build_real_trial(rig)
+    h = real.holdout[[t.trial_id for t in real.holdout].index("a_holdout")]
+    assert not h.valid[:30].any() and h.valid[30:].all()
+
+
+# -- bad input: one line naming file:key ---------------------------------------------------------
+@pytest.mark.parametrize("old, new, msg", [
+    ("keypoints: {cart: marker}", "keypoint: {cart: marker}",
+     r"bad.yaml:keypoint: unknown key \(did you mean keypoints\?\)"),
+    ("max_physics_timestep: 0.002", "max_physics_timestep: fast",
+     r"bad.yaml:max_physics_timestep: expected a number \(s\), got 'fast' \(string\)"),
+    ("model: slider.xml\n", "", r"bad.yaml:model: missing \(required\)"),
+    ("model: slider.xml", "model: nope.xml", r"bad.yaml:model: model file not found: .*nope.xml"),
+    ("keypoints: {cart: marker}", "keypoints: {cart: markr}",
+     r"bad.yaml:keypoints.cart: 'markr' is neither a site nor a body"),
+    ("{sim2sim: {truth: {stiffness: 40}, noise: none}}, excitation: still, init: {\"qpos[slide]\": 0.1}}",
+     "{video: missing.mp4}, excitation: still}", r"bad.yaml:trials\[0\].source.video.path: file not found: .*missing.mp4"),
+    ("excitation: still, init: {\"qpos[slide]\": 0.1}}", "excitation: stil}",
+     r"bad.yaml:trials\[0\].excitation: unknown excitation 'stil' \(did you mean still\?\)"),
+    ("init: {\"qpos[slide]\": 0.1}}", "init: {\"qpos[slide]\": lots}}",
+     r"bad.yaml:trials\[0\].init.qpos\[slide\]: expected a number .* or 'free', got 'lots'"),
+    ("target: \"jnt_stiffness[slide]\"", "target: \"jnt_stifness[slide]\"",
+     r"bad.yaml:parameters.stiffness.target: .*jnt_stifness"),
+    ("split: holdout", "split: hold", r"bad.yaml:trials\[2\].split: expected one of train, holdout, got 'hold'"),
+    ("{sim2sim: {truth: {stiffness: 40}, noise: none}}, excitation: still, init: {\"qpos[slide]\": 0.1}}",
+     "{simulation: {}}, excitation: still}", r"bad.yaml:trials\[0\].source.simulation: unknown key"),
+    ("description: A cart", "description: [A cart", r"bad.yaml: not valid YAML"),
+])
+def test_bad_rig_config_is_one_line_naming_file_and_key(slider, old, new, msg):
+    with pytest.raises(RigConfigError) as e:
+        load_rig(_variant(slider, old, new))
+    assert re.search(msg, str(e.value)), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+# -- a config is data, not code -----------------------------------------------------------------
+def test_code_references_are_refused_without_the_opt_in(tmp_path, monkeypatch):
+    marker = tmp_path / "ran"
+    cfg = tmp_path / "evil.yaml"
+    cfg.write_text(yaml.safe_dump({"rig": "os:system", "rig_options": {"command": f"touch {marker}"}}))
+    monkeypatch.delenv("VID2SID_ALLOW_CODE", raising=False)
+    with pytest.raises(CodeRefusedError, match=r"evil.yaml:rig: 'os:system' is a code reference .* --allow-code "
+                                               r"or VID2SID_ALLOW_CODE=1"):
+        load_rig(cfg)
+    with pytest.raises(CodeRefusedError, match="never runs code"):
+        load_rig("os:system")
+    assert not marker.exists()
+    # with the opt-in the reference is imported and called (and must return a Rig)
+    monkeypatch.setenv("VID2SID_ALLOW_CODE", "1")
+    assert load_rig("vid2sid_ros.sim.toy:make_rig").name == "toy"

@@ -1,0 +1,132 @@
+"""A video clip of a real trial: decoded once, its markers tracked, small thumbnails kept.
+
+:func:`track_clip` streams the frames (:func:`vid2sid_ros.io.video.iter_video`), runs the
+marker tracker on each and returns a :class:`TrackedClip` (the keypoint trajectory, the
+frame rate, warnings about lost markers and suspicious jumps).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..core.trajectory import Trajectory
+
+__all__ = ["TrackedClip", "track_clip", "ClipError"]
+
+
+class ClipError(ValueError):
+    """A clip cannot be used (no frames, no frame rate, a marker never found); the message names the file."""
+
+
+@dataclass
+class TrackedClip:
+    """A tracked video clip.
+
+    Attributes:
+        trajectory: all frames, keypoints (T, K, 2) px, frame k at ``k / fps`` s, step k.
+        fps: frame rate used, Hz.
+        size: (width, height) px.
+        path: the video file.
+        thumbnails: frames ``0, thumb_every, 2 thumb_every...`` downscaled by ``thumb_scale``,
+            (ceil(T / thumb_every), h, w, 3) uint8 RGB, or None.
+        thumb_scale: factor of the thumbnails (e.g. 0.5). thumb_every: thumbnail stride.
+        warnings: problems found (lost marker spans, jumps that suggest missing frames).
+    """
+
+    trajectory: Trajectory
+    fps: float
+    size: tuple[int, int]
+    path: Path
+    thumbnails: np.ndarray | None = None
+    thumb_scale: float = 1.0
+    warnings: tuple[str, ...] = ()
+    thumb_every: int = 1
+
+
+def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float | None = None,
+               max_frames: int | None = None, start_frame: int = 0, thumb_scale: float | None = 0.5,
+               thumb_every: int = 1) -> TrackedClip:
+    """Decode a clip once, track its markers and (optionally) keep small thumbnails.
+
+    Frames are streamed (``vid2sid_ros.io.video.iter_video``), so memory stays small.
+
+    Args:
+        video: the file.
+        tracker_cfg: :meth:`vid2sid_ros.perception.markers.MarkerTracker.from_config` mapping.
+        fps: override the container's frame rate (slow-motion clips), Hz.
+        max_frames: keep at most this many frames (after ``start_frame``).
+        start_frame: skip this many frames at the start.
+        thumb_scale: keep frames resized by this factor for reports (None: none).
+        thumb_every: keep a thumbnail of every ``thumb_every``-th frame (frames 0, n, 2n...).
+
+    Raises:
+        vid2sid_ros.io.video.VideoError: missing/corrupt file (names it).
+        ClipError: no frames, a bad fps, or the marker never found (says which marker).
+    """
+    import cv2
+
+    from ..io.video import iter_video, video_info
+    from ..perception.markers import MarkerTracker
+
+    path = Path(video)
+    info = video_info(path)
+    rate = float(fps) if fps else float(info.get("fps") or 0.0)
+    if not (rate > 0 and math.isfinite(rate)):
+        raise ClipError(f"{path}: the container reports no frame rate; set trial.fps")
+    tracker = MarkerTracker.from_config(tracker_cfg)
+    xs, vs, thumbs = [], [], []
+    size = None
+    for i, frame in enumerate(iter_video(path, check_length=False)):
+        if i < start_frame:
+            continue
+        if max_frames is not None and len(xs) >= max_frames:
+            break
+        size = (frame.shape[1], frame.shape[0])
+        xy, ok = tracker.detect(frame)
+        xs.append(xy)
+        vs.append(ok)
+        if thumb_scale and (len(xs) - 1) % max(int(thumb_every), 1) == 0:
+            thumbs.append(cv2.resize(frame, None, fx=thumb_scale, fy=thumb_scale, interpolation=cv2.INTER_AREA))
+    if not xs:
+        raise ClipError(f"{path}: no frames decoded (start_frame={start_frame})")
+    kp, valid = np.stack(xs), np.stack(vs)
+    T = kp.shape[0]
+    declared = int(info.get("frames") or 0) - int(start_frame)
+    if max_frames is not None:
+        declared = min(declared, int(max_frames))
+    traj = Trajectory(time=np.arange(T) / rate, keypoints=kp, valid=valid, names=tracker.names, source="real",
+                      trial_id=path.stem, meta={"video": str(path), "fps": rate,
+                                                "occluded": {m.name: int(c) for m, c in zip(tracker.markers,
+                                                                                             tracker.occluded)}})
+    warnings = []
+    if declared > 0 and T < declared:
+        warnings.append(f"decoded {T} of {declared} frames the container declares: the file may be truncated")
+    for k, n in enumerate(tracker.names):
+        frac = float(valid[:, k].mean())
+        if frac == 0:
+            raise ClipError(f"{path}: marker '{n}' was not found in any of {T} frames; check the HSV range "
+                                 f"in trial.tracker (OpenCV H 0-180; red wraps, e.g. hsv_lower [170, ..] to "
+                                 f"hsv_upper [10, ..])")
+        if frac < 1:
+            lost = np.flatnonzero(~valid[:, k])
+            hidden = tracker.occluded[k] if k < len(tracker.occluded) else 0
+            warnings.append(f"marker '{n}' lost in {lost.size} of {T} frames (first at frame {int(lost[0])})"
+                            + (f", {hidden} of them partly hidden (footprint departs from the recent one)"
+                               if hidden else "") + "; those samples are excluded from every error")
+        step = np.linalg.norm(np.diff(kp[:, k], axis=0), axis=1)
+        good = step[np.isfinite(step)]
+        if good.size > 10:
+            typical = float(np.percentile(good, 90))
+            jumps = np.flatnonzero(step > 4 * max(typical, 1.0))
+            if jumps.size:
+                warnings.append(f"marker '{n}' jumps {float(step[jumps[0]]):.0f} px between frames {int(jumps[0])} "
+                                f"and {int(jumps[0]) + 1} (90th percentile step {typical:.1f} px): frames may be "
+                                f"missing from the clip or another object was tracked ({jumps.size} such jump(s))")
+    return TrackedClip(traj, rate, size, path, np.stack(thumbs) if thumbs else None,
+                       float(thumb_scale or 1.0), tuple(warnings), max(int(thumb_every), 1))
+

@@ -1,0 +1,116 @@
+"""Frame timing of phone clips: find single dropped and repeated frames from the motion.
+
+See :func:`repair_frame_timing`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.trajectory import Trajectory
+
+__all__ = ["repair_frame_timing"]
+
+
+def repair_frame_timing(trajectory: Trajectory, fps: float, *, min_speed_px: float = 4.0,
+                        drop_ratio: tuple[float, float] = (1.6, 2.5), duplicate_ratio: float = 0.3
+                        ) -> tuple[Trajectory, list[str]]:
+    """Find single dropped and repeated frames from the motion and re-time the clip.
+
+    Phone cameras sometimes drop a frame or repeat one while the container still
+    stamps a constant frame rate, so frame ``k`` is not always at ``k / fps``. Where the
+    keypoints move fast, such a glitch is unmistakable: the displacement between two
+    frames is about twice (dropped frame) or about zero times (repeated frame) what its
+    second neighbours predict, ``v_pred = (v[k-2] + v[k+2]) / 2`` (``v`` = per-frame
+    displacement of the mean keypoint, px/frame; first neighbours would be polluted by
+    the glitch itself). Two passes: steps that look abnormal in the first are skipped
+    when predicting their neighbours in the second (the next unflagged step further out is
+    used). Only steps with ``|v_pred| >= min_speed_px`` are judged.
+
+    * dropped frame before frame ``k``: frames ``k, k+1, ...`` move one time slot later;
+    * repeated frame ``k`` (a copy of ``k-1``): frame ``k`` becomes invalid (it carries no
+      new observation) and, when the next step is a normal single step, the frames after it
+      move one slot earlier (the copy took the slot of a real frame).
+
+    The result has ``steps`` = time slots (command steps) and ``time = steps / fps``; the
+    calibration pairs sim and real by slot, so the twin is compared at the true times.
+
+    Args:
+        trajectory: tracked clip, frame k at step k.
+        fps: nominal frame rate, Hz.
+        min_speed_px: slowest predicted motion judged, px/frame.
+        drop_ratio: displacement ratio range read as one dropped frame.
+        duplicate_ratio: ratio below which a frame is read as a repeat.
+
+    Returns:
+        ``(retimed trajectory, notes)``; ``meta["frame_index"]`` of the retimed trajectory
+        gives each row's original frame index. The trajectory is returned unchanged (same
+        object) when nothing is found.
+    """
+    kp = np.asarray(trajectory.keypoints, float)
+    mean = kp.mean(axis=1)  # NaN where any keypoint is invalid
+    v = np.diff(mean, axis=0)  # v[i] = displacement from frame i to i+1
+    T = kp.shape[0]
+    shift = np.zeros(T, int)
+    invalid = np.zeros(T, bool)
+    notes: list[str] = []
+    def ratios(flagged: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Displacement / predicted displacement per step; the prediction averages the nearest
+        unflagged steps at distance >= 2 on each side."""
+        r = np.full(len(v), np.nan)
+        pr = np.full((len(v), 2), np.nan)
+        spd = np.zeros(len(v))
+        for i in range(len(v)):
+            side = []
+            for direction in (-1, 1):
+                for dist in range(2, 6):
+                    j = i + direction * dist
+                    if 0 <= j < len(v) and not flagged[j] and np.all(np.isfinite(v[j])):
+                        side.append(v[j])
+                        break
+            if len(side) < 2 or not np.all(np.isfinite(v[i])):
+                continue
+            pred = 0.5 * (side[0] + side[1])
+            spd[i] = float(np.hypot(*pred))
+            if spd[i] >= min_speed_px:
+                pr[i] = pred
+                r[i] = float(v[i] @ pred) / spd[i] ** 2
+        return r, pr, spd
+
+    r0, _, _ = ratios(np.zeros(len(v), bool))
+    suspect = np.isfinite(r0) & ((r0 < 0.6) | (r0 > 1.4))
+    r, pr, spd = ratios(suspect)  # second pass: glitches do not pollute their neighbours' predictions
+    skip_next = False
+    for i in range(len(v)):
+        if skip_next or not np.isfinite(r[i]):
+            skip_next = False
+            continue
+        k = i + 1  # the frame after the step
+        if drop_ratio[0] <= r[i] <= drop_ratio[1]:
+            shift[k:] += 1
+            notes.append(f"frame {k}: moved {r[i]:.2f}x the expected {spd[i]:.1f} px: one frame dropped before it")
+        elif r[i] < duplicate_ratio:
+            invalid[k] = True
+            nxt = float(v[i + 1] @ pr[i]) / spd[i] ** 2 if i + 1 < len(v) and np.all(np.isfinite(v[i + 1])) else math.nan
+            if math.isfinite(nxt) and nxt < drop_ratio[0]:
+                shift[k + 1:] -= 1
+                notes.append(f"frame {k}: repeats frame {k - 1} (moved {r[i]:.2f}x the expected {spd[i]:.1f} px); "
+                             "later frames move one slot earlier")
+            else:  # the copy sat in a lost frame's slot: the (double) step after it is not a drop
+                skip_next = True
+                notes.append(f"frame {k}: repeats frame {k - 1} in place of a lost frame; marked invalid")
+    if not notes:
+        return trajectory, notes
+    steps = np.asarray(trajectory.steps) + shift
+    keep = np.ones(T, bool)
+    keep[1:] = np.diff(steps) > 0  # a slot is never observed twice
+    keep &= ~invalid | np.r_[True, np.diff(steps) > 0]
+    new_valid = trajectory.valid.copy()
+    new_valid[invalid] = False
+    steps, kpk, vk = steps[keep], kp[keep], new_valid[keep]
+    out = Trajectory(steps / float(fps), kpk, vk, trajectory.names, trajectory.source, trajectory.trial_id, steps,
+                     {**dict(trajectory.meta), "retimed": notes, "frame_index": np.flatnonzero(keep)})
+    return out, notes
+

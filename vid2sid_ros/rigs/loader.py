@@ -1,0 +1,644 @@
+"""``load_rig(path_or_name) -> Rig``: the one loader of rig configs.
+
+Every command, launch file and node reads a rig through :func:`load_rig`. It reads the
+YAML, validates the WHOLE file against :mod:`vid2sid_ros.rigs.schema` before anything
+is built (errors: ``file:key: expected X, got Y (did you mean Z?)``), then builds the
+:class:`~vid2sid_ros.core.rig.Rig`: the twin (a model file, a ``robot_description``, or a
+built-in twin by name), the parameter spec (plus one nuisance parameter per ``free``
+initial-state coordinate of each trial), the tracker, the named excitations and the
+trials (each trial source checked by its kind in :mod:`vid2sid_ros.io.sources`), and
+finally builds the twin once to check every keypoint, marker and parameter target
+against the model.
+
+Names: ``finger``, ``tentacle``, ``tentacle_water``, ``pendulum`` are the built-in rig
+configs (:data:`BUILTIN_RIGS`); another built-in twin name (``toy``) is the config
+``{rig: NAME, model: {builtin: NAME}}``. A config whose ``rig`` is a built-in rig name and
+that gives no ``model`` extends that rig (the legacy calibrate config
+``rig: finger`` + ``real:`` + ``calibration:``).
+
+Code: a ``module:function`` reference (as ``path_or_name`` or as the config's ``rig``)
+is refused unless ``allow_code=True`` (``--allow-code``) or ``VID2SID_ALLOW_CODE=1``;
+the refusal says so and nothing is imported.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..core.excitation import Excitation, ExcitationError, build_excitation, build_excitation_sets
+from ..core.parameters import ParameterSet, ParameterSpec, ParameterSpecError, load_parameter_set
+from ..core.rig import Rig, TrialSpec, UnknownRigError
+from ..io.sources import SOURCES, SourceContext, SourceError
+from ..share import PACKAGE_DIR, resolve_path
+from .schema import RigConfigError, describe_value, validate_tree
+
+__all__ = ["load_rig", "BUILTIN_RIGS", "available_rigs", "RigConfigError", "CodeRefusedError", "code_allowed",
+           "read_config", "ALLOW_CODE_ENV"]
+
+#: built-in rig name -> its config file (the same format as a user's)
+BUILTIN_RIGS: dict[str, Path] = {n: PACKAGE_DIR / "rigs" / "builtin" / f"{n}.yaml"
+                                 for n in ("finger", "tentacle", "tentacle_water", "pendulum")}
+
+#: environment variable that allows ``module:function`` references (as ``--allow-code``)
+ALLOW_CODE_ENV = "VID2SID_ALLOW_CODE"
+
+_CODE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_INIT_KEY_RE = re.compile(r"^(?P<what>qpos|qvel)\[\s*(?P<joint>[^\],]+?)\s*(?:,\s*(?P<c>\d+)\s*)?\]$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+
+
+class CodeRefusedError(RigConfigError):
+    """A config names code (``module:function``) and code was not allowed."""
+
+
+def available_rigs() -> list[str]:
+    """Rig names :func:`load_rig` accepts besides files: built-in rig configs, then other built-in twins."""
+    from ..sim.registry import BUILTIN_TWINS
+
+    return list(BUILTIN_RIGS) + [n for n in BUILTIN_TWINS if n not in BUILTIN_RIGS]
+
+
+def code_allowed(allow_code: bool = False) -> bool:
+    """True if ``module:function`` references may be imported (the flag, or ``VID2SID_ALLOW_CODE=1``)."""
+    return bool(allow_code) or os.environ.get(ALLOW_CODE_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def read_config(path: str | Path) -> tuple[dict[str, Any], str, Path]:
+    """Read a rig config YAML: ``(document, file label, directory)``.
+
+    Raises:
+        RigConfigError: missing file, not UTF-8, not YAML, not a mapping (one line naming the file).
+    """
+    p = resolve_path(path, Path.cwd())
+    if not p.is_file():
+        raise RigConfigError(f"rig config not found: {p}" + (f" (built-in rigs: {', '.join(available_rigs())})"
+                                                             if "/" not in str(path) else ""))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise RigConfigError(f"{p}: not a UTF-8 text YAML file ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise RigConfigError(f"{p}: cannot read: {err.strerror or err}") from None
+    from ..core.yamlio import YAMLInputError, loads_yaml
+
+    try:
+        doc = loads_yaml(text, source=str(p))  # strict: a duplicate key is an error naming file:line
+    except YAMLInputError as err:
+        raise RigConfigError(str(err).splitlines()[0]) from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, Mapping):
+        raise RigConfigError(f"{p}: expected a mapping of rig config keys at the top level, got {describe_value(doc)}")
+    return dict(doc), str(p), p.parent
+
+
+def _refuse(ref: str, where: str) -> CodeRefusedError:
+    return CodeRefusedError(f"{where}: {ref!r} is a code reference (module:function); loading a rig config never "
+                            f"runs code unless you allow it with --allow-code or {ALLOW_CODE_ENV}=1")
+
+
+def _load_code(ref: str, options: Mapping[str, Any], where: str) -> Rig:
+    import importlib
+
+    mod, fn = ref.split(":", 1)
+    try:
+        factory = getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as err:
+        raise RigConfigError(f"{where}: rig entry point {ref!r} cannot be loaded: {err}") from None
+    rig = factory(**dict(options))
+    if not isinstance(rig, Rig):
+        raise RigConfigError(f"{where}: rig entry point {ref!r} returned {type(rig).__name__}, not a Rig")
+    return rig
+
+
+def load_rig(path_or_name: str | Path | Mapping[str, Any] | Rig, *, allow_code: bool = False,
+             overrides: Mapping[str, Any] | None = None, check_model: bool = True,
+             source: tuple[str, str | Path] | None = None) -> Rig:
+    """Load a rig: a config file, a built-in rig name, a config mapping, or a Rig (returned as is).
+
+    Args:
+        path_or_name: ``my_rig.yaml``, ``finger``, ``{rig: ..., model: ...}`` or a :class:`Rig`.
+        allow_code: allow ``module:function`` references (also ``VID2SID_ALLOW_CODE=1``).
+        overrides: top-level keys replacing the file's (mappings merged one level deep).
+        check_model: build the twin once to check keypoints, markers and targets.
+        source: ``(file label, directory)`` of a mapping read elsewhere (messages name the
+            file; relative paths resolve against the directory); default ``<config>``, cwd.
+
+    Returns:
+        The :class:`Rig`; ``rig.config`` is the validated document (paths resolved),
+        ``rig.source`` the file.
+
+    Raises:
+        RigConfigError: any problem, one line ``file:key: ...`` (CodeRefusedError for
+            refused code); nothing is run or written before the whole file is checked.
+    """
+    if isinstance(path_or_name, Rig):
+        return path_or_name
+    if isinstance(path_or_name, Mapping):
+        doc = copy.deepcopy(dict(path_or_name))
+        file, base = (str(source[0]), Path(source[1])) if source else ("<config>", Path.cwd())
+    else:
+        s = str(path_or_name)
+        if s in BUILTIN_RIGS:
+            doc, file, base = read_config(BUILTIN_RIGS[s])
+        elif _CODE_RE.match(s) and not Path(s).exists():
+            if not code_allowed(allow_code):
+                raise _refuse(s, "rig")
+            return _load_code(s, dict((overrides or {}).get("rig_options") or {}), "rig")
+        else:
+            from ..sim.registry import BUILTIN_TWINS
+
+            if s in BUILTIN_TWINS:
+                doc, file, base = {"rig": s, "model": {"builtin": s}}, f"<built-in twin {s}>", PACKAGE_DIR
+            elif not Path(s).suffix and not Path(s).exists() and "/" not in s:
+                close = difflib.get_close_matches(s, available_rigs(), n=1)
+                raise UnknownRigError(f"unknown rig {s!r}" + (f" (did you mean {close[0]}?)" if close else "")
+                                      + f"; built-in rigs: {', '.join(available_rigs())}; or give a rig config "
+                                        "file (.yaml)")
+            else:
+                doc, file, base = read_config(s)
+    for k, v in dict(overrides or {}).items():
+        if isinstance(v, Mapping) and isinstance(doc.get(k), Mapping):
+            doc[k] = {**doc[k], **dict(v)}
+        else:
+            doc[k] = v
+    return _build(doc, file, base, allow_code=allow_code, check_model=check_model)
+
+
+# -- building ------------------------------------------------------------------------------------
+def _legacy_trial(doc: dict[str, Any], file: str) -> None:
+    """``trial: {video, fps, ...}`` -> ``trials: [{source: {video: ...}, ...}]`` (+ ``tracker``)."""
+    t = doc.pop("trial", None)
+    if t is None:
+        return
+    if "trials" in doc:
+        raise RigConfigError(f"{file}:trial: give either 'trial' (legacy, one clip) or 'trials', not both")
+    t = dict(t)
+    if "tracker" in t:
+        if "tracker" in doc:
+            raise RigConfigError(f"{file}:trial.tracker: the tracker is also given at the top level; keep one")
+        doc["tracker"] = t.pop("tracker")
+    if not t.get("video"):
+        return
+    src: dict[str, Any] = {"path": t["video"]}
+    for k in ("fps", "repair_frame_timing", "background_region"):
+        if k in t:
+            src[k] = t[k]
+    start = t.get("start_frame", 0) or 0
+    stop = None if t.get("max_frames") is None else int(start) + int(t["max_frames"])
+    trial: dict[str, Any] = {"name": Path(str(t["video"])).stem, "source": {"video": src},
+                             "excitation": t.get("excitation", "none"), "frames": {"start": start, "stop": stop},
+                             "split": {"train_fraction": t.get("train_fraction", 0.6)}}
+    doc["trials"] = [trial]
+
+
+def _where_of(file: str, key: str) -> str:
+    return f"{file}:{key}"
+
+
+def _parameters(value: Any, file: str, base: Path) -> ParameterSet:
+    if isinstance(value, str):
+        p = resolve_path(value, base)
+        if not p.is_file():
+            raise RigConfigError(f"{file}:parameters: file not found: {p}")
+        try:
+            return load_parameter_set(p)
+        except (ParameterSpecError, FileNotFoundError) as err:
+            raise RigConfigError(f"{file}:parameters: {err}") from None
+    data = dict(value)
+    if "parameters" not in data:  # {name: {unit, lower, ...}}
+        entries = []
+        for name, spec in data.items():
+            if name == "rig":
+                continue
+            if not isinstance(spec, Mapping):
+                raise RigConfigError(f"{file}:parameters.{name}: expected a mapping {{unit, lower, upper, nominal, "
+                                     f"target, ...}}, got {describe_value(spec)}")
+            entries.append({"name": name, **dict(spec)})
+        data = {"rig": data.get("rig", ""), "parameters": entries}
+    try:
+        return ParameterSet.from_dict(data, source=f"{file}:parameters")
+    except ParameterSpecError as err:
+        raise RigConfigError(str(err)) from None
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, check_model: bool) -> Rig:
+    from ..sim.registry import BUILTIN_TWINS
+
+    _legacy_trial(doc, file)
+    validate_tree(doc, file)
+    rig_name = doc.get("rig")
+    name_str = str(rig_name) if rig_name is not None else Path(file).stem
+    base_rig: Rig | None = None
+    model = doc.get("model")
+    if isinstance(rig_name, str) and ":" in rig_name:
+        if not _CODE_RE.match(rig_name):
+            raise RigConfigError(f"{file}:rig: expected a name (letters, digits, _ and -), got {rig_name!r}")
+        if not code_allowed(allow_code):
+            raise _refuse(rig_name, f"{file}:rig")
+        base_rig = _load_code(rig_name, doc.get("rig_options") or {}, f"{file}:rig")
+    elif isinstance(rig_name, str) and not _NAME_RE.match(rig_name):
+        raise RigConfigError(f"{file}:rig: expected a name (letters, digits, _ and -), got {rig_name!r}")
+    elif model is None and isinstance(rig_name, str) and rig_name in BUILTIN_RIGS and \
+            Path(file).resolve() != BUILTIN_RIGS[rig_name].resolve():
+        # a config extending a built-in rig (legacy calibrate config)
+        ext = {k: v for k, v in doc.items() if k not in ("rig", "rig_options")}
+        parent_doc, parent_file, parent_base = read_config(BUILTIN_RIGS[rig_name])
+        if doc.get("rig_options"):
+            m = parent_doc.get("model")
+            if isinstance(m, Mapping) and "builtin" in m:
+                parent_doc["model"] = {**m, "options": {**dict(m.get("options") or {}), **doc["rig_options"]}}
+            else:
+                raise RigConfigError(f"{file}:rig_options: rig '{rig_name}' is a model file, it takes no options")
+        base_rig = _build(parent_doc, parent_file, parent_base, allow_code=False, check_model=check_model)
+        # this file's keys override the built-in rig's
+        doc = {**{k: v for k, v in base_rig.config.items() if k in ("description",)}, **ext, "rig": rig_name}
+        model = None
+    elif model is None and isinstance(rig_name, str) and rig_name in BUILTIN_TWINS:
+        model = {"builtin": rig_name}
+    if base_rig is None:
+        if model is None:
+            raise RigConfigError(f"{file}:model: missing (required): an MJCF/URDF file, {{robot_description: ...}} "
+                                 f"or {{builtin: {'|'.join(BUILTIN_TWINS)}}}")
+        base_rig = _model_rig(doc, model, name_str, file, base)
+    user_model = not (model is None or isinstance(model, Mapping) and "builtin" in model)
+    rig = base_rig
+    rig.name = name_str if rig_name is not None else rig.name
+    rig.source = Path(file) if not file.startswith("<") else None
+    if doc.get("description"):
+        rig.description = " ".join(str(doc["description"]).split())
+    if doc.get("parameters") is not None and not user_model:
+        spec = _parameters(doc["parameters"], file, base)
+        unknown = [n for n in spec.names if n not in rig.parameters]
+        if unknown:
+            raise RigConfigError(f"{file}:parameters: {spec.source}: unknown parameter(s) {unknown} for rig "
+                                 f"'{rig.name}'; its parameters are {', '.join(rig.parameters.names)}")
+        if [n for n in rig.parameters.names if n not in spec]:
+            spec = ParameterSet(tuple(spec[n] if n in spec else rig.parameters[n] for n in rig.parameters.names),
+                                rig=spec.rig, source=spec.source, extra=dict(spec.extra))
+        rig.parameters = spec
+    if doc.get("tracker") is not None:
+        from ..perception import make_tracker
+
+        try:
+            make_tracker(doc["tracker"])
+        except ValueError as err:
+            raise RigConfigError(f"{file}:tracker: {err}") from None
+        rig.tracker = dict(doc["tracker"])
+    named = _named_excitations(doc, rig, file, base)
+    if doc.get("trials"):
+        rig.trials = _trials(doc["trials"], rig, named, file, base)
+        _trial_parameters(rig, doc["trials"], file)
+        rig.excitations = _trial_excitations(rig, file, base)
+    if doc.get("free"):
+        unknown = [n for n in doc["free"] if n not in rig.parameters]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], rig.parameters.names, n=1)
+            raise RigConfigError(f"{file}:free: unknown parameter {unknown[0]!r}"
+                                 + (f" (did you mean {close[0]}?)" if close else "")
+                                 + f"; parameters: {', '.join(rig.parameters.names)}")
+        keep_free = list(doc["free"]) + [t for tr in rig.trials for t in tr.free_init.values()]
+        rig.parameters = rig.parameters.with_frozen(free=keep_free)
+    rig.camera = dict(doc.get("camera") or {})
+    rig.nuisance = dict(doc.get("nuisance") or {})
+    rig.calibration = dict(doc.get("calibration") or {})
+    rig.proposer = {k: doc[k] for k in ("proposer", "proposer_options", "fallback") if k in doc}
+    rig.keypoints = tuple(doc["keypoints"]) if doc.get("keypoints") else rig.keypoints
+    resolved = dict(doc)
+    resolved["_source"], resolved["_dir"] = file, str(base)
+    rig.config = {**dict(rig.config or {}), **resolved}
+    if check_model:
+        _check_twin(rig, file)
+    return rig
+
+
+def _model_rig(doc: Mapping[str, Any], model: Any, name: str, file: str, base: Path) -> Rig:
+    """The base rig of ``model``: a built-in twin, or a model file / robot_description."""
+    from ..sim.registry import BUILTIN_TWINS, make_rig
+
+    if isinstance(model, Mapping):
+        given = [k for k in ("path", "robot_description", "builtin") if k in model]
+        if len(given) != 1:
+            raise RigConfigError(f"{file}:model: expected exactly one of path, robot_description, builtin, got "
+                                 f"{given or list(model)}")
+        if "builtin" in model:
+            b = model["builtin"]
+            if b not in BUILTIN_TWINS:
+                raise RigConfigError(f"{file}:model.builtin: unknown built-in twin {b!r}; valid: "
+                                     f"{', '.join(BUILTIN_TWINS)}")
+            opts = {**dict(doc.get("rig_options") or {}), **dict(model.get("options") or {})}
+            try:
+                return make_rig(b, **opts)
+            except (TypeError, ValueError) as err:  # TwinError/ParameterSpecError/ExcitationError are ValueErrors
+                raise RigConfigError(f"{file}:model.options: {' '.join(str(err).split())}") from None
+        if model.get("options"):
+            raise RigConfigError(f"{file}:model.options: only a built-in twin takes options")
+    return _user_model_rig(doc, model, name, file, base)
+
+
+def _user_model_rig(doc: Mapping[str, Any], model: Any, name: str, file: str, base: Path) -> Rig:
+    """A rig around a user's MJCF/URDF model (the twin: :class:`vid2sid_ros.sim.user_model.UserModelTwin`)."""
+    for k in ("parameters", "keypoints"):
+        if doc.get(k) is None:
+            raise RigConfigError(f"{file}:{k}: missing (required for a model file)")
+    if isinstance(model, Mapping) and "robot_description" in model:
+        model_path: Path | str = model["robot_description"]
+        model_key = "model.robot_description"
+    else:
+        raw = model["path"] if isinstance(model, Mapping) else model
+        model_path = resolve_path(raw, base)
+        model_key = "model.path" if isinstance(model, Mapping) else "model"
+        if not Path(model_path).is_file():
+            raise RigConfigError(f"{file}:{model_key}: model file not found: {model_path}")
+        if Path(model_path).suffix.lower() not in (".xml", ".mjcf", ".urdf"):
+            raise RigConfigError(f"{file}:{model_key}: expected an MJCF (.xml) or URDF (.urdf) file, got "
+                                 f"{Path(model_path).name}")
+    parameters = _parameters(doc["parameters"], file, base)
+    twin_args: dict[str, Any] = {"model_path": model_path, "keypoints": dict(doc["keypoints"]),
+                                 "projection": dict(doc.get("projection") or {}),
+                                 "max_physics_timestep": float(doc.get("max_physics_timestep", 0.004)), "name": name}
+    extra = {"markers": doc.get("markers"), "camera": doc.get("camera"), "actuators": doc.get("actuators"),
+             "base_dir": base, "source": file}
+    twin_args["_extra"] = {k: v for k, v in extra.items() if v}
+    if not (twin_args["max_physics_timestep"] > 0):
+        raise RigConfigError(f"{file}:max_physics_timestep: expected a number > 0 (s), got "
+                             f"{doc.get('max_physics_timestep')!r}")
+
+    def make_twin(**kw: Any) -> Any:
+        from ..sim.user_model import build_user_twin
+
+        args = {k: v for k, v in twin_args.items()}
+        args["_extra"] = {**args["_extra"], "trial_init": {t.name: dict(t.init) for t in rig.trials if t.init}}
+        args["parameters"] = kw.pop("parameters", rig.parameters)
+        if "width" in kw or "height" in kw:
+            args["projection"] = {**args["projection"], **{k: kw.pop(k) for k in ("width", "height") if k in kw}}
+        bad = [k for k in kw if k not in args]
+        if bad:
+            raise TypeError(f"make_twin: unknown argument(s) {bad}; valid: parameters, width, height, "
+                            f"{', '.join(k for k in args if not k.startswith('_'))}")
+        args.update(kw)
+        return build_user_twin(**args)
+
+    rig = Rig(name=name, description=" ".join(str(doc.get("description") or "").split()), parameters=parameters,
+              excitations={"train": [], "holdout": []}, make_twin=make_twin,
+              tracker=dict(doc.get("tracker") or {}), config={})
+    return rig
+
+
+def _named_excitations(doc: Mapping[str, Any], rig: Rig, file: str, base: Path) -> dict[str, Excitation]:
+    """``excitations:``: named profiles (returned) or legacy ``{train: [...], holdout: [...]}`` sets (set on the rig)."""
+    exc = doc.get("excitations")
+    if not exc:
+        return {}
+    actuators = _actuators(rig, doc)
+    named: dict[str, Excitation] = {}
+    sets: dict[str, Any] = {}
+    for k, v in exc.items():
+        if isinstance(v, list):
+            sets[k] = [_resolve_csv(e, base) for e in v]
+        else:
+            try:
+                named[k] = build_excitation({"name": k, **_resolve_csv(dict(v), base)}, actuators)
+            except ExcitationError as err:
+                raise RigConfigError(f"{file}:excitations.{k}: {err}") from None
+    if sets:
+        try:
+            built = build_excitation_sets(sets, actuators)
+        except ExcitationError as err:
+            raise RigConfigError(f"{file}:{err}") from None
+        rig.excitations = {**rig.excitations, **built}
+    return named
+
+
+def _resolve_csv(cfg: Any, base: Path) -> Any:
+    if isinstance(cfg, Mapping) and cfg.get("kind") == "csv" and isinstance(cfg.get("path"), str):
+        return {**dict(cfg), "path": str(resolve_path(cfg["path"], base))}
+    return cfg
+
+
+def _actuators(rig: Rig, doc: Mapping[str, Any]) -> tuple[str, ...]:
+    if doc.get("actuators"):
+        return tuple(doc["actuators"])
+    for sets in rig.excitations.values():
+        for e in sets:
+            return tuple(e.actuator_names)
+    return tuple(rig.config.get("actuators") or ()) or ("u0",)
+
+
+def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str, base: Path) -> list[TrialSpec]:
+    out: list[TrialSpec] = []
+    seen: set[str] = set()
+    actuators = _actuators(rig, rig.config if rig.config.get("actuators") else {"actuators": None})
+    for i, t in enumerate(entries):
+        w = f"{file}:trials[{i}]"
+        name = str(t.get("name") or f"t{i}")
+        if not _NAME_RE.match(name):
+            raise RigConfigError(f"{w}.name: expected a name (letters, digits, _ and -), got {name!r}")
+        if name in seen:
+            raise RigConfigError(f"{w}.name: duplicate trial name {name!r}")
+        seen.add(name)
+        src = dict(t["source"])
+        kinds = [k for k in src if k in SOURCES]
+        if len(kinds) != 1:
+            close = difflib.get_close_matches(next(iter(src), ""), list(SOURCES), n=1) if src else []
+            raise RigConfigError(f"{w}.source: expected exactly one source kind ({', '.join(SOURCES)}), got "
+                                 f"{list(src) or 'none'}" + (f" (did you mean {close[0]}?)" if close and not kinds
+                                                            else ""))
+        kind = kinds[0]
+        sk = SOURCES[kind]
+        block = src.pop(kind)
+        if block is None:
+            block = {}
+        elif not isinstance(block, Mapping):
+            if sk.shorthand is None:
+                raise RigConfigError(f"{w}.source.{kind}: expected a mapping, got {describe_value(block)}")
+            block = {sk.shorthand: block}
+        block = {**dict(block), **src}
+        split = t.get("split", "train")
+        if isinstance(split, Mapping):
+            frac = split.get("train_fraction", 0.6)
+            if not (_num(frac) and 0.0 < frac <= 1.0):
+                raise RigConfigError(f"{w}.split.train_fraction: expected a number in (0, 1], got {frac!r}")
+            split = float(frac)
+        frames = dict(t.get("frames") or {})
+        start, stop = frames.get("start", 0) or 0, frames.get("stop")
+        if start < 0 or (stop is not None and stop <= start):
+            raise RigConfigError(f"{w}.frames: expected 0 <= start < stop, got start={start}, stop={stop}")
+        offset = t.get("time_offset", 0.0) or 0.0
+        if offset < 0:
+            raise RigConfigError(f"{w}.time_offset: expected a number >= 0 (s), got {offset!r}")
+        spec = TrialSpec(name=name, source={kind: {}}, frames=(int(start), None if stop is None else int(stop)),
+                         time_offset=float(offset), split=split, where=w)
+        exc_cfg = t.get("excitation", "none")
+        if isinstance(exc_cfg, str) and exc_cfg not in ("none", "free", "free_decay"):
+            if exc_cfg not in named:
+                close = difflib.get_close_matches(exc_cfg, list(named), n=1)
+                raise RigConfigError(f"{w}.excitation: unknown excitation {exc_cfg!r}"
+                                     + (f" (did you mean {close[0]}?)" if close else "")
+                                     + f"; named excitations: {', '.join(named) or 'none (add excitations:)'}")
+            spec.excitation = named[exc_cfg]
+        elif isinstance(exc_cfg, Mapping):
+            try:
+                spec.excitation = build_excitation({"name": name, **_resolve_csv(dict(exc_cfg), base)}, actuators)
+            except ExcitationError as err:
+                raise RigConfigError(f"{w}.excitation: {err}") from None
+        init = dict(t.get("init") or {})
+        bounds = dict(t.get("init_bounds") or {})
+        for k, v in init.items():
+            m = _INIT_KEY_RE.match(str(k))
+            if not m:
+                raise RigConfigError(f"{w}.init.{k}: expected a key 'qpos[joint]', 'qvel[joint]' or "
+                                     "'qpos[joint,component]'")
+            if v == "free":
+                joint = re.sub(r"\W+", "_", m.group("joint")).strip("_")
+                pname = f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{m.group('what')}_{joint}" + (
+                    f"_{m.group('c')}" if m.group("c") else "")
+                if pname[0].isdigit():
+                    pname = f"t{pname}"
+                spec.free_init[str(k)] = pname
+            elif _num(v):
+                spec.init[str(k)] = float(v)
+            else:
+                raise RigConfigError(f"{w}.init.{k}: expected a number (rad or m; per second for qvel) or 'free', "
+                                     f"got {describe_value(v)}")
+        for k, b in bounds.items():
+            if k not in spec.free_init:
+                raise RigConfigError(f"{w}.init_bounds.{k}: no free initial-state coordinate {k!r} in this trial's "
+                                     f"init (free: {', '.join(spec.free_init) or 'none'})")
+            if not b[0] < b[1]:
+                raise RigConfigError(f"{w}.init_bounds.{k}: expected [lower, upper] with lower < upper, got {b!r}")
+        ctx = SourceContext(where=f"{w}.source.{kind}", base_dir=base, rig=None, trial=spec)
+        try:
+            spec.source = {kind: sk.check(dict(block), ctx)}
+        except SourceError as err:
+            raise RigConfigError(str(err)) from None
+        out.append(spec)
+    sims = [t for t in out if t.kind == "sim2sim"]
+    if len({repr(sorted((k, v) for k, v in t.source["sim2sim"].items() if k in ("truth", "truth_range", "seed")))
+            for t in sims}) > 1:
+        raise RigConfigError(f"{sims[1].where}.source.sim2sim: sim2sim trials share one hidden truth; give every "
+                             "sim2sim trial the same seed, truth and truth_range")
+    return out
+
+
+def _trial_parameters(rig: Rig, entries: list, file: str) -> None:
+    """One nuisance parameter per free initial-state coordinate of each trial (target ``init.X@TRIAL``)."""
+    added = []
+    for t, raw in zip(rig.trials, entries):
+        bounds = dict(raw.get("init_bounds") or {})
+        for key, pname in t.free_init.items():
+            if pname in rig.parameters:
+                raise RigConfigError(f"{t.where}.init.{key}: parameter name {pname!r} is already taken")
+            is_vel = key.startswith("qvel")
+            lo, hi = bounds.get(key, (-10.0, 10.0) if is_vel else (-math.pi, math.pi))
+            nominal = min(max(t.init.get(key, 0.0), lo), hi)
+            if not lo <= 0.0 <= hi:
+                nominal = 0.5 * (lo + hi)
+            added.append(ParameterSpec(pname, "rad/s or m/s" if is_vel else "rad or m", float(lo), float(hi),
+                                       float(nominal), meaning=f"initial {key} of trial '{t.name}'",
+                                       target=f"init.{key}@{t.name}", kind="nuisance"))
+    if added:
+        p = rig.parameters
+        rig.parameters = ParameterSet(tuple(p) + tuple(added), rig=p.rig, source=p.source, extra=dict(p.extra))
+
+
+def _trial_excitations(rig: Rig, file: str, base: Path) -> dict[str, list[Excitation]]:
+    """The rig's excitation sets from its trials: one entry per trial part (train / holdout).
+
+    A trial without an excitation gets zero commands over its recording's length (the
+    source's ``probe``). ``meta`` carries ``trial``, ``init``, ``time_offset``, ``part`` and,
+    for a time split, ``scored_from_frame``.
+    """
+    import numpy as np
+
+    sets: dict[str, list[Excitation]] = {"train": [], "holdout": []}
+    actuators = _actuators(rig, rig.config)
+    for t in rig.trials:
+        kind = t.kind
+        exc = t.excitation
+        if exc is None:
+            ctx = SourceContext(where=f"{t.where}.source.{kind}", base_dir=base, rig=rig, trial=t)
+            try:
+                probed = SOURCES[kind].probe(t.source[kind], ctx)
+            except SourceError as err:
+                raise RigConfigError(str(err)) from None
+            if probed is None:
+                raise RigConfigError(f"{t.where}.excitation: the {kind} source does not tell its length; give the "
+                                     "trial an excitation")
+            n, rate = probed
+            exc = Excitation("free_decay", float(rate), np.zeros((int(n), len(actuators))), actuators,
+                             meta={"kind": "free_decay"})
+        for label, parts in part_excitations(t, exc).items():
+            sets[label] += parts
+    if not sets["train"]:
+        raise RigConfigError(f"{file}:trials: no training trial (every trial is split: holdout); fit at least one")
+    return sets
+
+
+def part_excitations(t: TrialSpec, exc: Excitation) -> dict[str, list[Excitation]]:
+    """The excitations of trial ``t``'s parts for its whole-trial excitation ``exc``.
+
+    ``split: train|holdout``: one excitation named after the trial. ``{train_fraction: f}``:
+    ``<trial>_train`` (the first ``round(f T)`` rows) and ``<trial>_holdout`` (all rows,
+    ``meta["scored_from_frame"]`` = where scoring starts). ``meta`` also carries ``trial``,
+    ``init``, ``time_offset`` and ``part``, which the twin reads to set the trial's initial state.
+
+    Raises:
+        RigConfigError: a training fraction that leaves fewer than 2 rows.
+    """
+    meta = {**dict(exc.meta), "trial": t.name, "init": dict(t.init), "time_offset": t.time_offset}
+    sets: dict[str, list[Excitation]] = {"train": [], "holdout": []}
+    if isinstance(t.split, float) and t.split < 1.0:
+        n_train = int(round(t.split * exc.num_steps))
+        if n_train < 2:
+            raise RigConfigError(f"{t.where}.split.train_fraction: leaves {n_train} training steps of "
+                                 f"{exc.num_steps}")
+        sets["train"].append(Excitation(f"{t.name}_train", exc.rate, exc.values[:n_train], exc.actuator_names,
+                                        {**meta, "part": "train", "frames": [0, n_train]}))
+        sets["holdout"].append(Excitation(f"{t.name}_holdout", exc.rate, exc.values, exc.actuator_names,
+                                          {**meta, "part": "holdout", "scored_from_frame": n_train,
+                                           "frames": [n_train, exc.num_steps]}))
+    else:
+        part = "holdout" if t.split == "holdout" else "train"
+        sets[part].append(Excitation(t.name, exc.rate, exc.values, exc.actuator_names, {**meta, "part": part}))
+    return sets
+
+
+def _check_twin(rig: Rig, file: str) -> None:
+    """Build the twin once: keypoints, markers, anchor and every target must exist in the model."""
+    from ..sim.base import TwinError
+
+    try:
+        twin = rig.make_twin()
+    except (TwinError, ParameterSpecError, ValueError, OSError) as err:
+        msg = " ".join(str(err).split())
+        m = re.match(r"^keypoint '([^']+)': (.*)$", msg)
+        if m:
+            raise RigConfigError(f"{file}:keypoints.{m.group(1)}: {m.group(2)}") from None
+        m = re.match(r"^marker '([^']+)': (.*)$", msg)
+        if m:
+            raise RigConfigError(f"{file}:markers.{m.group(1)}: {m.group(2)}") from None
+        m = re.match(r"^parameter '([^']+)': (.*)$", msg)
+        if m:
+            raise RigConfigError(f"{file}:parameters.{m.group(1)}.target: {m.group(2)}") from None
+        m = re.match(r"^(markers|camera|actuators): (.*)$", msg)
+        if m:
+            raise RigConfigError(f"{file}:{m.group(1)}: {m.group(2)}") from None
+        if msg.startswith("anchor"):
+            raise RigConfigError(f"{file}:projection.anchor: {msg.removeprefix('anchor: ')}") from None
+        if msg.startswith("cannot load") or "compile" in msg.lower():
+            raise RigConfigError(f"{file}:model: {msg}") from None
+        raise RigConfigError(f"{file}:model: {msg}") from None
+    close = getattr(twin, "close", None)
+    if callable(close):
+        close()
