@@ -30,8 +30,10 @@ from scipy.optimize import least_squares  # noqa: E402
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration  # noqa: E402
 from vid2sid_ros.calibration.objective import TrialObjective, residual_vector  # noqa: E402
 from vid2sid_ros.calibration.proposers import make_proposer  # noqa: E402
-from vid2sid_ros.sim.pendulum import estimate_start, make_rig  # noqa: E402
-from vid2sid_ros.sim.user_model import build_real_trial, track_clip  # noqa: E402
+from vid2sid_ros.io.clip import track_clip  # noqa: E402
+from vid2sid_ros.rigs import load_rig  # noqa: E402
+from vid2sid_ros.rigs.trials import clip_real_trial  # noqa: E402
+from vid2sid_ros.sim.pendulum import estimate_start  # noqa: E402
 
 
 def lsq_fit(twin, real, params):
@@ -53,16 +55,15 @@ def lsq_fit(twin, real, params):
 
 
 def main() -> int:
-    rig = make_rig()
-    trial = rig.config["trial"]
+    rig = load_rig("pendulum")
     t0 = time.perf_counter()
-    clip = track_clip(trial["video"], trial["tracker"], thumb_scale=None)
+    clip = track_clip(rig.trials[0].source["video"]["path"], rig.tracker, thumb_scale=None)
     dt = time.perf_counter() - t0
     T = clip.trajectory.num_frames
     print(f"tracking: {T} frames of {clip.size[0]}x{clip.size[1]} px in {dt:.1f} s ({T / dt:.0f} frames/s, "
           f"decode included); marker valid in {100 * clip.trajectory.valid.mean():.1f} % of frames")
     twin = rig.make_twin()
-    real = build_real_trial(clip, train_fraction=trial["train_fraction"], actuator_names=twin.actuator_names)
+    real = clip_real_trial(rig, clip)
     for note in real.meta["retimed"]:
         print(f"frame timing: {note}")
     est = estimate_start(real.train[0], rig.parameters)
@@ -99,8 +100,7 @@ def main() -> int:
 
     print()
     for retime in (True, False):
-        r_real = real if retime else build_real_trial(clip, train_fraction=trial["train_fraction"],
-                                                      actuator_names=twin.actuator_names, retime=False)
+        r_real = real if retime else clip_real_trial(rig, clip, retime=False)
         p = params if retime else estimate_start(r_real.train[0], rig.parameters).apply(rig.parameters)
         t0 = time.perf_counter()
         res = run_calibration(rig, r_real, make_proposer("reasoner"),

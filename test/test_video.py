@@ -156,5 +156,5 @@ def test_track_command_bad_inputs_exit_2(tmp_path, capsys):
     assert main(["track", str(tmp_path / "nope.mp4")]) == 2
     assert "not found" in capsys.readouterr().err
     assert main(["track", str(bad), "--rig", "nope"]) == 2
-    assert "valid rigs" in capsys.readouterr().err
+    assert "unknown rig 'nope'; built-in rigs: finger" in capsys.readouterr().err
     assert not (tmp_path / "t.json").exists()
