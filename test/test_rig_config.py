@@ -152,7 +152,9 @@ def test_time_split_within_a_trial(slider):
     ("split: holdout", "split: hold", r"bad.yaml:trials\[2\].split: expected one of train, holdout, got 'hold'"),
     ("{sim2sim: {truth: {stiffness: 40}, noise: none}}, excitation: still, init: {\"qpos[slide]\": 0.1}}",
      "{simulation: {}}, excitation: still}", r"bad.yaml:trials\[0\].source.simulation: unknown key"),
-    ("description: A cart", "description: [A cart", r"bad.yaml: not valid YAML"),
+    ("description: A cart", "description: [A cart", r"bad.yaml:4:6: not valid YAML"),
+    ("max_physics_timestep: 0.002", "max_physics_timestep: 0.002\nmax_physics_timestep: 0.004",
+     r"bad.yaml:11:1: duplicate key 'max_physics_timestep' \(first given at line 10\)"),
 ])
 def test_bad_rig_config_is_one_line_naming_file_and_key(slider, old, new, msg):
     with pytest.raises(RigConfigError) as e:

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_checkout_config_wins():
-    assert find_share_path("config", "pendulum_redapple.yaml") == REPO / "config"
+    assert find_share_path("config", "finger.yaml") == REPO / "config"
     assert share_candidates("msg")[0] == REPO / "msg"
 
 
