@@ -118,13 +118,29 @@ def test_config_block_errors(tmp_path):
     with pytest.raises(CameraError, match=r"rig.yaml:camera.pose.look_at: expected \[x, y, z\]"):
         camera_from_config({"width": 64, "height": 48, "fx": 50, "fy": 50, "pose": {"look_at": [1, 2]}},
                            source="rig.yaml")
-    with pytest.raises(CameraError, match=r"rig.yaml:camera: missing fx, fy"):
-        camera_from_config({"width": 64, "height": 48}, source="rig.yaml")
+    with pytest.raises(CameraError, match=r"rig.yaml:camera.fovy: expected a vertical field of view"):
+        camera_from_config({"width": 64, "height": 48, "fovy": 190}, source="rig.yaml")
+    with pytest.raises(CameraError, match=r"rig.yaml:camera.pose: give one of look_at, rpy"):
+        camera_from_config({"fovy": 50, "pose": {"look_at": [1, 0, 0], "rpy": [0, 0, 0]}}, source="rig.yaml")
     with pytest.raises(CameraError, match=r"rig.yaml:camera.camera_info: file not found"):
         camera_from_config({"camera_info": "nope.yaml"}, source="rig.yaml", base=tmp_path)
     with pytest.raises(CameraError, match=r"rig.yaml:camera.pose.lookat: unknown key \(did you mean look_at\?\)"):
         camera_from_config({"width": 64, "height": 48, "fx": 50, "fy": 50, "pose": {"lookat": [1, 2, 3]}},
                            source="rig.yaml")
+
+
+def test_config_defaults_fovy_rpy_and_up():
+    cam = camera_from_config({"height": 480, "fovy": 60.0, "pose": {"position": [0, 0, 1], "rpy": [0.1, 0.2, 0.3]}})
+    assert cam.width == 640 and math.isclose(cam.fy, 240 / math.tan(math.radians(30))) and cam.fx == cam.fy
+    assert (cam.roll, cam.pitch, cam.yaw) == (0.1, 0.2, 0.3) and (cam.cx, cam.cy) == (319.5, 239.5)
+    # look_at with up = +z keeps the horizon level: same as look_at_rpy with roll 0
+    pos, target = [2.0, 1.0, 1.5], [0.0, 0.0, 0.3]
+    lvl = camera_from_config({"fx": 500, "pose": {"position": pos, "look_at": target}})
+    assert np.allclose((lvl.roll, lvl.pitch, lvl.yaw), look_at_rpy(pos, target), atol=1e-12)
+    # up = world -y seen from above: image up is world -y
+    top = camera_from_config({"fx": 500, "pose": {"position": [0, 0, 2], "look_at": [0, 0, 0], "up": [0, -1, 0]}})
+    a, b = top.project(np.array([[0, 0, 0], [0, -0.1, 0]]))
+    assert b[1] < a[1] and abs(b[0] - a[0]) < 1e-9
 
 
 def test_pose_nuisance_fields():

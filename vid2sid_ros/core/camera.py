@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 __all__ = ["PinholeCamera", "CameraError", "CAMERA_FIELDS", "load_camera_info", "camera_from_config",
-           "rpy_to_matrix", "matrix_to_rpy", "look_at_rpy", "BODY_TO_OPTICAL"]
+           "rpy_to_matrix", "matrix_to_rpy", "look_at_rpy", "look_at_rotation", "BODY_TO_OPTICAL"]
 
 
 class CameraError(ValueError):
@@ -378,8 +378,28 @@ def load_camera_info(path: str | Path) -> dict[str, Any]:
     return _intrinsics_from_info(info, str(p))
 
 
-_CAMERA_KEYS = ("camera_info", "width", "height", "fx", "fy", "cx", "cy", "distortion", "pose", "name")
-_POSE_KEYS = ("position", "look_at", "roll", "pitch", "yaw")
+_CAMERA_KEYS = ("camera_info", "width", "height", "fx", "fy", "cx", "cy", "fovy", "distortion", "pose", "name")
+_POSE_KEYS = ("position", "look_at", "up", "rpy", "roll", "pitch", "yaw")
+
+
+def look_at_rotation(position: Sequence[float], target: Sequence[float],
+                     up: Sequence[float] = (0.0, 0.0, 1.0)) -> tuple[float, float, float]:
+    """Roll, pitch, yaw (rad) of a camera at ``position`` looking at ``target`` with world direction
+    ``up`` (3,) shown upwards in the image (the OpenGL ``lookAt`` convention).
+
+    Raises:
+        CameraError: ``target == position`` or ``up`` parallel to the viewing direction.
+    """
+    z = np.asarray(target, float) - np.asarray(position, float)
+    if not np.linalg.norm(z) > 1e-12:
+        raise CameraError(f"look_at {list(target)} coincides with the camera position {list(position)}")
+    z /= np.linalg.norm(z)
+    x = np.cross(z, np.asarray(up, float))
+    if not np.linalg.norm(x) > 1e-9:
+        raise CameraError(f"up {list(up)} is parallel to the viewing direction; give another up vector")
+    x /= np.linalg.norm(x)
+    y = np.cross(z, x)
+    return matrix_to_rpy(np.stack([x, y, z], axis=1) @ BODY_TO_OPTICAL.T)
 
 
 def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key: str = "camera",
@@ -390,14 +410,18 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
 
         camera:
           camera_info: camera.yaml       # CameraInfo YAML (relative to the config's directory), or:
-          width: 640  height: 480  fx: 600  fy: 600  cx: 319.5  cy: 239.5  distortion: [k1, k2, p1, p2, k3]
-          pose: {position: [x, y, z], look_at: [x, y, z], roll: 0}     # or roll/pitch/yaw (rad)
+          width: 640  height: 480        # px (defaults 640 x 480)
+          fx: 600  fy: 600  cx: 319.5  cy: 239.5   # px; or fovy (deg, default 45): fy = (height/2)/tan(fovy/2)
+          distortion: [k1, k2, p1, p2, k3]         # plumb_bob (or 8 rational_polynomial coefficients)
+          pose: {position: [x, y, z], look_at: [x, y, z], up: [0, 0, 1]}
+                # or rpy: [roll, pitch, yaw] (rad; or roll:, pitch:, yaw: keys) of camera_link (REP 103)
 
-    Fields given next to ``camera_info`` override it. Pose default: at the origin, looking along +x.
+    Fields given next to ``camera_info`` override it. Defaults: fy = fx, fx = fy, principal point at
+    the image centre; pose at the origin looking along world +x. ``name`` is only a label here.
 
     Raises:
         CameraError: ``source:key.sub: expected ..., got ...`` for unknown keys (with a
-            suggestion), missing intrinsics, wrong types, a bad CameraInfo file.
+            suggestion), wrong types, a bad CameraInfo file, an impossible pose.
     """
     import difflib
 
@@ -426,9 +450,18 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise CameraError(f"{source}:{key}.{f}: expected a positive integer (px), got {v!r}")
             kw[f] = v
+    kw.setdefault("width", 640)
+    kw.setdefault("height", 480)
     for f in ("fx", "fy", "cx", "cy"):
         if f in cfg:
             kw[f] = _number(cfg[f], f"{source}:{key}.{f}")
+    if "fx" not in kw and "fy" not in kw:
+        fovy = _number(cfg.get("fovy", 45.0), f"{source}:{key}.fovy")
+        if not 0.0 < fovy < 180.0:
+            raise CameraError(f"{source}:{key}.fovy: expected a vertical field of view in (0, 180) deg, got {fovy}")
+        kw["fy"] = 0.5 * kw["height"] / math.tan(math.radians(fovy) / 2.0)
+    kw.setdefault("fx", kw.get("fy"))
+    kw.setdefault("fy", kw["fx"])
     if "distortion" in cfg:
         d = cfg["distortion"]
         if not isinstance(d, list) or len(d) not in (5, 8):
@@ -437,31 +470,32 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
         kw["distortion"] = tuple(_number(x, f"{source}:{key}.distortion[{i}]") for i, x in enumerate(d))
     if "name" in cfg:
         kw["name"] = str(cfg["name"])
-    missing = [f for f in ("width", "height", "fx", "fy") if f not in kw]
-    if missing:
-        raise CameraError(f"{source}:{key}: missing {', '.join(missing)}; give camera_info (a CameraInfo YAML) "
-                          "or width, height, fx, fy (cx, cy default to the image centre)")
     kw.setdefault("cx", (kw["width"] - 1) / 2.0)
     kw.setdefault("cy", (kw["height"] - 1) / 2.0)
     pose = cfg.get("pose") or {}
     if not isinstance(pose, Mapping):
-        raise CameraError(f"{source}:{key}.pose: expected a mapping {{position, look_at | roll, pitch, yaw}}, "
-                          f"got {pose!r}")
+        raise CameraError(f"{source}:{key}.pose: expected a mapping {{position, look_at | rpy}}, got {pose!r}")
     unknown(pose, _POSE_KEYS, f"{key}.pose")
 
     def vec3(name: str) -> tuple[float, float, float]:
         v = pose[name]
         if not isinstance(v, list) or len(v) != 3:
-            raise CameraError(f"{source}:{key}.pose.{name}: expected [x, y, z] in m, got {v!r}")
+            unit = "rad" if name == "rpy" else ("1" if name == "up" else "m")
+            raise CameraError(f"{source}:{key}.pose.{name}: expected [x, y, z] ({unit}), got {v!r}")
         return tuple(_number(x, f"{source}:{key}.pose.{name}[{i}]") for i, x in enumerate(v))  # type: ignore
 
     position = vec3("position") if "position" in pose else (0.0, 0.0, 0.0)
     angles = {a: _number(pose[a], f"{source}:{key}.pose.{a}") for a in ("roll", "pitch", "yaw") if a in pose}
+    given = [k for k in ("look_at", "rpy") if k in pose] + (["roll/pitch/yaw"] if angles else [])
+    if len(given) > 1:
+        raise CameraError(f"{source}:{key}.pose: give one of look_at, rpy or roll/pitch/yaw, got {', '.join(given)}")
+    if "up" in pose and "look_at" not in pose:
+        raise CameraError(f"{source}:{key}.pose.up: only used with look_at")
+    if "rpy" in pose:
+        angles = dict(zip(("roll", "pitch", "yaw"), vec3("rpy")))
     if "look_at" in pose:
-        if "pitch" in angles or "yaw" in angles:
-            raise CameraError(f"{source}:{key}.pose: give look_at or pitch/yaw, not both")
         try:
-            r, p_, y = look_at_rpy(position, vec3("look_at"), angles.get("roll", 0.0))
+            r, p_, y = look_at_rotation(position, vec3("look_at"), vec3("up") if "up" in pose else (0.0, 0.0, 1.0))
         except CameraError as err:
             raise CameraError(f"{source}:{key}.pose.look_at: {err}") from None
         angles = {"roll": r, "pitch": p_, "yaw": y}
