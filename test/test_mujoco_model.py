@@ -274,6 +274,10 @@ def test_per_trial_initial_states(mesh_model):
                          trial_init={"t1": {"qpos[hinge]": -0.3}})
     q = {t: twin.rollout(_still(twin, trial=t)).state["qpos"][0, 0] for t in ("t1", "t2", "t3")}
     assert np.allclose([q["t1"], q["t2"], q["t3"]], [-0.3, 0.4, 0.0])
+    # a rig config's trial carries its fixed init and time offset in the excitation's meta
+    exc = Excitation("t4", 30.0, np.zeros((3, 1)), ("u0",), meta={"trial": "t4", "init": {"qpos[hinge]": 0.2},
+                                                                   "time_offset": 0.0})
+    assert np.isclose(twin.rollout(exc).state["qpos"][0, 0], 0.2)
     twin.set_parameters({"t2_angle": -0.7})
     assert np.isclose(twin.rollout(_still(twin, trial="t2")).state["qpos"][0, 0], -0.7)
     with pytest.raises(UserModelError, match="expected '@TRIAL'"):

@@ -500,19 +500,35 @@ class UserModelTwin:
             return ""
         return str((excitation.meta or {}).get("trial") or excitation.name)
 
-    def _reset(self, trial: str = "") -> float:
-        """Initial state of ``trial`` (global init, its fixed init, its free init); returns its time offset, s."""
+    def _meta_init(self, excitation: Excitation | None) -> tuple[dict[tuple[str, int], float], float | None]:
+        """The fixed initial state ``meta["init"]`` ({"qpos[joint]": value}) and ``meta["time_offset"]`` (s)
+        an excitation of a rig config's trial carries (the rig loader puts them there)."""
+        meta = (excitation.meta or {}) if excitation is not None else {}
+        out: dict[tuple[str, int], float] = {}
+        for k, v in dict(meta.get("init") or {}).items():
+            b = parse_user_target(self.model, f"trial '{self._trial_of(excitation)}' init", f"init.{k}")
+            if len(b) != 1 or b[0].kind not in ("qpos", "qvel"):
+                raise TwinError(f"trial '{self._trial_of(excitation)}': init key {k!r} is not qpos[joint] or qvel[joint]")
+            out[(b[0].kind, b[0].index[0])] = float(v) * b[0].ratio
+        off = meta.get("time_offset")
+        return out, (None if off is None else float(off))
+
+    def _reset(self, trial: str = "", excitation: Excitation | None = None) -> float:
+        """Initial state of ``trial``: the global init, then the trial's fixed init (``trial_init`` or the
+        excitation's ``meta["init"]``), then its free (``@trial``) init; returns its time offset, s."""
         m, d = self.model, self.data
         mujoco.mj_resetData(m, d)
         for i, x in self._init_qpos.items():
             d.qpos[i] = x
         for i, x in self._init_qvel.items():
             d.qvel[i] = x
-        for source in (self._trial_init.get(trial, {}), self._scoped.get(trial, {})):
+        meta_init, meta_offset = self._meta_init(excitation)
+        for source in (self._trial_init.get(trial, {}), meta_init, self._scoped.get(trial, {})):
             for (kind, i), x in source.items():
                 (d.qpos if kind == "qpos" else d.qvel)[i] = x
         mujoco.mj_forward(m, d)
-        return max(self._scoped_offset.get(trial, self._time_offset), 0.0)
+        offset = self._time_offset if meta_offset is None else meta_offset
+        return max(self._scoped_offset.get(trial, offset), 0.0)
 
     def _divergence(self) -> str:
         d = self.data
@@ -619,7 +635,7 @@ class UserModelTwin:
         T, K = excitation.num_steps, len(self._keypoints)
         period = excitation.period
         nsub = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
-        offset = self._reset(self._trial_of(excitation))
+        offset = self._reset(self._trial_of(excitation), excitation)
         diverged, message = False, ""
         self._pre_roll(offset)
         m.opt.timestep = period / nsub
