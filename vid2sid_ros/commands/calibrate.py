@@ -147,6 +147,14 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
 
         b = real_cfg["bag"]
         opts = dict(b) if isinstance(b, Mapping) else {"path": b}
+        if "topics" in opts:  # a lab's own bag: topic map, standard types (io/lab_bag.py)
+            from ..io.lab_bag import load_real_trial_from_lab_bag, parse_lab_bag_config
+
+            measurements = opts.pop("measurements", ["image"])
+            lab = parse_lab_bag_config(opts, source=f"{src}: real.bag", base=Path(cfg["_dir"]) if cfg.get("_dir") else None)
+            return load_real_trial_from_lab_bag(lab, rig=rig, keep_frames=keep_frames, source=f"{src}: real.bag",
+                                                measurements=measurements if isinstance(measurements, list)
+                                                else [measurements])
         p = Path(opts.pop("path", ""))
         if not p.is_absolute() and cfg.get("_dir"):
             p = Path(cfg["_dir"]) / p
@@ -314,6 +322,8 @@ def run(args: argparse.Namespace) -> int:
             FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
         return 2
+    for w in (real.meta or {}).get("warnings", []):  # missing frames per trial, receive-time fallbacks, gaps
+        print(f"warning: {w}", file=sys.stderr)
 
     from ..calibration.loop import check_run_dir
 

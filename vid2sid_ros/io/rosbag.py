@@ -115,21 +115,25 @@ class BagWriter:
         typestore: from :func:`make_typestore` (default: built here).
         compression: True for zstd chunk compression (MCAP "storage" compression, which
             ``ros2 bag`` and Foxglove read); False writes uncompressed chunks.
+        storage: ``"mcap"`` (default) or ``"sqlite3"`` (``.db3``, rosbag2's older default).
 
     Raises:
         BagError: when ``path`` exists or cannot be created.
     """
 
-    def __init__(self, path: str | Path, *, typestore=None, compression: bool = True) -> None:
+    def __init__(self, path: str | Path, *, typestore=None, compression: bool = True, storage: str = "mcap") -> None:
         from rosbags.rosbag2 import StoragePlugin, Writer
         from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 
         self.path = Path(path)
         if self.path.exists():
             raise BagError(f"bag {self.path} exists already; choose a new path (bags are never overwritten)")
+        if storage not in ("mcap", "sqlite3"):
+            raise BagError(f"bag {self.path}: storage must be 'mcap' or 'sqlite3', got {storage!r}")
         self.typestore = typestore if typestore is not None else make_typestore()
-        self._writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
-        if compression:
+        plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+        self._writer = Writer(self.path, version=9, storage_plugin=plugin)
+        if compression and storage == "mcap":
             self._writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
         try:
             self._writer.open()
@@ -273,7 +277,9 @@ class BagTrial:
         command_stamps: stamp of each command step, shape (T,), s.
         image_stamps: stamp of each camera frame of the trial, shape (F,), s.
         frames: the decoded RGB frames (F, H, W, 3) uint8 when ``keep_frames``, else None.
-        warnings: non-fatal problems (missing commands, undecodable frames).
+        warnings: non-fatal problems (missing commands, missing or undecodable frames).
+        extra: more measurements of the same trial and what the bag said about them
+            (``joints``: a joint-state :class:`Trajectory`; ``camera_info``: size, K, D).
     """
 
     trajectory: Trajectory
@@ -282,6 +288,7 @@ class BagTrial:
     image_stamps: np.ndarray
     frames: np.ndarray | None = None
     warnings: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def reset_tracker(tracker: Any) -> None:
@@ -388,7 +395,11 @@ def load_bag_trials(path: str | Path, *, tracker: Any = None, rig: Any = None, t
         exc = Excitation(name=tid, rate=1.0 / period, values=values,
                          actuator_names=tuple(cmds[0].actuator_names) or tuple(f"u{i}" for i in range(A)),
                          meta={"source": f"bag:{path}"})
-        out.append(BagTrial(stream.trajectory(T), exc, stamps, np.asarray(image_stamps),
+        traj = stream.trajectory(T)
+        dropped = int(traj.meta["dropped_frames"])
+        if dropped:  # never silent (issue 12 item 11): the count per trial goes into the warnings
+            warnings.append(f"trial {tid}: {dropped} of {T} frames missing on {image_topic}")
+        out.append(BagTrial(traj, exc, stamps, np.asarray(image_stamps),
                             np.stack(kept) if keep_frames else None, warnings))
     return out
 
