@@ -108,7 +108,21 @@ KEYS: tuple[Key, ...] = (
     Key("markers[].body", "string", doc="Body the marker sits on, at its origin."),
     Key("markers[].rgba", "numbers[4]", "1", [1.0, 0.0, 0.0, 1.0], "Colour, red green blue alpha in [0, 1]."),
     Key("markers[].radius", "number", "m", 0.01, "Sphere radius."),
-    Key("actuators", "strings", default="the model's actuator order", doc="Actuator order of excitation columns."),
+    Key("markers[].pos", "numbers[3]", "m", [0.0, 0.0, 0.0], "Offset of the marker centre from the site's (or "
+        "body's) frame origin, in that frame."),
+    Key("actuators", "strings | list", default="the model's actuator order", doc="Actuator order of excitation "
+        "columns. Each item is the name of an actuator of the model, or a mapping that ADDS an actuator to the "
+        "model (a URDF has no MuJoCo actuators): `{name, joint, kind, gear, kp, kv, ctrlrange, forcerange}`."),
+    Key("actuators[].name", "string", default=REQUIRED, doc="Actuator name (the excitation column)."),
+    Key("actuators[].joint", "string", default=REQUIRED, doc="Joint it drives."),
+    Key("actuators[].kind", "string", default="motor", choices=("motor", "position", "velocity"),
+        doc="motor: force/torque = gear x command; position: servo to the command (kp, kv); velocity: kv."),
+    Key("actuators[].gear", "number", "N*m or N per unit", 1.0, "Transmission gear (the motor's gain; a "
+        "parameter target `actuator_gear[NAME,0]` can free it)."),
+    Key("actuators[].kp", "number", "N*m/rad or N/m", 10.0, "Position gain (kind position)."),
+    Key("actuators[].kv", "number", "N*m*s/rad or N*s/m", 1.0, "Velocity gain (kind position or velocity)."),
+    Key("actuators[].ctrlrange", "numbers[2]", "command units", None, "Command limits [lower, upper]."),
+    Key("actuators[].forcerange", "numbers[2]", "N*m or N", None, "Force limits [lower, upper]."),
     # -- camera -------------------------------------------------------------------------------
     Key("camera", "mapping", default={}, doc="Pinhole camera that films the robot; the same camera projects the "
         "twin's keypoints and renders its frames. Intrinsics from `camera_info` or the fields below."),
@@ -122,9 +136,11 @@ KEYS: tuple[Key, ...] = (
     Key("camera.cx", "number", "px", doc="Principal point column (default: image centre)."),
     Key("camera.cy", "number", "px", doc="Principal point row (default: image centre)."),
     Key("camera.fovy", "number", "deg", 45.0, "Vertical field of view, when `fx`/`fy` are not given."),
-    Key("camera.distortion", "list", "1", [0.0, 0.0, 0.0, 0.0, 0.0], "plumb_bob coefficients [k1, k2, p1, p2, k3]."),
+    Key("camera.distortion", "list", "1", [0.0, 0.0, 0.0, 0.0, 0.0], "plumb_bob coefficients [k1, k2, p1, p2, k3] "
+        "(or the 8 of rational_polynomial), OpenCV's model; the twin's render is distorted the same way."),
     Key("camera.pose", "mapping", doc="Camera in the world (REP 103). Pose components can be nuisance parameters "
-        "with targets `camera.x`, `camera.y`, `camera.z`, `camera.roll`, `camera.pitch`, `camera.yaw`."),
+        "with targets `camera.x`, `camera.y`, `camera.z`, `camera.roll`, `camera.pitch`, `camera.yaw` (m, rad); the "
+        "intrinsics too (`camera.fx`, `camera.fy`, `camera.cx`, `camera.cy` px, `camera.k1` ... `camera.k3`)."),
     Key("camera.pose.position", "numbers[3]", "m", REQUIRED, "Optical centre in the world frame."),
     Key("camera.pose.look_at", "numbers[3]", "m", doc="A world point on the optical axis (or give `rpy`)."),
     Key("camera.pose.up", "numbers[3]", "1", [0.0, 0.0, 1.0], "World direction shown upwards in the image."),
@@ -404,6 +420,8 @@ def check_value(key: Key, value: Any, file: str, where: str, *, keys: Sequence[K
         validate_tree(value, file, path=path, where=where, keys=keys)
     elif isinstance(value, list) and _children(path + "[]", keys):
         for i, item in enumerate(value):
+            if isinstance(item, str) and "strings" in tokens:  # e.g. actuators: names and/or mappings
+                continue
             validate_tree(item, file, path=path + "[]", where=f"{where}[{i}]", keys=keys)
 
 
