@@ -142,7 +142,10 @@ def test_budget_stopped_run_says_so_and_marks_intervals_unreliable(toy_runs):
     lines = run_summary_lines(rd, report=out, resume_command="vid2sid calibrate --resume --out X")
     assert "NOT converged" in lines[0] and "budget" in lines[0]
     assert any("UNRELIABLE" in ln for ln in lines) and lines[-1] == f"report: {out}"
-    assert "continue this run: vid2sid calibrate --resume --out X" in lines
+    assert "continue this run" not in " ".join(lines) and any("larger --budget" in ln for ln in lines)
+    run.result["stopped"] = "interrupted"
+    assert "continue this run: vid2sid calibrate --resume --out X" in run_summary_lines(
+        run, resume_command="vid2sid calibrate --resume --out X")
 
 
 def test_at_bound_and_correlated_insights(toy_runs):

@@ -50,6 +50,12 @@ command -v cc >/dev/null 2>&1 || missing+=(gcc)
 command -v c++ >/dev/null 2>&1 || missing+=(g++)
 command -v make >/dev/null 2>&1 || missing+=(make)
 if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
+# headless Chromium opens the HTML reports in the tests (test/test_report_browser.py); optional:
+# installed when root, otherwise those tests skip and say why
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -z "${VID2SID_NO_CHROMIUM:-}" ]; then
+  apt_install chromium || log "chromium not installed (the report browser tests will skip)"
+fi
 
 # --- 1. the venv ---------------------------------------------------------------------
 if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then

@@ -964,7 +964,10 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         holdout = None if hev.failed else hev.error_px
     curves = None
     if rd is not None:  # real vs initial vs calibrated twin per trial, for the report (diagnostic rollouts)
-        curves, spent = trial_curves(s.twin, params, s.real, history[0].values, best_vals)
+        objectives = [("train", s.objective)]
+        if s.real.holdout:
+            objectives.append(("holdout", hobj))  # the holdout objective scored above
+        curves, spent = trial_curves(objectives, history[0].values, best_vals)
         s.diagnostic += spent
     identified = params.with_nominal(best_vals)
     proposals = [r for r in history[1:] if r.extra.get("proposal_made", True)]

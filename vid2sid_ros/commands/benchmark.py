@@ -5,7 +5,7 @@ Usage::
     vid2sid benchmark sim2sim --rig finger --methods reasoner,random,nelder-mead,golden-cd,bo,cmaes \\
         --seeds 5 --budget 40 --out runs/bench_finger
 
-Writes ``OUT/results.json`` and ``OUT/results.md`` (protocol and metrics: see
+Writes ``OUT/results.json``, ``OUT/results.md`` and ``OUT/report.html`` (protocol and metrics: see
 :mod:`vid2sid_ros.calibration.benchmark`) and one run directory per seed and method
 (``OUT/seed_K/METHOD``); re-running with the same ``--out`` reuses finished runs.
 """
@@ -66,7 +66,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"vid2sid benchmark: cannot write to {out}: {err}", file=sys.stderr)
         return 2
     from ..calibration.benchmark import format_results_markdown
+    from ..report import ReportError, write_benchmark_report
 
     print(format_results_markdown(results))
-    print(f"written: {out}/results.json, {out}/results.md")
+    written = [f"{out}/results.json", f"{out}/results.md"]
+    try:
+        written.append(str(write_benchmark_report(out)))
+    except (ReportError, OSError) as err:  # the results stand without their report
+        print(f"vid2sid benchmark: report not written: {err}", file=sys.stderr)
+    print(f"written: {', '.join(written)}")
     return 0

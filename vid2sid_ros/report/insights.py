@@ -121,7 +121,7 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
             row.interval_method = str(g.get("method") or "interval supplied by the run")
         elif row.std is not None:
             row.interval = (final - Z95 * row.std, final + Z95 * row.std)
-            row.interval_method = "Gauss–Newton ±1.96σ, local linearisation"
+            row.interval_method = "Gauss–Newton ±1.96σ: local, assumes independent errors, optimistic"
         elif s.frozen:
             row.interval_method = "frozen, not calibrated"
         else:

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..core.trajectory import format_error
 
 from .insights import insights, parameter_rows, stop_sentence
-from .run import RunSummary, load_run
+from .run import RunSummary, load_run, stop_kind
 
 __all__ = ["run_summary_lines"]
 
@@ -27,8 +27,8 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     Args:
         run: a run directory or a loaded :class:`RunSummary`.
         report: the HTML report path to point at (None: not written).
-        resume_command: the exact command that continues this run (printed when it did
-            not converge).
+        resume_command: the exact command that continues this run (printed when it was
+            interrupted; a budget- or iteration-stopped run is told what to change instead).
 
     Raises:
         ReportError: ``run`` is not a finished run directory.
@@ -46,9 +46,9 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
     rows = parameter_rows(r)
     free = [p for p in rows if not p.frozen]
-    lines.append("identified parameters (interval: 95 %, " + (
-        "Gauss–Newton local estimate" if all(p.reliable for p in free if p.interval) else
-        "Gauss–Newton local estimate; UNRELIABLE where marked") + "):")
+    lines.append("identified parameters (95 % interval: " + (
+        "Gauss–Newton, local and optimistic: assumes independent errors" if all(p.reliable for p in free if p.interval)
+        else "Gauss–Newton, local and optimistic; UNRELIABLE where marked") + "):")
     width = max((len(p.name) for p in free), default=8)
     for p in free:
         line = f"  {p.name:>{width}s} = {p.final:.6g} {p.unit}"
@@ -66,8 +66,13 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     found = [i for i in insights(r, rows) if i.kind != "unconverged"]
     for i in found:
         lines.append(f"warning: {i.title}")
-    if not r.converged and resume_command:
+    kind = stop_kind(r.stopped)
+    if kind == "interrupted" and resume_command:
         lines.append(f"continue this run: {resume_command}")
+    elif kind == "budget":
+        lines.append("to go on: a larger --budget in a new --out (a run resumes only with its own budget)")
+    elif kind == "iterations":
+        lines.append("to go on: more --iterations in a new --out (a run resumes only with its own settings)")
     if report is not None:
         lines.append(f"report: {report}")
     return lines

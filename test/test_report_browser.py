@@ -1,0 +1,102 @@
+"""Reports as a reader opens them: headless Chromium, offline, every section of the report present.
+
+Four reports are made here — a finger calibration, a tentacle calibration stopped at its
+budget (unconverged), a sim2sim benchmark and the pendulum demo — and each is opened in
+Debian's ``chromium`` (``apt-get install -y chromium``; tools/setup_env.sh installs it when
+running as root). A page fails on a console error or uncaught exception, an image that does
+not decode, a video that does not decode its first frame, a plotly figure that did not draw,
+or a missing section. The probe itself is checked on a page broken on purpose.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from helpers.browser import chromium, probe_page  # noqa: E402
+
+from vid2sid_ros.cli import main  # noqa: E402
+from vid2sid_ros.report import SECTION_IDS  # noqa: E402
+
+pytestmark = pytest.mark.skipif(chromium() is None, reason="chromium is not installed and cannot be installed here "
+                                                           "(not root): apt-get install -y chromium")
+
+
+def _assert_clean(found: dict, sections) -> None:
+    assert found["errors"] == [] and found["stderr_errors"] == [], found["errors"] + found["stderr_errors"]
+    assert all(v["ok"] for v in found["videos"]), found["videos"]
+    assert all(i["ok"] for i in found["images"]), found["images"]
+    assert found["plots"] and all(p["ok"] for p in found["plots"]), found["plots"]
+    missing = [s for s in sections if s not in found["sections"]]
+    assert not missing, (missing, found["sections"])
+
+
+def test_probe_catches_a_broken_page(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><html><head><title>x</title></head><body><section id='a'></section>"
+                    "<video><source type='video/webm' src='data:video/webm;base64,GkXfo5+BAUKGgQE='></video>"
+                    "<img alt='nothing' src='data:image/png;base64,iVBORw0KGgo='>"
+                    "<script>console.error('boom')</script></body></html>")
+    found = probe_page(page, tmp_path)
+    assert any("boom" in e for e in found["errors"])
+    assert found["videos"] and not found["videos"][0]["ok"]
+    assert found["images"] and not found["images"][0]["ok"]
+    assert found["sections"] == ["a"]
+
+
+def test_finger_calibration_report_in_chromium(tmp_path, capsys):
+    cfg = tmp_path / "finger.yaml"
+    cfg.write_text("rig: finger\nreal: {sim2sim: {seed: 1, noise: keypoint}}\n")
+    out = tmp_path / "finger"
+    assert main(["calibrate", str(cfg), "--iterations", "8", "--budget", "80", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "stopped: converged" in text and f"report: {out / 'report.html'}" in text
+    _assert_clean(probe_page(out / "report.html", tmp_path), SECTION_IDS)
+
+
+def test_unconverged_tentacle_says_so_in_terminal_and_report(tmp_path, capsys):
+    cfg = tmp_path / "tentacle.yaml"
+    # a small tentacle (8 elements, one 1.5 s training trial) so the test stays fast; the budget of 8
+    # rollouts runs out before the reasoner converges
+    cfg.write_text("rig: tentacle\n"
+                   "rig_options:\n  geometry: {n_elements: 8}\n  num_keypoints: 5\n  excitations:\n"
+                   "    train: [{kind: step, name: train_step, amplitude: 0.8, t_step: 0.1, t_release: 0.6, "
+                   "duration: 1.5, rate: 30.0}]\n"
+                   "    holdout: [{kind: sine, name: holdout_sine, amplitude: 0.5, frequency: 1.0, duration: 1.0, "
+                   "rate: 30.0}]\n"
+                   "real: {sim2sim: {seed: 0, noise: keypoint}}\n"
+                   "calibration: {iterations: 10, rollout_budget: 8, identifiability: false}\n")
+    out = tmp_path / "tentacle"
+    assert main(["calibrate", str(cfg), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    summary = text[text.index("\nstopped:"):]
+    assert summary.splitlines()[1].startswith("stopped: budget") and "NOT converged" in summary.splitlines()[1]
+    line = next(ln for ln in summary.splitlines() if ln.strip().startswith("damping_constant ="))
+    assert "UNRELIABLE" in line or "interval contains it" in line, line
+    doc = (out / "report.html").read_text()
+    assert "stopped at its rollout budget without converging" in doc and "UNRELIABLE" in doc
+    found = probe_page(out / "report.html", tmp_path)
+    _assert_clean(found, SECTION_IDS)
+
+
+def test_benchmark_report_in_chromium(tmp_path):
+    out = tmp_path / "bench"
+    assert main(["benchmark", "sim2sim", "--rig", "vid2sid_ros.sim.toy:make_rig", "--methods", "reasoner,random",
+                 "--seeds", "2", "--budget", "12", "--iterations", "3", "--out", str(out), "--no-progress"]) == 0
+    assert (out / "report.html").is_file()
+    _assert_clean(probe_page(out / "report.html", tmp_path),
+                  ("summary", "insights", "methods", "per-parameter", "seeds", "distributions"))
+
+
+def test_demo_report_in_chromium(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--iterations", "4", "--budget", "60", "--no-variants"]) == 0
+    found = probe_page(out / "report.html", tmp_path)
+    _assert_clean(found, SECTION_IDS)
+    assert len(found["videos"]) >= 2  # the run's keypoint overlay and the demo's overlay on the real clip
+    doc = (out / "report.html").read_text()
+    assert "Is the identified length consistent with the swing period?" in doc  # the physics check stays
