@@ -130,7 +130,7 @@ def test_bad_proposals_are_repaired_recorded_and_the_loop_continues(toy, tmp_pat
     assert r2["values"]["stiffness"] == 2.0 and r2["values"]["damping"] == 0.002
     assert any("outside [0.1, 2], clamped to 2" in n for n in r2["notes"])
     assert any("confidence" in n for n in r2["notes"]) and r2["confidence"] == 1.0
-    assert any("no value for stiffness, damping: kept current" in n for n in r3["notes"])
+    assert any("no value for stiffness, damping, latency: kept current" in n for n in r3["notes"])
     assert r3["values"]["stiffness"] == 2.0 and r3["values"]["gain"] == 0.22
     assert any("raised RuntimeError: model replied gibberish" in n for n in r4["notes"])
     assert r4["values"] == r3["values"] and r4["rollouts_used"] == 0  # unchanged point: not paid twice
@@ -212,7 +212,11 @@ def test_result_files_are_loadable(toy, tmp_path):
         res = run_calibration(rig, real, make_proposer("reasoner"),
                               CalibrationConfig(iterations=3, rollout_budget=20, seed=0), tmp_path)
     spec = load_parameter_set(tmp_path / "result.yaml")
-    assert spec.nominal() == pytest.approx(res.values)
+    # result.yaml holds the physics (what the twin loads); the latency nuisance is reported apart
+    assert spec.nominal() == pytest.approx({k: v for k, v in res.values.items() if k != "latency"})
+    assert "latency" not in spec.names
+    nuisance = spec.extra["nuisance"]["latency"]
+    assert nuisance["value"] == pytest.approx(res.values["latency"]) and nuisance["unit"] == "s"
     assert set(spec.extra["calibration"]["uncertainty"]) == set(rig.parameters.free_names)
     assert all(v["std"] > 0 for v in spec.extra["calibration"]["uncertainty"].values())
     assert res.identifiability is not None and res.identifiability.identifiable

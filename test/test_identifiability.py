@@ -80,7 +80,7 @@ def test_calibration_records_the_check_and_warns():
                               CalibrationConfig(iterations=1, rollout_budget=6, final_identifiability=True))
     assert res.identifiability is not None and "transmission" in res.identifiability.warning
     assert res.final_identifiability is not None and not res.final_identifiability.identifiable
-    assert res.diagnostic_rollouts >= 2 * res.identifiability.rollouts
+    assert res.diagnostic_rollouts >= res.identifiability.rollouts + res.final_identifiability.rollouts > 0
     assert res.rollouts <= 6  # diagnostics are not charged to the budget
 
 

@@ -35,9 +35,16 @@ def test_peer_recovers_the_truth_and_charges_every_rollout(toy, method):
                                                                               seed=0, **FAST))
     for name, v in TRUTH.items():
         assert res.values[name] == pytest.approx(v, rel=0.02), name
-    # the meter: two training trials, so every evaluation is 2 rollouts, all of them recorded
+    # the meter: two training trials, so an evaluation is 2 rollouts, all of them recorded -- except one
+    # that moves only the latency (a measurement nuisance: the cached trajectory is resampled, no rollout)
     evals = [e for r in res.history for e in r.extra["evaluations"]]
-    assert res.rollouts == sum(e["rollouts"] for e in evals) == 2 * len(evals)
+    assert res.rollouts == sum(e["rollouts"] for e in evals)
+    physics = lambda e: tuple(v for k, v in sorted(e["values"].items()) if k != "latency")  # noqa: E731
+    seen = set()
+    for e in evals:
+        assert e["rollouts"] == (0 if physics(e) in seen else 2)
+        seen.add(physics(e))
+    assert any(e["rollouts"] == 0 for e in evals)  # the latency column of the Jacobian was free
     # one solve, then holding: later iterations spend nothing
     assert res.history[2].rollouts_used == 0 and "holding" in res.history[2].rationale
     # the rationale starts with one sentence per parameter moved, with both values and the unit

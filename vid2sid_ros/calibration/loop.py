@@ -58,7 +58,8 @@ from ..core.parameters import ParameterSet, ParameterSpecError
 from ..sim.base import Twin
 from ..sim.registry import Rig
 from .identifiability import IdentifiabilityReport, check_identifiability
-from .objective import TrialObjective
+from .nuisance import MeasurementModel, add_measurement_nuisances
+from .objective import TrialObjective, measurement_unit
 from .observation import RealTrial, jsonable
 from .trial_curves import save_trial_curves, trial_curves
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
@@ -94,6 +95,9 @@ class CalibrationConfig:
         video: write side-by-side videos for the proposer (None: ``proposer.wants_video``).
         resume: continue the run found in ``run_dir``.
         start: start values ``{name: value}`` (default: the spec's nominal values).
+        nuisance: the measurement-nuisance switches (the rig config's ``nuisance:`` block,
+            :mod:`~vid2sid_ros.calibration.nuisance`); None = defaults (latency free when
+            the trials are commanded, marker offsets free for real trials only).
     """
 
     iterations: int = 10
@@ -109,6 +113,7 @@ class CalibrationConfig:
     video: bool | None = None
     resume: bool = False
     start: dict[str, float] | None = None
+    nuisance: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         def is_int(v: Any) -> bool:
@@ -148,6 +153,13 @@ class CalibrationConfig:
             for k, v in self.start.items():
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                     raise CalibrationError(f"config 'start': value of '{k}' must be a finite number, got {v!r}")
+        if self.nuisance is not None:
+            from .nuisance import NuisanceConfigError, parse_nuisance_config
+
+            try:
+                parse_nuisance_config(self.nuisance, source="config")
+            except NuisanceConfigError as err:
+                raise CalibrationError(str(err)) from None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<config>") -> "CalibrationConfig":
@@ -181,7 +193,8 @@ class CalibrationResult:
         diagnostic_rollouts: rollouts of identifiability checks, renders, holdout scoring.
         wall_s: wall time of the calibration (summed over resumed sessions).
         stopped: why the loop ended.
-        parameters: the spec with ``nominal`` = identified values.
+        parameters: the physics spec with ``nominal`` = identified values (measurement nuisances such as
+            ``latency`` are in ``values``, never in this spec: they are not written into the model).
         identifiability: check at the start point; final_identifiability: at ``values``.
         uncertainty: ``{name: standard deviation in the parameter's unit}`` (Gauss–Newton).
         files: written files (``iterations``, ``result_yaml``, ``result_json``, ``model``).
@@ -662,6 +675,9 @@ def run_calibration(
     """
     cfg = config or CalibrationConfig()
     twin, params, rig_info = _resolve(target, parameters)
+    params = add_measurement_nuisances(params, cfg.nuisance, keypoints=twin.keypoint_names,
+                                       excitations=real.train_excitations, real_trial=real.truth is None,
+                                       unit=measurement_unit(real.train), source="config")
     if not params.free:
         raise CalibrationError("nothing to calibrate: every parameter is frozen")
     if tuple(real.keypoint_names) != tuple(twin.keypoint_names) and set(real.keypoint_names) != set(twin.keypoint_names):
@@ -902,7 +918,7 @@ def _write_videos(s: _Session, it: int, notes: list[str]) -> dict[str, Path]:
         return {}
     exc = s.real.train_excitations[0]
     try:
-        s.twin.set_parameters(s.current)
+        s.twin.set_parameters(MeasurementModel(s.params).split(s.current)[0])
         res = s.twin.rollout(exc, render=True)
         s.diagnostic += 1
         if res.frames is None:
@@ -969,7 +985,9 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
             objectives.append(("holdout", hobj))  # the holdout objective scored above
         curves, spent = trial_curves(objectives, history[0].values, best_vals)
         s.diagnostic += spent
-    identified = params.with_nominal(best_vals)
+    measurement = MeasurementModel(params)
+    physics_vals, nuisance_vals = measurement.split(best_vals)
+    identified = measurement.physics_only().with_nominal(physics_vals)  # what the twin and result.yaml hold
     proposals = [r for r in history[1:] if r.extra.get("proposal_made", True)]
     status = "no_proposal" if cfg.iterations > 0 and not proposals else "ok"
     by_iter = {r.iteration: r.proposer for r in history}
@@ -992,15 +1010,21 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
             "best_iteration": result.best_iteration, "training_mae_px": best_eval.error_px, "initial_mae_px": history[0].error_px,
             "holdout_mae_px": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
             "measurement_unit": s.objective.unit, "real_source": s.real.source,
-            "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()},
+            "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()
+                            if n not in nuisance_vals},
             "identifiability_warning": final_report.warning if final_report else None})
+        if nuisance_vals:  # identified with the physics, reported apart, never written into the model
+            doc["nuisance"] = jsonable({n: {"value": v, "unit": params[n].unit, "meaning": params[n].meaning,
+                                            "lower": params[n].lower, "upper": params[n].upper,
+                                            **({"std": uncertainty[n]} if n in uncertainty else {})}
+                                        for n, v in nuisance_vals.items()})
         (rd / "result.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         result.files = {"result_yaml": rd / "result.yaml", "result_json": rd / "result.json",
                         "iterations": rd / "iterations.jsonl", "trials": rd / "trials.json"}
         export = getattr(s.twin, "export_model", None)
         if callable(export) and status == "ok":  # nothing was calibrated: no "calibrated" model
             try:
-                s.twin.set_parameters(best_vals)
+                s.twin.set_parameters(physics_vals)
                 suffix = getattr(s.twin, "model_suffix", ".xml")
                 model_path = rd / f"calibrated_model{suffix}"
                 export(model_path)

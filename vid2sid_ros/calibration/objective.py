@@ -22,6 +22,12 @@ MAE in that unit.
 :func:`residual_vector` gives the signed per-sample residuals (sim − real) that
 least-squares refinement and sensitivity analysis work on (divided by the noise level
 when units are mixed).
+
+Measurement nuisances (:mod:`~vid2sid_ros.calibration.nuisance`: latency, marker offsets)
+are applied to the twin's measured trajectory. The objective remembers the rollouts of the
+last few physics points (:data:`ROLLOUT_CACHE_POINTS`), so an evaluation that changes only
+measurement nuisances costs no rollout (``Evaluation.rollouts == 0``): the latency's
+sensitivity comes from the trajectory's own time derivative.
 """
 
 from __future__ import annotations
@@ -36,12 +42,17 @@ from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory, align, mae, noise_levels, per_keypoint_mae
 from ..sim.base import Twin
 from ..sim.measurement import measure
+from .nuisance import MeasurementModel
 from .proposer import Evaluation
 
-__all__ = ["TrialObjective", "residual_vector", "trajectory_vector", "measurement_unit", "NOISE_UNIT"]
+__all__ = ["TrialObjective", "residual_vector", "trajectory_vector", "measurement_unit", "NOISE_UNIT",
+           "ROLLOUT_CACHE_POINTS"]
 
 #: the unit of an error over trials of mixed units (each divided by its noise level)
 NOISE_UNIT = "sigma"
+
+#: physics points whose rollouts the objective keeps (a finite-difference set and its base)
+ROLLOUT_CACHE_POINTS = 4
 
 
 def measurement_unit(trajectories: Sequence[Trajectory]) -> str:
@@ -72,7 +83,8 @@ class TrialObjective:
         unit: the unit of ``Evaluation.error_px`` / ``per_keypoint_px`` values
             (:func:`measurement_unit`; the field names are historic).
 
-    Each :meth:`evaluate` costs ``len(excitations)`` rollouts (:attr:`cost`).
+    Each :meth:`evaluate` costs ``len(excitations)`` rollouts (:attr:`cost`), or none when
+    only measurement nuisances changed since a recent evaluation (module docstring).
 
     Raises:
         ValueError: numbers of excitations and trajectories differ.
@@ -91,6 +103,23 @@ class TrialObjective:
         self.noise = dict(noise or {})
         self._weights = ([1.0 / noise_levels(r, self.noise) for r in self.real] if self.unit == NOISE_UNIT
                          else None)
+        self.measurement = MeasurementModel(self.parameters)
+        self._cache: dict[tuple, list] = {}
+
+    def _rollout(self, i: int, exc: Excitation, key: tuple, render: bool):
+        """(result, cached?) for excitation ``i`` at the physics point ``key`` (renders are never cached)."""
+        if render:
+            return self.twin.rollout(exc, render=True), False
+        hit = self._cache.get(key)
+        if hit is not None and hit[i] is not None:
+            return hit[i], True
+        res = self.twin.rollout(exc, render=False)
+        if key not in self._cache:
+            while len(self._cache) >= ROLLOUT_CACHE_POINTS:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = [None] * len(self.excitations)
+        self._cache[key][i] = res
+        return res, False
 
     @property
     def cost(self) -> int:
@@ -111,33 +140,38 @@ class TrialObjective:
             overlap gives ``failed=True`` and ``error_px=inf`` — never an exception.
         """
         full = self.parameters.complete(values)
+        twin_values, meas = self.measurement.split(full)
+        key = tuple(sorted((k, float(v)) for k, v in twin_values.items()))
         sims: list[Trajectory] = []
         frames = None
         per_kp: dict[str, list[float]] = {}
         errors: list[float] = []
+        paid = 0
         try:
-            self.twin.set_parameters(full)
+            self.twin.set_parameters(twin_values)
         except Exception as err:  # noqa: BLE001 - a twin that refuses values is a failed evaluation
             return Evaluation(full, math.inf, failed=True, message=f"set_parameters: {type(err).__name__}: {err}",
                               rollouts=0), None
         for i, (exc, real) in enumerate(zip(self.excitations, self.real)):
             try:
-                res = self.twin.rollout(exc, render=bool(render_first and i == 0))
+                res, cached = self._rollout(i, exc, key, bool(render_first and i == 0))
             except Exception as err:  # noqa: BLE001 - recorded, never a crash
                 return Evaluation(full, math.inf, sim=sims, failed=True,
                                   message=f"rollout '{exc.name}' raised {type(err).__name__}: {err}",
-                                  rollouts=i + 1), frames
+                                  rollouts=paid + 1), frames
+            paid += 0 if cached else 1
             if i == 0 and render_first:
                 frames = res.frames
             try:
                 sim = measure(self.twin, res, real)
             except Exception as err:  # noqa: BLE001 - a twin that cannot measure like the sensor
                 return Evaluation(full, math.inf, sim=sims, failed=True,
-                                  message=f"rollout '{exc.name}': {type(err).__name__}: {err}", rollouts=i + 1), frames
+                                  message=f"rollout '{exc.name}': {type(err).__name__}: {err}", rollouts=paid), frames
+            sim = self.measurement.apply(sim, meas)
             sims.append(sim)
             if res.diverged:
                 return Evaluation(full, math.inf, sim=sims, failed=True,
-                                  message=f"rollout '{exc.name}' diverged: {res.message}", rollouts=i + 1), frames
+                                  message=f"rollout '{exc.name}' diverged: {res.message}", rollouts=paid), frames
             if self._weights is None:
                 e = mae(real, sim)
                 kp_err = per_keypoint_mae(real, sim)
@@ -148,12 +182,12 @@ class TrialObjective:
             if not math.isfinite(e):
                 return Evaluation(full, math.inf, sim=sims, failed=True,
                                   message=f"rollout '{exc.name}': no valid keypoint overlaps the real trial",
-                                  rollouts=i + 1), frames
+                                  rollouts=paid), frames
             errors.append(e)
             for k, v in kp_err.items():
                 per_kp.setdefault(k, []).append(v)
         kp = {k: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan for k, v in per_kp.items()}
-        return Evaluation(full, float(np.mean(errors)), kp, sims, rollouts=len(self.excitations)), frames
+        return Evaluation(full, float(np.mean(errors)), kp, sims, rollouts=paid), frames
 
 
 def trajectory_vector(sim: Sequence[Trajectory], real: Sequence[Trajectory]) -> np.ndarray:

@@ -25,10 +25,10 @@ PROPOSERS: dict[str, str] = {
     "bo": "vid2sid_ros.calibration.baselines:BayesianOptimization",
     "bo-tpe": "vid2sid_ros.calibration.baselines:BayesianOptimizationTPE",
     "cmaes": "vid2sid_ros.calibration.baselines:CMAES",
-    "least-squares": "vid2sid_ros.calibration.peers:LeastSquaresPeer",
-    "mujoco-sysid": "vid2sid_ros.calibration.peers:MujocoSysidPeer",
     "gemini": "vid2sid_ros.calibration.gemini:GeminiProposer",
     "openai-compatible": "vid2sid_ros.calibration.openai_compat:OpenAICompatibleProposer",
+    "least-squares": "vid2sid_ros.calibration.peers:LeastSquaresPeer",
+    "mujoco-sysid": "vid2sid_ros.calibration.peers:MujocoSysidPeer",
 }
 
 #: the paper's five black-box baselines

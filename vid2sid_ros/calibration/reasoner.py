@@ -58,6 +58,7 @@ import numpy as np
 
 from ..core.parameters import ParameterSet
 from ..core.trajectory import display_unit, format_error
+from .nuisance import MEASUREMENT_PREFIX
 from .objective import measurement_unit, residual_vector
 from .proposer import BudgetExhausted, Evaluation, Proposal, ProposalContext
 from .signatures import SIGNATURES, SignatureDiscrepancy, compare_signatures, measure_all
@@ -186,7 +187,9 @@ class Reasoner:
 
         stale = failures >= self.refresh_after or (travel >= self.refresh_travel and failures >= 1)
         need_fd = J is None or (stale and not converged)
-        if need_fd and evals_left < n + (1 if J is None else 2):
+        # a probe of a measurement nuisance (latency, marker offset) re-uses the anchor's rollouts: free
+        n_paid = sum(1 for s in free if not s.target.startswith(MEASUREMENT_PREFIX))
+        if need_fd and evals_left < n_paid + (1 if J is None else 2):
             if J is None:
                 return self._probe_only(ctx, anchor, evals_left, lines)
             need_fd = False
@@ -199,7 +202,7 @@ class Reasoner:
                 J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations)
             except BudgetExhausted:
                 return self._finish(ctx, anchor, best, tried, lines, diagnosis, None, radius, lam, failures, sig_keys)
-            evals_left -= n
+            evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / cost)
             failures = 0
             tried.extend(probes)
             lines.append(self._sensitivity_summary(params, anchor, Js, sig_keys, J))
@@ -365,9 +368,14 @@ class Reasoner:
         d = a.sig_vector(sig_keys)
         ok = np.isfinite(d) & np.all(np.isfinite(Js), axis=1) if Js is not None and Js.size else np.zeros(0, bool)
         sig_rms = float(np.sqrt(np.mean(d[ok] ** 2))) if ok.any() else 0.0
-        mode = ("diagnosis" if (allow_diagnosis and (ok & self._smooth_rows(Js)).sum() >= n
+        # measurement nuisances (latency, marker offsets) act on the trajectory, not on the dynamics the
+        # signatures describe: the signature diagnosis leaves them alone, the trajectory refinement fits them
+        meas = np.array([s.target.startswith(MEASUREMENT_PREFIX) for s in params.free], bool)
+        n_moving = int(n - meas.sum())
+        mode = ("diagnosis" if (allow_diagnosis and n_moving > 0 and (ok & self._smooth_rows(Js)).sum() >= n_moving
                                 and sig_rms > self.signature_tolerance) else "refinement")
         if mode == "diagnosis":
+            lo, hi = np.where(meas, 0.0, lo), np.where(meas, 1e-12, hi)
             ok &= self._smooth_rows(Js)
             A, b = Js[ok], -d[ok]
             scale = np.sqrt(np.sum(A ** 2, axis=0)) + 1e-12

@@ -66,9 +66,15 @@ def _tracked(rig: Rig, frames: np.ndarray, gt: Trajectory, *, seed: int, trial: 
     return tr, info, np.asarray(noisy)
 
 
+def _rows(traj: Trajectory, rows: np.ndarray, rate: float) -> Trajectory:
+    """Selected rows of an upsampled rollout, stamped at the command times (step k at (k + 1) / rate)."""
+    return Trajectory((np.arange(rows.size) + 1) / rate, traj.keypoints[rows], traj.valid[rows], traj.names,
+                      traj.source, traj.trial_id, np.arange(rows.size), traj.meta)
+
+
 def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, noise: str = "camera",
                        keypoint_sigma_px: float = 0.5, noise_config: Mapping[str, Any] | None = None,
-                       twin: Twin | None = None) -> RealTrial:
+                       twin: Twin | None = None, misspecify: Mapping[str, float] | str | None = None) -> RealTrial:
     """A stand-in real trial from ``rig``'s twin at ``truth`` (see module docstring).
 
     Args:
@@ -79,26 +85,50 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
         keypoint_sigma_px: σ of the ``keypoint`` noise mode, px.
         noise_config: keyword arguments of ``SensorNoiseModel`` (default: the rig config's
             ``noise`` entry, else ``SensorNoiseModel.default()``); the seed is always ``seed``-derived.
-        twin: reuse this twin instead of building one (its parameters are overwritten).
+        twin: reuse this twin instead of building one (its parameters are overwritten; a
+            model-changing misspecification always builds its own).
+        misspecify: ``{kind: size}`` or the CLI text (``"latency=0.02,frozen"``): the real side
+            differs from the twin as :mod:`~vid2sid_ros.calibration.misspecification` documents;
+            what was done is in ``meta["misspecification"]`` (with the realised latency, s).
 
     Raises:
         Sim2SimError: unknown noise mode, a diverged rollout at the truth, missing tracker.
+        MisspecificationError: a bad or inexpressible misspecification.
     """
+    from .misspecification import (LATENCY_UPSAMPLE, apply_model_friction, delayed_rows, parse_misspecify,
+                                   perturb_real_twin, transform_real_trajectory, upsampled_excitation)
+
     if noise not in NOISE_MODES:
         raise Sim2SimError(f"unknown noise mode {noise!r}; valid: {', '.join(NOISE_MODES)}")
-    twin = twin if twin is not None else rig.make_twin()
+    mis = parse_misspecify(misspecify)
+    if "friction" in mis or twin is None:
+        twin = rig.make_twin()
     full = rig.parameters.complete(dict(truth))
-    twin.set_parameters(full)
+    real_values, mis_info = perturb_real_twin(twin, rig.parameters, full, mis) if mis else (full, {})
+    twin.set_parameters(real_values)
+    if mis:
+        apply_model_friction(twin, mis_info)
     rng = np.random.default_rng([int(seed), 0xC0FFEE])
+    mis_rng = np.random.default_rng([int(seed), 0xD209])
     out: dict[str, list[Trajectory]] = {"train": [], "holdout": []}
     frames_out: dict[str, np.ndarray] = {}
     tracking: dict[str, Any] = {}
     for label in ("train", "holdout"):
         for i, exc in enumerate(rig.excitations.get(label, [])):
-            res = twin.rollout(exc, render=(noise == "camera"))
+            if "latency" in mis:
+                res = twin.rollout(upsampled_excitation(exc), render=(noise == "camera"))
+            else:
+                res = twin.rollout(exc, render=(noise == "camera"))
             if res.diverged:
                 raise Sim2SimError(f"the twin diverged at the ground truth on '{exc.name}': {res.message}")
             gt = res.trajectory
+            if "latency" in mis:
+                rows, realised = delayed_rows(exc.num_steps, mis["latency"], exc.rate)
+                mis_info["latency"] = {"requested_s": mis["latency"], "realised_s": realised,
+                                       "upsample": LATENCY_UPSAMPLE}
+                gt = _rows(gt, rows, exc.rate)
+                if res.frames is not None:
+                    res = type(res)(gt, res.frames[rows], res.diverged, res.message)
             if noise == "camera":
                 if res.frames is None:
                     raise Sim2SimError(f"rig '{rig.name}': the twin returned no frames; use noise='keypoint'")
@@ -112,9 +142,14 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                 tr = Trajectory(gt.time, kp, gt.valid, gt.names, "real", exc.name, gt.steps)
             else:
                 tr = Trajectory(gt.time, gt.keypoints, gt.valid, gt.names, "real", exc.name, gt.steps)
+            if mis:
+                tr, tinfo = transform_real_trajectory(tr, mis, mis_rng)
+                for k, v in tinfo.items():
+                    mis_info.setdefault(k, {})[exc.name] = v
             out[label].append(tr)
     return RealTrial(out["train"], list(rig.excitations["train"]), out["holdout"],
                      list(rig.excitations.get("holdout", [])), frames=frames_out,
                      source=f"sim2sim {rig.name} seed {seed} noise {noise}", truth=dict(full),
                      meta={"noise": noise, "seed": seed, "keypoint_sigma_px": keypoint_sigma_px if noise == "keypoint"
-                           else None, "tracking": tracking})
+                           else None, "tracking": tracking,
+                           **({"misspecification": {"kinds": dict(mis), "applied": mis_info}} if mis else {})})

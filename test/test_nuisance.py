@@ -1,0 +1,141 @@
+"""Measurement nuisances: latency (free, sub-frame, either sign, no extra rollout), marker offsets, switches."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, run_calibration
+from vid2sid_ros.calibration.misspecification import MisspecificationError, parse_misspecify
+from vid2sid_ros.calibration.nuisance import (NuisanceConfigError, add_measurement_nuisances, parse_nuisance_config,
+                                              shift_trajectory)
+from vid2sid_ros.calibration.objective import TrialObjective
+from vid2sid_ros.calibration.observation import RealTrial
+from vid2sid_ros.calibration.proposers import make_proposer
+from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.core.excitation import Excitation
+from vid2sid_ros.core.trajectory import Trajectory
+from vid2sid_ros.sim.toy import make_rig
+
+FAST = dict(identifiability=False, final_identifiability=False)
+TRUTH = {"stiffness": 0.7, "damping": 0.01, "gain": 0.4}
+
+
+def _sine(rate=30.0, T=90, f=2.0, gaps=()):
+    t = (np.arange(T) + 1) / rate
+    kp = np.stack([100 + 20 * np.sin(2 * np.pi * f * t), 50 + 10 * np.cos(2 * np.pi * f * t)], axis=1)[:, None, :]
+    valid = np.ones((T, 1), bool)
+    valid[list(gaps), 0] = False
+    return Trajectory(t, kp, valid, ("tip",)), t
+
+
+@pytest.mark.parametrize("delay_frames", [0.37, -0.62, 1.4])
+def test_shift_is_a_sub_frame_delay_of_either_sign(delay_frames):
+    traj, t = _sine()
+    d = delay_frames / 30.0
+    out = shift_trajectory(traj, d)
+    inner = (t - d > t[0]) & (t - d < t[-1])
+    want = np.stack([100 + 20 * np.sin(2 * np.pi * 2 * (t - d)), 50 + 10 * np.cos(2 * np.pi * 2 * (t - d))], axis=1)
+    err = np.linalg.norm(out.keypoints[inner, 0] - want[inner], axis=1)
+    assert err.max() < 0.05  # cubic spline: a 2 Hz, 20 px swing at 30 fps, far below a pixel
+    assert np.array_equal(out.steps, traj.steps) and np.array_equal(out.time, traj.time)
+    assert shift_trajectory(traj, 0.0) is traj
+
+
+def test_shift_across_a_gap_is_linear_and_invalid_next_to_it():
+    traj, t = _sine(gaps=(40,))
+    out = shift_trajectory(traj, 0.5 / 30.0)
+    assert not out.valid[40, 0] and not out.valid[41, 0]  # both samples interpolate from frame 40
+    assert out.valid[39, 0] and out.valid[42, 0]
+    assert out.keypoints[42, 0, 0] == pytest.approx(0.5 * (traj.keypoints[41, 0, 0] + traj.keypoints[42, 0, 0]))
+
+
+def test_latency_only_evaluations_cost_no_rollout():
+    rig = make_rig()
+    real = make_sim2sim_trial(rig, TRUTH, seed=1, noise="none")
+    params = add_measurement_nuisances(rig.parameters, None, keypoints=("mid", "tip"),
+                                       excitations=real.train_excitations, real_trial=False)
+    obj = TrialObjective(rig.make_twin(), real.train_excitations, real.train, params)
+    a, _ = obj.evaluate(TRUTH)
+    b, _ = obj.evaluate({**TRUTH, "latency": 0.01})
+    c, _ = obj.evaluate({**TRUTH, "stiffness": 0.71, "latency": 0.01})
+    assert (a.rollouts, b.rollouts, c.rollouts) == (2, 0, 2)
+    assert a.error_px < 1e-9 < b.error_px  # the latency moved the trajectory the error is computed on
+
+
+def test_latency_misspecification_is_identified_with_the_physics():
+    rig = make_rig()
+    real = make_sim2sim_trial(rig, TRUTH, seed=1, noise="keypoint", keypoint_sigma_px=0.2, misspecify="latency=0.023")
+    realised = real.meta["misspecification"]["applied"]["latency"]["realised_s"]
+    assert realised == pytest.approx(0.0233, abs=2e-3)
+    cfg = CalibrationConfig(iterations=8, rollout_budget=60, **FAST)
+    free = run_calibration(rig, real, make_proposer("reasoner"), cfg)
+    fixed = run_calibration(rig, real, make_proposer("reasoner"),
+                            CalibrationConfig(iterations=8, rollout_budget=60, nuisance={"latency": False}, **FAST))
+    assert abs(free.values["latency"] - realised) * 30.0 < 0.2  # within 0.2 frame
+    rel = lambda r: np.mean([abs(r.values[n] - v) / v for n, v in TRUTH.items()])  # noqa: E731
+    assert rel(free) < 0.03 and rel(free) < 0.5 * rel(fixed)
+    assert "latency" not in fixed.values
+
+
+def test_marker_offsets_are_on_for_real_trials_and_recovered():
+    rig = make_rig()
+    sim = make_sim2sim_trial(rig, TRUTH, seed=2, noise="keypoint", keypoint_sigma_px=0.2)
+    shifted = []
+    for tr in sim.train + sim.holdout:
+        kp = tr.keypoints.copy()
+        kp[:, tr.names.index("tip"), 0] += 2.5  # the tip marker sits 2.5 px right of its model site
+        shifted.append(Trajectory(tr.time, kp, tr.valid, tr.names, "real", tr.trial_id, tr.steps))
+    n = len(sim.train)
+    real = RealTrial(shifted[:n], sim.train_excitations, shifted[n:], sim.holdout_excitations, source="recorded")
+    assert real.truth is None  # a recorded trial: marker offsets default on
+    res = run_calibration(rig, real, make_proposer("reasoner"), CalibrationConfig(iterations=8, rollout_budget=80,
+                                                                                  **FAST))
+    assert res.values["marker_offset.tip.x"] == pytest.approx(2.5, abs=0.3)
+    assert abs(res.values["marker_offset.mid.y"]) < 0.3
+    assert res.values["stiffness"] == pytest.approx(TRUTH["stiffness"], rel=0.03)
+
+
+def test_defaults_and_switches():
+    rig = make_rig()
+    excs = rig.excitations["train"]
+    p = rig.parameters
+    assert "latency" in add_measurement_nuisances(p, None, keypoints=("tip",), excitations=excs,
+                                                  real_trial=False).names
+    still = [Excitation("rest", 30.0, np.full((30, 1), 0.2), ("motor",))]  # nothing commanded: a free swing
+    assert "latency" not in add_measurement_nuisances(p, None, keypoints=("tip",), excitations=still,
+                                                      real_trial=False).names
+    sim_side = add_measurement_nuisances(p, None, keypoints=("tip",), excitations=excs, real_trial=False)
+    assert not any(n.startswith("marker_offset") for n in sim_side.names)
+    on = add_measurement_nuisances(p, {"marker_offsets": True, "latency": {"bounds": [-0.01, 0.02]}},
+                                   keypoints=("tip",), excitations=excs, real_trial=False)
+    assert {"marker_offset.tip.x", "marker_offset.tip.y"} <= set(on.names)
+    assert (on["latency"].lower, on["latency"].upper, on["latency"].kind) == (-0.01, 0.02, "nuisance")
+    off = add_measurement_nuisances(p, {"latency": {"enabled": False}}, keypoints=("tip",), excitations=excs,
+                                    real_trial=True)
+    assert "latency" not in off.names and "marker_offset.tip.x" in off.names
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"latncy": True}, "unknown key(s) ['latncy']"),
+    ({"latency": {"bounds": [0.01, 0.05]}}, "nuisance.latency.bounds: expected [lower, upper] with lower < 0 < upper"),
+    ({"latency": {"enabled": "yes"}}, "nuisance.latency.enabled: expected true or false"),
+    ({"marker_offsets": 3}, "nuisance.marker_offsets: expected true/false or a mapping"),
+])
+def test_bad_nuisance_blocks_say_which_key(block, message):
+    with pytest.raises(NuisanceConfigError) as err:
+        parse_nuisance_config(block, source="rig.yaml")
+    assert message in str(err.value) and str(err.value).startswith("rig.yaml") and "\n" not in str(err.value)
+    with pytest.raises(CalibrationError, match=r"nuisance"):
+        CalibrationConfig(nuisance=block)
+
+
+def test_misspecify_text():
+    assert parse_misspecify("latency=0.03, frozen") == {"latency": 0.03, "frozen": 0.3}
+    for bad, msg in (("lag=1", "unknown kind 'lag'"), ("latency=abc", "expected a number"),
+                     ("drops=0.7", "fraction in [0, 0.5)"), ("camera,camera", "given twice")):
+        with pytest.raises(MisspecificationError, match=msg.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+            parse_misspecify(bad)
+    assert math.isfinite(parse_misspecify("latency=-0.01")["latency"])

@@ -1,0 +1,278 @@
+"""Measurement nuisances: what stands between the twin's motion and the camera's record.
+
+A real rig's camera is never exactly in step with its commands, and a marker is never
+exactly where the model's site is. These effects are not physics: they are identified
+together with the physics and reported apart (``kind: nuisance``), never written into the
+model. This module holds the ones that act on the *trajectory* (after the rollout), so
+their sensitivity comes from the trajectory itself and costs no rollout:
+
+=========================== ======== ==============================================================
+parameter                   unit     effect on the twin's trajectory
+=========================== ======== ==============================================================
+``latency``                 s        camera delay behind the commands, continuous, sub-frame, either
+                                     sign: the twin is sampled at ``t − latency`` (cubic spline over
+                                     the frame times, ends held: the rig rests before the first command
+                                     and holds the last one). ``latency > 0``: the camera sees the
+                                     motion late.
+``marker_offset.<kp>.x|y``  px       a constant image-space offset of keypoint ``<kp>`` (marker glued
+                                     off its model site, tracker bias); for motion capture
+                                     ``.x|y|z`` in m
+=========================== ======== ==============================================================
+
+Parameters are ordinary :class:`~vid2sid_ros.core.parameters.ParameterSpec` objects
+with ``kind="nuisance"`` and a target in the ``measurement.`` namespace
+(``measurement.latency``, ``measurement.offset[tip].x``); :class:`MeasurementModel`
+splits a full value dict into the twin's values and these, and applies them.
+
+Switches (the rig config's ``nuisance:`` block, or ``CalibrationConfig.nuisance``)::
+
+    nuisance:
+      latency: {enabled: true, bounds: [-0.05, 0.05]}           # s; default on when the trials
+                                                               #  have commanded excitation
+      marker_offsets: {enabled: true, bounds: [-5.0, 5.0]}      # px; default on for real trials,
+                                                               #  off for sim2sim stand-ins
+
+``enabled`` may also be written as a bare boolean (``latency: false``). Camera-pose
+nuisances belong to the camera model (the twin's ``camera.*`` parameters), not here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..core.excitation import Excitation
+from ..core.parameters import ParameterSet, ParameterSpec
+from ..core.trajectory import Trajectory
+
+__all__ = ["MeasurementModel", "NuisanceConfigError", "add_measurement_nuisances", "shift_trajectory",
+           "parse_nuisance_config", "LATENCY", "MEASUREMENT_PREFIX", "DEFAULT_LATENCY_BOUNDS_S",
+           "DEFAULT_OFFSET_BOUNDS_PX", "is_commanded"]
+
+#: the latency parameter's name
+LATENCY = "latency"
+#: target namespace of trajectory-level nuisances
+MEASUREMENT_PREFIX = "measurement."
+#: default latency bounds, s (±1.5 frames at 30 Hz)
+DEFAULT_LATENCY_BOUNDS_S = (-0.05, 0.05)
+#: default marker-offset bounds, px
+DEFAULT_OFFSET_BOUNDS_PX = (-5.0, 5.0)
+
+_KEYS = {"latency", "marker_offsets"}
+
+
+class NuisanceConfigError(ValueError):
+    """A bad ``nuisance:`` block; the message names the key and what was expected."""
+
+
+def _switch(block: Any, key: str, default_bounds: tuple[float, float], source: str) -> tuple[bool | None, tuple[float, float]]:
+    where = f"{source}: nuisance.{key}"
+    if block is None:
+        return None, default_bounds
+    if isinstance(block, bool):
+        return block, default_bounds
+    if not isinstance(block, Mapping):
+        raise NuisanceConfigError(f"{where}: expected true/false or a mapping {{enabled, bounds}}, "
+                                  f"got {type(block).__name__} {block!r}")
+    unknown = set(block) - {"enabled", "bounds"}
+    if unknown:
+        raise NuisanceConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: enabled, bounds")
+    enabled = block.get("enabled")
+    if enabled is not None and not isinstance(enabled, bool):
+        raise NuisanceConfigError(f"{where}.enabled: expected true or false, got {enabled!r}")
+    bounds = block.get("bounds", default_bounds)
+    if (not isinstance(bounds, (list, tuple)) or len(bounds) != 2
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)
+            or not bounds[0] < 0.0 < bounds[1]):
+        raise NuisanceConfigError(f"{where}.bounds: expected [lower, upper] with lower < 0 < upper, got {bounds!r}")
+    return (True if enabled is None else enabled), (float(bounds[0]), float(bounds[1]))
+
+
+def parse_nuisance_config(config: Mapping[str, Any] | None, *, source: str = "<config>") -> dict[str, Any]:
+    """Validate a ``nuisance:`` block (module docstring).
+
+    Returns:
+        ``{"latency": (enabled | None, (lo, hi)), "marker_offsets": (enabled | None, (lo, hi))}``;
+        ``None`` = not said, the default applies.
+
+    Raises:
+        NuisanceConfigError: unknown key, wrong type, bounds not straddling 0 (one line naming the key).
+    """
+    cfg = {} if config is None else config
+    if not isinstance(cfg, Mapping):
+        raise NuisanceConfigError(f"{source}: nuisance: expected a mapping, got {type(cfg).__name__}")
+    unknown = set(cfg) - _KEYS
+    if unknown:
+        raise NuisanceConfigError(f"{source}: nuisance: unknown key(s) {sorted(unknown)}; valid: {', '.join(sorted(_KEYS))}"
+                                  " (camera pose nuisances are camera.* parameters)")
+    return {"latency": _switch(cfg.get("latency"), "latency", DEFAULT_LATENCY_BOUNDS_S, source),
+            "marker_offsets": _switch(cfg.get("marker_offsets"), "marker_offsets", DEFAULT_OFFSET_BOUNDS_PX, source)}
+
+
+def is_commanded(excitations: Sequence[Excitation]) -> bool:
+    """True if any excitation commands something that changes (a free swing has none)."""
+    for e in excitations:
+        v = np.asarray(e.values, float)
+        if v.size and float(np.ptp(v, axis=0).max()) > 0.0:
+            return True
+    return False
+
+
+#: marker-offset unit -> (axes, default bounds) for the measurement kinds an offset makes sense for
+OFFSET_UNITS = {"px": (("x", "y"), DEFAULT_OFFSET_BOUNDS_PX), "m": (("x", "y", "z"), (-0.01, 0.01))}
+
+
+def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any] | None, *,
+                              keypoints: Sequence[str], excitations: Sequence[Excitation], real_trial: bool,
+                              unit: str = "px", source: str = "<config>") -> ParameterSet:
+    """``parameters`` plus the enabled measurement nuisances (names already present are kept as they are).
+
+    Args:
+        parameters: the twin's (or the caller's) spec.
+        config: the ``nuisance:`` block (None = defaults).
+        keypoints: keypoint names (one marker offset pair each).
+        excitations: the training excitations (latency defaults on when they are commanded).
+        real_trial: True for a recorded robot (marker offsets default on), False for a
+            sim2sim stand-in.
+        unit: the measurement unit of the trials: ``px`` (image: x, y offsets) or ``m``
+            (motion capture: x, y, z; default bounds ±0.01 m); other units (joint states,
+            mixed) get no marker offsets.
+        source: file name for error messages.
+
+    Raises:
+        NuisanceConfigError: a bad block (see :func:`parse_nuisance_config`).
+    """
+    cfg = parse_nuisance_config(config, source=source)
+    specs = list(parameters.specs)
+    have = set(parameters.names)
+    lat_on, lat_b = cfg["latency"]
+    if (is_commanded(excitations) if lat_on is None else lat_on) and LATENCY not in have:
+        specs.append(ParameterSpec(LATENCY, "s", lat_b[0], lat_b[1], 0.0,
+                                   "camera delay behind the commands (positive: the video shows the motion late)",
+                                   MEASUREMENT_PREFIX + "latency", "linear", "nuisance"))
+    off_on, off_b = cfg["marker_offsets"]
+    if (real_trial if off_on is None else off_on) and unit in OFFSET_UNITS:
+        axes, unit_bounds = OFFSET_UNITS[unit]
+        if unit != "px" and off_b == DEFAULT_OFFSET_BOUNDS_PX:
+            off_b = unit_bounds
+        for kp in keypoints:
+            for axis in axes:
+                name = f"marker_offset.{kp}.{axis}"
+                if name not in have:
+                    specs.append(ParameterSpec(name, unit, off_b[0], off_b[1], 0.0,
+                                               f"constant image {axis} offset of keypoint '{kp}' (marker off its site)",
+                                               f"{MEASUREMENT_PREFIX}offset[{kp}].{axis}", "linear", "nuisance"))
+    if len(specs) == len(parameters.specs):
+        return parameters
+    from dataclasses import replace
+
+    return replace(parameters, specs=tuple(specs))
+
+
+def shift_trajectory(traj: Trajectory, delay_s: float) -> Trajectory:
+    """The trajectory as a camera ``delay_s`` behind would record it: ``x'(t) = x(t − delay_s)``.
+
+    Keypoints with every sample valid are resampled by a cubic spline over the frame
+    times (error O(Δt⁴) for smooth motion, so a 0.5-frame shift of a 5 Hz ringing stays
+    far below a pixel); keypoints with gaps are resampled linearly and a resampled sample
+    is valid only if both neighbours are. Times before the first frame take the first
+    frame (the twin's trajectory starts one command period after the first command; the
+    state before is not recorded), times after the last the last frame.
+
+    Args:
+        traj: keypoints (T, K, 2) px at times ``traj.time`` (s).
+        delay_s: s, either sign; 0 returns ``traj`` itself.
+
+    Returns:
+        A trajectory with the same times, steps, names and source.
+    """
+    d = float(delay_s)
+    if d == 0.0 or traj.num_frames < 2:
+        return traj
+    t = traj.time
+    tq = np.clip(t - d, t[0], t[-1])
+    kp = traj.keypoints
+    valid = traj.valid
+    out = np.full_like(kp, np.nan)
+    vout = np.zeros_like(valid)
+    tl = tq
+    idx = np.clip(np.searchsorted(t, tl, side="right") - 1, 0, len(t) - 2)
+    dt = t[idx + 1] - t[idx]
+    w = np.where(dt > 0, (tl - t[idx]) / np.where(dt > 0, dt, 1.0), 0.0)
+    for k in range(traj.num_keypoints):
+        if valid[:, k].all() and np.all(np.diff(t) > 0) and len(t) >= 4:
+            from scipy.interpolate import CubicSpline
+
+            out[:, k, :] = CubicSpline(t, kp[:, k, :], axis=0)(tq)
+            vout[:, k] = True
+        else:
+            a, b = kp[idx, k, :], kp[idx + 1, k, :]
+            ok = valid[idx, k] & (valid[idx + 1, k] | (w == 0.0))
+            b = np.where(np.isfinite(b), b, a)
+            out[:, k, :] = (1.0 - w)[:, None] * a + w[:, None] * b
+            vout[:, k] = ok
+    return Trajectory(t, out, vout, traj.names, traj.source, traj.trial_id, traj.steps, traj.meta)
+
+
+class MeasurementModel:
+    """The trajectory-level nuisances of a parameter set (module docstring).
+
+    Args:
+        parameters: a spec that may contain ``measurement.*`` targets.
+
+    Attributes:
+        names: names of the measurement nuisances in ``parameters``.
+    """
+
+    def __init__(self, parameters: ParameterSet) -> None:
+        self.parameters = parameters
+        self.names = [s.name for s in parameters if s.target.startswith(MEASUREMENT_PREFIX)]
+        self._offsets: dict[str, tuple[str, int]] = {}
+        for s in parameters:
+            tgt = s.target[len(MEASUREMENT_PREFIX):] if s.target.startswith(MEASUREMENT_PREFIX) else ""
+            if tgt.startswith("offset[") and "]." in tgt:
+                kp, axis = tgt[len("offset["):].split("].", 1)
+                self._offsets[s.name] = (kp, "xyz".index(axis) if axis in ("x", "y", "z") else 0)
+        self._latency = next((s.name for s in parameters if s.target == MEASUREMENT_PREFIX + "latency"), None)
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+    def split(self, values: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+        """``(twin values, measurement values)`` of a value dict."""
+        meas = {k: float(v) for k, v in values.items() if k in self.names}
+        return {k: v for k, v in values.items() if k not in meas}, meas
+
+    def physics_only(self) -> ParameterSet:
+        """The spec without the measurement nuisances (what the twin and result.yaml hold)."""
+        from dataclasses import replace
+
+        if not self.names:
+            return self.parameters
+        return replace(self.parameters, specs=tuple(s for s in self.parameters if s.name not in self.names))
+
+    def apply(self, traj: Trajectory, values: Mapping[str, float]) -> Trajectory:
+        """The twin's trajectory as the camera would record it at these nuisance values.
+
+        Args:
+            traj: the twin's trajectory (px).
+            values: full or partial values; missing nuisances count as 0.
+        """
+        if not self.names:
+            return traj
+        out = traj
+        if self._latency is not None:
+            out = shift_trajectory(out, float(values.get(self._latency, 0.0)))
+        if self._offsets:
+            kp = out.keypoints.copy()
+            moved = False
+            for name, (kpname, axis) in self._offsets.items():
+                v = float(values.get(name, 0.0))
+                if v != 0.0 and kpname in out.names and axis < kp.shape[2]:
+                    kp[:, out.names.index(kpname), axis] += v
+                    moved = True
+            if moved:
+                out = Trajectory(out.time, kp, out.valid, out.names, out.source, out.trial_id, out.steps, out.meta)
+        return out
