@@ -144,4 +144,7 @@ def test_result_yaml_loads_back_with_spec_extras_and_after_a_run_that_proposed_n
     assert res["damping"].lower == 0.003 and res.extra["notes"] == d["notes"]
     assert doc["calibration"]["status"] == "ok"
     cal = yaml.safe_load((tmp_path / "run" / "result.json").read_text())
-    assert {n: res[n].nominal for n in res.names} == pytest.approx(cal["values"])
+    # result.yaml holds the physics; result.json's values also hold the measurement nuisances (latency)
+    assert {n: res[n].nominal for n in res.names} == pytest.approx(
+        {n: v for n, v in cal["values"].items() if n not in doc.get("nuisance", {})})
+    assert "latency" in doc["nuisance"] and "latency" not in res.names

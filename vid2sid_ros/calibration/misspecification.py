@@ -38,6 +38,7 @@ used by :func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial`.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -235,4 +236,4 @@ def transform_real_trajectory(traj: Trajectory, mis: Mapping[str, float], rng: n
         info["drops"] = {"dropped_frames": [int(d) for d in dropped], "fraction": float(mis["drops"])}
     if not info:
         return traj, info
-    return Trajectory(traj.time, kp, valid, traj.names, traj.source, traj.trial_id, traj.steps, traj.meta), info
+    return replace(traj, keypoints=kp, valid=valid), info

@@ -29,8 +29,10 @@ Switches (the rig config's ``nuisance:`` block, or ``CalibrationConfig.nuisance`
     nuisance:
       latency: {enabled: true, bounds: [-0.05, 0.05]}           # s; default on when the trials
                                                                #  have commanded excitation
-      marker_offsets: {enabled: true, bounds: [-5.0, 5.0]}      # px; default on for real trials,
-                                                               #  off for sim2sim stand-ins
+      marker_offsets: {enabled: true, bounds: [-5.0, 5.0]}      # px; default on for real trials
+                                                               #  (unless the spec has free camera
+                                                               #  nuisances of its own), off for
+                                                               #  sim2sim stand-ins
 
 ``enabled`` may also be written as a bare boolean (``latency: false``). Camera-pose
 nuisances belong to the camera model (the twin's ``camera.*`` parameters), not here.
@@ -39,6 +41,7 @@ nuisances belong to the camera model (the twin's ``camera.*`` parameters), not h
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -134,8 +137,9 @@ def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any
         config: the ``nuisance:`` block (None = defaults).
         keypoints: keypoint names (one marker offset pair each).
         excitations: the training excitations (latency defaults on when they are commanded).
-        real_trial: True for a recorded robot (marker offsets default on), False for a
-            sim2sim stand-in.
+        real_trial: True for a recorded robot (marker offsets default on, unless the spec
+            has free nuisance parameters of its own modelling the camera), False for a sim2sim
+            stand-in.
         unit: the measurement unit of the trials: ``px`` (image: x, y offsets) or ``m``
             (motion capture: x, y, z; default bounds ±0.01 m); other units (joint states,
             mixed) get no marker offsets.
@@ -153,7 +157,11 @@ def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any
                                    "camera delay behind the commands (positive: the video shows the motion late)",
                                    MEASUREMENT_PREFIX + "latency", "linear", "nuisance"))
     off_on, off_b = cfg["marker_offsets"]
-    if (real_trial if off_on is None else off_on) and unit in OFFSET_UNITS:
+    # default: on for real trials, unless the spec already models the camera with free nuisances of its
+    # own (a pixel scale, a pivot position: an offset of one keypoint would duplicate them)
+    own_camera = any(s.kind == "nuisance" and not s.target.startswith(MEASUREMENT_PREFIX) for s in parameters.free)
+    default_offsets = real_trial and not own_camera
+    if (default_offsets if off_on is None else off_on) and unit in OFFSET_UNITS:
         axes, unit_bounds = OFFSET_UNITS[unit]
         if unit != "px" and off_b == DEFAULT_OFFSET_BOUNDS_PX:
             off_b = unit_bounds
@@ -166,8 +174,6 @@ def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any
                                                f"{MEASUREMENT_PREFIX}offset[{kp}].{axis}", "linear", "nuisance"))
     if len(specs) == len(parameters.specs):
         return parameters
-    from dataclasses import replace
-
     return replace(parameters, specs=tuple(specs))
 
 
@@ -213,7 +219,7 @@ def shift_trajectory(traj: Trajectory, delay_s: float) -> Trajectory:
             b = np.where(np.isfinite(b), b, a)
             out[:, k, :] = (1.0 - w)[:, None] * a + w[:, None] * b
             vout[:, k] = ok
-    return Trajectory(t, out, vout, traj.names, traj.source, traj.trial_id, traj.steps, traj.meta)
+    return replace(traj, keypoints=out, valid=vout)
 
 
 class MeasurementModel:
@@ -247,8 +253,6 @@ class MeasurementModel:
 
     def physics_only(self) -> ParameterSet:
         """The spec without the measurement nuisances (what the twin and result.yaml hold)."""
-        from dataclasses import replace
-
         if not self.names:
             return self.parameters
         return replace(self.parameters, specs=tuple(s for s in self.parameters if s.name not in self.names))
@@ -274,5 +278,5 @@ class MeasurementModel:
                     kp[:, out.names.index(kpname), axis] += v
                     moved = True
             if moved:
-                out = Trajectory(out.time, kp, out.valid, out.names, out.source, out.trial_id, out.steps, out.meta)
+                out = replace(out, keypoints=kp)
         return out

@@ -68,8 +68,10 @@ def _tracked(rig: Rig, frames: np.ndarray, gt: Trajectory, *, seed: int, trial: 
 
 def _rows(traj: Trajectory, rows: np.ndarray, rate: float) -> Trajectory:
     """Selected rows of an upsampled rollout, stamped at the command times (step k at (k + 1) / rate)."""
-    return Trajectory((np.arange(rows.size) + 1) / rate, traj.keypoints[rows], traj.valid[rows], traj.names,
-                      traj.source, traj.trial_id, np.arange(rows.size), traj.meta)
+    from dataclasses import replace
+
+    return replace(traj, time=(np.arange(rows.size) + 1) / rate, keypoints=traj.keypoints[rows],
+                   valid=traj.valid[rows], steps=np.arange(rows.size))
 
 
 def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, noise: str = "camera",
