@@ -32,7 +32,19 @@
 
    The machine's load average is printed: wall-clock figures depend on what else runs.
 
-Run: ``.venv/bin/python bench/bench_ros_pipeline.py`` (about 4 min).
+3. ``--processes``: the same graph, nodes and params files started the way ``ros2 launch``
+   does (``launch/calibrate_finger.launch.py stand_in:=true``; its node table,
+   :func:`vid2sid_ros.nodes.launch_support.launch_plan`): one OS process per node
+   (``python -m vid2sid_ros.nodes.<executable> --ros-args -r __node:=<name>
+   --params-file ...``, the bench's overrides in one more params file, as launch passes
+   its override dict). The bench process is only a client in its own rclpy context: it
+   calls ``/vid2sid/excitation/start`` and reads ``dropped_frames`` / ``late_frames``
+   from the published trajectories, the delays from the tracker's log line, and the CPU
+   time of every node process from ``/proc/<pid>/stat``. ``--compare`` runs both modes.
+
+Run: ``.venv/bin/python bench/bench_ros_pipeline.py`` (about 4 min);
+``nice .venv/bin/python bench/bench_ros_pipeline.py --propose-calls 0 --rates 60 120 --duration 30 --compare``
+for the README's one-process vs one-process-per-node figures.
 ROS traffic stays on this machine (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, own domain).
 """
 
@@ -149,6 +161,137 @@ def run_trial(rate: float, duration: float, noise: bool, record: bool, tmp: Path
         b.shutdown()
 
 
+def _proc_cpu(pid: int) -> float:
+    """CPU time (user + system, s) of process ``pid`` (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        st = f.read()
+    fields = st[st.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_trial_processes(rate: float, duration: float, noise: bool, record: bool, tmp: Path) -> dict:
+    """The lockstep trial with one OS process per node (the ``ros2 launch`` route); see module doc, 3."""
+    import subprocess
+
+    import rclpy
+    import yaml
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from std_srvs.srv import Trigger
+
+    from vid2sid_ros.nodes.common import LATCHED_QOS, TrajectoryMsg
+    from vid2sid_ros.nodes.graph import find_config_dir
+    from vid2sid_ros.nodes.launch_support import launch_plan
+
+    exc = (f"{{kind: chirp, f0: 0.3, f1: 4.0, amplitude: 0.25, offset: 0.35, duration: {duration}, "
+           f"rate: {rate}}}")
+    overrides = {"excitation_node": {"excitation_config": exc},
+                 "tracker_node": {"trial_grace": 10.0, "queue_size": 100000},
+                 "stand_in_rig_node": {"noise": noise}, "recorder_node": {"enabled": record}}
+    plan = launch_plan("finger_stand_in", str(find_config_dir()),
+                       {"bag_path": str(tmp / f"bag_proc_{rate:g}Hz"), "run_dir": str(tmp / "runs_proc")})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    procs: dict[str, subprocess.Popen] = {}
+    logs: dict[str, Path] = {}
+    ctx = Context()
+    rclpy.init(context=ctx)
+    client = rclpy.create_node("bench_launch_client", context=ctx)
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(client)
+    got: dict[str, object] = {}
+    for s in ("real", "sim"):
+        client.create_subscription(TrajectoryMsg, f"/vid2sid/{s}/trajectory",
+                                   lambda m, s=s: got.__setitem__(s, m), LATCHED_QOS)
+    try:
+        for n in plan:
+            params = [p for p in n.parameters if isinstance(p, str)]
+            extra = {**n.overrides, **overrides.get(n.name, {})}
+            if extra:
+                f = tmp / f"{n.name}_{rate:g}Hz.yaml"
+                f.write_text(yaml.safe_dump({n.name: {"ros__parameters": extra}}))
+                params.append(str(f))
+            cmd = [sys.executable, "-m", f"vid2sid_ros.nodes.{n.executable}", "--ros-args", "-r", f"__node:={n.name}"]
+            for f in params:
+                cmd += ["--params-file", f]
+            for a, b in n.remappings:
+                cmd += ["-r", f"{a}:={b}"]
+            logs[n.name] = tmp / f"{n.name}_{rate:g}Hz.log"
+            with open(logs[n.name], "w") as log:
+                procs[n.name] = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        start = client.create_client(Trigger, "/vid2sid/excitation/start")
+        end = time.monotonic() + 120.0
+        # up: the start service answers and every image stream has its publisher and the tracker as subscriber
+        while time.monotonic() < end and not (
+                start.service_is_ready()
+                and all(client.count_publishers(f"/vid2sid/{s}/image_raw") >= 1 for s in ("real", "sim"))
+                and all(client.count_subscribers(f"/vid2sid/{s}/image_raw") >= 1 for s in ("real", "sim"))):
+            ex.spin_once(timeout_sec=0.1)
+            dead = [k for k, p in procs.items() if p.poll() is not None]
+            if dead:
+                return {"rate": rate, "error": f"node process(es) {dead} exited; see {logs[dead[0]]}"}
+        if time.monotonic() >= end:
+            return {"rate": rate, "error": "the graph did not come up within 120 s"}
+        time.sleep(2.0)  # the twins build their models after their publishers exist
+        load0 = os.getloadavg()[0]
+        cpu0 = {k: _proc_cpu(p.pid) for k, p in procs.items()}
+        t0 = time.monotonic()
+        fut = start.call_async(Trigger.Request())
+        ex.spin_until_future_complete(fut, timeout_sec=30.0)
+        if fut.result() is None or not fut.result().success:
+            return {"rate": rate, "error": f"excitation start refused: {fut.result()}"}
+        deadline = time.monotonic() + duration + 120.0
+        while len(got) < 2 and time.monotonic() < deadline:
+            ex.spin_once(timeout_sec=0.1)
+        wall = time.monotonic() - t0
+        cpu = {k: _proc_cpu(p.pid) - cpu0[k] for k, p in procs.items()}
+        load1 = os.getloadavg()[0]
+        if len(got) < 2:
+            return {"rate": rate, "error": "trajectories not published in time"}
+        time.sleep(0.5)  # the tracker's log line follows its publish
+        text = logs["tracker_node"].read_text(errors="replace")
+        out = {"rate": rate, "steps": int(got["real"].num_steps), "wall_s": wall, "load_avg": (load0, load1),
+               "cpu_s": sum(cpu.values()), "cpu_by_node": cpu}
+        for s in ("real", "sim"):
+            m = re.findall(rf" {s}: \d+ steps.*?dropped (\d+), late (\d+), duplicate (\d+)"
+                           r"(?:, delay p50 (\d+) ms max (\d+) ms)?", text)
+            d = m[-1] if m else ("", "", "", "", "")
+            out[s] = {"dropped_frames": int(got[s].dropped_frames), "late_frames": int(got[s].late_frames),
+                      "duplicate_frames": int(d[2]) if d[2] else None,
+                      "delay_p50_s": float(d[3]) / 1e3 if d[3] else None,
+                      "delay_max_s": float(d[4]) / 1e3 if d[4] else None}
+        return out
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        ex.shutdown()
+        client.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def _print_processes(r: dict, a) -> None:
+    n, period_ms = r["steps"], 1e3 / r["rate"]
+    print(f"{r['rate']:g} Hz x {a.duration:g} s, one process per node (ros2 launch route): {n} steps, wall "
+          f"{r['wall_s']:.1f} s, load avg {r['load_avg'][0]:.2f} -> {r['load_avg'][1]:.2f}", flush=True)
+    for s in ("real", "sim"):
+        m = r[s]
+        ms = {k: "?" if m[k] is None else f"{1e3 * m[k]:.0f}" for k in ("delay_p50_s", "delay_max_s")}
+        print(f"  {s:4s}: dropped {m['dropped_frames']}, late {m['late_frames']} (> {period_ms:.1f} ms after "
+              f"capture), duplicates {m['duplicate_frames']}; delay p50 {ms['delay_p50_s']} ms, max "
+              f"{ms['delay_max_s']} ms")
+    cpu_ms = 1e3 * r["cpu_s"] / n
+    by_node = sorted(r["cpu_by_node"].items(), key=lambda kv: -kv[1])
+    print(f"  CPU {r['cpu_s']:.1f} s = {cpu_ms:.1f} ms per step, all node processes ({100 * r['cpu_s'] / r['wall_s']:.0f}"
+          "% of one core); by process, ms per step: " + ", ".join(f"{k} {1e3 * c / n:.2f}" for k, c in by_node),
+          flush=True)
+
+
 def propose_latency(calls: int, tmp: Path) -> dict:
     import rclpy
     from rclpy.context import Context
@@ -193,6 +336,10 @@ def main(argv=None) -> int:
     p.add_argument("--propose-calls", type=int, default=5)
     p.add_argument("--no-noise", action="store_true", help="stand-in rig without the sensor noise model")
     p.add_argument("--record", action="store_true", help="also record every topic to a bag")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--processes", action="store_true",
+                      help="one OS process per node, as ros2 launch starts them (default: one process, Bringup)")
+    mode.add_argument("--compare", action="store_true", help="both: one process, then one process per node")
     a = p.parse_args(argv)
     print(f"cores: {os.cpu_count()}, load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_ros_") as d:
@@ -207,12 +354,20 @@ def main(argv=None) -> int:
                       f"{statistics.median(lat):.2f} s, max {max(lat):.2f} s over {len(lat)} calls; error px: "
                       + ", ".join(f"{e:.3f}" for e in r["error_px"]), flush=True)
         for rate in a.rates:
+            if a.processes or a.compare:
+                r = run_trial_processes(rate, a.duration, not a.no_noise, a.record, tmp)
+                if "error" in r:
+                    print(f"{rate:g} Hz, one process per node: {r['error']}")
+                else:
+                    _print_processes(r, a)
+                if a.processes:
+                    continue
             r = run_trial(rate, a.duration, not a.no_noise, a.record, tmp)
             if "error" in r:
                 print(f"{rate:g} Hz: {r['error']}")
                 continue
             n, period_ms = r["steps"], 1e3 / rate
-            print(f"{rate:g} Hz x {a.duration:g} s ({n} steps, period {period_ms:.1f} ms, noise "
+            print(f"{rate:g} Hz x {a.duration:g} s, one process (vid2sid bringup) ({n} steps, period {period_ms:.1f} ms, noise "
                   f"{'off' if a.no_noise else 'on'}, record {'on' if a.record else 'off'}), wall {r['wall_s']:.1f} s, "
                   f"load avg {r['load_avg'][0]:.2f} -> {r['load_avg'][1]:.2f}, tracker queue drops {r['queue_drops']}, "
                   f"frames dropped by the sensor model {r['rig_noise_drops']}", flush=True)
