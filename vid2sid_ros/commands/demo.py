@@ -66,6 +66,46 @@ def _methods(arg: list[str] | None, main: str) -> list[str]:
     return out
 
 
+class DemoError(RuntimeError):
+    """The demo cannot run as asked (an unusable ``--out``); the message is one line naming it."""
+
+
+def _prepare_out(out: Path) -> None:
+    """Create the output directory ``out`` and check that files can be written in it.
+
+    Raises:
+        DemoError: ``out`` is a file, lies under a file, or cannot be created or written.
+    """
+    if out.exists() and not out.is_dir():
+        raise DemoError(f"--out {out}: exists and is not a directory; give a directory path")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".vid2sid_write_check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        where = err.filename or out
+        raise DemoError(f"--out {out}: cannot write there ({where}: {err.strerror or err}); choose a writable "
+                        "directory") from None
+
+
+def _report_unfinished(state: dict[str, Any], err: BaseException) -> Path:
+    """Write ``<out>/report.html`` for a demo whose main calibration finished but a later step failed.
+
+    ``state`` is what :func:`run_demo` recorded once the main calibration was saved
+    (``out``, ``runs``, ``proposer``). Returns the report path.
+    """
+    from ..report import ReportSection, render_report
+
+    out = Path(state["out"])
+    section = ReportSection("The demo did not finish", [
+        f"The calibration with the {state['proposer']} finished and is saved in {state['runs'][state['proposer']]} "
+        f"(result.yaml, iterations.jsonl); a later step failed: {type(err).__name__}: {err}. The checks, the model "
+        "variants and the overlay video after that step are missing from this report."])
+    return render_report(out / "report.html", state["runs"], main=state["proposer"],
+                         title="vid2sid: pendulum twin calibrated from a real clip (incomplete)", sections=[section])
+
+
 def _fresh_dir(path: Path) -> Path:
     """Clear a previous calibration run in ``path`` (only if it is one)."""
     if path.exists():
@@ -79,7 +119,8 @@ def _fresh_dir(path: Path) -> Path:
 def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None, proposer: str = "reasoner",
              budget: int | None = None, iterations: int | None = None, methods: list[str] | None = None,
              variants: bool = True, video: bool = True, seed: int = 0, train_fraction: float | None = None,
-             max_frames: int | None = None, video_path: str | Path | None = None, log=print) -> dict[str, Any]:
+             max_frames: int | None = None, video_path: str | Path | None = None, log=print,
+             state: dict[str, Any] | None = None) -> dict[str, Any]:
     """The demo pipeline (see the module docstring); returns the summary dict.
 
     Args:
@@ -90,8 +131,11 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         video: write the overlay video. seed: proposer seed.
         train_fraction, max_frames, video_path: trial overrides (tests use short clips).
         log: where progress lines go.
+        state: if given, filled with ``out``, ``runs`` and ``proposer`` as soon as the main
+            calibration is saved, so a caller can still report it when a later step raises.
 
     Raises:
+        DemoError: ``out`` cannot be used (a file, read-only, ...).
         vid2sid_ros.io.video.VideoError: missing or corrupt clip.
         vid2sid_ros.sim.user_model.UserModelError: the marker is not found, the clip is too
             short to estimate a period, or the config is malformed (messages say which).
@@ -138,7 +182,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     rig = load_rig(doc, source=(file, base))
     if not rig.trials or rig.trials[0].kind != "video":
         raise RigConfigError(f"{file}:trials: the demo needs a rig whose first trial is a video")
-    out.mkdir(parents=True, exist_ok=True)
+    _prepare_out(out)
     spec = rig.trials[0]
     vblock = spec.source["video"]
     cal = dict(rig.calibration or {})
@@ -196,6 +240,10 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
 
     log(f"calibrating ({budget} rollouts, {iterations} iterations per method, start from the clip):")
     main_res = calibrate(proposer, proposer, params, final_check=True)
+    if state is not None:  # saved: from here on a failure still gets this run reported
+        state.update(out=out, runs=runs, proposer=proposer)
+    if not real.holdout:
+        log(f"  holdout: no valid frame of the marker after frame {n_train}: nothing to score it on")
     for name in methods or []:
         try:
             calibrate(name, name, params, final_check=False)
@@ -235,7 +283,11 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         py = best["pivot_y"] + best.get("camera_drift_y", 0.0) * t
         k0 = real_full.keypoints[:, 0]
         ang_real = np.arctan2(k0[:, 0] - px, k0[:, 1] - py) + best["camera_roll"]
-        ang_sim = np.asarray(roll.state["qpos"])[real_full.steps, 0]  # rows paired by time slot
+        q = np.asarray(roll.state["qpos"])
+        steps = np.asarray(real_full.steps)
+        inside = steps < q.shape[0]  # the twin ran the training part only when the holdout has no valid frame
+        ang_sim = np.full(steps.shape, np.nan)
+        ang_sim[inside] = q[steps[inside], 0]  # rows paired by time slot
         derived["swing angle"] = ("rad", ang_real, ang_sim)
     from ..report import ReportSection, TrajectoryPanel, render_report, save_trajectories
 
@@ -437,6 +489,18 @@ def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int, f
     return paths
 
 
+def _unfinished(state: dict[str, Any], err: BaseException) -> int:
+    """The main calibration is saved but a later step raised: report it, say so in one line, exit 1."""
+    run_dir = state["runs"][state["proposer"]]
+    try:
+        report = f"report (incomplete): {_report_unfinished(state, err)}"
+    except Exception as rerr:  # noqa: BLE001 - the run directory is still there
+        report = f"no report ({type(rerr).__name__}: {rerr})"
+    print(f"vid2sid demo: the calibration finished and is saved in {run_dir}, but a later step failed: "
+          f"{type(err).__name__}: {err}; {report}", file=sys.stderr)
+    return 1
+
+
 def run(args) -> int:
     """Entry point of ``vid2sid demo``."""
     from ..calibration.proposers import UnknownProposerError
@@ -445,14 +509,23 @@ def run(args) -> int:
     from ..rigs import RigConfigError, UnknownRigError
     from ..sim.user_model import UserModelError
 
+    from ..core.parameters import ParameterSpecError
+
+    state: dict[str, Any] = {}
     try:
         s = run_demo(out=args.out, config=args.config, proposer=args.proposer, budget=args.budget,
                      iterations=args.iterations, methods=_methods(args.methods, args.proposer),
-                     variants=not args.no_variants, video=not args.no_video, seed=args.seed)
+                     variants=not args.no_variants, video=not args.no_video, seed=args.seed, state=state)
     except (VideoError, ClipError, RigConfigError, UnknownRigError, UserModelError, FileNotFoundError,
-            UnknownProposerError, ImportError) as err:
-        print(f"vid2sid demo: {err}", file=sys.stderr)
-        return 1
+            UnknownProposerError, ImportError, DemoError, ParameterSpecError) as err:
+        if not state:
+            print(f"vid2sid demo: {err}", file=sys.stderr)
+            return 1
+        return _unfinished(state, err)
+    except Exception as err:  # noqa: BLE001 - after the calibration: report what finished, then fail
+        if not state:
+            raise
+        return _unfinished(state, err)
     print()
     print(f"report: {s['report']}")
     print(f"holdout MAE (last 40 % of the clip, never fitted): {_f(s['holdout_mae_px'])} px "

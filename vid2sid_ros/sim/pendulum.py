@@ -99,15 +99,30 @@ class StartEstimate:
 
     def apply(self, parameters: ParameterSet) -> ParameterSet:
         """The spec with nominal = :attr:`values` and bounds narrowed to :attr:`bounds`
-        (never wider than the spec's own bounds)."""
+        (never wider than the spec's own bounds).
+
+        Raises:
+            UserModelError: an estimated range lies outside the spec's bounds, or an
+                estimate is not finite (the clip does not support the estimate: e.g. the
+                marker is missing for much of it); names the parameter and both ranges.
+        """
         specs = []
         for s in parameters.specs:
             lo, hi = s.lower, s.upper
+            est = self.values.get(s.name)
+            if est is not None and not s.frozen and not math.isfinite(est):
+                raise UserModelError(f"estimate_start: no finite start value for '{s.name}' could be read off the "
+                                     "clip; check that the marker is tracked through the training part")
             if s.name in self.bounds and not s.frozen:
                 lo = max(s.lower, self.bounds[s.name][0])
                 hi = min(s.upper, self.bounds[s.name][1])
                 if s.scale == "log":
                     lo = max(lo, s.lower)
+                if not lo < hi:
+                    raise UserModelError(
+                        f"estimate_start: the clip puts '{s.name}' at {est:.4g} {s.unit}, outside the spec's bounds "
+                        f"[{s.lower:g}, {s.upper:g}]: the marker track is too patchy for a start estimate, or the "
+                        "bounds do not fit this rig")
             nom = self.values.get(s.name, s.nominal)
             nom = min(max(nom, lo), hi)
             specs.append(replace(s, lower=lo, upper=hi, nominal=nom))
