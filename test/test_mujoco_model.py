@@ -283,3 +283,42 @@ def test_per_trial_initial_states(mesh_model):
     with pytest.raises(UserModelError, match="expected '@TRIAL'"):
         UserModelTwin(model=mesh_model, camera=CAM, keypoints={"tip": "tip"},
                       parameters=_spec(_DUMMY, {**free, "target": "init.qpos[hinge]@ t 2"}))
+
+
+def test_rig_config_errors_name_the_config_and_key(tmp_path, urdf_arm):
+    """Through the one rig loader: URDF compile error, CameraInfo with a wrong-sized matrix, a marker
+    naming a missing site: each one line naming the file and key, nothing else."""
+    import yaml
+
+    from vid2sid_ros.rigs import RigConfigError, load_rig
+
+    cfg = {"rig": "arm", "model": str(urdf_arm), "actuators": ARM_ACTUATORS,
+           "parameters": {"g": {"unit": "N*m", "lower": 0.5, "upper": 2.0, "nominal": 1.0,
+                                "target": "actuator_gear[shoulder_motor,0]"}},
+           "keypoints": {"tool": "tool_dot"},
+           "markers": [{"name": "tool_dot", "body": "tool0", "rgba": [1, 0, 0, 1], "radius": 0.015}],
+           "camera": {"fovy": 50, "pose": {"position": [0.5, -0.5, 0.5], "look_at": [0.2, 0, 0.05]}}}
+
+    def load(name, **change):
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(yaml.safe_dump({**cfg, **change}))
+        with pytest.raises(RigConfigError) as err:
+            load_rig(p)
+        msg = str(err.value)
+        assert msg.startswith(f"{p}:") and "\n" not in msg, msg
+        return msg
+
+    broken = tmp_path / "broken.urdf"
+    broken.write_text(urdf_arm.read_text().replace('<child link="fore"/>', '<child link="forearm"/>'))
+    msg = load("urdf", model=str(broken))
+    assert f"{broken}: MuJoCo cannot load this URDF" in msg and "joint parent or child missing" in msg
+    info = tmp_path / "cam.yaml"
+    info.write_text(yaml.safe_dump({"image_width": 320, "image_height": 240, "distortion_model": "plumb_bob",
+                                    "camera_matrix": {"rows": 3, "cols": 3, "data": [300.0, 0, 160, 0, 300, 120]}}))
+    msg = load("caminfo", camera={"camera_info": "cam.yaml", "pose": {"position": [0.5, -0.5, 0.5],
+                                                                       "look_at": [0, 0, 0]}})
+    assert "camera.camera_info" in msg and f"{info}:camera_matrix: expected a 3x3 matrix" in msg
+    msg = load("marker", markers=[{"name": "tool_dot", "site": "tool_site"}])
+    assert "markers[0].site: no site named 'tool_site'" in msg
+    msg = load("actuator", actuators=[{"name": "m", "joint": "shouldr"}])
+    assert "actuators[0].joint: no joint named 'shouldr'" in msg and "did you mean shoulder" in msg

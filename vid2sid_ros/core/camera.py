@@ -443,7 +443,10 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
             ci = base / ci
         if not ci.is_file():
             raise CameraError(f"{source}:{key}.camera_info: file not found: {ci}")
-        kw.update(load_camera_info(ci))
+        try:
+            kw.update(load_camera_info(ci))
+        except CameraError as err:
+            raise CameraError(f"{source}:{key}.camera_info: {err}") from None
     for f in ("width", "height"):
         if f in cfg:
             v = cfg[f]

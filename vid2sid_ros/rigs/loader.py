@@ -622,6 +622,8 @@ def _check_twin(rig: Rig, file: str) -> None:
         twin = rig.make_twin()
     except (TwinError, ParameterSpecError, ValueError, OSError) as err:
         msg = " ".join(str(err).split())
+        if msg.startswith(f"{file}:"):  # the twin already names file:key (markers, keypoints, camera, actuators)
+            raise RigConfigError(msg) from None
         m = re.match(r"^keypoint '([^']+)': (.*)$", msg)
         if m:
             raise RigConfigError(f"{file}:keypoints.{m.group(1)}: {m.group(2)}") from None
