@@ -140,3 +140,54 @@ def test_out_that_is_a_file_under_a_file_or_read_only_is_one_line(clips, tmp_pat
         assert f"--out {ro}: cannot write there" in line, line
     finally:
         os.chmod(tmp_path / "ro", 0o755)
+
+
+def _edit(cfg: dict, case: str) -> None:
+    trial, marker = cfg["trial"], cfg["trial"]["tracker"]["markers"][0]
+    if case == "no_trial":
+        del cfg["trial"]
+    elif case == "no_video":
+        del trial["video"]
+    elif case == "hsv_out_of_range":
+        marker["hsv_lower"] = [300, 80, 50]
+    elif case == "hsv_not_numbers":
+        marker["hsv_upper"] = "red"
+    elif case == "fps_text":
+        trial["fps"] = "fast"
+    elif case == "tracker_kind":
+        trial["tracker"]["kind"] = "blobs"
+    elif case == "marker_not_a_keypoint":
+        marker["name"] = "aple"
+
+
+#: input -> what the one line must say (file:key and what was expected)
+CONFIG_CASES = {
+    "no_trial": "trials: the demo needs a rig whose first trial is a video",
+    "no_video": "trials: the demo needs a rig whose first trial is a video",
+    "hsv_out_of_range": "tracker: marker 'apple': hsv_lower (300, 80, 50) outside OpenCV HSV ranges",
+    "hsv_not_numbers": "tracker.markers[0].hsv_upper: expected a list of 3 numbers, got 'red'",
+    "fps_text": "trials[0].source.video.fps: expected a number or null (Hz), got 'fast'",
+    "tracker_kind": "tracker.kind: expected one of markers, centerline, got 'blobs'",
+    "marker_not_a_keypoint": "tracker.markers[0].name: the tracker's names must be the rig's keypoints (apple); "
+                             "not keypoints: aple; no marker for: apple (did you mean apple?)",
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIG_CASES))
+def test_bad_user_rig_configs_are_one_line_naming_the_key(clips, tmp_path, capsys, case):
+    cfg = yaml.safe_load(clips["ok"].read_text())
+    _edit(cfg, case)
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "out"
+    assert main(["demo", "--out", str(out), "--config", str(path), *FAST]) == 1
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(f"vid2sid demo: {path}:") and CONFIG_CASES[case] in line, line
+    assert not out.exists()  # refused before anything was written
+
+
+def test_binary_file_as_config_is_one_line(tmp_path, capsys):
+    path = tmp_path / "rig.yaml"
+    path.write_bytes(bytes(range(256)) * 4)
+    assert main(["demo", "--out", str(tmp_path / "out"), "--config", str(path), *FAST]) == 1
+    assert f"{path}: not a UTF-8 text YAML file" in _one_line(capsys.readouterr().err)

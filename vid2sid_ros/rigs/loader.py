@@ -314,12 +314,42 @@ def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, chec
     rig.calibration = dict(doc.get("calibration") or {})
     rig.proposer = {k: doc[k] for k in ("proposer", "proposer_options", "fallback") if k in doc}
     rig.keypoints = tuple(doc["keypoints"]) if doc.get("keypoints") else rig.keypoints
+    if rig.tracker and rig.keypoints:
+        _check_tracker_names(rig, file)
     resolved = dict(doc)
     resolved["_source"], resolved["_dir"] = file, str(base)
     rig.config = {**dict(rig.config or {}), **resolved}
     if check_model:
         _check_twin(rig, file)
     return rig
+
+
+def _check_tracker_names(rig: Rig, file: str) -> None:
+    """The tracker must report exactly the rig's keypoints (the twin's names), or calibration cannot pair them.
+
+    Raises:
+        RigConfigError: ``file:tracker.markers[i].name`` (or ``file:tracker``) naming the
+            names that are not keypoints and the keypoints without a marker.
+    """
+    from ..perception import make_tracker, tracker_names
+
+    try:
+        names = tracker_names(make_tracker(rig.tracker))
+    except ValueError:
+        return  # a tracker without fixed names (checked when it runs)
+    keypoints = tuple(rig.keypoints)
+    extra = [n for n in names if n not in keypoints]
+    missing = [k for k in keypoints if k not in names]
+    if not extra and not missing:
+        return
+    markers = [m.get("name") if isinstance(m, Mapping) else None for m in rig.tracker.get("markers") or []]
+    where = f"tracker.markers[{markers.index(extra[0])}].name" if extra and extra[0] in markers else "tracker"
+    close = difflib.get_close_matches(extra[0], missing or keypoints, n=1) if extra else []
+    raise RigConfigError(
+        f"{file}:{where}: the tracker's names must be the rig's keypoints ({', '.join(keypoints)}); "
+        + (f"not keypoints: {', '.join(extra)}" if extra else "")
+        + ("; " if extra and missing else "") + (f"no marker for: {', '.join(missing)}" if missing else "")
+        + (f" (did you mean {close[0]}?)" if close else ""))
 
 
 def _model_rig(doc: Mapping[str, Any], model: Any, name: str, file: str, base: Path) -> Rig:
