@@ -70,8 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, help="rollout budget (default 40; 0 = unlimited)")
     parser.add_argument("--seed", type=int, help="seed of the proposer and, for sim2sim, of the hidden truth")
     parser.add_argument("--out", help="run directory (default runs/<rig>_<proposer>)")
-    parser.add_argument("--real", metavar="BAG",
-                        help="calibrate against a recorded rosbag2 (MCAP) of a real trial (overrides CONFIG's real)")
+    parser.add_argument("--real", metavar="BAG|TRIAL.json",
+                        help="calibrate against a recorded rosbag2 (MCAP) or a real-trial JSON written by "
+                             "`vid2sid track --excitation` (overrides CONFIG's real)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
     parser.add_argument("--quiet", action="store_true", help="print only the final summary")
     parser.add_argument("--verbose", action="store_true",
@@ -315,8 +316,9 @@ def run(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
             raise ConfigError(f"{cfg.get('_source', '<command line>')}: proposer_options for '{name}': {err}") from None
         out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
-        if args.real:
-            cfg = {**cfg, "real": {"bag": str(Path(args.real).resolve())}}
+        if args.real:  # a real-trial JSON (vid2sid track --excitation) or a rosbag2 directory/file
+            kind = "trajectory" if Path(args.real).suffix.lower() == ".json" else "bag"
+            cfg = {**cfg, "real": {kind: str(Path(args.real).resolve())}}
         real = build_real(rig, cfg, ccfg.seed, keep_frames=bool(getattr(proposer, "wants_video", False)))
     except (ConfigError, CalibrationError, UnknownRigError, UnknownProposerError, ParameterSpecError,
             FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:

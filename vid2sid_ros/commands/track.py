@@ -4,7 +4,19 @@ Decodes the video, runs the rig's marker tracker on every frame and writes the
 trajectory as JSON (:meth:`vid2sid_ros.core.trajectory.Trajectory.to_dict`; lost
 markers are ``null`` with ``valid: false``). Optionally writes an overlay mp4 of the
 tracked keypoints. Exit codes: 0 success, 2 bad input (missing/corrupt video, unknown
-rig, unsupported tracker), 1 when no keypoint was ever found.
+rig, unsupported tracker, unknown excitation), 1 when no keypoint was ever found.
+
+With ``--excitation NAME`` (one of the rig's excitations, the command the robot was given
+while the clip was filmed) the output is a real trial instead — the
+:class:`~vid2sid_ros.core.trial.RealTrial` JSON that ``vid2sid calibrate
+--real FILE`` reads — with the trajectory paired to that excitation by command step (a
+frame at time t closes command period ``round(t · rate) − 1``, the twin's convention, so a
+camera rate different from the command rate pairs by time). ``--split holdout`` files the clip as a holdout trial, ``--append`` adds it to an
+existing trial file. From a clip to a calibration::
+
+    vid2sid track step.mp4  --rig finger --excitation step --out trial.json
+    vid2sid track chirp.mp4 --rig finger --excitation chirp --split holdout --append --out trial.json
+    vid2sid calibrate --rig finger --real trial.json --out runs/from_video
 """
 
 from __future__ import annotations
@@ -27,6 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", default="real", help="trajectory source label (default: real)")
     parser.add_argument("--trial-id", default=None, help="trial id (default: the video's file stem)")
     parser.add_argument("--overlay", default=None, metavar="MP4", help="also write the video with tracked keypoints")
+    parser.add_argument("--excitation", default=None, metavar="NAME",
+                        help="the rig excitation commanded during the clip: write a real trial that calibrate reads "
+                             "(--real FILE) instead of a bare trajectory")
+    parser.add_argument("--split", choices=["train", "holdout"], default="train",
+                        help="with --excitation: file the clip as a training (default) or holdout trial")
+    parser.add_argument("--append", action="store_true",
+                        help="with --excitation: add the trial to the real-trial file --out instead of replacing it")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +64,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"vid2sid track: {err}", file=sys.stderr)
         return 2
 
-    text = json.dumps(trajectory.to_dict())
+    if args.excitation is not None or args.append:
+        try:
+            text = json.dumps(_real_trial_doc(args, rig, trajectory))
+        except (ValueError, OSError) as err:
+            print(f"vid2sid track: {err}", file=sys.stderr)
+            return 2
+    else:
+        text = json.dumps(trajectory.to_dict())
     flag, target = "--out", args.out
     try:
         if args.out == "-":
@@ -66,4 +92,55 @@ def run(args: argparse.Namespace) -> int:
                                                   else "") for n, f in zip(trajectory.names, found))
     print(f"vid2sid track: {clip.num_frames} frames at {clip.fps:g} Hz from {args.video}; "
           f"keypoints found: {summary}" + ("" if args.out == "-" else f"; wrote {args.out}"), file=sys.stderr)
+    if args.excitation is None and args.out != "-":
+        names = [e.name for k in ("train", "holdout") for e in (rig.excitations or {}).get(k, ())]
+        print("vid2sid track: to calibrate from this clip, name the command it was filmed under: --excitation NAME"
+              + (f" (this rig's: {', '.join(names)})" if names else ""), file=sys.stderr)
     return 0 if trajectory.valid.any() else 1
+
+
+def _real_trial_doc(args: argparse.Namespace, rig, trajectory) -> dict:
+    """The RealTrial JSON document: ``trajectory`` paired with ``--excitation`` (appended with ``--append``).
+
+    Raises:
+        ValueError: no/unknown excitation (lists the rig's), an unreadable ``--append`` file,
+            or a clip whose keypoints differ from the file's trials.
+    """
+    import dataclasses
+
+    import numpy as np
+
+    from ..core.trial import RealTrial
+
+    excs = {e.name: e for k in ("train", "holdout") for e in (rig.excitations or {}).get(k, ())}
+    if args.excitation is None:
+        raise ValueError("--append needs --excitation NAME (the command the clip was filmed under)")
+    if args.excitation not in excs:
+        raise ValueError(f"--excitation: unknown excitation {args.excitation!r} of rig '{rig.name}'; valid: "
+                         f"{', '.join(excs) or '(the rig defines none)'}")
+    exc = excs[args.excitation]
+    # a frame at time t closes command period k = t * rate - 1 (the twin's convention, frame k at (k + 1) / rate)
+    steps = np.rint(np.asarray(trajectory.time, float) * exc.rate).astype(int) - 1
+    if np.any(np.diff(steps) <= 0):
+        raise ValueError(f"{args.video}: frame times do not map to distinct command steps at {exc.rate:g} Hz "
+                         "(the camera is faster than the command rate: frames would share a step)")
+    traj = dataclasses.replace(trajectory, steps=steps)
+    out = Path(args.out) if args.out != "-" else None
+    if args.append and out is not None and out.is_file():
+        old = RealTrial.load(out)
+        if tuple(old.keypoint_names) != tuple(traj.names):
+            raise ValueError(f"{out}: its trials track {old.keypoint_names}, this clip {traj.names}")
+    else:
+        old = None
+    train = list(old.train) if old else []
+    train_e = list(old.train_excitations) if old else []
+    hold = list(old.holdout) if old else []
+    hold_e = list(old.holdout_excitations) if old else []
+    (train if args.split == "train" else hold).append(traj)
+    (train_e if args.split == "train" else hold_e).append(exc)
+    if not train:
+        raise ValueError("a real trial needs at least one training clip: track one without --split holdout first")
+    src = f"video {Path(args.video).name}" + (f" + {old.source}" if old and old.source else "")
+    trial = RealTrial(train, train_e, hold, hold_e, source=src,
+                      meta={"tracked_with": f"vid2sid track --rig {rig.name}"})
+    return trial.to_dict()
