@@ -97,7 +97,7 @@ def _config(tmp_path: Path, proposer: str, base_url: str, *, fallback: str | Non
     cfg = {"rig": "vid2sid_ros.sim.toy:make_rig",
            "real": {"sim2sim": {"truth": TRUTH, "noise": "none"}},
            "calibration": {"iterations": iterations, "rollout_budget": None, "identifiability": False,
-                           "final_identifiability": False},
+                           "final_identifiability": False, "stop_when_converged": False},
            "proposer": proposer, "proposer_options": opts}
     if fallback:
         cfg["fallback"] = fallback

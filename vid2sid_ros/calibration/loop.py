@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..core.parameters import ParameterSet, ParameterSpecError
-from ..sim.base import Twin
+from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin
 from ..sim.registry import Rig
 from .identifiability import IdentifiabilityReport, check_identifiability
 from .nuisance import MeasurementModel, add_measurement_nuisances
@@ -65,6 +65,7 @@ from .trial_curves import save_trial_curves, trial_curves
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
 
 __all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration", "check_run_dir",
+           "RolloutBudgetWarning", "rollout_budget_warnings",
            "RunDirCheck", "validate_records",
            "record_to_dict", "record_from_dict", "load_history", "UNLIMITED_ROLLOUTS"]
 
@@ -74,6 +75,32 @@ UNLIMITED_ROLLOUTS = 10 ** 9
 
 class CalibrationError(RuntimeError):
     """A calibration cannot start or resume (bad config, foreign run directory...)."""
+
+
+class RolloutBudgetWarning(UserWarning):
+    """The spec's bounds allow proposals whose rollouts exceed the rollout limits.
+
+    Such rollouts are refused by the twin and recorded as failed evaluations; the
+    warning is given once, before iteration 0, so the bounds can be narrowed first.
+    """
+
+
+def rollout_budget_warnings(twin: Twin, params: ParameterSet, excitations, limits: RolloutLimits) -> list[str]:
+    """Warnings about rollouts the spec's bounds allow beyond ``limits`` (up-front check).
+
+    Twins whose cost depends on the parameters say how much through
+    ``rollout_cost_bound(parameters, excitations) -> (substeps, explanation)``
+    (the PyElastica tentacle); others are not checked.
+    """
+    bound = getattr(twin, "rollout_cost_bound", None)
+    if not callable(bound) or limits.max_substeps is None:
+        return []
+    n, why = bound(params, list(excitations))
+    if n <= limits.max_substeps:
+        return []
+    return [f"the parameter bounds allow rollouts of up to {n:,} physics substeps ({why}), over the budget of "
+            f"{limits.max_substeps:,} (calibration.rollout_max_substeps): proposals there will be recorded as "
+            "failed evaluations; narrow the bounds (or raise the budget) to avoid spending iterations on them"]
 
 
 @dataclass
@@ -98,6 +125,11 @@ class CalibrationConfig:
         nuisance: the measurement-nuisance switches (the rig config's ``nuisance:`` block,
             :mod:`~vid2sid_ros.calibration.nuisance`); None = defaults (latency free when
             the trials are commanded, marker offsets free for real trials only).
+        rollout_max_substeps: physics substeps one rollout may take (None = no cap); a
+            rollout over it is refused by the twin and recorded as a failed evaluation
+            (:class:`~vid2sid_ros.sim.base.RolloutLimits`).
+        rollout_max_wall_s: wall time one rollout may take, s (None = no cap, the default:
+            a first PyElastica rollout includes numba compilation).
     """
 
     iterations: int = 10
@@ -114,8 +146,15 @@ class CalibrationConfig:
     resume: bool = False
     start: dict[str, float] | None = None
     nuisance: dict[str, Any] | None = None
+    rollout_max_substeps: int | None = DEFAULT_MAX_SUBSTEPS
+    rollout_max_wall_s: float | None = None
 
     def __post_init__(self) -> None:
+        try:
+            RolloutLimits(self.rollout_max_substeps, self.rollout_max_wall_s)
+        except ValueError as err:  # "rollout limit max_substeps must be ..." -> "config 'rollout_max_substeps' must be ..."
+            key, rest = str(err).removeprefix("rollout limit ").split(" ", 1)
+            raise CalibrationError(f"config 'rollout_{key}' {rest}") from None
         def is_int(v: Any) -> bool:
             return isinstance(v, int) and not isinstance(v, bool)
 
@@ -651,6 +690,7 @@ def run_calibration(
     fallback: Proposer | None = None,
     parameters: ParameterSet | None = None,
     on_iteration: Callable[[IterationRecord], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> CalibrationResult:
     """Calibrate ``target``'s free parameters to ``real`` (see the module docstring).
 
@@ -665,6 +705,9 @@ def run_calibration(
         parameters: spec override (default the rig's/twin's); its frozen flags decide
             what is calibrated.
         on_iteration: called with each completed record (iteration 0 included).
+        on_warning: called at once with each up-front warning (rollout budget); default
+            ``warnings.warn(..., RolloutBudgetWarning)``. The text also goes into
+            iteration 0's notes.
 
     Returns:
         CalibrationResult.
@@ -688,6 +731,18 @@ def run_calibration(
         if unknown:
             raise CalibrationError(f"config 'start': unknown parameter(s) {unknown}; valid: {', '.join(params.names)}")
     pre = check_run_dir(rd, proposer_name=proposer.name, config=cfg, parameters=params, real=real)
+    limits = RolloutLimits(cfg.rollout_max_substeps, cfg.rollout_max_wall_s)
+    if hasattr(twin, "rollout_limits"):
+        twin.rollout_limits = limits
+    budget_warnings = rollout_budget_warnings(
+        twin, params, list(real.train_excitations) + list(real.holdout_excitations), limits)
+    for w in budget_warnings:
+        if on_warning is not None:
+            on_warning(w)
+        else:
+            import warnings
+
+            warnings.warn(w, RolloutBudgetWarning, stacklevel=2)
     if rd is not None:  # every refusal check has passed: now the run directory may be written
         rd.mkdir(parents=True, exist_ok=True)
     s = _Session(twin, params, real, cfg, rd)
@@ -741,7 +796,7 @@ def run_calibration(
             per_keypoint_px=dict(current_eval.per_keypoint_px),
             rationale="start point: " + ("the values given in the config" if cfg.start else "the spec's nominal values"),
             confidence=0.0, rollouts_used=s.used, wall_s=time.perf_counter() - t0,
-            notes=[current_eval.message] if current_eval.failed else [],
+            notes=list(budget_warnings) + ([current_eval.message] if current_eval.failed else []),
             extra={"evaluations": list(s.iter_log), "best_error_px": _num(s.best[0]), "rollouts_total": s.used,
                    "current_after": {n: s.current[n] for n in params.free_names}, "failed": current_eval.failed})
         init = _roundtrip(init)

@@ -359,9 +359,11 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         try:
             with library_output_to(log_path, verbose=args.verbose):  # restored before anything is printed
+                # up-front warnings go to stdout at once (stderr is the library log in here)
                 result = run_calibration(rig, real, proposer, ccfg, out, fallback=fallback,
                                          on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet,
-                                                                              measurement_unit(real.train)))
+                                                                              measurement_unit(real.train)),
+                                         on_warning=lambda w: print(f"warning: {w}", flush=True))
         except CalibrationError as err:
             failure = (2, f"vid2sid calibrate: {err}")
         except OSError as err:  # disk full, directory removed or made read-only mid-run

@@ -9,6 +9,8 @@ Parameters change between rollouts without reloading the model.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, runtime_checkable
 
@@ -18,7 +20,12 @@ from ..core.excitation import Excitation
 from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory
 
-__all__ = ["Twin", "RolloutResult", "TwinError", "CameraIntrinsics"]
+__all__ = ["Twin", "RolloutResult", "TwinError", "CameraIntrinsics", "RolloutLimits", "RolloutMeter",
+           "DEFAULT_MAX_SUBSTEPS"]
+
+#: default cap on physics substeps per rollout: about 60x the tentacle's worst case
+#: inside its shipped bounds (16 800 for 75 frames), ~2 min of PyElastica on one core
+DEFAULT_MAX_SUBSTEPS = 1_000_000
 
 
 class TwinError(RuntimeError):
@@ -40,6 +47,69 @@ class CameraIntrinsics:
     fy: float
     cx: float
     cy: float
+
+
+@dataclass(frozen=True)
+class RolloutLimits:
+    """What one rollout may cost before it is recorded as failed instead of run to the end.
+
+    A twin whose step size depends on the parameters (the explicit PyElastica rod:
+    ``dt ~ dl * sqrt(rho / E)``) can be asked for millions of substeps per frame by a
+    proposal at a bound; MuJoCo models can slow down in contact. Twins with a
+    ``rollout_limits`` attribute check it: a rollout whose substep count would exceed
+    ``max_substeps`` is refused before it starts, one that runs past ``max_wall_s`` is
+    stopped; both come back as ``RolloutResult(diverged=True, message=...)``, which the
+    calibration loop records as a failed evaluation.
+
+    Attributes:
+        max_substeps: physics substeps per rollout (all command periods), or None = no cap.
+        max_wall_s: wall time per rollout, s, or None = no cap. Off by default: the first
+            PyElastica rollout of a process includes numba compilation (up to minutes).
+
+    Raises:
+        ValueError: a limit that is not a positive number (or None).
+    """
+
+    max_substeps: int | None = DEFAULT_MAX_SUBSTEPS
+    max_wall_s: float | None = None
+
+    def __post_init__(self) -> None:
+        ms, mw = self.max_substeps, self.max_wall_s
+        if ms is not None and (isinstance(ms, bool) or not isinstance(ms, int) or ms < 1):
+            raise ValueError(f"rollout limit max_substeps must be a positive integer or null, got {ms!r}")
+        if mw is not None and (isinstance(mw, bool) or not isinstance(mw, (int, float)) or not math.isfinite(mw)
+                               or mw <= 0):
+            raise ValueError(f"rollout limit max_wall_s must be a number > 0 (s) or null, got {mw!r}")
+
+    def substeps_problem(self, substeps: int, why: str = "") -> str:
+        """``""`` when ``substeps`` fits, else the message of a refused rollout."""
+        if self.max_substeps is None or substeps <= self.max_substeps:
+            return ""
+        return (f"rollout refused: it needs {substeps:,} physics substeps{f' ({why})' if why else ''}, over the "
+                f"budget of {self.max_substeps:,} per rollout (calibration.rollout_max_substeps)")
+
+
+class RolloutMeter:
+    """Wall-time meter of one rollout against :attr:`RolloutLimits.max_wall_s`.
+
+    Usage: ``meter = RolloutMeter(limits)`` at the start, ``meter.problem(k)`` after
+    command step ``k``: ``""`` while within the budget, else the failure message.
+    """
+
+    def __init__(self, limits: RolloutLimits | None, clock=time.perf_counter) -> None:
+        self.limits = limits or RolloutLimits(max_substeps=None)
+        self._clock = clock
+        self._t0 = clock()
+
+    def problem(self, step: int) -> str:
+        mw = self.limits.max_wall_s
+        if mw is None:
+            return ""
+        elapsed = self._clock() - self._t0
+        if elapsed <= mw:
+            return ""
+        return (f"rollout stopped after command step {step}: {elapsed:.1f} s of wall time, over the budget of "
+                f"{mw:g} s per rollout (calibration.rollout_max_wall_s)")
 
 
 @dataclass

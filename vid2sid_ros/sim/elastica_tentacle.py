@@ -75,7 +75,7 @@ import numpy as np
 from ..core.excitation import Excitation, build_excitation_sets
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set
 from ..core.trajectory import Trajectory
-from .base import CameraIntrinsics, RolloutResult, TwinError
+from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError
 
 __all__ = [
     "TentacleTwin", "TentacleGeometry", "TentacleAppearance", "PinholeCamera", "default_config",
@@ -540,6 +540,8 @@ class TentacleTwin:
     actuator_names: tuple[str, ...] = ("tendon",)
     #: file suffix of :meth:`export_model` (the calibration loop names the model copy with it).
     model_suffix: str = ".yaml"
+    #: cost cap of one rollout (:class:`~vid2sid_ros.sim.base.RolloutLimits`); the loop sets it
+    rollout_limits: RolloutLimits = RolloutLimits()
 
     def __init__(self, *, parameters: ParameterSet | str | Path | None = None, medium: str = "air",
                  geometry: TentacleGeometry | Mapping[str, Any] | None = None, gravity: float = 9.81,
@@ -674,6 +676,36 @@ class TentacleTwin:
             return self.gravity
         rho, rho_f = self._values["density"], self._values["fluid_density"]
         return self.gravity * (rho - rho_f) / self._effective_density()
+
+    def rollout_cost_bound(self, parameters: ParameterSet, excitations: Sequence[Excitation]) -> tuple[int, str]:
+        """Largest substep count one rollout can need inside ``parameters``' bounds.
+
+        The stable step ``dt = dt_safety * dl * sqrt(rho_eff / E)`` is shortest at the
+        largest free ``youngs_modulus`` and the smallest free inertial density (rod
+        density, plus added mass under water); frozen parameters count at their nominal.
+
+        Returns:
+            ``(substeps, explanation)`` for the longest excitation.
+        """
+        def extreme(name: str, high: bool) -> float:
+            spec = parameters[name] if name in parameters else None
+            if spec is None:
+                return self._values[name]
+            return spec.nominal if spec.frozen else (spec.upper if high else spec.lower)
+
+        E = extreme("youngs_modulus", True)
+        rho = extreme("density", False)
+        if self.medium == "water":
+            rho += extreme("added_mass_coefficient", False) * extreme("fluid_density", False)
+        dt = stable_time_step(E, rho, self.geometry.element_length, safety=self.dt_safety)
+        worst, why = 0, ""
+        for exc in excitations:
+            per = max(1, math.ceil(exc.period / dt - 1e-9))
+            if exc.num_steps * per > worst:
+                worst = exc.num_steps * per
+                why = (f"youngs_modulus {E:.3g} Pa with inertial density {rho:.4g} kg/m^3 gives dt {dt:.3g} s, "
+                       f"{per:,} substeps per {exc.period:.4g} s frame, {exc.num_steps} frames ('{exc.name}')")
+        return worst, why
 
     def time_step(self, period: float | None = None) -> float:
         """Integration time step for the current parameters, s (divides ``period`` when given)."""
@@ -843,11 +875,17 @@ class TentacleTwin:
             raise TwinError(f"tentacle twin: excitation '{excitation.name}' drives {excitation.actuator_names}; "
                             f"expected one column {self.actuator_names}")
         T, period = excitation.num_steps, excitation.period
-        self.reset(period)
         n_nodes = self.geometry.n_elements + 1
         nodes = np.full((T, n_nodes, 3), np.nan)
-        diverged, message = False, ""
-        for k in range(T):
+        dt = self.time_step(period)
+        per = int(round(period / dt))
+        message = self.rollout_limits.substeps_problem(
+            T * per, f"dt {dt:.3g} s at youngs_modulus {self._values['youngs_modulus']:.3g} Pa, {per:,} per frame")
+        diverged = bool(message)  # refused before a single step: a failed evaluation, not a hang
+        if not diverged:
+            self.reset(period)
+        meter = RolloutMeter(self.rollout_limits)
+        for k in range(0 if diverged else T):
             self.step(values[k], period)
             problem = self.divergence()
             if problem:
@@ -856,6 +894,10 @@ class TentacleTwin:
                            f"parameters {self._values}, dt {self._dt:.3g} s")
                 break
             nodes[k] = self._rod.position_collection.T
+            over = meter.problem(k)
+            if over:  # the samples so far are kept, the rollout counts as failed
+                diverged, message = True, over
+                break
         uv, _ = self._view.project(self._keypoints_world(nodes))
         valid = self._in_image(uv)
         traj = Trajectory(time=(np.arange(T) + 1) / excitation.rate, keypoints=uv, valid=valid,

@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 from ..core.excitation import Excitation, build_excitation_sets  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
-from .base import CameraIntrinsics, RolloutResult, TwinError  # noqa: E402
+from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError  # noqa: E402
 from .mujoco_render import OffscreenRenderer, camera_extrinsics, camera_intrinsics, project_points  # noqa: E402
 
 __all__ = ["FingerTwin", "FieldTarget", "parse_targets", "default_config", "make_rig",
@@ -159,6 +159,8 @@ class FingerTwin:
 
     #: each spec's ``target`` is parsed and written (a re-targeted spec is honoured)
     writes_targets = True
+    #: cost cap of one rollout (:class:`~vid2sid_ros.sim.base.RolloutLimits`); the loop sets it
+    rollout_limits: RolloutLimits = RolloutLimits()
 
     def __init__(self, *, model_path: str | Path | None = None,
                  parameters: ParameterSet | str | Path | None = None,
@@ -477,12 +479,17 @@ class FingerTwin:
         T, K = excitation.num_steps, len(self._marker_geoms)
         frames = np.zeros((T, self.camera.height, self.camera.width, 3), np.uint8) if render else None
         self.reset(excitation.period)
+        refused = self.rollout_limits.substeps_problem(
+            T * self._substeps, f"{self._substeps} per {excitation.period:.4g} s frame, {T} frames")
+        if refused:  # a failed evaluation, not a hang
+            self._diverged = refused
+        meter = RolloutMeter(self.rollout_limits)
 
         markers = np.full((T, K, 3), np.nan)
         qpos = np.full((T, m.nq), np.nan)
         applied = np.full((T, m.nu), np.nan)
         tension = np.full((T, m.nu), np.nan)
-        for k in range(T):
+        for k in range(0 if refused else T):
             self.step(ctrl[k])
             if self._diverged:
                 break
@@ -492,6 +499,10 @@ class FingerTwin:
             tension[k] = d.actuator_force
             if frames is not None:
                 self.render(out=frames[k])
+            over = meter.problem(k)
+            if over:  # the samples so far are kept, the rollout counts as failed
+                self._diverged = over
+                break
 
         kp, valid = self._project(markers)
         traj = Trajectory(time=(np.arange(T) + 1) / excitation.rate, keypoints=kp, valid=valid,

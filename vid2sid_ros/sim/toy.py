@@ -37,7 +37,7 @@ import numpy as np
 from ..core.excitation import Excitation, build_excitation_sets
 from ..core.parameters import ParameterSet, ParameterSpec, ParameterSpecError
 from ..core.trajectory import Trajectory
-from .base import CameraIntrinsics, RolloutResult
+from .base import CameraIntrinsics, RolloutLimits, RolloutResult
 from .registry import Rig
 
 __all__ = ["ToyArmTwin", "toy_parameters", "make_rig", "TOY_SPECS"]
@@ -96,6 +96,8 @@ class ToyArmTwin:
     actuator_names = ("motor",)
     #: file suffix of :meth:`export_model` (the calibration loop names the calibrated copy with it)
     model_suffix = ".yaml"
+    #: cost cap of one rollout (:class:`~vid2sid_ros.sim.base.RolloutLimits`); the loop sets it
+    rollout_limits: RolloutLimits = RolloutLimits()
 
     def __init__(self, parameters: ParameterSet | None = None, *, width: int = 320, height: int = 240,
                  substeps: int = 20, link_lengths: Sequence[float] = (0.05, 0.10)) -> None:
@@ -155,7 +157,12 @@ class ToyArmTwin:
             RolloutResult with keypoints (T, K, 2) px; frames (T, H, W, 3) uint8 if ``render``.
         """
         u = np.asarray(excitation.values, dtype=float)[:, 0]
-        theta, diverged, msg = self._simulate(u, excitation.rate)
+        msg = self.rollout_limits.substeps_problem(u.shape[0] * self._substeps,
+                                                   f"{self._substeps} per frame, {u.shape[0]} frames")
+        if msg:  # refused before it starts: a failed evaluation
+            theta, diverged = np.full(u.shape[0], np.nan), True
+        else:
+            theta, diverged, msg = self._simulate(u, excitation.rate)
         s = self._values["pixel_scale"]
         cx, cy = self.camera.cx, self.camera.cy
         kp = np.empty((u.shape[0], len(self._lengths), 2))

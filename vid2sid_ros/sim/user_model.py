@@ -54,7 +54,7 @@ from ..core.excitation import Excitation  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
 from ..core.camera import CAMERA_FIELDS, CameraError, PinholeCamera, camera_from_config  # noqa: E402
-from .base import CameraIntrinsics, RolloutResult, TwinError  # noqa: E402
+from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError  # noqa: E402
 from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionError  # noqa: E402
 from ..share import PACKAGE_DIR, resolve_path  # noqa: E402,F401  (re-exported)
 from .mujoco_finger import parse_targets  # noqa: E402
@@ -278,6 +278,8 @@ class UserModelTwin:
     model_suffix = ".xml"
     #: each spec's ``target`` is parsed and written (a re-targeted spec is honoured)
     writes_targets = True
+    #: cost cap of one rollout (:class:`~vid2sid_ros.sim.base.RolloutLimits`); the loop sets it
+    rollout_limits: RolloutLimits = RolloutLimits()
 
     def __init__(self, *, parameters: ParameterSet | str | Path, keypoints: Mapping[str, str],
                  model: str | Path | Mapping[str, Any] | None = None, model_path: str | Path | None = None,
@@ -636,8 +638,14 @@ class UserModelTwin:
         period = excitation.period
         nsub = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
         offset = self._reset(self._trial_of(excitation), excitation)
-        diverged, message = False, ""
-        self._pre_roll(offset)
+        message = self.rollout_limits.substeps_problem(T * nsub, f"{nsub} per {period:.4g} s frame, {T} frames")
+        diverged = bool(message)  # refused before it starts: a failed evaluation, not a hang
+        meter = RolloutMeter(self.rollout_limits)
+        if diverged:
+            T_run = 0
+        else:
+            T_run = T
+            self._pre_roll(offset)
         m.opt.timestep = period / nsub
         anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
         pts = np.full((T, K, 3), np.nan)
@@ -645,12 +653,17 @@ class UserModelTwin:
         qvel = np.full((T, m.nv), np.nan)
         cam0 = self.camera_at(anchor, offset) if render else None
         frames = np.zeros((T, cam0.height, cam0.width, 3), np.uint8) if render else None
-        for k in range(T):
+        for k in range(T_run):
             problem = self._divergence() if k % 32 == 0 or k == T - 1 else ""
             if problem:
                 diverged = True
                 message = (f"simulation diverged by step {k} (t={offset + k * period:.3f} s): {problem}; "
                            f"parameters {self._values}")
+                break
+            over = meter.problem(k)
+            if over:
+                diverged, message = True, over
+                pts[k:] = np.nan
                 break
             for j, ref in enumerate(self._keypoints):
                 pts[k, j] = self._point(d, ref)
