@@ -20,7 +20,7 @@ from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial  # noqa: E402
 from vid2sid_ros.cli import main  # noqa: E402
 from vid2sid_ros.sim.toy import make_rig  # noqa: E402
 
-TOY = "vid2sid_ros.sim.toy:make_rig"
+TOY = "toy"
 
 
 def _cli(capsys, *argv):
@@ -31,29 +31,29 @@ def _cli(capsys, *argv):
 
 @pytest.mark.parametrize("yaml_text, msg", [
     (b"\x00\xff\xfegarbage", "cfg.yaml: not a UTF-8 text YAML file (invalid start byte at byte 1)"),
-    (f"rig: [{TOY}]\n", "cfg.yaml: 'rig' must be a string, got ['vid2sid_ros.sim.toy:make_rig']"),
-    (f"rig: {TOY}\nproposer: [random]\n", "cfg.yaml: 'proposer' must be a string, got ['random']"),
+    (f"rig: [{TOY}]\n", "cfg.yaml:rig: expected a string, got ['toy'] (list)"),
+    (f"rig: {TOY}\nproposer: [random]\n", "cfg.yaml:proposer: expected a string, got ['random'] (list)"),
     (f"rig: {TOY}\nreal: {{sim2sim: {{seed: x}}}}\n", "cfg.yaml: real.sim2sim.seed must be an integer, got 'x'"),
     (f"rig: {TOY}\nreal: {{sim2sim: {{truth_range: 5}}}}\n",
      "cfg.yaml: real.sim2sim.truth_range must be [low, high] with 0 <= low < high <= 1"),
     (f"rig: {TOY}\nreal: {{sim2sim: {{truth: {{damping: abc}}}}}}\n",
      "cfg.yaml: real.sim2sim.truth.damping must be a number in [0.002, 0.2] N*m*s/rad, got 'abc'"),
-    (f"rig: {TOY}\ncalibration: {{seed: abc}}\n", "cfg.yaml: calibration: 'seed' must be an integer, got 'abc'"),
+    (f"rig: {TOY}\ncalibration: {{seed: abc}}\n", "cfg.yaml:calibration.seed: expected an integer, got 'abc' (string)"),
     (f"rig: {TOY}\ncalibration: {{start: {{damping: abc}}}}\n",
      "cfg.yaml: calibration: 'start': value of 'damping' must be a finite number, got 'abc'"),
     (f"rig: {TOY}\ncalibration: {{start: {{foo: 1}}}}\n",
-     "cfg.yaml: calibration.start: unknown parameter(s) ['foo']"),
+     "cfg.yaml:calibration.start: unknown parameter(s) ['foo']"),
     (f"rig: {TOY}\ncalibration: {{target_error_px: abc}}\n",
      "cfg.yaml: calibration: 'target_error_px' must be a number >= 0 (px) or null, got 'abc'"),
     (f"rig: {TOY}\ncalibration: {{identifiability_step: -1}}\n",
      "cfg.yaml: calibration: 'identifiability_step' must be a number in (0, 0.5)"),
     (f"rig: {TOY}\ncalibration: {{identifiability: 'no'}}\n",
-     "cfg.yaml: calibration: 'identifiability' must be true or false, got 'no'"),
+     "cfg.yaml:calibration.identifiability: expected true or false, got 'no' (string)"),
     (f"rig: {TOY}\ncalibration: {{video: maybe}}\n", "cfg.yaml: calibration: 'video' must be true, false or null"),
-    (f"rig: {TOY}\nfree: []\n", "cfg.yaml: 'free' lists no parameter; name the parameters to calibrate"),
-    (f"rig: {TOY}\nfree: [1]\n", "cfg.yaml: 'free' must be a list of parameter names, got [1]"),
+    (f"rig: {TOY}\nfree: []\n", "cfg.yaml:free: lists no parameter; name the parameters to calibrate"),
+    (f"rig: {TOY}\nfree: [1]\n", "cfg.yaml:free: expected a list of strings, got [1] (list)"),
     (f"rig: {TOY}\nproposer: random\nproposer_options: {{temperature: 3}}\n",
-     "cfg.yaml: proposer_options for 'random': "),
+     "cfg.yaml:proposer_options: for 'random': "),
 ])
 def test_bad_config_is_one_clear_line(tmp_path, capsys, yaml_text, msg):
     # were: tracebacks (start, target_error_px, identifiability_step), "unhashable type: 'list'",
@@ -73,7 +73,7 @@ def test_parameter_override_must_match_the_rig(tmp_path, capsys):
     cfg.write_text(f"rig: {TOY}\nparameters: other.yaml\n")
     rc, _, err = _cli(capsys, str(cfg), "--out", str(tmp_path / "run"))
     # was: "unknown parameter(s) ['a']; valid names: ..." from deep in the twin, naming no file
-    assert rc == 2 and f"cfg.yaml: parameters: {spec} does not match rig 'toy'; unknown parameter(s) ['a']; " \
+    assert rc == 2 and f"cfg.yaml:parameters: {spec} does not match rig 'toy'; unknown parameter(s) ['a']; " \
                        "missing parameter(s) ['stiffness'" in err
 
 

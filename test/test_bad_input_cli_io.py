@@ -18,7 +18,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from vid2sid_ros.cli import main  # noqa: E402
 from vid2sid_ros.io.video import write_video  # noqa: E402
 
-TOY = "vid2sid_ros.sim.toy:make_rig"
+TOY = "toy"
 
 
 @pytest.fixture()

@@ -14,7 +14,7 @@ from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_tria
 from vid2sid_ros.cli import main
 from vid2sid_ros.sim.toy import make_rig
 
-TOY = "vid2sid_ros.sim.toy:make_rig"
+TOY = "toy"
 
 
 def test_ground_truth_is_seeded_and_inside_the_shrunken_box():
@@ -79,7 +79,7 @@ def test_calibrate_command_with_config_and_resume(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"rig: '{TOY}'\nproposr: random\n")
     assert main(["calibrate", str(bad)]) == 2
-    assert "unknown key(s) ['proposr']" in capsys.readouterr().err
+    assert "bad.yaml:proposr: unknown key (did you mean proposer?)" in capsys.readouterr().err
 
 
 def test_finger_reasoner_small_budget(tmp_path):

@@ -62,3 +62,12 @@ def test_sigterm_stops_the_graph_and_closes_the_bag(ros_env, tmp_path):
     topics = bag_topics(bag)  # metadata.yaml written: the bag is complete and readable
     assert topics["/vid2sid/excitation"] == ("vid2sid_ros/msg/ExcitationCommand", 60)
     assert topics["/vid2sid/real/image_raw"][1] >= 55  # frames still in the pipeline at SIGTERM may be missing
+
+
+def test_bad_rig_config_is_refused_before_any_node_starts(ros_env, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rig: finger\nproposr: random\n")
+    r = subprocess.run([sys.executable, "-m", "vid2sid_ros.cli", "bringup", "finger_stand_in", "--rig-config",
+                        str(bad), "--duration", "0.1"], capture_output=True, text=True, timeout=120, env=ros_env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{bad}:proposr: unknown key (did you mean proposer?)" in r.stderr and "running" not in r.stdout

@@ -9,7 +9,7 @@ import pytest
 from vid2sid_ros.cli import main
 
 CONFIG = """\
-rig: vid2sid_ros.sim.toy:make_rig
+rig: toy
 real:
   sim2sim: {truth: {stiffness: 0.8, damping: 0.05, gain: 0.5}, noise: none}
 calibration: {iterations: 1, rollout_budget: null, identifiability: false, final_identifiability: false}

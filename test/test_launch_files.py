@@ -206,3 +206,13 @@ def test_launch_file_stand_in_and_arguments_reach_the_nodes(fake_launch, fname):
     assert all(isinstance(p, str) for p in by["tracker_node"]["parameters"])
     _, nodes = _run_launch_file(fname, {"stand_in": "false"})
     assert [n["name"] for n in nodes] == [s.name for s in GRAPHS[EXPECTED[fname][0]]]
+
+
+def test_rig_config_argument_reaches_every_rig_node_only():
+    from vid2sid_ros.nodes.graph import RIG_NODES
+    from vid2sid_ros.nodes.launch_support import launch_plan
+
+    plan = launch_plan("finger", "/cfg", {"rig_config": "/lab/my_finger.yaml"})
+    got = {n.name: n.overrides.get("rig_config") for n in plan}
+    assert {k for k, v in got.items() if v == "/lab/my_finger.yaml"} == RIG_NODES & set(got)
+    assert got["camera_node"] is None and got["recorder_node"] is None

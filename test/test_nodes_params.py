@@ -105,3 +105,19 @@ def test_excitation_node_runs_trials_on_a_timer(ros):
     stamps = [c.header.stamp.sec + 1e-9 * c.header.stamp.nanosec for c in got]
     np.testing.assert_allclose(np.diff(stamps), 0.02, atol=1e-6)  # stamped on the trial's schedule
     assert arrivals[-1] - arrivals[0] > 0.2  # and paced by the timer, not published at once
+
+
+def test_rig_config_parameter_builds_the_rig_from_a_file(ros, tmp_path):
+    """A node's ``rig_config`` (a rig config file) wins over ``rig``: here a finger whose spec is overridden."""
+    import yaml
+
+    from vid2sid_ros.sim.registry import make_rig
+
+    d = make_rig("finger").parameters.to_dict()
+    d["parameters"][0]["upper"] = 0.9  # joint_stiffness: wider range, visible in the node's descriptor
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
+    (tmp_path / "my_finger.yaml").write_text("rig: finger\nparameters: spec.yaml\n")
+    twin = _add(ros, SimTwinNode(context=ros.context, parameter_overrides=[
+        Parameter("rig", value="tentacle"), Parameter("rig_config", value=str(tmp_path / "my_finger.yaml")),
+        Parameter("publish_frames", value=False)]))
+    assert twin.parameters["joint_stiffness"].upper == 0.9 and "joint_stiffness" in twin.parameters

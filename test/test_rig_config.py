@@ -178,3 +178,46 @@ def test_code_references_are_refused_without_the_opt_in(tmp_path, monkeypatch):
     # with the opt-in the reference is imported and called (and must return a Rig)
     monkeypatch.setenv("VID2SID_ALLOW_CODE", "1")
     assert load_rig("vid2sid_ros.sim.toy:make_rig").name == "toy"
+
+
+# -- every command reads the same file ---------------------------------------------------------
+def test_calibrate_benchmark_and_track_take_the_rig_file(slider, tmp_path, capsys):
+    import json
+
+    import cv2
+
+    from vid2sid_ros.cli import main
+
+    rc = main(["calibrate", str(slider), "--budget", "24", "--iterations", "4", "--out", str(tmp_path / "run"),
+               "--quiet"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    res = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert res["values"]["stiffness"] == pytest.approx(40.0, rel=0.02)  # shared physics, three trials
+    assert (tmp_path / "run" / "report.html").is_file()
+
+    rc = main(["benchmark", "sim2sim", "--rig", str(slider), "--seeds", "1", "--methods", "reasoner", "--budget", "40",
+               "--iterations", "8", "--noise", "keypoint", "--no-progress", "--out", str(tmp_path / "bench")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    bench = json.loads((tmp_path / "bench" / "results.json").read_text())
+    # the stand-in needs no video: the rig's own excitations and per-trial initial states (b's is free)
+    assert bench["rig"] == "slider" and set(bench["free_parameters"]) == {"stiffness", "b_qpos_slide"}
+    assert bench["methods"]["reasoner"]["per_parameter"]["stiffness"] < 0.05
+
+    # track: the rig file's tracker on a clip of a red disc
+    tracked = _variant(slider, "max_physics_timestep: 0.002", "max_physics_timestep: 0.002\ntracker: {kind: markers, "
+                       "markers: [{name: cart, hsv_lower: [170, 120, 80], hsv_upper: [10, 255, 255]}]}", "tracked.yaml")
+    clip = tmp_path / "clip.mp4"
+    w = cv2.VideoWriter(str(clip), cv2.VideoWriter_fourcc(*"mp4v"), 20.0, (160, 120))
+    for k in range(20):
+        f = np.full((120, 160, 3), 230, np.uint8)
+        cv2.circle(f, (40 + 4 * k, 60), 8, (0, 0, 220), -1)  # BGR red
+        w.write(f)
+    w.release()
+    rc = main(["track", str(clip), "--rig", str(tracked), "--out", str(tmp_path / "t.json")])
+    assert rc == 0, capsys.readouterr().err
+    traj = json.loads((tmp_path / "t.json").read_text())
+    assert traj["names"] == ["cart"]
+    rc = main(["track", str(clip), "--rig", str(_variant(slider, "rig: slider", "rig: os:system", "evil.yaml"))])
+    assert rc == 2 and "never runs code unless you allow it" in capsys.readouterr().err

@@ -17,14 +17,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vid2sid_ros.commands.calibrate import ConfigError, _honour_targets, load_config
+from vid2sid_ros.rigs import RigConfigError, load_rig
+from vid2sid_ros.rigs.loader import honour_targets
 from vid2sid_ros.core.parameters import ParameterSpecError, load_parameter_set
 from vid2sid_ros.core.yamlio import YAMLInputError, load_yaml, loads_yaml
 from vid2sid_ros.cli import main
 from vid2sid_ros.sim.toy import make_rig
 
 REPO = Path(__file__).resolve().parents[1]
-TOY = "vid2sid_ros.sim.toy:make_rig"
+TOY = "toy"
 
 
 def test_duplicate_key_names_file_and_both_lines(tmp_path):
@@ -63,8 +64,8 @@ def test_every_package_yaml_read_goes_through_the_strict_loader():
 def test_duplicate_key_in_calibrate_config_and_in_parameter_spec(tmp_path, capsys):
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(f"rig: {TOY}\ncalibration: {{iterations: 1}}\nproposer: reasoner\nproposer: random\n")
-    with pytest.raises(ConfigError, match=re.escape(f"{cfg}:4:1: duplicate key 'proposer' (first given at line 3)")):
-        load_config(cfg)
+    with pytest.raises(RigConfigError, match=re.escape(f"{cfg}:4:1: duplicate key 'proposer' (first given at line 3)")):
+        load_rig(cfg)
     rc = main(["calibrate", str(cfg), "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "duplicate key 'proposer'" in err
@@ -104,7 +105,7 @@ def test_a_target_the_toy_twin_cannot_write_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     # was: exit 0, the twin kept writing 'k' while result.yaml claimed 'k*2'
     assert rc == 2 and err.count("\n") == 1
-    assert f"{cfg}: parameters: {spec}: parameter 'stiffness' has target 'k*2', the rig's is 'k'" in err
+    assert f"{cfg}:parameters: {spec}: parameter 'stiffness' has target 'k*2', the rig's is 'k'" in err
     assert "cannot re-target" in err and not (tmp_path / "run").exists()
 
 
@@ -113,7 +114,7 @@ def test_a_mujoco_twin_writes_the_overriding_target_with_its_ratio(tmp_path):
 
     rig = make_registered("finger")
     spec = load_parameter_set(_spec_file(tmp_path, rig, joint_damping={"target": "dof_damping[0]*2, dof_damping[1]"}))
-    _honour_targets(rig, spec, "cfg.yaml")
+    honour_targets(rig, spec, "cfg.yaml")
     twin = rig.make_twin()
     twin.set_parameters({"joint_damping": 0.01})
     assert list(twin.model.dof_damping[:3]) == pytest.approx([0.02, 0.01, twin.model.dof_damping[2]])
@@ -124,9 +125,9 @@ def test_a_mujoco_twin_writes_the_overriding_target_with_its_ratio(tmp_path):
     exported = mujoco.MjModel.from_xml_path(str(tmp_path / "calibrated.xml"))
     assert exported.dof_damping[0] == pytest.approx(0.02) and exported.dof_damping[1] == pytest.approx(0.01)
     bad = load_parameter_set(_spec_file(tmp_path, rig, joint_damping={"target": "dof_dampin[0]"}))
-    with pytest.raises(ConfigError, match=r"cfg.yaml: parameters: .*spec.yaml: parameter 'joint_damping' has target "
-                                          r"'dof_dampin\[0\]'.*did you mean dof_damping"):
-        _honour_targets(make_registered("finger"), bad, "cfg.yaml")
+    with pytest.raises(RigConfigError, match=r"cfg.yaml:parameters: .*spec.yaml: parameter 'joint_damping' has target "
+                                             r"'dof_dampin\[0\]'.*did you mean dof_damping"):
+        honour_targets(make_registered("finger"), bad, "cfg.yaml")
 
 
 def test_result_yaml_loads_back_with_spec_extras_and_after_a_run_that_proposed_nothing(tmp_path, capsys):

@@ -48,31 +48,19 @@ __all__ = ["run_benchmark", "format_results_markdown", "resolve_rig", "DEFAULT_M
 DEFAULT_METHODS = ("reasoner", "random", "nelder-mead", "golden-cd", "bo", "cmaes")
 
 
-def resolve_rig(name: str | Rig, **options: Any) -> Rig:
-    """A rig from a registered name (``finger``) or a ``"module:function"`` entry point
-    returning a :class:`Rig` (user rigs, e.g. ``vid2sid_ros.sim.toy:make_rig``).
+def resolve_rig(name: str | Rig, *, allow_code: bool = False, **options: Any) -> Rig:
+    """A rig from a rig config file or a built-in rig name, through :func:`vid2sid_ros.rigs.load_rig`
+    (``options`` = the built-in twin's options). A ``module:function`` reference is refused unless
+    ``allow_code`` (or ``VID2SID_ALLOW_CODE=1``).
 
     Raises:
-        UnknownRigError: unknown registered name (lists them). ImportError / AttributeError:
-            a bad entry point (message names it).
+        UnknownRigError: unknown name (lists them). RigConfigError: a bad config or refused code.
     """
     if isinstance(name, Rig):
         return name
-    if ":" in name:
-        import importlib
-
-        mod, fn = name.split(":", 1)
-        try:
-            factory = getattr(importlib.import_module(mod), fn)
-        except (ImportError, AttributeError) as err:
-            raise ImportError(f"rig entry point {name!r} cannot be loaded: {err}") from None
-        rig = factory(**options)
-        if not isinstance(rig, Rig):
-            raise TypeError(f"rig entry point {name!r} returned {type(rig).__name__}, not a Rig")
-        return rig
     from ..rigs import load_rig
 
-    return load_rig(name, overrides={"rig_options": options} if options else None)
+    return load_rig(name, allow_code=allow_code, overrides={"rig_options": options} if options else None)
 
 
 def _resolve_noise(rig: Rig, noise: str) -> str:

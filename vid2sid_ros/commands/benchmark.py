@@ -21,7 +21,10 @@ HELP = "sim2sim benchmark: calibrate hidden ground truths with several methods a
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", choices=["sim2sim"], help="benchmark suite")
     parser.add_argument("--rig", default="finger",
-                        help="registered rig or 'module:function' returning a Rig (default finger)")
+                        help="rig config file (RIG.yaml) or built-in rig name (default finger); the sim2sim "
+                             "stand-in uses the rig's own excitations and per-trial initial states, no video")
+    parser.add_argument("--allow-code", action="store_true",
+                        help="allow a module:function rig reference (runs that code; also VID2SID_ALLOW_CODE=1)")
     parser.add_argument("--methods", default="reasoner,random,nelder-mead,golden-cd,bo,cmaes",
                         help="comma-separated proposer names")
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds 0..N-1 (default 5)")
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from ..calibration.benchmark import run_benchmark
     from ..calibration.loop import CalibrationError
     from ..calibration.proposers import UnknownProposerError
-    from ..sim.registry import UnknownRigError
+    from ..rigs import RigConfigError, UnknownRigError, load_rig
 
     methods = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))  # no duplicate runs
     if not methods:
@@ -49,9 +52,14 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds < 1 or args.budget < 1 or args.iterations < 1:
         print("vid2sid benchmark: --seeds, --budget and --iterations must be >= 1", file=sys.stderr)
         return 2
-    out = args.out or f"runs/bench_{args.rig.replace(':', '_').replace('.', '_')}"
     try:
-        results = run_benchmark(args.rig, methods, args.seeds, budget=args.budget, iterations=args.iterations,
+        rig = load_rig(args.rig, allow_code=args.allow_code)
+    except (UnknownRigError, RigConfigError) as err:
+        print(f"vid2sid benchmark: {err}", file=sys.stderr)
+        return 2
+    out = args.out or f"runs/bench_{rig.name}"
+    try:
+        results = run_benchmark(rig, methods, args.seeds, budget=args.budget, iterations=args.iterations,
                                 noise=args.noise, out=out, final_identifiability=args.final_identifiability,
                                 progress=not args.no_progress)
     except CalibrationError as err:  # e.g. --out holds runs made with another budget or iteration count

@@ -6,6 +6,7 @@ Examples::
     vid2sid bringup finger_stand_in                           # a twin at hidden parameters plays the robot
     vid2sid bringup replay_finger --arg replay_bag=runs/bag_x # re-run a recorded real trial
     vid2sid bringup config/finger.yaml -p excitation_node.autostart=true
+    vid2sid bringup finger_stand_in --rig-config my_finger.yaml   # every rig node reads this rig config
 
 GRAPH is a graph name (``vid2sid bringup --list``) or its config file. The nodes, their
 executables and params files come from :data:`vid2sid_ros.nodes.graph.GRAPHS`, the same
@@ -31,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="graph argument (same names as the launch file's), repeatable")
     parser.add_argument("-p", "--param", action="append", default=[], metavar="NODE.PARAM=VALUE",
                         help="override one node parameter (value parsed as YAML), repeatable")
+    parser.add_argument("--rig-config", metavar="RIG.yaml", default=None,
+                        help="rig config every rig node uses (= --arg rig_config=RIG.yaml; the nodes' rig_config "
+                             "parameter); checked before any node starts")
     parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0 = run until Ctrl-C)")
     parser.add_argument("--threads", type=int, default=8, help="executor threads")
 
@@ -57,6 +61,19 @@ def run(args: argparse.Namespace) -> int:
 
         graph = graph_for_config(args.graph)
         arguments = dict(_split(a, "--arg") for a in args.arg)
+        if args.rig_config:
+            arguments["rig_config"] = args.rig_config
+        if arguments.get("rig_config"):  # the whole file checked up front: one line, no node started
+            from pathlib import Path
+
+            from ..rigs import RigConfigError, UnknownRigError, load_rig
+
+            try:
+                load_rig(arguments["rig_config"])
+            except (RigConfigError, UnknownRigError) as err:
+                raise ValueError(str(err)) from None
+            if Path(arguments["rig_config"]).exists():
+                arguments["rig_config"] = str(Path(arguments["rig_config"]).resolve())
         known = [a.name for a in GRAPH_ARGUMENTS[graph]]
         for name in arguments:
             if name not in known:

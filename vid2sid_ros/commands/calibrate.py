@@ -2,35 +2,30 @@
 
 Usage::
 
+    vid2sid calibrate my_robot.yaml --out runs/my_robot                      # a rig config of your own
     vid2sid calibrate config/calibrate_finger.yaml --proposer reasoner --iterations 10 --out runs/finger
     vid2sid calibrate --rig finger --proposer cmaes --budget 40 --out runs/finger_cmaes   # quick sim2sim
     vid2sid calibrate config/calibrate_finger.yaml --proposer gemini --fallback reasoner --out runs/g --resume
 
-Config file (YAML; every key optional except ``rig``; command-line flags override it)::
+Config file: a rig config (``docs/rig_config.md``: model, parameters, camera, tracker,
+excitations, trials, calibration, proposer; command-line flags override it), or a
+built-in rig name. A rig with ``trials`` is calibrated against them (every trial's
+source is read: videos tracked, sim2sim stand-ins simulated); a rig without trials
+against a stand-in (sim2sim) trial over its excitations. The legacy calibrate config
+still loads — it extends the built-in rig it names::
 
-    rig: finger                  # registered rig (vid2sid_ros.sim.registry.RIGS) or "module:function"
-    rig_options: {}              # overrides for the rig's make_rig(**options)
+    rig: finger                  # a built-in rig; "module:function" only with --allow-code
+    rig_options: {}              # options of the built-in twin (its default_config keys)
     parameters: my_spec.yaml     # parameter spec to use instead of the rig's (same names)
     free: [joint_stiffness, joint_damping]   # calibrate exactly these (others frozen)
     real:                        # the real trial, one of:
-      sim2sim:                   #   a stand-in: the rig's twin at hidden parameters
-        seed: 0                  #     hidden truth drawn from this seed (uniform in normalised [0.15, 0.85])
-        truth: {}                #     or given explicitly (SI units), completed with nominal values
-        noise: auto              #     camera (render + sensor noise + marker tracker) | keypoint | none | auto
-        truth_range: [0.15, 0.85]
-      # trajectory: real_trial.json   # a RealTrial JSON (vid2sid_ros.calibration.observation)
-      # bag: runs/finger_bag           # a rosbag2 (MCAP) recorded by `vid2sid bringup`: camera
-      #                                # images are re-tracked, commands give the excitation
-      # bag: {path: runs/finger_bag, train: [trial ids], holdout: [trial ids]}   # long form
+      sim2sim: {seed: 0, truth: {}, noise: auto, truth_range: [0.15, 0.85]}
+      # trajectory: real_trial.json   # a RealTrial JSON (vid2sid_ros.core.trial)
+      # bag: runs/finger_bag           # a rosbag2 (MCAP) recorded by `vid2sid bringup`
     proposer: reasoner           # see vid2sid_ros.calibration.proposers.PROPOSERS
     proposer_options: {}         # constructor keyword arguments of the proposer
     fallback: null               # proposer used for an iteration when the main one fails
-    calibration:                 # vid2sid_ros.calibration.loop.CalibrationConfig fields
-      iterations: 10
-      rollout_budget: 40         # twin rollouts (null = unlimited)
-      seed: 0
-      identifiability: true
-      final_identifiability: true
+    calibration: {iterations: 10, rollout_budget: 40, seed: 0}
     out: runs/finger             # run directory
 
 The run directory receives ``run.json``, ``iterations.jsonl`` (one line per completed
@@ -53,17 +48,17 @@ from ..core.trajectory import format_error
 
 HELP = "calibrate a twin's physics parameters against a real (or stand-in) trial"
 
-_TOP_KEYS = ("rig", "rig_options", "parameters", "free", "real", "proposer", "proposer_options", "fallback",
-             "calibration", "out")
-
-
 class ConfigError(ValueError):
     """The calibration config is malformed (message names the file and key)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", nargs="?", help="calibration config YAML (format below)")
-    parser.add_argument("--rig", help="registered rig for a quick sim2sim run (instead of, or overriding, CONFIG)")
+    parser.add_argument("config", nargs="?", help="rig config YAML (docs/rig_config.md) or a built-in rig name")
+    parser.add_argument("--rig", help="built-in rig (finger, tentacle, tentacle_water, pendulum, toy) or rig config "
+                                      "for a quick run (instead of CONFIG, or the rig a legacy CONFIG extends)")
+    parser.add_argument("--allow-code", action="store_true",
+                        help="allow a module:function rig reference in the config (imports and runs that code; "
+                             "also VID2SID_ALLOW_CODE=1)")
     parser.add_argument("--proposer", help="proposer name (default: config's, else reasoner)")
     parser.add_argument("--fallback", help="proposer used when the main one fails in an iteration")
     parser.add_argument("--iterations", type=int, help="proposal iterations (default 10)")
@@ -84,48 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     start = doc.find("Config file")
     end = doc.find("The run directory")
     parser.epilog = doc[start:end].rstrip() if start >= 0 and end > start else None
-
-
-def load_config(path: str | Path | None) -> dict[str, Any]:
-    """Read and check a calibration config (module docstring).
-
-    Raises:
-        FileNotFoundError: missing file. ConfigError: bad YAML, unknown or mistyped key.
-    """
-    if path is None:
-        return {}
-    from ..core.yamlio import YAMLInputError, load_yaml
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"calibration config not found: {path}")
-    try:
-        cfg = load_yaml(path) or {}
-    except YAMLInputError as err:  # not UTF-8, not YAML, a duplicate key (file:line)
-        raise ConfigError(str(err)) from None
-    if not isinstance(cfg, Mapping):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    unknown = [k for k in cfg if k not in _TOP_KEYS]
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {unknown}; valid keys: {', '.join(_TOP_KEYS)}")
-    for key, typ in (("rig_options", Mapping), ("real", Mapping), ("proposer_options", Mapping),
-                     ("calibration", Mapping), ("free", list)):
-        if key in cfg and cfg[key] is not None and not isinstance(cfg[key], typ):
-            raise ConfigError(f"{path}: '{key}' must be a {'mapping' if typ is Mapping else 'list'}")
-    for key in ("rig", "parameters", "proposer", "fallback", "out"):
-        if cfg.get(key) is not None and not isinstance(cfg[key], str):
-            raise ConfigError(f"{path}: '{key}' must be a string, got {cfg[key]!r}")
-    if cfg.get("free") is not None and not cfg["free"]:  # an empty list would silently calibrate everything
-        raise ConfigError(f"{path}: 'free' lists no parameter; name the parameters to calibrate or drop the key")
-    if cfg.get("free") and not all(isinstance(n, str) for n in cfg["free"]):
-        raise ConfigError(f"{path}: 'free' must be a list of parameter names, got {cfg['free']!r}")
-    real = cfg.get("real") or {}
-    if real and (len(real) != 1 or next(iter(real)) not in _REAL_SOURCES):
-        raise ConfigError(f"{path}: 'real' must hold exactly one of {', '.join(_REAL_SOURCES)}, got {list(real)}")
-    out = dict(cfg)
-    out["_source"] = str(path)
-    out["_dir"] = str(path.parent)
-    return out
 
 
 _REAL_SOURCES = ("sim2sim", "trajectory", "bag")
@@ -204,46 +157,6 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
     return make_sim2sim_trial(rig, truth, seed=sseed, noise=noise)
 
 
-def _honour_targets(rig, spec, src: str) -> None:
-    """Make the twin write ``spec``'s targets, or refuse a spec whose targets it would ignore.
-
-    A rig's twin factory binds the rig's own spec; a ``parameters:`` override that only
-    changes bounds, nominal values, scales or frozen flags needs nothing more. When a
-    ``target`` differs, the twin is rebuilt with ``make_twin(parameters=spec)`` (MuJoCo
-    twins parse and write each target, ratios included); a rig whose factory cannot take
-    the spec is refused, never silently calibrated with the old targets.
-
-    Raises:
-        ConfigError: naming the config, the spec file, the parameter and both targets.
-    """
-    changed = [s.name for s in spec if s.target != rig.parameters[s.name].target]
-    if not changed:
-        return
-    n = changed[0]
-    what = (f"{src}: parameters: {spec.source}: parameter '{n}' has target {spec[n].target!r}, the rig's is "
-            f"{rig.parameters[n].target!r}" + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""))
-    orig = rig.make_twin
-    try:
-        twin = orig(parameters=spec)
-    except TypeError:
-        twin = None
-    except Exception as err:  # noqa: BLE001 - a bad target for this model: one line naming it
-        raise ConfigError(f"{what}: {err}") from None
-    honoured = (twin is not None and bool(getattr(twin, "writes_targets", False))
-                and all(twin.parameters[c].target == spec[c].target for c in changed))
-    close = getattr(twin, "close", None)
-    if callable(close):
-        close()
-    if not honoured:
-        raise ConfigError(f"{what}; rig '{rig.name}' writes its parameters to fixed places and cannot re-target "
-                          "them: remove 'target' from the spec (or give the rig's)")
-
-    def make_twin(**kw):
-        return orig(**{"parameters": spec, **kw})
-
-    rig.make_twin = make_twin
-
-
 def _print_record(rec, budget: int | None, quiet: bool, unit: str = "px") -> None:
     if quiet:
         return
@@ -261,35 +174,20 @@ def _print_record(rec, budget: int | None, quiet: bool, unit: str = "px") -> Non
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..calibration.benchmark import resolve_rig
     from ..calibration.identifiability import IdentifiabilityWarning
     from ..calibration.loop import CalibrationConfig, CalibrationError, run_calibration
     from ..calibration.objective import measurement_unit
     from ..calibration.proposers import UnknownProposerError, accepts_option, make_proposer
-    from ..core.parameters import ParameterSpecError, load_parameter_set
-    from ..sim.registry import UnknownRigError
+    from ..core.parameters import ParameterSpecError
+    from ..rigs import RigConfigError, UnknownRigError, build_real_trial, load_rig
 
     try:
-        cfg = load_config(args.config)
-        rig_name = args.rig or cfg.get("rig")
-        if not rig_name:
-            raise ConfigError("name a rig: a CONFIG with 'rig: NAME' or --rig NAME")
-        rig = resolve_rig(rig_name, **dict(cfg.get("rig_options") or {}))
-        if cfg.get("parameters"):
-            p = Path(cfg["parameters"])
-            spec = load_parameter_set(p if p.is_absolute() else Path(cfg.get("_dir", ".")) / p)
-            unknown = [n for n in spec.names if n not in rig.parameters]
-            missing = [n for n in rig.parameters.names if n not in spec]
-            if unknown or missing:
-                raise ConfigError(
-                    f"{cfg.get('_source')}: parameters: {spec.source} does not match rig '{rig.name}'"
-                    + (f"; unknown parameter(s) {unknown}" if unknown else "")
-                    + (f"; missing parameter(s) {missing}" if missing else "")
-                    + f"; the rig's parameters are {', '.join(rig.parameters.names)}")
-            _honour_targets(rig, spec, cfg.get("_source", "<command line>"))
-            rig.parameters = spec
-        if cfg.get("free"):
-            rig.parameters = rig.parameters.with_frozen(free=list(cfg["free"]))
+        if not (args.config or args.rig):
+            raise ConfigError("name a rig: a rig config file (vid2sid calibrate RIG.yaml) or --rig NAME")
+        rig = load_rig(args.config or args.rig, allow_code=args.allow_code,
+                       overrides={"rig": args.rig} if args.config and args.rig else None)
+        cfg = dict(rig.config or {})
+        src = cfg.get("_source", "<command line>")
         cal = dict(cfg.get("calibration") or {})
         if args.iterations is not None:
             cal["iterations"] = args.iterations
@@ -298,11 +196,11 @@ def run(args: argparse.Namespace) -> int:
         if args.seed is not None:
             cal["seed"] = args.seed
         cal["resume"] = bool(args.resume)
-        ccfg = CalibrationConfig.from_dict(cal, source=cfg.get("_source", "<command line>"))
+        ccfg = CalibrationConfig.from_dict(cal, source=src)
         unknown = [k for k in (ccfg.start or {}) if k not in rig.parameters]
         if unknown:
-            raise ConfigError(f"{cfg.get('_source', '<command line>')}: calibration.start: unknown parameter(s) "
-                              f"{unknown}; valid: {', '.join(rig.parameters.names)}")
+            raise ConfigError(f"{src}:calibration.start: unknown parameter(s) {unknown}; valid: "
+                              f"{', '.join(rig.parameters.names)}")
         name = args.proposer or cfg.get("proposer") or "reasoner"
         options = dict(cfg.get("proposer_options") or {})
         fb_name = args.fallback or cfg.get("fallback")
@@ -314,14 +212,22 @@ def run(args: argparse.Namespace) -> int:
         try:
             proposer = make_proposer(name, **options)
         except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
-            raise ConfigError(f"{cfg.get('_source', '<command line>')}: proposer_options for '{name}': {err}") from None
+            raise ConfigError(f"{src}:proposer_options: for '{name}': {err}") from None
         out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
+        keep = bool(getattr(proposer, "wants_video", False))
         if args.real:  # a real-trial JSON (vid2sid track --excitation) or a rosbag2 directory/file
             kind = "trajectory" if Path(args.real).suffix.lower() == ".json" else "bag"
-            cfg = {**cfg, "real": {kind: str(Path(args.real).resolve())}}
-        real = build_real(rig, cfg, ccfg.seed, keep_frames=bool(getattr(proposer, "wants_video", False)))
-    except (ConfigError, CalibrationError, UnknownRigError, UnknownProposerError, ParameterSpecError,
-            FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
+            real = build_real(rig, {**cfg, "real": {kind: str(Path(args.real).resolve())}}, ccfg.seed,
+                              keep_frames=keep)
+        elif rig.trials:
+            if cfg.get("real"):
+                raise ConfigError(f"{src}:real: give the real side either as 'trials' or as the legacy 'real', "
+                                  "not both")
+            real = build_real_trial(rig, keep_frames=keep)
+        else:
+            real = build_real(rig, cfg, ccfg.seed, keep_frames=keep)
+    except (ConfigError, RigConfigError, CalibrationError, UnknownRigError, UnknownProposerError,
+            ParameterSpecError, FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
         return 2
     for w in (real.meta or {}).get("warnings", []):  # missing frames per trial, receive-time fallbacks, gaps

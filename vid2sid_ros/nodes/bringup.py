@@ -33,7 +33,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from .common import make_executor
-from .graph import GRAPH_ARGUMENTS, GRAPHS, NodeSpec, find_config_dir, graph_nodes
+from .graph import GRAPH_ARGUMENTS, GRAPHS, NodeSpec, argument_targets, find_config_dir, graph_nodes
 
 __all__ = ["Bringup", "graph_for_config", "node_cli_args"]
 
@@ -104,7 +104,8 @@ class Bringup:
                 raise KeyError(f"graph {graph!r} has no argument {name!r}; arguments: {', '.join(known_args)}")
             if value not in ("", None):
                 a = known_args[name]
-                over.setdefault(a.node, {})[a.parameter] = value
+                for node in argument_targets(a, graph):
+                    over.setdefault(node, {})[a.parameter] = value
         names = {s.name for s in graph_nodes(graph)}
         unknown = [n for n in over if n not in names]
         if unknown:

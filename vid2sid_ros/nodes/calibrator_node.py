@@ -63,14 +63,15 @@ from .common import COMMAND_QOS, LATCHED_QOS, ExcitationCommand, ParameterUpdate
     create_stream_publisher, excitation_from_commands, parameter_update_msg, resolve_rig, \
     ros_param_name, trajectory_from_msg
 from .graph import TOPICS
-from .params import Param, declare, values
+from .params import RIG_CONFIG, Param, declare, values
 
 from vid2sid_ros.srv import Propose  # noqa: E402  (interfaces checked by .common)
 
 __all__ = ["CalibratorNode", "PARAMS", "make_node", "main"]
 
 PARAMS = [
-    Param("rig", "finger", "registry name of the rig being calibrated", read_only=True),
+    Param("rig", "finger", "built-in rig name of the rig being calibrated (or set rig_config)", read_only=True),
+    RIG_CONFIG,
     Param("proposer", "reasoner", "default proposer (reasoner, gemini, random, nelder-mead, golden-cd, bo, cmaes, "
           "openai-compatible)"),
     Param("proposer_options", "", "YAML mapping of keyword arguments for the proposer, e.g. '{model: gemini-2.5-pro}'"),
@@ -96,7 +97,7 @@ class CalibratorNode(Node):
         super().__init__("calibrator_node", **kwargs)
         declare(self, PARAMS, extra_check=self._check)
         p = values(self, PARAMS)
-        self._rig = resolve_rig(p["rig"])
+        self._rig = resolve_rig(p["rig_config"] or p["rig"])
         self.parameters = self._rig.parameters
         self._lock = threading.Lock()
         self._busy = False

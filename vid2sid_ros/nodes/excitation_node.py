@@ -30,12 +30,13 @@ from std_srvs.srv import Trigger
 from ..core.excitation import Excitation, ExcitationError, build_excitation
 from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, resolve_rig, run_node
 from .graph import TOPICS
-from .params import Param, declare, values
+from .params import RIG_CONFIG, Param, declare, values
 
 __all__ = ["ExcitationNode", "PARAMS", "make_node", "main", "resolve_excitation"]
 
 PARAMS = [
-    Param("rig", "finger", "registry name of the rig whose excitation profiles and actuators are used", read_only=True),
+    Param("rig", "finger", "built-in rig name whose excitation profiles and actuators are used (or set rig_config)", read_only=True),
+    RIG_CONFIG,
     Param("excitation", "train:0",
           "profile to replay: '<set>:<index>' of the rig's excitation sets (train, holdout) or a profile name"),
     Param("excitation_config", "",
@@ -109,7 +110,8 @@ class ExcitationNode(Node):
         super().__init__("excitation_node", **kwargs)
         declare(self, PARAMS)
         p = values(self, PARAMS)
-        self._exc = resolve_excitation(p["rig"], p["excitation"], p["excitation_config"], p["rate"])
+        self._exc = resolve_excitation(p["rig_config"] or p["rig"], p["excitation"], p["excitation_config"],
+                                       p["rate"])
         self.add_on_set_parameters_callback(self._on_params)
         self._pub = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
         self._pub_rig = create_stream_publisher(self, ExcitationCommand, TOPICS["rig_command"], STREAM_QOS)
@@ -142,7 +144,8 @@ class ExcitationNode(Node):
             if self._timer is not None:
                 return SetParametersResult(successful=False, reason="a trial is running; stop it first")
             try:
-                self._exc = resolve_excitation(p["rig"], p["excitation"], p["excitation_config"], p["rate"])
+                self._exc = resolve_excitation(p["rig_config"] or p["rig"], p["excitation"], p["excitation_config"],
+                                               p["rate"])
             except ExcitationError as err:
                 return SetParametersResult(successful=False, reason=str(err))
         return SetParametersResult(successful=True)

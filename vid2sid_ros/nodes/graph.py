@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["NodeSpec", "GraphArgument", "GRAPHS", "GRAPH_ARGUMENTS", "TOPICS", "find_config_dir", "graph_nodes",
-           "UnknownGraphError"]
+           "RIG_NODES", "argument_targets", "UnknownGraphError"]
 
 PACKAGE = "vid2sid_ros"
 
@@ -132,6 +132,10 @@ GRAPHS: dict[str, list[NodeSpec]] = {
     ],
 }
 
+#: nodes that build a rig (their ``rig`` / ``rig_config`` parameters); a GraphArgument with
+#: ``node="*"`` sets its parameter on every one of them in the graph
+RIG_NODES = frozenset({"excitation_node", "sim_twin_node", "tracker_node", "calibrator_node", "stand_in_rig_node"})
+
 #: graph name -> launch arguments (the same names in the launch files and in the bringup)
 GRAPH_ARGUMENTS: dict[str, list[GraphArgument]] = {}
 for _g, _nodes in GRAPHS.items():
@@ -140,6 +144,9 @@ for _g, _nodes in GRAPHS.items():
                            "directory of the rosbag2 (MCAP) bag to record; empty = run_dir/bag_<time>")]
     _args.append(GraphArgument("run_dir", "calibrator_node", "run_dir",
                                "directory for iterations.jsonl and results; empty = the config's"))
+    if _names & RIG_NODES:
+        _args.append(GraphArgument("rig_config", "*", "rig_config",
+                                   "rig config file (RIG.yaml) every rig-building node uses instead of its 'rig'"))
     if "camera_node" in _names:
         _args.append(GraphArgument("camera_source", "camera_node", "source",
                                    "camera: device index (\"0\"), video file path or stream URL"))
@@ -172,3 +179,12 @@ def find_config_dir() -> Path:
     from ..share import find_share_path
 
     return find_share_path("config", "finger.yaml")
+
+
+def argument_targets(argument: GraphArgument, graph: str) -> list[str]:
+    """Node names an argument sets its parameter on in ``graph`` (``node="*"``: every rig node)."""
+    names = [n.name for n in graph_nodes(graph)]
+    if argument.node == "*":
+        return [n for n in names if n in RIG_NODES]
+    return [argument.node] if argument.node in names else []
+

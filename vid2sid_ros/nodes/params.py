@@ -19,7 +19,7 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-__all__ = ["Param", "declare", "values", "ParamValidator"]
+__all__ = ["Param", "declare", "values", "ParamValidator", "RIG_CONFIG"]
 
 
 @dataclass(frozen=True)
@@ -130,3 +130,10 @@ def values(node: Node, params: Iterable[Param] | Iterable[str]) -> dict[str, Any
     """Current values ``{name: value}`` of the given parameters."""
     names = [p.name if isinstance(p, Param) else p for p in params]
     return {n: node.get_parameter(n).value for n in names}
+
+
+#: every node that builds a rig declares this next to ``rig``: a rig config file (the one
+#: format of ``docs/rig_config.md``) that, when set, is used instead of the ``rig`` name
+RIG_CONFIG = Param("rig_config", "", "rig config file (RIG.yaml, docs/rig_config.md); when set it is used instead "
+                   "of 'rig'", read_only=True)
+

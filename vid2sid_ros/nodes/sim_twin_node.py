@@ -45,14 +45,15 @@ from .common import COMMAND_QOS, STREAM_QOS, ExcitationCommand, create_stream_pu
     resolve_rig, ros_param_name, stamp_from_s, trajectory_to_msg
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
-from .params import Param, declare, values
+from .params import RIG_CONFIG, Param, declare, values
 
 __all__ = ["SimTwinNode", "PARAMS", "make_node", "main", "twin_parameter_params"]
 
 from vid2sid_ros.srv import Rollout  # noqa: E402  (interfaces checked by .common)
 
 PARAMS = [
-    Param("rig", "finger", "registry name of the rig (or 'module:function' returning a Rig)", read_only=True),
+    Param("rig", "finger", "built-in rig name of the twin (or set rig_config)", read_only=True),
+    RIG_CONFIG,
     Param("width", 0, "render width; 0 = the twin's default", "px", 0, 4096, read_only=True),
     Param("height", 0, "render height; 0 = the twin's default", "px", 0, 4096, read_only=True),
     Param("frame_id", "sim_camera", "header.frame_id of the rendered frames"),
@@ -80,7 +81,7 @@ class SimTwinNode(Node):
         super().__init__("sim_twin_node", **kwargs)
         declare(self, PARAMS)
         p = values(self, PARAMS)
-        self._rig = resolve_rig(p["rig"])
+        self._rig = resolve_rig(p["rig_config"] or p["rig"])
         self.parameters: ParameterSet = self._rig.parameters
         self._param_names = {ros_param_name(s.name, s.kind): s.name for s in self.parameters}
         declare(self, twin_parameter_params(self.parameters), on_change=self._on_twin_params)

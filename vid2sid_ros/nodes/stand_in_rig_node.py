@@ -28,12 +28,13 @@ from ..io.image_msg import array_to_image
 from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, resolve_rig, stamp_from_s, run_node
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
-from .params import Param, declare, values
+from .params import RIG_CONFIG, Param, declare, values
 
 __all__ = ["StandInRigNode", "PARAMS", "make_node", "main"]
 
 PARAMS = [
-    Param("rig", "finger", "registry name of the rig played by the stand-in", read_only=True),
+    Param("rig", "finger", "built-in rig name of the rig played by the stand-in (or set rig_config)", read_only=True),
+    RIG_CONFIG,
     Param("width", 0, "camera width; 0 = the twin's default", "px", 0, 4096, read_only=True),
     Param("height", 0, "camera height; 0 = the twin's default", "px", 0, 4096, read_only=True),
     Param("frame_id", "real_camera", "header.frame_id of the published frames"),
@@ -52,7 +53,7 @@ class StandInRigNode(Node):
         super().__init__("stand_in_rig_node", **kwargs)
         declare(self, PARAMS)
         p = values(self, PARAMS)
-        self._rig = resolve_rig(p["rig"])
+        self._rig = resolve_rig(p["rig_config"] or p["rig"])
         hidden = [Param(f"hidden.{s.name}", float(s.nominal), f"hidden true value of {s.name}: {s.meaning}",
                         s.unit, s.lower, s.upper, read_only=True) for s in self._rig.parameters]
         declare(self, hidden)

@@ -45,12 +45,13 @@ from ..io.rosbag import reset_tracker, rig_tracker, tracker_names
 from .common import LATCHED_QOS, STREAM_QOS, BufferQueue, ExcitationCommand, Keypoints, TrajectoryMsg, run_node, \
     create_stream_publisher, keypoints_msg, resolve_rig, s_from_stamp, trajectory_to_msg
 from .graph import TOPICS
-from .params import Param, declare, values
+from .params import RIG_CONFIG, Param, declare, values
 
 __all__ = ["TrackerNode", "IndexedLockstepStream", "PARAMS", "make_node", "main"]
 
 PARAMS = [
-    Param("rig", "finger", "registry name of the rig whose tracker configuration is used", read_only=True),
+    Param("rig", "finger", "built-in rig name whose tracker configuration is used (or set rig_config)", read_only=True),
+    RIG_CONFIG,
     Param("queue_size", 240, "frames buffered for the detector before the oldest is dropped", "frames", 1, 100000,
           read_only=True),
     Param("late_tolerance", 0.0, "a frame received later than this after its step's capture time is counted late; "
@@ -128,7 +129,7 @@ class TrackerNode(Node):
         super().__init__("tracker_node", **kwargs)
         declare(self, PARAMS)
         p = values(self, PARAMS)
-        rig = resolve_rig(p["rig"])
+        rig = resolve_rig(p["rig_config"] or p["rig"])
         self._trackers = {s: rig_tracker(rig)[0] for s in self.SOURCES}  # one per stream: trackers keep state
         self._tracker_trial = {s: "" for s in self.SOURCES}
         self.keypoint_names = tracker_names(self._trackers["real"])

@@ -38,7 +38,8 @@ from ..io.sources import SOURCES, SourceContext, SourceError
 from ..share import PACKAGE_DIR, resolve_path
 from .schema import RigConfigError, describe_value, validate_tree
 
-__all__ = ["load_rig", "BUILTIN_RIGS", "available_rigs", "RigConfigError", "CodeRefusedError", "code_allowed",
+__all__ = ["load_rig", "honour_targets", "part_excitations", "BUILTIN_RIGS", "available_rigs", "RigConfigError",
+           "CodeRefusedError", "code_allowed",
            "read_config", "ALLOW_CODE_ENV"]
 
 #: built-in rig name -> its config file (the same format as a user's)
@@ -280,12 +281,13 @@ def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, chec
     if doc.get("parameters") is not None and not user_model:
         spec = _parameters(doc["parameters"], file, base)
         unknown = [n for n in spec.names if n not in rig.parameters]
-        if unknown:
-            raise RigConfigError(f"{file}:parameters: {spec.source}: unknown parameter(s) {unknown} for rig "
-                                 f"'{rig.name}'; its parameters are {', '.join(rig.parameters.names)}")
-        if [n for n in rig.parameters.names if n not in spec]:
-            spec = ParameterSet(tuple(spec[n] if n in spec else rig.parameters[n] for n in rig.parameters.names),
-                                rig=spec.rig, source=spec.source, extra=dict(spec.extra))
+        missing = [n for n in rig.parameters.names if n not in spec]
+        if unknown or missing:
+            raise RigConfigError(f"{file}:parameters: {spec.source} does not match rig '{rig.name}'"
+                                 + (f"; unknown parameter(s) {unknown}" if unknown else "")
+                                 + (f"; missing parameter(s) {missing}" if missing else "")
+                                 + f"; the rig's parameters are {', '.join(rig.parameters.names)}")
+        honour_targets(rig, spec, file)
         rig.parameters = spec
     if doc.get("tracker") is not None:
         from ..perception import make_tracker
@@ -300,6 +302,8 @@ def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, chec
         rig.trials = _trials(doc["trials"], rig, named, file, base)
         _trial_parameters(rig, doc["trials"], file)
         rig.excitations = _trial_excitations(rig, file, base)
+    if doc.get("free") is not None and not doc["free"]:  # an empty list would silently calibrate everything
+        raise RigConfigError(f"{file}:free: lists no parameter; name the parameters to calibrate or drop the key")
     if doc.get("free"):
         unknown = [n for n in doc["free"] if n not in rig.parameters]
         if unknown:
@@ -350,6 +354,46 @@ def _check_tracker_names(rig: Rig, file: str) -> None:
         + (f"not keypoints: {', '.join(extra)}" if extra else "")
         + ("; " if extra and missing else "") + (f"no marker for: {', '.join(missing)}" if missing else "")
         + (f" (did you mean {close[0]}?)" if close else ""))
+
+
+def honour_targets(rig: Rig, spec: ParameterSet, src: str) -> None:
+    """Make the twin write ``spec``'s targets, or refuse a spec whose targets it would ignore.
+
+    A rig's twin factory binds the rig's own spec; a ``parameters:`` override that only
+    changes bounds, nominal values, scales or frozen flags needs nothing more. When a
+    ``target`` differs, the twin is rebuilt with ``make_twin(parameters=spec)`` (MuJoCo
+    twins parse and write each target, ratios included); a rig whose factory cannot take
+    the spec is refused, never silently calibrated with the old targets.
+
+    Raises:
+        RigConfigError: naming the config, the spec file, the parameter and both targets.
+    """
+    changed = [s.name for s in spec if s.target != rig.parameters[s.name].target]
+    if not changed:
+        return
+    n = changed[0]
+    what = (f"{src}:parameters: {spec.source}: parameter '{n}' has target {spec[n].target!r}, the rig's is "
+            f"{rig.parameters[n].target!r}" + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""))
+    orig = rig.make_twin
+    try:
+        twin = orig(parameters=spec)
+    except TypeError:
+        twin = None
+    except Exception as err:  # noqa: BLE001 - a bad target for this model: one line naming it
+        raise RigConfigError(f"{what}: {err}") from None
+    honoured = (twin is not None and bool(getattr(twin, "writes_targets", False))
+                and all(twin.parameters[c].target == spec[c].target for c in changed))
+    close = getattr(twin, "close", None)
+    if callable(close):
+        close()
+    if not honoured:
+        raise RigConfigError(f"{what}; rig '{rig.name}' writes its parameters to fixed places and cannot re-target "
+                             "them: remove 'target' from the spec (or give the rig's)")
+
+    def make_twin(**kw):
+        return orig(**{"parameters": spec, **kw})
+
+    rig.make_twin = make_twin
 
 
 def _model_rig(doc: Mapping[str, Any], model: Any, name: str, file: str, base: Path) -> Rig:
