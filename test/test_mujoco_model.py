@@ -322,3 +322,24 @@ def test_rig_config_errors_name_the_config_and_key(tmp_path, urdf_arm):
     assert "markers[0].site: no site named 'tool_site'" in msg
     msg = load("actuator", actuators=[{"name": "m", "joint": "shouldr"}])
     assert "actuators[0].joint: no joint named 'shouldr'" in msg and "did you mean shoulder" in msg
+
+
+def test_stepping_matches_the_rollout_with_a_pinhole_camera(urdf_arm):
+    """The ROS lockstep graph steps the twin one command at a time: same keypoints, same frames."""
+    from vid2sid_ros.sim.stepping import NativeStepper, make_stepper
+
+    twin = UserModelTwin(model=urdf_arm, camera=CAM, actuators=ARM_ACTUATORS, keypoints={"tool": "tool_dot"},
+                         parameters=_spec({"name": "d", "unit": "N*m*s/rad", "lower": 0.001, "upper": 0.1,
+                                           "nominal": 0.02, "target": "dof_damping[shoulder]"}),
+                         markers=[{"name": "tool_dot", "body": "tool0", "rgba": [1, 0, 0, 1], "radius": 0.015}])
+    u = np.zeros((12, 2))
+    u[:, 0] = 0.1
+    exc = Excitation("push", 30.0, u, twin.actuator_names)
+    ref = twin.rollout(exc, render=True)
+    stepper = make_stepper(twin)
+    assert isinstance(stepper, NativeStepper)
+    stepper.reset()
+    rows = [stepper.step(u[k], exc.period, render=(k == 9)) for k in range(12)]
+    assert np.allclose(np.stack([r.keypoints for r in rows]), ref.trajectory.keypoints, atol=1e-9)
+    assert np.array_equal(rows[9].frame, ref.frames[9])
+    twin.close()
