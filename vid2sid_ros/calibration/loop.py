@@ -130,6 +130,8 @@ class CalibrationConfig:
             (:class:`~vid2sid_ros.sim.base.RolloutLimits`).
         rollout_max_wall_s: wall time one rollout may take, s (None = no cap, the default:
             a first PyElastica rollout includes numba compilation).
+        diagnosis: test the final residuals for structure the free parameters cannot explain
+            (:mod:`~vid2sid_ros.calibration.diagnosis`; diagnostic rollouts, not charged).
     """
 
     iterations: int = 10
@@ -148,6 +150,7 @@ class CalibrationConfig:
     nuisance: dict[str, Any] | None = None
     rollout_max_substeps: int | None = DEFAULT_MAX_SUBSTEPS
     rollout_max_wall_s: float | None = None
+    diagnosis: bool = True
 
     def __post_init__(self) -> None:
         try:
@@ -168,7 +171,7 @@ class CalibrationConfig:
                                    f"got {self.rollout_budget!r}")
         if not is_int(self.seed):
             raise CalibrationError(f"config 'seed' must be an integer, got {self.seed!r}")
-        for name in ("identifiability", "final_identifiability", "resume"):
+        for name in ("identifiability", "final_identifiability", "resume", "diagnosis"):
             if not isinstance(getattr(self, name), bool):  # a quoted 'no' would otherwise be true
                 raise CalibrationError(f"config '{name}' must be true or false, got {getattr(self, name)!r}")
         if self.video is not None and not isinstance(self.video, bool):
@@ -244,6 +247,9 @@ class CalibrationResult:
         best_proposer: the proposer that actually produced ``values`` (a fallback when
             it stepped in; ``"initial"`` for the start point).
         unit, holdout_unit: the measurement unit of the training / holdout errors.
+        diagnosis: the residual diagnosis at ``values``
+            (:meth:`vid2sid_ros.calibration.diagnosis.Diagnosis.to_dict`: ``misspecified``,
+            ``kinds``, ``summary``, ``findings``...), None when switched off.
     """
 
     values: dict[str, float]
@@ -268,6 +274,7 @@ class CalibrationResult:
     best_proposer: str = "initial"
     unit: str = "px"
     holdout_unit: str = "px"
+    diagnosis: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (history as record dicts)."""
@@ -278,7 +285,7 @@ class CalibrationResult:
             "per_keypoint_px": self.per_keypoint_px, "initial_error_px": self.initial_error_px,
             "holdout_mae_px": self.holdout_mae_px, "rollouts": self.rollouts, "iterations": self.iterations,
             "diagnostic_rollouts": self.diagnostic_rollouts, "wall_s": self.wall_s, "stopped": self.stopped,
-            "uncertainty": self.uncertainty,
+            "uncertainty": self.uncertainty, "residual_diagnosis": self.diagnosis,
             "identifiability": self.identifiability.to_dict() if self.identifiability else None,
             "final_identifiability": self.final_identifiability.to_dict() if self.final_identifiability else None,
             "files": {k: str(v) for k, v in self.files.items()},
@@ -1033,6 +1040,18 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         hev, _ = hobj.evaluate(best_vals)
         s.diagnostic += hev.rollouts
         holdout = None if hev.failed else hev.error_px
+    diagnosis = None
+    if cfg.diagnosis:
+        from .diagnosis import diagnose
+
+        try:
+            diag = diagnose(s.objective, best_vals, parameters=params)
+            s.diagnostic += diag.rollouts
+            diagnosis = diag.to_dict()
+        except Exception as err:  # noqa: BLE001 - a diagnosis problem never loses the calibration result
+            diagnosis = {"misspecified": None, "kinds": [], "findings": [],
+                         "summary": f"residual diagnosis failed: {type(err).__name__}: {err}",
+                         "text": f"residual diagnosis failed: {type(err).__name__}: {err}"}
     curves = None
     if rd is not None:  # real vs initial vs calibrated twin per trial, for the report (diagnostic rollouts)
         objectives = [("train", s.objective)]
@@ -1053,7 +1072,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         proposer=proposer_name, parameters=identified, identifiability=start_report,
         final_identifiability=final_report, uncertainty=uncertainty, status=status,
         best_iteration=s.best_iteration, best_proposer=by_iter.get(s.best_iteration, proposer_name),
-        unit=s.objective.unit, holdout_unit=holdout_unit)
+        unit=s.objective.unit, holdout_unit=holdout_unit, diagnosis=diagnosis)
     if status != "ok":
         result.stopped += f"; no proposal was made in {len(history) - 1} iteration(s)"
     if rd is not None:
@@ -1073,6 +1092,11 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
                                             "lower": params[n].lower, "upper": params[n].upper,
                                             **({"std": uncertainty[n]} if n in uncertainty else {})}
                                         for n, v in nuisance_vals.items()})
+        if diagnosis is not None:  # the warning comes before any claim that the parameters are physical
+            head = {k: doc.pop(k) for k in ("rig",) if k in doc}
+            doc = {**head, "diagnosis": jsonable({"misspecified": diagnosis["misspecified"],
+                                                  "summary": diagnosis["text"],
+                                                  "findings": diagnosis["findings"]}), **doc}
         (rd / "result.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         result.files = {"result_yaml": rd / "result.yaml", "result_json": rd / "result.json",
                         "iterations": rd / "iterations.jsonl", "trials": rd / "trials.json"}

@@ -269,6 +269,9 @@ class CalibratorNode(Node):
             notes.append(f"best values proposed by '{result.best_proposer}' (iteration {result.best_iteration})")
         if last.notes:
             notes.append("; ".join(str(n) for n in last.notes))
+        diag = result.diagnosis or {}
+        if diag.get("text"):  # the residual diagnosis comes before anything else the caller reads
+            notes.insert(0, str(diag["text"]))
         applied = False
         if request.apply and result.status != "ok":
             notes.append("NOT applied: no proposal was made")

@@ -1,0 +1,393 @@
+"""Residual diagnosis: is there structure in the final residuals that the free parameters cannot explain?
+
+A calibration that reaches a small training error has not thereby found the *true*
+physics: a small camera latency, a frozen parameter that is somewhat off or friction the
+model lacks are absorbed by a compensating combination of the free parameters, and the
+fit still looks good. What is left over is not noise, though — it has a shape. After
+every calibration :func:`diagnose` tests the residuals ``r = sim − real`` at the best
+parameters (paired by command step, in the measurement's unit) for these shapes and says
+in plain words what it sees, with the numbers:
+
+=============== ==============================================================================================
+kind            test (evidence in ``Finding.evidence``)
+=============== ==============================================================================================
+``latency``     *lag*: the time shift ``δ`` that best aligns the twin with the robot, by Gauss–Newton on the
+                shift (``δ = −Σ r·ṡ / Σ ṡ·ṡ``, ``ṡ`` the twin's velocity; the cross-correlation peak of
+                real and twin, to first order), and the share of the squared residual that shifting removes.
+                Warns when ``|δ| ≥ 0.15`` frame and the shift removes ≥ 25 %. An identified ``latency``
+                nuisance of ≥ 0.2 frame is reported as a note (handled, not a warning).
+``timing``      the same shift measured in the first and the last third of each trial: a lag that grows
+                (≥ 0.3 frame) means dropped frames or a wrong frame rate, not a constant latency.
+``frozen``      *release probe*: one sensitivity probe per frozen physics parameter (forward difference,
+                step 5 % of its normalised range) and one per free parameter; the drop of the squared
+                residual a joint least-squares step with that parameter released would give (the residual
+                projected on the probe column orthogonalised against the free columns). Warns when the
+                predicted drop is ≥ 30 %, naming the parameter and the value it points to.
+``friction``    the residual along the twin's direction of motion, regressed on ``|v|`` (lag-like) and on
+                ``sign of motion`` (a constant force against the motion: Coulomb friction or backlash). Warns
+                when the sign term explains ≥ 15 % of the squared residual and ≥ 0.3 px.
+``offset``      a constant per-keypoint bias (mean residual over every trial). Warns when it is ≥ 0.5 (in the
+                unit) and explains ≥ 30 % of that keypoint's squared residual: a marker off its site or a
+                camera offset.
+``structure``   non-white residuals: lag-1 autocorrelation ≥ 0.9 *and* a residual RMS ≥ 1 % of the real
+                keypoints' RMS motion (tracking noise is white and far smaller): the model is too simple.
+=============== ==============================================================================================
+
+Thresholds were set on the finger and the toy arm (sim2sim, clean vs each
+misspecification of :mod:`~vid2sid_ros.calibration.misspecification`); the false-alarm
+and detection counts are measured by ``bench/bench_diagnosis.py`` and reported in the
+README. The probes are diagnostics: their rollouts are reported in
+``Diagnosis.rollouts``, never charged to the calibration's budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..core.parameters import ParameterSet
+from ..core.trajectory import Trajectory, align
+from .nuisance import LATENCY, MEASUREMENT_PREFIX, shift_trajectory
+from .objective import TrialObjective, residual_vector
+from .rationale import format_value
+
+__all__ = ["Finding", "Diagnosis", "diagnose", "THRESHOLDS"]
+
+#: the decision thresholds of the module table
+THRESHOLDS: dict[str, float] = {
+    "lag_frames": 0.15, "lag_share": 0.25, "latency_note_frames": 0.2, "timing_growth_frames": 0.3,
+    "frozen_drop": 0.30, "friction_share": 0.15, "friction_min": 0.3, "offset_min": 0.5, "offset_share": 0.30,
+    "structure_rho": 0.9, "structure_motion_share": 0.01, "probe_step": 0.05,
+}
+
+
+@dataclass
+class Finding:
+    """One thing the residuals show.
+
+    Attributes:
+        kind: ``latency`` | ``timing`` | ``frozen`` | ``friction`` | ``offset`` | ``structure``.
+        severity: ``warning`` (the parameters are probably not the physical ones) or ``note``.
+        message: one plain sentence with the numbers.
+        evidence: the numbers behind it (JSON-ready).
+    """
+
+    kind: str
+    severity: str
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "severity": self.severity, "message": self.message, "evidence": self.evidence}
+
+
+@dataclass
+class Diagnosis:
+    """Result of :func:`diagnose`.
+
+    Attributes:
+        findings: warnings first.
+        statistics: every test's numbers, also when it stayed quiet.
+        rollouts: diagnostic rollouts spent (probes).
+    """
+
+    findings: list[Finding]
+    statistics: dict[str, Any]
+    rollouts: int = 0
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    @property
+    def misspecified(self) -> bool:
+        """True when any warning was raised."""
+        return bool(self.warnings)
+
+    @property
+    def kinds(self) -> list[str]:
+        """Kinds named by any finding (warning or note), in order."""
+        return list(dict.fromkeys(f.kind for f in self.findings))
+
+    def summary(self) -> str:
+        """Plain text: the warnings (then notes), or that nothing unexplained was found."""
+        if not self.findings:
+            return ("Residual diagnosis: no structure the free parameters cannot explain (no lag, no release of a "
+                    "frozen parameter would help, no friction-like, offset-like or strongly correlated residual).")
+        head = ("Residual diagnosis — the model is probably wrong somewhere; do not read the parameters as physical "
+                "before checking: " if self.warnings else "Residual diagnosis: ")
+        return head + " ".join(f.message for f in self.findings)
+
+    def headline(self) -> str:
+        """One clause for a list of insights: what the findings below amount to."""
+        if self.warnings:
+            return (f"the model is probably wrong somewhere — do not read the parameters as physical before checking "
+                    f"({len(self.warnings)} warning(s))")
+        if self.findings:
+            return "nothing unexplained; " + " ".join(f.message for f in self.findings)
+        return "no structure the free parameters cannot explain"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``misspecified``, ``kinds``, ``summary`` (:meth:`headline`), ``text``
+        (:meth:`summary`), ``findings``, ``statistics``, ``rollouts``, ``thresholds``."""
+        return {"misspecified": self.misspecified, "kinds": self.kinds, "summary": self.headline(),
+                "text": self.summary(),
+                "findings": [f.to_dict() for f in self.findings], "statistics": self.statistics,
+                "rollouts": self.rollouts, "thresholds": dict(THRESHOLDS)}
+
+
+def _pairs(sims: Sequence[Trajectory], reals: Sequence[Trajectory]):
+    """Aligned (real, sim) pairs with the both-valid mask, (T, K, D) arrays."""
+    out = []
+    for s, r in zip(sims, reals):
+        ra, sa = align(r, s)
+        m = ra.valid & sa.valid
+        out.append((ra, sa, m))
+    return out
+
+
+def _velocity(traj: Trajectory) -> np.ndarray:
+    """d keypoints / dt, central differences over the frame times, (T, K, D) per s."""
+    t = traj.time
+    if t.size < 3:
+        return np.zeros_like(traj.keypoints)
+    return np.gradient(traj.keypoints, t, axis=0)
+
+
+def _shift_fit(pairs, rows: slice | None = None) -> tuple[float, float]:
+    """(best shift s, share of the squared residual it removes) by one Gauss–Newton step on the shift."""
+    num = den = ssr = 0.0
+    for ra, sa, m in pairs:
+        v = _velocity(sa)
+        r = sa.keypoints - ra.keypoints
+        sel = m.copy()
+        if rows is not None:
+            keep = np.zeros(sel.shape[0], bool)
+            keep[rows] = True
+            sel &= keep[:, None]
+        sel &= np.all(np.isfinite(v), axis=2)
+        rr, vv = r[sel], v[sel]
+        num += float(np.sum(rr * vv))
+        den += float(np.sum(vv * vv))
+        ssr += float(np.sum(rr * rr))
+    if den <= 0 or ssr <= 0:
+        return 0.0, 0.0
+    delta = num / den  # sim(t - δ) ≈ sim − δ ṡ: minimising ‖r − δ ṡ‖² gives δ = Σ r·ṡ / Σ ṡ·ṡ
+    return delta, float(min(max((num * num / den) / ssr, 0.0), 1.0))
+
+
+def _motion_scale(reals: Sequence[Trajectory]) -> float:
+    """RMS displacement of the real keypoints about their mean position (in the unit): how far things move."""
+    vals = []
+    for r in reals:
+        for k in range(r.num_keypoints):
+            x = r.keypoints[r.valid[:, k], k]
+            if x.shape[0] > 2:
+                vals.append(float(np.mean(np.sum((x - x.mean(axis=0)) ** 2, axis=1))))
+    return float(math.sqrt(np.mean(vals))) if vals else 0.0
+
+
+def diagnose(objective: TrialObjective, values: Mapping[str, float], *,
+             parameters: ParameterSet | None = None, probe: bool = True) -> Diagnosis:
+    """Test the residuals at ``values`` for unexplained structure (module table).
+
+    Args:
+        objective: the training objective of the calibration (twin, excitations, real trajectories).
+        values: the identified values (full or partial, SI).
+        parameters: the spec (default ``objective.parameters``): which parameters are free or frozen.
+        probe: run the frozen-parameter release probes (costs ``(free + frozen physics) × trials``
+            diagnostic rollouts); False skips that test.
+
+    Returns:
+        Diagnosis. A point that cannot be simulated gives one ``structure`` warning saying so.
+    """
+    params = parameters if parameters is not None else objective.parameters
+    full = params.complete(dict(values))
+    ev, _ = objective.evaluate(full)
+    spent = ev.rollouts
+    if ev.failed:
+        return Diagnosis([Finding("structure", "warning", f"The identified parameters cannot be simulated "
+                                                          f"({ev.message}); nothing else can be diagnosed.")], {}, spent)
+    reals = objective.real
+    pairs = _pairs(ev.sim, reals)
+    rate = float(np.median([1.0 / np.median(np.diff(r.time)) for r in reals if r.num_frames > 2] or [30.0]))
+    unit = getattr(objective, "unit", "px")
+    findings: list[Finding] = []
+    stats: dict[str, Any] = {"unit": unit, "frame_rate_hz": rate}
+
+    r_all = residual_vector(ev.sim, reals)
+    r_all = r_all[np.isfinite(r_all)]
+    ssr = float(np.sum(r_all ** 2))
+    stats["residual_rms"] = float(math.sqrt(ssr / max(r_all.size, 1)))
+
+    # -- lag / latency --------------------------------------------------------------------
+    delta, share = _shift_fit(pairs)
+    stats["lag"] = {"shift_s": delta, "shift_frames": delta * rate, "share_removed": share}
+    if abs(delta) * rate >= THRESHOLDS["lag_frames"] and share >= THRESHOLDS["lag_share"]:
+        direction = "later than" if delta > 0 else "earlier than"
+        findings.append(Finding("latency", "warning",
+                                f"The robot moves {abs(delta) * 1000:.1f} ms ({abs(delta) * rate:.2f} frame) {direction} "
+                                f"the twin in every trial: shifting the twin by that much would remove "
+                                f"{100 * share:.0f} % of the squared residual — a camera latency (free the 'latency' "
+                                f"nuisance) or a delay in the drive.", {"shift_s": delta, "share_removed": share}))
+    lat = next((s for s in params.free if s.target == MEASUREMENT_PREFIX + "latency"), None)
+    if lat is not None:
+        tau = float(full[lat.name])
+        stats["latency_identified_s"] = tau
+        if abs(tau) * rate >= THRESHOLDS["latency_note_frames"]:
+            findings.append(Finding("latency", "note",
+                                    f"The video lags the commands by {tau * 1000:.1f} ms ({tau * rate:.2f} frame); "
+                                    f"identified as the '{LATENCY}' nuisance and kept out of the physics.",
+                                    {"latency_s": tau, "latency_frames": tau * rate}))
+
+    # -- timing drift (dropped frames) -------------------------------------------------------
+    T = min(p[0].num_frames for p in pairs)
+    if T >= 12:
+        d_first, _ = _shift_fit(pairs, slice(0, T // 3))
+        d_last, _ = _shift_fit(pairs, slice(T - T // 3, T))
+        growth = (d_last - d_first) * rate
+        stats["timing"] = {"shift_first_third_frames": d_first * rate, "shift_last_third_frames": d_last * rate}
+        if abs(growth) >= THRESHOLDS["timing_growth_frames"] and abs(d_last * rate) >= abs(d_first * rate):
+            findings.append(Finding("timing", "warning",
+                                    f"The lag between robot and twin changes within the trials, from "
+                                    f"{d_first * rate:+.2f} frame in the first third to {d_last * rate:+.2f} frame in "
+                                    f"the last: frames were dropped or the frame rate is not the nominal "
+                                    f"{rate:.3g} Hz (check the video's timestamps).",
+                                    {"shift_first_frames": d_first * rate, "shift_last_frames": d_last * rate}))
+
+    # -- constant per-keypoint bias ------------------------------------------------------------
+    names = pairs[0][0].names
+    bias_stats = {}
+    for k, name in enumerate(names):
+        rs = np.concatenate([(sa.keypoints[:, k] - ra.keypoints[:, k])[m[:, k]] for ra, sa, m in pairs])
+        if rs.shape[0] < 5:
+            continue
+        mean = rs.mean(axis=0)
+        ms = float(np.mean(np.sum(rs ** 2, axis=1)))
+        b_share = float(np.sum(mean ** 2) / ms) if ms > 0 else 0.0
+        bias_stats[name] = {"mean": mean.tolist(), "share": b_share}
+        if float(np.linalg.norm(mean)) >= THRESHOLDS["offset_min"] and b_share >= THRESHOLDS["offset_share"]:
+            axes = "xyz"
+            parts = ", ".join(f"{axes[i]} {-mean[i]:+.2f}" for i in range(mean.size))
+            findings.append(Finding("offset", "warning",
+                                    f"Keypoint '{name}' of the robot sits at a constant offset from the twin's "
+                                    f"({parts} {unit}, {100 * b_share:.0f} % of its squared residual): a marker off "
+                                    f"its model site or a camera pose/offset error (free the marker offsets or the "
+                                    f"camera pose).", {"keypoint": name, "offset": (-mean).tolist(), "share": b_share}))
+    stats["offset"] = bias_stats
+
+    # -- friction-like: residual along the motion vs sign of motion ------------------------------
+    rows_abs, rows_sign, rows_r = [], [], []
+    for ra, sa, m in pairs:
+        v = _velocity(sa)
+        speed = np.linalg.norm(v, axis=2)
+        moving = speed > 0.05 * (np.nanmax(speed) if np.isfinite(speed).any() else 0.0)
+        sel = m & moving & np.isfinite(speed)
+        if not sel.any():
+            continue
+        vhat = v[sel] / speed[sel][:, None]
+        r_par = np.sum((sa.keypoints[sel] - ra.keypoints[sel]) * vhat, axis=1)
+        rows_abs.append(speed[sel])
+        rows_sign.append(np.ones(sel.sum()))
+        rows_r.append(r_par)
+    if rows_r:
+        y = np.concatenate(rows_r)
+        X = np.stack([np.concatenate(rows_abs), np.concatenate(rows_sign)], axis=1)
+        coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+        # the share the constant (against-the-motion) term explains beyond the speed term
+        resid_speed = y - X[:, :1] @ np.linalg.lstsq(X[:, :1], y, rcond=None)[0]
+        resid_both = y - X @ coef
+        f_share = float((np.sum(resid_speed ** 2) - np.sum(resid_both ** 2)) / ssr) if ssr > 0 else 0.0
+        stats["friction"] = {"speed_coefficient_s": float(coef[0]), "constant_along_motion": float(coef[1]),
+                             "share": f_share}
+        if f_share >= THRESHOLDS["friction_share"] and abs(coef[1]) >= THRESHOLDS["friction_min"]:
+            where = "behind" if coef[1] > 0 else "ahead of"
+            findings.append(Finding("friction", "warning",
+                                    f"While moving, the robot stays a constant {abs(coef[1]):.2f} {unit} {where} the "
+                                    f"twin along the direction of motion, whatever the speed ({100 * f_share:.0f} % of "
+                                    f"the squared residual): a force against the motion the model lacks — Coulomb "
+                                    f"friction or backlash in the drive.",
+                                    {"constant_along_motion": float(coef[1]), "share": f_share}))
+
+    # -- non-white residuals -----------------------------------------------------------------
+    rho_num = rho_den = 0.0
+    for ra, sa, m in pairs:
+        r = sa.keypoints - ra.keypoints
+        ok = m[1:] & m[:-1]
+        a, b = r[1:][ok], r[:-1][ok]
+        a, b = a - a.mean(axis=0), b - b.mean(axis=0)
+        rho_num += float(np.sum(a * b))
+        rho_den += float(np.sqrt(np.sum(a * a) * np.sum(b * b)))
+    rho = rho_num / rho_den if rho_den > 0 else 0.0
+    motion = _motion_scale(reals)
+    ratio = (stats["residual_rms"] / motion) if motion > 0 else math.inf
+    stats["whiteness"] = {"lag1_autocorrelation": rho, "motion_rms": motion, "rms_over_motion": ratio}
+
+    # -- frozen-parameter release probe -------------------------------------------------------------
+    frozen = [s for s in params if s.frozen and s.kind == "physics"]
+    if probe and frozen:
+        h = THRESHOLDS["probe_step"]
+        r0 = residual_vector(ev.sim, reals)
+        ok = np.isfinite(r0)
+
+        def column(spec, base):
+            u = spec.to_unit(base[spec.name])
+            step = h if u + h <= 1.0 else -h
+            val = spec.from_unit(u + step)
+            pev, _ = objective.evaluate({**base, spec.name: val})
+            if pev.failed:
+                return None, step, pev.rollouts
+            return (residual_vector(pev.sim, reals) - r0) / step, step, pev.rollouts
+
+        free_cols = []
+        for s in params.free:
+            col, _, n = column(s, full)
+            spent += n
+            if col is not None:
+                free_cols.append(col)
+        probes = {}
+        for s in frozen:
+            unfrozen = dict(full)
+            col, step, n = column(s, unfrozen)
+            spent += n
+            if col is None:
+                continue
+            good = ok & np.isfinite(col) & np.all([np.isfinite(c) for c in free_cols], axis=0) if free_cols else \
+                ok & np.isfinite(col)
+            r, q = r0[good], col[good]
+            if free_cols:
+                F = np.stack([c[good] for c in free_cols], axis=1)
+                coefs, *_ = np.linalg.lstsq(F, q, rcond=None)
+                q = q - F @ coefs  # what only this parameter can do
+                coefs_r, *_ = np.linalg.lstsq(F, r, rcond=None)
+                r = r - F @ coefs_r  # what the free parameters can still fix (≈ 0 at an optimum)
+            qq = float(q @ q)
+            if qq <= 0:
+                continue
+            du = -float(q @ r) / qq
+            drop = float((q @ r) ** 2 / qq) / float(np.sum(r0[good] ** 2)) if np.sum(r0[good] ** 2) > 0 else 0.0
+            u_now = s.to_unit(full[s.name])
+            target = s.from_unit(min(max(u_now + du, 0.0), 1.0))
+            probes[s.name] = {"predicted_drop": drop, "points_to": target, "unit": s.unit, "normalised_move": du}
+            if drop >= THRESHOLDS["frozen_drop"]:
+                findings.append(Finding("frozen", "warning",
+                                        f"{s.name} (frozen at {format_value(full[s.name], s.unit)}) is probably wrong: "
+                                        f"freeing it would lower the training error by about {100 * drop:.0f} % "
+                                        f"(the residual points to about {format_value(target, s.unit)}).",
+                                        {"parameter": s.name, "predicted_drop": drop, "points_to": target}))
+        stats["release_probe"] = probes
+
+    explained = {f.kind for f in findings if f.severity == "warning"}
+    if (rho >= THRESHOLDS["structure_rho"] and ratio >= THRESHOLDS["structure_motion_share"]
+            and not explained):
+        findings.append(Finding("structure", "warning",
+                                f"The residuals are strongly correlated in time (lag-1 autocorrelation {rho:.2f}) and "
+                                f"large ({stats['residual_rms']:.2f} {unit} RMS, {100 * ratio:.1f} % of the "
+                                f"{motion:.3g} {unit} RMS motion): the model is too simple for this data, or the "
+                                f"parameters are not at the optimum.",
+                                {"lag1_autocorrelation": rho, "rms_over_motion": ratio}))
+    findings.sort(key=lambda f: f.severity != "warning")
+    return Diagnosis(findings, stats, spent)
