@@ -21,6 +21,17 @@ Metrics per method (``results.json``):
 
 Identifiability at the nominal point is checked once per seed (diagnostic rollouts,
 not charged) and written next to the results.
+
+Misspecification (``misspecify``, CLI ``--misspecify KIND[=SIZE],...``): the stand-in real
+side differs from the twin as :mod:`~vid2sid_ros.calibration.misspecification` documents
+(latency, frozen, friction, camera, drops). Every calibration ends with the residual
+diagnosis (:mod:`~vid2sid_ros.calibration.diagnosis`); per method the results count
+
+- ``detected``: seeds whose diagnosis named the misspecification (latency → ``latency``,
+  frozen → ``frozen``, friction → ``friction``, camera → ``offset``, drops → ``timing``);
+- ``false_alarms``: seeds with any misspecification *warning* on an unmodified rig;
+- ``latency_error_frames``: ``|identified − realised latency| × frame rate`` when the
+  latency is misspecified and the ``latency`` nuisance is free.
 """
 
 from __future__ import annotations
@@ -46,6 +57,10 @@ from .sim2sim import draw_ground_truth, make_sim2sim_trial
 __all__ = ["run_benchmark", "format_results_markdown", "resolve_rig", "DEFAULT_METHODS"]
 
 DEFAULT_METHODS = ("reasoner", "random", "nelder-mead", "golden-cd", "bo", "cmaes")
+
+#: misspecification kind -> the diagnosis kind that names it
+DETECTED_AS = {"latency": "latency", "frozen": "frozen", "friction": "friction", "camera": "offset",
+               "drops": "timing"}
 
 
 def resolve_rig(name: str | Rig, *, allow_code: bool = False, **options: Any) -> Rig:
@@ -83,6 +98,8 @@ def run_benchmark(
     proposer_options: Mapping[str, Mapping[str, Any]] | None = None,
     progress: bool = True,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    misspecify: str | Mapping[str, float] | None = None,
+    nuisance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the sim2sim benchmark (module docstring) and write ``out/results.{json,md}``.
 
@@ -98,15 +115,21 @@ def run_benchmark(
         proposer_options: ``{method: constructor kwargs}``.
         progress: show a tqdm bar on stderr.
         on_result: called with each per-seed, per-method result dict.
+        misspecify: ``"latency=0.02,frozen"`` or ``{kind: size}`` (module docstring).
+        nuisance: the calibration's ``nuisance:`` switches (default: latency free).
 
     Returns:
         The ``results.json`` content.
 
     Raises:
         UnknownRigError, UnknownProposerError: on bad names (checked before any work).
+        MisspecificationError: a bad ``misspecify`` (checked before any work).
         CalibrationError: a budget below one evaluation (checked before any work), or an `out`
             holding runs made with other settings.
     """
+    from .misspecification import parse_misspecify
+
+    mis = parse_misspecify(misspecify)
     rig_obj = resolve_rig(rig)
     seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
     methods = list(methods)
@@ -133,14 +156,15 @@ def run_benchmark(
         for seed in seed_list:
             truth = draw_ground_truth(params, seed, low=truth_range[0], high=truth_range[1])
             twin = rig_obj.make_twin()
-            real = make_sim2sim_trial(rig_obj, truth, seed=seed, noise=noise_mode, twin=twin)
+            real = make_sim2sim_trial(rig_obj, truth, seed=seed, noise=noise_mode, twin=twin, misspecify=mis or None)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", IdentifiabilityWarning)
                 ident = check_identifiability(TrialObjective(twin, real.train_excitations, real.train, params),
                                               params.nominal())
             seed_rec: dict[str, Any] = {"seed": seed, "truth": {n: truth[n] for n in free},
                                         "tracking": real.meta.get("tracking"),
-                                        "identifiability_nominal": ident.to_dict(), "methods": {}}
+                                        "identifiability_nominal": ident.to_dict(), "methods": {},
+                                        **({"misspecification": real.meta.get("misspecification")} if mis else {})}
             if caught:
                 seed_rec["identifiability_warning"] = str(caught[0].message)
             for m in methods:
@@ -148,7 +172,8 @@ def run_benchmark(
                     bar.set_postfix_str(f"seed {seed} {m}")
                 proposer = make_proposer(m, **dict((proposer_options or {}).get(m, {})))
                 cfg = CalibrationConfig(iterations=iterations, rollout_budget=budget, seed=seed,
-                                        identifiability=False, final_identifiability=final_identifiability)
+                                        identifiability=False, final_identifiability=final_identifiability,
+                                        nuisance=dict(nuisance) if nuisance is not None else None)
                 run_dir = out_dir / f"seed_{seed}" / m if out_dir is not None else None
                 if run_dir is not None and (run_dir / "run.json").exists():
                     cfg.resume = True  # re-running a benchmark continues/reuses finished runs
@@ -161,7 +186,18 @@ def run_benchmark(
                        "train_mae_px": res.error_px, "holdout_mae_px": res.holdout_mae_px,
                        "initial_train_mae_px": res.initial_error_px, "rollouts": res.rollouts,
                        "iterations": res.iterations, "wall_s": res.wall_s, "stopped": res.stopped,
-                       "uncertainty": res.uncertainty}
+                       "uncertainty": res.uncertainty,
+                       "nuisance": {k: v for k, v in res.values.items() if k not in params.names}}
+                diag = res.diagnosis or {}
+                kinds = list(diag.get("kinds") or [])
+                rec["diagnosis"] = {"misspecified": diag.get("misspecified"), "kinds": kinds,
+                                    "summary": diag.get("text") or diag.get("summary")}
+                rec["detected"] = ({k: DETECTED_AS[k] in kinds for k in mis} if mis else None)
+                rec["false_alarm"] = bool(diag.get("misspecified")) if not mis else None
+                lat = (real.meta.get("misspecification") or {}).get("applied", {}).get("latency")
+                if lat is not None and "latency" in res.values:
+                    rate = float(real.train_excitations[0].rate)
+                    rec["latency_error_frames"] = abs(float(res.values["latency"]) - float(lat["realised_s"])) * rate
                 seed_rec["methods"][m] = rec
                 if on_result:
                     on_result(rec)
@@ -170,12 +206,12 @@ def run_benchmark(
             per_seed.append(seed_rec)
             if out_dir is not None:  # partial results survive an interruption
                 _write(out_dir, _summarise(rig_obj, methods, per_seed, budget, iterations, noise_mode, truth_range,
-                                           time.perf_counter() - t_all))
+                                           time.perf_counter() - t_all, mis))
     finally:
         if bar is not None:
             bar.close()
     results = _summarise(rig_obj, methods, per_seed, budget, iterations, noise_mode, truth_range,
-                         time.perf_counter() - t_all)
+                         time.perf_counter() - t_all, mis)
     if out_dir is not None:
         _write(out_dir, results)
     return results
@@ -187,7 +223,8 @@ def _mean(xs: Sequence[float | None]) -> float | None:
 
 
 def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]], budget: int, iterations: int,
-               noise: str, truth_range: tuple[float, float], wall: float) -> dict[str, Any]:
+               noise: str, truth_range: tuple[float, float], wall: float,
+               mis: Mapping[str, float] | None = None) -> dict[str, Any]:
     free = rig.parameters.free_names
     summary: dict[str, Any] = {}
     for m in methods:
@@ -208,16 +245,25 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
             "per_parameter": {n: float(np.mean([r["rel_error"][n] for r in recs])) for n in free},
             "seeds": len(recs),
         }
+        if mis:
+            summary[m]["detected"] = {k: int(sum(bool((r.get("detected") or {}).get(k)) for r in recs)) for k in mis}
+        else:
+            summary[m]["false_alarms"] = int(sum(bool(r.get("false_alarm")) for r in recs))
+        lat = [r["latency_error_frames"] for r in recs if r.get("latency_error_frames") is not None]
+        if lat:
+            summary[m]["latency_error_frames"] = {"mean": float(np.mean(lat)), "max": float(np.max(lat))}
     return jsonable({
         "rig": rig.name, "free_parameters": free, "methods": summary, "budget_rollouts": budget,
         "iterations": iterations, "noise": noise, "truth_range_normalised": list(truth_range),
-        "seeds": [s["seed"] for s in per_seed], "wall_s_total": wall,
+        "seeds": [s["seed"] for s in per_seed], "wall_s_total": wall, "misspecification": dict(mis or {}),
         "protocol": ("hidden truth uniform in normalised [{:.2f}, {:.2f}] per free parameter; real side: twin at the "
                      "truth{}; sim side: projected ground-truth keypoints; calibration from the nominal values on the "
                      "training excitations; scores at the best parameters seen; holdout on the holdout excitations"
                      ).format(truth_range[0], truth_range[1],
                               " rendered + sensor noise + marker tracker" if noise == "camera"
-                              else (" + Gaussian keypoint noise" if noise == "keypoint" else " (no noise)")),
+                              else (" + Gaussian keypoint noise" if noise == "keypoint" else " (no noise)"))
+                    + ("; the real side is misspecified: " + ", ".join(f"{k}={v:g}" for k, v in (mis or {}).items())
+                       if mis else ""),
         "per_seed": per_seed})
 
 
@@ -238,14 +284,24 @@ def format_results_markdown(results: Mapping[str, Any]) -> str:
              f"{len(results['seeds'])} seeds ({', '.join(map(str, results['seeds']))}), budget "
              f"{results['budget_rollouts']} rollouts and {results['iterations']} iterations per calibration, "
              f"noise: {results['noise']}.", "", f"Protocol: {results['protocol']}.", "",
-             "| method | mean rel. param. error | holdout MAE (px) | train MAE (px) | rollouts | iterations | wall (s) |",
-             "|---|---|---|---|---|---|---|"]
+             "| method | mean rel. param. error | holdout MAE (px) | train MAE (px) | rollouts | iterations | wall (s) "
+             "| misspecification detected | latency error (frames) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     order = sorted(methods, key=lambda m: methods[m]["mean_rel_param_error"])
     for m in order:
         r = methods[m]
+        n = r.get("seeds", 0)
+        if "detected" in r:
+            det = ", ".join(f"{k} {v}/{n}" for k, v in r["detected"].items())
+        elif "false_alarms" in r:
+            det = f"no misspecification; false alarms {r['false_alarms']}/{n}"
+        else:
+            det = "–"
+        le = r.get("latency_error_frames")
         lines.append(f"| {m} | {100 * r['mean_rel_param_error']:.1f} % (±{100 * r['std_rel_param_error_over_seeds']:.1f}) "
                      f"| {_f(r['holdout_mae_px'], '.2f')} | {_f(r['train_mae_px'], '.2f')} | {_f(r['rollouts'], '.0f')} "
-                     f"| {_f(r['iterations'], '.1f')} | {_f(r['wall_s'], '.1f')} |")
+                     f"| {_f(r['iterations'], '.1f')} | {_f(r['wall_s'], '.1f')} | {det} "
+                     f"| {'–' if not le else format(le['mean'], '.3f') + ' (max ' + format(le['max'], '.3f') + ')'} |")
     lines += ["", "Mean relative error per parameter:", "",
               "| method | " + " | ".join(free) + " |", "|---|" + "---|" * len(free)]
     for m in order:

@@ -16,8 +16,8 @@ kind            test (evidence in ``Finding.evidence``)
                 real and twin, to first order), and the share of the squared residual that shifting removes.
                 Warns when ``|δ| ≥ 0.15`` frame and the shift removes ≥ 25 %. An identified ``latency``
                 nuisance of ≥ 0.2 frame is reported as a note (handled, not a warning).
-``timing``      the same shift measured in the first and the last third of each trial: a lag that grows
-                (≥ 0.3 frame) means dropped frames or a wrong frame rate, not a constant latency.
+``timing``      the same shift measured in the first and the last third of each trial: a lag that changes
+                (by ≥ 0.3 frame) means dropped frames or a wrong frame rate, not a constant latency.
 ``frozen``      *release probe*: one sensitivity probe per frozen physics parameter (forward difference,
                 step 5 % of its normalised range) and one per free parameter; the drop of the squared
                 residual a joint least-squares step with that parameter released would give (the residual
@@ -250,7 +250,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *,
         d_last, _ = _shift_fit(pairs, slice(T - T // 3, T))
         growth = (d_last - d_first) * rate
         stats["timing"] = {"shift_first_third_frames": d_first * rate, "shift_last_third_frames": d_last * rate}
-        if abs(growth) >= THRESHOLDS["timing_growth_frames"] and abs(d_last * rate) >= abs(d_first * rate):
+        if abs(growth) >= THRESHOLDS["timing_growth_frames"]:
             findings.append(Finding("timing", "warning",
                                     f"The lag between robot and twin changes within the trials, from "
                                     f"{d_first * rate:+.2f} frame in the first third to {d_last * rate:+.2f} frame in "

@@ -35,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "with a tracker)")
     parser.add_argument("--final-identifiability", action="store_true",
                         help="also run the identifiability check at every result (extra diagnostic rollouts)")
+    parser.add_argument("--misspecify", default=None, metavar="KIND[=SIZE],...",
+                        help="the stand-in real side differs from the twin: latency[=s], frozen[=relative], "
+                             "friction[=N or N*m], camera[=px], drops[=fraction] (see "
+                             "vid2sid_ros/calibration/misspecification.py)")
+    parser.add_argument("--no-latency", action="store_true",
+                        help="calibrate without the latency nuisance (to measure what the diagnosis says without it)")
     parser.add_argument("--out", default=None, help="output directory (default runs/bench_<rig>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -61,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         results = run_benchmark(rig, methods, args.seeds, budget=args.budget, iterations=args.iterations,
                                 noise=args.noise, out=out, final_identifiability=args.final_identifiability,
-                                progress=not args.no_progress)
+                                progress=not args.no_progress, misspecify=args.misspecify,
+                                nuisance={"latency": False} if args.no_latency else None)
     except CalibrationError as err:  # e.g. --out holds runs made with another budget or iteration count
         print(f"vid2sid benchmark: {err}" + ("" if "cannot resume" not in str(err) else
               f" (--out {out} holds a benchmark with other settings: choose another --out)"), file=sys.stderr)

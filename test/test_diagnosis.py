@@ -1,0 +1,83 @@
+"""Residual diagnosis on a model we make wrong on purpose (toy arm), and the misspecification benchmark."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vid2sid_ros.calibration.benchmark import run_benchmark
+from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+from vid2sid_ros.calibration.proposers import make_proposer
+from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.cli import main
+from vid2sid_ros.sim.toy import make_rig
+
+TRUTH = {"stiffness": 0.7, "damping": 0.01, "gain": 0.4}
+TOY = "vid2sid_ros.sim.toy:make_rig"
+
+
+def _calibrate(misspecify=None, nuisance=None, seed=1, budget=60, free=("stiffness", "damping", "gain")):
+    rig = make_rig(free)
+    real = make_sim2sim_trial(rig, TRUTH, seed=seed, noise="keypoint", keypoint_sigma_px=0.2, misspecify=misspecify)
+    cfg = CalibrationConfig(iterations=8, rollout_budget=budget, seed=seed, identifiability=False,
+                            final_identifiability=False, nuisance=nuisance)
+    return run_calibration(rig, real, make_proposer("reasoner"), cfg)
+
+
+def test_a_correct_model_raises_no_warning():
+    res = _calibrate()
+    d = res.diagnosis
+    assert d["misspecified"] is False and not [f for f in d["findings"] if f["severity"] == "warning"]
+    assert "no structure" in d["summary"]
+    assert d["statistics"]["release_probe"]  # the frozen parameters were probed, and found innocent
+    assert all(p["predicted_drop"] < 0.3 for p in d["statistics"]["release_probe"].values())
+
+
+def test_a_wrong_frozen_parameter_is_named_with_the_training_error_drop():
+    # the actuator gain is 30 % higher on the real side; the twin keeps it frozen at 0.3 N*m. (The inertia would
+    # not do: only k/I, c/I and G/I are observable, so a wrong inertia is absorbed exactly by the free three.)
+    res = _calibrate("frozen=0.3", free=("stiffness", "damping"))
+    frozen = [f for f in res.diagnosis["findings"] if f["kind"] == "frozen"]
+    assert frozen and frozen[0]["evidence"]["parameter"] == "gain"
+    assert frozen[0]["evidence"]["predicted_drop"] > 0.5
+    assert "gain (frozen at 0.3 N·m) is probably wrong: freeing it would lower the training error by about" \
+        in frozen[0]["message"]
+    assert frozen[0]["evidence"]["points_to"] > 0.33  # toward the true 0.39
+
+
+def test_latency_without_the_nuisance_is_a_lag_warning_and_with_it_a_note():
+    without = _calibrate("latency=0.03", nuisance={"latency": False})
+    lag = [f for f in without.diagnosis["findings"] if f["kind"] == "latency" and f["severity"] == "warning"]
+    # the free physics absorb part of the delay (a phase lag), so the remaining shift is smaller than 30 ms
+    assert lag and 0.005 < lag[0]["evidence"]["shift_s"] <= 0.035
+    with_it = _calibrate("latency=0.03")
+    note = [f for f in with_it.diagnosis["findings"] if f["kind"] == "latency"]
+    assert note and note[0]["severity"] == "note" and not with_it.diagnosis["misspecified"]
+
+
+def test_a_camera_offset_and_dropped_frames_are_named():
+    cam = _calibrate("camera=3")
+    assert "offset" in cam.diagnosis["kinds"] and cam.diagnosis["misspecified"]
+    drops = _calibrate("drops=0.08")
+    assert "timing" in drops.diagnosis["kinds"]
+
+
+def test_benchmark_counts_detections_and_latency_error(tmp_path):
+    res = run_benchmark(TOY, ["reasoner"], seeds=1, budget=40, iterations=6, noise="keypoint", out=tmp_path,
+                        misspecify="latency=0.02", progress=False)
+    r = res["methods"]["reasoner"]
+    assert r["detected"] == {"latency": 1} and r["latency_error_frames"]["max"] < 0.2
+    assert res["misspecification"] == {"latency": 0.02}
+    md = (tmp_path / "results.md").read_text()
+    assert "latency 1/1" in md and "misspecified: latency=0.02" in md
+    seed = json.loads((tmp_path / "results.json").read_text())["per_seed"][0]
+    assert seed["misspecification"]["applied"]["latency"]["realised_s"] == pytest.approx(0.02)
+
+
+def test_benchmark_cli_rejects_a_bad_misspecification_in_one_line(tmp_path, capsys):
+    code = main(["benchmark", "sim2sim", "--rig", TOY, "--methods", "reasoner", "--misspecify", "lag=2",
+                 "--out", str(tmp_path / "b"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "unknown kind 'lag'; valid: latency, frozen, friction, camera, drops" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "b").exists()
