@@ -181,6 +181,8 @@ def _residual_items(diag: Any) -> list[str]:
         return [diag]
     if isinstance(diag, Mapping):
         items = diag.get("findings") or diag.get("items") or []
+        if diag.get("misspecified") is False and not items:  # a quiet diagnosis is not an insight
+            return []
         out = [str(diag["summary"])] if diag.get("summary") else []
         for f in items if isinstance(items, list) else []:
             out.append(str(f.get("text") or f.get("message") or f) if isinstance(f, Mapping) else str(f))
