@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "track": "track",          # track a video file into a keypoint trajectory
     "bringup": "bringup",      # in-process ROS 2 graph (no launch on PyPI)
     "report": "report",        # HTML report of a run directory or a benchmark
+    "export-randomization": "export_randomization",  # domain-randomisation ranges from a run's intervals
 }
 
 

@@ -15,7 +15,7 @@ kind         size unit  default   what differs on the real side
 ``frozen``   relative   0.3       a frozen physics parameter is wrong: the first frozen physics
                                   parameter with a non-zero nominal value (finger: ``joint_armature``) is
                                   ×(1 + SIZE) on the real side (clipped to its bounds)
-``friction`` N·m or N   0.01      unmodelled Coulomb friction: on a MuJoCo twin, SIZE is added to every
+``friction`` N or N·m   0.3       unmodelled Coulomb friction: on a MuJoCo twin, SIZE is added to every
                                   tendon's ``frictionloss`` (to every DoF's when the model has no tendon,
                                   re-applied after the parameters are set); on a twin with a frozen
                                   parameter whose name contains ``friction``, that parameter is set to
@@ -54,7 +54,7 @@ __all__ = ["MISSPECIFICATIONS", "MisspecificationError", "parse_misspecify", "up
 MISSPECIFICATIONS: dict[str, tuple[float, str, str]] = {
     "latency": (0.02, "s", "camera delay behind the commands"),
     "frozen": (0.3, "relative", "a frozen physics parameter is off by this fraction"),
-    "friction": (0.01, "N*m", "unmodelled Coulomb friction (tendon or joints)"),
+    "friction": (0.3, "N or N*m", "unmodelled Coulomb friction (tendon or joints)"),
     "camera": (3.0, "px", "camera pose error: image shift and roll"),
     "drops": (0.05, "fraction", "unnoticed frame drops (the video slips ahead of the commands)"),
 }
