@@ -114,3 +114,28 @@ def test_missing_frames_are_reported_per_trial(bags, tmp_path, capsys):
     got = load_lab_bag({**lab_block(lab), "names": ["train_step", "train_chirp"]}, rig=bags["rig"])
     assert [t.trajectory.meta["dropped_frames"] for t in got] == [30, 30]
     assert "trial train_chirp: 30 of 60 frames missing on /camera/image_raw" in got[1].warnings
+
+
+def test_bag_trials_in_a_rig_config_fit_video_and_joint_states(bags):
+    """Two rig-config trials on one lab bag trial: its camera (px) and its /joint_states (rad)."""
+    from vid2sid_ros.rigs import build_real_trial, load_rig
+
+    blk = {k: v for k, v in _block(bags, "lab").items() if k not in ("train", "holdout")}
+    doc = {"rig": "finger_lab", "model": {"builtin": "finger"},
+           "trials": [{"name": "step_video", "source": {"bag": {**blk, "trial": "train_step"}}},
+                      {"name": "step_joints", "source": {"bag": {**blk, "trial": "train_step", "measurement": "joints",
+                                                                 "joints": ["mcp", "pip", "dip"]}}},
+                      {"name": "sine", "source": {"bag": {**blk, "trial": "holdout_multisine"}}, "split": "holdout"}]}
+    rig = load_rig(doc, source=("lab_rig.yaml", bags["dir"]))
+    real = build_real_trial(rig)
+    assert [(t.kind, t.unit_label) for t in real.train] == [("image", "px"), ("joints", "rad")]
+    assert real.train_excitations[0].actuator_names == ("flexor_motor",)
+    np.testing.assert_array_equal(real.train_excitations[0].values, bags["trials"][0][0].values)
+    from vid2sid_ros.calibration.objective import TrialObjective
+
+    obj = TrialObjective(rig.make_twin(), real.train_excitations, real.train)
+    ev, _ = obj.evaluate(bags["truth"])  # at the hidden truth both modalities are at their noise floor
+    assert obj.unit == "sigma" and ev.error_px < 0.5 and not ev.failed
+    bad = {**doc, "trials": [{"name": "x", "source": {"bag": {**blk, "trial": "nope"}}}]}
+    with pytest.raises(Exception, match=r"lab_rig.yaml:trials\[0\].source.bag.trial: no trial 'nope' in the bag"):
+        build_real_trial(load_rig(bad, source=("lab_rig.yaml", bags["dir"])))

@@ -142,3 +142,29 @@ def real_trial_from_takes(paths, excitations, *, holdout: int = 1):
         trajs.append(rec.trajectory(exc.name, rate=exc.rate))
     n = len(trajs) - holdout
     return RealTrial(trajs[:n], list(excitations[:n]), trajs[n:], list(excitations[n:]), source="motive takes")
+
+
+def write_rig_config(directory: Path, takes, excitations, *, holdout: int = 1, extra_trial: str = "") -> Path:
+    """A rig config (``rig.yaml``) of the rod whose trials are the Motive takes (mocap sources)."""
+    write_rod(directory)
+    lines = ["rig: soft_rod", "description: a soft segmented rod (six capsules) hanging from a mount, "
+             "three motion-capture markers", "model: rod.xml", "parameters: rod_parameters.yaml",
+             "keypoints: {disk1: disk1, disk2: disk2, disk3: disk3}", "max_physics_timestep: 0.002", "excitations:"]
+    for exc in excitations:
+        csv = directory / f"{exc.name}_commands.csv"
+        rows = ["bend_x,bend_y"] + [f"{a:.6g},{b:.6g}" for a, b in exc.values]
+        csv.write_text("\n".join(rows) + "\n")
+        lines.append(f"  {exc.name}: {{kind: csv, path: {csv.name}, rate: {exc.rate:g}}}")
+    lines.append("trials:")
+    n = len(takes) - holdout
+    for i, (p, exc) in enumerate(zip(takes, excitations)):
+        split = "train" if i < n else "holdout"
+        lines.append(f"  - {{name: {exc.name}, source: {{mocap: {{path: {p}, frame: {{up_axis: y}}, "
+                     f"markers: {{disk1: 'rod:disk1', disk2: 'rod:disk2', disk3: 'rod:disk3'}}}}}}, "
+                     f"excitation: {exc.name}, split: {split}}}")
+    if extra_trial:
+        lines.append(extra_trial)
+    lines.append("calibration: {iterations: 8, rollout_budget: 160, seed: 0}")
+    cfg = directory / "rig.yaml"
+    cfg.write_text("\n".join(lines) + "\n")
+    return cfg

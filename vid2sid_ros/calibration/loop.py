@@ -730,7 +730,8 @@ def run_calibration(
                                        unit=measurement_unit(real.train), source="config")
     if not params.free:
         raise CalibrationError("nothing to calibrate: every parameter is frozen")
-    if tuple(real.keypoint_names) != tuple(twin.keypoint_names) and set(real.keypoint_names) != set(twin.keypoint_names):
+    if (any(t.kind != "joints" for t in real.train) and tuple(real.keypoint_names) != tuple(twin.keypoint_names)
+            and not set(real.keypoint_names) <= set(twin.keypoint_names)):  # joint trials are checked by measure()
         raise CalibrationError(f"real trial keypoints {real.keypoint_names} differ from the twin's {twin.keypoint_names}")
     rd = Path(run_dir) if run_dir is not None else None
     if cfg.start:

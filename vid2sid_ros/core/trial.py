@@ -89,7 +89,9 @@ class RealTrial:
 
     @property
     def keypoint_names(self) -> tuple[str, ...]:
-        return self.train[0].names
+        """Names of the twin's keypoints the trials measure: the first image or 3-D point
+        trajectory's (joint-state trials name joints, not keypoints); all joints: the first's."""
+        return next((t.names for t in self.train if t.kind != "joints"), self.train[0].names)
 
     def first_frames(self) -> np.ndarray | None:
         """Real frames of the first training trial, (T, H, W, 3) uint8, or None."""

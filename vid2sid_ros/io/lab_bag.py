@@ -494,10 +494,8 @@ def _joint_trajectory(jstates, cfg: LabBagConfig, tid: str, stamps: np.ndarray, 
 
 
 def _real_trial_class():
-    try:  # the real-trial type moves to core/ (issue 11); calibration/observation.py re-exports it
-        from ..core.trial import RealTrial  # type: ignore[import-not-found]
-    except ImportError:
-        from ..calibration.observation import RealTrial
+    from ..core.trial import RealTrial
+
     return RealTrial
 
 

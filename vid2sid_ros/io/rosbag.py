@@ -39,6 +39,7 @@ __all__ = [
     "BagError", "BagWriter", "BagMessage", "BagTrial", "VID2SID_MESSAGES", "DEFAULT_TOPICS",
     "find_interface_dir", "make_typestore", "read_messages", "bag_topics", "load_bag_trials",
     "load_real_trial_from_bag", "stamp_to_s", "rig_tracker", "tracker_names", "reset_tracker",
+    "check_bag_finished", "bag_storage_files", "MCAP_MAGIC",
 ]
 
 #: the package's own message types, registered in the typestore from msg/*.msg
@@ -201,12 +202,57 @@ class BagMessage:
     rawdata: bytes = b""
 
 
+MCAP_MAGIC = b"\x89MCAP0\r\n"
+
+
+def bag_storage_files(path: str | Path) -> list[Path]:
+    """The storage files (``*.mcap``, ``*.db3``) of a bag directory (or the file itself), sorted."""
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    return sorted([*p.glob("*.mcap"), *p.glob("*.db3")]) if p.is_dir() else []
+
+
+def check_bag_finished(path: str | Path) -> None:
+    """Refuse a bag its recorder never closed (SIGKILL, power loss), naming the repair command.
+
+    A finished rosbag2 MCAP bag has ``metadata.yaml`` and every ``.mcap`` file ends with the
+    MCAP footer and magic; an unfinished one has neither (its completed chunks are intact:
+    ``vid2sid bag repair BAG`` rebuilds the summary and ``metadata.yaml`` from them).
+
+    Raises:
+        BagError: missing bag, or an unfinished one (one line with the repair command).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise BagError(f"bag not found: {p}")
+    files = bag_storage_files(p)
+    bag_dir = p if p.is_dir() else p.parent
+    if not files:
+        if p.is_dir() and (p / "metadata.yaml").is_file():
+            return  # let the reader say what is wrong with it
+        raise BagError(f"bag {p}: no .mcap or .db3 storage file")
+    unfinished = []
+    for f in files:
+        if f.suffix == ".mcap":
+            with f.open("rb") as fh:
+                size = fh.seek(0, 2)
+                fh.seek(max(size - len(MCAP_MAGIC), 0))
+                if size < 2 * len(MCAP_MAGIC) or fh.read() != MCAP_MAGIC:
+                    unfinished.append(f.name)
+    if unfinished:
+        raise BagError(f"bag {bag_dir} is unfinished (its recorder did not close it: {', '.join(unfinished)} has no "
+                       f"MCAP summary/footer); recover its completed chunks with: vid2sid bag repair {bag_dir}")
+    if p.is_dir() and not (p / "metadata.yaml").is_file():
+        raise BagError(f"bag {p} has no metadata.yaml (its recorder did not close it); rebuild it with: "
+                       f"vid2sid bag repair {p}")
+
+
 def _open_reader(path: str | Path):
     from rosbags.rosbag2 import Reader
 
     p = Path(path)
-    if not p.exists():
-        raise BagError(f"bag not found: {p}")
+    check_bag_finished(p)
     try:
         reader = Reader(p)
         reader.open()

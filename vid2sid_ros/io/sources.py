@@ -389,3 +389,7 @@ register_source(SourceKind(
            "auto = camera when the rig has a tracker."),
           ("keypoint_sigma_px", "number", "px", 0.5, "Pixel noise of `noise: keypoint`.")),
     doc="A stand-in trial: the rig's twin at hidden parameters."))
+
+
+# the lab-data kinds (mocap, joint_csv, bag) register themselves on import
+from . import lab_sources  # noqa: E402,F401

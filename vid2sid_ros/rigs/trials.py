@@ -98,7 +98,8 @@ def split_recording(rig: Rig, trial: TrialSpec, rec: Recording) -> list[tuple[st
             e = Excitation(e.name, e.rate, e.values[:n_train], e.actuator_names, {**meta, "frames": [0, n_train]})
             keep = steps < n_train
             t = Trajectory(traj.time[keep], traj.keypoints[keep], traj.valid[keep], traj.names, "real", e.name,
-                           steps[keep], {**dict(traj.meta), "part": "train", "trial": trial.name})
+                           steps[keep], {**dict(traj.meta), "part": "train", "trial": trial.name},
+                           kind=traj.kind, unit=traj.unit, frame=traj.frame)
         elif "scored_from_frame" in meta:
             n_train = int(round(trial.split * slots)) if isinstance(trial.split, float) else 0
             e = _fit_excitation(exc, slots, rec, trial)
@@ -109,11 +110,13 @@ def split_recording(rig: Rig, trial: TrialSpec, rec: Recording) -> list[tuple[st
             if not valid.any():
                 continue
             t = Trajectory(traj.time, traj.keypoints, valid, traj.names, "real", e.name, steps,
-                           {**dict(traj.meta), "part": "holdout", "trial": trial.name})
+                           {**dict(traj.meta), "part": "holdout", "trial": trial.name},
+                           kind=traj.kind, unit=traj.unit, frame=traj.frame)
         else:
             e = _fit_excitation(exc, slots, rec, trial)
             t = Trajectory(traj.time, traj.keypoints, traj.valid, traj.names, "real", e.name, steps,
-                           {**dict(traj.meta), "part": label, "trial": trial.name})
+                           {**dict(traj.meta), "part": label, "trial": trial.name},
+                           kind=traj.kind, unit=traj.unit, frame=traj.frame)
         if label == "train":
             n_valid = int(t.valid.all(axis=1).sum())
             if n_valid < MIN_TRAIN_FRAMES:

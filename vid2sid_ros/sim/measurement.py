@@ -88,6 +88,8 @@ def measure(twin: Any, result: RolloutResult, like: Trajectory) -> Trajectory:
     """
     sim = result.trajectory
     if like.kind == "image":
+        if sim.names != like.names and set(like.names) < set(sim.names):
+            return sim.select(like.names)  # the real camera tracked a subset of the twin's keypoints
         return sim
     if like.kind == "points":
         if like.frame != "world":
