@@ -4,8 +4,8 @@
 The rod is our own MuJoCo chain of six capsules with two hinges per link (joint
 stiffness and damping shared by all hinges), hanging from a mount, bent by two
 cable tendons (``test/helpers/soft_rod.py``). For each seed: hidden true stiffness and
-damping drawn in the middle 70 % of their ranges; five hold-and-release free-decay
-trials from different bent poses, recorded as 3 markers at 100 Hz with mocap-like noise
+damping drawn in the middle 70 % of their ranges; five free-decay
+trials from different bent poses (let go at rest), recorded as 3 markers at 100 Hz with mocap-like noise
 (0.3 mm Gaussian per coordinate, 1 % dropped samples, one 80 ms occlusion of the
 middle marker per take), written as OptiTrack Motive CSV takes (Y-up, mm); read back
 with ``vid2sid_ros.io.mocap.load_mocap``; four trials fitted by the offline

@@ -1,8 +1,8 @@
 """Must-show (issue 14): a soft segmented rod recorded by motion capture, calibrated from Motive CSVs.
 
 Our own MuJoCo chain of capsules (test/helpers/soft_rod.py), 3 markers at 100 Hz with
-mocap-like noise (0.3 mm, 1 % dropouts, an 80 ms occlusion), 5 hold-and-release
-free-decay trials from different bent poses written as OptiTrack Motive CSV takes
+mocap-like noise (0.3 mm, 1 % dropouts, an 80 ms occlusion), 5 free-decay
+trials from different bent poses (let go at rest) written as OptiTrack Motive CSV takes
 (Y-up, mm); 4 fitted, 1 held out. One seed here (bench/bench_mocap_rod.py runs 5).
 """
 

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "bringup": "bringup",      # in-process ROS 2 graph (no launch on PyPI)
     "report": "report",        # HTML report of a run directory or a benchmark
     "export-randomization": "export_randomization",  # domain-randomisation ranges from a run's intervals
+    "bag": "bag",              # rosbag2 info / repair of a bag whose recorder was killed
 }
 
 

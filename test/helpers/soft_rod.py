@@ -3,9 +3,10 @@
 Six capsule links hang from a ceiling mount (z = 0.5 m), each joined to the previous by
 two hinges (bending about x and y) with joint stiffness and damping; two fixed tendons
 (``bend_x``, ``bend_y``) couple all x- (y-) hinges like the cables of a cable-driven trunk,
-each driven by a torque motor. A trial holds a constant cable torque for ``hold_s``
-(the trunk settles to a bent pose that depends on the stiffness) and then releases it:
-the rest is free decay. Three marker sites (``disk1..3``) sit at the ends of links 2, 4, 6.
+each driven by a torque motor (idle in the free-decay trials). A trial starts from a bent
+pose (every x-hinge at angle a, every y-hinge at b: the uniform bend a cable pull gives),
+at rest, and is let go: free decay, no commands. Three marker sites (``disk1..3``) sit at
+the ends of links 2, 4, 6.
 """
 
 from __future__ import annotations
@@ -87,18 +88,24 @@ def make_twin(directory: Path):
                          name="soft_rod")
 
 
-#: cable torques (bend_x, bend_y) N*m held before the release, one per trial
-POSES = [(0.05, 0.0), (0.0, 0.05), (-0.035, 0.03), (0.03, -0.04), (-0.025, -0.045)]
+#: initial bends (a, b) rad per hinge about x and y, one per trial
+POSES = [(0.12, 0.0), (0.0, 0.12), (-0.09, 0.07), (0.07, -0.10), (-0.06, -0.11)]
 
 
-def release_excitation(name: str, torque, *, rate: float = 100.0, hold_s: float = 0.6, free_s: float = 1.6):
-    """Hold ``torque`` (2,) N*m for ``hold_s``, then zero (free decay) for ``free_s``."""
+def pose_init(pose) -> dict[str, float]:
+    """``{"qpos[j<i>x]": a, "qpos[j<i>y]": b}`` for every link: the trial's initial state."""
+    a, b = pose
+    return {**{f"qpos[j{i}x]": float(a) for i in range(N_LINKS)}, **{f"qpos[j{i}y]": float(b) for i in range(N_LINKS)}}
+
+
+def release_excitation(name: str, pose, *, rate: float = 100.0, hold_s: float = 0.0, free_s: float = 2.0):
+    """A free-decay trial from the bent ``pose`` (a, b) rad: zero commands for ``free_s`` s,
+    the initial state in ``meta["init"]`` (read by the user twin, as a rig config's ``init``)."""
     from vid2sid_ros.core.excitation import Excitation
 
-    n_hold, n_free = int(round(hold_s * rate)), int(round(free_s * rate))
-    values = np.zeros((n_hold + n_free, 2))
-    values[:n_hold] = torque
-    return Excitation(name, rate, values, ("bend_x", "bend_y"), meta={"kind": "hold_release"})
+    n = int(round((hold_s + free_s) * rate))
+    return Excitation(name, rate, np.zeros((n, 2)), ("bend_x", "bend_y"),
+                      meta={"kind": "free_decay", "init": pose_init(pose), "trial": name})
 
 
 def record_motive_takes(twin, truth, excitations, out_dir: Path, *, seed: int, noise_m: float = 0.0003,
@@ -145,23 +152,20 @@ def real_trial_from_takes(paths, excitations, *, holdout: int = 1):
 
 
 def write_rig_config(directory: Path, takes, excitations, *, holdout: int = 1, extra_trial: str = "") -> Path:
-    """A rig config (``rig.yaml``) of the rod whose trials are the Motive takes (mocap sources)."""
+    """A rig config (``rig.yaml``) of the rod whose trials are the Motive takes (mocap sources),
+    each a free decay (``excitation: none``) from its initial bend (``init``)."""
     write_rod(directory)
     lines = ["rig: soft_rod", "description: a soft segmented rod (six capsules) hanging from a mount, "
              "three motion-capture markers", "model: rod.xml", "parameters: rod_parameters.yaml",
-             "keypoints: {disk1: disk1, disk2: disk2, disk3: disk3}", "max_physics_timestep: 0.002", "excitations:"]
-    for exc in excitations:
-        csv = directory / f"{exc.name}_commands.csv"
-        rows = ["bend_x,bend_y"] + [f"{a:.6g},{b:.6g}" for a, b in exc.values]
-        csv.write_text("\n".join(rows) + "\n")
-        lines.append(f"  {exc.name}: {{kind: csv, path: {csv.name}, rate: {exc.rate:g}}}")
+             "keypoints: {disk1: disk1, disk2: disk2, disk3: disk3}", "max_physics_timestep: 0.002"]
     lines.append("trials:")
     n = len(takes) - holdout
     for i, (p, exc) in enumerate(zip(takes, excitations)):
         split = "train" if i < n else "holdout"
+        init = ", ".join(f'"{k}": {v:g}' for k, v in exc.meta["init"].items())
         lines.append(f"  - {{name: {exc.name}, source: {{mocap: {{path: {p}, frame: {{up_axis: y}}, "
                      f"markers: {{disk1: 'rod:disk1', disk2: 'rod:disk2', disk3: 'rod:disk3'}}}}}}, "
-                     f"excitation: {exc.name}, split: {split}}}")
+                     f"excitation: none, init: {{{init}}}, split: {split}}}")
     if extra_trial:
         lines.append(extra_trial)
     lines.append("calibration: {iterations: 8, rollout_budget: 160, seed: 0}")

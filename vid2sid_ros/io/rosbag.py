@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -39,7 +39,7 @@ __all__ = [
     "BagError", "BagWriter", "BagMessage", "BagTrial", "VID2SID_MESSAGES", "DEFAULT_TOPICS",
     "find_interface_dir", "make_typestore", "read_messages", "bag_topics", "load_bag_trials",
     "load_real_trial_from_bag", "stamp_to_s", "rig_tracker", "tracker_names", "reset_tracker",
-    "check_bag_finished", "bag_storage_files", "MCAP_MAGIC",
+    "check_bag_finished", "bag_storage_files", "MCAP_MAGIC", "qos_profile",
 ]
 
 #: the package's own message types, registered in the typestore from msg/*.msg
@@ -64,6 +64,39 @@ _IMAGE_TYPE = "sensor_msgs/msg/Image"
 
 class BagError(ValueError):
     """A bag cannot be written or read as asked: names the bag, topic and what was expected."""
+
+
+_QOS_DEFAULT = {"history": "keep_last", "depth": 10, "reliability": "reliable", "durability": "volatile",
+                "liveliness": "automatic"}
+
+
+def qos_profile(spec: Mapping[str, Any] | Any, *, where: str = "qos"):
+    """A ``rosbags`` :class:`~rosbags.rosbag2.metadata.Qos` from a dict (enum names or numbers) or an
+    rclpy ``QoSProfile`` (its ``history``, ``depth``, ``reliability``, ``durability`` ...).
+
+    Raises:
+        BagError: an unknown enum name (names ``where`` and the valid names).
+    """
+    from rosbags.rosbag2.metadata import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+
+    if not isinstance(spec, Mapping):  # rclpy QoSProfile
+        spec = {k: getattr(spec, k) for k in ("history", "depth", "reliability", "durability", "liveliness")
+                if hasattr(spec, k)}
+    d = {**_QOS_DEFAULT, **dict(spec)}
+
+    def enum(cls, key):
+        v = d[key]
+        v = getattr(v, "value", v)
+        if isinstance(v, int):
+            return cls(v)
+        name = str(v).upper().replace(" ", "_")
+        if name not in cls.__members__:
+            raise BagError(f"{where}: QoS {key} {v!r}; expected one of {', '.join(m.lower() for m in cls.__members__)}")
+        return cls[name]
+
+    never = QosTime(sec=0x7FFFFFFF, nsec=0xFFFFFFFF)
+    return Qos(enum(QosHistory, "history"), int(d["depth"]), enum(QosReliability, "reliability"),
+               enum(QosDurability, "durability"), never, never, enum(QosLiveliness, "liveliness"), never, False)
 
 
 def stamp_to_s(stamp: Any) -> float:
@@ -117,12 +150,17 @@ class BagWriter:
         compression: True for zstd chunk compression (MCAP "storage" compression, which
             ``ros2 bag`` and Foxglove read); False writes uncompressed chunks.
         storage: ``"mcap"`` (default) or ``"sqlite3"`` (``.db3``, rosbag2's older default).
+        chunk_bytes: an MCAP chunk is closed and the file flushed to disk once this many
+            (uncompressed) bytes are pending; :meth:`flush` does it on demand (the recorder at
+            every trial end). Everything up to the last closed chunk survives a SIGKILL and is
+            recovered by :func:`vid2sid_ros.io.bag_repair.repair_bag`.
 
     Raises:
         BagError: when ``path`` exists or cannot be created.
     """
 
-    def __init__(self, path: str | Path, *, typestore=None, compression: bool = True, storage: str = "mcap") -> None:
+    def __init__(self, path: str | Path, *, typestore=None, compression: bool = True, storage: str = "mcap",
+                 chunk_bytes: int = 1 << 20) -> None:
         from rosbags.rosbag2 import StoragePlugin, Writer
         from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 
@@ -140,16 +178,23 @@ class BagWriter:
             self._writer.open()
         except Exception as err:  # WriterError, OSError
             raise BagError(f"cannot create bag {self.path}: {err}") from None
+        self.chunk_bytes = int(chunk_bytes)
         self._connections: dict[str, Any] = {}
         self._types: dict[str, str] = {}
         self.counts: dict[str, int] = {}
         self.closed = False
 
-    def add_topic(self, topic: str, msgtype: str) -> None:
+    def add_topic(self, topic: str, msgtype: str, qos: Sequence[Mapping[str, Any]] | None = None) -> None:
         """Declare ``topic`` with ROS type name ``msgtype`` (e.g. ``sensor_msgs/msg/Image``).
 
+        The connection carries what ``ros2 bag record`` writes: the type's full definition,
+        its type hash (``RIHS01_...``, computed by ``rosbags``) and the publishers' offered QoS
+        profiles (``qos``: dicts with ``history``, ``depth``, ``reliability``, ``durability``
+        as rclpy's enum names or values; default one profile ``keep_last 10, reliable, volatile``).
+
         Raises:
-            BagError: unknown type, or the topic already declared with another type.
+            BagError: unknown type, a malformed QoS profile, or the topic already declared
+                with another type.
         """
         if topic in self._types:
             if self._types[topic] != msgtype:
@@ -158,7 +203,9 @@ class BagWriter:
             return
         if msgtype not in self.typestore.fielddefs:
             raise BagError(f"bag {self.path}: message type {msgtype} of topic {topic} is not in the typestore")
-        self._connections[topic] = self._writer.add_connection(topic, msgtype, typestore=self.typestore)
+        profiles = [qos_profile(q, where=f"bag {self.path}: topic {topic}") for q in (qos or [{}])]
+        self._connections[topic] = self._writer.add_connection(topic, msgtype, typestore=self.typestore,
+                                                               offered_qos_profiles=profiles)
         self._types[topic] = msgtype
         self.counts[topic] = 0
 
@@ -173,6 +220,22 @@ class BagWriter:
         self.add_topic(topic, msgtype)
         self._writer.write(self._connections[topic], int(timestamp_ns), data)
         self.counts[topic] += 1
+        chunk = getattr(getattr(self._writer, "storage", None), "chunk", None)
+        if chunk is not None and chunk.bio.tell() >= self.chunk_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        """Close the pending MCAP chunk and push the file to disk (``fsync``): everything written
+        so far survives a crash. No-op for sqlite3 storage and for an empty chunk."""
+        import os
+
+        st = getattr(self._writer, "storage", None)
+        if self.closed or st is None or not hasattr(st, "close_chunk"):
+            return
+        if st.chunk.msgs:
+            st.close_chunk()
+        st.bio.flush()
+        os.fsync(st.bio.fileno())
 
     def write_object(self, topic: str, msgtype: str, msg: Any, timestamp_ns: int) -> None:
         """Serialize a rosbags typestore object to CDR and append it."""

@@ -6,10 +6,15 @@ written unchanged, no decode/encode) and appends them to a
 ``ros2 bag record``. The bag carries the full message definitions of the vid2sid_ros
 types, so ``ros2 bag info`` and Foxglove read it.
 
-Messages are appended as they arrive (MCAP chunks reach the disk every 1 MiB); the bag is
-finished (summary + ``metadata.yaml``) by ``/vid2sid/recorder/stop`` (std_srvs/Trigger)
-or when the node shuts down (SIGINT/SIGTERM). A bad message on a topic cannot stop the
-recording: the recorder never decodes messages.
+Messages are appended as they arrive. Crash safety: an MCAP chunk is closed and fsynced
+to disk every ``chunk_kib`` KiB and at every trial end (``/vid2sid/excitation/trial_end``),
+so a SIGKILL or power loss loses at most the trial in progress;
+``vid2sid bag repair BAG`` rebuilds the summary and ``metadata.yaml`` of such a bag from
+its completed chunks. Normally the bag is finished (summary + ``metadata.yaml``) by
+``/vid2sid/recorder/stop`` (std_srvs/Trigger) or when the node shuts down (SIGINT/SIGTERM).
+Like ``ros2 bag record``, each topic carries its type hash and the QoS profiles its
+publishers offered (queried when its first message arrives). A bad message on a topic
+cannot stop the recording: the recorder never decodes messages.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ PARAMS = [
     Param("topics", list(RECORDED), "topic keys to record: " + ", ".join(f"{k} ({TOPICS[k]})" for k in RECORDED),
           read_only=True),
     Param("compression", True, "zstd-compress the MCAP chunks", read_only=True),
+    Param("chunk_kib", 256, "close and fsync an MCAP chunk once this many KiB are pending (and at every trial end)",
+          read_only=True, lower=4, upper=65536),
 ]
 
 
@@ -69,13 +76,14 @@ class RecorderNode(Node):
             return
         path = Path(p["bag_path"]) if p["bag_path"] else Path(p["output_dir"]) / time.strftime("bag_%Y%m%d_%H%M%S")
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.writer = BagWriter(path, typestore=make_typestore(), compression=p["compression"])
+        self.writer = BagWriter(path, typestore=make_typestore(), compression=p["compression"],
+                                chunk_bytes=int(p["chunk_kib"]) * 1024)
         self.bag_path = path
+        self._trial_end = self.resolve_topic_name(TOPICS["trial_end"])
         group = MutuallyExclusiveCallbackGroup()
         for key in p["topics"]:
             cls, typename = RECORDED[key]
             topic = self.resolve_topic_name(TOPICS[key])
-            self.writer.add_topic(topic, typename)
             self.create_subscription(cls, TOPICS[key], lambda data, t=topic, n=typename: self._write(t, n, data),
                                      STREAM_QOS, callback_group=group, raw=True)
         self.create_service(Trigger, TOPICS["recorder_stop"], self._srv_stop, callback_group=group)
@@ -94,11 +102,22 @@ class RecorderNode(Node):
             return
         self.last_write = time.monotonic()
         try:
+            if topic not in self.writer.counts:  # first message: record what its publishers offer
+                self.writer.add_topic(topic, typename, qos=self._offered_qos(topic))
             self.writer.write(topic, typename, data, time.time_ns())
+            if topic == self._trial_end:
+                self.writer.flush()  # a completed trial is on disk before the next one starts
         except (BagError, OSError) as err:
             self.write_errors += 1
             if self.write_errors == 1 or self.write_errors % 100 == 0:
                 self.get_logger().error(f"bag {self.bag_path}: write failed ({self.write_errors} so far): {err}")
+
+    def _offered_qos(self, topic: str) -> list:
+        """The QoS profiles the topic's publishers offer (rosbag2's ``offered_qos_profiles``)."""
+        try:
+            return [info.qos_profile for info in self.get_publishers_info_by_topic(topic)] or [STREAM_QOS]
+        except Exception:  # noqa: BLE001 - graph introspection is best effort; the stream QoS is the fallback
+            return [STREAM_QOS]
 
     def close(self) -> str:
         """Finish the bag; returns a summary line."""
