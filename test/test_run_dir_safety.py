@@ -125,3 +125,13 @@ def test_valid_sequence_still_resumes(tmp_path, toy_trial):
     res = _cal(toy_trial, tmp_path / "r", resume=True, iterations=6)
     assert res.values == full.values and res.rollouts == full.rollouts
     assert [r.iteration for r in load_history(tmp_path / "r")] == list(range(7))
+
+
+def test_cli_resume_with_the_same_settings_passes_the_checks(cli_run, capsys):
+    """The CLI's early check sees the spec as the loop does (measurement nuisances such as latency added)."""
+    cfg, out = cli_run
+    capsys.readouterr()
+    rc = main(["calibrate", str(cfg), "--out", str(out), "--seed", "0", "--quiet", "--resume", "--iterations", "3"])
+    assert rc == 0, capsys.readouterr().err
+    recs = [json.loads(x) for x in (out / "iterations.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in recs] == [1, 2, 3]

@@ -482,6 +482,8 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
 
     Callers that write their own files into the run directory (the CLI's
     ``real_trial.json``) call this first; :func:`run_calibration` calls it again.
+    ``parameters`` may be the physics spec: the measurement nuisances ``config.nuisance``
+    enables are added as :func:`run_calibration` adds them.
 
     Checks: a run (``run.json``) exists without ``config.resume``; ``resume`` without a
     directory or a run; completed iterations (``iterations.jsonl``, ``proposer_state/``)
@@ -522,6 +524,10 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
         raise CalibrationError(f"{rd} already holds a calibration run (run.json); resume it (--resume) or choose "
                                "an empty output directory")
     meta = _read_meta(meta_path)
+    # the spec as run_calibration sees it: measurement nuisances added (idempotent when already there)
+    parameters = add_measurement_nuisances(parameters, cfg.nuisance, keypoints=real.keypoint_names,
+                                           excitations=real.train_excitations, real_trial=real.truth is None,
+                                           unit=measurement_unit(real.train), source="config")
     signature = _signature(proposer_name, cfg, parameters, real)
     old_sig = meta.get("signature") if isinstance(meta.get("signature"), dict) else {}
     for k, v in signature.items():
