@@ -25,7 +25,7 @@ from vid2sid_ros.core.parameters import ParameterSet
 from vid2sid_ros.sim.base import RolloutLimits
 from vid2sid_ros.sim.toy import ToyArmTwin, make_rig
 
-TOY = "vid2sid_ros.sim.toy:make_rig"
+TOY = "toy"
 
 
 @pytest.mark.timeout(60)

@@ -22,7 +22,7 @@ from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.cli import main
 from vid2sid_ros.sim.toy import make_rig
 
-TOY = "vid2sid_ros.sim.toy:make_rig"
+TOY = "toy"
 
 
 def _snapshot(d: Path) -> dict[str, bytes]:
@@ -35,7 +35,7 @@ def _cli_base(tmp_path_factory):
     cfg = base / "cfg.yaml"
     cfg.write_text(yaml.safe_dump({"rig": TOY, "proposer": "reasoner",
                                    "calibration": {"iterations": 2, "rollout_budget": None, "identifiability": False,
-                                                   "final_identifiability": False}}))
+                                                   "final_identifiability": False, "stop_when_converged": False}}))
     assert main(["calibrate", str(cfg), "--out", str(base / "run"), "--seed", "0", "--quiet"]) == 0
     return cfg, base / "run"
 

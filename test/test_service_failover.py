@@ -94,7 +94,7 @@ def _config(tmp_path: Path, proposer: str, base_url: str, *, fallback: str | Non
             iterations: int = 3) -> Path:
     opts = {"base_url": base_url, "deadline_s": DEADLINE_S, "retry_every": 2, "overlay_plot": False,
             "video": False}
-    cfg = {"rig": "vid2sid_ros.sim.toy:make_rig",
+    cfg = {"rig": "toy",
            "real": {"sim2sim": {"truth": TRUTH, "noise": "none"}},
            "calibration": {"iterations": iterations, "rollout_budget": None, "identifiability": False,
                            "final_identifiability": False, "stop_when_converged": False},

@@ -42,7 +42,7 @@ def test_sigterm_mid_calibration_says_how_to_resume_and_exits_143(tmp_path, monk
                         "final_identifiability": False}}))
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "vid2sid_ros.cli", "calibrate", str(cfg), "--out", str(out), "--seed", "4",
-           "--no-report"]
+           "--no-report", "--allow-code"]  # the slow rig is a code reference (test helper)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             env=_env(VID2SID_SLOW_TOY_S="0.15"))
     try:
@@ -60,7 +60,7 @@ def test_sigterm_mid_calibration_says_how_to_resume_and_exits_143(tmp_path, monk
     assert "stopped: interrupted (SIGTERM); completed iterations are saved in" in err
     resume = err.split("continue this run: ", 1)[1].strip().splitlines()[0]
     argv = shlex.split(resume)
-    assert argv[:3] == ["vid2sid", "calibrate", str(cfg)] and argv[-1] == "--resume"
+    assert argv[:3] == ["vid2sid", "calibrate", str(cfg)] and argv[-1] == "--resume" and "--allow-code" in argv
     assert argv[argv.index("--out") + 1] == str(out) and argv[argv.index("--seed") + 1] == "4"
     done = [json.loads(x)["iteration"] for x in (out / "iterations.jsonl").read_text().splitlines()]
     assert done[:2] == [1, 2] and len(done) < 8

@@ -326,6 +326,8 @@ def resume_command(args: argparse.Namespace, out: Path) -> str:
                         ("--real", args.real)):
         if value is not None:
             cmd += [flag, str(value)]
+    if getattr(args, "allow_code", False):  # the run's rig needed it; so does its resume
+        cmd.append("--allow-code")
     return shlex.join(cmd + ["--out", str(out), "--resume"])
 
 
