@@ -37,6 +37,7 @@ sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import sys
 import textwrap
@@ -179,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
     from ..calibration.objective import measurement_unit
     from ..calibration.proposers import UnknownProposerError, accepts_option, make_proposer
     from ..core.parameters import ParameterSpecError
+    from ..calibration.start import StartError, generic_start, parse_start
     from ..rigs import RigConfigError, UnknownRigError, build_real_trial, load_rig
 
     try:
@@ -196,11 +198,10 @@ def run(args: argparse.Namespace) -> int:
         if args.seed is not None:
             cal["seed"] = args.seed
         cal["resume"] = bool(args.resume)
+        # calibration.start: the generic start stage (kind/points/guess) and start values (the loop's)
+        start_cfg, start_values = parse_start(cal.pop("start", None), f"{src}:calibration.start", rig.parameters)
+        cal["start"] = start_values or None
         ccfg = CalibrationConfig.from_dict(cal, source=src)
-        unknown = [k for k in (ccfg.start or {}) if k not in rig.parameters]
-        if unknown:
-            raise ConfigError(f"{src}:calibration.start: unknown parameter(s) {unknown}; valid: "
-                              f"{', '.join(rig.parameters.names)}")
         name = args.proposer or cfg.get("proposer") or "reasoner"
         options = dict(cfg.get("proposer_options") or {})
         fb_name = args.fallback or cfg.get("fallback")
@@ -226,7 +227,25 @@ def run(args: argparse.Namespace) -> int:
             real = build_real_trial(rig, keep_frames=keep)
         else:
             real = build_real(rig, cfg, ccfg.seed, keep_frames=keep)
-    except (ConfigError, RigConfigError, CalibrationError, UnknownRigError, UnknownProposerError,
+        if start_cfg.guess or start_cfg.kind != "nominal":
+            # the generic start: rig-agnostic; a guess plugin only suggests nominal values (logged, never fatal)
+            params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
+            twin = rig.make_twin()
+            try:
+                started = generic_start(twin, real, params, start_cfg, seed=ccfg.seed,
+                                        log=lambda m: None if args.quiet else print(f"start: {m}", flush=True))
+            finally:
+                close = getattr(twin, "close", None)
+                if callable(close):
+                    close()
+            rig.parameters = started.parameters
+            if started.rollouts and ccfg.rollout_budget is not None:
+                if started.rollouts >= ccfg.rollout_budget:
+                    raise ConfigError(f"{src}:calibration.start.points: the multistart costs {started.rollouts} "
+                                      f"rollouts, the whole budget is {ccfg.rollout_budget}; lower points or raise "
+                                      "calibration.rollout_budget")
+                ccfg = dataclasses.replace(ccfg, rollout_budget=ccfg.rollout_budget - started.rollouts)
+    except (ConfigError, RigConfigError, CalibrationError, UnknownRigError, UnknownProposerError, StartError,
             ParameterSpecError, FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
         return 2

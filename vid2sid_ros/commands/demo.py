@@ -212,10 +212,19 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     real.save(out / "real_trial.json")
     trial = {"background_region": vblock.get("background_region"), "video": vblock["path"]}
 
-    est = estimate_start(real.train[0], rig.parameters)
-    params = est.apply(rig.parameters)
-    for n in est.notes:
-        log(f"  start: {n}")
+    # the generic start (no rig-specific code): the config's calibration.start, e.g. the optional
+    # pendulum_circle guess (suggests nominal values only) and/or a multistart charged to the budget
+    from ..calibration.start import generic_start, parse_start
+
+    start_cfg, start_values = parse_start((rig.calibration or {}).get("start"), f"{file}:calibration.start",
+                                          rig.parameters)
+    params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
+    started = generic_start(twin, real, params, start_cfg, seed=seed, log=lambda s: log(f"  start: {s}"))
+    params = started.parameters
+    if started.rollouts >= budget:
+        raise RigConfigError(f"{file}:calibration.start.points: the multistart costs {started.rollouts} rollouts, "
+                             f"the whole budget is {budget}")
+    budget -= started.rollouts
 
     runs: dict[str, Path] = {}
     results: dict[str, Any] = {}

@@ -25,7 +25,7 @@ from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory
 from .user_model import UserModelError
 
-__all__ = ["estimate_start", "StartEstimate", "pendulum_period", "length_from_period",
+__all__ = ["estimate_start", "guess_start", "StartEstimate", "pendulum_period", "length_from_period",
            "free_decay_excitations", "STANDARD_GRAVITY"]
 
 #: standard gravity, m/s² (CGPM 1901; the model's opt.gravity uses the same value rounded to 9.81)
@@ -127,6 +127,16 @@ class StartEstimate:
             nom = min(max(nom, lo), hi)
             specs.append(replace(s, lower=lo, upper=hi, nominal=nom))
         return replace(parameters, specs=tuple(specs))
+
+
+def guess_start(trajectory: Trajectory, parameters: ParameterSet) -> dict[str, float]:
+    """The ``pendulum_circle`` start plugin (:data:`vid2sid_ros.calibration.start.START_GUESSES`):
+    :func:`estimate_start`'s values only — suggested nominal values, never bounds.
+
+    Raises:
+        UserModelError: as :func:`estimate_start` (the start stage logs it and goes on).
+    """
+    return dict(estimate_start(trajectory, parameters).values)
 
 
 def _fit_circle(xy: np.ndarray) -> tuple[float, float, float]:
