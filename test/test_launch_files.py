@@ -77,7 +77,8 @@ def test_launch_arguments_become_node_parameters():
     byname = {n.name: n for n in plan}
     assert byname["bag_replay_node"].parameters[-1] == {"bag_path": "/bags/b1"}
     assert byname["calibrator_node"].parameters[-1] == {"run_dir": "/r"}
-    assert all(isinstance(p, str) for p in byname["recorder_node"].parameters)  # empty argument: not passed
+    # empty bag_path: not passed; run_dir also places the recorder's automatically named bags
+    assert byname["recorder_node"].parameters[-1] == {"output_dir": "/r"}
     with pytest.raises(KeyError, match="no argument"):
         launch_plan("finger", "/cfg", {"nope": "1"})
     assert {a.name for a in GRAPH_ARGUMENTS["finger"]} >= {"bag_path", "run_dir", "camera_source"}
@@ -202,7 +203,8 @@ def test_launch_file_stand_in_and_arguments_reach_the_nodes(fake_launch, fname):
     assert [n["name"] for n in nodes] == [s.name for s in GRAPHS[stand_in]]
     by = {n["name"]: n for n in nodes}
     assert by["calibrator_node"]["parameters"][-1] == {"run_dir": "/runs/x"}
-    assert by["recorder_node"]["parameters"][-1] == {"bag_path": "/bags/y"}
+    # run_dir also reaches the recorder (automatically named bags go there); bag_path is the explicit bag
+    assert by["recorder_node"]["parameters"][-1] == {"bag_path": "/bags/y", "output_dir": "/runs/x"}
     assert all(isinstance(p, str) for p in by["tracker_node"]["parameters"])
     _, nodes = _run_launch_file(fname, {"stand_in": "false"})
     assert [n["name"] for n in nodes] == [s.name for s in GRAPHS[EXPECTED[fname][0]]]

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "report": "report",        # HTML report of a run directory or a benchmark
     "export-randomization": "export_randomization",  # domain-randomisation ranges from a run's intervals
     "bag": "bag",              # rosbag2 info / repair of a bag whose recorder was killed
+    "propose": "propose",      # call /vid2sid/propose of a running graph (rclpy client)
 }
 
 

@@ -33,7 +33,8 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from .common import make_executor
-from .graph import GRAPH_ARGUMENTS, GRAPHS, NodeSpec, argument_targets, find_config_dir, graph_nodes
+from .graph import GRAPH_ARGUMENTS, GRAPHS, NodeSpec, argument_settings, argument_targets, find_config_dir, \
+    graph_nodes
 
 __all__ = ["Bringup", "graph_for_config", "node_cli_args"]
 
@@ -103,9 +104,11 @@ class Bringup:
             if name not in known_args:
                 raise KeyError(f"graph {graph!r} has no argument {name!r}; arguments: {', '.join(known_args)}")
             if value not in ("", None):
-                a = known_args[name]
-                for node in argument_targets(a, graph):
-                    over.setdefault(node, {})[a.parameter] = value
+                for i, (node, parameter) in enumerate(argument_settings(known_args[name], graph)):
+                    if i < len(argument_targets(known_args[name], graph)):
+                        over.setdefault(node, {})[parameter] = value
+                    else:  # a secondary target (``also``): an explicit override of that parameter wins
+                        over.setdefault(node, {}).setdefault(parameter, value)
         names = {s.name for s in graph_nodes(graph)}
         unknown = [n for n in over if n not in names]
         if unknown:

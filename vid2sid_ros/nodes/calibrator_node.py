@@ -81,6 +81,8 @@ PARAMS = [
     Param("identifiability", False, "run the identifiability check at the start of a session (diagnostic rollouts)"),
     Param("twin_node", "sim_twin_node", "node whose physics.<name> parameters receive accepted proposals"),
     Param("apply_timeout", 5.0, "wait for the twin's parameter service", "s", 0.1, 120.0),
+    Param("final_identifiability", True, "check identifiability at the result: Gauss–Newton intervals and the "
+          "correlation matrix for the report (diagnostic rollouts, not charged to the budget)"),
     Param("trials", "latest", "real trials fitted when the request names none", choices=("latest", "all")),
 ]
 
@@ -234,7 +236,8 @@ class CalibratorNode(Node):
             start_file.write_text(json.dumps(start))
         n_new = max(int(request.iterations), 1)
         cfg = CalibrationConfig(iterations=done + n_new, rollout_budget=p["rollout_budget"], seed=p["seed"],
-                                identifiability=p["identifiability"], final_identifiability=False, resume=resume,
+                                identifiability=p["identifiability"], final_identifiability=p["final_identifiability"],
+                                resume=resume,
                                 start=start, video=None)
         self.get_logger().info(f"/vid2sid/propose: {proposer_name}, {n_new} iteration(s) on trial(s) "
                                f"{', '.join(trial_ids)} (session {run_dir.name}, {done} done)")

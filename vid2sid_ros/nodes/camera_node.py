@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
 
 from ..io.image_msg import array_to_image
-from .common import STREAM_QOS, create_stream_publisher, run_node
+from .common import STREAM_QOS, camera_info_msg, create_stream_publisher, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -32,6 +32,8 @@ PARAMS = [
     Param("encoding", "rgb8", "image encoding of the published frames", choices=("rgb8", "bgr8")),
     Param("frame_id", "real_camera", "header.frame_id of the published frames"),
     Param("loop", False, "restart a video file when it ends"),
+    Param("camera_info_file", "", "camera_calibration CameraInfo YAML of this camera, published beside the images "
+          "on camera_info; empty = uncalibrated (K all zero, image size only)", read_only=True),
     Param("reopen_interval", 2.0, "retry period when the source cannot be opened", "s", 0.1, 3600.0),
 ]
 
@@ -67,6 +69,14 @@ class CameraNode(Node):
         declare(self, PARAMS)
         self._p = values(self, PARAMS)
         self._pub = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
+        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], STREAM_QOS)
+        self._intrinsics = None
+        if self._p["camera_info_file"]:
+            from types import SimpleNamespace
+
+            from ..core.camera import load_camera_info
+
+            self._intrinsics = SimpleNamespace(**load_camera_info(self._p["camera_info_file"]))  # CameraError: 1 line
         self._cap = None
         self.frames_published = 0
         self.read_failures = 0
@@ -119,6 +129,10 @@ class CameraNode(Node):
         msg.header.stamp = stamp
         msg.header.frame_id = self.get_parameter("frame_id").value
         self._pub.publish(msg)
+        info = camera_info_msg(self._intrinsics, stamp, msg.header.frame_id)
+        if self._intrinsics is None:  # uncalibrated: at least the size
+            info.width, info.height = int(frame.shape[1]), int(frame.shape[0])
+        self._info_pub.publish(info)
         self.frames_published += 1
 
     def destroy_node(self) -> None:

@@ -28,7 +28,7 @@ from ..core.trajectory import Trajectory  # noqa: E402
 __all__ = ["stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
            "excitation_from_commands", "excitation_to_commands", "parameter_update_msg", "BufferQueue",
            "STREAM_QOS", "COMMAND_QOS", "LATCHED_QOS", "ros_param_name", "msgtype_of", "resolve_rig", "make_executor",
-           "create_stream_publisher"]
+           "create_stream_publisher", "camera_info_msg", "image_marker_msg", "KEYPOINT_COLOURS"]
 
 #: images, commands, keypoints: reliable, deep enough for 2 s at 60 Hz so a busy
 #: subscriber falls behind (late frames, counted) instead of losing messages.
@@ -207,6 +207,66 @@ def keypoints_msg(source: str, trial_id: str, step: int, stamp: Time, names: Seq
     m.x = xy[:, 0].tolist()
     m.y = xy[:, 1].tolist()
     m.valid = [bool(v) for v in valid]
+    return m
+
+
+#: RGBA (0..1) of the keypoint annotations: real = white dots, sim = red rings (the report's colours)
+KEYPOINT_COLOURS = {"real": (1.0, 1.0, 1.0, 1.0), "sim": (0.9, 0.15, 0.15, 1.0)}
+
+
+def camera_info_msg(intrinsics: Any, stamp: Time, frame_id: str):
+    """``sensor_msgs/CameraInfo`` of a pinhole camera without distortion (the twins' cameras).
+
+    Args:
+        intrinsics: width, height (px), fx, fy, cx, cy (px) — a
+            :class:`~vid2sid_ros.sim.base.CameraIntrinsics`; None = an uncalibrated camera
+            (K all zero, as ``camera_calibration`` leaves it), size from ``width``/``height``
+            attributes if present.
+        stamp, frame_id: the header of the image it describes (same stamp and frame).
+    """
+    from sensor_msgs.msg import CameraInfo
+
+    m = CameraInfo()
+    m.header.stamp = stamp
+    m.header.frame_id = frame_id
+    m.distortion_model = "plumb_bob"
+    m.d = [0.0] * 5
+    m.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    if intrinsics is None:
+        return m
+    m.width, m.height = int(intrinsics.width), int(intrinsics.height)
+    fx, fy, cx, cy = (float(getattr(intrinsics, k)) for k in ("fx", "fy", "cx", "cy"))
+    if all(math.isfinite(v) for v in (fx, fy, cx, cy)):
+        m.k = [fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]
+        m.p = [fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    return m
+
+
+def image_marker_msg(source: str, stamp: Time, frame_id: str, xy: np.ndarray, valid: np.ndarray, *,
+                     marker_id: int = 0, scale_px: float = 6.0):
+    """``visualization_msgs/ImageMarker`` (POINTS) of one frame's tracked keypoints, for
+    Foxglove's and RViz's image annotations: same stamp and frame as the image, one point
+    per valid keypoint (px), coloured by ``source`` (:data:`KEYPOINT_COLOURS`)."""
+    from geometry_msgs.msg import Point
+    from std_msgs.msg import ColorRGBA
+    from visualization_msgs.msg import ImageMarker
+
+    m = ImageMarker()
+    m.header.stamp = stamp
+    m.header.frame_id = frame_id
+    m.ns = f"vid2sid/{source}/keypoints"
+    m.id = int(marker_id)
+    m.type = ImageMarker.POINTS
+    m.action = ImageMarker.ADD
+    m.scale = float(scale_px)
+    r, g, b, a = KEYPOINT_COLOURS.get(source, (1.0, 1.0, 0.0, 1.0))
+    colour = ColorRGBA(r=r, g=g, b=b, a=a)
+    m.outline_color = colour
+    m.filled = 1
+    m.fill_color = colour
+    xy, valid = np.asarray(xy, float), np.asarray(valid, bool)
+    m.points = [Point(x=float(x), y=float(y), z=0.0) for (x, y), v in zip(xy, valid) if v]
+    m.outline_colors = [colour] * len(m.points)
     return m
 
 

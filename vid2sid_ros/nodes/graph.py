@@ -14,7 +14,9 @@ name                            type                                    from -> 
 /vid2sid/excitation/trial_end   vid2sid_ros/ExcitationCommand           excitation -> all (step = T, no values)
 /vid2sid/real/image_raw         sensor_msgs/Image                       camera | stand-in rig | bag replay -> tracker
 /vid2sid/sim/image_raw          sensor_msgs/Image                       twin -> tracker
+/vid2sid/{real,sim}/camera_info sensor_msgs/CameraInfo                  beside each image topic, same stamp
 /vid2sid/{real,sim}/keypoints   vid2sid_ros/Keypoints                   tracker
+/vid2sid/{real,sim}/image_markers visualization_msgs/ImageMarker        tracker (Foxglove/RViz image annotations)
 /vid2sid/{real,sim}/trajectory  vid2sid_ros/Trajectory                  tracker -> calibrator
 /vid2sid/parameter_update       vid2sid_ros/ParameterUpdate             calibrator
 /vid2sid/propose                vid2sid_ros/srv/Propose                 calibrator
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["NodeSpec", "GraphArgument", "GRAPHS", "GRAPH_ARGUMENTS", "TOPICS", "find_config_dir", "graph_nodes",
-           "RIG_NODES", "argument_targets", "UnknownGraphError"]
+           "RIG_NODES", "argument_targets", "argument_settings", "UnknownGraphError"]
 
 PACKAGE = "vid2sid_ros"
 
@@ -42,6 +44,10 @@ TOPICS = {
     "real_image": "/vid2sid/real/image_raw",
     "sim_image": "/vid2sid/sim/image_raw",
     "sim_rollout_image": "/vid2sid/sim/rollout/image_raw",
+    "real_camera_info": "/vid2sid/real/camera_info",
+    "sim_camera_info": "/vid2sid/sim/camera_info",
+    "real_image_markers": "/vid2sid/real/image_markers",
+    "sim_image_markers": "/vid2sid/sim/image_markers",
     "real_keypoints": "/vid2sid/real/keypoints",
     "sim_keypoints": "/vid2sid/sim/keypoints",
     "real_trajectory": "/vid2sid/real/trajectory",
@@ -95,12 +101,15 @@ class GraphArgument:
         node: node name whose parameter it sets.
         parameter: parameter name.
         description: shown by ``ros2 launch -s`` and ``vid2sid bringup --help``.
+        also: further ``(node, parameter)`` pairs set to the same value (``run_dir`` also
+            places the recorder's automatically named bags).
     """
 
     name: str
     node: str
     parameter: str
     description: str
+    also: tuple[tuple[str, str], ...] = ()
 
 
 def _core(cfg: str, *, real: NodeSpec | None) -> list[NodeSpec]:
@@ -143,7 +152,9 @@ for _g, _nodes in GRAPHS.items():
     _args = [GraphArgument("bag_path", "recorder_node", "bag_path",
                            "directory of the rosbag2 (MCAP) bag to record; empty = run_dir/bag_<time>")]
     _args.append(GraphArgument("run_dir", "calibrator_node", "run_dir",
-                               "directory for iterations.jsonl and results; empty = the config's"))
+                               "directory for the calibration sessions (iterations.jsonl, results, report) and the "
+                               "automatically named bags; empty = the config's",
+                               also=(("recorder_node", "output_dir"),)))
     if _names & RIG_NODES:
         _args.append(GraphArgument("rig_config", "*", "rig_config",
                                    "rig config file (RIG.yaml) every rig-building node uses instead of its 'rig'"))
@@ -179,6 +190,14 @@ def find_config_dir() -> Path:
     from ..share import find_share_path
 
     return find_share_path("config", "finger.yaml")
+
+
+def argument_settings(argument: GraphArgument, graph: str) -> list[tuple[str, str]]:
+    """Every ``(node, parameter)`` an argument sets in ``graph``: its parameter on
+    :func:`argument_targets`, then its ``also`` pairs whose node is in the graph."""
+    names = {n.name for n in graph_nodes(graph)}
+    return ([(n, argument.parameter) for n in argument_targets(argument, graph)]
+            + [(n, p) for n, p in argument.also if n in names])
 
 
 def argument_targets(argument: GraphArgument, graph: str) -> list[str]:

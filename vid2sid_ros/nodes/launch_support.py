@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .graph import GRAPH_ARGUMENTS, GRAPHS, argument_targets, graph_nodes
+from .graph import GRAPH_ARGUMENTS, GRAPHS, argument_settings, graph_nodes
 
 __all__ = ["NodeLaunch", "launch_plan", "generate_launch_description"]
 
@@ -48,8 +48,8 @@ def launch_plan(graph: str, config_dir: str, arguments: Mapping[str, str] | None
         raise KeyError(f"graph {graph!r} has no argument(s) {unknown}; arguments: {', '.join(known)}")
     plan = []
     for spec in graph_nodes(graph):
-        over = {a.parameter: args[a.name] for a in known.values()
-                if spec.name in argument_targets(a, graph) and args.get(a.name)}
+        over = {param: args[a.name] for a in known.values() for node, param in argument_settings(a, graph)
+                if node == spec.name and args.get(a.name)}
         params: tuple[Any, ...] = tuple(os.path.join(config_dir, f) for f in spec.params_files)
         if over:
             params += (over,)

@@ -24,8 +24,9 @@ from pathlib import Path
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
 from std_srvs.srv import Trigger
+from visualization_msgs.msg import ImageMarker
 
 from ..io.rosbag import BagError, BagWriter, make_typestore
 from .common import STREAM_QOS, ExcitationCommand, Keypoints, ParameterUpdate, TrajectoryMsg, run_node
@@ -40,6 +41,10 @@ RECORDED = {
     "trial_end": (ExcitationCommand, "vid2sid_ros/msg/ExcitationCommand"),
     "real_image": (Image, "sensor_msgs/msg/Image"),
     "sim_image": (Image, "sensor_msgs/msg/Image"),
+    "real_camera_info": (CameraInfo, "sensor_msgs/msg/CameraInfo"),
+    "sim_camera_info": (CameraInfo, "sensor_msgs/msg/CameraInfo"),
+    "real_image_markers": (ImageMarker, "visualization_msgs/msg/ImageMarker"),
+    "sim_image_markers": (ImageMarker, "visualization_msgs/msg/ImageMarker"),
     "real_keypoints": (Keypoints, "vid2sid_ros/msg/Keypoints"),
     "sim_keypoints": (Keypoints, "vid2sid_ros/msg/Keypoints"),
     "real_trajectory": (TrajectoryMsg, "vid2sid_ros/msg/Trajectory"),

@@ -36,12 +36,12 @@ import math
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
 
 from ..core.excitation import ExcitationError
 from ..core.parameters import ParameterSet
 from ..io.image_msg import array_to_image
-from .common import COMMAND_QOS, STREAM_QOS, ExcitationCommand, create_stream_publisher, excitation_from_commands, run_node, \
+from .common import COMMAND_QOS, STREAM_QOS, ExcitationCommand, camera_info_msg, create_stream_publisher, excitation_from_commands, run_node, \
     resolve_rig, ros_param_name, stamp_from_s, trajectory_to_msg
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
@@ -87,6 +87,7 @@ class SimTwinNode(Node):
         declare(self, twin_parameter_params(self.parameters), on_change=self._on_twin_params)
         twin_kw = {k: p[k] for k in ("width", "height") if p[k] > 0}
         self._pub = create_stream_publisher(self, Image, TOPICS["sim_image"], STREAM_QOS)
+        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["sim_camera_info"], STREAM_QOS)
         self._pub_rollout = create_stream_publisher(self, Image, TOPICS["sim_rollout_image"], STREAM_QOS)
         self.lockstep = LockstepTwin(lambda: self._rig.make_twin(**twin_kw), self._publish_frame, self.get_logger(),
                                      render=lambda: bool(self.get_parameter("publish_frames").value),
@@ -119,6 +120,8 @@ class SimTwinNode(Node):
         img.header.stamp = stamp_from_s(stamp_s)
         img.header.frame_id = self.get_parameter("frame_id").value
         self._pub.publish(img)
+        self._info_pub.publish(camera_info_msg(getattr(self.lockstep.twin, "camera", None), img.header.stamp,
+                                               img.header.frame_id))  # beside the image, same stamp and frame
 
     # -- rollout service --------------------------------------------------------------------
     def _srv_rollout(self, request, response):

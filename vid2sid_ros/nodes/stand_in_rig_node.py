@@ -22,10 +22,11 @@ from __future__ import annotations
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
 
 from ..io.image_msg import array_to_image
-from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, resolve_rig, stamp_from_s, run_node
+from .common import STREAM_QOS, ExcitationCommand, camera_info_msg, create_stream_publisher, resolve_rig, \
+    stamp_from_s, run_node
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
 from .params import RIG_CONFIG, Param, declare, values
@@ -65,6 +66,7 @@ class StandInRigNode(Node):
         self._noise_trial = ""
         twin_kw = {k: p[k] for k in ("width", "height") if p[k] > 0}
         self._pub = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
+        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], STREAM_QOS)
         self.lockstep = LockstepTwin(lambda: self._rig.make_twin(**twin_kw), self._publish, self.get_logger(),
                                      postprocess=self._apply_noise if self._noise is not None else None,
                                      name=self.get_name())
@@ -110,6 +112,9 @@ class StandInRigNode(Node):
         img.header.stamp = stamp_from_s(stamp_s)
         img.header.frame_id = self.get_parameter("frame_id").value
         self._pub.publish(img)
+        # the camera that took it, beside the image (same stamp and frame), for Foxglove/RViz/image_proc
+        self._info_pub.publish(camera_info_msg(getattr(self.lockstep.twin, "camera", None), img.header.stamp,
+                                               img.header.frame_id))
 
     def destroy_node(self) -> None:
         if getattr(self, "lockstep", None) is not None:  # absent when __init__ failed

@@ -9,7 +9,9 @@ pixels without a copy and detects the keypoints (the rig's tracker, e.g.
 image work. The queue is bounded and drops the OLDEST frame when full (camera_calibration's
 BufferQueue); a dropped frame shows up as a dropped step, never as a shifted one.
 
-Per frame: ``/vid2sid/{real,sim}/keypoints`` (Keypoints with trial id and step).
+Per frame: ``/vid2sid/{real,sim}/keypoints`` (Keypoints with trial id and step) and the
+same points as ``/vid2sid/{real,sim}/image_markers`` (visualization_msgs/ImageMarker,
+stamped like the image: Foxglove's and RViz's image panels draw them over the frames).
 Per trial, once both streams hold a frame for every step, or at the latest ``trial_grace``
 seconds after its trial-end notice:
 ``/vid2sid/{real,sim}/trajectory`` (Trajectory, one row per command step, with
@@ -43,7 +45,7 @@ from ..core.trajectory import Trajectory
 from ..io.image_msg import ImageEncodingError, image_to_array
 from ..io.rosbag import reset_tracker, rig_tracker, tracker_names
 from .common import LATCHED_QOS, STREAM_QOS, BufferQueue, ExcitationCommand, Keypoints, TrajectoryMsg, run_node, \
-    create_stream_publisher, keypoints_msg, resolve_rig, s_from_stamp, trajectory_to_msg
+    create_stream_publisher, image_marker_msg, keypoints_msg, resolve_rig, s_from_stamp, trajectory_to_msg
 from .graph import TOPICS
 from .params import RIG_CONFIG, Param, declare, values
 
@@ -142,6 +144,10 @@ class TrackerNode(Node):
         self.frames_outside_trials = 0
         self.frames_after_finalize = 0
         self.decode_errors = 0
+        from visualization_msgs.msg import ImageMarker
+
+        self._marker_pub = {s: create_stream_publisher(self, ImageMarker, TOPICS[f"{s}_image_markers"], STREAM_QOS)
+                            for s in self.SOURCES}
         self._kp_pub = {s: create_stream_publisher(self, Keypoints, TOPICS[f"{s}_keypoints"], STREAM_QOS)
                         for s in self.SOURCES}
         self._traj_pub = {s: create_stream_publisher(self, TrajectoryMsg, TOPICS[f"{s}_trajectory"], LATCHED_QOS)
@@ -268,6 +274,8 @@ class TrackerNode(Node):
             tr.delays[source].append(received - t)
         self._kp_pub[source].publish(keypoints_msg(source, tr.trial_id, step, msg.header.stamp, self.keypoint_names,
                                                    xy, valid, msg.header.frame_id))
+        # the same keypoints as a standard image annotation (Foxglove, RViz), stamped like the image
+        self._marker_pub[source].publish(image_marker_msg(source, msg.header.stamp, msg.header.frame_id, xy, valid))
 
     def _finalize(self, trial_id: str) -> None:
         with self._lock:

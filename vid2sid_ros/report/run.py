@@ -6,6 +6,7 @@ stop reason, identifiability, uncertainty), ``result.yaml`` (the identified para
 spec), ``iterations.jsonl`` (every iteration), ``run.json`` (the requested iterations and
 budget), ``trials.json`` (real / initial twin / calibrated twin per trial,
 :mod:`vid2sid_ros.calibration.trial_curves`) and, on sim2sim runs, the hidden truth from
+``truth.json`` (``{"values": {name: value}}``, e.g. a ROS stand-in rig's) or
 ``real_trial.json``.
 
 :class:`TrajectoryPanel` and :func:`save_trajectories` / :func:`load_trajectories` keep
@@ -187,6 +188,9 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunSummary:
     truth = None
     if isinstance(result.get("truth"), Mapping):
         truth = {str(k): float(v) for k, v in result["truth"].items()}
+    elif (d / "truth.json").is_file():  # e.g. the ROS stand-in rig's hidden parameters (vid2sid bringup)
+        t = _read_json(d / "truth.json").get("values")
+        truth = {str(k): float(v) for k, v in t.items()} if isinstance(t, Mapping) else None
     elif (d / "real_trial.json").is_file():
         t = _read_json(d / "real_trial.json").get("truth")
         truth = {str(k): float(v) for k, v in t.items()} if isinstance(t, Mapping) else None

@@ -1,0 +1,71 @@
+"""``vid2sid propose``: call ``/vid2sid/propose`` of a running graph (an rclpy client; no ``ros2`` CLI needed).
+
+The request fields are those of ``srv/Propose.srv``::
+
+    vid2sid propose                                  # one proposal from the node's default proposer
+    vid2sid propose --iterations 10 --apply          # a 10-iteration calibration, applied to the twin
+    vid2sid propose --proposer cmaes --names joint_stiffness,joint_damping --trial-id finger_0
+
+is what ``ros2 service call /vid2sid/propose vid2sid_ros/srv/Propose "{iterations: 10, apply: true}"``
+does on a ROS 2 install. Prints every response field; exit 0 when the proposal was accepted,
+1 when the calibrator refused (its message says why), 2 when the service is not available.
+The graph must run on the same ``ROS_DOMAIN_ID`` (discovery stays on this machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+HELP = "call /vid2sid/propose on a running graph (same request fields as srv/Propose.srv)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--proposer", default="", help="proposer name; empty = the calibrator's default")
+    parser.add_argument("--trial-id", default="", help="trial to calibrate against; empty = the calibrator's choice")
+    parser.add_argument("--names", default="", help="comma-separated parameters to propose for; empty = all free")
+    parser.add_argument("--apply", action="store_true", help="apply an accepted proposal to the twin")
+    parser.add_argument("--iterations", type=int, default=0, help="0 or 1: one proposal; N > 1: an N-iteration run")
+    parser.add_argument("--timeout", type=float, default=600.0, help="longest wait for the answer, s (default 600)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.iterations < 0:
+        print("vid2sid propose: --iterations must be >= 0", file=sys.stderr)
+        return 2
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    import rclpy
+
+    from .._interfaces import InterfacesNotBuiltError, require_interfaces
+
+    try:
+        require_interfaces()
+    except InterfacesNotBuiltError as err:
+        print(f"vid2sid propose: {err}", file=sys.stderr)
+        return 2
+    from ..nodes.graph_client import GraphClient, GraphClientError
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    client = GraphClient(context, "vid2sid_propose_client")
+    try:
+        r = client.propose(proposer=args.proposer, trial_id=args.trial_id,
+                           names=[n.strip() for n in args.names.split(",") if n.strip()], apply=args.apply,
+                           iterations=args.iterations, timeout=args.timeout)
+    except GraphClientError as err:
+        print(f"vid2sid propose: {err}", file=sys.stderr)
+        return 2
+    finally:
+        client.close()
+        rclpy.try_shutdown(context=context)
+    print(f"accepted: {str(r.accepted).lower()}")
+    for n, v, u in zip(r.names, r.values, r.units):
+        print(f"  {n} = {v:.6g} {u}")
+    print(f"error_px: {r.error_px:.4f}" if math.isfinite(r.error_px) else "error_px: nan (not evaluated)")
+    print(f"confidence: {r.confidence:.2f}\niteration: {r.iteration}")
+    if r.rationale:
+        print(f"rationale: {r.rationale}")
+    print(f"message: {r.message}")
+    return 0 if r.accepted else 1
