@@ -88,7 +88,7 @@ def test_run_dir_argument_sets_calibrator_and_recorder():
     assert argument_settings(arg, "finger_stand_in") == [("calibrator_node", "run_dir"), ("recorder_node", "output_dir")]
     from vid2sid_ros.nodes.bringup import Bringup
 
-    # an explicit -p of the secondary target wins over the argument (Bringup builds nothing before checking)
+    # an unknown argument is refused before any node is built
     with pytest.raises(KeyError, match="no argument"):
         Bringup("finger_stand_in", arguments={"nope": "x"})
 
