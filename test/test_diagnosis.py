@@ -14,7 +14,7 @@ from vid2sid_ros.cli import main
 from vid2sid_ros.sim.toy import make_rig
 
 TRUTH = {"stiffness": 0.7, "damping": 0.01, "gain": 0.4}
-TOY = "vid2sid_ros.sim.toy:make_rig"
+TOY = "toy"
 
 
 def _calibrate(misspecify=None, nuisance=None, seed=1, budget=60, free=("stiffness", "damping", "gain")):

@@ -208,7 +208,7 @@ def test_bad_input_names_the_file(toy_runs, tmp_path):
 def test_benchmark_report_tables_distributions_and_spread(tmp_path):
     from vid2sid_ros.calibration.benchmark import run_benchmark
 
-    run_benchmark("vid2sid_ros.sim.toy:make_rig", ["reasoner", "random"], 2, budget=12, iterations=3,
+    run_benchmark("toy", ["reasoner", "random"], 2, budget=12, iterations=3,
                   out=tmp_path / "b2", progress=False)
     out = write_benchmark_report(tmp_path / "b2")
     doc, p = _parse(out)

@@ -85,7 +85,7 @@ def test_unconverged_tentacle_says_so_in_terminal_and_report(tmp_path, capsys):
 
 def test_benchmark_report_in_chromium(tmp_path):
     out = tmp_path / "bench"
-    assert main(["benchmark", "sim2sim", "--rig", "vid2sid_ros.sim.toy:make_rig", "--methods", "reasoner,random",
+    assert main(["benchmark", "sim2sim", "--rig", "toy", "--methods", "reasoner,random",
                  "--seeds", "2", "--budget", "12", "--iterations", "3", "--out", str(out), "--no-progress"]) == 0
     assert (out / "report.html").is_file()
     _assert_clean(probe_page(out / "report.html", tmp_path),

@@ -177,7 +177,7 @@ def test_code_references_are_refused_without_the_opt_in(tmp_path, monkeypatch):
     assert not marker.exists()
     # with the opt-in the reference is imported and called (and must return a Rig)
     monkeypatch.setenv("VID2SID_ALLOW_CODE", "1")
-    assert load_rig("vid2sid_ros.sim.toy:make_rig").name == "toy"
+    assert load_rig("toy").name == "toy"
 
 
 # -- every command reads the same file ---------------------------------------------------------
