@@ -14,7 +14,6 @@ from vid2sid_ros.cli import main
 from vid2sid_ros.sim.toy import make_rig
 
 TRUTH = {"stiffness": 0.7, "damping": 0.01, "gain": 0.4}
-TOY = "toy"
 
 
 def _calibrate(misspecify=None, nuisance=None, seed=1, budget=60, free=("stiffness", "damping", "gain")):
@@ -64,7 +63,7 @@ def test_a_camera_offset_and_dropped_frames_are_named():
 
 
 def test_benchmark_counts_detections_and_latency_error(tmp_path):
-    res = run_benchmark(TOY, ["reasoner"], seeds=1, budget=40, iterations=6, noise="keypoint", out=tmp_path,
+    res = run_benchmark(make_rig(), ["reasoner"], seeds=1, budget=40, iterations=6, noise="keypoint", out=tmp_path,
                         misspecify="latency=0.02", progress=False)
     r = res["methods"]["reasoner"]
     assert r["detected"] == {"latency": 1} and r["latency_error_frames"]["max"] < 0.2
@@ -76,7 +75,7 @@ def test_benchmark_counts_detections_and_latency_error(tmp_path):
 
 
 def test_benchmark_cli_rejects_a_bad_misspecification_in_one_line(tmp_path, capsys):
-    code = main(["benchmark", "sim2sim", "--rig", TOY, "--methods", "reasoner", "--misspecify", "lag=2",
+    code = main(["benchmark", "sim2sim", "--rig", "finger", "--methods", "reasoner", "--misspecify", "lag=2",
                  "--out", str(tmp_path / "b"), "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "unknown kind 'lag'; valid: latency, frozen, friction, camera, drops" in err

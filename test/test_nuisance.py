@@ -139,3 +139,20 @@ def test_misspecify_text():
         with pytest.raises(MisspecificationError, match=msg.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
             parse_misspecify(bad)
     assert math.isfinite(parse_misspecify("latency=-0.01")["latency"])
+
+
+def test_correlation_time_of_white_and_of_correlated_residuals():
+    from vid2sid_ros.calibration.identifiability import correlation_time
+
+    rng = np.random.default_rng(0)
+    T = 400
+    t = (np.arange(T) + 1) / 30.0
+    base = np.zeros((T, 1, 2))
+    white = base + rng.normal(0, 0.3, size=base.shape)
+    ar = np.zeros_like(base)
+    for i in range(1, T):  # AR(1), phi = 0.8: tau = (1 + phi) / (1 - phi) = 9 (window-truncated a little)
+        ar[i] = 0.8 * ar[i - 1] + rng.normal(0, 0.3, size=(1, 2))
+    mk = lambda kp: Trajectory(t, kp, np.ones((T, 1), bool), ("tip",))  # noqa: E731
+    assert correlation_time([mk(white)], [mk(base)]) < 1.3
+    tau = correlation_time([mk(ar)], [mk(base)])
+    assert 5.0 < tau < 10.0

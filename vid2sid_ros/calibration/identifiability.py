@@ -31,8 +31,14 @@ to an estimated error of 0.61 px/unit along that direction.
 The same matrix gives the Gauss–Newton covariance of the least-squares estimate,
 ``cov = s² (JᵀJ)⁻¹`` with ``s² = Σr² / (M − n)`` (e.g. Ljung, *System Identification*,
 2nd ed., §9.3; the MuJoCo ``sysid`` module reports the same), turned into a
-per-parameter standard deviation in the parameter's unit. It assumes independent
-residuals, so treat it as a lower bound when the model is misspecified.
+per-parameter standard deviation in the parameter's unit. Residuals of a video are
+not independent (tracking errors and small model errors persist over several frames), so
+the covariance is multiplied by the residuals' integrated autocorrelation time
+``τ = 1 + 2 Σ_k ρ_k`` (per trial, keypoint and coordinate over the frame lag k, summed
+until the first non-positive ρ_k, at most 10 frames; Sokal's effective-sample-size
+correction, ``M_eff = M / τ``): :func:`correlation_time`. The coverage of the resulting 95 %
+intervals is measured by ``bench/bench_coverage.py`` (README). Treat the intervals as a
+lower bound when the residual diagnosis reports a misspecification.
 """
 
 from __future__ import annotations
@@ -45,11 +51,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..core.parameters import ParameterSet
-from ..core.trajectory import DEFAULT_NOISE, display_unit
+from ..core.trajectory import DEFAULT_NOISE, Trajectory, display_unit
 from .objective import TrialObjective, residual_vector, trajectory_vector
 from .proposer import Evaluation
 
-__all__ = [
+__all__ = ["correlation_time", 
     "IdentifiabilityWarning",
     "IdentifiabilityReport",
     "finite_difference_jacobian",
@@ -238,6 +244,49 @@ def finite_difference_jacobian(
     return (J, base, evals, E) if return_error else (J, base, evals)
 
 
+def correlation_time(sim: Sequence[Trajectory], real: Sequence[Trajectory], *, max_lag: int = 10) -> float:
+    """Integrated autocorrelation time of the residuals sim − real, in frames (>= 1).
+
+    ``τ = 1 + 2 Σ_{k=1}^{K} ρ_k`` with ``ρ_k`` the lag-k autocorrelation pooled over trials,
+    keypoints and coordinates (samples valid in both at t and t + k), summed up to the first
+    ``ρ_k <= 0`` or ``max_lag`` (Sokal's window). White residuals give 1; the Gauss–Newton
+    covariance is multiplied by ``τ`` (effective sample size ``M / τ``).
+    """
+    from ..core.trajectory import align
+
+    series = []
+    for s_, r_ in zip(sim, real):
+        ra, sa = align(r_, s_)
+        m = ra.valid & sa.valid
+        res = sa.keypoints - ra.keypoints
+        for k in range(res.shape[1]):
+            for d in range(res.shape[2]):
+                x = np.where(m[:, k], res[:, k, d], np.nan)
+                if np.isfinite(x).sum() > max_lag + 2:
+                    series.append(x - np.nanmean(x))
+    if not series:
+        return 1.0
+    var = sum(float(np.nansum(x * x)) for x in series)
+    n0 = sum(int(np.isfinite(x).sum()) for x in series)
+    if var <= 0 or n0 == 0:
+        return 1.0
+    tau = 1.0
+    for lag in range(1, max_lag + 1):
+        num = cnt = 0.0
+        for x in series:
+            p = x[lag:] * x[:-lag]
+            ok = np.isfinite(p)
+            num += float(np.sum(p[ok]))
+            cnt += int(ok.sum())
+        if cnt == 0:
+            break
+        rho = (num / cnt) / (var / n0)
+        if rho <= 0:
+            break
+        tau += 2.0 * rho
+    return float(tau)
+
+
 def analyse_jacobian(
     J: np.ndarray,
     parameters: ParameterSet,
@@ -252,6 +301,7 @@ def analyse_jacobian(
     scheme: str = "central",
     warn: bool = True,
     unit: str = "px",
+    correlation_time_frames: float = 1.0,
 ) -> IdentifiabilityReport:
     """Singular-value analysis of a sensitivity matrix (see module docstring).
 
@@ -269,6 +319,8 @@ def analyse_jacobian(
             :data:`DEFAULT_MIN_EFFECT_PX` px scaled by the unit's noise level
             (:data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`: 0.05 px, 0.05 mm, 0.00025 rad).
         unit: the unit of ``J`` rows (px, m, rad; ``"sigma"`` for noise-weighted mixed trials).
+        correlation_time_frames: the residuals' integrated autocorrelation time
+            (:func:`correlation_time`); the covariance is multiplied by it.
         warn: emit an :class:`IdentifiabilityWarning` when something is reported.
 
     Returns:
@@ -313,7 +365,7 @@ def analyse_jacobian(
         r = np.asarray(residuals, float)[rows] if residuals.shape[0] == J.shape[0] else np.asarray(residuals, float)
         r = r[np.isfinite(r)]
         dof = max(r.shape[0] - n, 1)
-        s2 = float(np.sum(r ** 2) / dof)
+        s2 = float(np.sum(r ** 2) / dof) * max(float(correlation_time_frames), 1.0)
         JtJ = Jc.T @ Jc
         try:
             cov_u = s2 * np.linalg.pinv(JtJ, rcond=1e-12)
@@ -406,6 +458,7 @@ def check_identifiability(
     J, base, _, E = finite_difference_jacobian(ev, parameters, point, vec, step=step, scheme=scheme,
                                                return_error=True)
     res = None if base.failed else residual_vector(base.sim, objective.real)
+    tau = 1.0 if base.failed else correlation_time(base.sim, objective.real)
     return analyse_jacobian(J, parameters, point, residuals=res, fd_error=E, condition_threshold=condition_threshold,
                             min_effect_px=min_effect_px, rollouts=count["rollouts"], step=step, scheme=scheme,
-                            warn=warn, unit=getattr(objective, "unit", "px"))
+                            warn=warn, unit=getattr(objective, "unit", "px"), correlation_time_frames=tau)
