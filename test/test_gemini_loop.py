@@ -129,7 +129,10 @@ def test_refused_key_falls_back_to_reasoner_and_never_leaks(toy_trial, tmp_path,
     from vid2sid_ros.report import write_report
 
     report = write_report(run_dir)  # rationales, notes, videos of the run
-    assert "[REDACTED]" in report.read_text()  # the scrubbed error message is shown, not the key
+    html = report.read_text()
+    assert "[REDACTED]" in html  # the scrubbed error message is shown, not the key
+    # the iteration table names the proposer that proposed (issue 12 item 2), not the requested one
+    assert '<td class="num">1</td><td>reasoner</td>' in html and '<td class="num">2</td><td>reasoner</td>' in html
     out = capsys.readouterr()
     for text in (caplog.text, out.out, out.err):
         assert SENTINEL not in text
