@@ -300,7 +300,9 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         derived["swing angle"] = ("rad", ang_real, ang_sim)
     from ..report import ReportSection, TrajectoryPanel, render_report, save_trajectories
 
-    panel = TrajectoryPanel("free decay of the real apple vs the calibrated twin", real_full, sim_full, split_t, derived)
+    kp_text = " and ".join(f"'{n}'" for n in real.keypoint_names)  # captions name the rig's own keypoints
+    panel = TrajectoryPanel(f"{rig.name}: keypoint {kp_text} in the real clip vs the calibrated twin", real_full,
+                            sim_full, split_t, derived)
     save_trajectories(runs[proposer] / "trajectories.json", [panel])
 
     # -- checks ---------------------------------------------------------------------
@@ -359,14 +361,14 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
              "to the mass are visible in a video."],
             ["damping model", "training MAE [px]", "holdout MAE [px]", "damping [N·m·s/rad]", "drag_density [kg/m³]",
              "length [m]"], rows))
-    drift = _background_drift(clip, trial.get("background_region"), best, no_drift, log)
+    drift = _background_drift(clip, trial.get("background_region"), best, no_drift, log, kp_text)
     if drift is not None:
         sections.append(drift)
     if real.meta.get("retimed"):
         sections.append(ReportSection(
             "Frame timing repaired",
             ["The container stamps a constant frame rate, but the phone dropped or repeated single frames. "
-             "Where the apple moves fast such a glitch is unmistakable (about twice or zero times the expected "
+             f"Where keypoint {kp_text} moves fast such a glitch is unmistakable (about twice or zero times the expected "
              "displacement between two frames), so each frame was given the time slot it was really captured in "
              "before fitting (model-free, the same rule on the training and holdout parts; "
              "vid2sid_ros.perception.frame_timing.repair_frame_timing):"] + list(real.meta["retimed"])))
@@ -377,8 +379,9 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     if video and clip.thumbnails is not None:
         try:
             paths = _overlay_video(out, clip, sim_full, best, n_train, frame_slot)
-            videos.append(("Real clip with the calibrated twin drawn over it: dots = tracked apple, rings and grey "
-                           "string = twin; half resolution, every 2nd frame", paths))
+            videos.append((f"Real clip of {rig.name} with the calibrated twin drawn over it: dots = tracked keypoint "
+                           f"{kp_text}, rings and grey line from the pivot = twin; half resolution, every 2nd frame",
+                           paths))
         except Exception as err:  # noqa: BLE001 - the report is still useful without the video
             log(f"  overlay video not written: {type(err).__name__}: {err}")
 
@@ -417,7 +420,7 @@ def _json_default(x: Any) -> Any:
     return str(x)
 
 
-def _background_drift(clip, region, best: dict[str, float], no_drift, log):
+def _background_drift(clip, region, best: dict[str, float], no_drift, log, keypoint: str = "the keypoint"):
     """Independent check of the identified camera drift on a static patch of the wall."""
     if not region or clip.thumbnails is None or "camera_drift_x" not in best:
         return None
@@ -445,11 +448,11 @@ def _background_drift(clip, region, best: dict[str, float], no_drift, log):
     return ReportSection(
         "Camera drift: identified vs measured on the wall",
         [f"The phone moves during the clip. Template matching of a textured patch of the wall (x {region[0]}–"
-         f"{region[2]}, y {region[1]}–{region[3]} px, {int(good.sum())} frames where the apple is clear of it) "
+         f"{region[2]}, y {region[1]}–{region[3]} px, {int(good.sum())} frames where {keypoint} is clear of it) "
          f"shows the background sliding by ({total[0]:+.1f}, {total[1]:+.1f}) px over {t[-1] - t[0]:.1f} s, a "
          f"mean rate of ({rate[0]:+.3f}, {rate[1]:+.3f}) px/s. The calibration, which never saw this "
          f"measurement, identified camera_drift = ({best['camera_drift_x']:+.3f}, {best['camera_drift_y']:+.3f}) "
-         "px/s from the apple alone."
+         f"px/s from {keypoint} alone."
          + ("" if no_drift is None else
             f" With the drift frozen at 0 the same calibration reaches {_f(no_drift.error_px)} px on the training "
             f"part and {_f(no_drift.holdout_mae_px)} px on the holdout (the swing's lowest point creeps up the "
