@@ -1,10 +1,41 @@
 """excitation_node: replays the commanded excitation, one trial at a time, at the command rate.
 
 Publishes one ``ExcitationCommand`` per command period from a timer (no sleep loop) on
-``/vid2sid/excitation`` (twin, tracker, calibrator) and the SAME message on the rig
-driver's topic ``/vid2sid/real/command`` (remap it to your driver's topic). After the
-last step it publishes the trial-end notice on ``/vid2sid/excitation/trial_end``: an
-``ExcitationCommand`` with ``step`` = number of steps T and no values.
+``/vid2sid/excitation`` (twin, tracker, calibrator, recorder) and the robot's command in
+the robot's own interface (``command_interface``):
+
+==================== =================================== ===========================================
+command_interface    message on ``command_topic``          for
+==================== =================================== ===========================================
+``excitation_command`` ``vid2sid_ros/ExcitationCommand``  this package's stand-in rig (default topic
+                                                            ``/vid2sid/real/command``)
+``forward``          ``std_msgs/Float64MultiArray``        ros2_control ``forward_command_controller``
+                     (``data`` in ``command_joints`` order) (position, velocity or effort), default
+                                                            ``/forward_position_controller/commands``
+``joint_trajectory`` ``trajectory_msgs/JointTrajectory``   ``joint_trajectory_controller``: one point
+                     (``joint_names`` = ``command_joints``) per period, ``time_from_start`` = one period,
+                                                            default ``/joint_trajectory_controller/joint_trajectory``
+==================== =================================== ===========================================
+
+``command_joints`` are the controller's joint names in its order (default: the rig's
+actuator names); ``actuator_map`` (``["flexor_motor=flexor"]``) maps each twin actuator to
+a command joint by name. After the last step the trial-end notice goes on
+``/vid2sid/excitation/trial_end``: an ``ExcitationCommand`` with ``step`` = number of steps T
+and no values.
+
+Safety (checked in the robot's command space, per command joint; one value = all joints):
+
+* no command before an explicit start (``/vid2sid/excitation/start`` or ``autostart``);
+* ``limit_lower`` / ``limit_upper`` (amplitude), ``max_rate`` (|change| per second, also
+  from the command held before the trial) and ``max_duration`` (s): a trial whose profile
+  breaks one is refused before its first command (the start service answers why, naming
+  step, joint, value and limit), and every command is checked again before it is
+  published — a command outside the limits is never published;
+* ``on_stop``: when a trial ends or is stopped: ``hold`` (publish nothing more: forward and
+  trajectory controllers hold the last command), ``zero`` or ``home`` (``home`` values),
+  reached in steps of at most ``max_rate`` per period. When the node dies (SIGINT/SIGTERM,
+  destroy) mid-trial it sends ``zero``/``home`` only if that needs no ramp and the context
+  still allows publishing; otherwise the controller holds the last (valid) command.
 
 Command stamps follow the trial's schedule: step k is stamped ``t0 + k * period`` (t0 =
 trial start), the time the command is meant for, so timer jitter never bunches the steps
@@ -21,10 +52,14 @@ Parameters (config ``excitation_node: ros__parameters:``) are listed in :data:`P
 
 from __future__ import annotations
 
+import math
 import threading
+
+import numpy as np
 
 from ..core.yamlio import YAMLInputError, loads_yaml
 from rclpy.node import Node
+from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from ..core.excitation import Excitation, ExcitationError, build_excitation
@@ -32,7 +67,13 @@ from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, reso
 from .graph import TOPICS
 from .params import RIG_CONFIG, Param, declare, values
 
-__all__ = ["ExcitationNode", "PARAMS", "make_node", "main", "resolve_excitation"]
+__all__ = ["ExcitationNode", "PARAMS", "make_node", "main", "resolve_excitation", "CommandLimits",
+           "COMMAND_INTERFACES"]
+
+#: command_interface -> default command topic
+COMMAND_INTERFACES = {"excitation_command": TOPICS["rig_command"], "forward": "/forward_position_controller/commands",
+                      "joint_trajectory": "/joint_trajectory_controller/joint_trajectory"}
+_INF = float("inf")
 
 PARAMS = [
     Param("rig", "finger", "built-in rig name whose excitation profiles and actuators are used (or set rig_config)", read_only=True),
@@ -48,7 +89,97 @@ PARAMS = [
     Param("autostart", False, "start a trial as soon as the node is up (after start_delay)"),
     Param("start_delay", 1.0, "delay before an autostarted trial, for subscribers to connect", "s", 0.0, 60.0),
     Param("num_trials", 1, "trials run back to back when autostarted", "", 1, 1000),
+    Param("command_interface", "excitation_command", "how the robot is commanded: excitation_command, forward "
+          "(std_msgs/Float64MultiArray) or joint_trajectory (trajectory_msgs/JointTrajectory)",
+          choices=tuple(COMMAND_INTERFACES), read_only=True),
+    Param("command_topic", "", "robot command topic; empty = the interface's default", read_only=True),
+    Param("command_joints", [""], "controller joint names in its order (Float64MultiArray order, JointTrajectory "
+          "joint_names); empty = the rig's actuator names", read_only=True),
+    Param("actuator_map", [""], "twin actuator -> command joint by name, entries 'actuator=joint'; unmapped "
+          "actuators keep their name", read_only=True),
+    Param("limit_lower", [-1.0e9], "lowest command per command joint (one value: all joints; default: none)",
+          "command units", read_only=True),
+    Param("limit_upper", [1.0e9], "highest command per command joint (one value: all joints; default: none)",
+          "command units", read_only=True),
+    Param("max_rate", [0.0], "largest |change| of a command per second, per command joint (one value: all; "
+          "0 = no limit)", "command units/s", read_only=True),
+    Param("max_duration", 0.0, "longest trial (0 = no limit)", "s", 0.0, 1.0e6, read_only=True),
+    Param("on_stop", "hold", "what the robot is sent when a trial ends or stops: hold, zero or home",
+          choices=("hold", "zero", "home"), read_only=True),
+    Param("home", [0.0], "home command per command joint (one value: all) for on_stop: home", "command units",
+          read_only=True),
 ]
+
+
+class CommandLimits:
+    """Amplitude, rate and duration limits of the robot's commands (see module docstring).
+
+    Args:
+        joints: J command joint names.
+        lower, upper, max_rate: one value (all joints) or J values, command units (per s);
+            a rate of 0 (or inf) = no rate limit.
+        max_duration: s; 0 (or inf) = no limit.
+
+    Raises:
+        ValueError: a list whose length is neither 1 nor J, lower > upper, a negative rate.
+    """
+
+    def __init__(self, joints, lower, upper, max_rate, max_duration: float) -> None:
+        self.joints = tuple(joints)
+        J = len(self.joints)
+
+        def per_joint(name, v):
+            a = np.asarray(list(v), float).ravel()
+            if a.size == 1:
+                a = np.full(J, a[0])
+            if a.size != J:
+                raise ValueError(f"parameter {name}: {a.size} values for {J} command joints {list(self.joints)}")
+            return a
+
+        self.lower, self.upper = per_joint("limit_lower", lower), per_joint("limit_upper", upper)
+        rate = per_joint("max_rate", max_rate)
+        if np.any(self.lower > self.upper):
+            raise ValueError(f"parameter limit_lower {self.lower.tolist()} exceeds limit_upper {self.upper.tolist()}")
+        if np.any(rate < 0):
+            raise ValueError(f"parameter max_rate must be >= 0 per joint (0 = no limit), got {rate.tolist()}")
+        self.max_rate = np.where(rate > 0, rate, _INF)
+        self.max_duration = float(max_duration) if max_duration and max_duration > 0 else _INF
+
+    def violation(self, values: np.ndarray, period: float, previous: np.ndarray | None = None,
+                  step0: int = 0) -> str | None:
+        """First limit ``values`` (T, J) break, as one line, or None.
+
+        ``previous``: the command held before row 0 (rate-checked against it).
+        """
+        v = np.atleast_2d(np.asarray(values, float))
+        T = v.shape[0]
+        if T * period > self.max_duration + 1e-9:
+            return f"the trial lasts {T * period:.3g} s, longer than max_duration {self.max_duration:g} s"
+        bad = np.argwhere((v < self.lower) | (v > self.upper))
+        if bad.size:
+            k, j = bad[0]
+            return (f"step {step0 + k}: {self.joints[j]} = {v[k, j]:.6g} outside [{self.lower[j]:.6g}, "
+                    f"{self.upper[j]:.6g}] (limit_lower/limit_upper)")
+        prev = v[:-1] if previous is None else np.vstack([np.asarray(previous, float)[None, :], v[:-1]])
+        cur = v[1:] if previous is None else v
+        if cur.size:
+            rate = np.abs(cur - prev) / period
+            bad = np.argwhere(rate > self.max_rate * (1 + 1e-9))
+            if bad.size:
+                k, j = bad[0]
+                k = k + (1 if previous is None else 0)
+                return (f"step {step0 + k}: {self.joints[j]} changes at {rate[bad[0][0], j]:.6g} per s, faster "
+                        f"than max_rate {self.max_rate[j]:.6g}")
+        return None
+
+    def ramp(self, start: np.ndarray, target: np.ndarray, period: float) -> list[np.ndarray]:
+        """Commands from ``start`` to ``target`` changing at most ``max_rate * period`` per step (target last)."""
+        start, target = np.asarray(start, float), np.asarray(target, float)
+        step = self.max_rate * period
+        with np.errstate(invalid="ignore", divide="ignore"):
+            n = int(np.max(np.where(np.isfinite(step), np.ceil(np.abs(target - start) / step - 1e-12), 1)))
+        n = max(n, 1)
+        return [start + (target - start) * (i / n) for i in range(1, n + 1)]
 
 
 def resolve_excitation(rig_name: str, spec: str, config: str, rate: float, *, rig=None) -> Excitation:
@@ -114,7 +245,7 @@ class ExcitationNode(Node):
                                        p["rate"])
         self.add_on_set_parameters_callback(self._on_params)
         self._pub = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
-        self._pub_rig = create_stream_publisher(self, ExcitationCommand, TOPICS["rig_command"], STREAM_QOS)
+        self._setup_robot_interface(p)
         self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], STREAM_QOS)
         self.create_service(Trigger, TOPICS["start"], self._srv_start)
         self.create_service(Trigger, TOPICS["stop"], self._srv_stop)
@@ -127,12 +258,120 @@ class ExcitationNode(Node):
         #: publish time minus scheduled time of each command of the current / last trial, s
         self.command_delays: list[float] = []
         self._t0_ns = 0
+        self._ramp: list[np.ndarray] = []
+        self._ramp_timer = None
+        #: commands published on the robot's topic (robot space, (J,) each), for tests and logs
+        self.robot_commands: list[np.ndarray] = []
+        self.refused: list[str] = []
         self._pending_autostart = p["num_trials"] if p["autostart"] else 0
         self.completed_trials: list[str] = []
         if self._pending_autostart:
             self._delay_timer = self.create_timer(max(p["start_delay"], 1e-3), self._autostart)
         self.get_logger().info(f"excitation '{self._exc.name}': {self._exc.num_steps} steps at {self._exc.rate:g} Hz, "
                                f"actuators {list(self._exc.actuator_names)}")
+
+    # -- the robot's interface ---------------------------------------------------------
+    def _setup_robot_interface(self, p: dict) -> None:
+        self.interface = p["command_interface"]
+        topic = p["command_topic"] or COMMAND_INTERFACES[self.interface]
+        actuators = tuple(self._exc.actuator_names)
+        amap = {}
+        for entry in [e for e in p["actuator_map"] if e]:
+            a, sep, j = entry.partition("=")
+            if not sep or a.strip() not in actuators or not j.strip():
+                raise ValueError(f"parameter actuator_map: entry {entry!r}; expected 'actuator=joint' with actuator "
+                                 f"one of {', '.join(actuators)}")
+            amap[a.strip()] = j.strip()
+        mapped = [amap.get(a, a) for a in actuators]
+        joints = tuple(j for j in p["command_joints"] if j) or tuple(mapped)
+        missing = [j for j in joints if j not in mapped]
+        if missing:
+            raise ValueError(f"parameter command_joints: {missing} driven by no actuator (actuators map to "
+                             f"{mapped}; set actuator_map 'actuator=joint')")
+        self.command_joints = joints
+        self._columns = [mapped.index(j) for j in joints]  # robot joint j <- excitation column
+        self.limits = CommandLimits(joints, p["limit_lower"], p["limit_upper"], p["max_rate"], p["max_duration"])
+        self._on_stop = p["on_stop"]
+        home = np.asarray(p["home"], float).ravel()
+        self._home = np.full(len(joints), home[0]) if home.size == 1 else home
+        if self._home.size != len(joints):
+            raise ValueError(f"parameter home: {self._home.size} values for {len(joints)} command joints")
+        bad = self.limits.violation(self._home[None, :], self._exc.period)
+        if self._on_stop == "home" and bad:
+            raise ValueError(f"parameter home: {bad.replace('step 0: ', '')}")
+        self._held: np.ndarray | None = None  # the last command the robot got
+        if self.interface == "excitation_command":
+            self._pub_rig = create_stream_publisher(self, ExcitationCommand, topic, STREAM_QOS)
+        elif self.interface == "forward":
+            self._pub_rig = create_stream_publisher(self, Float64MultiArray, topic, STREAM_QOS)
+        else:
+            from trajectory_msgs.msg import JointTrajectory
+
+            self._pub_rig = create_stream_publisher(self, JointTrajectory, topic, STREAM_QOS)
+        self.command_topic = topic
+
+    def robot_values(self, exc: Excitation | None = None) -> np.ndarray:
+        """The trial's commands in the robot's joint order, (T, J)."""
+        exc = exc or self._exc
+        return np.asarray(exc.values, float)[:, self._columns]
+
+    def _send_robot(self, values: np.ndarray, command: ExcitationCommand | None = None) -> bool:
+        """Publish one robot command after checking it; False (and nothing published) when outside the limits."""
+        bad = self.limits.violation(values[None, :], self._exc.period, self._held)
+        if bad:
+            self.get_logger().error(f"command refused, not published: {bad}")
+            self.refused.append(bad)
+            return False
+        if self.interface == "excitation_command":
+            self._pub_rig.publish(command)
+        elif self.interface == "forward":
+            msg = Float64MultiArray()
+            msg.data = [float(v) for v in values]
+            self._pub_rig.publish(msg)
+        else:
+            from builtin_interfaces.msg import Duration
+            from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+            msg = JointTrajectory()
+            msg.joint_names = list(self.command_joints)
+            pt = JointTrajectoryPoint()
+            pt.positions = [float(v) for v in values]
+            sec, nsec = divmod(int(round(self._exc.period * 1e9)), 1_000_000_000)
+            pt.time_from_start = Duration(sec=sec, nanosec=nsec)
+            msg.points = [pt]
+            self._pub_rig.publish(msg)
+        self._held = np.asarray(values, float).copy()
+        self.robot_commands.append(self._held)
+        return True
+
+    def _safe_stop(self, *, can_spin: bool = True) -> None:
+        """Send the on_stop command (ramped at max_rate when the node keeps spinning)."""
+        if self._on_stop == "hold" or self._held is None or self.interface == "excitation_command":
+            return
+        target = np.zeros_like(self._held) if self._on_stop == "zero" else self._home.copy()
+        ramp = self.limits.ramp(self._held, target, self._exc.period)
+        if not can_spin:
+            if len(ramp) == 1:
+                try:
+                    self._send_robot(ramp[0])
+                except Exception:  # noqa: BLE001 - the context may be gone at node death
+                    pass
+            else:
+                self.get_logger().warning(f"node stopping: {self._on_stop} needs a {len(ramp)}-step ramp at max_rate; "
+                                          "the controller holds the last command")
+            return
+        self._ramp = ramp
+        if self._ramp_timer is None:
+            self._ramp_timer = self.create_timer(self._exc.period, self._ramp_tick)
+        self._ramp_tick()
+
+    def _ramp_tick(self) -> None:
+        if self._ramp and self._timer is None:
+            self._send_robot(self._ramp.pop(0))
+        if not self._ramp and self._ramp_timer is not None:
+            self._ramp_timer.cancel()
+            self.destroy_timer(self._ramp_timer)
+            self._ramp_timer = None
 
     # -- parameters ------------------------------------------------------------------
     def _on_params(self, changes):
@@ -167,10 +406,21 @@ class ExcitationNode(Node):
             self._delay_timer.cancel()
 
     def start_trial(self) -> str:
-        """Start a new trial; returns its id. Raises RuntimeError if one is running."""
+        """Start a new trial; returns its id.
+
+        Raises:
+            RuntimeError: a trial is running, or the profile breaks a command limit (the
+                message names step, joint, value and limit; nothing is published).
+        """
         with self._lock:
             if self._timer is not None:
                 raise RuntimeError(f"trial {self._trial_id} is still running")
+            bad = self.limits.violation(self.robot_values(), self._exc.period, self._held)
+            if bad:
+                self.refused.append(bad)
+                self.get_logger().error(f"trial refused, nothing published: {bad}")
+                raise RuntimeError(f"trial refused (nothing published): {bad}")
+            self._ramp = []
             self._trial_id = f"{self.get_parameter('trial_prefix').value}_{self._trial_count}"
             self._trial_count += 1
             self._step = 0
@@ -195,6 +445,7 @@ class ExcitationNode(Node):
             end.actuator_names = list(self._exc.actuator_names)
             self._pub_end.publish(end)
             self.completed_trials.append(self._trial_id)
+        self._safe_stop(can_spin=reason != "node shutting down")
         late = (f"; {self._late_commands} command(s) published more than one period after their scheduled time "
                 "(timer jitter; the stamps keep the schedule)") if self._late_commands else ""
         self.get_logger().info(f"trial {self._trial_id} {reason} after {self._step} steps{late}")
@@ -220,11 +471,14 @@ class ExcitationNode(Node):
                 c.trial_id, c.step, c.period = self._trial_id, k, float(self._exc.period)
                 c.actuator_names = list(self._exc.actuator_names)
                 c.values = [float(v) for v in self._exc.values[k]]
-                self._pub.publish(c)
-                self._pub_rig.publish(c)
-                self._step = k + 1
+                robot = np.asarray(self._exc.values[k], float)[self._columns]
+                if self._send_robot(robot, c):
+                    self._pub.publish(c)
+                    self._step = k + 1
+                else:
+                    done = True  # never published; the robot holds the last valid command
         if done:
-            self.stop_trial("completed")
+            self.stop_trial("completed" if self._step >= self._exc.num_steps else "stopped: command outside limits")
 
     def _srv_start(self, request, response):
         try:
@@ -242,6 +496,15 @@ class ExcitationNode(Node):
             self.stop_trial("stopped on request")
             response.success, response.message = True, tid
         return response
+
+
+    def destroy_node(self) -> None:
+        if getattr(self, "_timer", None) is not None:  # dying mid-trial: end it and make the robot safe
+            try:
+                self.stop_trial("node shutting down")
+            except Exception:  # noqa: BLE001 - the context may be shut down already
+                pass
+        super().destroy_node()
 
 
 def make_node(**kwargs) -> ExcitationNode:
