@@ -207,6 +207,19 @@ def test_demo_command_runs_end_to_end_on_a_short_clip(rig, clip, tmp_path, capsy
     assert "holdout MAE" in out and "identified length" in out and "report:" in out
     assert (tmp_path / "out" / "report.html").stat().st_size > 50_000
     assert (tmp_path / "out" / "reasoner" / "trajectories.json").is_file()
+    assert "\n\nstopped: " in out  # the summary starts with the stop reason
+    assert "FFMPEG" not in capsys.readouterr().err  # codec notes go to OUT/run.log, not the terminal
+    from helpers.browser import chromium, probe_page
+    from vid2sid_ros.report import SECTION_IDS
+
+    if chromium() is not None:  # the demo's report as a reader opens it (see test_report_browser.py)
+        found = probe_page(tmp_path / "out" / "report.html", tmp_path)
+        assert found["errors"] == [] and found["stderr_errors"] == [], found["errors"]
+        assert len(found["videos"]) >= 2 and all(v["ok"] for v in found["videos"]), found["videos"]
+        assert found["plots"] and all(p["ok"] for p in found["plots"])
+        assert set(SECTION_IDS) <= set(found["sections"]), found["sections"]
+        assert "Is the identified length consistent with the swing period?" in \
+            (tmp_path / "out" / "report.html").read_text()  # the physics checks stay
     code = main(["demo", "--out", str(tmp_path / "out2"), "--config", str(tmp_path / "nope.yaml")])
     assert code == 1 and "not found" in capsys.readouterr().err
     code = main(["demo", "--out", str(tmp_path / "out3"), "--config", str(cfg), "--proposer", "oracle"])

@@ -51,6 +51,8 @@ def add_arguments(parser) -> None:
                         help="skip the model-variant tests (linear vs quadratic damping, no camera drift)")
     parser.add_argument("--no-video", action="store_true", help="do not write/embed the overlay video")
     parser.add_argument("--seed", type=int, default=0, help="seed of stochastic proposers")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show library messages (Python warnings, OpenCV/FFmpeg) instead of only in OUT/run.log")
 
 
 def _methods(arg: list[str] | None, main: str) -> list[str]:
@@ -523,11 +525,28 @@ def run(args) -> int:
 
     from ..core.parameters import ParameterSpecError
 
+    import contextlib
+    import warnings
+
+    from ..report.media import quiet_stderr
+
     state: dict[str, Any] = {}
+    log_path = Path(args.out) / "run.log"
     try:
-        s = run_demo(out=args.out, config=args.config, proposer=args.proposer, budget=args.budget,
-                     iterations=args.iterations, methods=_methods(args.methods, args.proposer),
-                     variants=not args.no_variants, video=not args.no_video, seed=args.seed, state=state)
+        # library noise (Python warnings, OpenCV/FFmpeg codec notes printed from C) goes to the run's log
+        quiet = not args.verbose
+        if quiet:
+            try:
+                Path(args.out).mkdir(parents=True, exist_ok=True)
+            except OSError:  # an unusable --out: run_demo says so in one line
+                quiet = False
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with quiet_stderr(log_path) if quiet else contextlib.nullcontext():
+                s = run_demo(out=args.out, config=args.config, proposer=args.proposer, budget=args.budget,
+                             iterations=args.iterations, methods=_methods(args.methods, args.proposer),
+                             variants=not args.no_variants, video=not args.no_video, seed=args.seed, state=state)
+        _log_warnings(caught, log_path, verbose=args.verbose)
     except (VideoError, ClipError, RigConfigError, UnknownRigError, UserModelError, FileNotFoundError,
             UnknownProposerError, ImportError, DemoError, ParameterSpecError) as err:
         if not state:
@@ -538,12 +557,23 @@ def run(args) -> int:
         if not state:
             raise
         return _unfinished(state, err)
+    from ..report import ReportError, run_summary_lines
+
     print()
-    print(f"report: {s['report']}")
+    try:
+        lines = run_summary_lines(Path(args.out) / s["proposer"])
+    except ReportError:
+        lines = []
+    if lines:
+        print(lines[0])  # the stop reason first
     print(f"holdout MAE (last 40 % of the clip, never fitted): {_f(s['holdout_mae_px'])} px "
           f"(training {s['training_mae_px']:.2f} px, {s['proposer']})")
     std = s.get("length_std_m")
-    print(f"identified length: {s['length_m']:.4f} m" + (f" ± {std:.4f} m" if std else ""))
+    print(f"identified length: {s['length_m']:.4f} m" + (f" ± {std:.4f} m (1σ, Gauss–Newton: local, optimistic)"
+                                                         if std else ""))
+    for line in lines:
+        if line.startswith("warning:"):  # e.g. damping and drag poorly identified
+            print(line)
     print(f"period: measured in the video {s['measured_period_s']:.4f} s; calibrated twin {s['twin_period_s']:.4f} s; "
           f"T(L) = {s['period_finite_amplitude_s']:.4f} s at the clip's {s['amplitude_rad']:.3f} rad amplitude "
           f"({s['period_small_angle_s']:.4f} s small-angle)")
@@ -553,4 +583,26 @@ def run(args) -> int:
             print(f"  {k:24s} train {m['training_mae_px']:6.2f} px  holdout {_f(m['holdout_mae_px']):>6s} px  "
                   f"L = {m['values'].get('length', math.nan):.4f} m")
     print(f"total {s['wall_s']:.0f} s")
+    print(f"report: {s['report']}")
     return 0
+
+
+def _log_warnings(caught, log_path: Path, *, verbose: bool) -> None:
+    """Every Python warning into the run's log (with its source line); on the terminal only with --verbose."""
+    lines = [warnings_format(w) for w in caught]
+    if not lines:
+        return
+    try:
+        with open(log_path, "a", encoding="utf-8") as f:
+            f.writelines(lines)
+    except OSError:
+        verbose = True
+    if verbose:
+        for text in lines:
+            print(text.rstrip(), file=sys.stderr)
+
+
+def warnings_format(w) -> str:
+    import warnings
+
+    return warnings.formatwarning(w.message, w.category, w.filename, w.lineno, "")
