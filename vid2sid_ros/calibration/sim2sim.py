@@ -148,6 +148,12 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                 tr, tinfo = transform_real_trajectory(tr, mis, mis_rng)
                 for k, v in tinfo.items():
                     mis_info.setdefault(k, {})[exc.name] = v
+            scored_from = int((exc.meta or {}).get("scored_from_frame", 0) or 0)
+            if label == "holdout" and scored_from > 0:  # a trial split by time: only its continuation is scored
+                valid = np.asarray(tr.valid).copy()
+                valid[np.asarray(tr.steps) < scored_from] = False
+                tr = Trajectory(tr.time, tr.keypoints, valid, tr.names, tr.source, tr.trial_id, tr.steps,
+                                dict(tr.meta))
             out[label].append(tr)
     return RealTrial(out["train"], list(rig.excitations["train"]), out["holdout"],
                      list(rig.excitations.get("holdout", [])), frames=frames_out,
