@@ -117,3 +117,30 @@ def test_bad_joint_csv_is_one_line(tmp_path):
         load_joint_csv(p, joints=["shoulder"])
     with pytest.raises(JointCsvError, match=r"unknown joint unit 'deg'; expected rad"):
         load_joint_csv(p, joints=["shoulder"], units="deg")
+
+
+def test_c3d_files_through_the_c3d_package(tmp_path):
+    c3d = pytest.importorskip("c3d")
+    w = c3d.Writer(point_rate=100.0, point_units="mm  ")
+    for k in range(5):
+        p = np.zeros((2, 5), np.float32)
+        p[0, :3], p[1, :3] = A[k] * 1000, B[k] * 1000
+        if k == 2:
+            p[1, 3] = -1.0  # the C3D gap convention
+        w.add_frames([(p, np.zeros((0, 0), np.float32))])
+    w.set_point_labels(["rod:a", "rod:b"])
+    path = tmp_path / "take.c3d"
+    with path.open("wb") as fh:
+        w.write(fh)
+    rec = load_mocap(path, markers={"tip": "a", "mid": "b"})
+    assert rec.format == "c3d" and rec.rate == pytest.approx(100.0) and rec.invalid == {"tip": 0, "mid": 1}
+    np.testing.assert_allclose(rec.points[:, 0], A, atol=1e-5)
+    np.testing.assert_allclose(rec.points[[0, 1, 3, 4], 1], B[[0, 1, 3, 4]], atol=1e-5)
+    np.testing.assert_allclose(rec.time, K / 100.0)
+    with pytest.raises(MocapError, match=r"take.c3d: marker 'c' \(keypoint 'x'\) not in POINT:LABELS; markers in the "
+                                         r"file: a, b"):
+        load_mocap(path, markers={"x": "c"})
+    bad = tmp_path / "bad.c3d"
+    bad.write_bytes(b"\x02\x50" + b"\x00" * 50)
+    with pytest.raises(MocapError, match=r"bad.c3d: not a readable C3D file"):
+        load_mocap(bad, markers=["a"])

@@ -118,10 +118,11 @@ def _mocap_load(block: dict, ctx: SourceContext) -> Recording:
 register_source(SourceKind(
     "mocap", _mocap_check, _mocap_load, _mocap_probe, "path",
     keys=(("path", "path", "", "required", "Motion-capture export: OptiTrack Motive CSV, Vicon Nexus CSV, Qualisys "
-           "TSV or a plain CSV/TSV (layouts: `vid2sid_ros/io/mocap.py`)."),
+           "TSV, a plain CSV/TSV or a C3D file (layouts: `vid2sid_ros/io/mocap.py`)."),
           ("markers", "mapping", "", None, "Keypoint -> marker label in the file (subject prefixes ignored); "
            "default: the rig's keypoint names."),
-          ("format", "string", "", "auto", "auto, motive, vicon, qualisys or plain."),
+          ("format", "string", "", "auto", "auto, motive, vicon, qualisys, plain or c3d (auto: by the file's first "
+           "lines, .c3d by suffix)."),
           ("unit", "string", "", None, "Length unit of the file (mm, cm, m); required for plain files, checked "
            "against the header of the others."),
           ("rate", "number", "Hz", None, "Sample rate when the file has no time column."),

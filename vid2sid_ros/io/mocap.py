@@ -49,6 +49,11 @@ invalid samples.
 (Seconds)``; or none with ``rate``) and three columns per marker named ``<m>_x``,
 ``<m>.x``, ``<m> X`` or ``<m>:X`` (any case); ``,`` or tab separated; ``unit`` required.
 
+``c3d`` — a C3D file (binary, the biomechanics standard every system exports), read with the
+maintained pure-Python ``c3d`` package: ``POINT:LABELS`` name the markers, ``POINT:RATE`` is
+the rate, ``POINT:UNITS`` the unit (``mm`` usually); a sample with a negative residual is
+invalid (the C3D convention for a gap). ``format: auto`` picks it for ``.c3d`` files.
+
 Every recording becomes: time (s, starting where the file starts), positions in m,
 ``valid`` False where a coordinate is empty, NaN or a Qualisys zero gap; each invalid
 sample is counted per marker (:attr:`MocapRecording.invalid`) — reported, not fatal.
@@ -75,7 +80,7 @@ from ..core.trajectory import Trajectory
 __all__ = ["MocapError", "MocapRecording", "load_mocap", "FORMATS", "UNITS", "frame_transform", "write_motive_csv"]
 
 #: supported column layouts (module docstring)
-FORMATS = ("auto", "motive", "vicon", "qualisys", "plain")
+FORMATS = ("auto", "motive", "vicon", "qualisys", "plain", "c3d")
 
 #: length unit name -> metres per unit (Motive spells them out)
 UNITS: dict[str, float] = {"m": 1.0, "meters": 1.0, "metres": 1.0, "mm": 1e-3, "millimeters": 1e-3,
@@ -384,6 +389,8 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
         raise MocapError(f"{path}: unknown mocap format {format!r}; expected one of {', '.join(FORMATS)}")
     if not path.is_file():
         raise MocapError(f"{path}: motion-capture file not found")
+    if format == "c3d" or (format == "auto" and path.suffix.lower() == ".c3d"):
+        return _load_c3d(path, markers, unit=unit, frame=frame)
     rows = _rows(path)
     if not rows or not any(any(r) for r in rows):
         raise MocapError(f"{path}: empty file")
@@ -456,6 +463,62 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
         rate_hz = 1.0 / float(np.median(dt)) if dt.size else 1.0
     invalid = {kp: int((~valid[:, k]).sum()) for k, kp in enumerate(mapping)}
     return MocapRecording(times, tuple(mapping), world, valid, name, float(rate_hz), invalid, str(path), fmt)
+
+
+def _load_c3d(path: Path, markers: Mapping[str, str] | Sequence[str], *, unit: str | None,
+              frame: Mapping[str, Any] | None) -> MocapRecording:
+    """A C3D file (module docstring) through the ``c3d`` package."""
+    import warnings
+
+    try:
+        import c3d
+    except ImportError:
+        raise MocapError(f"{path}: reading C3D needs the 'c3d' package (pip install c3d==0.6.0)") from None
+    mapping = dict(markers) if isinstance(markers, Mapping) else {str(m): str(m) for m in markers}
+    if not mapping:
+        raise MocapError(f"{path}: no markers asked for; give markers: {{keypoint: label}}")
+    try:
+        with path.open("rb") as fh, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "no analog data" and similar notes of the reader
+            r = c3d.Reader(fh)
+            labels = [str(x).strip().split(":")[-1] for x in r.point_labels]
+            rate = float(r.point_rate)
+            units = r.get("POINT:UNITS")
+            file_unit = units.string_value.strip() if units is not None else ""
+            frames = [(int(i), np.array(p[:, :4], float)) for i, p, _ in r.read_frames()]
+    except MocapError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a corrupt or foreign binary file
+        raise MocapError(f"{path}: not a readable C3D file ({type(err).__name__}: {err})") from None
+    for kp, label in mapping.items():
+        if label not in labels:
+            close = difflib.get_close_matches(label, labels, n=1)
+            raise MocapError(f"{path}: marker {label!r} (keypoint {kp!r}) not in POINT:LABELS; markers in the file: "
+                             f"{', '.join(labels) or 'none'}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    factor = _unit_factor(file_unit, path, "POINT:UNITS") if file_unit else None
+    if unit is not None:
+        given = _unit_factor(unit, path, "unit")
+        if factor is not None and not math.isclose(given, factor):
+            raise MocapError(f"{path}: unit {unit!r} given but POINT:UNITS says {file_unit!r}")
+        factor = given
+    if factor is None:
+        raise MocapError(f"{path}: POINT:UNITS is empty; give unit: mm, cm or m")
+    if not (rate > 0 and math.isfinite(rate)):
+        raise MocapError(f"{path}: POINT:RATE is {rate!r}; expected a rate > 0 Hz")
+    if not frames:
+        raise MocapError(f"{path}: no frames")
+    idx = [labels.index(m) for m in mapping.values()]
+    first = frames[0][0]
+    times = np.array([(i - first) / rate for i, _ in frames])
+    data = np.stack([p[idx] for _, p in frames])  # (T, K, 4): x, y, z, residual
+    pts = data[..., :3].copy()
+    pts[data[..., 3] < 0] = np.nan
+    valid = np.all(np.isfinite(pts), axis=2)
+    name, R, p = frame_transform(frame, source=f"{path} frame")
+    world = pts * factor @ R.T + p
+    world[~valid] = np.nan
+    invalid = {kp: int((~valid[:, k]).sum()) for k, kp in enumerate(mapping)}
+    return MocapRecording(times, tuple(mapping), world, valid, name, rate, invalid, str(path), "c3d")
 
 
 def write_motive_csv(path: str | Path, time: np.ndarray, points_m: np.ndarray, markers: Sequence[str], *,
