@@ -188,7 +188,8 @@ def interval_figure(rows: Sequence[ParameterRow]):
     or linear as the spec says): initial value, identified value with its interval
     (orange = unreliable), truth when known. Hover shows SI values with units."""
     go = _go()
-    free = [r for r in rows if not r.frozen]
+    free = [r for r in rows if not r.frozen and math.isfinite(r.lower) and math.isfinite(r.upper)
+            and r.upper > r.lower]
     fig = go.Figure()
 
     def u(r: ParameterRow, v: float | None) -> float | None:

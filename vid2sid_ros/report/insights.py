@@ -3,9 +3,10 @@
 Shared by the HTML report and the terminal summary so both say the same thing.
 
 Intervals: the calibration loop's uncertainty is the Gauss–Newton (linearised
-least-squares) standard deviation σ at the best point (``cov = s² (JᵀJ)⁻¹``; Ljung,
-*System Identification*, 2nd ed., §9.3). The report shows ±1.96 σ (95 % if the model
-were linear, the residuals independent and Gaussian and the fit converged). It is
+least-squares) standard deviation σ at the best point (``cov = s² (JᵀJ)⁻¹`` times the
+residuals' autocorrelation time; Ljung, *System Identification*, 2nd ed., §9.3;
+:mod:`vid2sid_ros.calibration.identifiability`). The report shows ±1.96 σ (95 % if the
+model were linear near the result, the model right and the fit converged). It is
 labelled *unreliable* when the run did not converge (stopped at its budget or its
 iteration limit), when the value sits at a search bound (the local model is cut), or
 when the parameter is in a poorly identifiable combination. An interval a run supplies
@@ -98,6 +99,30 @@ def _weak_names(run: RunSummary) -> set[str]:
     return out
 
 
+@dataclass
+class _NuisanceSpec:
+    """A measurement nuisance from ``result.yaml: nuisance:`` in the shape of a ParameterSpec."""
+
+    name: str
+    unit: str
+    lower: float
+    upper: float
+    nominal: float
+    meaning: str = ""
+    scale: str = "linear"
+    kind: str = "nuisance"
+    frozen: bool = False
+
+    @classmethod
+    def of(cls, name: str, d: Mapping[str, Any]) -> "_NuisanceSpec":
+        return cls(name, str(d.get("unit", "")), float(d.get("lower", -math.inf)), float(d.get("upper", math.inf)),
+                   float(d.get("value", math.nan)), str(d.get("meaning", "")))
+
+    def to_unit(self, v: float) -> float:
+        span = self.upper - self.lower
+        return (v - self.lower) / span if math.isfinite(span) and span > 0 else 0.5
+
+
 def parameter_rows(run: RunSummary) -> list[ParameterRow]:
     """Every parameter of the run, free first, with interval, reliability, truth and bound flags."""
     start = run.start_values
@@ -107,6 +132,7 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
     weak = _weak_names(run)
     rows = []
     specs = sorted(run.parameters.specs, key=lambda s: s.frozen)
+    specs += [_NuisanceSpec.of(n, d) for n, d in run.nuisance.items() if n not in run.parameters]
     for s in specs:
         final = float(s.nominal)
         row = ParameterRow(s.name, s.unit, s.kind, s.meaning, float(s.lower), float(s.upper), s.scale, bool(s.frozen),
@@ -121,7 +147,7 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
             row.interval_method = str(g.get("method") or "interval supplied by the run")
         elif row.std is not None:
             row.interval = (final - Z95 * row.std, final + Z95 * row.std)
-            row.interval_method = "Gauss–Newton ±1.96σ: local, assumes independent errors, optimistic"
+            row.interval_method = "Gauss–Newton ±1.96σ, local (linearised at the result)"
         elif s.frozen:
             row.interval_method = "frozen, not calibrated"
         else:
@@ -181,9 +207,11 @@ def _residual_items(diag: Any) -> list[str]:
         return [diag]
     if isinstance(diag, Mapping):
         items = diag.get("findings") or diag.get("items") or []
+        if isinstance(items, list):  # only what the diagnosis flags as a warning is an insight
+            items = [f for f in items if not isinstance(f, Mapping) or f.get("severity", "warning") == "warning"]
         if diag.get("misspecified") is False and not items:  # a quiet diagnosis is not an insight
             return []
-        out = [str(diag["summary"])] if diag.get("summary") else []
+        out = [str(diag["summary"])] if diag.get("summary") and diag.get("misspecified") else []
         for f in items if isinstance(items, list) else []:
             out.append(str(f.get("text") or f.get("message") or f) if isinstance(f, Mapping) else str(f))
         if not out:

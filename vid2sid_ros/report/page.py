@@ -158,9 +158,11 @@ def _parameters_html(rows: Sequence[ParameterRow]) -> str:
         out.append(row)
         cls.append("bad" if (r.at_bound or (r.interval is not None and not r.reliable)) else "")
     note = ("<p class=\"muted\">Interval: ±1.96 σ of the Gauss–Newton (linearised least-squares) covariance at "
-            "the identified point, cov = s²(JᵀJ)⁻¹ (Ljung, System Identification, §9.3); it assumes independent "
-            "pixel errors and a converged fit, so it is optimistic. Rows shaded: unreliable interval or value at "
-            "a bound. \"n/a\": not computed for this row (reason given in the cell).</p>")
+            "the identified point, cov = s²(JᵀJ)⁻¹ times the residuals' autocorrelation time (Ljung, System "
+            "Identification, §9.3); it is local and assumes a converged fit and a right model — a lower bound when "
+            "the residual diagnosis reports a misspecification. Rows shaded: unreliable interval or value at a "
+            "bound. Kind \"nuisance\": measurement parameters (latency, camera, marker offsets) identified with "
+            "the physics, never written into the model. \"n/a\": not computed for this row.</p>")
     return table(hdr, out, row_classes=cls) + note
 
 

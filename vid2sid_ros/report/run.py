@@ -96,6 +96,7 @@ class RunSummary:
     config: dict[str, Any] = field(default_factory=dict)
     trials: list[TrialCurves] = field(default_factory=list)
     truth: dict[str, float] | None = None
+    nuisance: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def stopped(self) -> str:
@@ -184,6 +185,15 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunSummary:
         raise ReportError(f"{d}: {err}") from None
     if not result.get("real_source") and meta.get("real_source"):
         result["real_source"] = meta["real_source"]
+    nuisance: dict[str, dict[str, Any]] = {}
+    try:  # measurement nuisances (latency, camera pose, marker offsets): identified, never in the model spec
+        import yaml
+
+        doc = yaml.safe_load((d / "result.yaml").read_text(encoding="utf-8")) or {}
+        if isinstance(doc.get("nuisance"), Mapping):
+            nuisance = {str(k): dict(v) for k, v in doc["nuisance"].items() if isinstance(v, Mapping)}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ReportError(f"{d / 'result.yaml'}: {err}") from None
     trials = load_trials(d / "trials.json") if (d / "trials.json").is_file() else []
     truth = None
     if isinstance(result.get("truth"), Mapping):
@@ -195,7 +205,8 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunSummary:
         t = _read_json(d / "real_trial.json").get("truth")
         truth = {str(k): float(v) for k, v in t.items()} if isinstance(t, Mapping) else None
     return RunSummary(label or str(result.get("proposer") or d.name), d, result, records, params,
-                      dict(result.get("rig") or meta.get("rig") or {}), dict(meta.get("config") or {}), trials, truth)
+                      dict(result.get("rig") or meta.get("rig") or {}), dict(meta.get("config") or {}), trials, truth,
+                      nuisance)
 
 
 # -- trajectories.json -----------------------------------------------------------------

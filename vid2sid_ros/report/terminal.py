@@ -47,8 +47,8 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     rows = parameter_rows(r)
     free = [p for p in rows if not p.frozen]
     lines.append("identified parameters (95 % interval: " + (
-        "Gauss–Newton, local and optimistic: assumes independent errors" if all(p.reliable for p in free if p.interval)
-        else "Gauss–Newton, local and optimistic; UNRELIABLE where marked") + "):")
+        "Gauss–Newton, local" if all(p.reliable for p in free if p.interval)
+        else "Gauss–Newton, local; UNRELIABLE where marked") + "):")
     width = max((len(p.name) for p in free), default=8)
     for p in free:
         line = f"  {p.name:>{width}s} = {p.final:.6g} {p.unit}"
