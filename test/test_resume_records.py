@@ -1,0 +1,224 @@
+"""The loop's resume machinery at library level, fast: run directory checks, iterations.jsonl
+reading and validation, record (de)serialisation. One 3-iteration toy run is made per module
+and copied per test; each test damages the copy the way a crash, an editor or another run
+would, and checks the exact refusal (file, line, what) or the exact recovery.
+(The CLI-level checks are in test_run_dir_safety.py; this file is what bench/mutation.py
+runs the resume mutants against.)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vid2sid_ros.calibration.loop import (CalibrationConfig, CalibrationError, check_run_dir, load_history,
+                                          record_from_dict, record_to_dict, run_calibration)
+from vid2sid_ros.calibration.proposer import Proposal
+from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.core.parameters import ParameterSet
+from vid2sid_ros.sim.toy import make_rig
+
+CFG = CalibrationConfig(iterations=3, rollout_budget=None, seed=0, identifiability=False, final_identifiability=False)
+
+
+class _Stepper:
+    """Moves the stiffness by a fixed step each iteration and keeps a memory (a proposer state)."""
+
+    name = "reasoner"  # the name a resume signature is checked against
+
+    def propose(self, ctx):
+        k = ctx.current["stiffness"] + 0.05
+        return Proposal(values={"stiffness": k}, rationale=f"stiffness -> {k:.2f} N·m/rad", confidence=0.5,
+                        state={"iteration": ctx.iteration, "stiffness": k})
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    rig = make_rig()
+    real = make_sim2sim_trial(rig, {"stiffness": 0.62, "damping": 0.035, "gain": 0.21}, seed=1, noise="keypoint")
+    rd = tmp_path_factory.mktemp("run") / "run"
+    res = run_calibration(rig, real, _Stepper(), CFG, rd)
+    assert len(res.history) == 4
+    return rig, real, rd, res
+
+
+@pytest.fixture
+def run(base, tmp_path):
+    rig, real, rd, res = base
+    out = tmp_path / "run"
+    shutil.copytree(rd, out)
+    return rig, real, out, res
+
+
+def _lines(rd: Path) -> list[str]:
+    return (rd / "iterations.jsonl").read_text().splitlines(keepends=True)
+
+
+def _write(rd: Path, lines: list[str]) -> None:
+    (rd / "iterations.jsonl").write_text("".join(lines))
+
+
+def _spec(rd: Path) -> ParameterSet:
+    """The spec the run was made with (the loop adds the measurement nuisances to the rig's)."""
+    return ParameterSet.from_dict({"parameters": json.loads((rd / "run.json").read_text())["signature"]["parameters"]})
+
+
+def _check(rig, real, rd, **kw):
+    cfg = replace(CFG, resume=True, **kw)
+    spec = _spec(rd) if rd is not None and (rd / "run.json").is_file() else rig.parameters
+    return check_run_dir(rd, proposer_name="reasoner", config=cfg, parameters=spec, real=real)
+
+
+def _edit(line: str, **changes) -> str:
+    d = json.loads(line)
+    for k, v in changes.items():
+        if "." in k:
+            a, b = k.split(".")
+            d[a][b] = v
+        else:
+            d[k] = v
+    # 1e999 is a JSON number that overflows to inf (not the NaN/Infinity constants refused while parsing)
+    return json.dumps(d).replace("Infinity", "1e999") + "\n"
+
+
+def test_history_round_trips_with_proposer_states(run):
+    rig, real, rd, res = run
+    hist = load_history(rd)
+    assert [r.iteration for r in hist] == [0, 1, 2, 3]
+    assert [r.values for r in hist] == [r.values for r in res.history]
+    assert [r.error_px for r in hist] == [r.error_px for r in res.history]
+    assert [r.rollouts_used for r in hist] == [r.rollouts_used for r in res.history]
+    states = [r.extra.get("proposer_state") for r in hist[1:]]
+    assert [s["iteration"] for s in states] == [1, 2, 3]  # re-attached from proposer_state/iter_NNNN.json
+    assert all("proposer_state" not in json.loads(x)["extra"] for x in _lines(rd))  # kept out of the jsonl
+    pre = _check(rig, real, rd)
+    assert [r.iteration for r in pre.records] == [1, 2, 3] and pre.initial.iteration == 0
+    assert pre.good == (rd / "iterations.jsonl").stat().st_size
+
+
+def test_torn_last_line_is_dropped_not_refused(run):
+    rig, real, rd, _ = run
+    lines = _lines(rd)
+    good = sum(len(x.encode()) for x in lines[:2])
+    _write(rd, lines[:2] + [lines[2][: len(lines[2]) // 2]])  # killed while writing iteration 3
+    assert [r.iteration for r in load_history(rd)] == [0, 1, 2]
+    pre = _check(rig, real, rd)
+    assert [r.iteration for r in pre.records] == [1, 2] and pre.good == good
+    _write(rd, lines[:2] + ["{not json\n"])  # torn with a newline: still the last line
+    assert _check(rig, real, rd).good == good
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("corrupt_middle", "line 2 is corrupt (not JSON) but later lines follow"),
+    ("duplicate", "line 3: iteration 2 where 3 was expected (a duplicate of an earlier iteration)"),
+    ("gap", "line 2: iteration 3 where 2 was expected (iterations are missing)"),
+    ("nan_error", "line 2: non-finite number NaN"),
+    ("inf_value", "line 1: non-finite number(s) in values.stiffness"),
+    ("negative_rollouts", "line 2: rollouts_used -2 is negative"),
+    ("rollouts_total", "line 3: rollouts_total 999 but the iterations so far used"),
+    ("minus_inf_error", "line 1: non-finite number(s) in error_px"),
+    ("malformed", "line 2: malformed iteration record (KeyError"),
+])
+def test_damaged_sequences_are_refused_naming_the_line(run, damage, message):
+    rig, real, rd, _ = run
+    a, b, c = _lines(rd)
+    damaged = {
+        "corrupt_middle": [a, "{oops\n", c],
+        "duplicate": [a, b, b],
+        "gap": [a, c],
+        "nan_error": [a, b.replace('"error_px": ', '"error_px": NaN, "x": ', 1), c],
+        "inf_value": [_edit(a, **{"values.stiffness": 1e999}), b, c],
+        "negative_rollouts": [a, _edit(b, rollouts_used=-2), c],
+        "rollouts_total": [a, b, _edit(c, **{"extra.rollouts_total": 999})],
+        "minus_inf_error": [_edit(a, error_px=-1e999), b, c],
+        "malformed": [a, json.dumps({k: v for k, v in json.loads(b).items() if k != "values"}) + "\n", c],
+    }[damage]
+    _write(rd, damaged)
+    before = (rd / "iterations.jsonl").read_bytes()
+    for call in (lambda: load_history(rd), lambda: _check(rig, real, rd)):
+        with pytest.raises(CalibrationError) as err:
+            call()
+        assert str(rd / "iterations.jsonl") in str(err.value) and message in str(err.value), str(err.value)
+    assert (rd / "iterations.jsonl").read_bytes() == before  # nothing changed
+
+
+def test_proposer_state_missing_for_a_middle_line_refuses_for_the_last_line_drops(run):
+    rig, real, rd, _ = run
+    a, b, c = _lines(rd)
+    (rd / json.loads(c)["extra"]["proposer_state_file"]).unlink()
+    assert [r.iteration for r in _check(rig, real, rd).records] == [1, 2]  # the last iteration was torn
+    (rd / json.loads(b)["extra"]["proposer_state_file"]).unlink()
+    _write(rd, [a, b, c])
+    with pytest.raises(CalibrationError, match=r"line 2: proposer state .*iter_0002\.json is missing or corrupt"):
+        _check(rig, real, rd)
+
+
+def test_run_directory_refusals(run, tmp_path):
+    rig, real, rd, _ = run
+    with pytest.raises(CalibrationError, match="already holds a calibration run"):
+        check_run_dir(rd, proposer_name="reasoner", config=CFG, parameters=rig.parameters, real=real)
+    with pytest.raises(CalibrationError, match="resume needs a run directory"):
+        _check(rig, real, None)
+    assert check_run_dir(None, proposer_name="reasoner", config=CFG, parameters=rig.parameters, real=real) is None
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(CalibrationError, match="is a file, expected a run directory"):
+        _check(rig, real, afile)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(CalibrationError, match="no calibration run there"):
+        _check(rig, real, empty)
+    assert check_run_dir(empty, proposer_name="reasoner", config=CFG, parameters=rig.parameters, real=real) is None
+    with pytest.raises(CalibrationError, match=r"'seed' differs from the interrupted run \(0 vs 1\)"):
+        _check(rig, real, rd, seed=1)
+    with pytest.raises(CalibrationError, match="'rollout_budget' differs"):
+        _check(rig, real, rd, rollout_budget=50)
+    with pytest.raises(CalibrationError, match=r"'proposer' differs .*'reasoner' vs 'cmaes'"):
+        check_run_dir(rd, proposer_name="cmaes", config=replace(CFG, resume=True), parameters=_spec(rd), real=real)
+    d = _spec(rd).to_dict()
+    d["parameters"] = [{**p, "lower": 0.2} if p["name"] == "stiffness" else p for p in d["parameters"]]
+    narrower = ParameterSet.from_dict(d)
+    with pytest.raises(CalibrationError, match=r"'parameters' differs .*stiffness\.lower: 0\.1 vs 0\.2"):
+        check_run_dir(rd, proposer_name="reasoner", config=replace(CFG, resume=True), parameters=narrower, real=real)
+    (rd / "run.json").unlink()
+    with pytest.raises(CalibrationError, match="run.json is missing but iterations.jsonl and proposer_state/"):
+        check_run_dir(rd, proposer_name="reasoner", config=CFG, parameters=rig.parameters, real=real)
+
+
+def test_corrupt_run_json_is_named(run):
+    rig, real, rd, _ = run
+    spec = _spec(rd)
+    (rd / "run.json").write_text("{half")
+    with pytest.raises(CalibrationError, match=r"run\.json: corrupt run file \(JSONDecodeError"):
+        check_run_dir(rd, proposer_name="reasoner", config=replace(CFG, resume=True), parameters=spec, real=real)
+    (rd / "run.json").write_text(json.dumps({"signature": {}}))
+    with pytest.raises(CalibrationError, match=r"run\.json: not a calibration run file \(expected a JSON object with "
+                                               r"'initial'\)"):
+        load_history(rd)
+    (rd / "run.json").unlink()
+    with pytest.raises(FileNotFoundError, match="run.json missing"):
+        load_history(rd)
+
+
+def test_records_serialise_non_finite_errors_as_null_and_back(run):
+    _, _, _, res = run
+    rec = replace(res.history[1], error_px=math.inf, per_keypoint_px={"tip": math.nan}, confidence=0.25)
+    d = record_to_dict(rec)
+    assert d["error_px"] is None and d["per_keypoint_px"] == {"tip": None} and d["confidence"] == 0.25
+    back = record_from_dict(json.loads(json.dumps(d)))
+    assert back.error_px == math.inf and math.isnan(back.per_keypoint_px["tip"]) and back.values == rec.values
+    assert back.iteration == rec.iteration and back.rollouts_used == rec.rollouts_used and back.notes == rec.notes
+    with_state = replace(rec, extra={**rec.extra, "proposer_state": {"k": 1}})
+    assert "proposer_state" in record_to_dict(with_state)["extra"]
+    assert "proposer_state" not in record_to_dict(with_state, with_state=False)["extra"]
+    d2 = {k: v for k, v in d.items() if k not in ("confidence", "rollouts_used", "notes", "extra", "wall_s")}
+    minimal = record_from_dict(d2)
+    assert (minimal.confidence, minimal.rollouts_used, minimal.notes, minimal.extra, minimal.wall_s) == (0.0, 0, [], {},
+                                                                                                         0.0)
+    with pytest.raises(CalibrationError, match=r"^here: malformed iteration record \(KeyError"):
+        record_from_dict({"iteration": 1}, source="here")
