@@ -235,3 +235,54 @@ def test_calibrate_benchmark_and_track_take_the_rig_file(slider, tmp_path, capsy
     assert traj["names"] == ["cart"]
     rc = main(["track", str(clip), "--rig", str(_variant(slider, "rig: slider", "rig: os:system", "evil.yaml"))])
     assert rc == 2 and "never runs code unless you allow it" in capsys.readouterr().err
+
+
+def _wrong_value(type_text: str):
+    """A value of none of the key's types (None when every kind of value is accepted)."""
+    from vid2sid_ros.rigs.schema import _type_ok
+
+    tokens = [t.strip() for t in type_text.split("|")]
+    for v in (3.5, "abc", True, [1, 2], {"x": 1}):
+        if not any(_type_ok(t, v) for t in tokens):
+            return v
+    return None
+
+
+def _doc_with(path: str, value):
+    """A minimal document holding ``value`` at schema ``path`` (lists get one item), and its location."""
+    doc: dict = {}
+    node, where = doc, []
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        is_list = part.endswith("[]")
+        name = part[:-2] if is_list else part
+        if name == "*":
+            name = "anything"
+        where.append(f"{name}[0]" if is_list else name)
+        if last:
+            node[name] = value
+        elif is_list:
+            item = {"source": {"sim2sim": {}}} if name == "trials" else {}
+            node[name] = [item]
+            node = item
+        else:
+            node[name] = node.get(name) if isinstance(node.get(name), dict) else {}
+            node = node[name]
+    return doc, ".".join(where)
+
+
+def test_every_key_of_the_schema_refuses_a_wrong_type_naming_file_and_key():
+    from vid2sid_ros.rigs.schema import all_keys, validate_tree
+
+    checked = 0
+    for key in all_keys():
+        bad = _wrong_value(key.type)
+        if bad is None:
+            continue  # a free-form key (any value is valid there)
+        doc, where = _doc_with(key.path, bad)
+        with pytest.raises(RigConfigError) as e:
+            validate_tree(doc, "rig.yaml")
+        assert str(e.value).startswith(f"rig.yaml:{where}: expected "), (key.path, str(e.value))
+        checked += 1
+    assert checked > 100  # nearly every key has a type to get wrong

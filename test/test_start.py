@@ -114,3 +114,21 @@ def test_start_block_errors_name_file_and_key():
         parse_start({"points": 0}, "f.yaml:calibration.start")
     cfg, values = parse_start({"points": 4, "length": 1.0}, "x")
     assert cfg == StartConfig("multistart", 4, None) and values == {"length": 1.0}
+
+
+def test_calibrate_charges_the_multistart_to_the_budget(tmp_path, capsys):
+    clip = tmp_path / "swing.mp4"
+    _swing_clip(clip)
+    cfg = _rig_files(tmp_path, clip, start={"kind": "multistart", "points": 5})
+    rc = main(["calibrate", str(cfg), "--budget", "20", "--out", str(tmp_path / "run")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "start: multistart: 5 Sobol points + the start point, 6 rollouts" in out
+    import json
+
+    res = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert res["rollouts"] <= 20 - 6  # the proposer got what the start stage left
+    rc = main(["calibrate", str(cfg), "--budget", "6", "--out", str(tmp_path / "run2")])
+    assert rc == 2 and "calibration.start.points: the multistart costs 6 rollouts, the whole budget is 6" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "run2").exists()
