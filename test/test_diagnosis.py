@@ -80,3 +80,22 @@ def test_benchmark_cli_rejects_a_bad_misspecification_in_one_line(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert code == 2 and "unknown kind 'lag'; valid: latency, frozen, friction, camera, drops" in err
     assert len(err.splitlines()) == 1 and not (tmp_path / "b").exists()
+
+
+def test_unmodelled_tendon_friction_on_the_finger_is_named_not_blamed_on_a_frozen_parameter():
+    from vid2sid_ros.calibration.sim2sim import draw_ground_truth
+    from vid2sid_ros.sim.registry import make_rig as make_registered
+
+    rig = make_registered("finger")
+    truth = draw_ground_truth(rig.parameters, 0)
+    real = make_sim2sim_trial(rig, truth, seed=0, noise="camera", misspecify="friction=0.3")  # as the benchmark
+    res = run_calibration(rig, real, make_proposer("reasoner"),
+                          CalibrationConfig(iterations=10, rollout_budget=40, identifiability=False,
+                                            final_identifiability=False))
+    d = res.diagnosis
+    assert "friction" in [f["kind"] for f in d["findings"] if f["severity"] == "warning"], d["text"]
+    assert "frozen" not in d["kinds"]  # the armature release probe explains less: not blamed
+    assert set(d["statistics"]["friction_probe"]) == {"tendon_frictionloss"}  # joint friction is a parameter
+    assert d["statistics"]["friction_probe"]["tendon_frictionloss"]["predicted_drop"] > \
+        d["statistics"]["release_probe"]["joint_armature"]["predicted_drop"]
+    assert "lacks Coulomb friction in the tendons" in d["text"]

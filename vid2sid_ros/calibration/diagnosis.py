@@ -23,9 +23,14 @@ kind            test (evidence in ``Finding.evidence``)
                 residual a joint least-squares step with that parameter released would give (the residual
                 projected on the probe column orthogonalised against the free columns). Warns when the
                 predicted drop is ≥ 30 %, naming the parameter and the value it points to.
-``friction``    the residual along the twin's direction of motion, regressed on ``|v|`` (lag-like) and on
-                ``sign of motion`` (a constant force against the motion: Coulomb friction or backlash). Warns
-                when the sign term explains ≥ 15 % of the squared residual and ≥ 0.3 px.
+``friction``    (a) *unmodelled-friction probe* on MuJoCo twins: the same release probe for Coulomb friction
+                the spec does not model — ``tendon_frictionloss`` of every tendon, and ``dof_frictionloss`` of
+                every DoF when no parameter targets it — raised by 0.01 (N or N·m); warns when its predicted
+                drop is ≥ 30 % and larger than every frozen parameter's (the better explanation is named, the
+                weaker one dropped). (b) the residual along the twin's direction of motion, regressed on
+                ``|v|`` (lag-like) and on ``sign of motion`` (a constant force against the motion: Coulomb
+                friction or backlash); warns when the sign term explains ≥ 15 % of the squared residual and
+                ≥ 0.3 px.
 ``offset``      a constant per-keypoint bias (mean residual over every trial). Warns when it is ≥ 0.5 (in the
                 unit) and explains ≥ 30 % of that keypoint's squared residual: a marker off its site or a
                 camera offset.
@@ -60,7 +65,7 @@ __all__ = ["Finding", "Diagnosis", "diagnose", "THRESHOLDS"]
 THRESHOLDS: dict[str, float] = {
     "lag_frames": 0.15, "lag_share": 0.25, "latency_note_frames": 0.2, "timing_growth_frames": 0.3,
     "frozen_drop": 0.30, "friction_share": 0.15, "friction_min": 0.3, "offset_min": 0.5, "offset_share": 0.30,
-    "structure_rho": 0.9, "structure_motion_share": 0.01, "probe_step": 0.05,
+    "friction_probe_step": 0.01, "structure_rho": 0.9, "structure_motion_share": 0.01, "probe_step": 0.05,
 }
 
 
@@ -188,6 +193,50 @@ def _motion_scale(reals: Sequence[Trajectory]) -> float:
             if x.shape[0] > 2:
                 vals.append(float(np.mean(np.sum((x - x.mean(axis=0)) ** 2, axis=1))))
     return float(math.sqrt(np.mean(vals))) if vals else 0.0
+
+
+def _unmodelled_friction_fields(model: Any, params: ParameterSet) -> list[str]:
+    """Friction fields of a MuJoCo model that no parameter target writes (tendons, then DoFs)."""
+    if model is None:
+        return []
+    targeted = " ".join(s.target for s in params)
+    out = []
+    if getattr(model, "ntendon", 0) > 0 and hasattr(model, "tendon_frictionloss") and "tendon_frictionloss" not in targeted:
+        out.append("tendon_frictionloss")
+    if getattr(model, "nv", 0) > 0 and hasattr(model, "dof_frictionloss") and "dof_frictionloss" not in targeted:
+        out.append("dof_frictionloss")
+    return out
+
+
+def _free_columns(objective: TrialObjective, params: ParameterSet, full: Mapping[str, float], r0: np.ndarray):
+    """(forward-difference residual columns of the free parameters, rollouts spent)."""
+    h = THRESHOLDS["probe_step"]
+    cols, spent = [], 0
+    for s in params.free:
+        u = s.to_unit(full[s.name])
+        step = h if u + h <= 1.0 else -h
+        pev, _ = objective.evaluate({**full, s.name: s.from_unit(u + step)})
+        spent += pev.rollouts
+        if not pev.failed:
+            cols.append((residual_vector(pev.sim, objective.real) - r0) / step)
+    return cols, spent
+
+
+def _release_drop(r0: np.ndarray, col: np.ndarray, free_cols: Sequence[np.ndarray]) -> tuple[float, float | None]:
+    """(share of the squared residual a joint step with ``col`` released removes, the step along ``col``)."""
+    good = np.isfinite(r0) & np.isfinite(col)
+    for c in free_cols:
+        good &= np.isfinite(c)
+    r, q = r0[good], col[good]
+    total = float(np.sum(r0[good] ** 2))
+    if free_cols:
+        F = np.stack([c[good] for c in free_cols], axis=1)
+        q = q - F @ np.linalg.lstsq(F, q, rcond=None)[0]
+        r = r - F @ np.linalg.lstsq(F, r, rcond=None)[0]
+    qq = float(q @ q)
+    if qq <= 0 or total <= 0:
+        return 0.0, None
+    return float((q @ r) ** 2 / qq) / total, -float(q @ r) / qq
 
 
 def diagnose(objective: TrialObjective, values: Mapping[str, float], *,
@@ -328,6 +377,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *,
 
     # -- frozen-parameter release probe -------------------------------------------------------------
     frozen = [s for s in params if s.frozen and s.kind == "physics"]
+    free_cols: list[np.ndarray] = []
     if probe and frozen:
         h = THRESHOLDS["probe_step"]
         r0 = residual_vector(ev.sim, reals)
@@ -379,6 +429,53 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *,
                                         f"(the residual points to about {format_value(target, s.unit)}).",
                                         {"parameter": s.name, "predicted_drop": drop, "points_to": target}))
         stats["release_probe"] = probes
+
+    # -- unmodelled friction probe (MuJoCo twins) ------------------------------------------------
+    model = getattr(objective.twin, "model", None)
+    fields = _unmodelled_friction_fields(model, params) if probe else []
+    if fields:
+        r0 = residual_vector(ev.sim, reals)
+        h = THRESHOLDS["friction_probe_step"]
+        cols, n = [], 0
+        cache = getattr(objective, "_cache", None)
+        for fld in fields:
+            arr = getattr(model, fld)
+            old = np.array(arr, copy=True)
+            try:
+                if cache is not None:
+                    cache.clear()  # the rollout cache keys on parameter values; this probe changes the model
+                arr[:] = old + h
+                pev, _ = objective.evaluate(full)
+            finally:
+                arr[:] = old
+                if cache is not None:
+                    cache.clear()
+            spent += pev.rollouts
+            if not pev.failed:
+                cols.append(((residual_vector(pev.sim, reals) - r0) / h, fld))
+        free_cols = free_cols if probe and frozen else _free_columns(objective, params, full, r0)
+        if isinstance(free_cols, tuple):
+            free_cols, extra = free_cols
+            spent += extra
+        fr_probes = {}
+        for col, fld in cols:
+            drop, du = _release_drop(r0, col, free_cols)
+            fr_probes[fld] = {"predicted_drop": drop, "points_to_added": du * h if du is not None else None}
+        stats["friction_probe"] = fr_probes
+        if fr_probes:
+            fld, best = max(fr_probes.items(), key=lambda kv: kv[1]["predicted_drop"])
+            frozen_best = max((p["predicted_drop"] for p in stats.get("release_probe", {}).values()), default=0.0)
+            if best["predicted_drop"] >= THRESHOLDS["frozen_drop"] and best["predicted_drop"] > frozen_best:
+                findings = [f for f in findings if not (f.kind == "frozen" and
+                                                        f.evidence["predicted_drop"] < best["predicted_drop"])]
+                where = "the tendons" if fld.startswith("tendon") else "the joints"
+                findings.append(Finding("friction", "warning",
+                                        f"The model probably lacks Coulomb friction in {where}: adding it "
+                                        f"({fld}, which no parameter sets) would lower the training error by about "
+                                        f"{100 * best['predicted_drop']:.0f} %, more than freeing any frozen "
+                                        f"parameter ({100 * frozen_best:.0f} %).",
+                                        {"field": fld, "predicted_drop": best["predicted_drop"],
+                                         "frozen_best_drop": frozen_best}))
 
     explained = {f.kind for f in findings if f.severity == "warning"}
     if (rho >= THRESHOLDS["structure_rho"] and ratio >= THRESHOLDS["structure_motion_share"]
