@@ -216,6 +216,8 @@ def test_benchmark_report_tables_distributions_and_spread(tmp_path):
     for s in ("summary", "insights", "methods", "per-parameter", "seeds", "distributions"):
         assert s in ids
     assert "–" not in doc.split("<body>", 1)[1]  # no unexplained dash
+    md = (tmp_path / "b2" / "results.md").read_text()
+    assert "–" not in md and "over 2 seeds" in md and "± = standard deviation over seeds" in md
     assert "n/a (1 seed)" not in doc
     res = json.loads((tmp_path / "b2" / "results.json").read_text())
     one = dict(res, per_seed=res["per_seed"][:1], seeds=res["seeds"][:1],

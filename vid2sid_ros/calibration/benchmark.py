@@ -273,7 +273,13 @@ def _write(out_dir: Path, results: Mapping[str, Any]) -> None:
 
 
 def _f(x: Any, fmt: str) -> str:
-    return "–" if x is None else format(x, fmt)
+    return "n/a" if x is None else format(x, fmt)
+
+
+def _spread(r: Mapping[str, Any]) -> str:
+    """The ± of the error column: std over seeds, or why there is none."""
+    n = int(r.get("seeds", 0) or 0)
+    return f"±{100 * r['std_rel_param_error_over_seeds']:.1f} over {n} seeds" if n > 1 else "1 seed: no spread"
 
 
 def format_results_markdown(results: Mapping[str, Any]) -> str:
@@ -296,12 +302,15 @@ def format_results_markdown(results: Mapping[str, Any]) -> str:
         elif "false_alarms" in r:
             det = f"no misspecification; false alarms {r['false_alarms']}/{n}"
         else:
-            det = "–"
+            det = "not tested"
         le = r.get("latency_error_frames")
-        lines.append(f"| {m} | {100 * r['mean_rel_param_error']:.1f} % (±{100 * r['std_rel_param_error_over_seeds']:.1f}) "
+        lines.append(f"| {m} | {100 * r['mean_rel_param_error']:.1f} % ({_spread(r)}) "
                      f"| {_f(r['holdout_mae_px'], '.2f')} | {_f(r['train_mae_px'], '.2f')} | {_f(r['rollouts'], '.0f')} "
                      f"| {_f(r['iterations'], '.1f')} | {_f(r['wall_s'], '.1f')} | {det} "
-                     f"| {'–' if not le else format(le['mean'], '.3f') + ' (max ' + format(le['max'], '.3f') + ')'} |")
+                     f"| {'n/a' if not le else format(le['mean'], '.3f') + ' (max ' + format(le['max'], '.3f') + ')'} |")
+    lines += ["", "± = standard deviation over seeds of each seed's mean error (needs two seeds or more); n/a = not "
+              "measured for that method (no holdout excitation, no evaluation, or latency not free); misspecification "
+              "\"not tested\" = run without --misspecify."]
     lines += ["", "Mean relative error per parameter:", "",
               "| method | " + " | ".join(free) + " |", "|---|" + "---|" * len(free)]
     for m in order:
@@ -310,7 +319,7 @@ def format_results_markdown(results: Mapping[str, Any]) -> str:
     lines += ["", "Mean relative parameter error per seed:", "",
               "| seed | " + " | ".join(order) + " |", "|---|" + "---|" * len(order)]
     for s in results["per_seed"]:
-        cells = [f"{100 * s['methods'][m]['mean_rel_error']:.1f} %" if m in s["methods"] else "–" for m in order]
+        cells = [f"{100 * s['methods'][m]['mean_rel_error']:.1f} %" if m in s["methods"] else "not run" for m in order]
         lines.append(f"| {s['seed']} | " + " | ".join(cells) + " |")
     warns = [f"- seed {s['seed']}: {s['identifiability_warning']}" for s in results["per_seed"]
              if s.get("identifiability_warning")]
