@@ -150,3 +150,21 @@ def test_signatures_in_the_trajectory_unit(tmp_path):
     assert sig["peak_amplitude"].unit == "m" and 0.01 < sig["peak_amplitude"].value < 0.2
     assert sig["dominant_frequency"].unit == "Hz" and math.isfinite(sig["dominant_frequency"].value)
     assert math.isfinite(sig["decay_rate"].value)  # the 0.5 px noise floor would have hidden a motion in m
+
+
+def test_vlm_prompt_speaks_the_measurement_unit(tmp_path):
+    from vid2sid_ros.calibration.prompt import build_prompt, trajectory_plot_png
+    from vid2sid_ros.calibration.proposer import ProposalContext
+
+    twin = make_twin(tmp_path)
+    twin.set_parameters(TRUTH)
+    exc = release_excitation("t0", POSES[0], free_s=0.3)
+    p, _ = _real_pair(twin, exc)
+    obj = TrialObjective(twin, [exc], [p])
+    ev, _ = obj.evaluate(TRUTH)
+    ctx = ProposalContext(parameters=twin.parameters, current=dict(TRUTH), current_eval=ev, real=[p])
+    text = build_prompt(ctx).render_text()
+    assert "overall trajectory MAE: 2 mm" in text            # 0.002 m shown in mm
+    assert "3-D marker positions (mm" in text and "| mean offset sim-real x mm | y mm | z mm |" in text
+    assert " px" not in text.split("Reply format")[0].replace("(px; x = column", "")
+    assert trajectory_plot_png(p, ev.sim[0])[:4] == b"\x89PNG"

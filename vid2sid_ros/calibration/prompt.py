@@ -33,7 +33,8 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, Field, create_model
 
-from ..core.trajectory import Trajectory, align
+from ..core.trajectory import Trajectory, align, display_unit
+from .objective import measurement_unit
 from .proposer import IterationRecord, ProposalContext
 
 __all__ = [
@@ -217,12 +218,17 @@ class TrialMetrics:
             mean offset x px, mean offset y px)}``; motion range is the diagonal of
             the bounding box of the keypoint's path, offset is sim minus real.
         real_valid_fraction: fraction of real samples tracked (perception quality).
+        unit: the trial's measurement unit (``px``; ``m`` for 3-D points, shown in mm;
+            ``rad`` for joints); the values above are in it, with one offset per coordinate.
+        kind: the trajectory kind (``image``, ``points``, ``joints``).
     """
 
     trial_id: str
     mae_px: float
-    per_keypoint: dict[str, tuple[float, float, float, float, float]]
+    per_keypoint: dict[str, tuple[float, ...]]
     real_valid_fraction: float
+    unit: str = "px"
+    kind: str = "image"
 
 
 @dataclass(frozen=True)
@@ -234,6 +240,7 @@ class MetricsBrief:
     trials: tuple[TrialMetrics, ...]
     failed: bool
     message: str
+    unit: str = "px"
 
 
 @dataclass(frozen=True)
@@ -378,8 +385,15 @@ class CalibrationPrompt:
         lines = [f"name: {self.rig_name}"]
         if self.rig_description:
             lines.append(f"description: {self.rig_description}")
-        lines.append(f"tracked keypoints (image space, px; x = column, y = row, origin top-left): "
-                     f"{', '.join(self.keypoints) if self.keypoints else '(none)'}")
+        kinds = {t.kind for t in self.metrics.trials} or {"image"}
+        if kinds == {"image"}:
+            lines.append(f"tracked keypoints (image space, px; x = column, y = row, origin top-left): "
+                         f"{', '.join(self.keypoints) if self.keypoints else '(none)'}")
+        else:
+            what = {"image": "image keypoints (px; x = column, y = row)", "points": "3-D marker positions (mm, "
+                    "x, y, z in the world frame, z up)", "joints": "joint coordinates (rad or m)"}
+            lines.append("measurements: " + "; ".join(what[k] for k in ("image", "points", "joints") if k in kinds)
+                         + f"; keypoints: {', '.join(self.keypoints) if self.keypoints else '(none)'}")
         lines.extend(self.rig_facts)
         return "\n".join(lines)
 
@@ -403,18 +417,24 @@ class CalibrationPrompt:
 
     def _metrics_text(self) -> str:
         m = self.metrics
-        lines = [f"overall trajectory MAE: {_g(m.error_px)} px (mean Euclidean keypoint error over training trials)"]
+        f, u = display_unit(m.unit)
+        what = ("in noise units: each trial's error divided by its measurement noise" if m.unit == "sigma"
+                else "mean Euclidean keypoint error over training trials")
+        lines = [f"overall trajectory MAE: {_g(f * m.error_px)} {u} ({what})"]
         if m.failed:
             lines.append(f"WARNING: the simulation at the current parameters failed: {m.message or 'no message'}")
         if m.per_keypoint_px:
-            lines.append("per keypoint MAE (px): " + ", ".join(f"{k} {_g(v)}" for k, v in m.per_keypoint_px.items()))
+            lines.append(f"per keypoint MAE ({u}): " + ", ".join(f"{k} {_g(f * v)}" for k, v in m.per_keypoint_px.items()))
         for t in m.trials:
-            lines.append(f"\ntrial '{t.trial_id}': MAE {_g(t.mae_px)} px, real keypoints tracked in "
+            tf, tu = display_unit(t.unit)
+            lines.append(f"\ntrial '{t.trial_id}': MAE {_g(tf * t.mae_px)} {tu}, real keypoints tracked in "
                          f"{100 * t.real_valid_fraction:.0f} % of samples")
-            lines.append("| keypoint | MAE px | real motion range px | sim motion range px | mean offset sim-real x px | y px |\n"
-                         "|---|---|---|---|---|---|")
-            for k, (e, rr, rs, dx, dy) in t.per_keypoint.items():
-                lines.append(f"| {k} | {_g(e)} | {_g(rr)} | {_g(rs)} | {_g(dx)} | {_g(dy)} |")
+            axes = {"image": ("x", "y"), "points": ("x", "y", "z"), "joints": ("q",)}.get(t.kind, ("x", "y"))
+            cols = ["keypoint", f"MAE {tu}", f"real motion range {tu}", f"sim motion range {tu}",
+                    f"mean offset sim-real {axes[0]} {tu}", *(f"{a} {tu}" for a in axes[1:])]
+            lines.append("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+            for k, vals in t.per_keypoint.items():
+                lines.append(f"| {k} | " + " | ".join(_g(tf * v) for v in vals) + " |")
         return "\n".join(lines)
 
     def _history_text(self) -> str:
@@ -426,7 +446,8 @@ class CalibrationPrompt:
         for h in self.history:
             vals = ", ".join(f"{k}={_g(v)}" for k, v in h.values.items())
             lines.append(f"- iteration {h.iteration + 1} [{h.proposer}]{' (BEST so far)' if h.best else ''}: "
-                         f"MAE {_g(h.error_px)} px, confidence {h.confidence:.2f}; values: {vals}; "
+                         f"MAE {_g(display_unit(self.metrics.unit)[0] * h.error_px)} {display_unit(self.metrics.unit)[1]}, "
+                         f"confidence {h.confidence:.2f}; values: {vals}; "
                          f"rationale: {h.rationale or '-'}")
         return "\n".join(lines)
 
@@ -527,7 +548,8 @@ def build_prompt(context: ProposalContext, options: PromptOptions | None = None)
 
     ev = context.current_eval
     trials = tuple(_trial_metrics(r, s) for r, s in zip(context.real, ev.sim))
-    metrics = MetricsBrief(float(ev.error_px), dict(ev.per_keypoint_px), trials, bool(ev.failed), ev.message)
+    metrics = MetricsBrief(float(ev.error_px), dict(ev.per_keypoint_px), trials, bool(ev.failed), ev.message,
+                           measurement_unit(list(context.real)))
 
     history, omitted = _history(context.history, ps.free_names, o)
 
@@ -550,10 +572,12 @@ def build_prompt(context: ProposalContext, options: PromptOptions | None = None)
     if o.overlay_plot and context.real and ev.sim:
         try:
             png = trajectory_plot_png(context.real[0], ev.sim[0])
-            media.append(MediaItem("image", "trajectory_plot",
-                                   f"keypoint x(t) and y(t) in px for trial '{context.real[0].trial_id}': solid = real, "
-                                   f"dashed = simulated at the current parameters (y axis inverted: image rows).",
-                                   "image/png", data=png))
+            r0 = context.real[0]
+            caption = (f"keypoint x(t) and y(t) in px for trial '{r0.trial_id}': solid = real, dashed = simulated at "
+                       "the current parameters (y axis inverted: image rows)." if r0.kind == "image" else
+                       f"{'3-D marker x, y, z (mm)' if r0.kind == 'points' else 'joint coordinates'} over time for "
+                       f"trial '{r0.trial_id}': solid = real, dashed = simulated at the current parameters.")
+            media.append(MediaItem("image", "trajectory_plot", caption, "image/png", data=png))
         except Exception as err:  # a plotting problem must not stop calibration
             notes.append(f"trajectory plot: could not be drawn ({type(err).__name__}: {err})")
 
@@ -567,26 +591,27 @@ def build_prompt(context: ProposalContext, options: PromptOptions | None = None)
 def _trial_metrics(real: Trajectory, sim: Trajectory) -> TrialMetrics:
     """Per-trial MAE, motion range and mean offset per keypoint (see :class:`TrialMetrics`)."""
     a, b = align(real, sim)
-    per: dict[str, tuple[float, float, float, float, float]] = {}
+    per: dict[str, tuple[float, ...]] = {}
     errs = []
+    D = a.keypoints.shape[2]
     for k, n in enumerate(a.names):
         ra, sb = a.keypoints[:, k], b.keypoints[:, k]
         both = a.valid[:, k] & b.valid[:, k]
         e = float(np.mean(np.linalg.norm(ra[both] - sb[both], axis=1))) if both.any() else float("nan")
         errs.append(np.linalg.norm(ra[both] - sb[both], axis=1))
-        off = np.mean(sb[both] - ra[both], axis=0) if both.any() else (float("nan"), float("nan"))
-        per[n] = (e, _motion_range(ra[a.valid[:, k]]), _motion_range(sb[b.valid[:, k]]), float(off[0]), float(off[1]))
+        off = np.mean(sb[both] - ra[both], axis=0) if both.any() else np.full(D, np.nan)
+        per[n] = (e, _motion_range(ra[a.valid[:, k]]), _motion_range(sb[b.valid[:, k]]), *map(float, off))
     allerr = np.concatenate(errs) if errs else np.zeros(0)
     frac = float(real.valid.mean()) if real.valid.size else 0.0
     return TrialMetrics(real.trial_id or sim.trial_id or "?", float(allerr.mean()) if allerr.size else float("nan"),
-                        per, frac)
+                        per, frac, real.unit_label, real.kind)
 
 
 def _motion_range(xy: np.ndarray) -> float:
-    """Diagonal of the bounding box of a path, px; NaN when empty. ``xy`` shape (N, 2)."""
+    """Diagonal of the bounding box of a path, in its unit; NaN when empty. ``xy`` shape (N, D)."""
     if xy.shape[0] == 0:
         return float("nan")
-    return float(np.hypot(*(xy.max(axis=0) - xy.min(axis=0))))
+    return float(np.linalg.norm(xy.max(axis=0) - xy.min(axis=0)))
 
 
 def _history(records: Sequence[IterationRecord], free_names: Sequence[str],
@@ -728,14 +753,19 @@ def trajectory_plot_png(real: Trajectory, sim: Trajectory, *, max_keypoints: int
     fig = Figure(figsize=(8.0, 1.2 + 1.6 * len(names)), dpi=dpi)
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(names), 2, squeeze=False, sharex=True)
+    f, u = display_unit(a.unit_label)
+    labs = {"image": ("x", "y"), "points": ("x", "y", "z"), "joints": ("q",)}[a.kind]
+    if len(labs) != 2:  # 3-D points / joints: as many columns as coordinates
+        fig.clear()
+        axes = fig.subplots(len(names), len(labs), squeeze=False, sharex=True)
     for k, n in enumerate(names):
-        for c, lab in enumerate(("x", "y")):
+        for c, lab in enumerate(labs):
             ax = axes[k][c]
-            ax.plot(a.time, a.keypoints[:, k, c], "-", color="tab:blue", lw=1.4, label="real")
-            ax.plot(a.time, b.keypoints[:, k, c], "--", color="tab:orange", lw=1.4, label="sim")
-            ax.set_ylabel(f"{n} {lab} [px]", fontsize=8)
+            ax.plot(a.time, f * a.keypoints[:, k, c], "-", color="tab:blue", lw=1.4, label="real")
+            ax.plot(a.time, f * b.keypoints[:, k, c], "--", color="tab:orange", lw=1.4, label="sim")
+            ax.set_ylabel(f"{n} {lab} [{a.units[k] if a.kind == 'joints' else u}]", fontsize=8)
             ax.tick_params(labelsize=7)
-            if c == 1:
+            if c == 1 and a.kind == "image":
                 ax.invert_yaxis()
     for ax in axes[-1]:
         ax.set_xlabel("time [s]", fontsize=8)
