@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rig-config", metavar="RIG.yaml", default=None,
                         help="rig config every rig node uses (= --arg rig_config=RIG.yaml; the nodes' rig_config "
                              "parameter); checked before any node starts")
+    parser.add_argument("--allow-code", action="store_true",
+                        help="let the nodes import a module:function rig reference (sets VID2SID_ALLOW_CODE=1 for "
+                             "this process; runs that code)")
     parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0 = run until Ctrl-C)")
     parser.add_argument("--threads", type=int, default=8, help="executor threads")
     parser.add_argument("--calibrate", type=int, default=0, metavar="N",
@@ -77,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         arguments = dict(_split(a, "--arg") for a in args.arg)
         if args.rig_config:
             arguments["rig_config"] = args.rig_config
+        if args.allow_code:
+            os.environ["VID2SID_ALLOW_CODE"] = "1"  # the nodes' rig loader reads it (a node has no flags)
         if arguments.get("rig_config"):  # the whole file checked up front: one line, no node started
             from pathlib import Path
 

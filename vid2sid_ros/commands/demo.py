@@ -51,6 +51,9 @@ def add_arguments(parser) -> None:
                         help="skip the model-variant tests (linear vs quadratic damping, no camera drift)")
     parser.add_argument("--no-video", action="store_true", help="do not write/embed the overlay video")
     parser.add_argument("--seed", type=int, default=0, help="seed of stochastic proposers")
+    parser.add_argument("--allow-code", action="store_true",
+                        help="allow a module:function rig reference in --config (runs that code; also "
+                             "VID2SID_ALLOW_CODE=1)")
     parser.add_argument("--verbose", action="store_true",
                         help="show library messages (Python warnings, OpenCV/FFmpeg) instead of only in OUT/run.log")
 
@@ -122,7 +125,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
              budget: int | None = None, iterations: int | None = None, methods: list[str] | None = None,
              variants: bool = True, video: bool = True, seed: int = 0, train_fraction: float | None = None,
              max_frames: int | None = None, video_path: str | Path | None = None, log=print,
-             state: dict[str, Any] | None = None) -> dict[str, Any]:
+             state: dict[str, Any] | None = None, allow_code: bool = False) -> dict[str, Any]:
     """The demo pipeline (see the module docstring); returns the summary dict.
 
     Args:
@@ -181,7 +184,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
                                 else str(Path(video_path).resolve()))
                 t["source"] = src
             doc["trials"] = [t] + list(doc["trials"][1:])
-    rig = load_rig(doc, source=(file, base))
+    rig = load_rig(doc, source=(file, base), allow_code=allow_code)
     if not rig.trials or rig.trials[0].kind != "video":
         raise RigConfigError(f"{file}:trials: the demo needs a rig whose first trial is a video")
     _prepare_out(out)
@@ -545,7 +548,8 @@ def run(args) -> int:
             with quiet_stderr(log_path) if quiet else contextlib.nullcontext():
                 s = run_demo(out=args.out, config=args.config, proposer=args.proposer, budget=args.budget,
                              iterations=args.iterations, methods=_methods(args.methods, args.proposer),
-                             variants=not args.no_variants, video=not args.no_video, seed=args.seed, state=state)
+                             variants=not args.no_variants, video=not args.no_video, seed=args.seed, state=state,
+                             allow_code=args.allow_code)
         _log_warnings(caught, log_path, verbose=args.verbose)
     except (VideoError, ClipError, RigConfigError, UnknownRigError, UserModelError, FileNotFoundError,
             UnknownProposerError, ImportError, DemoError, ParameterSpecError) as err:
