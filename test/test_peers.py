@@ -73,3 +73,19 @@ def test_peer_rejects_a_bad_step():
     with pytest.raises(ValueError, match="fd_step"):
         make_proposer("least-squares", fd_step=0.0)
     assert math.isfinite(make_proposer("least-squares", fd_step=0.01).fd_step)
+
+
+def test_reasoner_rationale_leads_with_one_sentence_per_moved_parameter(toy):
+    rig, real = toy
+    res = run_calibration(rig, real, make_proposer("reasoner"), CalibrationConfig(iterations=2, rollout_budget=30,
+                                                                                  seed=0, **FAST))
+    rec = res.history[1]
+    lead, _, trace = rec.rationale.partition(" Trace: ")
+    assert trace and ("Measured sensitivities" in trace or "Diagnosis" in trace)  # the numeric trace follows
+    moved = [n for n in ("stiffness", "damping", "gain")
+             if abs(rec.values[n] - res.history[0].values[n]) > 1e-9 * max(abs(res.history[0].values[n]), 1)]
+    sentences = [s for s in lead.split(". ") if s.startswith(("Raising", "Lowering"))]
+    assert len(sentences) >= len(moved) > 0
+    for n in moved:
+        assert any(s.split(" ")[1] == n and "→" in s for s in sentences), (n, lead)
+    assert "on the robot" in lead  # the observation behind a move, with the robot's value

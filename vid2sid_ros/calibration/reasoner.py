@@ -61,6 +61,7 @@ from ..core.trajectory import display_unit, format_error
 from .nuisance import MEASUREMENT_PREFIX
 from .objective import measurement_unit, residual_vector
 from .proposer import BudgetExhausted, Evaluation, Proposal, ProposalContext
+from .rationale import lead_with_moves
 from .signatures import SIGNATURES, SignatureDiscrepancy, compare_signatures, measure_all
 
 __all__ = ["Reasoner"]
@@ -532,7 +533,15 @@ class Reasoner:
             conf = float(min(0.95, 0.45 + 0.5 * gain))
         elif tried and not converged:
             lines.append(f"No step improved on {format_error(start_error, self._unit)} this iteration.")
-        return Proposal(values={n: best.values[n] for n in names}, rationale=" ".join(lines), confidence=conf,
+        # what a person reads first: one plain sentence per parameter moved, with the observation; the trace follows
+        evidence = {}
+        for n, text in diagnosis.items():
+            verdict, _, rest = str(text).partition(": ")
+            evidence[n] = f"{rest} ({n} was {verdict})" if rest else str(text)
+        rationale = lead_with_moves(" ".join(lines), ctx.parameters, ctx.current, best.values, evidence=evidence,
+                                    observation=(f"the training MAE went {self._num(start_error)} → "
+                                                 f"{format_error(best.error, self._unit)}" if improved else ""))
+        return Proposal(values={n: best.values[n] for n in names}, rationale=rationale, confidence=conf,
                         diagnosis=dict(diagnosis), best_evaluation=best.evaluation if best.evaluation is not
                         ctx.current_eval else None, state=state, converged=bool(converged))
 
