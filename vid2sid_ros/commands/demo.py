@@ -6,7 +6,8 @@ The README's main job on real input, end to end, offline (no API key):
    (colour marker, hue wrapping through red);
 2. split the clip: the first 60 % is fitted, the last 40 % is the holdout;
 3. read the start point off the clip (pivot by circle fit, camera roll, period → length,
-   initial angle and angular velocity: :func:`vid2sid_ros.sim.pendulum.estimate_start`);
+   initial angle and angular velocity: the optional ``pendulum_circle`` start plugin of the
+   rig config, which only suggests nominal values — :mod:`vid2sid_ros.calibration.start`);
 4. calibrate physics + camera nuisance parameters with the offline ``reasoner``, and
    with every method in ``--methods`` at the same rollout budget from the same start;
 5. test which damping the data support (linear pivot damping, quadratic air drag, both);
@@ -151,7 +152,6 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     from ..io.sources import recording_from_clip
     from ..perception.frame_timing import repair_frame_timing
     from ..rigs import RigConfigError, build_real_trial, load_rig, read_config
-    from ..sim.pendulum import estimate_start
 
     from ..calibration.proposers import PROPOSERS, UnknownProposerError
 

@@ -199,10 +199,6 @@ def _legacy_trial(doc: dict[str, Any], file: str) -> None:
     doc["trials"] = [trial]
 
 
-def _where_of(file: str, key: str) -> str:
-    return f"{file}:{key}"
-
-
 def _parameters(value: Any, file: str, base: Path) -> ParameterSet:
     if isinstance(value, str):
         p = resolve_path(value, base)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 __all__ = ["Key", "KEYS", "RigConfigError", "REQUIRED", "validate_tree", "describe_value", "reference_markdown",
            "source_keys", "all_keys"]
