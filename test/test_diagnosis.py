@@ -99,3 +99,13 @@ def test_unmodelled_tendon_friction_on_the_finger_is_named_not_blamed_on_a_froze
     assert d["statistics"]["friction_probe"]["tendon_frictionloss"]["predicted_drop"] > \
         d["statistics"]["release_probe"]["joint_armature"]["predicted_drop"]
     assert "lacks Coulomb friction in the tendons" in d["text"]
+
+
+def test_the_rig_configs_nuisance_block_reaches_the_benchmark_calibrations():
+    rig = make_rig()
+    rig.nuisance = {"latency": False}  # what the rig loader sets from a config's `nuisance:` block
+    res = run_benchmark(rig, ["reasoner"], seeds=1, budget=10, iterations=2, noise="keypoint", progress=False)
+    assert res["per_seed"][0]["methods"]["reasoner"]["nuisance"] == {}
+    rig.nuisance = {}
+    res = run_benchmark(rig, ["reasoner"], seeds=1, budget=10, iterations=2, noise="keypoint", progress=False)
+    assert "latency" in res["per_seed"][0]["methods"]["reasoner"]["nuisance"]

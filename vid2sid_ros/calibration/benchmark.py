@@ -116,7 +116,8 @@ def run_benchmark(
         progress: show a tqdm bar on stderr.
         on_result: called with each per-seed, per-method result dict.
         misspecify: ``"latency=0.02,frozen"`` or ``{kind: size}`` (module docstring).
-        nuisance: the calibration's ``nuisance:`` switches (default: latency free).
+        nuisance: the calibration's ``nuisance:`` switches (default: the rig config's
+            ``nuisance:`` block, else the defaults: latency free).
 
     Returns:
         The ``results.json`` content.
@@ -173,7 +174,9 @@ def run_benchmark(
                 proposer = make_proposer(m, **dict((proposer_options or {}).get(m, {})))
                 cfg = CalibrationConfig(iterations=iterations, rollout_budget=budget, seed=seed,
                                         identifiability=False, final_identifiability=final_identifiability,
-                                        nuisance=dict(nuisance) if nuisance is not None else None)
+                                        nuisance=(dict(nuisance) if nuisance is not None else
+                                                  (dict(rig_obj.nuisance) if getattr(rig_obj, "nuisance", None)
+                                                   else None)))
                 run_dir = out_dir / f"seed_{seed}" / m if out_dir is not None else None
                 if run_dir is not None and (run_dir / "run.json").exists():
                     cfg.resume = True  # re-running a benchmark continues/reuses finished runs

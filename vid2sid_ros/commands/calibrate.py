@@ -201,6 +201,8 @@ def run(args: argparse.Namespace) -> int:
         # calibration.start: the generic start stage (kind/points/guess) and start values (the loop's)
         start_cfg, start_values = parse_start(cal.pop("start", None), f"{src}:calibration.start", rig.parameters)
         cal["start"] = start_values or None
+        if "nuisance" not in cal and getattr(rig, "nuisance", None):  # the rig config's nuisance: switches
+            cal["nuisance"] = dict(rig.nuisance)
         ccfg = CalibrationConfig.from_dict(cal, source=src)
         name = args.proposer or cfg.get("proposer") or "reasoner"
         options = dict(cfg.get("proposer_options") or {})

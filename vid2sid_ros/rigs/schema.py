@@ -235,10 +235,13 @@ KEYS: tuple[Key, ...] = (
     Key("real.bag", "path | mapping", doc="A rosbag2 recorded by `vid2sid bringup`."),
     Key("real.bag.*", "string | list", doc="path, train, holdout (trial ids)."),
     # -- calibration --------------------------------------------------------------------------
-    Key("nuisance", "mapping", default={}, doc="Measurement nuisances identified with the physics (latency, camera "
-        "pose, marker offsets): `NAME: {enabled, bounds, ...}`, interpreted by the calibration."),
-    Key("nuisance.*", "mapping | boolean", doc="`{enabled: bool, bounds: [lower, upper], ...}` (units of the "
-        "nuisance: latency s, pose m / rad, offsets m)."),
+    Key("nuisance", "mapping", default={}, doc="Measurement nuisances identified with the physics and reported "
+        "apart: `latency` (camera delay behind the commands; default on when the trials are commanded) and "
+        "`marker_offsets` (a constant offset per keypoint; default on for recorded trials), interpreted by "
+        "`vid2sid_ros/calibration/nuisance.py`. Camera-pose nuisances are `camera.*` parameters."),
+    Key("nuisance.*", "mapping | boolean", doc="`true`/`false` or `{enabled: bool, bounds: [lower, upper]}` with "
+        "lower < 0 < upper (latency s, default [-0.05, 0.05]; marker offsets px, default [-5, 5], m for motion "
+        "capture)."),
     Key("calibration", "mapping", default={}, doc="Budgets and switches of `vid2sid calibrate` (command-line flags "
         "override them)."),
     Key("calibration.iterations", "integer", default=10, doc="Proposal iterations after the start point."),
