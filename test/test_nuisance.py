@@ -156,3 +156,35 @@ def test_correlation_time_of_white_and_of_correlated_residuals():
     assert correlation_time([mk(white)], [mk(base)]) < 1.3
     tau = correlation_time([mk(ar)], [mk(base)])
     assert 5.0 < tau < 10.0
+
+
+def _yaml_doc(path):
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def test_the_rig_configs_nuisance_block_reaches_calibrate_and_benchmark(tmp_path, capsys):
+    """Regression: `vid2sid calibrate RIG.yaml` and `benchmark --rig RIG.yaml` ignored the config's nuisance: block."""
+    from vid2sid_ros.cli import main
+
+    head = ("rig: toy\nreal: {sim2sim: {seed: 1, noise: keypoint}}\n"
+            "calibration: {identifiability: false, final_identifiability: false}\n")
+    (tmp_path / "off.yaml").write_text(head + "nuisance: {latency: {enabled: false}}\n")
+    (tmp_path / "narrow.yaml").write_text(head + "nuisance: {latency: {bounds: [-0.02, 0.03]}}\n")
+    (tmp_path / "bad.yaml").write_text(head + "nuisance: {latency: {enabled: maybe}}\n")
+    short = ["--iterations", "1", "--budget", "12"]
+    assert main(["calibrate", str(tmp_path / "off.yaml"), *short, "--out", str(tmp_path / "off")]) == 0
+    assert "nuisance" not in _yaml_doc(tmp_path / "off" / "result.yaml")
+    assert main(["calibrate", str(tmp_path / "narrow.yaml"), *short, "--out", str(tmp_path / "narrow")]) == 0
+    lat = _yaml_doc(tmp_path / "narrow" / "result.yaml")["nuisance"]["latency"]
+    assert (lat["lower"], lat["upper"], lat["unit"]) == (-0.02, 0.03, "s")  # the config's bounds, not the default
+    capsys.readouterr()
+    assert main(["calibrate", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"vid2sid calibrate: {tmp_path / 'bad.yaml'}: nuisance.latency.enabled: expected true or false, got 'maybe'"
+    assert not (tmp_path / "bad").exists()
+    assert main(["benchmark", "sim2sim", "--rig", str(tmp_path / "off.yaml"), "--methods", "reasoner", "--seeds", "1",
+                 "--budget", "12", "--iterations", "1", "--noise", "keypoint", "--no-progress",
+                 "--out", str(tmp_path / "bench")]) == 0
+    assert "nuisance" not in _yaml_doc(tmp_path / "bench" / "seed_0" / "reasoner" / "result.yaml")

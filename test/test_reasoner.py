@@ -99,3 +99,36 @@ def test_reasoner_holds_when_converged_and_saves_rollouts():
     assert any("Converged" in r.rationale for r in res.history[1:])
     assert np.allclose([res.values[n] for n in rig.parameters.free_names],
                        [rig.parameters[n].nominal for n in rig.parameters.free_names])
+
+
+def test_a_stalled_signature_diagnosis_hands_over_to_refinement_on_the_finger():
+    """Regression (91db5d5, latency nuisance on by default): under keypoint noise the signatures' floor stays above
+    ``signature_tolerance``; tiny diagnosis steps kept being accepted for "closer signatures" and the run spent its
+    whole budget in the diagnosis (0.880 px best, joint_damping 18.9 % off, not converged). A diagnosis step below
+    ``diagnosis_min_step`` now ends the diagnosis; the refinement converges at the truth."""
+    from vid2sid_ros.calibration.sim2sim import draw_ground_truth
+    from vid2sid_ros.rigs import load_rig
+
+    rig = load_rig("finger")  # the stand-in `vid2sid calibrate` makes for real: {sim2sim: {seed: 1, noise: keypoint}}
+    truth = make_sim2sim_trial(rig, draw_ground_truth(rig.parameters, 1), seed=1, noise="keypoint")
+    res = run_calibration(rig, truth, make_proposer("reasoner"), CalibrationConfig(iterations=8, rollout_budget=40,
+                                                                                   **FAST))
+    assert "latency" in res.values  # the default measurement model (commanded excitations): latency free
+    assert res.stopped.startswith("converged") and res.rollouts < 40
+    assert res.error_px < 0.65
+    for name in ("joint_damping", "joint_friction", "actuator_gain", "joint_stiffness"):
+        assert res.values[name] == pytest.approx(truth.truth[name], rel=0.05), name
+    handover = [r for r in res.history if "I switch to least-squares refinement on the trajectories" in r.rationale]
+    assert handover  # the rationale says why the diagnosis ended
+
+
+def test_diagnosis_min_step_ends_the_diagnosis_without_a_rollout(toy_case):
+    rig, real = toy_case
+    cfg = CalibrationConfig(iterations=1, rollout_budget=20, **FAST)
+    eager = run_calibration(rig, real, make_proposer("reasoner", diagnosis_min_step=0.49), cfg)
+    never = run_calibration(rig, real, make_proposer("reasoner", diagnosis_min_step=0.0), cfg)
+    assert "below 49 % of every range" in eager.history[1].rationale
+    assert "Diagnosis from signatures" not in eager.history[1].rationale  # every step was a refinement step
+    assert "of every range (signatures as close" not in never.history[1].rationale
+    with pytest.raises(ValueError, match="diagnosis_min_step"):
+        make_proposer("reasoner", diagnosis_min_step=0.5)

@@ -31,7 +31,10 @@ Per iteration:
    MAE, or brings the signatures closer while the MAE stays within
    ``diagnosis_slack`` of the best seen (the loop keeps the best point anyway).
    Accepted steps grow the trust region, rejected ones shrink it; two rejected
-   diagnosis steps end the diagnosis phase; repeated rejections (or a long way
+   diagnosis steps end the diagnosis phase, and so does a diagnosis step smaller than
+   ``diagnosis_min_step`` (the signature model has nothing left to say: under sensor
+   noise the signatures' floor can stay above ``signature_tolerance``, and tiny steps
+   accepted for "closer signatures" would otherwise stall the run in the diagnosis); repeated rejections (or a long way
    travelled since) trigger a re-measurement of the sensitivities; when a refinement
    step is predicted to gain less than ``converged_fraction`` of the squared residual
    the reasoner holds its parameters and spends no more rollouts.
@@ -97,6 +100,9 @@ class Reasoner:
             while the training MAE stays below this multiple of the best seen.
         converged_fraction: a refinement step predicted to lower the squared residual by
             less than this fraction means convergence: the reasoner holds (no rollouts).
+        diagnosis_min_step: a diagnosis step whose largest component is below this
+            (normalised units, ∞-norm; 0.005 = 0.5 % of a range) ends the diagnosis phase
+            without a rollout: the reasoner refines on the trajectories from there.
         evaluations_per_iteration: fixed number of step evaluations per iteration
             (default: the remaining budget spread over the remaining iterations).
     """
@@ -107,9 +113,13 @@ class Reasoner:
     def __init__(self, *, fd_step: float = 0.05, signature_tolerance: float = 0.05, initial_radius: float = 0.25,
                  max_radius: float = 0.5, ridge: float = 1e-3, refresh_after: int = 2, refresh_travel: float = 0.5,
                  diagnosis_slack: float = 1.5,
-                 converged_fraction: float = 1e-3, evaluations_per_iteration: int | None = None) -> None:
+                 converged_fraction: float = 1e-3, evaluations_per_iteration: int | None = None,
+                 diagnosis_min_step: float = 0.005) -> None:
         if not 0 < fd_step < 0.5:
             raise ValueError(f"Reasoner: fd_step must be in (0, 0.5), got {fd_step}")
+        if not 0 <= diagnosis_min_step < 0.5:
+            raise ValueError(f"Reasoner: diagnosis_min_step must be in [0, 0.5), got {diagnosis_min_step}")
+        self.diagnosis_min_step = diagnosis_min_step
         self.fd_step = fd_step
         self._unit = "px"  # of the measurements of the current context (propose sets it)
         self.signature_tolerance = signature_tolerance
@@ -229,6 +239,14 @@ class Reasoner:
             sig_table = anchor.sig_table(sig_keys)
             mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
                                                      allow_diagnosis=(phase == "diagnose"))
+            if mode == "diagnosis" and step is not None and np.max(np.abs(step)) < self.diagnosis_min_step:
+                lines.append(f"The signature model asks for adjustments below {100 * self.diagnosis_min_step:.2g} % "
+                             f"of every range (signatures as close as it can bring them, training MAE "
+                             f"{format_error(anchor.error, self._unit)}): I switch to least-squares refinement on "
+                             "the trajectories.")
+                phase = "refine"
+                mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
+                                                         allow_diagnosis=False)
             if (step is None or np.max(np.abs(step)) < 1e-6
                     or (mode == "refinement" and predicted < self.converged_fraction * anchor.ssr)):
                 lines.append(f"Converged: the trajectory least-squares model predicts less than "

@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         results = run_benchmark(rig, methods, args.seeds, budget=args.budget, iterations=args.iterations,
                                 noise=args.noise, out=out, final_identifiability=args.final_identifiability,
                                 progress=not args.no_progress, misspecify=args.misspecify,
-                                nuisance={"latency": False} if args.no_latency else None)
+                                # None: the rig config's nuisance: block (run_benchmark reads it)
+                                nuisance={**dict(rig.nuisance or {}), "latency": False} if args.no_latency else None)
     except CalibrationError as err:  # e.g. --out holds runs made with another budget or iteration count
         print(f"vid2sid benchmark: {err}" + ("" if "cannot resume" not in str(err) else
               f" (--out {out} holds a benchmark with other settings: choose another --out)"), file=sys.stderr)

@@ -198,11 +198,17 @@ def run(args: argparse.Namespace) -> int:
         if args.seed is not None:
             cal["seed"] = args.seed
         cal["resume"] = bool(args.resume)
+        if getattr(rig, "nuisance", None):  # the rig config's nuisance: block (latency, marker offsets)
+            from ..calibration.nuisance import parse_nuisance_config
+
+            if "nuisance" in cal:
+                raise ConfigError(f"{src}:calibration.nuisance: the switches are given twice (also the top-level "
+                                  "'nuisance:' block); keep one")
+            parse_nuisance_config(rig.nuisance, source=src)  # one line naming the key (a ValueError)
+            cal["nuisance"] = dict(rig.nuisance)
         # calibration.start: the generic start stage (kind/points/guess) and start values (the loop's)
         start_cfg, start_values = parse_start(cal.pop("start", None), f"{src}:calibration.start", rig.parameters)
         cal["start"] = start_values or None
-        if "nuisance" not in cal and getattr(rig, "nuisance", None):  # the rig config's nuisance: switches
-            cal["nuisance"] = dict(rig.nuisance)
         ccfg = CalibrationConfig.from_dict(cal, source=src)
         name = args.proposer or cfg.get("proposer") or "reasoner"
         options = dict(cfg.get("proposer_options") or {})
