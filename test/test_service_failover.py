@@ -276,3 +276,18 @@ def test_loop_with_a_proposer_that_always_raises_reports_no_proposal(tmp_path):
     assert "model" not in res.files
     assert not (tmp_path / "run" / "calibrated_model.yaml").exists()
     assert yaml.safe_load((tmp_path / "run" / "result.yaml").read_text())["calibration"]["status"] == "no_proposal"
+
+
+def test_a_passed_deadline_is_a_transient_timeout_not_a_refusal():
+    """The deadline passing between two checks must not disable the service for good (as a 4xx does)."""
+    from vid2sid_ros.calibration.gemini import GeminiProposer, ReplayClient
+    from vid2sid_ros.calibration.vlm_common import DeadlineExceeded
+
+    for p in (OpenAICompatibleProposer(transport=lambda *a: b"", fallback="reasoner"),
+              GeminiProposer(client=ReplayClient({"steps": []}), fallback="reasoner")):
+        p._deadline = time.monotonic() - 1.0  # as if set by propose() and already passed
+        with pytest.raises(DeadlineExceeded, match="iteration deadline of 30 s reached"):
+            p.remaining_s(5.0)
+        assert p._classify(DeadlineExceeded("late"))[0] is True  # retryable: the breaker retries later
+        p._deadline = None
+        assert p.remaining_s(5.0) == 5.0  # outside an iteration: the transport's own timeout

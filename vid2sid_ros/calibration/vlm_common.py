@@ -679,13 +679,14 @@ class VLMProposer:
         """Time a request may take now: ``min(default_s, time left before the deadline)``, s.
 
         Raises:
-            ServiceUnavailableError: the iteration's deadline has passed.
+            DeadlineExceeded: the iteration's deadline has passed (a timeout: transient,
+                so the service is retried in a later iteration, not given up for good).
         """
         if self._deadline is None:
             return float(default_s)
         left = self._deadline - self._clock()
         if left <= 0:
-            raise ServiceUnavailableError(f"{self.name}: iteration deadline of {self.deadline_s:g} s reached")
+            raise DeadlineExceeded(f"{self.name}: iteration deadline of {self.deadline_s:g} s reached")
         return float(min(default_s, left))
 
     def call_service(self, fn: Callable[[float], Any], default_timeout_s: float, what: str) -> Any:
