@@ -100,7 +100,7 @@ def recover_records(path: str | Path) -> tuple[dict[int, Any], dict[int, Any], l
 
 
 def _metadata(bag: Path, files: list[Path], schemas, channels, messages, counts: dict[int, int]) -> dict:
-    import yaml
+    from ..core.yamlio import YAMLInputError, loads_yaml
 
     store = make_typestore()
     start = min((m.log_time for m in messages), default=0)
@@ -111,8 +111,8 @@ def _metadata(bag: Path, files: list[Path], schemas, channels, messages, counts:
         msgtype = schema.name if schema is not None else ""
         qos_text = (ch.metadata or {}).get("offered_qos_profiles", "")
         try:
-            qos = yaml.safe_load(qos_text) if qos_text else []
-        except yaml.YAMLError:
+            qos = loads_yaml(qos_text, source=f"{bag}: channel {ch.topic} offered_qos_profiles") if qos_text else []
+        except YAMLInputError:
             qos = []
         try:
             rihs = store.hash_rihs01(msgtype) if msgtype in store.fielddefs else ""

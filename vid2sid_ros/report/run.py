@@ -187,12 +187,14 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunSummary:
         result["real_source"] = meta["real_source"]
     nuisance: dict[str, dict[str, Any]] = {}
     try:  # measurement nuisances (latency, camera pose, marker offsets): identified, never in the model spec
-        import yaml
+        from ..core.yamlio import YAMLInputError, load_yaml
 
-        doc = yaml.safe_load((d / "result.yaml").read_text(encoding="utf-8")) or {}
+        doc = load_yaml(d / "result.yaml") or {}
         if isinstance(doc.get("nuisance"), Mapping):
             nuisance = {str(k): dict(v) for k, v in doc["nuisance"].items() if isinstance(v, Mapping)}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+    except YAMLInputError as err:  # not UTF-8, not YAML, a duplicate key (file:line)
+        raise ReportError(str(err)) from None
+    except OSError as err:
         raise ReportError(f"{d / 'result.yaml'}: {err}") from None
     trials = load_trials(d / "trials.json") if (d / "trials.json").is_file() else []
     truth = None
