@@ -188,3 +188,21 @@ def test_the_rig_configs_nuisance_block_reaches_calibrate_and_benchmark(tmp_path
                  "--budget", "12", "--iterations", "1", "--noise", "keypoint", "--no-progress",
                  "--out", str(tmp_path / "bench")]) == 0
     assert "nuisance" not in _yaml_doc(tmp_path / "bench" / "seed_0" / "reasoner" / "result.yaml")
+
+
+def test_block_sandwich_widens_intervals_when_errors_grow_with_the_sensitivity():
+    from vid2sid_ros.calibration.identifiability import analyse_jacobian
+    from vid2sid_ros.core.parameters import ParameterSet, ParameterSpec
+
+    params = ParameterSet((ParameterSpec("k", "N/m", 0.0, 2.0, 1.0),))
+    rng = np.random.default_rng(3)
+    M = 600
+    J = np.concatenate([np.full(M // 2, 0.1), np.full(M // 2, 10.0)])[:, None]  # slow half, fast half
+    r = rng.normal(0.0, 1.0, M) * np.where(J[:, 0] > 1, 3.0, 0.1)  # errors large exactly where J is large
+    plain = analyse_jacobian(J, params, {"k": 1.0}, residuals=r, warn=False)
+    blocks = analyse_jacobian(J, params, {"k": 1.0}, residuals=r, warn=False, clusters=np.arange(M) // 4)
+    assert blocks.uncertainty["k"] > 1.3 * plain.uncertainty["k"]
+    homo = rng.normal(0.0, 1.0, M)  # homoscedastic, white: both agree (the sandwich never narrows it)
+    a = analyse_jacobian(J, params, {"k": 1.0}, residuals=homo, warn=False)
+    b = analyse_jacobian(J, params, {"k": 1.0}, residuals=homo, warn=False, clusters=np.arange(M) // 4)
+    assert a.uncertainty["k"] <= b.uncertainty["k"] < 1.3 * a.uncertainty["k"]

@@ -36,7 +36,9 @@ not independent (tracking errors and small model errors persist over several fra
 the covariance is multiplied by the residuals' integrated autocorrelation time
 ``τ = 1 + 2 Σ_k ρ_k`` (per trial, keypoint and coordinate over the frame lag k, summed
 until the first non-positive ρ_k, at most 10 frames; Sokal's effective-sample-size
-correction, ``M_eff = M / τ``): :func:`correlation_time`. The coverage of the resulting 95 %
+correction, ``M_eff = M / τ``): :func:`correlation_time`; and, per parameter, never below the block
+sandwich (cluster-robust) covariance over blocks of ``2τ`` frames (:func:`residual_blocks`),
+which also covers errors that grow with the speed or that the keypoints of a frame share. The coverage of the resulting 95 %
 intervals is measured by ``bench/bench_coverage.py`` (README). Treat the intervals as a
 lower bound when the residual diagnosis reports a misspecification.
 """
@@ -55,7 +57,7 @@ from ..core.trajectory import DEFAULT_NOISE, Trajectory, display_unit
 from .objective import TrialObjective, residual_vector, trajectory_vector
 from .proposer import Evaluation
 
-__all__ = ["correlation_time", 
+__all__ = ["correlation_time", "residual_blocks", 
     "IdentifiabilityWarning",
     "IdentifiabilityReport",
     "finite_difference_jacobian",
@@ -287,6 +289,22 @@ def correlation_time(sim: Sequence[Trajectory], real: Sequence[Trajectory], *, m
     return float(tau)
 
 
+def residual_blocks(real: Sequence[Trajectory], block_frames: int) -> np.ndarray:
+    """Block id of every entry of :func:`~vid2sid_ros.calibration.objective.residual_vector` (same order).
+
+    Entries of one trial and ``block_frames`` consecutive frames share a block (all keypoints and
+    coordinates of those frames), so errors shared within a frame or over neighbouring frames
+    are treated as one draw.
+    """
+    ids = []
+    base = 0
+    for r in real:
+        t_idx = np.nonzero(r.valid)[0]  # frame index of each valid (t, k), row-major like the residual vector
+        ids.append(np.repeat(base + t_idx // max(int(block_frames), 1), r.keypoints.shape[2]))
+        base += r.num_frames + 1
+    return np.concatenate(ids) if ids else np.zeros(0, int)
+
+
 def analyse_jacobian(
     J: np.ndarray,
     parameters: ParameterSet,
@@ -302,6 +320,7 @@ def analyse_jacobian(
     warn: bool = True,
     unit: str = "px",
     correlation_time_frames: float = 1.0,
+    clusters: np.ndarray | None = None,
 ) -> IdentifiabilityReport:
     """Singular-value analysis of a sensitivity matrix (see module docstring).
 
@@ -320,7 +339,12 @@ def analyse_jacobian(
             (:data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`: 0.05 px, 0.05 mm, 0.00025 rad).
         unit: the unit of ``J`` rows (px, m, rad; ``"sigma"`` for noise-weighted mixed trials).
         correlation_time_frames: the residuals' integrated autocorrelation time
-            (:func:`correlation_time`); the covariance is multiplied by it.
+            (:func:`correlation_time`); the Gauss–Newton covariance is multiplied by it.
+        clusters: (M,) block id of each row (:func:`residual_blocks`); when given, the
+            covariance is the larger (per parameter) of that and the block sandwich
+            ``A⁻¹ (Σ_b g_b g_bᵀ) A⁻¹ · M/(M−n)``, ``A = JᵀJ``, ``g_b = J_bᵀ r_b`` (a cluster-robust,
+            heteroscedasticity- and autocorrelation-consistent covariance: errors that grow with
+            the speed, or that all keypoints of a frame share, are accounted for).
         warn: emit an :class:`IdentifiabilityWarning` when something is reported.
 
     Returns:
@@ -368,7 +392,22 @@ def analyse_jacobian(
         s2 = float(np.sum(r ** 2) / dof) * max(float(correlation_time_frames), 1.0)
         JtJ = Jc.T @ Jc
         try:
-            cov_u = s2 * np.linalg.pinv(JtJ, rcond=1e-12)
+            Ainv = np.linalg.pinv(JtJ, rcond=1e-12)
+            cov_u = s2 * Ainv
+            if clusters is not None and np.asarray(clusters).shape[0] == J.shape[0]:
+                rr = np.asarray(residuals, float)[rows] if residuals.shape[0] == J.shape[0] else None
+                cl = np.asarray(clusters)[rows]
+                if rr is not None:
+                    ok = np.isfinite(rr)
+                    G = np.zeros((n, n))
+                    for b in np.unique(cl[ok]):
+                        sel = ok & (cl == b)
+                        g = Jc[sel].T @ rr[sel]
+                        G += np.outer(g, g)
+                    M_ = int(ok.sum())
+                    sandwich = Ainv @ G @ Ainv * (M_ / max(M_ - n, 1))
+                    cov_u = np.where(np.eye(n, dtype=bool), np.maximum(np.diag(cov_u), np.diag(sandwich))[:, None]
+                                     * np.eye(n), cov_u)
             du = unit_derivatives(parameters, parameters.complete(point))
             std = np.sqrt(np.clip(np.diag(cov_u), 0.0, None)) * np.abs(du)
             uncertainty = {nm: float(s) for nm, s in zip(names, std)}
@@ -459,6 +498,8 @@ def check_identifiability(
                                                return_error=True)
     res = None if base.failed else residual_vector(base.sim, objective.real)
     tau = 1.0 if base.failed else correlation_time(base.sim, objective.real)
+    blocks = residual_blocks(objective.real, max(2, int(math.ceil(2 * tau))))
     return analyse_jacobian(J, parameters, point, residuals=res, fd_error=E, condition_threshold=condition_threshold,
                             min_effect_px=min_effect_px, rollouts=count["rollouts"], step=step, scheme=scheme,
-                            warn=warn, unit=getattr(objective, "unit", "px"), correlation_time_frames=tau)
+                            warn=warn, unit=getattr(objective, "unit", "px"), correlation_time_frames=tau,
+                            clusters=blocks if res is not None and blocks.shape[0] == res.shape[0] else None)
