@@ -220,6 +220,7 @@ def test_disk_error_mid_run_keeps_completed_iterations(tmp_path, capsys, monkeyp
                       "--out", str(out), "--quiet")
     # was: an OSError traceback
     assert rc == 2 and "Traceback" not in err and "No space left on device" in err and "--resume continues" in err
+    assert f"cannot write to the run directory {out}: No space left on device" in err  # no filename: the directory
     recs = [json.loads(x)["iteration"] for x in (out / "iterations.jsonl").read_text().splitlines()]
     assert recs == [1, 2]
 

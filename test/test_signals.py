@@ -82,3 +82,13 @@ def test_sigterm_handler_is_installed_only_inside_and_restored():
     assert interrupt_exit_code(ei.value) == 143 and interrupt_exit_code(KeyboardInterrupt()) == 130
     assert isinstance(ei.value, KeyboardInterrupt)  # every Ctrl-C path handles it the same
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_disk_error_of_the_run_files_names_the_file():
+    """Python reports ENOSPC at flush with filename None ("None: No space left on device"); ours names it."""
+    from vid2sid_ros.calibration.loop import _fsync_write
+
+    with pytest.raises(OSError) as ei:
+        _fsync_write(Path("/dev/full"), "x" * 10000)
+    assert ei.value.filename == "/dev/full" and "No space left" in ei.value.strerror

@@ -439,10 +439,21 @@ def _refuse_constant(c: str, path: Path, line_no: int) -> float:
 
 
 def _fsync_write(path: Path, text: str, *, append: bool = False) -> None:
-    with open(path, "a" if append else "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    """Write (or append) ``text`` and fsync it.
+
+    Raises:
+        OSError: with ``filename`` = ``path`` (a full disk reports at flush/fsync, where
+            Python leaves ``filename`` None).
+    """
+    try:
+        with open(path, "a" if append else "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        if err.filename is None:
+            err.filename = str(path)
+        raise
 
 
 def _atomic_json(path: Path, data: Any) -> None:

@@ -300,7 +300,8 @@ def run(args: argparse.Namespace) -> int:
         except CalibrationError as err:
             failure = (2, f"vid2sid calibrate: {err}")
         except OSError as err:  # disk full, directory removed or made read-only mid-run
-            failure = (2, f"vid2sid calibrate: cannot write to the run directory {out}: {err}; completed iterations "
+            where = err.filename if err.filename else f"to the run directory {out}"
+            failure = (2, f"vid2sid calibrate: cannot write {where}: {err.strerror or err}; completed iterations "
                           f"are in {out / 'iterations.jsonl'}; --resume continues: {resume}")
         except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (commands.signals.Terminated)
             from .signals import interrupt_exit_code, interrupt_name
