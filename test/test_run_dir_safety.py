@@ -135,3 +135,23 @@ def test_cli_resume_with_the_same_settings_passes_the_checks(cli_run, capsys):
     assert rc == 0, capsys.readouterr().err
     recs = [json.loads(x) for x in (out / "iterations.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in recs] == [1, 2, 3]
+
+
+def test_resume_with_another_explicit_truth_leaves_real_trial_json_alone(tmp_path, capsys):
+    """The resume signature has the seed, not an explicit truth: real_trial.json itself is compared."""
+    base = {"rig": TOY, "proposer": "random",
+            "calibration": {"iterations": 1, "rollout_budget": None, "identifiability": False,
+                            "final_identifiability": False}}
+    cfg = tmp_path / "cfg.yaml"
+    out = tmp_path / "run"
+    truth = {"stiffness": 0.6, "damping": 0.03, "gain": 0.3}
+    cfg.write_text(yaml.safe_dump({**base, "real": {"sim2sim": {"truth": truth, "noise": "none"}}}))
+    assert main(["calibrate", str(cfg), "--out", str(out), "--quiet", "--no-report"]) == 0
+    before = _snapshot(out)
+    cfg.write_text(yaml.safe_dump({**base, "real": {"sim2sim": {"truth": {**truth, "gain": 0.4}, "noise": "none"}}}))
+    capsys.readouterr()
+    rc = main(["calibrate", str(cfg), "--out", str(out), "--quiet", "--no-report", "--resume", "--iterations", "2"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "real_trial.json holds another hidden truth (differs in gain)" in err and "nothing was changed" in err
+    assert _snapshot(out) == before

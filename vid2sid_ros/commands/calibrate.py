@@ -265,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
     try:  # every refusal check before anything is written into the run directory (real_trial.json included)
         if not (out.exists() and not out.is_dir()):
             check_run_dir(out, proposer_name=proposer.name, config=ccfg, parameters=rig.parameters, real=real)
+            _check_real_trial_file(out / "real_trial.json", real)
     except CalibrationError as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)
         return 2
@@ -342,6 +343,31 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _check_real_trial_file(path: Path, real) -> None:
+    """Refuse to replace a run's ``real_trial.json`` (its hidden truth) with another truth.
+
+    Raises:
+        CalibrationError: the file holds a different (or unreadable) truth.
+    """
+    import json
+
+    from ..calibration.loop import CalibrationError
+
+    if real.truth is None or not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8")).get("truth")
+    except (OSError, ValueError, AttributeError) as err:
+        raise CalibrationError(f"{path}: unreadable ({type(err).__name__}); it holds this run's hidden truth: "
+                               "repair it or choose another output directory (nothing was changed)") from None
+    new = json.loads(json.dumps({k: float(v) for k, v in real.truth.items()}))
+    if old != new:
+        changed = sorted(k for k in set(old or {}) | set(new) if (old or {}).get(k) != new.get(k))
+        raise CalibrationError(f"{path} holds another hidden truth (differs in {', '.join(changed[:4])}); it belongs "
+                               "to the run in this directory: resume with the same real.sim2sim settings or choose "
+                               "another output directory (nothing was changed)")
 
 
 def resume_command(args: argparse.Namespace, out: Path) -> str:
