@@ -55,6 +55,14 @@ def test_tentacle_at_1e15_pa_is_refused_at_once_and_the_bounds_are_warned_about(
     # the substep count is what the twin would have run: period / dt per frame, all frames
     dt = twin.time_step(exc[0].period)
     assert f"{exc[0].num_steps * round(exc[0].period / dt):,} physics substeps" in res.message
+    # stepping one command at a time (the ROS lockstep graph) is refused before the first step too
+    from vid2sid_ros.sim.base import TwinError
+
+    t0 = time.monotonic()
+    with pytest.raises(TwinError, match=r"tentacle twin: rollout refused: it needs 6,\d{3},\d{3} physics substeps "
+                                        r"\(one 0.03333 s command period at youngs_modulus 1e\+15 Pa\)"):
+        twin.step([0.0], exc[0].period)
+    assert time.monotonic() - t0 < 5.0
 
 
 class StiffToy(ToyArmTwin):

@@ -764,12 +764,19 @@ class TentacleTwin:
         """Apply ``command`` (1,) for one command period of ``period`` s (``SteppableTwin``).
 
         Raises:
-            TwinError: wrong command length, or the period changes within a trial
-                (call :meth:`reset` with the new period first).
+            TwinError: wrong command length, the period changes within a trial
+                (call :meth:`reset` with the new period first), or one period alone needs
+                more substeps than :attr:`rollout_limits` allow (checked before stepping).
         """
         cmd = np.asarray(command, dtype=float).ravel()
         if cmd.shape[0] != 1 or not np.isfinite(cmd[0]):
             raise TwinError(f"tentacle twin: expected one finite command ({self.actuator_names}), got {command!r}")
+        if self._sim is None or self._steps_done == 0:  # one command period must fit the rollout budget
+            per = max(1, math.ceil(period / self.time_step() - 1e-9))
+            problem = self.rollout_limits.substeps_problem(
+                per, f"one {period:.4g} s command period at youngs_modulus {self._values['youngs_modulus']:.3g} Pa")
+            if problem:
+                raise TwinError(f"tentacle twin: {problem}")
         if self._sim is None or (self._steps_done == 0 and not math.isclose(period, self._period or 0.0)):
             self.reset(period)
         elif not math.isclose(period, self._period):
