@@ -30,13 +30,21 @@ diagnostics, reported separately as ``diagnostic_rollouts``.
 
 Robustness: a proposer that raises, returns NaN, out-of-bounds or missing values, or
 something that is not a Proposal is recorded in the iteration's ``notes`` and the loop
-carries on (with ``fallback`` when given); a diverging rollout is a failed evaluation
-(``error_px = inf``), the current parameters stay where they were.
+carries on (with ``fallback`` when given); a diverging rollout, or one over the rollout
+limits (``rollout_max_substeps`` / ``rollout_max_wall_s``, refused by the twin), is a
+failed evaluation (``error_px = inf``), the current parameters stay where they were.
+Each record names the proposer that actually proposed (a fallback included;
+``extra["requested_proposer"]`` keeps the configured one). A run in which iterations were
+asked for and none produced a proposal ends with ``status = "no_proposal"`` (in
+``result.yaml``/``result.json``) and no calibrated model.
 
 Resume: run files are ``run.json`` (config, spec, iteration 0, start check),
-``iterations.jsonl`` and ``proposer_state/iter_NNNN.json``. With ``config.resume`` the loop
-reloads them (a torn last line is dropped), re-runs the twin once at the current point
-(deterministic, not charged) and continues. Records are round-tripped through JSON
+``iterations.jsonl`` and ``proposer_state/iter_NNNN.json``. :func:`check_run_dir` makes every
+refusal check before anything is written (another run there, settings that differ,
+iterations without their ``run.json``, a sequence :func:`validate_records` refuses); nothing
+completed is ever deleted. With ``config.resume`` the loop reloads the files (a torn last
+line is dropped), re-runs the twin once at the current point (deterministic, not charged)
+and continues. Records are round-tripped through JSON
 before any proposer sees them, so a proposer that is a deterministic function of
 ``(context, seed)`` — its memory kept in ``Proposal.state`` — gives the same final
 result whether or not the run was interrupted. All built-in proposers are.
