@@ -34,11 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--method", default="reasoner")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--budget", type=int, default=40)
+    ap.add_argument("--noise", default="auto", choices=["auto", "camera", "keypoint", "none"],
+                    help="the stand-in's noise (auto: camera when the rig has a tracker); keypoint = the model "
+                         "is exactly right and the noise white, a check of the interval method itself")
     ap.add_argument("--out", default="runs/bench_coverage")
     a = ap.parse_args(argv)
-    out = Path(a.out) / f"{a.rig}_{a.method}_{a.budget}"
+    out = Path(a.out) / f"{a.rig}_{a.method}_{a.budget}_{a.noise}"
     res = run_benchmark(a.rig, [a.method], a.seeds, budget=a.budget, out=out, final_identifiability=True,
-                        progress=False)
+                        progress=False, noise=a.noise)
     free = res["free_parameters"]
     inside = {n: 0 for n in free}
     counted = {n: 0 for n in free}
@@ -51,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             counted[n] += 1
             inside[n] += abs(rec["values"][n] - s["truth"][n]) <= 1.96 * std
     total_in, total = sum(inside.values()), sum(counted.values())
-    lines = [f"{a.rig}, {a.method}, budget {a.budget}, {len(res['per_seed'])} seeds: 95 % interval coverage "
+    lines = [f"{a.rig}, {a.method}, budget {a.budget}, noise {res['noise']}, {len(res['per_seed'])} seeds: 95 % "
+             "interval coverage "
              f"{100 * total_in / max(total, 1):.1f} % ({total_in}/{total} parameter-seeds)"]
     lines += [f"  {n}: {inside[n]}/{counted[n]}" for n in free]
     text = "\n".join(lines)

@@ -55,7 +55,7 @@ import numpy as np
 
 from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory, align
-from .nuisance import LATENCY, MEASUREMENT_PREFIX, shift_trajectory
+from .nuisance import LATENCY, MEASUREMENT_PREFIX
 from .objective import TrialObjective, residual_vector
 from .rationale import format_value
 

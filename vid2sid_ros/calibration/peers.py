@@ -41,7 +41,6 @@ reasoner's and the identifiability check's) — what a careful engineer would se
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import numpy as np
