@@ -168,3 +168,26 @@ def test_vlm_prompt_speaks_the_measurement_unit(tmp_path):
     assert "3-D marker positions (mm" in text and "| mean offset sim-real x mm | y mm | z mm |" in text
     assert " px" not in text.split("Reply format")[0].replace("(px; x = column", "")
     assert trajectory_plot_png(p, ev.sim[0])[:4] == b"\x89PNG"
+
+
+def test_calibration_config_noise_weights_the_modalities(tmp_path):
+    from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, run_calibration
+
+    twin = make_twin(tmp_path)
+    twin.set_parameters(TRUTH)
+    exc = release_excitation("t0", POSES[0], free_s=0.3)
+    p, j = _real_pair(twin, exc)
+    real = RealTrial([p, j], [exc, exc], source="units")
+    off = {"latency": False, "marker_offsets": False}
+    cfg = dict(iterations=0, identifiability=False, final_identifiability=False, nuisance=off, start=dict(TRUTH))
+    res = run_calibration(twin, real, _Idle(), CalibrationConfig(**cfg, noise={"m": 0.0005}))
+    assert res.unit == "sigma" and res.error_px == pytest.approx(3.0)  # (2 mm / 0.5 mm + 0.01 rad / 0.005 rad) / 2
+    with pytest.raises(CalibrationError, match="config 'noise' must map units"):
+        CalibrationConfig(noise={"m": 0})
+
+
+class _Idle:
+    name = "idle"
+
+    def propose(self, ctx):  # never called with 0 iterations
+        raise AssertionError("no proposal expected")

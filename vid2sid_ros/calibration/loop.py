@@ -130,6 +130,9 @@ class CalibrationConfig:
         video: write side-by-side videos for the proposer (None: ``proposer.wants_video``).
         resume: continue the run found in ``run_dir``.
         start: start values ``{name: value}`` (default: the spec's nominal values).
+        noise: measurement noise (1 sigma) per unit, ``{"px": 1.0, "m": 0.001, "rad": 0.005}``,
+            weighting trials of different kinds fitted together (rig config ``calibration.noise``;
+            default :data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`).
         nuisance: the measurement-nuisance switches (the rig config's ``nuisance:`` block,
             :mod:`~vid2sid_ros.calibration.nuisance`); None = defaults (latency free when
             the trials are commanded, marker offsets free for real trials only).
@@ -156,6 +159,7 @@ class CalibrationConfig:
     resume: bool = False
     start: dict[str, float] | None = None
     nuisance: dict[str, Any] | None = None
+    noise: dict[str, float] | None = None
     rollout_max_substeps: int | None = DEFAULT_MAX_SUBSTEPS
     rollout_max_wall_s: float | None = None
     diagnosis: bool = True
@@ -203,6 +207,10 @@ class CalibrationConfig:
             for k, v in self.start.items():
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                     raise CalibrationError(f"config 'start': value of '{k}' must be a finite number, got {v!r}")
+        if self.noise is not None and not (isinstance(self.noise, Mapping) and all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                and v > 0 for k, v in self.noise.items())):
+            raise CalibrationError(f"config 'noise' must map units (px, m, rad) to noise levels > 0, got {self.noise!r}")
         if self.nuisance is not None:
             from .nuisance import NuisanceConfigError, parse_nuisance_config
 
@@ -660,7 +668,7 @@ class _Session:
     def __init__(self, twin: Twin, params: ParameterSet, real: RealTrial, cfg: CalibrationConfig,
                  run_dir: Path | None) -> None:
         self.twin, self.params, self.real, self.cfg, self.run_dir = twin, params, real, cfg, run_dir
-        self.objective = TrialObjective(twin, real.train_excitations, real.train, params)
+        self.objective = TrialObjective(twin, real.train_excitations, real.train, params, noise=cfg.noise)
         self.used = 0
         self.diagnostic = 0
         self.best: tuple[float, dict[str, float], dict[str, float]] = (math.inf, params.nominal(), {})
@@ -1061,7 +1069,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
     holdout = None
     holdout_unit = s.objective.unit
     if s.real.holdout:
-        hobj = TrialObjective(s.twin, s.real.holdout_excitations, s.real.holdout, params)
+        hobj = TrialObjective(s.twin, s.real.holdout_excitations, s.real.holdout, params, noise=cfg.noise)
         holdout_unit = hobj.unit
         hev, _ = hobj.evaluate(best_vals)
         s.diagnostic += hev.rollouts
