@@ -139,3 +139,29 @@ def test_bag_trials_in_a_rig_config_fit_video_and_joint_states(bags):
     bad = {**doc, "trials": [{"name": "x", "source": {"bag": {**blk, "trial": "nope"}}}]}
     with pytest.raises(Exception, match=r"lab_rig.yaml:trials\[0\].source.bag.trial: no trial 'nope' in the bag"):
         build_real_trial(load_rig(bad, source=("lab_rig.yaml", bags["dir"])))
+
+
+
+@pytest.mark.parametrize("command_type, split", [("joint_trajectory", {"marker": True}),
+                                                 ("joint_state", {"windows": [[0.0, 2.5], [3.0, 5.5]]})])
+def test_command_types_and_trial_splits(bags, tmp_path, command_type, split):
+    """JointTrajectory / JointState targets, split by a marker topic or by time windows, give the
+    package bag's excitations; joint states alone (no camera) are a measurement too."""
+    trials = bags["trials"][:2]
+    path = write_lab_bag(tmp_path / command_type, trials, images=False, command_type=command_type,
+                         marker_topic="/trial_done" if "marker" in split else None)
+    topics = {"joint_states": "/joint_states", "command": "/forward_position_controller/commands"}
+    if "marker" in split:
+        topics["trial_marker"] = "/trial_done"
+    blk = {"path": str(path), "topics": topics, "actuators": {"flexor": "flexor_motor"}, "rate": 30.0,
+           "split": split, "joints": ["mcp", "pip", "dip"],
+           **({"command_field": "effort"} if command_type == "joint_state" else {})}
+    got = load_lab_bag(blk)
+    names = [e.name for e, _, _, _ in trials]
+    assert [t.excitation.name for t in got] == (names if "marker" in split else ["trial_0", "trial_1"])
+    for t, (exc, _, qpos, _) in zip(got, trials):
+        np.testing.assert_array_equal(t.excitation.values, exc.values)
+        assert t.excitation.actuator_names == ("flexor_motor",)
+        assert t.trajectory.kind == "joints" and t.trajectory.num_frames == exc.num_steps
+        np.testing.assert_allclose(t.trajectory.keypoints[:, :, 0], qpos[:, :3])
+        assert not any("receive times" in w for w in t.warnings)  # these types carry header stamps

@@ -105,8 +105,15 @@ LAB_TOPICS = {"image": "/camera/image_raw", "camera_info": "/camera/camera_info"
 
 
 def write_lab_bag(path: Path, trials, *, compressed: bool = False, storage: str = "mcap", focal: float = 447.85,
-                  drop: Sequence[int] = ()) -> Path:
-    """A lab's layout with standard types (module docstring)."""
+                  drop: Sequence[int] = (), images: bool = True, command_type: str = "float64",
+                  marker_topic: str | None = None) -> Path:
+    """A lab's layout with standard types (module docstring).
+
+    ``command_type``: ``float64`` (Float64MultiArray, no header), ``joint_trajectory``
+    (JointTrajectory, one point, stamped) or ``joint_state`` (JointState effort targets,
+    stamped), each on ``LAB_TOPICS["command"]``. ``marker_topic``: a std_msgs/String with the
+    trial's name after each trial. ``images=False`` leaves the camera out.
+    """
     from vid2sid_ros.io.rosbag import BagWriter
 
     t = T0
@@ -121,11 +128,25 @@ def write_lab_bag(path: Path, trials, *, compressed: bool = False, storage: str 
             H, W = frames.shape[1:3]
             for k in range(exc.num_steps):
                 tk = t + k * exc.period
-                layout = Layout(dim=[Dim(label="flexor", size=1, stride=1)], data_offset=0)
-                w.write_object(LAB_TOPICS["command"], "std_msgs/msg/Float64MultiArray",
-                               F64(layout=layout, data=np.asarray(exc.values[k], float)), int(tk * 1e9) + 700_000)
+                t_rx = int(tk * 1e9) + 700_000
+                if command_type == "float64":
+                    layout = Layout(dim=[Dim(label="flexor", size=1, stride=1)], data_offset=0)
+                    w.write_object(LAB_TOPICS["command"], "std_msgs/msg/Float64MultiArray",
+                                   F64(layout=layout, data=np.asarray(exc.values[k], float)), t_rx)
+                elif command_type == "joint_trajectory":
+                    JT, JTP = store.types["trajectory_msgs/msg/JointTrajectory"], \
+                        store.types["trajectory_msgs/msg/JointTrajectoryPoint"]
+                    Dur = store.types["builtin_interfaces/msg/Duration"]
+                    pt = JTP(positions=np.asarray(exc.values[k], float), velocities=np.zeros(0),
+                             accelerations=np.zeros(0), effort=np.zeros(0), time_from_start=Dur(sec=0, nanosec=0))
+                    w.write_object(LAB_TOPICS["command"], "trajectory_msgs/msg/JointTrajectory",
+                                   JT(header=_header(store, tk), joint_names=["flexor"], points=[pt]), t_rx)
+                else:
+                    w.write_object(LAB_TOPICS["command"], "sensor_msgs/msg/JointState",
+                                   JS(header=_header(store, tk), name=["flexor"], position=np.zeros(0),
+                                      velocity=np.zeros(0), effort=np.asarray(exc.values[k], float)), t_rx)
                 tf = tk + exc.period
-                if k not in drop:
+                if images and k not in drop:
                     msg = _compressed(store, frames[k], tf) if compressed else _image(store, frames[k], tf, "bgr8")
                     w.write_object(img_topic, img_type, msg, int(tf * 1e9) + 4_000_000)
                     w.write_object(LAB_TOPICS["camera_info"], "sensor_msgs/msg/CameraInfo",
@@ -133,6 +154,10 @@ def write_lab_bag(path: Path, trials, *, compressed: bool = False, storage: str 
                 w.write_object(LAB_TOPICS["joint_states"], "sensor_msgs/msg/JointState",
                                JS(header=_header(store, tf), name=list(jnames), position=np.asarray(qpos[k], float),
                                   velocity=np.zeros(0), effort=np.zeros(0)), int(tf * 1e9) + 300_000)
+            if marker_topic:
+                tm = t + exc.num_steps * exc.period + 0.01
+                w.write_object(marker_topic, "std_msgs/msg/String", store.types["std_msgs/msg/String"](data=exc.name),
+                               int(tm * 1e9))
             t = t + exc.num_steps * exc.period + 1.0
     return path
 

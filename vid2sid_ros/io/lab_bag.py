@@ -25,6 +25,7 @@ Config block (``trials[].source.bag`` / ``vid2sid calibrate`` ``real.bag``)::
       joint_units: {slide: m}         # default rad
       rate: 30                        # command rate, Hz (default: median command interval)
       split: {gap_s: 0.5}             # or {marker: true} (topics.trial_marker), {windows: [[t0, t1], ...]}
+                                      #   (windows: s since the first command)
       names: [step, chirp]            # trial names in order (default: trial_0, trial_1, ...)
 
 Command types (the type is read from the bag and checked):
@@ -42,7 +43,7 @@ A zero header stamp falls back to the receive (log) time, and the trial's warnin
 so. Images, CameraInfo and JointState use header stamps (receive times when zero).
 Trials: ExcitationCommand streams split by ``trial_id``; the others by ``split``
 (default: a gap longer than 5 command periods). Windows are ``[start, stop]`` in s since
-the bag's first message.
+the first command (its header stamp, or receive time without one).
 
 Frames missing from the camera stream are counted per trial (``trajectory.meta
 ["dropped_frames"]``) and reported in the trial's warnings (``"trial t: 30 of 60 frames
@@ -373,6 +374,7 @@ def load_lab_bag(cfg: LabBagConfig | Mapping[str, Any], *, tracker: Any = None, 
     if not cmds:
         raise BagError(f"bag {path}: no message on {cfg.topics['command']}")
     cmds.sort(key=lambda c: c.t)
+    t_first = cmds[0].t  # windows count from the first command (stamp or receive time, as the commands')
     ctype = present[cfg.topics["command"]][0]
     if not all(c.stamped for c in cmds):
         why = "has no header" if ctype == "std_msgs/msg/Float64MultiArray" else "has zero header stamps"

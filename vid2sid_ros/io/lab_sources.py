@@ -340,6 +340,6 @@ register_source(SourceKind(
           ("joint_units", "mapping", "", None, "Per joint rad (default) or m."),
           ("rate", "number", "Hz", None, "Command rate (default: median command interval)."),
           ("split", "mapping", "", None, "How a stream without trial ids splits: {gap_s: s}, {marker: true}, "
-           "{windows: [[t0, t1], ...]} (s since the bag's first message); default gaps of 5 periods."),
+           "{windows: [[t0, t1], ...]} (s since the first command); default gaps of 5 periods."),
           ("names", "list", "", None, "Trial names in recording order (default trial_0, trial_1, ...).")),
     doc="A rosbag2 recording: the camera re-tracked (or joint states), its commands drive the twin."))
