@@ -1,0 +1,113 @@
+"""Excitation profiles against their closed forms, with the documented defaults.
+
+Written against the survivors of the mutation run (bench/mutation.py): every default
+(amplitude 0.5, frequency 1 Hz, phase 0, f0 0.2 / f1 3 Hz, t_step 0.1 s, frequencies
+[0.5, 1.3, 2.7] Hz, seed 0, rate 30 Hz, duration 3 s), the sign of the phase, the chirp's
+end time, the multisine's phase draw and peak normalisation, CSV time columns and
+duplicate names in a set.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.signal import chirp
+
+from vid2sid_ros.core.excitation import ExcitationError, build_excitation, build_excitation_sets
+
+T30 = np.arange(90) / 30.0  # the default 3 s at 30 Hz
+
+
+def _col(cfg, names=("u0",)):
+    return build_excitation(cfg, names).values[:, 0]
+
+
+def test_sine_defaults_and_phase_sign():
+    e = build_excitation({"kind": "sine"})
+    assert e.rate == 30.0 and e.num_steps == 90 and e.name == "sine_1Hz"
+    assert np.allclose(e.values[:, 0], 0.5 * np.sin(2 * np.pi * T30))
+    got = _col({"kind": "sine", "phase": 0.7, "frequency": 2.0, "amplitude": 0.25, "offset": 0.1})
+    assert np.allclose(got, 0.1 + 0.25 * np.sin(2 * np.pi * 2.0 * T30 + 0.7))
+
+
+def test_chirp_defaults_and_end_time():
+    e = build_excitation({"kind": "chirp", "rate": 20.0, "duration": 2.0})
+    t = np.arange(40) / 20.0
+    assert e.name == "chirp_0.2-3Hz"
+    assert np.allclose(e.values[:, 0], 0.5 * chirp(t, f0=0.2, t1=t[-1], f1=3.0, method="linear", phi=-90))
+    one = _col({"kind": "chirp", "rate": 10.0, "duration": 0.1, "f0": 1.0, "f1": 5.0})  # a single step: t1 = 1 s
+    assert one.shape == (1,) and one[0] == pytest.approx(0.0, abs=1e-12)  # starts at sin(0)
+
+
+def test_step_defaults_and_release():
+    e = build_excitation({"kind": "step", "duration": 1.0, "rate": 10.0})
+    assert e.name == "step_0.5"
+    assert e.values[:, 0].tolist() == [0.0] + [0.5] * 9  # t >= 0.1 s
+    v = _col({"kind": "step", "duration": 1.0, "rate": 10.0, "t_step": 0.3, "t_release": 0.6, "amplitude": 2.0})
+    assert v.tolist() == [0.0] * 3 + [2.0] * 3 + [0.0] * 4
+    # t_release defaults to 0 only when given: with it, "t_release: 0" releases at once
+    assert not _col({"kind": "step", "duration": 1.0, "rate": 10.0, "t_release": 0.0}).any()
+
+
+def test_multisine_defaults_phases_and_peak():
+    e = build_excitation({"kind": "multisine"})
+    assert e.name == "multisine_s0"
+    freqs = np.array([0.5, 1.3, 2.7])
+    phases = np.random.default_rng(0).uniform(0, 2 * np.pi, size=3)
+    s = np.sin(2 * np.pi * freqs[None, :] * T30[:, None] + phases[None, :]).sum(axis=1)
+    assert np.allclose(e.values[:, 0], 0.5 * s / np.abs(s).max())
+    assert np.abs(e.values[:, 0]).max() == pytest.approx(0.5)  # peak-normalised to the amplitude
+    other = _col({"kind": "multisine", "seed": 1})
+    assert not np.allclose(other, e.values[:, 0])  # the seed draws the phases
+    single = _col({"kind": "multisine", "frequencies": [1.0], "amplitude": 2.0})
+    assert np.abs(single).max() == pytest.approx(2.0)
+    for bad in ([], [1.0, float("nan")], [[1.0, 2.0]]):
+        with pytest.raises(ExcitationError, match="non-empty list of finite numbers"):
+            build_excitation({"kind": "multisine", "frequencies": bad})
+    for seed in (-1, True, 1.5):
+        with pytest.raises(ExcitationError, match="'seed' must be an integer >= 0"):
+            build_excitation({"kind": "multisine", "seed": seed})
+    assert build_excitation({"kind": "multisine", "seed": 0}).name == "multisine_s0"  # 0 is a valid seed
+
+
+def test_csv_time_column_gives_the_rate_and_is_checked(tmp_path):
+    p = tmp_path / "cmd.csv"
+    p.write_text("time,flexor,extensor\n0.0,0.1,0.0\n0.05,0.2,0.5\n0.10,0.3,1.0\n")
+    e = build_excitation({"kind": "csv", "path": str(p)})
+    assert e.rate == pytest.approx(20.0) and e.actuator_names == ("flexor", "extensor") and e.name == "cmd"
+    assert np.allclose(e.values, [[0.1, 0.0], [0.2, 0.5], [0.3, 1.0]])
+    assert build_excitation({"kind": "csv", "path": str(p), "rate": 20.1}).rate == pytest.approx(20.1)  # within 1 %
+    with pytest.raises(ExcitationError, match="sampled at 20 Hz but the config says rate 25 Hz"):
+        build_excitation({"kind": "csv", "path": str(p), "rate": 25.0})
+    t_col = tmp_path / "t.csv"
+    t_col.write_text("t,u\n0,1\n0.1,2\n")
+    assert build_excitation({"kind": "csv", "path": str(t_col)}).rate == pytest.approx(10.0)  # 't' is a time column
+    no_time = tmp_path / "plain.csv"
+    no_time.write_text("u\n1\n2\n3\n")
+    assert build_excitation({"kind": "csv", "path": str(no_time), "rate": 50.0}).rate == 50.0
+    assert build_excitation({"kind": "csv", "path": str(no_time)}).rate == 30.0
+    for text, msg in (("time,u\n0,1\n0.1,2\n0.1,3\n", "data row 3 \\(0.1 s\\) is not after row 2 \\(0.1 s\\)"),
+                      ("time,u\n0,1\n0.1,2\n0.25,3\n", "not uniformly spaced"),
+                      ("time,u\n0,1\n0.1,2\n0.2,3\n0.305,4\n", "not uniformly spaced"),
+                      ("time\n0\n0.1\n", "no actuator columns"),
+                      ("0,1\n1,2\n", "holds numbers; expected a header row")):
+        bad = tmp_path / "bad.csv"
+        bad.write_text(text)
+        with pytest.raises(ExcitationError, match=msg):
+            build_excitation({"kind": "csv", "path": str(bad)})
+    ok_jitter = tmp_path / "jitter.csv"
+    ok_jitter.write_text("time,u\n0,1\n0.1,2\n0.2005,3\n0.3,4\n")  # 0.5 % jitter: accepted
+    assert build_excitation({"kind": "csv", "path": str(ok_jitter)}).num_steps == 4
+    with pytest.raises(ExcitationError, match="file not found"):
+        build_excitation({"kind": "csv"})
+
+
+def test_sets_refuse_duplicate_names_and_pass_the_actuators():
+    sets = build_excitation_sets({"train": [{"kind": "sine", "actuator": "b"}, {"kind": "step"}]}, ("a", "b"))
+    assert [e.name for e in sets["train"]] == ["sine_1Hz", "step_0.5"]
+    assert not sets["train"][0].values[:, 0].any() and sets["train"][0].values[:, 1].any()
+    assert sets["train"][1].actuator_names == ("a", "b")
+    with pytest.raises(ExcitationError, match=r"excitations.train: duplicate excitation name\(s\) \['sine_1Hz'\]"):
+        build_excitation_sets({"train": [{"kind": "sine"}, {"kind": "sine", "amplitude": 0.2}]})
+    three = build_excitation_sets({"h": [{"kind": "sine", "name": n} for n in "xyz"]})
+    assert [e.name for e in three["h"]] == ["x", "y", "z"]
