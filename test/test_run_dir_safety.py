@@ -36,7 +36,7 @@ def _cli_base(tmp_path_factory):
     cfg.write_text(yaml.safe_dump({"rig": TOY, "proposer": "reasoner",
                                    "calibration": {"iterations": 2, "rollout_budget": None, "identifiability": False,
                                                    "final_identifiability": False, "stop_when_converged": False}}))
-    assert main(["calibrate", str(cfg), "--out", str(base / "run"), "--seed", "0", "--quiet"]) == 0
+    assert main(["calibrate", str(cfg), "--out", str(base / "run"), "--seed", "0", "--quiet", "--no-report"]) == 0
     return cfg, base / "run"
 
 
@@ -131,7 +131,8 @@ def test_cli_resume_with_the_same_settings_passes_the_checks(cli_run, capsys):
     """The CLI's early check sees the spec as the loop does (measurement nuisances such as latency added)."""
     cfg, out = cli_run
     capsys.readouterr()
-    rc = main(["calibrate", str(cfg), "--out", str(out), "--seed", "0", "--quiet", "--resume", "--iterations", "3"])
+    rc = main(["calibrate", str(cfg), "--out", str(out), "--seed", "0", "--quiet", "--resume", "--iterations", "3",
+               "--no-report"])
     assert rc == 0, capsys.readouterr().err
     recs = [json.loads(x) for x in (out / "iterations.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in recs] == [1, 2, 3]

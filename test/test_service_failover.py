@@ -90,7 +90,7 @@ def _fake_key(monkeypatch):
     monkeypatch.delenv("GOOGLE_GENAI_USE_VERTEXAI", raising=False)
 
 
-def _config(tmp_path: Path, proposer: str, base_url: str, *, fallback: str | None = "reasoner",
+def _config(tmp_path: Path, proposer: str, base_url: str, *, fallback: str | None = "random",
             iterations: int = 3) -> Path:
     opts = {"base_url": base_url, "deadline_s": DEADLINE_S, "retry_every": 2, "overlay_plot": False,
             "video": False}
@@ -122,13 +122,13 @@ def test_server_that_never_answers_costs_one_deadline_then_the_fallback_goes_on(
     out = tmp_path / "run"
     t0 = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="vid2sid_ros"):
-        rc = main(["calibrate", str(cfg), "--out", str(out), "--quiet"])
+        rc = main(["calibrate", str(cfg), "--out", str(out), "--quiet", "--no-report"])
     wall = time.monotonic() - t0
     assert rc == 0, capsys.readouterr().err
     recs = _records(out)
     assert [r["iteration"] for r in recs] == [1, 2, 3]
     # every proposal came from the fallback, and the records say so (item 2)
-    assert [r["proposer"] for r in recs] == ["reasoner"] * 3
+    assert [r["proposer"] for r in recs] == ["random"] * 3
     assert all(r["extra"]["requested_proposer"] == proposer for r in recs)
     # circuit breaker: failed, skipped without a request, retried (retry_every: 2)
     assert [r["extra"]["service"]["state"] for r in recs] == ["failed", "skipped", "failed"]
@@ -144,7 +144,7 @@ def test_server_that_never_answers_costs_one_deadline_then_the_fallback_goes_on(
     assert "skipping the service in iteration 2" in caplog.text
     assert "trying the service again in iteration 3" in caplog.text
     res = yaml.safe_load((out / "result.yaml").read_text())
-    assert res["calibration"]["status"] == "ok" and res["calibration"]["best_proposer"] == "reasoner"
+    assert res["calibration"]["status"] == "ok" and res["calibration"]["best_proposer"] in ("random", "initial")
 
 
 @pytest.mark.timeout(90)
@@ -153,11 +153,11 @@ def test_refused_connection_goes_to_the_fallback_without_30_s_of_backoff(tmp_pat
     cfg = _config(tmp_path, proposer, _url(proposer, _refused_port()))
     out = tmp_path / "run"
     t0 = time.monotonic()
-    rc = main(["calibrate", str(cfg), "--out", str(out), "--quiet"])
+    rc = main(["calibrate", str(cfg), "--out", str(out), "--quiet", "--no-report"])
     assert rc == 0, capsys.readouterr().err
     recs = _records(out)
     assert [r["extra"]["service"]["state"] for r in recs] == ["failed", "skipped", "failed"]
-    assert [r["proposer"] for r in recs] == ["reasoner"] * 3
+    assert [r["proposer"] for r in recs] == ["random"] * 3
     for r in (recs[0], recs[2]):
         assert r["extra"]["service_wall_s"] <= DEADLINE_S + 0.5
         # the first retry would sleep 2 s, past the 1 s deadline: given up at once
@@ -169,7 +169,7 @@ def test_refused_connection_goes_to_the_fallback_without_30_s_of_backoff(tmp_pat
 def test_no_proposal_ever_made_ends_non_zero_with_status_and_no_model(tmp_path, capsys):
     cfg = _config(tmp_path, "gemini", _url("gemini", _refused_port()), fallback=None, iterations=2)
     out = tmp_path / "run"
-    rc = main(["calibrate", str(cfg), "--out", str(out)])
+    rc = main(["calibrate", str(cfg), "--out", str(out), "--no-report"])
     cap = capsys.readouterr()
     assert rc == 1
     err_lines = cap.err.strip().splitlines()

@@ -139,7 +139,7 @@ def test_result_yaml_loads_back_with_spec_extras_and_after_a_run_that_proposed_n
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump({"rig": TOY, "parameters": "spec.yaml", "proposer": "random", "calibration": {
         "iterations": 2, "rollout_budget": None, "identifiability": False, "final_identifiability": False}}))
-    assert main(["calibrate", str(cfg), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    assert main(["calibrate", str(cfg), "--out", str(tmp_path / "run"), "--quiet", "--no-report"]) == 0
     res = load_parameter_set(tmp_path / "run" / "result.yaml")
     doc = load_yaml(tmp_path / "run" / "result.yaml")
     assert res["damping"].lower == 0.003 and res.extra["notes"] == d["notes"]
