@@ -146,11 +146,14 @@ def test_calibrate_record_and_replay(ros, tmp_path):
         np.testing.assert_allclose(replayed.keypoints, live_real.keypoints, atol=1e-9)
         client.updates.clear()
         r = client.propose(apply=True, iterations=3)  # a 3-iteration calibration re-run without hardware
-        assert r.accepted and r.error_px < start_error and r.iteration == 3, r.message
+        # all three iterations, or fewer when the proposer says it has converged (the loop then stops)
+        assert r.accepted and r.error_px < start_error, r.message
+        assert r.iteration == 3 or (1 <= r.iteration < 3 and "stopped: converged" in r.message), r.message
         # progress: the start point and each iteration were published as they completed, then the applied best
-        assert ros.spin_until(lambda: len(client.updates) >= 5, timeout=5.0)
-        assert [u.iteration for u in client.updates[:4]] == [0, 1, 2, 3]
-        assert [u.accepted for u in client.updates[:5]] == [False] * 4 + [True]
+        n = r.iteration
+        assert ros.spin_until(lambda: len(client.updates) >= n + 2, timeout=5.0)
+        assert [u.iteration for u in client.updates[:n + 1]] == list(range(n + 1))
+        assert [u.accepted for u in client.updates[:n + 2]] == [False] * (n + 1) + [True]
     finally:
         replay.shutdown()
 
