@@ -199,10 +199,27 @@ def test_block_sandwich_widens_intervals_when_errors_grow_with_the_sensitivity()
     M = 600
     J = np.concatenate([np.full(M // 2, 0.1), np.full(M // 2, 10.0)])[:, None]  # slow half, fast half
     r = rng.normal(0.0, 1.0, M) * np.where(J[:, 0] > 1, 3.0, 0.1)  # errors large exactly where J is large
+    r -= J[:, 0] * (J[:, 0] @ r) / (J[:, 0] @ J[:, 0])  # at the optimum: no remaining Gauss-Newton step
     plain = analyse_jacobian(J, params, {"k": 1.0}, residuals=r, warn=False)
     blocks = analyse_jacobian(J, params, {"k": 1.0}, residuals=r, warn=False, clusters=np.arange(M) // 4)
     assert blocks.uncertainty["k"] > 1.3 * plain.uncertainty["k"]
     homo = rng.normal(0.0, 1.0, M)  # homoscedastic, white: both agree (the sandwich never narrows it)
+    homo -= J[:, 0] * (J[:, 0] @ homo) / (J[:, 0] @ J[:, 0])
     a = analyse_jacobian(J, params, {"k": 1.0}, residuals=homo, warn=False)
     b = analyse_jacobian(J, params, {"k": 1.0}, residuals=homo, warn=False, clusters=np.arange(M) // 4)
     assert a.uncertainty["k"] <= b.uncertainty["k"] < 1.3 * a.uncertainty["k"]
+
+
+def test_intervals_include_the_remaining_gauss_newton_step():
+    from vid2sid_ros.calibration.identifiability import analyse_jacobian
+    from vid2sid_ros.core.parameters import ParameterSet, ParameterSpec
+
+    params = ParameterSet((ParameterSpec("k", "N/m", 0.0, 2.0, 1.0),))
+    rng = np.random.default_rng(4)
+    J = rng.normal(0.0, 5.0, size=(400, 1))
+    noise = rng.normal(0.0, 0.1, 400)
+    at_optimum = noise - J[:, 0] * (J[:, 0] @ noise) / (J[:, 0] @ J[:, 0])  # orthogonal to J: step 0
+    away = at_optimum + J[:, 0] * 0.05  # stopped 0.05 (normalised) short of the optimum
+    a = analyse_jacobian(J, params, {"k": 1.0}, residuals=at_optimum, warn=False).uncertainty["k"]
+    b = analyse_jacobian(J, params, {"k": 1.0}, residuals=away, warn=False).uncertainty["k"]
+    assert b > 0.05 * 2.0 * 0.99 > a  # 0.05 normalised = 0.1 N/m on a [0, 2] range

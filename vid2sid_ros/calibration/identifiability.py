@@ -38,7 +38,9 @@ the covariance is multiplied by the residuals' integrated autocorrelation time
 until the first non-positive ρ_k, at most 10 frames; Sokal's effective-sample-size
 correction, ``M_eff = M / τ``): :func:`correlation_time`; and, per parameter, never below the block
 sandwich (cluster-robust) covariance over blocks of ``2τ`` frames (:func:`residual_blocks`),
-which also covers errors that grow with the speed or that the keypoints of a frame share. The coverage of the resulting 95 %
+which also covers errors that grow with the speed or that the keypoints of a frame share;
+plus, in quadrature, the remaining Gauss–Newton step ``−(JᵀJ)⁻¹Jᵀr`` from the reported point to
+the local least-squares optimum (a calibration that stopped at its budget has not reached it). The coverage of the resulting 95 %
 intervals is measured by ``bench/bench_coverage.py`` (README). Treat the intervals as a
 lower bound when the residual diagnosis reports a misspecification.
 """
@@ -409,7 +411,15 @@ def analyse_jacobian(
                     cov_u = np.where(np.eye(n, dtype=bool), np.maximum(np.diag(cov_u), np.diag(sandwich))[:, None]
                                      * np.eye(n), cov_u)
             du = unit_derivatives(parameters, parameters.complete(point))
-            std = np.sqrt(np.clip(np.diag(cov_u), 0.0, None)) * np.abs(du)
+            var_u = np.clip(np.diag(cov_u), 0.0, None)
+            rr = np.asarray(residuals, float)[rows] if residuals.shape[0] == J.shape[0] else None
+            if rr is not None and np.isfinite(rr).sum() > n:
+                # the point is where the optimiser stopped, not necessarily the least-squares optimum: the
+                # remaining Gauss-Newton step (normalised units) is part of the uncertainty of the reported value
+                ok = np.isfinite(rr)
+                gn_step = -(Ainv @ (Jc[ok].T @ rr[ok]))
+                var_u = var_u + gn_step ** 2
+            std = np.sqrt(var_u) * np.abs(du)
             uncertainty = {nm: float(s) for nm, s in zip(names, std)}
         except np.linalg.LinAlgError:
             uncertainty = {}
