@@ -538,6 +538,7 @@ def run(args) -> int:
     try:
         # library noise (Python warnings, OpenCV/FFmpeg codec notes printed from C) goes to the run's log
         quiet = not args.verbose
+        created = not Path(args.out).exists()  # made here only for run.log: removed again if the input is refused
         if quiet:
             try:
                 Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -554,6 +555,10 @@ def run(args) -> int:
     except (VideoError, ClipError, RigConfigError, UnknownRigError, UserModelError, FileNotFoundError,
             UnknownProposerError, ImportError, DemoError, ParameterSpecError) as err:
         if not state:
+            if created and Path(args.out).is_dir() and {p.name for p in Path(args.out).iterdir()} <= {"run.log"}:
+                import shutil
+
+                shutil.rmtree(args.out, ignore_errors=True)  # refused before any work: leave nothing behind
             print(f"vid2sid demo: {err}", file=sys.stderr)
             return 1
         return _unfinished(state, err)
