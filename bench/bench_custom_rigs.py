@@ -13,8 +13,11 @@ the issue asks ("physics within 2 % with the pose identified alongside").
 Usage::
 
     nice python bench/bench_custom_rigs.py --seeds 5 --methods reasoner,cmaes --out runs/bench_custom
+    # or, after `vid2sid benchmark sim2sim --rig examples/rigs/NAME/rig.yaml ... --out DIR/NAME` per rig:
+    python bench/bench_custom_rigs.py --summarise DIR
 
-Re-running with the same ``--out`` reuses finished runs.
+Re-running with the same ``--out`` reuses finished runs; ``--summarise`` only reads the
+``results.json`` files.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default="reasoner,cmaes")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", default="runs/bench_custom")
+    ap.add_argument("--summarise", metavar="DIR", help="only read DIR/<rig>/results.json (written by "
+                    "`vid2sid benchmark sim2sim --out DIR/<rig>`) and print the table")
     args = ap.parse_args(argv)
     rows = ["| rig (config) | method | physics: mean rel. error (worst seed) | camera pose | holdout MAE | "
             "rollouts | tracking |", "|---|---|---|---|---|---|---|"]
@@ -78,8 +83,11 @@ def main(argv=None) -> int:
     for name in [r.strip() for r in args.rigs.split(",") if r.strip()]:
         rig = load_rig(ROOT / "examples" / "rigs" / name / "rig.yaml")
         t0 = time.perf_counter()
-        res = run_benchmark(rig, [m.strip() for m in args.methods.split(",")], args.seeds, budget=BUDGETS[name],
-                            iterations=10, noise="camera", out=Path(args.out) / name, progress=False)
+        if args.summarise:
+            res = json.loads((Path(args.summarise) / name / "results.json").read_text())
+        else:
+            res = run_benchmark(rig, [m.strip() for m in args.methods.split(",")], args.seeds, budget=BUDGETS[name],
+                                iterations=10, noise="camera", out=Path(args.out) / name, progress=False)
         summary[name] = {}
         for m in res["methods"]:
             s = summarise(rig, res, m)
@@ -91,11 +99,12 @@ def main(argv=None) -> int:
                 ang = np.degrees(np.mean([a[k] for k in a if rig.parameters[k].unit == "rad"]))
                 pose = f"{pos:.1f} mm, {ang:.2f}° mean abs. error"
             rows.append(f"| {name} | {m} | {100 * s['physics']:.2f} % ({100 * s['physics_worst_seed']:.2f} %) | {pose} "
-                        f"| {s['holdout_mae_px']:.2f} px | {s['rollouts']:.0f} / {BUDGETS[name]} | "
+                        f"| {s['holdout_mae_px']:.2f} px | {s['rollouts']:.0f} / {res.get('budget_rollouts', BUDGETS[name])} | "
                         f"{s['tracking_px']:.2f} px |")
         print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "summary.json").write_text(json.dumps(summary, indent=2))
+    out = Path(args.summarise or args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print("\n".join(rows))
     return 0
 

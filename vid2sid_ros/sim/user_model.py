@@ -1,6 +1,6 @@
-"""User rigs without code: a MuJoCo model + a parameter spec + a trial description.
+"""User rigs without code: a MuJoCo (MJCF or URDF) model + a parameter spec + a camera.
 
-A user brings a clip and an MJCF model of the thing in it. :class:`UserModelTwin`
+A user brings a clip and an MJCF or URDF model of the thing in it. :class:`UserModelTwin`
 turns the model into a :class:`~vid2sid_ros.sim.base.Twin` whose parameters are
 declared entirely in the parameter spec YAML; each spec's ``target`` says what it
 writes (comma-separated for shared parameters, ``*ratio`` to scale):
@@ -13,18 +13,23 @@ target                      written into
                             indexed by (``dof_*`` fields take a joint name). The model is not
                             recompiled: MuJoCo reads these fields at every step.
 ``opt.density``             an ``MjOption`` field (``opt.gravity[2]``, ``opt.viscosity``...)
-``camera.px_per_m``         a nuisance field of the image projection
-                            (:class:`~vid2sid_ros.sim.image_projection.ImageProjection`:
-                            origin_x, origin_y, px_per_m, roll, distance, radial_k1,
-                            drift_x, drift_y)
+``camera.yaw``              a nuisance field of the rig's camera: with a pinhole ``camera:``
+                            (:data:`~vid2sid_ros.core.camera.CAMERA_FIELDS`: x, y, z m; roll,
+                            pitch, yaw rad; fx, fy, cx, cy px; k1, k2, p1, p2, k3); with the
+                            legacy planar ``projection:`` (:class:`~vid2sid_ros.sim.image_projection.
+                            ImageProjection`: origin_x, origin_y, px_per_m, roll, distance,
+                            radial_k1, drift_x, drift_y)
 ``init.qpos[swing]``        the initial state of the trial (joint name, optional component:
-``init.qvel[swing]``        ``init.qpos[ball,1]``); other coordinates start at ``qpos0``, at rest
+``init.qvel[swing]``        ``init.qpos[ball,1]``); other coordinates start at ``qpos0``, at rest;
+                            ``init.qpos[swing]@t2`` sets it for trial ``t2`` only
 ``trial.time_offset``       time from the initial state to the first video frame, s (>= 0)
 ==========================  ===============================================================
 
 Keypoints are named sites (or bodies) of the model, projected through the camera (a
 pinhole :class:`~vid2sid_ros.core.camera.PinholeCamera`, or the legacy planar projection
-relative to an *anchor* site), so the physics never sees the camera. The rig config that
+relative to an *anchor* site), so the physics never sees the camera; the same camera renders
+the twin's frames with MuJoCo's offscreen renderer (:mod:`.mujoco_render`: meshes, materials,
+textures and the config's markers, added by :mod:`.mujoco_model`). The rig config that
 binds a model, its parameters, camera, markers and trials is read by
 :func:`vid2sid_ros.rigs.load_rig` (format: ``docs/rig_config.md``), which builds this twin
 through :func:`build_user_twin`.
