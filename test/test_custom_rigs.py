@@ -23,6 +23,17 @@ def _physics_error(rig, rec) -> float:
     return float(np.mean([rec["rel_error"][n] for n in phys]))
 
 
+def _prefix(exc, fraction: float, seconds: float = 9.0):
+    """The first ``fraction * seconds`` of an excitation (meta kept: trial, init, scoring start)."""
+    from vid2sid_ros.core.excitation import Excitation
+
+    n = int(round(fraction * seconds * exc.rate))
+    meta = dict(exc.meta)
+    if "scored_from_frame" in meta:
+        meta["scored_from_frame"] = int(round(0.6 * seconds * exc.rate))
+    return Excitation(exc.name, exc.rate, exc.values[:n], exc.actuator_names, meta)
+
+
 def _bench(rig, budget: int, seed: int = 0):
     res = run_benchmark(rig, ["reasoner"], [seed], budget=budget, iterations=10, noise="camera", out=None,
                         progress=False)
@@ -49,8 +60,11 @@ def test_spherical_pendulum_physics_with_the_camera_pose_free():
     rig = load_rig(RIGS / "spherical_pendulum" / "rig.yaml")
     free = rig.parameters.free_names
     assert {"camera_x", "camera_y", "camera_z", "camera_roll", "camera_pitch", "camera_yaw"} <= set(free)
-    seed_rec, rec = _bench(rig, budget=60, seed=1)
-    assert _physics_error(rig, rec) < 0.03, rec["rel_error"]                         # measured 0.5 %
+    # test budget: the first 9 s of the 15 s swing (same 60/40 split), fewer rollouts
+    rig.excitations = {part: [_prefix(e, 0.6 if part == "train" else 1.0) for e in sets]
+                       for part, sets in rig.excitations.items()}
+    seed_rec, rec = _bench(rig, budget=50, seed=1)
+    assert _physics_error(rig, rec) < 0.03, rec["rel_error"]                         # measured 0.3 % (15 s)
     pose = [rec["rel_error"][n] for n in ("camera_x", "camera_y", "camera_z", "camera_pitch", "camera_yaw")]
     assert max(pose) < 0.03, rec["rel_error"]
     assert rec["holdout_mae_px"] < 0.5
