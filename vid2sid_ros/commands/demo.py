@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -535,30 +536,29 @@ def run(args) -> int:
 
     state: dict[str, Any] = {}
     log_path = Path(args.out) / "run.log"
+    import tempfile
+
+    # library noise (Python warnings, OpenCV/FFmpeg codec notes printed from C) goes to the run's log; it is
+    # collected in a temporary file first, so nothing is written to --out before run_demo's checks pass
+    noise = None
+    if not args.verbose:
+        fd, noise = tempfile.mkstemp(prefix="vid2sid_demo_", suffix=".log")
+        os.close(fd)
     try:
-        # library noise (Python warnings, OpenCV/FFmpeg codec notes printed from C) goes to the run's log
-        quiet = not args.verbose
-        created = not Path(args.out).exists()  # made here only for run.log: removed again if the input is refused
-        if quiet:
-            try:
-                Path(args.out).mkdir(parents=True, exist_ok=True)
-            except OSError:  # an unusable --out: run_demo says so in one line
-                quiet = False
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with quiet_stderr(log_path) if quiet else contextlib.nullcontext():
-                s = run_demo(out=args.out, config=args.config, proposer=args.proposer, budget=args.budget,
-                             iterations=args.iterations, methods=_methods(args.methods, args.proposer),
-                             variants=not args.no_variants, video=not args.no_video, seed=args.seed, state=state,
-                             allow_code=args.allow_code)
+            try:
+                with quiet_stderr(noise) if noise else contextlib.nullcontext():
+                    s = run_demo(out=args.out, config=args.config, proposer=args.proposer, budget=args.budget,
+                                 iterations=args.iterations, methods=_methods(args.methods, args.proposer),
+                                 variants=not args.no_variants, video=not args.no_video, seed=args.seed,
+                                 state=state, allow_code=args.allow_code)
+            finally:
+                _keep_log(noise, log_path)
         _log_warnings(caught, log_path, verbose=args.verbose)
     except (VideoError, ClipError, RigConfigError, UnknownRigError, UserModelError, FileNotFoundError,
             UnknownProposerError, ImportError, DemoError, ParameterSpecError) as err:
         if not state:
-            if created and Path(args.out).is_dir() and {p.name for p in Path(args.out).iterdir()} <= {"run.log"}:
-                import shutil
-
-                shutil.rmtree(args.out, ignore_errors=True)  # refused before any work: leave nothing behind
             print(f"vid2sid demo: {err}", file=sys.stderr)
             return 1
         return _unfinished(state, err)
@@ -594,6 +594,21 @@ def run(args) -> int:
     print(f"total {s['wall_s']:.0f} s")
     print(f"report: {s['report']}")
     return 0
+
+
+def _keep_log(tmp: str | None, log_path: Path) -> None:
+    """Append the collected library messages to ``log_path`` when the run directory exists; drop the temp file."""
+    if not tmp:
+        return
+    try:
+        text = Path(tmp).read_bytes()
+        if text and log_path.parent.is_dir():
+            with open(log_path, "ab") as f:
+                f.write(text)
+    except OSError:
+        pass
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def _log_warnings(caught, log_path: Path, *, verbose: bool) -> None:
