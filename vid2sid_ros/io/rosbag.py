@@ -207,7 +207,7 @@ class BagWriter:
         self._connections[topic] = self._writer.add_connection(topic, msgtype, typestore=self.typestore,
                                                                offered_qos_profiles=profiles)
         self._types[topic] = msgtype
-        self.counts[topic] = 0
+        self.counts.setdefault(topic, 0)
 
     def write(self, topic: str, msgtype: str, data: bytes | memoryview, timestamp_ns: int) -> None:
         """Append one serialized (CDR) message received at ``timestamp_ns`` (ns since epoch).

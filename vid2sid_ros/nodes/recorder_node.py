@@ -85,10 +85,12 @@ class RecorderNode(Node):
                                 chunk_bytes=int(p["chunk_kib"]) * 1024)
         self.bag_path = path
         self._trial_end = self.resolve_topic_name(TOPICS["trial_end"])
+        self._declared: set[str] = set()  # topics whose connection (with the offered QoS) is in the bag
         group = MutuallyExclusiveCallbackGroup()
         for key in p["topics"]:
             cls, typename = RECORDED[key]
             topic = self.resolve_topic_name(TOPICS[key])
+            self.writer.counts.setdefault(topic, 0)  # counted from the start; declared in the bag on first message
             self.create_subscription(cls, TOPICS[key], lambda data, t=topic, n=typename: self._write(t, n, data),
                                      STREAM_QOS, callback_group=group, raw=True)
         self.create_service(Trigger, TOPICS["recorder_stop"], self._srv_stop, callback_group=group)
@@ -107,8 +109,9 @@ class RecorderNode(Node):
             return
         self.last_write = time.monotonic()
         try:
-            if topic not in self.writer.counts:  # first message: record what its publishers offer
+            if topic not in self._declared:  # first message: record what its publishers offer
                 self.writer.add_topic(topic, typename, qos=self._offered_qos(topic))
+                self._declared.add(topic)
             self.writer.write(topic, typename, data, time.time_ns())
             if topic == self._trial_end:
                 self.writer.flush()  # a completed trial is on disk before the next one starts
