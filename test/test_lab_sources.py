@@ -25,7 +25,7 @@ def takes(tmp_path_factory):
     d = tmp_path_factory.mktemp("rod")
     twin = make_twin(d / "model")
     truth = draw_ground_truth(twin.parameters, 1)
-    excs = [release_excitation(f"pose{i}", p) for i, p in enumerate(POSES[:4])]
+    excs = [release_excitation(f"pose{i}", p, free_s=1.2) for i, p in enumerate(POSES[:4])]
     return d, truth, excs, record_motive_takes(twin, truth, excs, d / "takes", seed=1)
 
 
