@@ -46,6 +46,7 @@ import difflib
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -570,10 +571,17 @@ class UserModelTwin:
                             f"{list(self.actuator_names)}")
         return out
 
+    def _pre_roll_steps(self, offset: float) -> int:
+        """Physics substeps of the ``time_offset`` pre-roll (``offset`` s at most ``max_physics_timestep``)."""
+        if not offset > 0:
+            return 0
+        n = math.ceil(offset / self.max_physics_timestep - 1e-9)
+        return max(1, int(n)) if math.isfinite(n) else sys.maxsize
+
     def _pre_roll(self, offset: float) -> None:
         m, d = self.model, self.data
-        if offset > 0:
-            npre = max(1, int(math.ceil(offset / self.max_physics_timestep - 1e-9)))
+        npre = self._pre_roll_steps(offset)
+        if npre:
             m.opt.timestep = offset / npre
             mujoco.mj_step(m, d, npre)
         mujoco.mj_kinematics(m, d)
@@ -643,7 +651,10 @@ class UserModelTwin:
         period = excitation.period
         nsub = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
         offset = self._reset(self._trial_of(excitation), excitation)
-        message = self.rollout_limits.substeps_problem(T * nsub, f"{nsub} per {period:.4g} s frame, {T} frames")
+        npre = self._pre_roll_steps(offset)  # the time_offset pre-roll is stepped too: it counts
+        message = self.rollout_limits.substeps_problem(
+            T * nsub + npre, f"{nsub} per {period:.4g} s frame, {T} frames"
+            + (f", {npre:,} for the {offset:.4g} s time_offset pre-roll" if npre else ""))
         diverged = bool(message)  # refused before it starts: a failed evaluation, not a hang
         meter = RolloutMeter(self.rollout_limits)
         if diverged:
@@ -705,6 +716,10 @@ class UserModelTwin:
     def reset(self, trial: str = "") -> None:
         """Back to the initial state of ``trial`` (incl. its ``time_offset`` pre-roll) for :meth:`step`."""
         offset = self._reset(str(trial))
+        message = self.rollout_limits.substeps_problem(self._pre_roll_steps(offset), f"the {offset:.4g} s "
+                                                       "time_offset pre-roll")
+        if message:
+            raise TwinError(f"trial '{trial}': {message}")
         self._pre_roll(offset)
         d = self.data
         self._step_anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)

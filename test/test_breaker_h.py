@@ -1,0 +1,52 @@
+"""Hostile inputs found by the breaker (helper H, session 2): each test failed before its fix.
+
+Every bad input must come back as ONE line naming the file/key, exit non-zero, no
+traceback, nothing written, in bounded time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.core.excitation import Excitation
+from vid2sid_ros.sim.base import TwinError
+from vid2sid_ros.sim.user_model import UserModelTwin
+
+MODELS = Path(__file__).resolve().parents[1] / "vid2sid_ros" / "sim" / "models"
+
+
+def _pendulum() -> UserModelTwin:
+    return UserModelTwin(model_path=MODELS / "pendulum.xml", parameters=MODELS / "pendulum_parameters.yaml",
+                         keypoints={"apple": "apple_centre"},
+                         projection={"anchor": "pivot", "width": 64, "height": 36}, max_physics_timestep=0.009)
+
+
+@pytest.mark.timeout(30)
+def test_a_huge_time_offset_pre_roll_is_charged_to_the_substep_budget():
+    """Was: trials[].time_offset: 1e12 stepped mj_step(m, d, 1.1e14) -> a 4-line pybind TypeError
+    (int overflow) from `vid2sid calibrate`, naming no key; at 1e6 s it would step for hours.
+    Now the pre-roll's substeps count against calibration.rollout_max_substeps."""
+    twin = _pendulum()
+    for offset in (1e12, 1e6):
+        exc = Excitation("t1", 30.0, np.zeros((30, 1)), ("pivot_torque",), {"trial": "t1", "time_offset": offset})
+        t0 = time.monotonic()
+        res = twin.rollout(exc)
+        assert time.monotonic() - t0 < 5.0
+        assert res.diverged and res.message.startswith("rollout refused: it needs ")
+        assert "time_offset pre-roll" in res.message and "calibration.rollout_max_substeps" in res.message
+        assert not res.trajectory.valid.any()
+    # a small offset still runs (and its pre-roll is named in no message)
+    ok = twin.rollout(Excitation("t1", 30.0, np.zeros((30, 1)), ("pivot_torque",), {"trial": "t1",
+                                                                                     "time_offset": 0.5}))
+    assert not ok.diverged and ok.trajectory.valid.all()
+    # the lockstep route (reset + step) refuses the pre-roll before stepping
+    twin._time_offset = 1e12
+    with pytest.raises(TwinError, match=r"trial 't9': rollout refused: .*time_offset pre-roll"):
+        twin.reset("t9")
