@@ -118,6 +118,25 @@ def test_defaults_and_switches():
     assert "latency" not in off.names and "marker_offset.tip.x" in off.names
 
 
+def test_marker_offsets_stay_on_for_a_recorded_trial_with_a_free_initial_state():
+    """A free per-trial initial state (init.qpos, kind nuisance) does not model the camera: a recorded
+    trial keeps its marker offsets; a free camera.* nuisance (the pendulum's pixel scale) turns them off."""
+    from dataclasses import replace as dc_replace
+    from vid2sid_ros.core.parameters import ParameterSet, ParameterSpec
+    rig = make_rig()
+    excs = rig.excitations["train"]
+    init = ParameterSpec("t0_qpos_hinge", "rad", -1.0, 1.0, 0.0, "initial angle", "init.qpos[hinge]@t0",
+                         "linear", "nuisance")
+    p = dc_replace(rig.parameters, specs=tuple(rig.parameters.specs) + (init,))
+    assert isinstance(p, ParameterSet)
+    real = add_measurement_nuisances(p, None, keypoints=("tip",), excitations=excs, real_trial=True)
+    assert {"marker_offset.tip.x", "marker_offset.tip.y"} <= set(real.names)
+    cam = ParameterSpec("px_per_m", "px/m", 100.0, 900.0, 400.0, "scale", "camera.px_per_m", "linear", "nuisance")
+    p_cam = dc_replace(p, specs=tuple(p.specs) + (cam,))
+    own = add_measurement_nuisances(p_cam, None, keypoints=("tip",), excitations=excs, real_trial=True)
+    assert not any(n.startswith("marker_offset") for n in own.names)
+
+
 @pytest.mark.parametrize("block, message", [
     ({"latncy": True}, "unknown key(s) ['latncy']"),
     ({"latency": {"bounds": [0.01, 0.05]}}, "nuisance.latency.bounds: expected [lower, upper] with lower < 0 < upper"),

@@ -73,3 +73,44 @@ def test_track_bad_excitation_and_bare_trajectory_are_one_line(clips, tmp_path, 
     assert main(["calibrate", "--rig", "finger", "--real", str(bare), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "single trajectory, not a real trial" in err
+
+
+USER_MJCF = """<mujoco model="slider">
+  <worldbody>
+    <body name="cart"><joint name="slide" type="slide" axis="1 0 0" damping="1"/>
+      <geom type="box" size="0.05 0.05 0.05" mass="1"/><site name="mark" pos="0 -0.06 0"/></body>
+  </worldbody>
+  <actuator><motor name="push" joint="slide" gear="2"/></actuator>
+</mujoco>
+"""
+
+
+def test_track_pairs_a_clip_with_a_named_excitation_of_a_user_rig(tmp_path, capsys):
+    """`track --excitation NAME` takes the config's own named profiles (not only the per-trial-part sets
+    the loader derives from trials, `<trial>_train`/`<trial>_holdout`), and pairs the whole profile."""
+    import cv2
+
+    (tmp_path / "slider.xml").write_text(USER_MJCF)
+    (tmp_path / "rig.yaml").write_text(
+        "model: slider.xml\n"
+        "parameters: {damping: {unit: N*s/m, lower: 0.1, upper: 5, nominal: 1, target: 'dof_damping[slide]'}}\n"
+        "keypoints: {cart: mark}\n"
+        "camera: {width: 160, height: 120, fovy: 50, pose: {position: [0, -2, 0], look_at: [0, 0, 0]}}\n"
+        "tracker: {markers: [{name: cart, hsv_lower: [170, 100, 80], hsv_upper: [10, 255, 255]}]}\n"
+        "excitations: {push: {kind: sine, amplitude: 0.5, frequency: 1, duration: 1, rate: 20}}\n"
+        "trials: [{name: run1, source: {sim2sim: {}}, excitation: push, split: {train_fraction: 0.5}}]\n")
+    frames = []
+    for k in range(20):  # a red disc moving right, 20 frames at 20 Hz
+        img = np.full((120, 160, 3), 40, np.uint8)
+        cv2.circle(img, (40 + 3 * k, 60), 6, (255, 0, 0), -1)
+        frames.append(img)
+    clip = write_video(tmp_path / "clip.mp4", frames, 20.0)
+    assert main(["track", str(clip), "--rig", str(tmp_path / "rig.yaml"), "--out", str(tmp_path / "bare.json")]) == 0
+    assert "this rig's: push" in capsys.readouterr().err  # the hint names the config's profile first
+    out = tmp_path / "trial.json"
+    assert main(["track", str(clip), "--rig", str(tmp_path / "rig.yaml"), "--excitation", "push",
+                 "--out", str(out)]) == 0, capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    (entry,) = doc["train"]
+    assert entry["excitation"]["name"] == "push"
+    assert np.asarray(entry["excitation"]["values"]).shape[0] == 20  # the whole profile, not run1_train's 10 rows

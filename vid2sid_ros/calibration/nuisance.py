@@ -138,8 +138,9 @@ def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any
         keypoints: keypoint names (one marker offset pair each).
         excitations: the training excitations (latency defaults on when they are commanded).
         real_trial: True for a recorded robot (marker offsets default on, unless the spec
-            has free nuisance parameters of its own modelling the camera), False for a sim2sim
-            stand-in.
+            has free nuisance parameters of its own modelling the camera, i.e. ``camera.*``
+            targets; a free initial state ``init.qpos[...]`` does not count), False for a
+            sim2sim stand-in.
         unit: the measurement unit of the trials: ``px`` (image: x, y offsets) or ``m``
             (motion capture: x, y, z; default bounds ±0.01 m); other units (joint states,
             mixed) get no marker offsets.
@@ -158,8 +159,10 @@ def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any
                                    MEASUREMENT_PREFIX + "latency", "linear", "nuisance"))
     off_on, off_b = cfg["marker_offsets"]
     # default: on for real trials, unless the spec already models the camera with free nuisances of its
-    # own (a pixel scale, a pivot position: an offset of one keypoint would duplicate them)
-    own_camera = any(s.kind == "nuisance" and not s.target.startswith(MEASUREMENT_PREFIX) for s in parameters.free)
+    # own (``camera.*`` targets: a pixel scale, a pivot position, a pose: an offset of one keypoint would
+    # duplicate them). Other free nuisances (a per-trial initial state, a time offset) do not move the image.
+    own_camera = any(s.kind == "nuisance" and any(t.strip().startswith("camera.") for t in s.target.split(","))
+                     for s in parameters.free)
     default_offsets = real_trial and not own_camera
     if (default_offsets if off_on is None else off_on) and unit in OFFSET_UNITS:
         axes, unit_bounds = OFFSET_UNITS[unit]

@@ -93,10 +93,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"vid2sid track: {clip.num_frames} frames at {clip.fps:g} Hz from {args.video}; "
           f"keypoints found: {summary}" + ("" if args.out == "-" else f"; wrote {args.out}"), file=sys.stderr)
     if args.excitation is None and args.out != "-":
-        names = [e.name for k in ("train", "holdout") for e in (rig.excitations or {}).get(k, ())]
+        names = list(_rig_excitations(rig))
         print("vid2sid track: to calibrate from this clip, name the command it was filmed under: --excitation NAME"
               + (f" (this rig's: {', '.join(names)})" if names else ""), file=sys.stderr)
     return 0 if trajectory.valid.any() else 1
+
+
+def _rig_excitations(rig) -> dict:
+    """``NAME -> Excitation``: the config's named ``excitations:`` profiles (whole), then the rig's
+    train/holdout sets (a built-in twin's, or one per trial part of a config with trials)."""
+    excs = dict(getattr(rig, "named_excitations", None) or {})
+    for k in ("train", "holdout"):
+        for e in (rig.excitations or {}).get(k, ()):
+            excs.setdefault(e.name, e)
+    return excs
 
 
 def _real_trial_doc(args: argparse.Namespace, rig, trajectory) -> dict:
@@ -112,7 +122,7 @@ def _real_trial_doc(args: argparse.Namespace, rig, trajectory) -> dict:
 
     from ..core.trial import RealTrial
 
-    excs = {e.name: e for k in ("train", "holdout") for e in (rig.excitations or {}).get(k, ())}
+    excs = _rig_excitations(rig)
     if args.excitation is None:
         raise ValueError("--append needs --excitation NAME (the command the clip was filmed under)")
     if args.excitation not in excs:

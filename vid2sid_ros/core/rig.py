@@ -84,6 +84,8 @@ class Rig:
         nuisance: the config's ``nuisance`` block (latency, camera pose, marker offsets switches).
         calibration: defaults for the calibration run (``calibration:`` block).
         proposer: ``{"name": ..., "options": {...}, "fallback": ...}`` from the config.
+        named_excitations: the config's named ``excitations:`` profiles (``NAME -> Excitation``,
+            whole profiles, before any trial split), e.g. for ``vid2sid track --excitation NAME``.
     """
 
     name: str
@@ -100,6 +102,7 @@ class Rig:
     nuisance: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] = field(default_factory=dict)
     proposer: dict[str, Any] = field(default_factory=dict)
+    named_excitations: dict[str, Excitation] = field(default_factory=dict)
 
     def trial(self, name: str) -> TrialSpec:
         """The trial called ``name``.

@@ -294,6 +294,7 @@ def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, chec
             raise RigConfigError(f"{file}:tracker: {err}") from None
         rig.tracker = dict(doc["tracker"])
     named = _named_excitations(doc, rig, file, base)
+    rig.named_excitations = dict(named)
     if doc.get("trials"):
         rig.trials = _trials(doc["trials"], rig, named, file, base)
         _trial_parameters(rig, doc["trials"], file)
