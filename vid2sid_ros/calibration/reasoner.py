@@ -231,6 +231,7 @@ class Reasoner:
             J, Js = self._broyden(J, Js, anchor, best, sig_keys)
             travel += float(np.max(np.abs(best.u - anchor.u)))
             anchor = best
+        remeasured = False  # at most one re-measurement of dead sensitivities per proposal
         if converged and quota > 0:
             lines.append(f"Converged earlier: the least-squares model predicts no useful improvement of the "
                          f"{format_error(anchor.error, self._unit)} training MAE; holding the parameters and saving the rollouts.")
@@ -249,6 +250,30 @@ class Reasoner:
                                                          allow_diagnosis=False)
             if (step is None or np.max(np.abs(step)) < 1e-6
                     or (mode == "refinement" and predicted < self.converged_fraction * anchor.ssr)):
+                dead = _dead_columns(J, names)
+                if dead and travel > 0.0 and not remeasured:
+                    # a parameter that did nothing where the sensitivities were measured (a damping
+                    # before anything moves) may matter here: convergence is judged on fresh ones
+                    lines.append(f"{', '.join(dead)} had no measurable effect where I measured my sensitivities, "
+                                 f"{travel:.2f} (normalised) away; re-measuring them here before calling it converged.")
+                    remeasured = True
+                    try:
+                        J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations)
+                    except BudgetExhausted:
+                        break
+                    tried.extend(probes)
+                    travel, failures = 0.0, 0
+                    lines.append(self._sensitivity_summary(params, anchor, Js, sig_keys, J))
+                    better = [p for p in probes if not p.failed and p.error < anchor.error]
+                    if better:
+                        cand = min(better, key=lambda p: p.error)
+                        J, Js = self._broyden(J, Js, anchor, cand, sig_keys)
+                        travel += float(np.max(np.abs(cand.u - anchor.u)))
+                        anchor = cand
+                        if anchor.error < best.error:
+                            best = anchor
+                    radius = max(radius, self.initial_radius)
+                    continue
                 lines.append(f"Converged: the trajectory least-squares model predicts less than "
                              f"{100 * self.converged_fraction:.2g} % further reduction of the squared residual "
                              f"(training MAE {format_error(anchor.error, self._unit)}); holding the parameters.")
@@ -607,3 +632,16 @@ class _Point:
 
     def sig_vector(self, keys: Sequence[Sequence[str]]) -> np.ndarray:
         return np.array([self.sig_full[tuple(k)].d if tuple(k) in self.sig_full else np.nan for k in keys])
+
+
+def _dead_columns(J: np.ndarray, names: Sequence[str]) -> list[str]:
+    """Names of the parameters whose sensitivity column of ``J`` (residuals x parameters) is zero.
+
+    A column is dead when its norm is at most 1e-9 of the largest column's (or exactly 0):
+    the parameter did not move the keypoints at the point where ``J`` was measured.
+    """
+    if J is None or J.size == 0:
+        return []
+    norms = np.linalg.norm(np.nan_to_num(np.asarray(J, float)), axis=0)
+    top = float(norms.max()) if norms.size else 0.0
+    return [n for n, v in zip(names, norms) if v <= 1e-9 * top or v == 0.0]
