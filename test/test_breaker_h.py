@@ -50,3 +50,28 @@ def test_a_huge_time_offset_pre_roll_is_charged_to_the_substep_budget():
     twin._time_offset = 1e12
     with pytest.raises(TwinError, match=r"trial 't9': rollout refused: .*time_offset pre-roll"):
         twin.reset("t9")
+
+
+@pytest.mark.timeout(60)
+def test_a_multistart_costing_the_whole_budget_is_refused_before_any_rollout(tmp_path, capsys, monkeypatch):
+    """Was: calibrate ran the whole multistart (points: 50 -> 102 rollouts; points: 1e9 -> a 25-line
+    MemoryError traceback from the Sobol table) and only then compared its cost with the budget."""
+    from vid2sid_ros.calibration import start
+    from vid2sid_ros.cli import main
+
+    ran = []
+    real_multistart = start.multistart
+    monkeypatch.setattr(start, "multistart", lambda *a, **k: ran.append(1) or real_multistart(*a, **k))
+    out = tmp_path / "run"
+    cfg = tmp_path / "ms.yaml"
+    cfg.write_text("rig: toy\ncalibration: {rollout_budget: 40, start: {kind: multistart, points: 50}}\n")
+    assert main(["calibrate", str(cfg), "--out", str(out), "--no-report"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"{cfg}:calibration.start.points: the multistart costs 102 rollouts" in err and "budget is 40" in err
+    assert ran == [] and not out.exists()
+    cfg.write_text("rig: toy\ncalibration: {rollout_budget: null, start: {kind: multistart, points: 1000000000}}\n")
+    assert main(["calibrate", str(cfg), "--out", str(out), "--no-report"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{cfg}:calibration.start.points: expected an integer in [1, 100000]" in err
+    assert ran == [] and not out.exists()

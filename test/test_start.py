@@ -110,7 +110,7 @@ def test_start_block_errors_name_file_and_key():
     with pytest.raises(StartError, match=r"start.guess: unknown start plugin 'pendulum_circel' \(did you mean "
                                          r"pendulum_circle\?\)"):
         parse_start({"guess": "pendulum_circel"}, "f.yaml:calibration.start")
-    with pytest.raises(StartError, match=r"start.points: expected an integer >= 1"):
+    with pytest.raises(StartError, match=r"start.points: expected an integer in \[1, 100000\]"):
         parse_start({"points": 0}, "f.yaml:calibration.start")
     cfg, values = parse_start({"points": 4, "length": 1.0}, "x")
     assert cfg == StartConfig("multistart", 4, None) and values == {"length": 1.0}

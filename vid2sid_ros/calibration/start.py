@@ -43,6 +43,8 @@ START_GUESSES: dict[str, str] = {
 }
 START_KINDS = ("nominal", "multistart")
 _START_KEYS = ("kind", "points", "guess")
+#: most multistart points (each a rollout per training trial; the Sobol table is points x free floats)
+MAX_START_POINTS = 100_000
 
 
 class StartError(ValueError):
@@ -106,8 +108,9 @@ def parse_start(block: Any, where: str, parameters: ParameterSet | None = None) 
     if kind not in START_KINDS:
         raise StartError(f"{where}.kind: expected one of {', '.join(START_KINDS)}, got {kind!r}")
     points = block.get("points", 8)
-    if isinstance(points, bool) or not isinstance(points, int) or points < 1:
-        raise StartError(f"{where}.points: expected an integer >= 1 (rollouts per training trial each), got {points!r}")
+    if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= MAX_START_POINTS:
+        raise StartError(f"{where}.points: expected an integer in [1, {MAX_START_POINTS}] (rollouts per training "
+                         f"trial each), got {points!r}")
     guess = block.get("guess")
     if guess is not None and guess not in START_GUESSES:
         close = difflib.get_close_matches(str(guess), list(START_GUESSES), n=1)
@@ -203,13 +206,34 @@ def multistart(twin: Any, real: RealTrial, parameters: ParameterSet, *, points: 
     return table[best][0], table[best][1], spent, table
 
 
+def multistart_cost(real: RealTrial, cfg: StartConfig) -> int:
+    """Rollouts the multistart of ``cfg`` will spend: ``(points + 1) x training excitations`` (0 if none)."""
+    if cfg.kind != "multistart":
+        return 0
+    return (int(cfg.points) + 1) * max(1, len(real.train_excitations))
+
+
 def generic_start(twin: Any, real: RealTrial, parameters: ParameterSet, cfg: StartConfig, *, seed: int = 0,
-                  log: Callable[[str], None] = lambda s: None) -> StartResult:
+                  log: Callable[[str], None] = lambda s: None, budget: int | None = None,
+                  where: str = "calibration.start") -> StartResult:
     """The start stage: an optional guess (nominal suggestions only), then an optional multistart.
+
+    Args:
+        budget: the calibration's rollout budget (None = unlimited): a multistart costing all
+            of it is refused BEFORE any rollout (:func:`multistart_cost`).
+        where: ``file:calibration.start`` for messages.
 
     Returns:
         :class:`StartResult` (rollouts to charge against the budget).
+
+    Raises:
+        StartError: the multistart would cost the whole budget (names ``where.points``).
     """
+    cost = multistart_cost(real, cfg)
+    if budget is not None and cost and cost >= budget:
+        raise StartError(f"{where}.points: the multistart costs {cost} rollouts, the whole budget is {budget} "
+                         f"({cfg.points} points + the start point, x {max(1, len(real.train_excitations))} training "
+                         "excitation(s)); lower points or raise calibration.rollout_budget")
     notes: list[str] = []
     params = parameters
     if cfg.guess:

@@ -240,7 +240,8 @@ def run(args: argparse.Namespace) -> int:
             params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
             twin = rig.make_twin()
             try:
-                started = generic_start(twin, real, params, start_cfg, seed=ccfg.seed,
+                started = generic_start(twin, real, params, start_cfg, seed=ccfg.seed, budget=ccfg.rollout_budget,
+                                        where=f"{src}:calibration.start",
                                         log=lambda m: None if args.quiet else print(f"start: {m}", flush=True))
             finally:
                 close = getattr(twin, "close", None)

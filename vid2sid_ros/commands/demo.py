@@ -220,12 +220,16 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
 
     # the generic start (no rig-specific code): the config's calibration.start, e.g. the optional
     # pendulum_circle guess (suggests nominal values only) and/or a multistart charged to the budget
-    from ..calibration.start import generic_start, parse_start
+    from ..calibration.start import StartError, generic_start, parse_start
 
     start_cfg, start_values = parse_start((rig.calibration or {}).get("start"), f"{file}:calibration.start",
                                           rig.parameters)
     params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
-    started = generic_start(twin, real, params, start_cfg, seed=seed, log=lambda s: log(f"  start: {s}"))
+    try:  # a multistart costing the whole budget is refused before any rollout
+        started = generic_start(twin, real, params, start_cfg, seed=seed, log=lambda s: log(f"  start: {s}"),
+                                budget=budget, where=f"{file}:calibration.start")
+    except StartError as err:
+        raise RigConfigError(str(err)) from None
     params = started.parameters
     if started.rollouts >= budget:
         raise RigConfigError(f"{file}:calibration.start.points: the multistart costs {started.rollouts} rollouts, "
