@@ -111,3 +111,14 @@ def test_sets_refuse_duplicate_names_and_pass_the_actuators():
         build_excitation_sets({"train": [{"kind": "sine"}, {"kind": "sine", "amplitude": 0.2}]})
     three = build_excitation_sets({"h": [{"kind": "sine", "name": n} for n in "xyz"]})
     assert [e.name for e in three["h"]] == ["x", "y", "z"]
+
+
+def test_csv_rate_of_rounded_times_is_the_nominal_rate(tmp_path):
+    """Times written with 6 decimals at 30 Hz (0.033333, 0.066667, ...): the rate is 30 Hz to 1e-7,
+    so a 30 fps clip's trial accepts it (the median step gave 30.0003 Hz, refused at 1e-6)."""
+    p = tmp_path / "cmd.csv"
+    t = np.arange(180) / 30.0
+    p.write_text("time,push\n" + "".join(f"{ti:.6f},{0.1 * i:.6f}\n" for i, ti in enumerate(t)))
+    e = build_excitation({"kind": "csv", "path": str(p)})
+    assert e.rate == pytest.approx(30.0, rel=1e-7)
+    assert e.values.shape == (180, 1) and e.actuator_names == ("push",)

@@ -196,7 +196,9 @@ def _csv(cfg):
     """(values (T, A), actuator column names, rate Hz or None) of a CSV profile.
 
     The header names the columns; a ``time``/``t`` column (s) is optional. With one, it
-    must increase uniformly: its spacing gives the rate, or must match ``rate`` (1 %).
+    must increase uniformly (every step within 1 % of the median): its span gives the rate,
+    ``(T - 1) / (t[-1] - t[0])``, exact for times rounded to a few decimals, or must match
+    ``rate`` (1 %).
     """
     path = Path(cfg.get("path", ""))
     if not path.is_file():
@@ -252,7 +254,9 @@ def _csv(cfg):
         if np.max(np.abs(dt - step)) > 0.01 * step:
             raise ExcitationError(f"{path}: column '{tcol}' is not uniformly spaced (steps from {dt.min():g} to "
                                   f"{dt.max():g} s); resample the commands to a fixed rate")
-        rate = 1.0 / step
+        # the rate from the whole span, not the median step: times printed with a few decimals
+        # (0.033333 at 30 Hz) would give 30.0003 Hz, which no 30 fps recording matches
+        rate = (len(t) - 1) / float(t[-1] - t[0])
         if "rate" in cfg:
             given = _rate(cfg)
             if abs(given - rate) > 0.01 * given:
