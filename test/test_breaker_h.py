@@ -75,3 +75,30 @@ def test_a_multistart_costing_the_whole_budget_is_refused_before_any_rollout(tmp
     err = capsys.readouterr().err.strip()
     assert f"{cfg}:calibration.start.points: expected an integer in [1, 100000]" in err
     assert ran == [] and not out.exists()
+
+
+def test_an_absurd_image_size_is_refused_at_load_naming_the_key(tmp_path):
+    """Was: camera.width: 1000000000 loaded; calibrate then died in the stand-in render with a
+    25-line MemoryError traceback (frames x height x width x 3 bytes = 196 TiB)."""
+    import shutil
+
+    import yaml
+
+    from vid2sid_ros.core.camera import CameraError, load_camera_info
+    from vid2sid_ros.rigs import RigConfigError, load_rig
+
+    arm = tmp_path / "arm"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "rigs" / "urdf_arm", arm)
+    doc = yaml.safe_load((arm / "rig.yaml").read_text())
+    doc["camera"]["width"] = 10**9
+    (arm / "rig.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(RigConfigError, match=r"rig.yaml:camera.width: expected a positive integer "
+                                             r"\(px, at most 16384\), got 1000000000$"):
+        load_rig(arm / "rig.yaml")
+    info = tmp_path / "cam.yaml"
+    info.write_text("image_width: 640\nimage_height: 4800000\ncamera_matrix: {rows: 3, cols: 3, data: "
+                    "[500, 0, 320, 0, 500, 240, 0, 0, 1]}\n")
+    with pytest.raises(CameraError, match=r"cam.yaml:image_height: expected a positive integer \(px, at most 16384\)"):
+        load_camera_info(info)
+    info.write_text(info.read_text().replace("4800000", "480"))
+    assert load_camera_info(info)["height"] == 480

@@ -46,6 +46,11 @@ __all__ = ["PinholeCamera", "CameraError", "CAMERA_FIELDS", "load_camera_info", 
            "rpy_to_matrix", "matrix_to_rpy", "look_at_rpy", "look_at_rotation", "BODY_TO_OPTICAL"]
 
 
+#: largest image side, px: a rendered trial holds frames x height x width x 3 bytes (16384 is the usual
+#: OpenGL framebuffer / texture limit; a typo like 10**9 would otherwise ask for terabytes)
+MAX_IMAGE_SIDE = 16384
+
+
 class CameraError(ValueError):
     """A camera description (CameraInfo YAML, config block, pose) is malformed; the message
     names the file and key, what was expected and what was found."""
@@ -156,6 +161,9 @@ class PinholeCamera:
         w = f"camera '{self.name}'"
         if int(self.width) != self.width or int(self.height) != self.height or self.width <= 0 or self.height <= 0:
             raise CameraError(f"{w}: image size must be positive integers, got {self.width}x{self.height}")
+        if max(self.width, self.height) > MAX_IMAGE_SIDE:
+            raise CameraError(f"{w}: image size must be at most {MAX_IMAGE_SIDE} px a side, got "
+                              f"{self.width}x{self.height}")
         object.__setattr__(self, "width", int(self.width))
         object.__setattr__(self, "height", int(self.height))
         for f in ("fx", "fy", "cx", "cy", "roll", "pitch", "yaw"):
@@ -327,8 +335,8 @@ def _matrix(info: Mapping[str, Any], key: str, rows: int, cols: int | None, wher
 def _intrinsics_from_info(info: Mapping[str, Any], where: str) -> dict[str, Any]:
     for key in ("image_width", "image_height"):
         v = info.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise CameraError(f"{where}:{key}: expected a positive integer (px), got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_IMAGE_SIDE:
+            raise CameraError(f"{where}:{key}: expected a positive integer (px, at most {MAX_IMAGE_SIDE}), got {v!r}")
     k = _matrix(info, "camera_matrix", 3, 3, where)
     if k[1] != 0.0 or k[3] != 0.0 or k[6:] != [0.0, 0.0, 1.0]:
         raise CameraError(f"{where}:camera_matrix: expected [fx, 0, cx, 0, fy, cy, 0, 0, 1] (no skew), got {k}")
@@ -450,8 +458,9 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
     for f in ("width", "height"):
         if f in cfg:
             v = cfg[f]
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise CameraError(f"{source}:{key}.{f}: expected a positive integer (px), got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_IMAGE_SIDE:
+                raise CameraError(f"{source}:{key}.{f}: expected a positive integer (px, at most {MAX_IMAGE_SIDE}), "
+                                  f"got {v!r}")
             kw[f] = v
     kw.setdefault("width", 640)
     kw.setdefault("height", 480)
