@@ -286,3 +286,32 @@ def test_every_key_of_the_schema_refuses_a_wrong_type_naming_file_and_key():
         assert str(e.value).startswith(f"rig.yaml:{where}: expected "), (key.path, str(e.value))
         checked += 1
     assert checked > 100  # nearly every key has a type to get wrong
+
+
+def test_free_initial_state_takes_unit_and_bounds_from_the_joint(tmp_path):
+    """docs/rig_config.md: init_bounds default to the joint range, else [-pi, pi] rad / [-1, 1] m. A cart's
+    slide limited to +-0.9 m got +-3.14 'rad or m' (the cart off its rail); explicit init_bounds are kept."""
+    from vid2sid_ros.rigs import load_rig
+
+    (tmp_path / "cart.xml").write_text(
+        '<mujoco><worldbody><body name="cart"><joint name="slider" type="slide" axis="1 0 0" range="-0.9 0.9"/>'
+        '<geom type="box" size="0.1 0.05 0.05" mass="1"/><site name="c"/>'
+        '<body name="pole"><joint name="hinge" type="hinge" axis="0 1 0"/>'
+        '<geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.01" mass="0.1"/><site name="tip" pos="0 0 -0.5"/>'
+        '</body></body><body name="rod"><joint name="rail2" type="slide" axis="0 0 1"/>'
+        '<geom type="sphere" size="0.02" mass="0.1"/></body></worldbody></mujoco>')
+    doc = {"model": "cart.xml", "keypoints": {"cart": "c", "tip": "tip"},
+           "parameters": {"d": {"unit": "N*s/m", "lower": 0.1, "upper": 5, "nominal": 1, "target": "dof_damping[slider]"}},
+           "camera": {"width": 160, "height": 120, "fovy": 50, "pose": {"position": [0, -3, 0], "look_at": [0, 0, 0]}},
+           "trials": [{"name": "a", "source": {"sim2sim": {}},
+                       "init": {"qpos[slider]": "free", "qpos[hinge]": "free", "qvel[slider]": "free",
+                                "qpos[rail2]": "free", "qvel[hinge]": "free"},
+                       "init_bounds": {"qpos[rail2]": [-0.2, 0.3]},
+                       "excitation": {"kind": "step", "amplitude": 0.0, "duration": 1.0, "rate": 30.0}}]}
+    p = load_rig(doc, source=(str(tmp_path / "cart.yaml"), tmp_path)).parameters
+    got = {n: (p[n].unit, p[n].lower, p[n].upper) for n in p.names if n.startswith("a_")}
+    assert got["a_qpos_slider"] == ("m", -0.9, 0.9)
+    assert got["a_qpos_hinge"] == ("rad", pytest.approx(-np.pi), pytest.approx(np.pi))
+    assert got["a_qvel_slider"] == ("m/s", -10.0, 10.0)
+    assert got["a_qvel_hinge"] == ("rad/s", -10.0, 10.0)
+    assert got["a_qpos_rail2"][1:] == (-0.2, 0.3)  # the config's init_bounds win over the joint default

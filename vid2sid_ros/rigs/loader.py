@@ -712,6 +712,53 @@ def _check_twin(rig: Rig, file: str) -> None:
         if msg.startswith("cannot load") or "compile" in msg.lower():
             raise RigConfigError(f"{file}:model: {msg}") from None
         raise RigConfigError(f"{file}:model: {msg}") from None
+    _joint_init_bounds(rig, twin)
     close = getattr(twin, "close", None)
     if callable(close):
         close()
+
+
+def _joint_init_bounds(rig: Rig, twin: Any) -> None:
+    """Unit and default bounds of free initial-state parameters from the model's joint types.
+
+    For a coordinate without ``init_bounds``: a hinge is in rad (qpos bounds: its range when
+    limited, else [-pi, pi]), a slide in m (its range, else [-1, 1] m); qvel [-10, 10] rad/s or
+    m/s. Ball and free joints (and twins without an ``MjModel``) keep "rad or m" and [-pi, pi].
+    """
+    import dataclasses
+
+    model = getattr(twin, "model", None)
+    if model is None or not hasattr(model, "jnt_type"):
+        return
+    import mujoco
+
+    raw = {str(t.get("name") or f"t{i}"): dict(t.get("init_bounds") or {})
+           for i, t in enumerate(rig.config.get("trials") or []) if isinstance(t, Mapping)}
+    specs = list(rig.parameters.specs)
+    changed = False
+    for t in rig.trials:
+        for key, pname in t.free_init.items():
+            m = re.match(r"^(qpos|qvel)\[([^,\]]+)", key)
+            if not m or key in raw.get(t.name, {}) or pname not in rig.parameters:
+                continue
+            j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, m.group(2).strip())
+            if j < 0:
+                continue
+            jt = int(model.jnt_type[j])
+            if jt == int(mujoco.mjtJoint.mjJNT_HINGE):
+                unit, lo, hi = "rad", -math.pi, math.pi
+            elif jt == int(mujoco.mjtJoint.mjJNT_SLIDE):
+                unit, lo, hi = "m", -1.0, 1.0
+            else:
+                continue
+            if m.group(1) == "qvel":
+                unit, lo, hi = unit + "/s", -10.0, 10.0
+            elif bool(model.jnt_limited[j]):
+                lo, hi = (float(v) for v in model.jnt_range[j])
+            i = next(k for k, sp in enumerate(specs) if sp.name == pname)
+            nominal = min(max(t.init.get(key, 0.0), lo), hi) if lo <= 0.0 <= hi else 0.5 * (lo + hi)
+            specs[i] = dataclasses.replace(specs[i], unit=unit, lower=float(lo), upper=float(hi),
+                                           nominal=float(nominal))
+            changed = True
+    if changed:
+        rig.parameters = dataclasses.replace(rig.parameters, specs=tuple(specs))
