@@ -315,3 +315,29 @@ def test_free_initial_state_takes_unit_and_bounds_from_the_joint(tmp_path):
     assert got["a_qvel_slider"] == ("m/s", -10.0, 10.0)
     assert got["a_qvel_hinge"] == ("rad/s", -10.0, 10.0)
     assert got["a_qpos_rail2"][1:] == (-0.2, 0.3)  # the config's init_bounds win over the joint default
+
+
+def test_csv_excitation_columns_must_name_the_rig_actuators(tmp_path):
+    """A commands CSV whose column is not an actuator ('pusher' for 'push') was driven by position,
+    silently (swapped columns of two motors would be too); it is one line naming the key, file and column."""
+    from vid2sid_ros.rigs import RigConfigError, load_rig
+
+    (tmp_path / "cart.xml").write_text(
+        '<mujoco><worldbody><body name="cart"><joint name="slider" type="slide" axis="1 0 0"/>'
+        '<geom type="box" size="0.1 0.05 0.05" mass="1"/><site name="c"/></body></worldbody>'
+        '<actuator><motor name="push" joint="slider"/></actuator></mujoco>')
+    (tmp_path / "ok.csv").write_text("time,push\n0,0.1\n0.1,0.2\n0.2,0.0\n")
+    (tmp_path / "bad.csv").write_text("time,pusher\n0,0.1\n0.1,0.2\n0.2,0.0\n")
+    doc = {"model": "cart.xml", "keypoints": {"cart": "c"},
+           "parameters": {"d": {"unit": "N*s/m", "lower": 0.1, "upper": 5, "nominal": 1, "target": "dof_damping[slider]"}},
+           "camera": {"width": 160, "height": 120, "fovy": 50, "pose": {"position": [0, -3, 0], "look_at": [0, 0, 0]}},
+           "excitations": {"cmds": {"kind": "csv", "path": "ok.csv"}},
+           "trials": [{"name": "a", "source": {"sim2sim": {}}, "excitation": "cmds"}]}
+    src = (str(tmp_path / "cart.yaml"), tmp_path)
+    assert load_rig(doc, source=src).named_excitations["cmds"].actuator_names == ("push",)
+    doc["excitations"]["cmds"]["path"] = "bad.csv"
+    with pytest.raises(RigConfigError) as err:
+        load_rig(doc, source=src)
+    msg = str(err.value)
+    assert "\n" not in msg and "cart.yaml:excitations.cmds.path" in msg and "'pusher'" in msg
+    assert "did you mean push?" in msg

@@ -712,10 +712,33 @@ def _check_twin(rig: Rig, file: str) -> None:
         if msg.startswith("cannot load") or "compile" in msg.lower():
             raise RigConfigError(f"{file}:model: {msg}") from None
         raise RigConfigError(f"{file}:model: {msg}") from None
+    _check_csv_columns(rig, twin, file)
     _joint_init_bounds(rig, twin)
     close = getattr(twin, "close", None)
     if callable(close):
         close()
+
+
+def _check_csv_columns(rig: Rig, twin: Any, file: str) -> None:
+    """A named CSV excitation's columns must be actuators of the twin (else the twin would map them
+    by position, silently, when their count matches).
+
+    Raises:
+        RigConfigError: ``file:excitations.NAME.path: CSV: column 'X' is not an actuator ...``.
+    """
+    acts = tuple(getattr(twin, "actuator_names", ()) or ())
+    if not acts:
+        return
+    for name, e in (rig.named_excitations or {}).items():
+        if (e.meta or {}).get("kind") != "csv":
+            continue
+        bad = [c for c in e.actuator_names if c not in acts]
+        if bad:
+            close = difflib.get_close_matches(bad[0], acts, n=1)
+            raise RigConfigError(f"{file}:excitations.{name}.path: {e.meta.get('path')}: column {bad[0]!r} is not an "
+                                 f"actuator of the rig" + (f" (did you mean {close[0]}?)" if close else "")
+                                 + f"; actuators: {', '.join(acts)}; name the command columns after them "
+                                 "(plus an optional time column)")
 
 
 def _joint_init_bounds(rig: Rig, twin: Any) -> None:
