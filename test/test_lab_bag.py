@@ -63,7 +63,9 @@ def test_lab_bags_calibrate_the_finger_like_the_package_bag(bags):
                for w in lab.meta["warnings"])
     assert lab.meta["camera_info"]["width"] == 320
     assert [t.kind for t in both.train] == ["image", "joints"] * 2 and both.train[1].units == ("rad",) * 3
-    cfg = CalibrationConfig(iterations=6, rollout_budget=60, seed=0)
+    # the identifiability checks (diagnostic rollouts) are not what this compares: off
+    cfg = CalibrationConfig(iterations=6, rollout_budget=60, seed=0, identifiability=False,
+                            final_identifiability=False)
     ref = run_calibration(rig, pkg, make_proposer("reasoner"), cfg)
     for real in (labc, both):
         res = run_calibration(rig, real, make_proposer("reasoner"), cfg)

@@ -32,7 +32,8 @@ def test_soft_rod_stiffness_and_damping_from_motive_takes(tmp_path):
     assert sum(int((~t.valid).sum()) for t in real.train) > 4 * 8  # the occlusions and dropouts came through
     twin.set_parameters(twin.parameters.nominal())
     res = run_calibration(twin, real, make_proposer("reasoner"),
-                          CalibrationConfig(iterations=8, rollout_budget=160, seed=0))
+                          CalibrationConfig(iterations=8, rollout_budget=160, seed=0, identifiability=False,
+                                            final_identifiability=False))  # no diagnostics checked here
     rel = relative_parameter_error(res.values, truth, twin.parameters.free_names)
     assert np.mean(list(rel.values())) < 0.03, rel
     assert res.unit == "m" and res.holdout_unit == "m"
