@@ -102,3 +102,24 @@ def test_an_absurd_image_size_is_refused_at_load_naming_the_key(tmp_path):
         load_camera_info(info)
     info.write_text(info.read_text().replace("4800000", "480"))
     assert load_camera_info(info)["height"] == 480
+
+
+def test_a_file_that_is_no_mcap_is_not_called_an_unfinished_bag(tmp_path, capsys):
+    """Was: `vid2sid bag info notes.mcap` (any non-MCAP bytes) said "bag . is unfinished ... recover its
+    completed chunks with: vid2sid bag repair ." -- advice naming the whole working directory."""
+    from vid2sid_ros.cli import main
+    from vid2sid_ros.io.rosbag import MCAP_MAGIC, BagError, check_bag_finished
+
+    junk = tmp_path / "notes.mcap"
+    junk.write_text("not a bag\n")
+    with pytest.raises(BagError, match=r"notes.mcap: not an MCAP file \(no MCAP magic at the start\)"):
+        check_bag_finished(junk)
+    assert main(["bag", "info", str(junk)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not an MCAP file" in err and "unfinished" not in err
+    # a real MCAP start without its footer is unfinished, and the advice names what was given
+    cut = tmp_path / "cut" / "cut_0.mcap"
+    cut.parent.mkdir()
+    cut.write_bytes(MCAP_MAGIC + b"\x00" * 64)
+    with pytest.raises(BagError, match=rf"is unfinished .* vid2sid bag repair {cut}$"):
+        check_bag_finished(cut)

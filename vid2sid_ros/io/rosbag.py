@@ -299,13 +299,16 @@ def check_bag_finished(path: str | Path) -> None:
     for f in files:
         if f.suffix == ".mcap":
             with f.open("rb") as fh:
+                if fh.read(len(MCAP_MAGIC)) != MCAP_MAGIC:  # not a bag at all: repair cannot help
+                    raise BagError(f"{f}: not an MCAP file (no MCAP magic at the start); expected a rosbag2 "
+                                   "MCAP storage file")
                 size = fh.seek(0, 2)
                 fh.seek(max(size - len(MCAP_MAGIC), 0))
                 if size < 2 * len(MCAP_MAGIC) or fh.read() != MCAP_MAGIC:
                     unfinished.append(f.name)
     if unfinished:
         raise BagError(f"bag {bag_dir} is unfinished (its recorder did not close it: {', '.join(unfinished)} has no "
-                       f"MCAP summary/footer); recover its completed chunks with: vid2sid bag repair {bag_dir}")
+                       f"MCAP summary/footer); recover its completed chunks with: vid2sid bag repair {p}")
     if p.is_dir() and not (p / "metadata.yaml").is_file():
         raise BagError(f"bag {p} has no metadata.yaml (its recorder did not close it); rebuild it with: "
                        f"vid2sid bag repair {p}")
