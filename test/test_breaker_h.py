@@ -123,3 +123,25 @@ def test_a_file_that_is_no_mcap_is_not_called_an_unfinished_bag(tmp_path, capsys
     cut.write_bytes(MCAP_MAGIC + b"\x00" * 64)
     with pytest.raises(BagError, match=rf"is unfinished .* vid2sid bag repair {cut}$"):
         check_bag_finished(cut)
+
+
+def test_semicolon_separated_lab_exports_are_read(tmp_path):
+    """Was: a spreadsheet export with ';' separators (European locales) read as ONE column:
+    mocap said "marker column 'a' not found; markers in the file: none", the joint CSV
+    "joint column 'q1' not found; columns: time;q1;q2"."""
+    from vid2sid_ros.io.joint_csv import load_joint_csv
+    from vid2sid_ros.io.mocap import MocapError, load_mocap
+
+    m = tmp_path / "take.csv"
+    m.write_text("\ufefftime;a_x;a_y;a_z\n0;0.1;0.2;0.3\n0.01;0.1;0.25;0.3\n", encoding="utf-8")
+    rec = load_mocap(m, markers=["a"], unit="m")
+    assert "2 samples at 100 Hz, 1 markers" in rec.report()
+    assert np.allclose(rec.points[:, 0, :], [[0.1, 0.2, 0.3], [0.1, 0.25, 0.3]])  # default frame: z up, as given
+    m.write_text("time;a_x;a_y;a_z\n0;0,1;0,2;0,3\n")
+    with pytest.raises(MocapError, match=r"take.csv:2: column 'a X': expected a number, got '0,1' \(a decimal comma"):
+        load_mocap(m, markers=["a"], unit="m")
+    j = tmp_path / "joints.csv"
+    j.write_text("time;q1;q2\n0;0.1;0.2\n0.1;0.15;0.2\n0.2;0.2;0.2\n")
+    r = load_joint_csv(j, joints={"q1": "shoulder", "q2": "elbow"})
+    assert r.joints == ("shoulder", "elbow") and np.allclose(r.positions[:, 0], [0.1, 0.15, 0.2])
+    assert np.allclose(r.time, [0.0, 0.1, 0.2])

@@ -127,7 +127,7 @@ def load_joint_csv(path: str | Path, *, joints: Mapping[str, str] | Sequence[str
     """Read a joint-state CSV (module docstring).
 
     Args:
-        path: the file (``,`` or tab separated, one header row).
+        path: the file (``,``, tab or ``;`` separated, one header row).
         joints: column -> model joint name (or a list: column = joint name).
         units: ``"rad"``/``"m"`` for all joints or per column.
         commands: column -> actuator name (or a list), optional.
@@ -145,7 +145,8 @@ def load_joint_csv(path: str | Path, *, joints: Mapping[str, str] | Sequence[str
     except UnicodeDecodeError as err:
         raise JointCsvError(f"{path}: not a text CSV file ({err.reason} at byte {err.start})") from None
     lines = text.splitlines()
-    delim = "\t" if "\t" in (lines[0] if lines else "") else ","
+    first = next((ln for ln in lines if ln.strip()), "")
+    delim = "\t" if "\t" in first else ";" if ";" in first and "," not in first else ","  # ';': spreadsheet locales
     rows = [[c.strip() for c in r] for r in csv.reader(lines, delimiter=delim)]
     rows = [r for r in rows if any(r)]
     if len(rows) < 2:

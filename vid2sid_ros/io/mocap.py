@@ -47,7 +47,7 @@ invalid samples.
 
 ``plain`` — one header row: a time column (``time``, ``t``, ``timestamp``, ``Time
 (Seconds)``; or none with ``rate``) and three columns per marker named ``<m>_x``,
-``<m>.x``, ``<m> X`` or ``<m>:X`` (any case); ``,`` or tab separated; ``unit`` required.
+``<m>.x``, ``<m> X`` or ``<m>:X`` (any case); ``,``, tab or ``;`` separated; ``unit`` required.
 
 ``c3d`` — a C3D file (binary, the biomechanics standard every system exports), read with the
 maintained pure-Python ``c3d`` package: ``POINT:LABELS`` name the markers, ``POINT:RATE`` is
@@ -215,6 +215,9 @@ def _rows(path: Path) -> list[list[str]]:
     lines = text.splitlines()
     sample = "\n".join(lines[:40])
     delim = "\t" if sample.count("\t") > sample.count(",") else ","
+    first = next((ln for ln in lines if ln.strip()), "")
+    if ";" in first and "," not in first and "\t" not in first:
+        delim = ";"  # a spreadsheet export in a locale whose list separator is ';'
     return [[c.strip() for c in row] for row in csv.reader(lines, delimiter=delim)]
 
 
@@ -244,7 +247,8 @@ def _number(cell: str, path: Path, line: int, column: str) -> float:
     try:
         return float(cell)
     except ValueError:
-        raise MocapError(f"{path}:{line}: column {column!r}: expected a number, got {cell!r}") from None
+        hint = " (a decimal comma? export numbers with a decimal point)" if re.fullmatch(r"-?\d+,\d+", cell) else ""
+        raise MocapError(f"{path}:{line}: column {column!r}: expected a number, got {cell!r}{hint}") from None
 
 
 @dataclass
