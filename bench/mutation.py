@@ -51,7 +51,8 @@ GROUPS: dict[str, dict] = {
         "patterns": ["vid2sid_ros.core.parameters.*", "vid2sid_ros.core.trajectory.*",
                      "vid2sid_ros.core.excitation.*"],
         "tests": ["test/test_core_parameters.py", "test/test_core_trajectory.py", "test/test_core_excitation.py",
-                  "test/test_core_excitation_formulas.py", "test/test_core_trajectory_kinds.py"],
+                  "test/test_core_excitation_formulas.py", "test/test_core_trajectory_kinds.py",
+                  "test/test_core_parameters_edges.py"],
     },
     "markers": {
         "modules": ["vid2sid_ros/perception/markers.py"],

@@ -165,3 +165,29 @@ def test_residual_and_trajectory_vectors():
     tv = trajectory_vector([sim, sim3], [real, mocap])
     assert np.allclose(tv[:r.size], sim.keypoints[valid].ravel() / 1.0)  # default 1 px
     assert np.allclose(tv[r.size:], sim3.keypoints.reshape(-1) / 0.001)
+
+
+def test_repeated_physics_points_cost_no_rollout_and_the_cache_is_bounded():
+    from vid2sid_ros.calibration.objective import ROLLOUT_CACHE_POINTS
+
+    twin = _Shift()
+    obj = TrialObjective(twin, [_exc("t1"), _exc("t2")], [_real("t1"), _real("t2")])
+    first, _ = obj.evaluate({"a": 1.0})
+    again, _ = obj.evaluate({"a": 1.0})
+    assert first.rollouts == 2 and again.rollouts == 0 and twin.rollouts == 2  # served from the cache
+    assert again.error_px == first.error_px and len(again.sim) == 2
+    for k in range(ROLLOUT_CACHE_POINTS):  # push a=1 out of the cache
+        obj.evaluate({"a": 2.0 + k})
+    n = twin.rollouts
+    back, _ = obj.evaluate({"a": 1.0})
+    assert back.rollouts == 2 and twin.rollouts == n + 2
+    kept, _ = obj.evaluate({"a": 2.0 + ROLLOUT_CACHE_POINTS - 1})  # the most recent point is still cached
+    assert kept.rollouts == 0
+
+
+def test_a_failed_evaluation_carries_the_values_and_the_trials_run_so_far():
+    obj = TrialObjective(_Shift(raise_on="t2"), [_exc("t1"), _exc("t2")], [_real("t1"), _real("t2")])
+    ev, _ = obj.evaluate({"a": 1.0})
+    assert ev.values == {"a": 1.0, "b": 0.0, "c": 0.5} and ev.failed and len(ev.sim) == 1
+    ev, _ = TrialObjective(_Shift(diverge_on="t1"), [_exc("t1")], [_real("t1")]).evaluate({"a": 1.0})
+    assert ev.values["a"] == 1.0 and len(ev.sim) == 1 and ev.sim[0].trial_id == "t1"
