@@ -145,3 +145,20 @@ def test_semicolon_separated_lab_exports_are_read(tmp_path):
     r = load_joint_csv(j, joints={"q1": "shoulder", "q2": "elbow"})
     assert r.joints == ("shoulder", "elbow") and np.allclose(r.positions[:, 0], [0.1, 0.15, 0.2])
     assert np.allclose(r.time, [0.0, 0.1, 0.2])
+
+
+def test_misspecify_refuses_a_negative_friction_and_an_absurd_latency(capsys):
+    """Was: `benchmark sim2sim --misspecify friction=-1` (a negative Coulomb friction) and
+    `latency=1e9` (every frame clipped to the first) ran and wrote a benchmark (exit 0)."""
+    from vid2sid_ros.calibration.misspecification import MisspecificationError, parse_misspecify
+    from vid2sid_ros.cli import main
+
+    with pytest.raises(MisspecificationError, match=r"^--misspecify: friction=-1.0: expected a friction >= 0"):
+        parse_misspecify("friction=-1")
+    with pytest.raises(MisspecificationError, match=r"^--misspecify: latency=1000000000.0: expected a delay of at most"):
+        parse_misspecify("latency=1e9")
+    assert parse_misspecify("friction=0,latency=-1") == {"friction": 0.0, "latency": -1.0}
+    assert main(["benchmark", "sim2sim", "--rig", "toy", "--misspecify", "friction=-0.5", "--seeds", "1",
+                 "--out", "/nonexistent/never-created"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and "friction=-0.5: expected a friction >= 0" in err

@@ -59,6 +59,9 @@ MISSPECIFICATIONS: dict[str, tuple[float, str, str]] = {
     "drops": (0.05, "fraction", "unnoticed frame drops (the video slips ahead of the commands)"),
 }
 
+#: largest ``latency`` size, s (either sign)
+MAX_LATENCY_S = 1.0
+
 #: the real side of a ``latency`` misspecification is simulated at this multiple of the command rate
 LATENCY_UPSAMPLE = 10
 
@@ -72,7 +75,8 @@ def parse_misspecify(text: str | Mapping[str, float] | None) -> dict[str, float]
 
     Raises:
         MisspecificationError: unknown kind (lists the valid ones), a size that is not a
-            finite number, a ``drops`` fraction outside [0, 0.5), a repeated kind.
+            finite number, a negative ``friction``, a ``latency`` beyond ±1 s, a ``drops``
+            fraction outside [0, 0.5), a repeated kind.
     """
     if text is None:
         return {}
@@ -101,6 +105,12 @@ def parse_misspecify(text: str | Mapping[str, float] | None) -> dict[str, float]
                                             f"({MISSPECIFICATIONS[kind][1]})") from None
         if not math.isfinite(value):
             raise MisspecificationError(f"--misspecify: {kind}={size!r}: expected a finite number")
+        if kind == "friction" and value < 0.0:  # a Coulomb friction (MuJoCo frictionloss) is a magnitude
+            raise MisspecificationError(f"--misspecify: friction={value}: expected a friction >= 0 "
+                                        f"({MISSPECIFICATIONS[kind][1]})")
+        if kind == "latency" and abs(value) > MAX_LATENCY_S:
+            raise MisspecificationError(f"--misspecify: latency={value}: expected a delay of at most "
+                                        f"{MAX_LATENCY_S} s either sign (more is a clock error, not a latency)")
         if kind == "drops" and not 0.0 <= value < 0.5:
             raise MisspecificationError(f"--misspecify: drops={value}: expected a fraction in [0, 0.5)")
         out[kind] = value
