@@ -162,3 +162,26 @@ def test_misspecify_refuses_a_negative_friction_and_an_absurd_latency(capsys):
                  "--out", "/nonexistent/never-created"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and "friction=-0.5: expected a friction >= 0" in err
+
+
+def test_a_frame_window_on_a_sim2sim_trial_is_refused_not_ignored(tmp_path):
+    """Was: trials[].frames {start: 100000} on a sim2sim trial loaded and calibrated the whole
+    excitation (the stand-in never reads frames): the window the config asks for silently did nothing."""
+    import shutil
+
+    import yaml
+
+    from vid2sid_ros.rigs import RigConfigError, load_rig
+
+    arm = tmp_path / "arm"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "rigs" / "urdf_arm", arm)
+    doc = yaml.safe_load((arm / "rig.yaml").read_text())
+    for frames in ({"start": 100000}, {"start": 0, "stop": 50}):
+        doc["trials"][0]["frames"] = frames
+        (arm / "rig.yaml").write_text(yaml.safe_dump(doc))
+        with pytest.raises(RigConfigError, match=r"rig.yaml:trials\[0\].frames: a sim2sim trial is as long as its "
+                                                 r"excitation"):
+            load_rig(arm / "rig.yaml", check_model=False)
+    doc["trials"][0]["frames"] = {"start": 0, "stop": None}  # the default window is fine
+    (arm / "rig.yaml").write_text(yaml.safe_dump(doc))
+    assert load_rig(arm / "rig.yaml", check_model=False).trials[0].frames == (0, None)

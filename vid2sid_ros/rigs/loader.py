@@ -545,6 +545,10 @@ def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str,
         start, stop = frames.get("start", 0) or 0, frames.get("stop")
         if start < 0 or (stop is not None and stop <= start):
             raise RigConfigError(f"{w}.frames: expected 0 <= start < stop, got start={start}, stop={stop}")
+        if kind == "sim2sim" and (start or stop is not None):  # the stand-in would silently ignore the window
+            raise RigConfigError(f"{w}.frames: a sim2sim trial is as long as its excitation (the stand-in "
+                                 f"simulates all of it), got start={start}, stop={stop}; shorten the excitation "
+                                 "or use split: {train_fraction: ...}")
         offset = t.get("time_offset", 0.0) or 0.0
         if offset < 0:
             raise RigConfigError(f"{w}.time_offset: expected a number >= 0 (s), got {offset!r}")
