@@ -32,7 +32,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .sources import Recording, SourceContext, SourceError, SourceKind, _check_keys, register_source, resolve_file
+from .sources import Recording, SourceContext, SourceError, SourceKind, _path_block, register_source
 
 __all__ = ["MOCAP_KEYS", "JOINT_CSV_KEYS", "BAG_KEYS"]
 
@@ -73,11 +73,7 @@ def _mocap_read(block: dict, ctx: SourceContext):
 
 
 def _mocap_check(block: dict, ctx: SourceContext) -> dict:
-    _check_keys(block, MOCAP_KEYS, ctx)
-    if "path" not in block:
-        raise SourceError(f"{ctx.where}.path: missing (the motion-capture CSV/TSV export)")
-    out = dict(MOCAP_KEYS, **block)
-    out["path"] = str(resolve_file(block["path"], ctx, "path"))
+    out = _path_block(block, MOCAP_KEYS, ctx, "the motion-capture CSV/TSV export")
     m = out["markers"]
     if m is None:
         kp = getattr(getattr(ctx, "rig", None), "keypoints", None)
@@ -150,11 +146,7 @@ def _joint_read(block: dict, ctx: SourceContext):
 
 
 def _joint_check(block: dict, ctx: SourceContext) -> dict:
-    _check_keys(block, JOINT_CSV_KEYS, ctx)
-    if "path" not in block:
-        raise SourceError(f"{ctx.where}.path: missing (the joint-state CSV)")
-    out = dict(JOINT_CSV_KEYS, **block)
-    out["path"] = str(resolve_file(block["path"], ctx, "path"))
+    out = _path_block(block, JOINT_CSV_KEYS, ctx, "the joint-state CSV")
     if not out["joints"] or not isinstance(out["joints"], (dict, list)):
         raise SourceError(f"{ctx.where}.joints: expected a mapping {{column: joint}} or a list of columns, "
                           f"got {out['joints']!r}")
@@ -267,11 +259,7 @@ def _pick(trials: list, block: dict, ctx: SourceContext):
 
 
 def _bag_check(block: dict, ctx: SourceContext) -> dict:
-    _check_keys(block, BAG_KEYS, ctx)
-    if "path" not in block:
-        raise SourceError(f"{ctx.where}.path: missing (the bag directory or its .mcap/.db3 file)")
-    out = dict(BAG_KEYS, **block)
-    out["path"] = str(_resolve_any(block["path"], ctx, "path"))
+    out = _path_block(block, BAG_KEYS, ctx, "the bag directory or its .mcap/.db3 file", resolve=_resolve_any)
     if out["measurement"] not in ("image", "joints"):
         raise SourceError(f"{ctx.where}.measurement: expected image or joints, got {out['measurement']!r}")
     if out["measurement"] == "joints" and not out.get("joints"):

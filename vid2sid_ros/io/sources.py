@@ -174,6 +174,27 @@ def _check_keys(block: Mapping[str, Any], allowed: Mapping[str, Any], ctx: Sourc
                               + f"; valid keys here: {', '.join(allowed)}")
 
 
+def _path_block(block: Mapping[str, Any], keys: Mapping[str, Any], ctx: SourceContext, what: str, *,
+                resolve: Any = None) -> dict:
+    """A file-backed source block: unknown keys refused, defaults from ``keys`` filled in, ``path`` required.
+
+    Args:
+        block: the ``trials[i].source.<kind>`` mapping as written.
+        keys: the kind's valid keys with their defaults.
+        what: what ``path`` names, for the message when it is missing.
+        resolve: ``resolve(value, ctx, key) -> Path`` (default :func:`resolve_file`, a file that exists).
+
+    Raises:
+        SourceError: ``where.KEY: unknown key ...`` or ``where.path: missing (WHAT)``, or the resolver's error.
+    """
+    _check_keys(block, keys, ctx)
+    if "path" not in block:
+        raise SourceError(f"{ctx.where}.path: missing ({what})")
+    out = dict(keys, **block)
+    out["path"] = str((resolve or resolve_file)(block["path"], ctx, "path"))
+    return out
+
+
 def _number(block: Mapping[str, Any], key: str, ctx: SourceContext, *, positive: bool = False,
             allow_none: bool = True) -> float | None:
     v = block.get(key)
@@ -190,11 +211,7 @@ _VIDEO_KEYS = {"path": None, "fps": None, "repair_frame_timing": True, "backgrou
 
 
 def _video_check(block: dict, ctx: SourceContext) -> dict:
-    _check_keys(block, _VIDEO_KEYS, ctx)
-    if "path" not in block:
-        raise SourceError(f"{ctx.where}.path: missing (the video file)")
-    out = dict(_VIDEO_KEYS, **block)
-    out["path"] = str(resolve_file(block["path"], ctx, "path"))
+    out = _path_block(block, _VIDEO_KEYS, ctx, "the video file")
     out["fps"] = _number(out, "fps", ctx, positive=True)
     if not isinstance(out["repair_frame_timing"], bool):
         raise SourceError(f"{ctx.where}.repair_frame_timing: expected true or false, got {out['repair_frame_timing']!r}")
