@@ -46,6 +46,7 @@ def test_track_output_paths_that_cannot_be_written(tmp_path, capsys, black_video
         err = capsys.readouterr().err
         assert rc == 2 and "Traceback" not in err and err.count("\n") == 1, err
         assert f"vid2sid track: cannot write {msg}" in err, err
+        assert not (tmp_path / "t.json").exists()  # was: --out written before --overlay was refused
 
 
 def test_track_all_black_video_is_all_invalid_not_a_crash(tmp_path, capsys, black_video):

@@ -60,6 +60,26 @@ def test_benchmark_command(tmp_path, capsys):
     assert "unknown proposer 'annealing'; valid proposers: reasoner" in capsys.readouterr().err
 
 
+def test_a_benchmark_whose_later_run_directory_is_unusable_is_refused_before_any_run(tmp_path, capsys):
+    """Regression: seed 1's directory holding iterations without run.json was refused only after seed 0 had
+    run and OUT/results.{json,md} were written; a bad nuisance block only after OUT was created."""
+    out = tmp_path / "bench"
+    (out / "seed_1" / "reasoner").mkdir(parents=True)
+    (out / "seed_1" / "reasoner" / "iterations.jsonl").write_text('{"iteration": 1}\n')
+    args = ["benchmark", "sim2sim", "--rig", TOY, "--methods", "reasoner", "--seeds", "2", "--budget", "10",
+            "--iterations", "1", "--noise", "keypoint", "--no-progress"]
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'seed_1' / 'reasoner'}: run.json is missing but iterations.jsonl" in err, err
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == [
+        "seed_1", "seed_1/reasoner", "seed_1/reasoner/iterations.jsonl"]  # seed 0 never ran
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rig: toy\nnuisance: {latency: {bounds: [0.01, 0.02]}}\n")
+    assert main([*args[:3], str(bad), *args[4:], "--out", str(tmp_path / "b")]) == 2
+    assert "nuisance.latency.bounds: expected [lower, upper] with lower < 0 < upper" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
 def test_calibrate_command_with_config_and_resume(tmp_path, capsys):
     cfg = tmp_path / "cal.yaml"
     cfg.write_text(f"rig: '{TOY}'\nreal: {{sim2sim: {{seed: 1, noise: keypoint}}}}\n"

@@ -200,3 +200,78 @@ def test_binary_file_as_config_is_one_line(tmp_path, capsys):
     path.write_bytes(bytes(range(256)) * 4)
     assert main(["demo", "--out", str(tmp_path / "out"), "--config", str(path), *FAST]) == 1
     assert f"{path}: not a UTF-8 text YAML file" in _one_line(capsys.readouterr().err)
+
+
+def _with(clips, tmp_path: Path, name: str, **top) -> Path:
+    """The 'ok' user rig with top-level keys replaced (``calibration`` merged)."""
+    cfg = yaml.safe_load(clips["ok"].read_text())
+    cal = top.pop("calibration", None)
+    if cal:
+        cfg["calibration"] = {**cfg["calibration"], **cal}
+    cfg.update(top)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+#: checks that only the clip or the start stage can make: each used to run after OUT/real_trial.json (or
+#: OUT itself) was written; now nothing is written under --out, which is not even created
+LATE_CHECKS = {
+    "multistart_costs_the_budget": ({"calibration": {"start": {"kind": "multistart", "points": 30}}},
+                                    "calibration.start.points: the multistart costs"),
+    "start_kind_unknown": ({"calibration": {"start": {"kind": "everywhere"}}},
+                           "calibration.start.kind: expected one of"),
+    "nuisance_block_bad": ({"nuisance": {"latency": {"enabled": "maybe"}}},
+                           "nuisance.latency.enabled: expected true or false, got 'maybe'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LATE_CHECKS))
+def test_a_refused_demo_writes_nothing_under_out(clips, tmp_path, capsys, case):
+    edit, message = LATE_CHECKS[case]
+    path = _with(clips, tmp_path, case, **edit)
+    out = tmp_path / "out"
+    assert main(["demo", "--out", str(out), "--config", str(path), *FAST]) == 1
+    line = _one_line(capsys.readouterr().err)
+    assert message in line, line
+    assert not out.exists()  # was: OUT/real_trial.json written before the start stage's checks
+    prior = tmp_path / "prior"  # an earlier demo's directory: left exactly as it was (no log appended)
+    (prior / "reasoner").mkdir(parents=True)
+    (prior / "reasoner" / "run.json").write_text("{}")
+    assert main(["demo", "--out", str(prior), "--config", str(path), *FAST]) == 1
+    assert message in _one_line(capsys.readouterr().err)
+    assert sorted(p.name for p in prior.rglob("*")) == ["reasoner", "run.json"]
+
+
+def test_a_clip_without_the_marker_is_refused_before_out_is_created(tmp_path, capsys):
+    path = _config(tmp_path / "blank.yaml", _clip(tmp_path / "blank.mp4", lambda k: True))
+    out = tmp_path / "out"
+    assert main(["demo", "--out", str(out), "--config", str(path), *FAST]) == 1
+    _one_line(capsys.readouterr().err)
+    assert not out.exists()  # was: created (empty) before the clip was tracked
+
+
+def test_a_method_directory_that_is_not_a_run_is_refused_before_any_work(clips, tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "cmaes").mkdir(parents=True)
+    (out / "cmaes" / "notes.txt").write_text("mine")
+    args = ["demo", "--out", str(out), "--config", str(clips["ok"]), "--budget", "20", "--iterations", "2",
+            "--no-variants", "--methods", "cmaes", "--no-video"]
+    assert main(args) == 1
+    line = _one_line(capsys.readouterr().err)
+    assert f"{out / 'cmaes'} exists and is not a calibration run" in line, line
+    # was: refused only when the comparison ran, after real_trial.json and the main calibration were written
+    assert sorted(p.name for p in out.iterdir()) == ["cmaes"]
+    assert (out / "cmaes" / "notes.txt").read_text() == "mine"
+
+
+def test_the_rig_configs_nuisance_block_reaches_the_demo(clips, tmp_path, capsys):
+    """Regression: `vid2sid demo --config RIG.yaml` ignored the config's nuisance: block (calibrate read it)."""
+    out = tmp_path / "out"
+    path = _with(clips, tmp_path, "latency", nuisance={"latency": {"enabled": True, "bounds": [-0.02, 0.03]},
+                                                       "marker_offsets": False})
+    assert main(["demo", "--out", str(out), "--config", str(path), *FAST]) == 0, capsys.readouterr().err
+    nuis = yaml.safe_load((out / "reasoner" / "result.yaml").read_text())["nuisance"]
+    # a free swing: latency is off by default, the config turns it on with its own bounds
+    assert (nuis["latency"]["lower"], nuis["latency"]["upper"]) == (-0.02, 0.03)
+    assert not any(k.startswith("marker_offset") for k in nuis)

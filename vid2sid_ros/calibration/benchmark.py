@@ -48,7 +48,7 @@ import numpy as np
 from ..core.parameters import relative_parameter_error
 from ..core.rig import Rig
 from .identifiability import IdentifiabilityWarning, check_identifiability
-from .loop import CalibrationConfig, CalibrationError, run_calibration
+from .loop import CalibrationConfig, CalibrationError, check_run_dir, run_calibration
 from .objective import TrialObjective
 from .observation import jsonable
 from .proposers import make_proposer
@@ -129,6 +129,7 @@ def run_benchmark(
             holding runs made with other settings.
     """
     from .misspecification import parse_misspecify
+    from .nuisance import parse_nuisance_config, rig_nuisance
 
     mis = parse_misspecify(misspecify)
     rig_obj = resolve_rig(rig)
@@ -141,8 +142,20 @@ def run_benchmark(
         raise CalibrationError(f"rollout budget {budget} cannot pay for one evaluation of rig '{rig_obj.name}' "
                                f"({n_train} training excitations = {n_train} rollouts); use a budget >= {n_train}")
     noise_mode = _resolve_noise(rig_obj, noise)
+    if nuisance is not None:  # an explicit block (the CLI's --no-latency) is checked like the config's
+        parse_nuisance_config(nuisance, source="nuisance")
+        nuisance = dict(nuisance)
+    else:
+        nuisance = rig_nuisance(rig_obj, source=str((rig_obj.config or {}).get("_source", rig_obj.name)))
     out_dir = Path(out) if out is not None else None
-    if out_dir is not None:
+    if out_dir is not None:  # every run directory's refusal checks before anything is written
+        if out_dir.exists() and not out_dir.is_dir():
+            raise CalibrationError(f"{out_dir} is a file, expected the benchmark's output directory")
+        for seed in seed_list:
+            for m in methods:
+                rd = out_dir / f"seed_{seed}" / m
+                check_run_dir(rd, proposer_name=m, real=None, parameters=rig_obj.parameters,
+                              config=CalibrationConfig(resume=(rd / "run.json").is_file(), nuisance=nuisance))
         out_dir.mkdir(parents=True, exist_ok=True)
     params = rig_obj.parameters
     free = params.free_names
@@ -174,9 +187,7 @@ def run_benchmark(
                 proposer = make_proposer(m, **dict((proposer_options or {}).get(m, {})))
                 cfg = CalibrationConfig(iterations=iterations, rollout_budget=budget, seed=seed,
                                         identifiability=False, final_identifiability=final_identifiability,
-                                        nuisance=(dict(nuisance) if nuisance is not None else
-                                                  (dict(rig_obj.nuisance) if getattr(rig_obj, "nuisance", None)
-                                                   else None)))
+                                        nuisance=None if nuisance is None else dict(nuisance))
                 run_dir = out_dir / f"seed_{seed}" / m if out_dir is not None else None
                 if run_dir is not None and (run_dir / "run.json").exists():
                     cfg.resume = True  # re-running a benchmark continues/reuses finished runs

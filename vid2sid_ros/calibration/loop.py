@@ -504,7 +504,7 @@ class RunDirCheck:
 
 
 def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: CalibrationConfig,
-                  parameters: ParameterSet, real: RealTrial) -> RunDirCheck | None:
+                  parameters: ParameterSet, real: RealTrial | None) -> RunDirCheck | None:
     """Every refusal check of a run directory, before anything is written to it.
 
     Callers that write their own files into the run directory (the CLI's
@@ -517,6 +517,10 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
     without their ``run.json`` (never started afresh over them); a resume whose proposer,
     seed, budget, spec, trials or start differ; an ``iterations.jsonl`` that is not a
     valid sequence (:func:`validate_records`).
+
+    ``real`` None (the trial is not built yet: a benchmark checking all its run
+    directories before the first one starts) skips the signature comparison, which needs
+    the trial; every other check is made.
 
     Returns:
         None for a fresh run, else the validated contents to resume from.
@@ -551,11 +555,13 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
         raise CalibrationError(f"{rd} already holds a calibration run (run.json); resume it (--resume) or choose "
                                "an empty output directory")
     meta = _read_meta(meta_path)
-    # the spec as run_calibration sees it: measurement nuisances added (idempotent when already there)
-    parameters = add_measurement_nuisances(parameters, cfg.nuisance, keypoints=real.keypoint_names,
-                                           excitations=real.train_excitations, real_trial=real.truth is None,
-                                           unit=measurement_unit(real.train), source="config")
-    signature = _signature(proposer_name, cfg, parameters, real)
+    signature: dict[str, Any] = {}
+    if real is not None:
+        # the spec as run_calibration sees it: measurement nuisances added (idempotent when already there)
+        parameters = add_measurement_nuisances(parameters, cfg.nuisance, keypoints=real.keypoint_names,
+                                               excitations=real.train_excitations, real_trial=real.truth is None,
+                                               unit=measurement_unit(real.train), source="config")
+        signature = _signature(proposer_name, cfg, parameters, real)
     old_sig = meta.get("signature") if isinstance(meta.get("signature"), dict) else {}
     for k, v in signature.items():
         if jsonable(old_sig.get(k)) != jsonable(v):

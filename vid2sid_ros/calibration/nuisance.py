@@ -52,7 +52,7 @@ from ..core.trajectory import Trajectory
 
 __all__ = ["MeasurementModel", "NuisanceConfigError", "add_measurement_nuisances", "shift_trajectory",
            "parse_nuisance_config", "LATENCY", "MEASUREMENT_PREFIX", "DEFAULT_LATENCY_BOUNDS_S",
-           "DEFAULT_OFFSET_BOUNDS_PX", "is_commanded"]
+           "DEFAULT_OFFSET_BOUNDS_PX", "is_commanded", "rig_nuisance"]
 
 #: the latency parameter's name
 LATENCY = "latency"
@@ -112,6 +112,40 @@ def parse_nuisance_config(config: Mapping[str, Any] | None, *, source: str = "<c
                                   " (camera pose nuisances are camera.* parameters)")
     return {"latency": _switch(cfg.get("latency"), "latency", DEFAULT_LATENCY_BOUNDS_S, source),
             "marker_offsets": _switch(cfg.get("marker_offsets"), "marker_offsets", DEFAULT_OFFSET_BOUNDS_PX, source)}
+
+
+def rig_nuisance(rig: Any, calibration: Mapping[str, Any] | None = None, *,
+                 source: str = "<config>") -> dict[str, Any] | None:
+    """The ``nuisance:`` switches a calibration of ``rig`` runs with (``CalibrationConfig.nuisance``).
+
+    The one place every entry point (``vid2sid calibrate``, ``vid2sid demo``, ``vid2sid
+    benchmark``, ``calibrator_node``) reads the rig config's top-level ``nuisance:`` block
+    from: validated here, so a bad block is refused before any work or file.
+
+    Args:
+        rig: a rig with a ``nuisance`` attribute (the config's block; missing or empty =
+            not given).
+        calibration: the rig's ``calibration:`` block, when the caller passes it on; its own
+            ``nuisance`` key is used when the rig has no top-level block.
+        source: the config file, for messages.
+
+    Returns:
+        A copy of the block, or None when neither gives one (the defaults apply).
+
+    Raises:
+        NuisanceConfigError: a bad block, or the switches given in both places (one line
+            naming ``source`` and the key).
+    """
+    top = getattr(rig, "nuisance", None) or None
+    inner = (calibration or {}).get("nuisance")
+    if top is not None and inner is not None:
+        raise NuisanceConfigError(f"{source}:calibration.nuisance: the switches are given twice (also the top-level "
+                                  "'nuisance:' block); keep one")
+    block = top if top is not None else inner
+    if block is None:
+        return None
+    parse_nuisance_config(block, source=source)
+    return dict(block)
 
 
 def is_commanded(excitations: Sequence[Excitation]) -> bool:

@@ -198,14 +198,9 @@ def run(args: argparse.Namespace) -> int:
         if args.seed is not None:
             cal["seed"] = args.seed
         cal["resume"] = bool(args.resume)
-        if getattr(rig, "nuisance", None):  # the rig config's nuisance: block (latency, marker offsets)
-            from ..calibration.nuisance import parse_nuisance_config
+        from ..calibration.nuisance import rig_nuisance
 
-            if "nuisance" in cal:
-                raise ConfigError(f"{src}:calibration.nuisance: the switches are given twice (also the top-level "
-                                  "'nuisance:' block); keep one")
-            parse_nuisance_config(rig.nuisance, source=src)  # one line naming the key (a ValueError)
-            cal["nuisance"] = dict(rig.nuisance)
+        cal["nuisance"] = rig_nuisance(rig, cal, source=src)  # the rig's nuisance: block; one line on a bad one
         # calibration.start: the generic start stage (kind/points/guess) and start values (the loop's)
         start_cfg, start_values = parse_start(cal.pop("start", None), f"{src}:calibration.start", rig.parameters)
         cal["start"] = start_values or None

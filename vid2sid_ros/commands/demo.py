@@ -77,14 +77,35 @@ class DemoError(RuntimeError):
     """The demo cannot run as asked (an unusable ``--out``); the message is one line naming it."""
 
 
+def _check_out(out: Path) -> None:
+    """Refuse an unusable output directory ``out`` WITHOUT creating anything (before the slow work).
+
+    Raises:
+        DemoError: ``out`` is a file, lies under a file, or its nearest existing parent
+            cannot be written (read-only).
+    """
+    if out.exists() and not out.is_dir():
+        raise DemoError(f"--out {out}: exists and is not a directory; give a directory path")
+    for parent in [out, *out.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                raise DemoError(f"--out {out}: cannot write there ({parent}: is a file, not a directory); choose a "
+                                "writable directory")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise DemoError(f"--out {out}: cannot write there ({parent}: permission denied or read-only); "
+                                "choose a writable directory")
+            return
+
+
 def _prepare_out(out: Path) -> None:
     """Create the output directory ``out`` and check that files can be written in it.
+
+    Called once every refusal check has passed (:func:`_check_out` ran before the slow work).
 
     Raises:
         DemoError: ``out`` is a file, lies under a file, or cannot be created or written.
     """
-    if out.exists() and not out.is_dir():
-        raise DemoError(f"--out {out}: exists and is not a directory; give a directory path")
+    _check_out(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".vid2sid_write_check"
@@ -113,14 +134,44 @@ def _report_unfinished(state: dict[str, Any], err: BaseException) -> Path:
                          title="vid2sid: pendulum twin calibrated from a real clip (incomplete)", sections=[section])
 
 
+def _is_replaceable(path: Path) -> bool:
+    """True if ``path`` may be (re)used as a method's run directory: absent, empty, or a calibration run."""
+    if not path.exists():
+        return True
+    return path.is_dir() and ((path / "run.json").is_file() or not any(path.iterdir()))
+
+
+def _check_run_dirs(out: Path, labels: list[str]) -> None:
+    """Refuse, before any work, a method directory ``out/<label>`` that is something else than a run.
+
+    Raises:
+        DemoError: naming the first such directory.
+    """
+    for label in labels:
+        if not _is_replaceable(out / label):
+            raise DemoError(f"--out {out}: {out / label} exists and is not a calibration run (no run.json); the "
+                            "demo would replace it: move it away or choose another --out")
+
+
 def _fresh_dir(path: Path) -> Path:
-    """Clear a previous calibration run in ``path`` (only if it is one)."""
+    """Clear a previous calibration run in ``path`` (checked by :func:`_check_run_dirs` first)."""
     if path.exists():
-        if (path / "run.json").is_file() or not any(path.iterdir()):
-            shutil.rmtree(path)
-        else:
-            raise SystemExit(f"vid2sid demo: {path} exists and is not a calibration run; choose another --out")
+        if not _is_replaceable(path):  # appeared since the checks
+            raise DemoError(f"{path} exists and is not a calibration run; choose another --out")
+        shutil.rmtree(path)
     return path
+
+
+def _run_labels(proposer: str, methods: list[str], params, variants: bool) -> list[str]:
+    """The run directories (under ``--out``) a demo with these settings writes, in order."""
+    labels = [proposer, *methods]
+    if variants:
+        free = set(params.free_names)
+        if {"damping", "drag_density"} <= free:
+            labels += ["drag_linear_only", "drag_quadratic_only"]
+        if free & {"camera_drift_x", "camera_drift_y"}:
+            labels.append("no_camera_drift")
+    return labels
 
 
 def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None, proposer: str = "reasoner",
@@ -138,8 +189,10 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         video: write the overlay video. seed: proposer seed.
         train_fraction, max_frames, video_path: trial overrides (tests use short clips).
         log: where progress lines go.
-        state: if given, filled with ``out``, ``runs`` and ``proposer`` as soon as the main
-            calibration is saved, so a caller can still report it when a later step raises.
+        state: if given, ``checked`` is set once every refusal check has passed and ``out``
+            exists (before that nothing is written there, not even a log), and ``out``, ``runs``
+            and ``proposer`` as soon as the main calibration is saved, so a caller can still
+            report it when a later step raises.
 
     Raises:
         DemoError: ``out`` cannot be used (a file, read-only, ...).
@@ -188,12 +241,21 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     rig = load_rig(doc, source=(file, base), allow_code=allow_code)
     if not rig.trials or rig.trials[0].kind != "video":
         raise RigConfigError(f"{file}:trials: the demo needs a rig whose first trial is a video")
-    _prepare_out(out)
+    # every refusal check passes before anything is written under --out (the directory is not even
+    # created): the config's checks and --out's here, the clip's and the start's after the tracking
+    from ..calibration.nuisance import rig_nuisance
+    from ..calibration.start import StartError, generic_start, parse_start
+
     spec = rig.trials[0]
     vblock = spec.source["video"]
     cal = dict(rig.calibration or {})
     budget = int(budget or cal.get("rollout_budget", 120))
     iterations = int(iterations or cal.get("iterations", 8))
+    nuisance = rig_nuisance(rig, cal, source=str(file))  # the rig config's nuisance: block, as calibrate reads it
+    start_cfg, start_values = parse_start(cal.get("start"), f"{file}:calibration.start", rig.parameters)
+    params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
+    _check_out(out)
+    _check_run_dirs(out, _run_labels(proposer, list(methods or []), params, variants))
 
     log(f"tracking {vblock['path']} ...")
     start_frame, stop = spec.frames
@@ -215,16 +277,10 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     slots_total = int(np.asarray(rec.trajectory.steps)[-1]) + 1
     for n in rec.meta.get("retimed", []):
         log(f"  timing: {n}")
-    real.save(out / "real_trial.json")
     trial = {"background_region": vblock.get("background_region"), "video": vblock["path"]}
 
     # the generic start (no rig-specific code): the config's calibration.start, e.g. the optional
     # pendulum_circle guess (suggests nominal values only) and/or a multistart charged to the budget
-    from ..calibration.start import StartError, generic_start, parse_start
-
-    start_cfg, start_values = parse_start((rig.calibration or {}).get("start"), f"{file}:calibration.start",
-                                          rig.parameters)
-    params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
     try:  # a multistart costing the whole budget is refused before any rollout
         started = generic_start(twin, real, params, start_cfg, seed=seed, log=lambda s: log(f"  start: {s}"),
                                 budget=budget, where=f"{file}:calibration.start")
@@ -235,6 +291,10 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         raise RigConfigError(f"{file}:calibration.start.points: the multistart costs {started.rollouts} rollouts, "
                              f"the whole budget is {budget}")
     budget -= started.rollouts
+    _prepare_out(out)  # every check has passed: now --out is created and written
+    if state is not None:
+        state["checked"] = True
+    real.save(out / "real_trial.json")
 
     runs: dict[str, Path] = {}
     results: dict[str, Any] = {}
@@ -244,7 +304,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         rd = _fresh_dir(out / label)
         t0 = time.perf_counter()
         cfg_cal = CalibrationConfig(iterations=iterations, rollout_budget=budget, seed=seed, identifiability=False,
-                                    final_identifiability=final_check, video=False)
+                                    final_identifiability=final_check, video=False, nuisance=nuisance)
         res = run_calibration(rig, real, make_proposer(name, **({"seed": seed} if name in _BASELINES else {})),
                               cfg_cal, rd, parameters=parameters)
         if variant:
@@ -285,10 +345,16 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
             no_drift = calibrate("no_camera_drift", proposer, p, final_check=False, variant=True)
 
     best = main_res.values
-    twin.set_parameters(best)
+    # the twin takes its own parameters; measurement nuisances the config switched on (latency, marker
+    # offsets) act on its trajectory, as in the calibration
+    from ..calibration.nuisance import MeasurementModel, add_measurement_nuisances
+
+    measurement = MeasurementModel(add_measurement_nuisances(
+        params, nuisance, keypoints=twin.keypoint_names, excitations=real.train_excitations, real_trial=True))
+    twin.set_parameters(measurement.split(best)[0])
     full_exc = real.holdout_excitations[0] if real.holdout_excitations else real.train_excitations[0]
     roll = twin.rollout(full_exc)
-    sim_full = roll.trajectory
+    sim_full = measurement.apply(roll.trajectory, best)
     real_full = repair_frame_timing(clip.trajectory, clip.fps)[0] if retime else clip.trajectory
     frame_slot = np.arange(T)  # time slot of every video frame (-1: a repeated frame, no slot of its own)
     if "frame_index" in real_full.meta:
@@ -532,6 +598,8 @@ def run(args) -> int:
     from ..sim.user_model import UserModelError
 
     from ..core.parameters import ParameterSpecError
+    from ..calibration.nuisance import NuisanceConfigError
+    from ..calibration.start import StartError
 
     import contextlib
     import warnings
@@ -558,16 +626,16 @@ def run(args) -> int:
                                  variants=not args.no_variants, video=not args.no_video, seed=args.seed,
                                  state=state, allow_code=args.allow_code)
             finally:
-                _keep_log(noise, log_path)
+                _keep_log(noise, log_path if state.get("checked") else None)
         _log_warnings(caught, log_path, verbose=args.verbose)
     except (VideoError, ClipError, RigConfigError, UnknownRigError, UserModelError, FileNotFoundError,
-            UnknownProposerError, ImportError, DemoError, ParameterSpecError) as err:
-        if not state:
+            UnknownProposerError, ImportError, DemoError, ParameterSpecError, StartError, NuisanceConfigError) as err:
+        if "runs" not in state:
             print(f"vid2sid demo: {err}", file=sys.stderr)
             return 1
         return _unfinished(state, err)
     except Exception as err:  # noqa: BLE001 - after the calibration: report what finished, then fail
-        if not state:
+        if "runs" not in state:
             raise
         return _unfinished(state, err)
     from ..report import ReportError, run_summary_lines
@@ -600,13 +668,14 @@ def run(args) -> int:
     return 0
 
 
-def _keep_log(tmp: str | None, log_path: Path) -> None:
-    """Append the collected library messages to ``log_path`` when the run directory exists; drop the temp file."""
+def _keep_log(tmp: str | None, log_path: Path | None) -> None:
+    """Append the collected library messages to ``log_path`` (None: the run was refused, keep nothing);
+    drop the temp file."""
     if not tmp:
         return
     try:
         text = Path(tmp).read_bytes()
-        if text and log_path.parent.is_dir():
+        if text and log_path is not None and log_path.parent.is_dir():
             with open(log_path, "ab") as f:
                 f.write(text)
     except OSError:

@@ -72,15 +72,17 @@ def run(args: argparse.Namespace) -> int:
             return 2
     else:
         text = json.dumps(trajectory.to_dict())
-    flag, target = "--out", args.out
+    flag, target = "--overlay", args.overlay
     try:
+        if args.overlay:  # refused before --out is written
+            check_output_path(Path(args.overlay))
+        flag, target = "--out", args.out
         if args.out == "-":
             print(text)
         else:
             write_output(Path(args.out), text)
         if args.overlay:
             flag, target = "--overlay", args.overlay
-            check_output_path(Path(args.overlay))
             write_side_by_side(args.overlay, clip.frames, None, clip.fps if clip.fps == clip.fps else 30.0,
                                traj_a=trajectory, labels=("tracked", "-"))
     except OSError as err:  # VideoError is an OSError too
