@@ -100,6 +100,11 @@ class CalibratorNode(Node):
         declare(self, PARAMS, extra_check=self._check)
         p = values(self, PARAMS)
         self._rig = resolve_rig(p["rig_config"] or p["rig"])
+        from ..calibration.nuisance import rig_nuisance
+
+        # the rig config's nuisance: block (latency, marker offsets), read as `vid2sid calibrate` reads it;
+        # a bad block stops the node here (NuisanceConfigError naming the file and key)
+        self._nuisance = rig_nuisance(self._rig, source=str((self._rig.config or {}).get("_source", self._rig.name)))
         self.parameters = self._rig.parameters
         self._lock = threading.Lock()
         self._busy = False
@@ -228,21 +233,19 @@ class CalibratorNode(Node):
         start_file = run_dir / "session_start.json"
         resume = (run_dir / "run.json").is_file()
         done = len(load_history(run_dir)) - 1 if resume else 0
-        if resume and start_file.is_file():
-            start = json.loads(start_file.read_text())
-        else:
-            start = {n: float(v) for n, v in self.applied.items() if n in params}
-            run_dir.mkdir(parents=True, exist_ok=True)
-            start_file.write_text(json.dumps(start))
+        fresh = not (resume and start_file.is_file())
+        start = ({n: float(v) for n, v in self.applied.items() if n in params} if fresh
+                 else json.loads(start_file.read_text()))
         n_new = max(int(request.iterations), 1)
         cfg = CalibrationConfig(iterations=done + n_new, rollout_budget=p["rollout_budget"], seed=p["seed"],
                                 identifiability=p["identifiability"], final_identifiability=p["final_identifiability"],
-                                resume=resume,
-                                start=start, video=None)
+                                resume=resume, start=start, video=None, nuisance=self._nuisance)
         self.get_logger().info(f"/vid2sid/propose: {proposer_name}, {n_new} iteration(s) on trial(s) "
                                f"{', '.join(trial_ids)} (session {run_dir.name}, {done} done)")
 
         def progress(rec) -> None:
+            if rec.iteration == 0 and fresh:  # the run's checks passed and run.json is written: keep its start
+                start_file.write_text(json.dumps(start))
             self._pub.publish(parameter_update_msg(
                 iteration=rec.iteration, proposer=rec.proposer, values={n: rec.values[n] for n in params.free_names
                                                                         if n in rec.values},
