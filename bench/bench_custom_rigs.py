@@ -84,7 +84,12 @@ def main(argv=None) -> int:
         rig = load_rig(ROOT / "examples" / "rigs" / name / "rig.yaml")
         t0 = time.perf_counter()
         if args.summarise:
-            res = json.loads((Path(args.summarise) / name / "results.json").read_text())
+            found = Path(args.summarise) / name / "results.json"
+            if not found.is_file():
+                print(f"{found}: not found; run `vid2sid benchmark sim2sim --rig examples/rigs/{name}/rig.yaml "
+                      f"--out {Path(args.summarise) / name}` first, or leave {name} out of --rigs", file=sys.stderr)
+                return 2
+            res = json.loads(found.read_text())
         else:
             res = run_benchmark(rig, [m.strip() for m in args.methods.split(",")], args.seeds, budget=BUDGETS[name],
                                 iterations=10, noise="camera", out=Path(args.out) / name, progress=False)

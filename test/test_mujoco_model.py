@@ -343,3 +343,47 @@ def test_stepping_matches_the_rollout_with_a_pinhole_camera(urdf_arm):
     assert np.allclose(np.stack([r.keypoints for r in rows]), ref.trajectory.keypoints, atol=1e-9)
     assert np.array_equal(rows[9].frame, ref.frames[9])
     twin.close()
+
+
+def test_make_twin_width_height_resizes_a_pinhole_rig(tmp_path, mesh_model):
+    """Regression: ``rig.make_twin(width=, height=)`` of a user rig with a pinhole ``camera:`` went into the
+    (unused) legacy projection block: the render stayed at the camera's 320x240. Now the image is the size
+    asked, the view is kept (intrinsics scaled, PinholeCamera.resized) and render and keypoints still agree;
+    an intrinsic nuisance (camera.fx) stays in the config camera's pixels."""
+    import yaml
+
+    from vid2sid_ros.rigs import load_rig
+
+    cfg = {"rig": "meshbox", "model": str(mesh_model),
+           "parameters": {"damping": {k: v for k, v in _DUMMY.items() if k != "name"},
+                          "focal": {"unit": "px", "lower": 250.0, "upper": 350.0, "nominal": 290.0,
+                                    "kind": "nuisance", "target": "camera.fx"}},
+           "keypoints": {"red": "red_dot"}, "markers": _markers()[:1],
+           "camera": {"width": 320, "height": 240, "fx": 290.0, "fy": 300.0, "cx": 150.3, "cy": 127.6,
+                      "distortion": [-0.2, 0.05, 0.0, 0.0, 0.0],
+                      "pose": {"position": [-0.9, 0.4, 0.8], "rpy": [0.05, 0.45, -0.35]}}}
+    path = tmp_path / "rig.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    rig = load_rig(path)
+    small = rig.make_twin()
+    res_s = small.rollout(_still(small), render=True)
+    for size in ((640, 480), (480, 200)):
+        big = rig.make_twin(width=size[0], height=size[1])
+        sx, sy = size[0] / 320, size[1] / 240
+        assert (big.camera.width, big.camera.height) == size
+        assert big.camera.fx == pytest.approx(290.0 * sx) and big.camera.cy == pytest.approx(128.1 * sy - 0.5)
+        res_b = big.rollout(_still(big), render=True)
+        assert res_b.frames.shape[1:] == (size[1], size[0], 3)
+        # the same view: the keypoint lands on the scaled pixel (pixel edges at -0.5) ...
+        expected = (res_s.trajectory.keypoints[0, 0] + 0.5) * (sx, sy) - 0.5
+        assert np.allclose(res_b.trajectory.keypoints[0, 0], expected, atol=1e-6)
+        # ... and the rendered marker is where that keypoint says
+        assert np.linalg.norm(_centroid(_mask(res_b.frames[0], 0)) - res_b.trajectory.keypoints[0, 0]) < 1.0
+    # a camera.fx nuisance value is in the configured camera's pixels, scaled with the image
+    big = rig.make_twin(width=640)
+    big.set_parameters({"focal": 310.0})
+    assert (big.camera.width, big.camera.height) == (640, 240) and big.camera.fx == pytest.approx(620.0)
+    assert big.camera.fy == pytest.approx(300.0)
+    with pytest.raises(UserModelError) as err:
+        rig.make_twin(width=0)
+    assert "camera" in str(err.value) and "width" in str(err.value) and "\n" not in str(err.value)

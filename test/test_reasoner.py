@@ -132,3 +132,59 @@ def test_diagnosis_min_step_ends_the_diagnosis_without_a_rollout(toy_case):
     assert "of every range (signatures as close" not in never.history[1].rationale
     with pytest.raises(ValueError, match="diagnosis_min_step"):
         make_proposer("reasoner", diagnosis_min_step=0.5)
+
+
+def _stale_context(toy_case, travel: float, budget: int = 40):
+    """A reasoner context at the nominal point of the toy rig whose stored Jacobian is wrong (each column
+    orthogonal to the residuals: the least-squares model predicts no gain) and was carried ``travel``
+    (normalised) by secant updates since it was measured."""
+    from types import SimpleNamespace
+
+    from vid2sid_ros.calibration.objective import TrialObjective, residual_vector
+    from vid2sid_ros.calibration.proposer import ProposalContext
+
+    rig, real = toy_case
+    params = rig.parameters
+    obj = TrialObjective(rig.make_twin(), real.train_excitations, real.train, params)
+    spent = []
+
+    def evaluate(values):
+        ev, _ = obj.evaluate(values)
+        spent.append(ev.rollouts)
+        return ev
+
+    current = params.nominal()
+    ev0 = evaluate(current)
+    r = residual_vector(ev0.sim, real.train)
+    A = np.random.default_rng(0).normal(size=(r.size, len(params.free_names)))
+    J = A - np.outer(r, r @ A) / float(r @ r)  # J^T r = 0
+    state = {"kind": "reasoner", "names": list(params.free_names), "m": int(r.size),
+             "u_anchor": params.to_unit_vector(current).tolist(), "J": J.tolist(), "Js": [], "sig_keys": [],
+             "radius": 0.25, "lambda": 1e-3, "failures": 0, "phase": "refine", "travel": travel,
+             "diag_failures": 2, "converged": False}
+    ctx = ProposalContext(parameters=params, current=dict(current), current_eval=ev0, real=real.train,
+                          history=[SimpleNamespace(extra={"proposer_state": state}, confidence=0.5)],
+                          evaluate=evaluate, rollouts_remaining=budget, iterations_remaining=3,
+                          excitations=real.train_excitations)
+    spent.clear()
+    return ctx, ev0, spent
+
+
+def test_convergence_is_not_called_on_sensitivities_carried_far_by_secant_updates(toy_case):
+    """Regression (spherical pendulum seed 1, camera pose free): after a long first iteration the Broyden-updated
+    Jacobian predicted no gain and the reasoner stopped "converged" at 1.4 px (noise floor 0.09 px, damping 28 %
+    off) although a fresh least-squares fit from there reached the truth. Sensitivities carried at least
+    ``refresh_travel`` are now re-measured before convergence is declared."""
+    ctx, ev0, spent = _stale_context(toy_case, travel=1.0)
+    prop = make_proposer("reasoner").propose(ctx)
+    assert "re-measuring them here before calling it converged" in prop.rationale
+    assert sum(spent) >= len(ctx.parameters.free_names)  # the finite differences were paid for
+    assert prop.best_evaluation is not None and prop.best_evaluation.error_px < 0.5 * ev0.error_px
+    # measured close by (travel below refresh_travel), the same model is trusted: converged, nothing spent
+    ctx, ev0, spent = _stale_context(toy_case, travel=0.1)
+    prop = make_proposer("reasoner").propose(ctx)
+    assert prop.converged and sum(spent) == 0
+    # and far away but without the budget for the measurement and a step after it: converged, nothing spent
+    ctx, ev0, spent = _stale_context(toy_case, travel=1.0, budget=len(ctx.parameters.free_names) + 1)
+    prop = make_proposer("reasoner").propose(ctx)
+    assert prop.converged and sum(spent) == 0

@@ -37,7 +37,9 @@ Per iteration:
    accepted for "closer signatures" would otherwise stall the run in the diagnosis); repeated rejections (or a long way
    travelled since) trigger a re-measurement of the sensitivities; when a refinement
    step is predicted to gain less than ``converged_fraction`` of the squared residual
-   the reasoner holds its parameters and spends no more rollouts.
+   the reasoner holds its parameters and spends no more rollouts — judged on sensitivities
+   measured within ``refresh_travel`` of the point (farther ones, carried there by secant
+   updates, are re-measured first when the budget pays for that and a step after it).
 
 Each accepted move gets a rationale naming the signature it corrects and the
 parameter it moves, with units, e.g. "the twin's dominant frequency of tip in
@@ -95,7 +97,8 @@ class Reasoner:
         ridge: Tikhonov weight on steps (normalised units) for ill-conditioned directions.
         refresh_after: consecutive rejected steps before re-measuring sensitivities.
         refresh_travel: after this accepted travel (normalised ∞-norm, summed) since the
-            last measurement, a single rejected step triggers a re-measurement.
+            last measurement, a single rejected step triggers a re-measurement, and so does a
+            convergence call (once per iteration).
         diagnosis_slack: a diagnosis step that brings the signatures closer is accepted
             while the training MAE stays below this multiple of the best seen.
         converged_fraction: a refinement step predicted to lower the squared residual by
@@ -231,7 +234,7 @@ class Reasoner:
             J, Js = self._broyden(J, Js, anchor, best, sig_keys)
             travel += float(np.max(np.abs(best.u - anchor.u)))
             anchor = best
-        remeasured = False  # at most one re-measurement of dead sensitivities per proposal
+        remeasured = False  # at most one re-measurement before a convergence call per proposal
         if converged and quota > 0:
             lines.append(f"Converged earlier: the least-squares model predicts no useful improvement of the "
                          f"{format_error(anchor.error, self._unit)} training MAE; holding the parameters and saving the rollouts.")
@@ -251,16 +254,26 @@ class Reasoner:
             if (step is None or np.max(np.abs(step)) < 1e-6
                     or (mode == "refinement" and predicted < self.converged_fraction * anchor.ssr)):
                 dead = _dead_columns(J, names)
-                if dead and travel > 0.0 and not remeasured:
-                    # a parameter that did nothing where the sensitivities were measured (a damping
-                    # before anything moves) may matter here: convergence is judged on fresh ones
-                    lines.append(f"{', '.join(dead)} had no measurable effect where I measured my sensitivities, "
-                                 f"{travel:.2f} (normalised) away; re-measuring them here before calling it converged.")
+                # (the far case only when the budget pays for the measurement and a step or two after it)
+                far = travel >= self.refresh_travel and evals_left >= n_paid + 2
+                if (dead and travel > 0.0 or far) and not remeasured:
+                    # convergence is judged on fresh sensitivities: a parameter that did nothing where they
+                    # were measured (a damping before anything moves) may matter here, and a Jacobian carried
+                    # far by secant updates can predict no gain where there is one (a camera pose pushed
+                    # against its bounds while the physics was still wrong)
+                    if dead:
+                        lines.append(f"{', '.join(dead)} had no measurable effect where I measured my "
+                                     f"sensitivities, {travel:.2f} (normalised) away; re-measuring them here before "
+                                     "calling it converged.")
+                    else:
+                        lines.append(f"My sensitivities were measured {travel:.2f} (normalised) away and only "
+                                     "updated by secants since; re-measuring them here before calling it converged.")
                     remeasured = True
                     try:
                         J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations)
                     except BudgetExhausted:
                         break
+                    evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / cost)
                     tried.extend(probes)
                     travel, failures = 0.0, 0
                     lines.append(self._sensitivity_summary(params, anchor, Js, sig_keys, J))
@@ -285,6 +298,7 @@ class Reasoner:
                 ev = ctx.evaluate({k: values[k] for k in names})
             except BudgetExhausted:
                 break
+            evals_left -= 1
             cand = _Point.of(ev, ctx, excitations, params)
             tried.append(cand)
             if cand.failed:

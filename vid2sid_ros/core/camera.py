@@ -296,6 +296,32 @@ class PinholeCamera:
                 kw[k] = v
         return replace(self, position=tuple(pos), distortion=tuple(dist), **kw)
 
+    def resized(self, width: int, height: int) -> "PinholeCamera":
+        """The same camera delivering ``width`` x ``height`` px images (a resized image / other sensor mode).
+
+        The field of view, pose and lens are kept; the intrinsics scale with the image
+        (OpenCV's rule for a resized image, pixel centres at integers so pixel edges at
+        -0.5): ``fx' = fx sx``, ``cx' = (cx + 0.5) sx - 0.5`` with ``sx = width / self.width``
+        (``fy``, ``cy`` likewise with ``sy = height / self.height``). Distortion coefficients
+        act on normalised coordinates and are unchanged. A point that projects to pixel
+        ``(u, v)`` in this camera projects to ``((u + 0.5) sx - 0.5, (v + 0.5) sy - 0.5)``.
+
+        Args:
+            width, height: new image size, px (positive integers up to :data:`MAX_IMAGE_SIDE`).
+
+        Raises:
+            CameraError: a size that is not a positive integer, or above :data:`MAX_IMAGE_SIDE`.
+        """
+        for k, v in (("width", width), ("height", height)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 < int(v) <= MAX_IMAGE_SIDE:
+                raise CameraError(f"camera {self.name!r}: resized {k} must be an integer in [1, {MAX_IMAGE_SIDE}] px, "
+                                  f"got {v!r}")
+        if (int(width), int(height)) == (self.width, self.height):
+            return self
+        sx, sy = int(width) / self.width, int(height) / self.height
+        return replace(self, width=int(width), height=int(height), fx=self.fx * sx, fy=self.fy * sy,
+                       cx=(self.cx + 0.5) * sx - 0.5, cy=(self.cy + 0.5) * sy - 0.5)
+
     def camera_info(self) -> dict[str, Any]:
         """The intrinsics as a ``sensor_msgs/CameraInfo`` YAML mapping (camera_calibration format)."""
         k = self.camera_matrix.ravel().tolist()

@@ -74,7 +74,9 @@ class Rig:
             parameters, including per-trial initial states, kept apart by ``kind``).
         excitations: ``{"train": [...], "holdout": [...]}``; for a rig with trials, one
             excitation per trial part in trial order (``meta["trial"]`` names the trial).
-        make_twin: ``make_twin(**kwargs) -> Twin``; kwargs may include ``width``, ``height``.
+        make_twin: ``make_twin(**kwargs) -> Twin``; kwargs may include ``width``, ``height``
+            (px, the rendered image: a pinhole camera keeps its view, its intrinsics scaled with
+            the image, :meth:`~vid2sid_ros.core.camera.PinholeCamera.resized`).
         tracker: tracker configuration (kind, colours...), see ``vid2sid_ros.perception``.
         config: the full resolved configuration (for reports and reproducibility).
         trials: the config's trials (empty: the stand-in sim2sim trial over ``excitations``).

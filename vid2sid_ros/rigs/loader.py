@@ -452,7 +452,12 @@ def _user_model_rig(doc: Mapping[str, Any], model: Any, name: str, file: str, ba
         args["_extra"] = {**args["_extra"], "trial_init": {t.name: dict(t.init) for t in rig.trials if t.init}}
         args["parameters"] = kw.pop("parameters", rig.parameters)
         if "width" in kw or "height" in kw:
-            args["projection"] = {**args["projection"], **{k: kw.pop(k) for k in ("width", "height") if k in kw}}
+            size = {k: kw.pop(k) for k in ("width", "height") if k in kw}
+            if "camera" in args["_extra"]:
+                # a pinhole camera keeps its view: intrinsics scaled to the size asked (PinholeCamera.resized)
+                args["image_size"] = (size.get("width"), size.get("height"))
+            else:
+                args["projection"] = {**args["projection"], **size}
         bad = [k for k in kw if k not in args]
         if bad:
             raise TypeError(f"make_twin: unknown argument(s) {bad}; valid: parameters, width, height, "

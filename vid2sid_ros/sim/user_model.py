@@ -274,10 +274,15 @@ class UserModelTwin:
         max_physics_timestep: upper bound of the fixed physics step, s.
         name: rig name (trajectory metadata).
         source, base: the config file (for messages) and its directory (relative paths).
+        image_size: ``(width, height)`` px for a pinhole ``camera``'s images (renders and
+            projected keypoints), or None (the camera's own size); a None side keeps the camera's. The view is kept: the
+            intrinsics scale with the image (:meth:`PinholeCamera.resized`), and intrinsic
+            nuisance values (``camera.fx`` ...) stay in the camera's own pixels, scaled after.
 
     Raises:
         UserModelError: unreadable/uncompilable model (MuJoCo's message and the file), unknown
-            keypoint/marker/actuator/anchor (``file:key``), bad target, bad camera.
+            keypoint/marker/actuator/anchor (``file:key``), bad target, bad camera, an
+            ``image_size`` without a pinhole camera or not positive integers.
         ParameterSpecError: malformed spec.
     """
 
@@ -294,7 +299,8 @@ class UserModelTwin:
                  markers: Sequence[Any] | None = None, actuators: Sequence[Any] | None = None,
                  trial_init: Mapping[str, Mapping[str, float]] | None = None,
                  max_physics_timestep: float = 0.004, name: str = "user_model",
-                 source: str = "<config>", base: str | Path | None = None) -> None:
+                 source: str = "<config>", base: str | Path | None = None,
+                 image_size: tuple[int, int] | None = None) -> None:
         self._renderer = None
         self._source = str(source)
         model = model if model is not None else model_path
@@ -309,7 +315,19 @@ class UserModelTwin:
             act_specs = parse_actuators(list(actuators) if actuators else None, source=self._source)
         except (CameraError, ModelError) as err:
             raise UserModelError(str(err)) from None
+        if camera is None and image_size is not None:
+            raise UserModelError(f"{source}: image_size needs a pinhole camera: block (the legacy planar "
+                                 "projection takes projection.width / projection.height)")
         self._pinhole: PinholeCamera | None = camera
+        self._image_size: tuple[int, int] | None = None
+        if camera is not None and image_size is not None:
+            w, h = image_size
+            w, h = (camera.width if w is None else w), (camera.height if h is None else h)
+            try:
+                camera = camera.resized(w, h)  # the render camera; nuisance values are re-scaled in `pinhole`
+            except CameraError as err:
+                raise UserModelError(f"{source}:camera: {err}") from None
+            self._image_size = (camera.width, camera.height)
         anchor = None
         if camera is None:
             if isinstance(projection, ImageProjection):
@@ -417,7 +435,9 @@ class UserModelTwin:
         """The pinhole camera at the current nuisance values (None with the legacy planar projection)."""
         if self._pinhole is None:
             return None
-        return self._pinhole.with_values(self._camera_values) if self._camera_values else self._pinhole
+        pin = self._pinhole.with_values(self._camera_values) if self._camera_values else self._pinhole
+        # intrinsic nuisances (camera.fx ...) are in the config's pixels: scaled with the image after
+        return pin.resized(*self._image_size) if self._image_size is not None else pin
 
     def camera_at(self, anchor: np.ndarray | None = None, time: float = 0.0) -> PinholeCamera:
         """The camera that renders a frame at video time ``time`` s (the legacy projection's pinhole
@@ -804,6 +824,7 @@ class UserModelTwin:
 def build_user_twin(*, model_path: str | Path | Mapping[str, Any], parameters: ParameterSet,
                     keypoints: Mapping[str, str], projection: Mapping[str, Any] | None = None,
                     max_physics_timestep: float = 0.004, name: str = "user_model",
+                    image_size: tuple[int, int] | None = None,
                     _extra: Mapping[str, Any] | None = None) -> UserModelTwin:
     """The twin of a rig config's model (called by :func:`vid2sid_ros.rigs.load_rig`'s ``make_twin``).
 
@@ -814,6 +835,8 @@ def build_user_twin(*, model_path: str | Path | Mapping[str, Any], parameters: P
         projection: the legacy planar ``projection`` block (anchor + ImageProjection fields).
         max_physics_timestep: s.
         name: rig name.
+        image_size: ``(width, height)`` px of a pinhole camera's images, or None (the
+            camera's own): intrinsics scaled with the image, :meth:`PinholeCamera.resized`.
         _extra: the config's ``camera``, ``markers``, ``actuators`` blocks, ``trial_init``
             (``{trial: {"qpos[joint]": value}}``), ``source`` (the file, for messages) and
             ``base_dir`` (its directory).
@@ -826,4 +849,5 @@ def build_user_twin(*, model_path: str | Path | Mapping[str, Any], parameters: P
                          camera=extra.get("camera") or None, projection=projection,
                          markers=extra.get("markers") or None, actuators=extra.get("actuators") or None,
                          trial_init=extra.get("trial_init") or None, max_physics_timestep=max_physics_timestep,
-                         name=name, source=str(extra.get("source", "<config>")), base=extra.get("base_dir"))
+                         name=name, source=str(extra.get("source", "<config>")), base=extra.get("base_dir"),
+                         image_size=image_size)
