@@ -54,14 +54,14 @@ def _image(k: int, stamp: float, encoding: str = "rgb8") -> Image:
 
 
 def _write_trial_bag(path, *, trial="trial_0", t0=100.0, steps=12, drop=(), image_topic="/vid2sid/real/image_raw",
-                     encoding="rgb8", with_commands=True):
+                     encoding="rgb8", with_commands=True, drop_commands=()):
     exc = build_excitation({"kind": "sine", "amplitude": 0.4, "frequency": 2.0, "duration": steps / 30.0,
                             "rate": 30.0}, ("motor",))
     cmds = excitation_to_commands(exc, trial, t0 + exc.time)
     with BagWriter(path) as w:
         for k, c in enumerate(cmds):
             t = t0 + k / 30.0
-            if with_commands:
+            if with_commands and k not in drop_commands:
                 w.write("/vid2sid/excitation", "vid2sid_ros/msg/ExcitationCommand", serialize_message(c),
                         int(t * 1e9) + 1000)
             if k not in drop:  # frame of step k, captured at the end of its period
@@ -124,6 +124,20 @@ def test_bag_trial_is_retracked_step_by_step(tmp_path):
         np.testing.assert_allclose(tr.keypoints[k], _frame(k)[1], atol=1.0)  # px
     real = load_real_trial_from_bag(bag, tracker=MarkerTracker.from_config(TRACKER_CFG))
     assert real.train[0].trial_id == "trial_0" and real.train_excitations[0].num_steps == 12
+
+
+def test_trial_end_gives_the_length_when_the_last_commands_are_missing(tmp_path):
+    """The package reader is a topic map over the lab reader: the trial-end marker's step (= T) still sets the
+    trial's length when the recorder lost its last commands, and the lost commands are held, with a warning."""
+    bag = tmp_path / "trial"
+    exc = _write_trial_bag(bag, steps=12, drop_commands=(10, 11))
+    (trial,) = load_bag_trials(bag, tracker=MarkerTracker.from_config(TRACKER_CFG))
+    assert trial.excitation.num_steps == 12 and trial.trajectory.num_frames == 12
+    np.testing.assert_allclose(trial.excitation.values[:10], exc.values[:10])
+    np.testing.assert_allclose(trial.excitation.values[10:], np.repeat(exc.values[9:10], 2, axis=0))
+    assert trial.trajectory.valid[:10].all() and not trial.trajectory.valid[10:].any()  # no command, no pairing
+    assert any("commands of 2 of 12 steps missing from /vid2sid/excitation; held the previous one" in w
+               for w in trial.warnings), trial.warnings
 
 
 def test_bag_errors_name_topic_and_expected_type(tmp_path):

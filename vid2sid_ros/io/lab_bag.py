@@ -17,7 +17,8 @@ Config block (``trials[].source.bag`` / ``vid2sid calibrate`` ``real.bag``)::
         camera_info: /camera/camera_info   # optional sensor_msgs/CameraInfo (size checked, kept in meta)
         joint_states: /joint_states   # optional sensor_msgs/JointState measurement
         command: /forward_position_controller/commands
-        trial_marker: /trial_end      # optional: one message ends a trial (any type; std_msgs/String data = name)
+        trial_marker: /trial_end      # optional: one message ends a trial (any type; std_msgs/String data = name;
+                                      #   an ExcitationCommand's step = the trial's length in steps)
       command_names: [flexor]         # Float64MultiArray element order (the controller's `joints` list)
       actuators: {flexor: flexor_motor}   # command name -> twin actuator (default: same name)
       command_field: position         # JointState / JointTrajectory targets: position | velocity | effort
@@ -352,6 +353,7 @@ def load_lab_bag(cfg: LabBagConfig | Mapping[str, Any], *, tracker: Any = None, 
     images: list[tuple[float, bool, Any, str]] = []
     jstates: list[tuple[float, Any]] = []
     markers: list[tuple[float, str]] = []
+    end_steps: dict[str, int] = {}  # ExcitationCommand trial ends (step = the trial's length)
     info = None
     t_first = math.inf
     warnings: list[str] = []
@@ -371,6 +373,8 @@ def load_lab_bag(cfg: LabBagConfig | Mapping[str, Any], *, tracker: Any = None, 
         elif key == "trial_marker":
             t, _ = _stamp(m.msg, m.timestamp_ns)
             markers.append((t, str(getattr(m.msg, "data", "") or getattr(m.msg, "trial_id", ""))))
+            if m.msgtype == "vid2sid_ros/msg/ExcitationCommand":
+                end_steps[str(m.msg.trial_id)] = max(end_steps.get(str(m.msg.trial_id), 0), int(m.msg.step))
     if not cmds:
         raise BagError(f"bag {path}: no message on {cfg.topics['command']}")
     cmds.sort(key=lambda c: c.t)
@@ -403,6 +407,8 @@ def load_lab_bag(cfg: LabBagConfig | Mapping[str, Any], *, tracker: Any = None, 
         steps = ([int(c.step) for c in group] if group[0].step is not None
                  else [int(round((c.t - group[0].t) / period)) for c in group])
         T = max(steps) + 1
+        if group[0].step is not None:  # commands missing at the end of a trial: its trial-end marker says
+            T = max(T, end_steps.get(tid, 0))
         A = group[0].values.size
         values = np.full((T, A), np.nan)
         stamps = np.full(T, np.nan)

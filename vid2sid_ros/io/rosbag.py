@@ -30,16 +30,14 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..core.excitation import Excitation
-from ..core.lockstep import LockstepStream
 from ..core.trajectory import Trajectory
 from ..perception import rig_tracker, tracker_names
-from .image_msg import ImageEncodingError, image_to_array
 
 __all__ = [
     "BagError", "BagWriter", "BagMessage", "BagTrial", "VID2SID_MESSAGES", "DEFAULT_TOPICS",
     "find_interface_dir", "make_typestore", "read_messages", "bag_topics", "load_bag_trials",
     "load_real_trial_from_bag", "stamp_to_s", "rig_tracker", "tracker_names", "reset_tracker",
-    "check_bag_finished", "bag_storage_files", "MCAP_MAGIC", "qos_profile",
+    "check_bag_finished", "bag_storage_files", "MCAP_MAGIC", "qos_profile", "check_topic_types",
 ]
 
 #: the package's own message types, registered in the typestore from msg/*.msg
@@ -340,6 +338,25 @@ def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
         reader.close()
 
 
+def check_topic_types(path: str | Path, present: Mapping[str, Any], expect_types: Mapping[str, str]) -> None:
+    """Refuse a bag lacking a topic of ``expect_types`` or holding another type on it.
+
+    Args:
+        path: the bag (for messages). present: ``{topic: msgtype}`` or :func:`bag_topics`'s
+            ``{topic: (msgtype, count)}``. expect_types: ``{topic: msgtype}``.
+
+    Raises:
+        BagError: one line naming the topic and the expected type (and what the bag has).
+    """
+    types = {t: (v[0] if isinstance(v, tuple) else v) for t, v in present.items()}
+    for topic, want in expect_types.items():
+        if topic not in types:
+            raise BagError(f"bag {path}: topic {topic} ({want}) is missing; the bag has: "
+                           + (", ".join(f"{t} ({m})" for t, m in sorted(types.items())) or "no topics"))
+        if types[topic] != want:
+            raise BagError(f"bag {path}: topic {topic} holds {types[topic]}, expected {want}")
+
+
 def read_messages(path: str | Path, topics: Iterable[str] | None = None, *, typestore=None,
                   expect_types: dict[str, str] | None = None, keep_raw: bool = False) -> Iterator[BagMessage]:
     """Messages of a bag in log-time order, deserialized.
@@ -358,13 +375,7 @@ def read_messages(path: str | Path, topics: Iterable[str] | None = None, *, type
     store = typestore if typestore is not None else make_typestore()
     reader = _open_reader(path)
     try:
-        present = {t: info.msgtype for t, info in reader.topics.items()}
-        for topic, want in (expect_types or {}).items():
-            if topic not in present:
-                raise BagError(f"bag {path}: topic {topic} ({want}) is missing; the bag has: "
-                               + (", ".join(f"{t} ({m})" for t, m in sorted(present.items())) or "no topics"))
-            if present[topic] != want:
-                raise BagError(f"bag {path}: topic {topic} holds {present[topic]}, expected {want}")
+        check_topic_types(path, {t: info.msgtype for t, info in reader.topics.items()}, expect_types or {})
         wanted = None if topics is None else set(topics)
         conns = [c for c in reader.connections if wanted is None or c.topic in wanted]
         for conn, t_ns, raw in reader.messages(connections=conns):
@@ -420,6 +431,12 @@ def load_bag_trials(path: str | Path, *, tracker: Any = None, rig: Any = None, t
     tracked in recording order with the tracker reset at each trial start — what the
     tracker node does live — so a bag yields the trajectories the live graph published.
 
+    The package's own topic names and types are a topic map over the lab-bag reader
+    (:func:`vid2sid_ros.io.lab_bag.load_lab_bag`: ``command`` = ExcitationCommand split by
+    ``trial_id``, ``image``, and the trial-end topic as ``trial_marker``, whose ``step``
+    gives a trial's length when its last commands are missing); only the types are
+    checked more strictly here (ExcitationCommand commands, ``sensor_msgs/Image`` frames).
+
     Args:
         path: rosbag2 directory.
         tracker: object with ``names``, ``detect(frame_rgb) -> (xy (K, 2), valid (K,))`` and
@@ -440,80 +457,25 @@ def load_bag_trials(path: str | Path, *, tracker: Any = None, rig: Any = None, t
             or a trial without any frame.
         ValueError: neither ``tracker`` nor ``rig`` given.
     """
-    if tracker is None:
-        if rig is None:
-            raise ValueError("give a `tracker` (names, detect(frame), reset()) or a `rig` (a Rig: vid2sid_ros.rigs.load_rig)")
-        tracker = rig_tracker(rig)[0]
-    names = tracker_names(tracker)
-    store = make_typestore()
+    from .lab_bag import LabBagConfig, load_lab_bag  # the one frame loop (lab_bag imports this module)
+
+    if tracker is None and rig is None:
+        raise ValueError("give a `tracker` (names, detect(frame), reset()) or a `rig` (a Rig: vid2sid_ros.rigs.load_rig)")
+    present = bag_topics(path)
     expect = {command_topic: _EXCITATION_TYPE, image_topic: _IMAGE_TYPE}
-    if trial_end_topic in bag_topics(path):
+    topics = {"command": command_topic, "image": image_topic}
+    if trial_end_topic in present:
         expect[trial_end_topic] = _EXCITATION_TYPE
-    commands, ends, images = [], [], []
-    for m in read_messages(path, list(expect), typestore=store, expect_types=expect):
-        if m.topic == command_topic:
-            commands.append(m.msg)
-        elif m.topic == image_topic:
-            images.append(m.msg)
-        else:
-            ends.append(m.msg)
-    if not commands:
+        topics["trial_marker"] = trial_end_topic
+    check_topic_types(path, present, expect)
+    if not present[command_topic][1]:
         raise BagError(f"bag {path}: no ExcitationCommand messages on {command_topic}")
-    present = list(dict.fromkeys(c.trial_id for c in commands))
-    unknown = [t for t in trial_ids if t not in present]
+    trials = {t.excitation.name: t for t in load_lab_bag(LabBagConfig(Path(path), topics), tracker=tracker, rig=rig,
+                                                         keep_frames=keep_frames)}
+    unknown = [t for t in trial_ids if t not in trials]
     if unknown:
-        raise BagError(f"bag {path}: trial(s) {unknown} not found; trials in the bag: {', '.join(present)}")
-    out = []
-    for tid in (list(trial_ids) or present):
-        cmds = sorted((c for c in commands if c.trial_id == tid), key=lambda c: c.step)
-        period = float(cmds[0].period)
-        T = max([int(c.step) + 1 for c in cmds] + [int(e.step) for e in ends if e.trial_id == tid])
-        A = len(cmds[0].values)
-        values = np.full((T, A), np.nan)
-        stamps = np.full(T, np.nan)
-        for c in cmds:
-            values[int(c.step)] = np.asarray(c.values, dtype=float)
-            stamps[int(c.step)] = stamp_to_s(c.header.stamp)
-        warnings = []
-        if np.isnan(values).any():
-            missing = [int(k) for k in np.flatnonzero(np.isnan(values).any(axis=1))]
-            warnings.append(f"trial {tid}: commands of steps {missing[:10]} missing from the bag; held the previous one")
-            for k in missing:
-                values[k] = values[k - 1] if k > 0 else 0.0
-        stream = LockstepStream(tid, "real", names, period)
-        for k in range(T):
-            if np.isfinite(stamps[k]):
-                stream.add_command(k, stamps[k])
-        # the tracker node's window of a trial: first command + period/2 .. last command + 1.5 periods
-        t_lo, t_hi = np.nanmin(stamps) + 0.5 * period, np.nanmax(stamps) + 1.5 * period
-        reset_tracker(tracker)
-        kept, image_stamps = [], []
-        for img in images:
-            t = stamp_to_s(img.header.stamp)
-            if not (t_lo <= t <= t_hi):
-                continue  # not this trial's frame
-            try:
-                rgb = image_to_array(img, "rgb8")
-            except ImageEncodingError as err:
-                warnings.append(f"trial {tid}: frame at t={t:.3f} s skipped: {err}")
-                continue
-            xy, valid = tracker.detect(rgb)
-            stream.add_frame(t, xy, valid)
-            image_stamps.append(t)
-            if keep_frames:
-                kept.append(rgb)
-        if not image_stamps:
-            raise BagError(f"bag {path}: no {image_topic} frame falls within trial {tid!r}")
-        exc = Excitation(name=tid, rate=1.0 / period, values=values,
-                         actuator_names=tuple(cmds[0].actuator_names) or tuple(f"u{i}" for i in range(A)),
-                         meta={"source": f"bag:{path}"})
-        traj = stream.trajectory(T)
-        dropped = int(traj.meta["dropped_frames"])
-        if dropped:  # never silent (issue 12 item 11): the count per trial goes into the warnings
-            warnings.append(f"trial {tid}: {dropped} of {T} frames missing on {image_topic}")
-        out.append(BagTrial(traj, exc, stamps, np.asarray(image_stamps),
-                            np.stack(kept) if keep_frames else None, warnings))
-    return out
+        raise BagError(f"bag {path}: trial(s) {unknown} not found; trials in the bag: {', '.join(trials)}")
+    return [trials[t] for t in (list(trial_ids) or trials)]
 
 
 def load_real_trial_from_bag(path: str | Path, *, rig: Any = None, tracker: Any = None,
