@@ -220,6 +220,9 @@ def test_benchmark_report_tables_distributions_and_spread(tmp_path):
     assert "–" not in md and "over 2 seeds" in md and "± = standard deviation over seeds" in md
     assert "n/a (1 seed)" not in doc
     res = json.loads((tmp_path / "b2" / "results.json").read_text())
+    for m, r in res["methods"].items():  # one wording of the detection cell in results.md and report.html
+        cell = f"none injected; false alarms {r['false_alarms']}/2"
+        assert f"| {cell} |" in md and f"<td>{cell}</td>" in doc, (m, cell)
     one = dict(res, per_seed=res["per_seed"][:1], seeds=res["seeds"][:1],
                methods={m: dict(v, seeds=1) for m, v in res["methods"].items()})
     (tmp_path / "b1").mkdir()
@@ -229,3 +232,42 @@ def test_benchmark_report_tables_distributions_and_spread(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "vid2sid_ros.cli", "report", str(tmp_path / "b2")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("report.html")
+
+
+def test_detection_cell_wording_is_pinned():
+    """results.md and report.html used to word this cell differently ("no misspecification" / "none present",
+    "not tested" / "not tested (no --misspecify)"); one function now builds it for both."""
+    from vid2sid_ros.calibration.benchmark import detection_cell, latency_error_cell
+
+    assert detection_cell({"seeds": 5, "detected": {"latency": 4, "frozen": 0}}) == "latency 4/5, frozen 0/5"
+    assert detection_cell({"seeds": 3, "false_alarms": 1}) == "none injected; false alarms 1/3"
+    assert detection_cell({"seeds": 3}) == "not tested (no --misspecify)"
+    assert latency_error_cell({"latency_error_frames": {"mean": 0.1234, "max": 0.5}}) == "0.123 (max 0.500)"
+    assert latency_error_cell({}) == "n/a (latency not free)"
+
+
+def test_measurement_nuisances_are_parameter_specs_and_a_bad_entry_names_it(toy_runs, tmp_path):
+    """result.yaml's nuisance: entries load as core ParameterSpecs (kind nuisance; was a look-alike class of the
+    report's own that accepted any value), so a malformed entry is one ReportError naming the file and entry."""
+    import shutil
+
+    import yaml
+
+    from vid2sid_ros.core.parameters import ParameterSpec
+
+    runs, _ = toy_runs
+    rd = tmp_path / "run"
+    shutil.copytree(runs["reasoner"][0], rd)
+    run = load_run(rd)
+    doc = yaml.safe_load((rd / "result.yaml").read_text())
+    (lat,) = [s for s in run.nuisance if s.name == "latency"]
+    assert isinstance(lat, ParameterSpec) and lat.kind == "nuisance" and lat.unit == "s"
+    assert (lat.lower, lat.upper, lat.nominal) == (doc["nuisance"]["latency"]["lower"],
+                                                   doc["nuisance"]["latency"]["upper"],
+                                                   doc["nuisance"]["latency"]["value"])
+    row = next(r for r in parameter_rows(run) if r.name == "latency")
+    assert row.kind == "nuisance" and row.final == lat.nominal and not row.frozen
+    doc["nuisance"]["latency"]["upper"] = doc["nuisance"]["latency"]["lower"]  # an empty range
+    (rd / "result.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(ReportError, match=r"result\.yaml: nuisance\.latency: parameter 'latency': expected lower < upper"):
+        load_run(rd)

@@ -43,6 +43,8 @@ def write_benchmark_report(bench_dir: str | Path, out: str | Path | None = None)
         free = list(res["free_parameters"])
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
         raise ReportError(f"{path}: not a benchmark result ({type(err).__name__}: {err})") from None
+    from ..calibration.benchmark import detection_cell, latency_error_cell  # the cells' one wording (results.md too)
+
     n_seeds = len(per_seed)
     order = sorted(methods, key=lambda m: methods[m].get("mean_rel_param_error", math.inf))
     title = f"sim2sim benchmark: {res.get('rig', '?')} — {len(order)} methods, {n_seeds} seed(s)"
@@ -72,18 +74,9 @@ def write_benchmark_report(bench_dir: str | Path, out: str | Path | None = None)
         r = methods[m]
         spread = (_pct(r.get("std_rel_param_error_over_seeds")) if int(r.get("seeds", n_seeds)) > 1
                   else "n/a (1 seed)")
-        n = int(r.get("seeds", n_seeds) or 0)
-        if "detected" in r:
-            det = ", ".join(f"{k} {v}/{n}" for k, v in r["detected"].items())
-        elif "false_alarms" in r:
-            det = f"none present; false alarms {r['false_alarms']}/{n}"
-        else:
-            det = "not tested (no --misspecify)"
-        le = r.get("latency_error_frames")
-        lat = f"{le['mean']:.3f} (max {le['max']:.3f})" if le else "n/a (latency not free)"
         rows.append([m, _pct(r.get("mean_rel_param_error")), _pct(r.get("median_rel_param_error")), spread,
                      r.get("holdout_mae_px"), r.get("train_mae_px"), r.get("rollouts"), r.get("iterations"),
-                     r.get("wall_s"), r.get("seeds"), det, lat])
+                     r.get("wall_s"), r.get("seeds"), detection_cell(r), latency_error_cell(r)])
     body.append(_section("methods", "Per method (mean over seeds)", table(
         ["method", "mean rel. parameter error", "median", "spread (std over seeds)", "holdout MAE [px]",
          "training MAE [px]", "rollouts", "iterations", "wall [s]", "seeds", "misspecification detected",

@@ -99,30 +99,6 @@ def _weak_names(run: RunSummary) -> set[str]:
     return out
 
 
-@dataclass
-class _NuisanceSpec:
-    """A measurement nuisance from ``result.yaml: nuisance:`` in the shape of a ParameterSpec."""
-
-    name: str
-    unit: str
-    lower: float
-    upper: float
-    nominal: float
-    meaning: str = ""
-    scale: str = "linear"
-    kind: str = "nuisance"
-    frozen: bool = False
-
-    @classmethod
-    def of(cls, name: str, d: Mapping[str, Any]) -> "_NuisanceSpec":
-        return cls(name, str(d.get("unit", "")), float(d.get("lower", -math.inf)), float(d.get("upper", math.inf)),
-                   float(d.get("value", math.nan)), str(d.get("meaning", "")))
-
-    def to_unit(self, v: float) -> float:
-        span = self.upper - self.lower
-        return (v - self.lower) / span if math.isfinite(span) and span > 0 else 0.5
-
-
 def parameter_rows(run: RunSummary) -> list[ParameterRow]:
     """Every parameter of the run, free first, with interval, reliability, truth and bound flags."""
     start = run.start_values
@@ -132,7 +108,7 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
     weak = _weak_names(run)
     rows = []
     specs = sorted(run.parameters.specs, key=lambda s: s.frozen)
-    specs += [_NuisanceSpec.of(n, d) for n, d in run.nuisance.items() if n not in run.parameters]
+    specs += list(run.nuisance)  # the measurement nuisances (ParameterSpecs of kind nuisance), after the model's
     for s in specs:
         final = float(s.nominal)
         row = ParameterRow(s.name, s.unit, s.kind, s.meaning, float(s.lower), float(s.upper), s.scale, bool(s.frozen),

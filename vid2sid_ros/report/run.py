@@ -96,7 +96,9 @@ class RunSummary:
     config: dict[str, Any] = field(default_factory=dict)
     trials: list[TrialCurves] = field(default_factory=list)
     truth: dict[str, float] | None = None
-    nuisance: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: measurement nuisances of ``result.yaml: nuisance:`` (latency, marker offsets): ParameterSpecs of
+    #: kind ``nuisance`` with nominal = identified value; identified with the physics, never in the model spec
+    nuisance: list[Any] = field(default_factory=list)
 
     @property
     def stopped(self) -> str:
@@ -185,17 +187,15 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunSummary:
         raise ReportError(f"{d}: {err}") from None
     if not result.get("real_source") and meta.get("real_source"):
         result["real_source"] = meta["real_source"]
-    nuisance: dict[str, dict[str, Any]] = {}
     try:  # measurement nuisances (latency, camera pose, marker offsets): identified, never in the model spec
         from ..core.yamlio import YAMLInputError, load_yaml
 
         doc = load_yaml(d / "result.yaml") or {}
-        if isinstance(doc.get("nuisance"), Mapping):
-            nuisance = {str(k): dict(v) for k, v in doc["nuisance"].items() if isinstance(v, Mapping)}
     except YAMLInputError as err:  # not UTF-8, not YAML, a duplicate key (file:line)
         raise ReportError(str(err)) from None
     except OSError as err:
         raise ReportError(f"{d / 'result.yaml'}: {err}") from None
+    nuisance = _nuisance_specs(doc.get("nuisance"), d / "result.yaml", skip=set(params.names))
     trials = load_trials(d / "trials.json") if (d / "trials.json").is_file() else []
     truth = None
     if isinstance(result.get("truth"), Mapping):
@@ -209,6 +209,34 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunSummary:
     return RunSummary(label or str(result.get("proposer") or d.name), d, result, records, params,
                       dict(result.get("rig") or meta.get("rig") or {}), dict(meta.get("config") or {}), trials, truth,
                       nuisance)
+
+
+def _nuisance_specs(block: Any, path: Path, *, skip: set[str]) -> list[Any]:
+    """``result.yaml: nuisance: {name: {value, unit, meaning, lower, upper[, std]}}`` as ParameterSpecs
+    (kind ``nuisance``, nominal = the identified value); names in ``skip`` (the model spec's) are left out.
+
+    Raises:
+        ReportError: an entry that is not a mapping or not a valid spec (names the file and entry).
+    """
+    from ..core.parameters import ParameterSpec, ParameterSpecError
+
+    if block is None:
+        return []
+    if not isinstance(block, Mapping):
+        raise ReportError(f"{path}: nuisance: expected a mapping of name -> {{value, unit, lower, upper}}, got "
+                          f"{type(block).__name__}")
+    specs = []
+    for name, d in block.items():
+        if str(name) in skip:
+            continue
+        if not isinstance(d, Mapping) or "value" not in d:
+            raise ReportError(f"{path}: nuisance.{name}: expected a mapping with value, unit, lower, upper, got {d!r}")
+        try:
+            specs.append(ParameterSpec(str(name), str(d.get("unit", "")), d.get("lower"), d.get("upper"),
+                                       d.get("value"), str(d.get("meaning", "")), kind="nuisance"))
+        except ParameterSpecError as err:
+            raise ReportError(f"{path}: nuisance.{name}: {err}") from None
+    return specs
 
 
 # -- trajectories.json -----------------------------------------------------------------
