@@ -16,6 +16,7 @@ Topics of a calibration (see ``vid2sid_ros.nodes.graph.TOPICS``)::
     /vid2sid/excitation/trial_end vid2sid_ros/msg/ExcitationCommand   step = T, values empty
     /vid2sid/real/image_raw       sensor_msgs/msg/Image               camera (or stand-in rig)
     /vid2sid/sim/image_raw        sensor_msgs/msg/Image               twin renders
+    /vid2sid/{real,sim}/camera_info sensor_msgs/msg/CameraInfo        beside each image, same stamp
     /vid2sid/{real,sim}/keypoints vid2sid_ros/msg/Keypoints
     /vid2sid/{real,sim}/trajectory vid2sid_ros/msg/Trajectory
     /vid2sid/parameter_update     vid2sid_ros/msg/ParameterUpdate
@@ -49,6 +50,8 @@ DEFAULT_TOPICS = {
     "trial_end": "/vid2sid/excitation/trial_end",
     "real_image": "/vid2sid/real/image_raw",
     "sim_image": "/vid2sid/sim/image_raw",
+    "real_camera_info": "/vid2sid/real/camera_info",
+    "sim_camera_info": "/vid2sid/sim/camera_info",
     "real_keypoints": "/vid2sid/real/keypoints",
     "sim_keypoints": "/vid2sid/sim/keypoints",
     "real_trajectory": "/vid2sid/real/trajectory",

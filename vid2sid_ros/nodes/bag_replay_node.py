@@ -1,7 +1,8 @@
 """bag_replay_node: a recorded real trial (camera images + commands) replaces the camera and rig.
 
 Reads a rosbag2 bag (``vid2sid_ros.io.rosbag``, no ROS tooling needed) and republishes,
-with the recorded relative timing, its camera frames on ``/vid2sid/real/image_raw`` and
+with the recorded relative timing, its camera frames on ``/vid2sid/real/image_raw`` (and
+the CameraInfo beside them on ``/vid2sid/real/camera_info`` when the bag has it), and
 its commands on ``/vid2sid/excitation`` and ``/vid2sid/excitation/trial_end``, so the sim
 twin re-runs the same commanded excitation in lockstep and the tracker and calibrator
 work as live. Every header stamp is shifted by one constant (replay start - recording
@@ -17,10 +18,10 @@ from __future__ import annotations
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
 from std_srvs.srv import Trigger
 
-from ..io.rosbag import DEFAULT_TOPICS, BagError, bag_topics, read_messages
+from ..io.rosbag import DEFAULT_TOPICS, BagError, bag_topics, check_topic_types, read_messages
 from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, s_from_stamp, stamp_from_s, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
@@ -36,6 +37,8 @@ PARAMS = [
     Param("command_topic", DEFAULT_TOPICS["excitation"], "command topic IN THE BAG", read_only=True),
     Param("trial_end_topic", DEFAULT_TOPICS["trial_end"], "trial-end topic IN THE BAG (optional in the bag)",
           read_only=True),
+    Param("camera_info_topic", DEFAULT_TOPICS["real_camera_info"], "CameraInfo topic IN THE BAG (optional in the "
+          "bag; republished on /vid2sid/real/camera_info)", read_only=True),
     Param("autostart", True, "start replaying once the node is up (after start_delay)"),
     Param("start_delay", 1.0, "delay before the first message, for subscribers to connect", "s", 0.0, 60.0),
     Param("tick", 0.002, "timer period of the replay clock", "s", 0.0005, 0.1, read_only=True),
@@ -50,10 +53,11 @@ class BagReplayNode(Node):
         declare(self, PARAMS)
         self._p = values(self, PARAMS)
         self._pub_img = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
+        self._pub_info = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], STREAM_QOS)
         self._pub_cmd = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
         self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], STREAM_QOS)
         self.error: str | None = None
-        self.published = {"image": 0, "command": 0, "trial_end": 0}
+        self.published = {"image": 0, "camera_info": 0, "command": 0, "trial_end": 0}
         self.finished = False
         self._iter = None
         self._next = None
@@ -77,12 +81,9 @@ class BagReplayNode(Node):
                             p["command_topic"]: "vid2sid_ros/msg/ExcitationCommand"}
             if p["trial_end_topic"] in present:
                 self._expect[p["trial_end_topic"]] = "vid2sid_ros/msg/ExcitationCommand"
-            for topic, want in self._expect.items():
-                if topic not in present:
-                    raise BagError(f"bag {p['bag_path']}: topic {topic} ({want}) is missing; the bag has: "
-                                   + ", ".join(f"{t} ({m})" for t, (m, _) in sorted(present.items())))
-                if present[topic][0] != want:
-                    raise BagError(f"bag {p['bag_path']}: topic {topic} holds {present[topic][0]}, expected {want}")
+            if p["camera_info_topic"] in present:  # optional: the intrinsics beside the frames
+                self._expect[p["camera_info_topic"]] = "sensor_msgs/msg/CameraInfo"
+            check_topic_types(p["bag_path"], present, self._expect)
             self._counts = {t: present[t][1] for t in self._expect}
         except BagError as err:
             self.error = str(err)
@@ -133,6 +134,12 @@ class BagReplayNode(Node):
             msg.header.stamp = stamp_from_s(s_from_stamp(msg.header.stamp) + shift)
             self._pub_img.publish(msg)
             self.published["image"] += 1
+            return
+        if m.topic == p["camera_info_topic"]:  # same shift as the images: it keeps the frame's stamp
+            msg = deserialize_message(m.rawdata, CameraInfo)
+            msg.header.stamp = stamp_from_s(s_from_stamp(msg.header.stamp) + shift)
+            self._pub_info.publish(msg)
+            self.published["camera_info"] += 1
             return
         msg = deserialize_message(m.rawdata, ExcitationCommand)
         if p["trial_id"] and msg.trial_id != p["trial_id"]:

@@ -1,0 +1,79 @@
+"""bag_replay_node republishes the recorded CameraInfo beside the frames (it used to drop it).
+
+The bag is made here: six command steps, a 48x64 frame after each, and a CameraInfo with the frame's
+stamp (what camera_node publishes); the replay must put every CameraInfo on /vid2sid/real/camera_info
+with its intrinsics intact and the same shifted stamp as its frame. In-process, one rclpy context.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy", reason="rclpy comes with `make setup` (.venv)")
+
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.serialization import serialize_message  # noqa: E402
+from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
+
+from vid2sid_ros._interfaces import require_interfaces  # noqa: E402
+
+require_interfaces()
+
+from vid2sid_ros.io.image_msg import array_to_image_fields  # noqa: E402
+from vid2sid_ros.io.rosbag import BagWriter  # noqa: E402
+from vid2sid_ros.nodes.bag_replay_node import BagReplayNode  # noqa: E402
+from vid2sid_ros.nodes.common import STREAM_QOS, ExcitationCommand, s_from_stamp, stamp_from_s  # noqa: E402
+from vid2sid_ros.nodes.graph import TOPICS  # noqa: E402
+
+K = [80.0, 0.0, 32.0, 0.0, 80.0, 24.0, 0.0, 0.0, 1.0]
+STEPS = 6
+
+
+def _bag(path, *, info_type: str = "sensor_msgs/msg/CameraInfo") -> None:
+    t0 = 50.0
+    with BagWriter(path) as w:
+        for k in range(STEPS):
+            t = t0 + 0.1 * k
+            c = ExcitationCommand(trial_id="t", step=k, period=0.1, values=[0.1 * k], actuator_names=["m"])
+            c.header.stamp = stamp_from_s(t)
+            w.write("/vid2sid/excitation", "vid2sid_ros/msg/ExcitationCommand", serialize_message(c), int(t * 1e9))
+            img = Image()
+            for f, v in array_to_image_fields(np.full((48, 64, 3), 10 * k, np.uint8), "rgb8").items():
+                setattr(img, f, v)
+            img.header.stamp = stamp_from_s(t + 0.1)
+            w.write("/vid2sid/real/image_raw", "sensor_msgs/msg/Image", serialize_message(img), int((t + 0.1) * 1e9))
+            info = CameraInfo(width=64, height=48, k=K, distortion_model="plumb_bob", d=[0.01, 0.0, 0.0, 0.0, 0.0])
+            info.header = img.header
+            w.write("/vid2sid/real/camera_info", info_type,
+                    serialize_message(info if info_type.endswith("CameraInfo") else c), int((t + 0.1) * 1e9) + 1)
+
+
+@pytest.mark.timeout(60)
+def test_recorded_camera_info_is_republished_with_its_frames_stamp(ros, tmp_path):
+    bag = tmp_path / "bag"
+    _bag(bag)
+    images, infos = [], []
+    listener = ros.node("listener")
+    listener.create_subscription(Image, TOPICS["real_image"], images.append, STREAM_QOS)
+    listener.create_subscription(CameraInfo, TOPICS["real_camera_info"], infos.append, STREAM_QOS)
+    node = BagReplayNode(context=ros.context, parameter_overrides=[
+        Parameter("bag_path", value=str(bag)), Parameter("start_delay", value=0.5)])
+    ros.nodes.append(node)
+    ros.executor.add_node(node)
+    assert node.error is None, node.error
+    assert ros.spin_until(lambda: node.finished and len(infos) == STEPS and len(images) == STEPS, timeout=30.0), \
+        (node.published, len(infos), len(images))
+    assert node.published["camera_info"] == STEPS  # was: the topic was not even read
+    assert [list(i.k) for i in infos] == [K] * STEPS and infos[0].distortion_model == "plumb_bob"
+    assert (infos[0].width, infos[0].height) == (64, 48)
+    assert [s_from_stamp(i.header.stamp) for i in infos] == [s_from_stamp(m.header.stamp) for m in images]
+
+
+def test_a_camera_info_topic_of_another_type_is_one_error(ros, tmp_path):
+    bag = tmp_path / "bag"
+    _bag(bag, info_type="vid2sid_ros/msg/ExcitationCommand")
+    node = BagReplayNode(context=ros.context, parameter_overrides=[Parameter("bag_path", value=str(bag))])
+    ros.nodes.append(node)
+    assert node.error == (f"bag {bag}: topic /vid2sid/real/camera_info holds vid2sid_ros/msg/ExcitationCommand, "
+                          "expected sensor_msgs/msg/CameraInfo")
