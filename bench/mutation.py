@@ -8,29 +8,40 @@ pass. A survivor is either a bug the suite would let through (write a test) or a
 equivalent mutant (the change does not alter behaviour: leave it, say why).
 
 Scope (issue 12 item 18), in ``GROUPS``: core/parameters.py, core/trajectory.py,
-core/excitation.py; perception/markers.py; calibration/objective.py; and the loop's resume
-(calibration/loop.py: the run-directory check, the iterations.jsonl reader and validator,
-record (de)serialisation). ``run_calibration`` itself (whose resume branch holds the
-restart point) is left out: each of its mutants runs whole calibrations, hours on 2
-cores; its restart point is covered by test_loop_resume_after_failure.py, checked by hand
-against the mutation of issue 12 item 17a. Each group runs against its own fast tests (no
-rendering, no ROS), so the whole run takes < 20 min on 2 cores. Lines holding only
+core/excitation.py; the trackers perception/markers.py and perception/centerline.py;
+calibration/objective.py; and the loop's resume (calibration/loop.py: the run-directory
+check, the iterations.jsonl reader and validator, record (de)serialisation).
+``run_calibration`` itself (whose resume branch holds the restart point) is left out: each
+of its mutants runs whole calibrations, hours on 2 cores; its restart point is covered by
+test_loop_resume_after_failure.py, checked by hand against the mutation of issue 12 item
+17a. Each group runs against its own fast tests (no rendering, no ROS). Lines holding only
 message text (``raise X(...)``, string continuations, warnings, notes) are not mutated
 (``DO_NOT_MUTATE``).
 
 Each group runs in a scratch copy of the repository (``build/mutation/<group>/``,
-git-ignored), so the checkout is never touched. The survivors are written to
+git-ignored), so the checkout is never touched; its statuses go to
+``build/mutation/<group>/results.json`` and the survivors of every group run so far to
 ``build/mutation/survivors.txt``; ``cd build/mutation/<group> && mutmut show <name>``
-shows one as a diff.
+shows one as a diff. A mutant counts as a survivor when the tests pass on it or when no
+selected test reaches its function ("no tests").
 
-Run: ``nice .venv/bin/python bench/mutation.py`` (needs ``pip install -r requirements-dev.txt``);
-``--only core markers`` runs some groups.
+Every survivor is examined in the ledger ``docs/mutation_survivors.md``: ``--ledger``
+rewrites it from the last results, one line a mutant (name, ``old => new``) under the
+reason it is left alive, keeping the reasons already written; a new survivor lands under
+``UNEXAMINED``. After writing tests for the unexplained survivors, ``--recheck`` re-runs
+just those (the other mutants keep their status; more tests only kill more, so the counts
+stay pessimistic), which is minutes instead of the full run.
+
+Run: ``nice .venv/bin/python bench/mutation.py --max-children 2`` (needs ``pip install -r
+requirements-dev.txt``); ``--only core markers`` runs some groups; then ``--ledger``.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -58,13 +69,18 @@ GROUPS: dict[str, dict] = {
         "modules": ["vid2sid_ros/perception/markers.py"],
         "patterns": ["vid2sid_ros.perception.markers.*"],
         # the rendered-finger and CLI tests cost seconds each; the synthetic-disc tests cover the same code
-        "tests": ["test/test_markers.py", "-k", "not rendered_video and not sensor_noise and not track_command "
+        "tests": ["test/test_markers.py", "test/test_markers_edges.py", "-k", "not rendered_video and not sensor_noise and not track_command "
                   "and not default_rig_noise"],
     },
     "objective": {
         "modules": ["vid2sid_ros/calibration/objective.py"],
         "patterns": ["vid2sid_ros.calibration.objective.*"],
         "tests": ["test/test_objective.py"],
+    },
+    "centerline": {  # the tentacle's centreline tracker, against its synthetic-mask tests (not the rendered rollout)
+        "modules": ["vid2sid_ros/perception/centerline.py"],
+        "patterns": ["vid2sid_ros.perception.centerline.*"],
+        "tests": ["test/test_centerline.py", "-k", "not rendered_rollout"],
     },
     "resume": {  # the loop's resume: run-directory check, iterations.jsonl reader/validator, records
         "modules": ["vid2sid_ros/calibration/loop.py"],
@@ -87,8 +103,16 @@ def _copy_tree(dst: Path) -> None:
     shutil.copytree(ROOT, dst, ignore=ignore, symlinks=True)
 
 
-def _run_group(name: str, group: dict, work: Path, mutmut: Path, max_children: int) -> dict:
-    """One group in its own scratch copy: mutmut run, then the status of every selected mutant."""
+def _module_hashes(group: dict) -> dict[str, str]:
+    """sha256 of each mutated module: mutant names (numbered per function) are only comparable between
+    runs on the same source."""
+    return {m: hashlib.sha256((ROOT / m).read_bytes()).hexdigest() for m in group["modules"]}
+
+
+def _run_group(name: str, group: dict, work: Path, mutmut: Path, max_children: int,
+               names: list[str] | None = None) -> dict:
+    """One group in its own scratch copy: mutmut run (of ``names`` only if given), then the status of
+    every selected mutant."""
     if work.exists():
         shutil.rmtree(work)
     _copy_tree(work)
@@ -106,13 +130,19 @@ def _run_group(name: str, group: dict, work: Path, mutmut: Path, max_children: i
     env.setdefault("MUJOCO_GL", "egl")
     env["PATH"] = f"{mutmut.parent}{os.pathsep}{env.get('PATH', '')}"
     t0 = time.monotonic()
-    run = subprocess.run([str(mutmut), "run", "--max-children", str(max_children), *group["patterns"]], cwd=work,
+    run = subprocess.run([str(mutmut), "run", "--max-children", str(max_children), *(names or group["patterns"])],
+                         cwd=work,
                          env=env, capture_output=True, text=True)
     wall = time.monotonic() - t0
     (work / "mutmut_run.log").write_text(run.stdout + run.stderr)
     if run.returncode != 0:
         tail = "\n".join((run.stdout + run.stderr).splitlines()[-20:])
         return {"error": f"mutmut run failed (exit {run.returncode}); see {work / 'mutmut_run.log'}:\n{tail}"}
+    return {"status": _statuses(work, group, mutmut, env), "wall_s": wall}
+
+
+def _statuses(work: Path, group: dict, mutmut: Path, env: dict | None = None) -> dict[str, str]:
+    """``{mutant: status}`` of the group's mutants from ``mutmut results`` in its scratch copy."""
     res = subprocess.run([str(mutmut), "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
     rx = [re.compile(pat.replace(".", r"\.").replace("*", ".*")) for pat in group["patterns"]]
     status = {}
@@ -120,7 +150,103 @@ def _run_group(name: str, group: dict, work: Path, mutmut: Path, max_children: i
         m = re.match(r"\s*(\S+): (\w[\w ]*)$", line)
         if m and any(r.fullmatch(m.group(1)) for r in rx):
             status[m.group(1)] = m.group(2).strip()
-    return {"status": status, "wall_s": wall}
+    return status
+
+
+#: statuses that count as a survivor for the ledger: the tests passed on the mutant, or no selected test
+#: reaches the mutated function at all (both are bugs the suite would let through unless equivalent)
+SURVIVOR_STATUSES = ("survived", "no tests")
+LEDGER = ROOT / "docs" / "mutation_survivors.md"
+UNEXAMINED = "UNEXAMINED"
+
+_DIFF_SCRIPT = """
+import json, sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+out = {}
+for name in json.loads(sys.stdin.read()):
+    path = name.split('.x_')[0].split('.x\u01c1')[0].replace('.', '/') + '.py'
+    out[name] = get_diff_for_mutant(name, path=path)
+print(json.dumps(out))
+"""
+
+
+def _change(diff: str) -> str:
+    """The removed and added lines of a mutant's unified diff, as one line: ``old => new``."""
+    minus = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    plus = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    text = f"{' / '.join(minus)} => {' / '.join(plus)}".replace("|", "\\|").replace("`", "'")
+    return text if len(text) <= 240 else text[:237] + "..."
+
+
+def _read_ledger(path: Path) -> dict[str, tuple[str, str]]:
+    """``{mutant: (change, reason)}`` from a ledger written by :func:`_write_ledger` (empty if none)."""
+    out: dict[str, tuple[str, str]] = {}
+    if not path.exists():
+        return out
+    reason = UNEXAMINED
+    for line in path.read_text().splitlines():
+        if line.startswith("### "):
+            reason = re.sub(r" \(\d+\)$", "", line[4:].strip())
+        m = re.match(r"- `([^`]+)` \[[\w ]+\]: (.*)$", line)
+        if m:
+            out[m.group(1)] = (m.group(2), reason)
+    return out
+
+
+def _write_ledger(path: Path, rows: dict[str, dict[str, tuple[str, str, str]]], figures: dict[str, dict]) -> int:
+    """Write the survivors ledger: per group, per reason, one line a mutant. Returns the unexamined count."""
+    lines = ["# Surviving mutants, each examined",
+             "",
+             "Written by `bench/mutation.py --ledger` from the last run of every group (`build/mutation/<group>/",
+             "results.json`). One line a mutant: `name` [status]: the mutated line, `old => new`. The",
+             "heading above it is the reason it is left alive (an equivalent mutant, message text, a",
+             "setting no input reaches...); a mutant that was a real gap was killed with a test instead",
+             "and is no longer here. Reasons are kept by mutant name when the ledger is rewritten;",
+             f"a new survivor lands under `### {UNEXAMINED}` until someone reads it "
+             "(`cd build/mutation/<group> && mutmut show NAME`).",
+             ""]
+    unexamined = 0
+    for group, items in rows.items():
+        f = figures.get(group, {})
+        c = f.get("counts", {})
+        lines += [f"## {group}: {sum(c.values())} mutants, {c.get('killed', 0)} killed, "
+                  f"{c.get('survived', 0)} survived, {c.get('no tests', 0)} reached by no test "
+                  f"({f.get('tests', '')})", ""]
+        by_reason: dict[str, list[str]] = collections.defaultdict(list)
+        for name, (status, change, reason) in sorted(items.items()):
+            by_reason[reason].append(f"- `{name}` [{status}]: {change}")
+        for reason in sorted(by_reason, key=lambda r: (r != UNEXAMINED, r)):
+            if reason == UNEXAMINED:
+                unexamined += len(by_reason[reason])
+            lines += [f"### {reason} ({len(by_reason[reason])})", *by_reason[reason], ""]
+    path.write_text("\n".join(lines))
+    return unexamined
+
+
+def ledger(workdir: Path, groups: list[str], mutmut: Path) -> int:
+    """Rewrite the ledger from the groups' last results, keeping the reasons already given."""
+    old = _read_ledger(LEDGER)
+    rows: dict[str, dict[str, tuple[str, str, str]]] = {}
+    figures: dict[str, dict] = {}
+    for name in groups:
+        res = workdir / name / "results.json"
+        if not res.exists():
+            print(f"mutation: no results for group {name} ({res}); run it first", file=sys.stderr)
+            return 2
+        figures[name] = json.loads(res.read_text())
+        surv = {k: v for k, v in figures[name]["status"].items() if v in SURVIVOR_STATUSES}
+        diffs = subprocess.run([sys.executable, "-c", _DIFF_SCRIPT], cwd=workdir / name, input=json.dumps(sorted(surv)),
+                               capture_output=True, text=True, check=True)
+        rows[name] = {}
+        for k, diff in json.loads(diffs.stdout).items():
+            change = _change(diff)
+            prev = old.get(k)
+            reason = prev[1] if prev and prev[0] == change else UNEXAMINED
+            rows[name][k] = (surv[k], change, reason)
+    n = _write_ledger(LEDGER, rows, figures)
+    total = sum(len(r) for r in rows.values())
+    print(f"ledger {LEDGER}: {total} survivors, {n} unexamined")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -128,6 +254,13 @@ def main(argv=None) -> int:
     p.add_argument("--workdir", default=str(ROOT / "build" / "mutation"))
     p.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     p.add_argument("--only", nargs="*", default=None, help=f"groups to run (default all: {', '.join(GROUPS)})")
+    p.add_argument("--recheck", action="store_true",
+                   help="re-run only the last run's survivors (and unreached mutants) that the ledger does not "
+                        "explain, against the current tests; every other mutant keeps its status (added tests "
+                        "only kill more, so the counts stay pessimistic). Refused for a group whose module "
+                        "changed since its last full run")
+    p.add_argument("--ledger", action="store_true",
+                   help=f"do not run: rewrite {LEDGER.relative_to(ROOT)} from the groups' last results")
     a = p.parse_args(argv)
     mutmut = Path(sys.executable).with_name("mutmut")
     if not mutmut.exists():
@@ -138,30 +271,59 @@ def main(argv=None) -> int:
     if unknown:
         print(f"mutation: unknown group(s) {unknown}; groups: {', '.join(GROUPS)}", file=sys.stderr)
         return 2
-    survivors: list[str] = []
+    workdir = Path(a.workdir)
+    if a.ledger:
+        return ledger(workdir, a.only or list(GROUPS), mutmut)
     total: collections.Counter = collections.Counter()
     t_all = time.monotonic()
     for name in a.only or list(GROUPS):
         group = GROUPS[name]
-        r = _run_group(name, group, Path(a.workdir) / name, mutmut, a.max_children)
+        res_path = workdir / name / "results.json"
+        prev = json.loads(res_path.read_text()) if a.recheck and res_path.exists() else None
+        if a.recheck:
+            if prev is None:
+                print(f"mutation: --recheck needs a full run of group {name} first ({res_path})", file=sys.stderr)
+                return 2
+            if prev.get("module_sha256") != _module_hashes(group):
+                print(f"mutation: --recheck {name}: {', '.join(group['modules'])} changed since the last full "
+                      "run (mutant numbers no longer match); run the group in full", file=sys.stderr)
+                return 2
+            explained = {k for k, (_, reason) in _read_ledger(LEDGER).items() if reason != UNEXAMINED}
+            again = sorted(k for k, v in prev["status"].items() if v in SURVIVOR_STATUSES and k not in explained)
+            if not again:
+                print(f"{name}: no survivors to recheck")
+                continue
+        r = _run_group(name, group, workdir / name, mutmut, a.max_children, again if a.recheck else None)
         if "error" in r:
             print(f"{name}: {r['error']}", file=sys.stderr)
             return 1
+        if prev is not None:  # rechecked survivors over the statuses of the last full run
+            r["status"] = {**prev["status"], **{k: v for k, v in r["status"].items() if k in again}}
+            r["full_run_wall_s"] = prev.get("full_run_wall_s", prev["wall_s"])
         by_module: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         for k, v in r["status"].items():
             by_module[k.split(".x_")[0].split(".xǁ")[0]][v] += 1
             total[v] += 1
-            if v == "survived":
-                survivors.append(k)
+        counts = collections.Counter(r["status"].values())
+        (workdir / name / "results.json").write_text(json.dumps(
+            {"group": name, "tests": " ".join(group["tests"]), "wall_s": round(r["wall_s"], 1),
+             "rechecked": bool(prev), "full_run_wall_s": r.get("full_run_wall_s", round(r["wall_s"], 1)),
+             "module_sha256": _module_hashes(group),
+             "max_children": a.max_children, "load_avg": os.getloadavg()[0], "counts": dict(sorted(counts.items())),
+             "status": r["status"]}, indent=1, ensure_ascii=False))
         print(f"{name} ({' '.join(group['tests'])}): {len(r['status'])} mutants in {r['wall_s'] / 60:.1f} min",
               flush=True)
         for mod, c in sorted(by_module.items()):
             print(f"  {mod}: " + ", ".join(f"{k} {n}" for k, n in sorted(c.items())), flush=True)
-    out = Path(a.workdir) / "survivors.txt"
-    out.write_text("".join(s + "\n" for s in sorted(survivors)))
+    survivors = sorted(k for g in GROUPS if (workdir / g / "results.json").exists()
+                       for k, v in json.loads((workdir / g / "results.json").read_text())["status"].items()
+                       if v in SURVIVOR_STATUSES)
+    out = workdir / "survivors.txt"
+    out.write_text("".join(s + "\n" for s in survivors))
     print(f"total ({(time.monotonic() - t_all) / 60:.1f} min, {a.max_children} workers): "
           + ", ".join(f"{k} {n}" for k, n in sorted(total.items())))
-    print(f"survivors ({len(survivors)}) listed in {out}; diff: cd {a.workdir}/<group> && mutmut show NAME")
+    print(f"survivors and unreached mutants of every group run so far ({len(survivors)}) listed in {out}; "
+          f"diff: cd {workdir}/<group> && mutmut show NAME; ledger: bench/mutation.py --ledger")
     return 0
 
 

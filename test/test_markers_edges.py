@@ -1,0 +1,230 @@
+"""Marker tracker edges the synthetic-disc tests left open (survivors of ``bench/mutation.py --only markers``).
+
+Every spec and tracker here is built inside the test (a module-level constant is built once,
+before any mutant is switched on, so it cannot catch a mutant of the constructor): the HSV
+and area bounds at their limits, what ``from_config`` passes on, the footprint rule at its
+exact limits, the elongation formula on known moments, what ``track`` copies into the
+trajectory, and that a marker moving slowly is found in its search window (the whole-frame
+search runs once, not every frame).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_markers import _disc_frame
+
+from vid2sid_ros.perception.markers import (ArucoMarkerSpec, MarkerSpec, MarkerTracker, MarkerTrackerError, _Blob,
+                                            _elongation)
+
+GREEN_LO, GREEN_HI = (45, 120, 80), (80, 255, 255)
+G = (20, 230, 20)
+
+
+def _green(**kw) -> MarkerSpec:
+    return MarkerSpec("green", GREEN_LO, GREEN_HI, **kw)
+
+
+def test_elongation_of_known_second_moments():
+    assert _elongation({"mu20": 4.0, "mu11": 0.0, "mu02": 1.0}) == pytest.approx(2.0)  # axes 2:1
+    assert _elongation({"mu20": 1.0, "mu11": 0.0, "mu02": 9.0}) == pytest.approx(3.0)  # the other way round
+    # the same 2:1 ellipse turned 45 degrees: mu20 = mu02 = 2.5, mu11 = 1.5 (eigenvalues 4 and 1)
+    assert _elongation({"mu20": 2.5, "mu11": 1.5, "mu02": 2.5}) == pytest.approx(2.0)
+    assert _elongation({"mu20": 3.0, "mu11": 0.0, "mu02": 3.0}) == pytest.approx(1.0)
+    assert _elongation({"mu20": 4.0, "mu11": 0.0, "mu02": 0.0}) == math.inf  # a line: no width
+    assert _elongation({"mu20": 0.0, "mu11": 0.0, "mu02": 0.0}) == math.inf  # one pixel: no shape
+    # the degeneracy threshold is relative (1e-9 of the major axis), so the result is scale-free
+    assert _elongation({"mu20": 1e6, "mu11": 0.0, "mu02": 1e-6}) == math.inf
+    assert _elongation({"mu20": 1e-3, "mu11": 0.0, "mu02": 1e-11}) == pytest.approx(1e4)
+
+
+def test_hsv_bounds_are_inclusive_at_the_opencv_limits():
+    spec = MarkerSpec("edge", [0, 0, 0], np.array([180, 255, 255]))  # lists / arrays are accepted ...
+    assert spec.hsv_lower == (0, 0, 0) and spec.hsv_upper == (180, 255, 255)
+    assert type(spec.hsv_lower) is tuple and type(spec.hsv_upper) is tuple  # ... and stored as int tuples
+    assert all(type(v) is int for v in spec.hsv_lower + spec.hsv_upper)
+    for hi in [(181, 255, 255), (180, 256, 255), (180, 255, 256)]:
+        with pytest.raises(MarkerTrackerError, match=r"marker 'edge': hsv_upper .* outside OpenCV HSV"):
+            MarkerSpec("edge", (0, 0, 0), hi)
+    with pytest.raises(MarkerTrackerError, match=r"marker 'edge': hsv_lower .* outside OpenCV HSV"):
+        MarkerSpec("edge", (0, -1, 0), (10, 255, 255))
+    with pytest.raises(MarkerTrackerError, match=r"marker 'edge': hsv_upper must be 3 integers"):
+        MarkerSpec("edge", (0, 0, 0), (10, 255))
+    # equal S and V bounds select one saturation/value: allowed
+    one = MarkerSpec("one", (10, 100, 50), (20, 100, 50))
+    assert one.hsv_lower[1:] == one.hsv_upper[1:] == (100, 50)
+
+
+def test_area_bounds_at_their_limits_and_stored_as_ints():
+    assert MarkerSpec("a", GREEN_LO, GREEN_HI, min_area_px=1).min_area_px == 1
+    spec = MarkerSpec("a", GREEN_LO, GREEN_HI, min_area_px=6.0, max_area_px=6)
+    assert spec.min_area_px == 6 and type(spec.min_area_px) is int and spec.max_area_px == 6
+    with pytest.raises(MarkerTrackerError, match="min_area_px must be >= 1"):
+        MarkerSpec("a", GREEN_LO, GREEN_HI, min_area_px=0)
+    with pytest.raises(MarkerTrackerError, match="max_area_px 5 < min_area_px"):
+        MarkerSpec("a", GREEN_LO, GREEN_HI, min_area_px=6, max_area_px=5)
+    assert MarkerSpec("a", GREEN_LO, GREEN_HI).max_area_px is None
+
+
+def test_aruco_id_zero_is_valid_and_stored_as_int():
+    spec = ArucoMarkerSpec("base", np.int64(0))
+    assert spec.marker_id == 0 and type(spec.marker_id) is int
+    assert ArucoMarkerSpec("base", "7").marker_id == 7
+    with pytest.raises(MarkerTrackerError, match="marker_id must be >= 0, got -1"):
+        ArucoMarkerSpec("base", -1)
+
+
+def test_from_config_passes_every_setting_on():
+    cfg = {"kind": "markers", "min_area_px": 9, "max_area_px": 500, "roi_radius_px": 11,
+           "footprint_tolerance": 0.25, "footprint_window": 5,
+           "markers": [{"name": "tip", "hsv_lower": [170, 120, 80], "hsv_upper": [10, 255, 255]},
+                       {"name": "mid", "hsv_lower": list(GREEN_LO), "hsv_upper": list(GREEN_HI),
+                        "min_area_px": 4, "max_area_px": 90}],
+           "aruco": [{"name": "base", "id": 3, "dictionary": "DICT_5X5_50"}, {"name": "top", "id": 0}]}
+    tr = MarkerTracker.from_config(cfg)
+    assert tr.names == ("tip", "mid", "base", "top")
+    tip, mid = tr.markers
+    assert (tip.name, tip.hsv_lower, tip.hsv_upper, tip.min_area_px, tip.max_area_px) == \
+        ("tip", (170, 120, 80), (10, 255, 255), 9, 500)  # the tracker-wide defaults
+    assert (mid.name, mid.hsv_lower, mid.hsv_upper, mid.min_area_px, mid.max_area_px) == \
+        ("mid", GREEN_LO, GREEN_HI, 4, 90)  # per-marker values win
+    assert [(a.name, a.marker_id, a.dictionary) for a in tr.aruco] == [("base", 3, "DICT_5X5_50"),
+                                                                        ("top", 0, "DICT_4X4_50")]
+    assert (tr.roi_radius_px, tr.footprint_tolerance, tr.footprint_window) == (11, 0.25, 5)
+    # the defaults of an otherwise empty config
+    d = MarkerTracker.from_config({"markers": [{"name": "m", "hsv_lower": GREEN_LO, "hsv_upper": GREEN_HI}]})
+    assert (d.markers[0].min_area_px, d.markers[0].max_area_px, d.aruco) == (6, None, ())
+    assert (d.roi_radius_px, d.footprint_tolerance, d.footprint_window) == (24, 0.3, 9)
+    assert MarkerTracker.from_config({"markers": None, "aruco": [{"name": "a", "id": 1}]}).markers == ()
+    with pytest.raises(MarkerTrackerError, match=r"markers\[0\]: unknown key\(s\) \['size'\], missing \[\]"):
+        MarkerTracker.from_config({"markers": [{"name": "m", "hsv_lower": GREEN_LO, "hsv_upper": GREEN_HI,
+                                                "size": 3}]})
+    for bad in [{"name": "a"}, {"id": 1}, ["a", 1]]:
+        with pytest.raises(MarkerTrackerError, match=r"aruco\[0\] must be a mapping with 'name' and 'id'"):
+            MarkerTracker.from_config({"aruco": [bad]})
+
+
+def _footprint_tracker(tol: float = 0.5, window: int = 3) -> MarkerTracker:
+    return MarkerTracker([_green()], footprint_tolerance=tol, footprint_window=window)
+
+
+def _b(area: float, elongation: float = 1.0) -> _Blob:
+    return _Blob(50.0, 50.0, (45, 45, 10, 10), area, elongation)
+
+
+def test_footprint_limits_are_inclusive_and_checked_from_the_third_detection():
+    # tol = 0.5: area ratio in [0.5, 2], elongation at most 1.5 x the reference (all exact in binary)
+    for blob, ok in [(_b(50.0), True), (_b(200.0), True), (_b(49.0), False), (_b(201.0), False),
+                     (_b(300.0), False), (_b(100.0, 1.5), True), (_b(100.0, 1.51), False), (_b(100.0, 2.0), False)]:
+        tr = _footprint_tracker(window=9)
+        assert all(tr._footprint_ok(0, _b(100.0)) for _ in range(3))
+        assert tr._footprint_ok(0, blob) is ok, blob
+        assert tr.occluded == [0 if ok else 1]
+    tr = _footprint_tracker()
+    assert tr._footprint_ok(0, _b(100.0)) and tr._footprint_ok(0, _b(100.0))
+    assert tr._footprint_ok(0, _b(1000.0))  # only two known: no reference yet, accepted
+    tr = _footprint_tracker(window=9)
+    assert all(tr._footprint_ok(0, _b(100.0)) for _ in range(3))
+    assert not tr._footprint_ok(0, _b(10.0))  # the fourth is checked against the median of three
+    # the reference is the median of the history: one outlier accepted early does not move it
+    tr = _footprint_tracker(window=9)
+    for a in (100.0, 100.0, 180.0, 100.0):
+        assert tr._footprint_ok(0, _b(a))
+    assert tr._footprint_ok(0, _b(200.0)) and not tr._footprint_ok(0, _b(201.0))
+
+
+def test_footprint_resets_count_every_rebuild():
+    tr = _footprint_tracker(window=3)
+    seq = [100.0] * 3 + [400.0] * 3 + [1600.0] * 3
+    got = [tr._footprint_ok(0, _b(a)) for a in seq]
+    # 400: flagged twice, then the third in a row rebuilds the reference from 400; likewise 1600
+    assert got == [True] * 3 + [False, False, True] + [True, True, True]
+    assert tr.footprint_resets == [1] and tr.occluded == [2]
+    got = [tr._footprint_ok(0, _b(a)) for a in [6400.0] * 3]
+    assert got == [False, False, True] and tr.footprint_resets == [2] and tr.occluded == [4]
+    off = MarkerTracker([_green()], footprint_tolerance=None)
+    assert all(off._footprint_ok(0, _b(a)) for a in (100.0, 100.0, 100.0, 1.0, 1e6))
+    assert off.occluded == [0]
+
+
+def test_track_copies_times_names_and_flags_into_the_trajectory():
+    frames = [_disc_frame([(40.0 + 2 * t, 50.0)], [G]) for t in range(4)]
+    tr = MarkerTracker([_green()])
+    traj = tr.track(frames, time=[0.5, 0.75, 1.0, 1.25], source="cam0", trial_id="run3")
+    assert np.array_equal(traj.time, [0.5, 0.75, 1.0, 1.25])
+    assert (traj.source, traj.trial_id, traj.names) == ("cam0", "run3", ("green",))
+    assert traj.meta["tracker"] == "markers"
+    assert np.allclose(traj.keypoints[:, 0, 0], [40.0, 42.0, 44.0, 46.0], atol=0.2)
+    plain = tr.track(frames)
+    assert (plain.source, plain.trial_id) == ("", "") and np.array_equal(plain.time, [0.0, 1.0, 2.0, 3.0])
+    # invalid_frames given as 0/1 integers: flags, not row indices
+    flagged = tr.track(frames, invalid_frames=[0, 1, 0, 1])
+    assert flagged.valid[:, 0].tolist() == [True, False, True, False]
+    assert flagged.meta["lost"] == {"green": 2}
+    with pytest.raises(MarkerTrackerError, match="time has 3 entries for 4 frames"):
+        tr.track(frames, time=[0.0, 1.0, 2.0])
+
+
+def test_a_slowly_moving_marker_is_found_in_its_window_without_a_whole_frame_search():
+    """The speed claim of the module doc: after the first frame, a marker moving at constant
+    velocity is found in the window around its predicted position (no whole-frame search), and
+    a compact blob costs no connected-components pass."""
+    tr = MarkerTracker([_green()], roi_radius_px=12)
+    calls = {"coarse": 0, "components": 0}
+    coarse, components = tr._coarse_search, tr._largest_component
+
+    def _coarse(*a, **k):
+        calls["coarse"] += 1
+        return coarse(*a, **k)
+
+    def _components(*a, **k):
+        calls["components"] += 1
+        return components(*a, **k)
+
+    tr._coarse_search, tr._largest_component = _coarse, _components
+    # speeding up from 4 to 13 px a frame: the window (half-size 12 px, a radius-5 disc must lie inside it)
+    # holds the marker only around the constant-velocity prediction, never around the last position
+    truth = [(20.0 + 4 * t + 0.5 * t * (t - 1), 30.0 + 1.75 * t) for t in range(11)]
+    traj = tr.track([_disc_frame([c], [G]) for c in truth])
+    assert traj.valid.all()
+    assert np.abs(traj.keypoints[:, 0] - np.array(truth)).max() < 0.2
+    assert calls == {"coarse": 1, "components": 1}  # the first frame's whole-frame search only
+
+
+def test_a_speck_inside_the_search_window_does_not_pull_the_centroid():
+    """A window holding the marker and a same-coloured speck is not one compact blob: the largest
+    component is measured, not the moment of everything in range."""
+    frames, truth = [], []
+    for t in range(5):
+        c = (60.0 + 1.5 * t, 60.0 + 0.5 * t)
+        f = _disc_frame([c], [G])
+        x = int(round(c[0]))
+        f[69:72, x + 9:x + 12] = G  # 9 px speck 9-11 px right of and below the centre, inside the window
+        frames.append(f)
+        truth.append(c)
+    traj = MarkerTracker([_green()], roi_radius_px=12).track(frames)
+    assert traj.valid.all()
+    assert np.abs(traj.keypoints[:, 0] - np.array(truth)).max() < 0.2
+
+
+@pytest.mark.parametrize("step", [(13.0, 0.0), (-13.0, 0.0), (0.0, 13.0), (0.0, -13.0)],
+                         ids=["right", "left", "down", "up"])
+def test_a_marker_cut_by_the_search_window_edge_is_measured_whole(step):
+    """A jump that puts the marker across the window's edge: the part inside the window would give a
+    biased centroid; the tracker must measure the whole blob (full-frame fallback) instead."""
+    truth = [(70.0 + 2 * t, 60.0 + t) for t in range(3)]  # predicted next: (76, 63)
+    truth.append((76.0 + step[0], 63.0 + step[1]))        # the disc straddles the window (half-size 12) edge
+    traj = MarkerTracker([_green()], roi_radius_px=12).track([_disc_frame([c], [G]) for c in truth])
+    assert traj.valid.all()
+    assert np.abs(traj.keypoints[:, 0] - np.array(truth)).max() < 0.2
+
+
+def test_search_window_wholly_outside_the_frame_finds_nothing():
+    frame = _disc_frame([(150.0, 110.0)], [G])  # 160 x 120
+    tr = MarkerTracker([_green()])
+    spec = tr.markers[0]
+    for centre in [(172.0, 50.0), (175.0, 50.0), (50.0, 132.0), (50.0, 140.0)]:  # window starts at/after W or H
+        assert tr._search_window(frame, spec, centre, 12) is None
+    assert tr._search_window(frame, spec, (150.0, 110.0), 12) is not None
