@@ -141,3 +141,49 @@ def test_default_step_flags_a_degeneracy_hidden_by_jumps_but_not_curvature():
     c = weak["combination"]  # the invisible move: u_a and u_c together (jump noise tilts it slightly)
     assert c["stiffness"] > 0.5 and c["gain"] > 0.5 and abs(c.get("damping", 0.0)) < 0.3
     assert weak["singular_value"] <= 3 * weak["fd_error"]
+
+
+_SWING_XML = """
+<mujoco model="swing">
+  <option timestep="0.002"/>
+  <worldbody>
+    <body name="arm" pos="0 0 1.0">
+      <joint name="swing" type="hinge" axis="0 1 0" damping="0.01"/>
+      <geom name="bob" type="sphere" pos="0 0 -0.4" size="0.04" mass="0.05"/>
+      <site name="tip" pos="0 0 -0.4" size="0.01"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_a_free_decay_released_at_rest_blames_the_start_point_not_the_excitation(tmp_path):
+    """Regression: at a start point whose free initial angle is the nominal 0 a free swing never moves, and the
+    warning said "add a step or a higher chirp band" (there is no excitation to change): it now names the start
+    point, the initial state to move and that the check at the result decides."""
+    from vid2sid_ros.rigs import build_real_trial, load_rig
+
+    (tmp_path / "swing.xml").write_text(_SWING_XML)
+    rig = load_rig({"model": "swing.xml", "keypoints": {"tip": "tip"},
+                    "camera": {"width": 320, "height": 240, "fovy": 50,
+                               "pose": {"position": [0, -2.5, 0.7], "look_at": [0, 0, 0.7]}},
+                    "parameters": {"damping": {"unit": "N*m*s/rad", "lower": 0.001, "upper": 0.1, "nominal": 0.01,
+                                               "scale": "log", "target": "dof_damping[swing]"}},
+                    "trials": [{"name": "t0", "source": {"sim2sim": {"truth": {"damping": 0.02, "t0_qpos_swing": 0.4},
+                                                                     "noise": "keypoint"}},
+                                "init": {"qpos[swing]": "free"},
+                                "excitation": {"kind": "step", "amplitude": 0.0, "duration": 2.0, "rate": 30.0}}]},
+                   source=(str(tmp_path / "swing.yaml"), tmp_path))
+    real = build_real_trial(rig)
+    obj = TrialObjective(rig.make_twin(), real.train_excitations, real.train, rig.parameters)
+    assert rig.parameters.nominal()["t0_qpos_swing"] == 0.0  # released at the bottom: no motion at all
+    with pytest.warns(IdentifiabilityWarning) as rec:
+        at_rest = check_identifiability(obj)
+    msg = str(rec[0].message)
+    assert "damping barely affects the keypoints" in msg
+    assert "the twin does not move at all" in msg and "t0_qpos_swing = 0" in msg, msg
+    assert "calibration.start: {t0_qpos_swing: ...}" in msg and "Add a step" not in msg
+    assert at_rest.warning == msg
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IdentifiabilityWarning)  # released at 0.4 rad the same trial is fine
+        assert check_identifiability(obj, {"t0_qpos_swing": 0.4}).identifiable

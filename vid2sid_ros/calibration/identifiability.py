@@ -460,9 +460,42 @@ def _weak_message(weak: Sequence[Mapping[str, Any]], sensitivity: Mapping[str, f
             parts.append(f"{who} trade off: moving along ({lin}) in normalised units changes the keypoints by only "
                          f"{factor * effect:.3g} {label} RMS per 10 % of range ({tail})")
     cond_txt = f"condition number {cond:.3g}" if math.isfinite(cond) else "singular sensitivity matrix"
-    return ("poorly identifiable parameters (" + cond_txt + "): " + "; ".join(parts)
-            + ". Add a step (static gain) or a higher chirp band / larger amplitude (dynamics), or freeze one of "
-              "the parameters involved.")
+    return "poorly identifiable parameters (" + cond_txt + "): " + "; ".join(parts) + _EXCITATION_ADVICE
+
+
+#: the remedy the warning suggests when the excitation is what fails to show the parameters
+_EXCITATION_ADVICE = (". Add a step (static gain) or a higher chirp band / larger amplitude (dynamics), or freeze "
+                      "one of the parameters involved.")
+
+
+def _at_rest_advice(base: Evaluation, objective: TrialObjective, parameters: ParameterSet,
+                    point: Mapping[str, float], min_effect: float) -> str | None:
+    """The remedy when the twin does not move at ``point`` at all (None when it moves or is driven).
+
+    A free decay (no command changes) released from a free initial state at its equilibrium
+    (e.g. a pendulum's initial angle 0, the spec's nominal) stays at rest: every parameter's
+    effect is zero *at this point*, whatever the recording shows. The excitation advice would
+    be wrong (there is none to change); the start point is what to change.
+    """
+    from .nuisance import is_commanded
+
+    if base.failed or not base.sim or is_commanded(objective.excitations):
+        return None
+    motion = 0.0
+    for tr in base.sim:
+        kp = np.asarray(tr.keypoints, float)
+        if kp.size and np.isfinite(kp).any():
+            motion = max(motion, float(np.nanmax(np.nanmax(kp, axis=0) - np.nanmin(kp, axis=0))))
+    if motion >= min_effect:
+        return None
+    init = [s.name for s in parameters.free if s.target.startswith("init.")]
+    state = (", ".join(f"{n} = {point[n]:.4g}" for n in init) if init else "its initial state")
+    return (f". At this point the twin does not move at all (keypoints within {motion:.2g} {objective.unit} over "
+            f"the whole trial): the trials command nothing (free decay) and {state} starts it at rest, so no "
+            "parameter can show an effect here. That is a property of the start point, not of the recording: "
+            "start from an initial state near the recorded one (calibration.start: {"
+            + (f"{init[0]}: ..." if init else "<initial state>: ...") + "}, or a start guess); the check at the "
+            "result says whether the data identify the parameters.")
 
 
 def check_identifiability(
@@ -509,7 +542,16 @@ def check_identifiability(
     res = None if base.failed else residual_vector(base.sim, objective.real)
     tau = 1.0 if base.failed else correlation_time(base.sim, objective.real)
     blocks = residual_blocks(objective.real, max(2, int(math.ceil(2 * tau))))
-    return analyse_jacobian(J, parameters, point, residuals=res, fd_error=E, condition_threshold=condition_threshold,
-                            min_effect_px=min_effect_px, rollouts=count["rollouts"], step=step, scheme=scheme,
-                            warn=warn, unit=getattr(objective, "unit", "px"), correlation_time_frames=tau,
-                            clusters=blocks if res is not None and blocks.shape[0] == res.shape[0] else None)
+    unit = getattr(objective, "unit", "px")
+    report = analyse_jacobian(J, parameters, point, residuals=res, fd_error=E, condition_threshold=condition_threshold,
+                              min_effect_px=min_effect_px, rollouts=count["rollouts"], step=step, scheme=scheme,
+                              warn=False, unit=unit, correlation_time_frames=tau,
+                              clusters=blocks if res is not None and blocks.shape[0] == res.shape[0] else None)
+    if report.warning and report.warning.endswith(_EXCITATION_ADVICE):
+        rest = _at_rest_advice(base, objective, parameters, point, min_effect_px if min_effect_px is not None
+                               else DEFAULT_MIN_EFFECT_PX * DEFAULT_NOISE.get(unit, 1.0) / DEFAULT_NOISE["px"])
+        if rest:
+            report.warning = report.warning.removesuffix(_EXCITATION_ADVICE) + rest
+    if warn and report.warning:
+        warnings.warn(report.warning, IdentifiabilityWarning, stacklevel=2)
+    return report
