@@ -1,6 +1,6 @@
 """Residual diagnosis counts: false alarms on the unmodified rig, detections per misspecification kind.
 
-For each kind (none, latency, frozen, friction, camera, drops) runs
+For each kind (none, latency, frozen, friction, camera, rolling_shutter, drops) runs
 ``vid2sid benchmark sim2sim --rig RIG --misspecify KIND --seeds N --budget B`` with the
 given methods (library call, same protocol) and prints one Markdown table: per kind, the
 mean relative parameter error, how many seeds the diagnosis named the kind (or raised
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vid2sid_ros.calibration.benchmark import DETECTED_AS, run_benchmark  # noqa: E402
 
-KINDS = ("none", "latency", "frozen", "friction", "camera", "drops")
+KINDS = ("none", "latency", "frozen", "friction", "camera", "rolling_shutter", "drops")
 
 
 def main(argv: list[str] | None = None) -> int:

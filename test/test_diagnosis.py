@@ -78,7 +78,7 @@ def test_benchmark_cli_rejects_a_bad_misspecification_in_one_line(tmp_path, caps
     code = main(["benchmark", "sim2sim", "--rig", "finger", "--methods", "reasoner", "--misspecify", "lag=2",
                  "--out", str(tmp_path / "b"), "--no-progress"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "unknown kind 'lag'; valid: latency, frozen, friction, camera, drops" in err
+    assert code == 2 and "unknown kind 'lag'; valid: latency, frozen, friction, camera, rolling_shutter, drops" in err
     assert len(err.splitlines()) == 1 and not (tmp_path / "b").exists()
 
 

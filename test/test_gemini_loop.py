@@ -62,7 +62,11 @@ def test_three_iteration_calibration_from_recorded_session(toy_trial, tmp_path, 
         estimate_cost_usd("gemini-2.5-pro", 5210 + 5420, 64 + 310, 1900 + 2450), abs=1e-6)
     assert r1["extra"]["thinking_budget"] == 4096 and r1["extra"]["model"] == "gemini-2.5-pro"
     assert set(r1["extra"]["diagnosis"]) == {"stiffness", "gain", "damping"}
-    assert r1["rationale"].startswith("Raise stiffness") and r1["confidence"] == 0.6
+    # the measured sentences lead (one per parameter moved, with the numbers); the model's own words follow
+    lead, _, own = r1["rationale"].partition(" Trace: ")
+    assert lead.startswith("Raising stiffness 0.4 N·m/rad → 0.7 N·m/rad (+75.0 %). Raising damping")
+    assert f"The training MAE went {result.initial_error_px:.3f} px → {r1['error_px']:.3f} px" in lead
+    assert own.startswith("Raise stiffness") and r1["confidence"] == 0.6
 
     d = rig.parameters["damping"]
     assert d.upper < 0.35 and r2["values"]["damping"] == d.upper  # the recorded reply proposed 0.35

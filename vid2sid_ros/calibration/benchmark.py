@@ -24,11 +24,12 @@ not charged) and written next to the results.
 
 Misspecification (``misspecify``, CLI ``--misspecify KIND[=SIZE],...``): the stand-in real
 side differs from the twin as :mod:`~vid2sid_ros.calibration.misspecification` documents
-(latency, frozen, friction, camera, drops). Every calibration ends with the residual
+(latency, frozen, friction, camera, rolling_shutter, drops). Every calibration ends with the residual
 diagnosis (:mod:`~vid2sid_ros.calibration.diagnosis`); per method the results count
 
 - ``detected``: seeds whose diagnosis named the misspecification (latency → ``latency``,
-  frozen → ``frozen``, friction → ``friction``, camera → ``offset``, drops → ``timing``);
+  frozen → ``frozen``, friction → ``friction``, camera → ``offset``, rolling_shutter →
+  ``rolling_shutter``, drops → ``timing``);
 - ``false_alarms``: seeds with any misspecification *warning* on an unmodified rig;
 - ``latency_error_frames``: ``|identified − realised latency| × frame rate`` when the
   latency is misspecified and the ``latency`` nuisance is free.
@@ -60,7 +61,7 @@ DEFAULT_METHODS = ("reasoner", "random", "nelder-mead", "golden-cd", "bo", "cmae
 
 #: misspecification kind -> the diagnosis kind that names it
 DETECTED_AS = {"latency": "latency", "frozen": "frozen", "friction": "friction", "camera": "offset",
-               "drops": "timing"}
+               "rolling_shutter": "rolling_shutter", "drops": "timing"}
 
 
 def resolve_rig(name: str | Rig, *, allow_code: bool = False, **options: Any) -> Rig:

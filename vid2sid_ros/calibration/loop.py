@@ -63,6 +63,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..core.parameters import ParameterSet, ParameterSpecError
+from ..core.trajectory import format_error
 from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin
 from ..sim.registry import Rig
 from .identifiability import IdentifiabilityReport, check_identifiability
@@ -71,6 +72,7 @@ from .objective import TrialObjective, measurement_unit
 from .observation import RealTrial, jsonable
 from .trial_curves import save_trial_curves, trial_curves
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
+from .rationale import ensure_lead
 
 __all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration", "check_run_dir",
            "RolloutBudgetWarning", "rollout_budget_warnings",
@@ -878,6 +880,7 @@ def run_calibration(
                               rollouts_remaining=s.remaining, iterations_remaining=cfg.iterations - it + 1,
                               videos=videos, rig=rig_info, rng_seed=cfg.seed,
                               excitations=tuple(real.train_excitations))
+        before, error_before = dict(s.current), current_eval.error_px
         proposal, who, budget_out = _ask(proposer, fallback, ctx, notes)
         made = proposal is not None
         if proposal is None:
@@ -915,6 +918,16 @@ def run_calibration(
             notes.append(f"evaluation failed: {ev.message}; current parameters kept")
         elif ev is not None:
             s.current, current_eval = dict(ev.values), ev
+        # what a person reads first: one sentence per parameter moved, with what the evaluation measured
+        unit = s.objective.unit
+        if ev is None:
+            seen = "the proposed point was not evaluated (the rollout budget ran out)"
+        elif ev.failed:
+            seen = f"the proposed point could not be simulated, so the parameters were kept ({ev.message})"
+        else:
+            seen = (f"the training MAE went {format_error(error_before, unit)} → {format_error(ev.error_px, unit)} at "
+                    "the proposed values")
+        rationale = ensure_lead(rationale, params, before, values, observation=seen)
         state = getattr(proposal, "state", None)
         extra: dict[str, Any] = {
             "evaluations": list(s.iter_log), "best_error_px": _num(s.best[0]), "rollouts_total": s.used,

@@ -5,34 +5,48 @@ the "real" trial. Every real rig also has small model errors a lab cannot avoid.
 ``vid2sid benchmark sim2sim --misspecify KIND[=SIZE][,KIND[=SIZE]...]`` the stand-in
 real side is made with these errors; the calibrating twin knows nothing of them.
 
-============ ========== ========= ======================================================================
-kind         size unit  default   what differs on the real side
-============ ========== ========= ======================================================================
-``latency``  s          0.02      the camera lags the commands: frame k shows the rig SIZE (either sign)
-                                  earlier than its command time; the real rig is simulated at 10× the
-                                  command rate so the delay is sub-frame (the realised delay, a multiple
-                                  of 1/(10·rate), is recorded)
-``frozen``   relative   0.3       a frozen physics parameter is wrong: the first frozen physics
-                                  parameter with a non-zero nominal value (finger: ``joint_armature``) is
-                                  ×(1 + SIZE) on the real side (clipped to its bounds)
-``friction`` N or N·m   0.3       unmodelled Coulomb friction: on a MuJoCo twin, SIZE is added to every
-                                  tendon's ``frictionloss`` (to every DoF's when the model has no tendon,
-                                  re-applied after the parameters are set); on a twin with a frozen
-                                  parameter whose name contains ``friction``, that parameter is set to
-                                  SIZE (the toy arm)
-``camera``   px         3.0       the camera pose is off: every real keypoint is shifted by
-                                  (SIZE, −SIZE/2) px and turned by 0.1°·SIZE about the keypoints'
-                                  centroid (a small pan/tilt and roll seen in the image)
-``drops``    fraction   0.05      frame drops nobody noticed: that fraction of the frames is missing and
-                                  the remaining ones are assigned to consecutive command steps, as a
-                                  reader that trusts the nominal frame rate would (the video slips
-                                  ahead of the commands); the steps left at the end are invalid
-============ ========== ========= ======================================================================
+=================== ========== ========= ======================================================================
+kind                size unit  default   what differs on the real side
+=================== ========== ========= ======================================================================
+``latency``         s          0.02      the camera lags the commands: frame k shows the rig SIZE (either sign)
+                                         earlier than its command time; the real rig is simulated at 10× the
+                                         command rate so the delay is sub-frame (the realised delay, a multiple
+                                         of 1/(10·rate), is recorded)
+``frozen``          relative   0.3       a frozen physics parameter is wrong: the first frozen physics
+                                         parameter with a non-zero nominal value (finger: ``joint_armature``) is
+                                         ×(1 + SIZE) on the real side (clipped to its bounds)
+``friction``        N or N·m   0.3       unmodelled Coulomb friction: on a MuJoCo twin, SIZE is added to every
+                                         tendon's ``frictionloss`` (to every DoF's when the model has no tendon,
+                                         re-applied after the parameters are set); on a twin with a frozen
+                                         parameter whose name contains ``friction``, that parameter is set to
+                                         SIZE (the toy arm)
+``camera``          mm, mrad   3.0       the camera pose is off: the stand-in's camera is moved in its own optical
+                                         frame (x right, y down, z towards the scene) by SIZE·(+1, −0.5, +1) mm and
+                                         turned by the rotation vector SIZE·(−0.5, +1, +1) mrad (tilt, pan, roll)
+                                         — :data:`CAMERA_TRANSLATION_MM`, :data:`CAMERA_ROTATION_MRAD`; the real
+                                         frames are rendered and the keypoints projected from that camera (MuJoCo
+                                         camera of the finger, pinhole camera of a user rig, the toy arm's
+                                         orthographic camera); the twin keeps the nominal pose. On the finger
+                                         (0.56 m away, f = 448 px) SIZE 3 moves the markers by about 4 px
+``rolling_shutter`` s          0.02      a rolling-shutter camera: image row v of frame k is read out
+                                         (H − 1 − v)/(H − 1)·SIZE before the frame's time stamp (SIZE = the readout
+                                         time from the top row to the bottom row, at most one frame period), so
+                                         each keypoint shows the rig at the time its own row was read (solved by
+                                         fixed-point iteration on the row, linear interpolation of a rollout at
+                                         10× the command rate); rendered frames are composed row by row from
+                                         that rollout's nearest frames
+``drops``           fraction   0.05      frame drops nobody noticed: that fraction of the frames is missing and
+                                         the remaining ones are assigned to consecutive command steps, as a
+                                         reader that trusts the nominal frame rate would (the video slips
+                                         ahead of the commands); the steps left at the end are invalid
+=================== ========== ========= ======================================================================
 
 Several kinds combine (``latency=0.02,frozen=0.2``). :func:`parse_misspecify` reads the
-CLI form; :func:`upsampled_excitation` + :func:`delayed_rows`, :func:`perturb_real_twin` and
-:func:`transform_real_trajectory` are the three places where the real side is changed,
-used by :func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial`.
+CLI form; :func:`upsampled_excitation` + :func:`delayed_rows` (latency) or
+:func:`rolling_shutter_sample` + :func:`rolling_shutter_frames` (rolling shutter, with any
+latency), :func:`perturb_real_twin` (model and camera pose) and
+:func:`transform_real_trajectory` (frame drops) are the places where the real side is
+changed, used by :func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial`.
 """
 
 from __future__ import annotations
@@ -48,14 +62,17 @@ from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory
 
 __all__ = ["MISSPECIFICATIONS", "MisspecificationError", "parse_misspecify", "upsampled_excitation", "delayed_rows",
-           "perturb_real_twin", "apply_model_friction", "transform_real_trajectory", "LATENCY_UPSAMPLE", "frozen_target"]
+           "perturb_real_twin", "apply_model_friction", "transform_real_trajectory", "LATENCY_UPSAMPLE", "frozen_target",
+           "camera_pose_error", "CAMERA_TRANSLATION_MM", "CAMERA_ROTATION_MRAD", "rolling_shutter_sample",
+           "rolling_shutter_frames", "MAX_ROLLING_SHUTTER_S"]
 
 #: kind -> (default size, unit, one-line description)
 MISSPECIFICATIONS: dict[str, tuple[float, str, str]] = {
     "latency": (0.02, "s", "camera delay behind the commands"),
     "frozen": (0.3, "relative", "a frozen physics parameter is off by this fraction"),
     "friction": (0.3, "N or N*m", "unmodelled Coulomb friction (tendon or joints)"),
-    "camera": (3.0, "px", "camera pose error: image shift and roll"),
+    "camera": (3.0, "mm and mrad", "camera pose error: the real camera moved and turned"),
+    "rolling_shutter": (0.02, "s", "rolling-shutter readout time, top row to bottom row"),
     "drops": (0.05, "fraction", "unnoticed frame drops (the video slips ahead of the commands)"),
 }
 
@@ -64,6 +81,14 @@ MAX_LATENCY_S = 1.0
 
 #: the real side of a ``latency`` misspecification is simulated at this multiple of the command rate
 LATENCY_UPSAMPLE = 10
+
+#: ``camera=SIZE``: the camera moves SIZE × this (mm) along its optical axes (x right, y down, z forward)
+CAMERA_TRANSLATION_MM = (1.0, -0.5, 1.0)
+#: ``camera=SIZE``: and turns by SIZE × this rotation vector (mrad) about its optical axes (tilt, pan, roll)
+CAMERA_ROTATION_MRAD = (-0.5, 1.0, 1.0)
+
+#: largest ``rolling_shutter`` readout time, s (the run refuses one longer than its frame period too)
+MAX_ROLLING_SHUTTER_S = 1.0
 
 
 class MisspecificationError(ValueError):
@@ -75,8 +100,8 @@ def parse_misspecify(text: str | Mapping[str, float] | None) -> dict[str, float]
 
     Raises:
         MisspecificationError: unknown kind (lists the valid ones), a size that is not a
-            finite number, a negative ``friction``, a ``latency`` beyond ±1 s, a ``drops``
-            fraction outside [0, 0.5), a repeated kind.
+            finite number, a negative ``friction``, a ``latency`` beyond ±1 s, a ``rolling_shutter``
+            readout outside [0, 1] s, a ``drops`` fraction outside [0, 0.5), a repeated kind.
     """
     if text is None:
         return {}
@@ -111,6 +136,9 @@ def parse_misspecify(text: str | Mapping[str, float] | None) -> dict[str, float]
         if kind == "latency" and abs(value) > MAX_LATENCY_S:
             raise MisspecificationError(f"--misspecify: latency={value}: expected a delay of at most "
                                         f"{MAX_LATENCY_S} s either sign (more is a clock error, not a latency)")
+        if kind == "rolling_shutter" and not 0.0 <= value <= MAX_ROLLING_SHUTTER_S:
+            raise MisspecificationError(f"--misspecify: rolling_shutter={value}: expected a readout time in [0, "
+                                        f"{MAX_ROLLING_SHUTTER_S}] s (top row to bottom row)")
         if kind == "drops" and not 0.0 <= value < 0.5:
             raise MisspecificationError(f"--misspecify: drops={value}: expected a fraction in [0, 0.5)")
         out[kind] = value
@@ -149,6 +177,91 @@ def delayed_rows(num_steps: int, delay_s: float, rate: float, upsample: int = LA
     return rows, shift / (rate * upsample)
 
 
+def _fine_index(times: np.ndarray, rate: float, upsample: int) -> np.ndarray:
+    """Fractional row of an upsampled rollout at ``times`` s (row j is the state at (j + 1) / (rate·upsample))."""
+    return np.asarray(times, float) * rate * upsample - 1.0
+
+
+def _interpolate(fine: np.ndarray, fine_valid: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keypoints (T, K, D) and validity (T, K) of ``fine`` (N, K, D) at fractional rows ``index`` (T, K),
+    linear between the neighbouring rows, clipped to the rollout (before the first row the first is held)."""
+    n = fine.shape[0]
+    f = np.clip(index, 0.0, n - 1.0)
+    lo = np.floor(f).astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    a = (f - lo)[..., None]
+    k = np.broadcast_to(np.arange(fine.shape[1]), f.shape)
+    kp = (1.0 - a) * fine[lo, k] + a * fine[hi, k]
+    valid = fine_valid[lo, k] & fine_valid[hi, k] & np.all(np.isfinite(kp), axis=-1)
+    return kp, valid
+
+
+def rolling_shutter_sample(fine_keypoints: np.ndarray, fine_valid: np.ndarray, num_steps: int, rate: float,
+                           readout_s: float, height: int, *, latency_s: float = 0.0,
+                           upsample: int = LATENCY_UPSAMPLE, iterations: int = 4
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What a rolling-shutter camera records of an upsampled rollout (module table, ``rolling_shutter``).
+
+    Frame ``k`` is stamped ``t_k = (k + 1) / rate``; image row ``v`` (0 = top) is read at
+    ``t_k − latency − (H − 1 − v) / (H − 1) · readout``. A keypoint is seen at the time its own
+    row is read: ``v`` is found by fixed-point iteration (start: the row at ``t_k − latency``;
+    the row of the interpolated position gives the next read time), ``iterations`` times.
+
+    Args:
+        fine_keypoints: (num_steps · upsample, K, 2) px, the rollout of
+            :func:`upsampled_excitation`. fine_valid: (num_steps · upsample, K) bool.
+        num_steps: frames of the trial. rate: frame (= command) rate, Hz.
+        readout_s: top-to-bottom readout time, s (0: a global shutter).
+        height: image height, px (rows 0 .. H − 1).
+        latency_s: a camera latency on top, s (either sign).
+
+    Returns:
+        ``(keypoints (T, K, 2) px, valid (T, K), read time (T, K) s)``.
+
+    Raises:
+        MisspecificationError: a rollout that is not ``num_steps · upsample`` rows, ``height < 2``.
+    """
+    fine = np.asarray(fine_keypoints, float)
+    if fine.shape[0] != num_steps * upsample:
+        raise MisspecificationError(f"rolling_shutter: expected {num_steps * upsample} rollout rows "
+                                    f"({num_steps} frames × {upsample}), got {fine.shape[0]}")
+    if height < 2:
+        raise MisspecificationError(f"rolling_shutter: the image needs at least 2 rows, got {height}")
+    stamp = np.broadcast_to(((np.arange(num_steps) + 1) / rate - float(latency_s))[:, None],
+                            (num_steps, fine.shape[1]))
+    t = stamp.copy()
+    for _ in range(max(1, int(iterations))):
+        kp, valid = _interpolate(fine, np.asarray(fine_valid, bool), _fine_index(t, rate, upsample))
+        row = np.clip(np.where(np.isfinite(kp[..., 1]), kp[..., 1], height - 1.0), 0.0, height - 1.0)
+        t = stamp - (height - 1.0 - row) / (height - 1.0) * float(readout_s)
+    kp, valid = _interpolate(fine, np.asarray(fine_valid, bool), _fine_index(t, rate, upsample))
+    return kp, valid, t
+
+
+def rolling_shutter_frames(fine_frames: np.ndarray, num_steps: int, rate: float, readout_s: float, *,
+                           latency_s: float = 0.0, upsample: int = LATENCY_UPSAMPLE) -> np.ndarray:
+    """Rolling-shutter frames composed row by row from an upsampled render.
+
+    Row ``v`` of frame ``k`` is row ``v`` of the upsampled frame nearest to its read time
+    (:func:`rolling_shutter_sample` has the timing), clipped to the rollout.
+
+    Args:
+        fine_frames: (num_steps · upsample, H, W, 3) uint8.
+
+    Returns:
+        (num_steps, H, W, 3) uint8.
+    """
+    fine = np.asarray(fine_frames)
+    n, h = fine.shape[0], fine.shape[1]
+    rows = np.arange(h)
+    out = np.empty((num_steps,) + fine.shape[1:], fine.dtype)
+    for k in range(num_steps):
+        t = (k + 1) / rate - float(latency_s) - (h - 1.0 - rows) / max(h - 1.0, 1.0) * float(readout_s)
+        idx = np.clip(np.rint(_fine_index(t, rate, upsample)).astype(int), 0, n - 1)
+        out[k] = fine[idx, rows]
+    return out
+
+
 def frozen_target(parameters: ParameterSet) -> str | None:
     """The frozen physics parameter a ``frozen`` misspecification changes (module table), or None."""
     for s in parameters:
@@ -157,9 +270,20 @@ def frozen_target(parameters: ParameterSet) -> str | None:
     return None
 
 
+def camera_pose_error(size: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ``camera=SIZE`` pose error: ``(translation (3,) m, rotation vector (3,) rad)`` in the
+    camera's optical frame (x right, y down, z forward): SIZE × :data:`CAMERA_TRANSLATION_MM` mm
+    and SIZE × :data:`CAMERA_ROTATION_MRAD` mrad."""
+    return (float(size) * 1e-3 * np.asarray(CAMERA_TRANSLATION_MM, float),
+            float(size) * 1e-3 * np.asarray(CAMERA_ROTATION_MRAD, float))
+
+
 def perturb_real_twin(twin: Any, parameters: ParameterSet, truth: Mapping[str, float],
                       mis: Mapping[str, float]) -> tuple[dict[str, float], dict[str, Any]]:
-    """Apply the model-side misspecifications (``frozen``, ``friction``) to the real side's twin.
+    """Apply the model-side misspecifications (``frozen``, ``friction``, ``camera``) to the real side's twin.
+
+    ``camera`` moves the twin's camera (its ``move_camera(translation, rotation_vector)``) at once;
+    the twin must be the real side's own instance.
 
     Args:
         twin: the twin that plays the robot (a separate instance from the calibrating twin).
@@ -198,6 +322,18 @@ def perturb_real_twin(twin: Any, parameters: ParameterSet, truth: Mapping[str, f
         else:
             raise MisspecificationError(f"--misspecify friction: twin {type(twin).__name__} has neither a MuJoCo "
                                         "model nor a frozen friction parameter")
+    if "camera" in mis:
+        move = getattr(twin, "move_camera", None)
+        if move is None:
+            raise MisspecificationError(f"--misspecify camera: twin {type(twin).__name__} has no movable camera "
+                                        "(move_camera); the finger, the toy arm and pinhole user rigs have one")
+        t, w = camera_pose_error(mis["camera"])
+        try:
+            move(t, w)
+        except (ValueError, RuntimeError) as err:  # CameraError, TwinError: e.g. a planar-projection rig
+            raise MisspecificationError(f"--misspecify camera: {err}") from None
+        info["camera"] = {"translation_mm": (t * 1e3).tolist(), "rotation_mrad": (w * 1e3).tolist(),
+                          "frame": "camera optical frame (x right, y down, z forward)"}
     return values, info
 
 
@@ -215,7 +351,7 @@ def apply_model_friction(twin: Any, info: Mapping[str, Any]) -> None:
 
 def transform_real_trajectory(traj: Trajectory, mis: Mapping[str, float], rng: np.random.Generator
                               ) -> tuple[Trajectory, dict[str, Any]]:
-    """Apply the measurement-side misspecifications (``camera``, ``drops``) to a real trajectory.
+    """Apply the measurement-side misspecification ``drops`` to a real trajectory.
 
     Args:
         traj: the tracked (or projected) real trajectory, px.
@@ -227,13 +363,6 @@ def transform_real_trajectory(traj: Trajectory, mis: Mapping[str, float], rng: n
     """
     info: dict[str, Any] = {}
     kp, valid = traj.keypoints.copy(), traj.valid.copy()
-    if "camera" in mis:
-        size = float(mis["camera"])
-        centre = np.nanmean(kp.reshape(-1, 2), axis=0)
-        ang = math.radians(0.1 * size)
-        rot = np.array([[math.cos(ang), -math.sin(ang)], [math.sin(ang), math.cos(ang)]])
-        kp = (kp - centre) @ rot.T + centre + np.array([size, -0.5 * size])
-        info["camera"] = {"shift_px": [size, -0.5 * size], "roll_deg": 0.1 * size}
     if "drops" in mis and mis["drops"] > 0:
         T = traj.num_frames
         n_drop = int(round(float(mis["drops"]) * T))

@@ -4,6 +4,13 @@ Every proposer's rationale begins with these sentences ("raising joint_stiffness
 0.3 → 0.42 N·m/rad (+40 %): the twin rang 8 % slower than the robot"), and the numeric
 trace of the step follows. :func:`moved_sentences` builds them from the values before
 and after a move; :func:`lead_with_moves` puts them in front of an existing rationale.
+
+The calibration loop passes every proposer's rationale through :func:`ensure_lead` (the
+one place this rule is enforced): a rationale that already begins with one sentence per
+moved parameter (the reasoner's, with the signature behind each move; the least-squares
+peers') is kept as it is; any other (the black-box baselines' search summaries, a VLM's own
+words) gets the measured sentences in front — the values before → after and what the
+evaluation showed — and keeps its own text as the trace after ``" Trace: "``.
 """
 
 from __future__ import annotations
@@ -13,7 +20,10 @@ from typing import Mapping, Sequence
 
 from ..core.parameters import ParameterSet
 
-__all__ = ["moved_sentences", "lead_with_moves", "format_value"]
+__all__ = ["moved_sentences", "lead_with_moves", "format_value", "leads_with_moves", "ensure_lead", "TRACE_MARK"]
+
+#: what separates the lead sentences from the trace that follows them
+TRACE_MARK = " Trace: "
 
 
 def format_value(x: float, unit: str) -> str:
@@ -69,4 +79,40 @@ def lead_with_moves(rationale: str, parameters: ParameterSet, before: Mapping[st
     lead: Sequence[str] = moved_sentences(parameters, before, after, observation=observation, evidence=evidence)
     if not lead:
         return rationale
-    return " ".join(lead) + " Trace: " + rationale
+    return " ".join(lead) + TRACE_MARK + rationale
+
+
+def _moved_names(parameters: ParameterSet, before: Mapping[str, float], after: Mapping[str, float],
+                 relative_tolerance: float = 1e-6) -> list[str]:
+    return [s.split(" ")[1] for s in moved_sentences(parameters, before, after, relative_tolerance=relative_tolerance)]
+
+
+def leads_with_moves(rationale: str, parameters: ParameterSet, before: Mapping[str, float],
+                     after: Mapping[str, float]) -> bool:
+    """True when ``rationale`` begins with one sentence per moved free parameter (nothing moved: True).
+
+    "Begins with": the text starts with a ``Raising …``/``Lowering …`` sentence, and before the
+    trace (:data:`TRACE_MARK`, else the whole text) every moved parameter has a sentence
+    ``Raising|Lowering NAME … → …``.
+    """
+    names = _moved_names(parameters, before, after)
+    if not names:
+        return True
+    text = str(rationale or "")
+    if not text.startswith(("Raising ", "Lowering ")):
+        return False
+    lead = text.partition(TRACE_MARK)[0]
+    sentences = [x.strip() for x in lead.replace(". ", ".\n").splitlines()]
+    return all(any(x.startswith((f"Raising {n} ", f"Lowering {n} ")) and "→" in x for x in sentences)
+               for n in names)
+
+
+def ensure_lead(rationale: str, parameters: ParameterSet, before: Mapping[str, float], after: Mapping[str, float], *,
+                observation: str = "") -> str:
+    """``rationale`` when it already :func:`leads_with_moves`, else :func:`lead_with_moves` with
+    ``observation`` (what the evaluation of the move measured, with its numbers)."""
+    text = str(rationale or "")
+    if leads_with_moves(text, parameters, before, after):
+        return text
+    return lead_with_moves(text or "(the proposer gave no rationale)", parameters, before, after,
+                           observation=observation)

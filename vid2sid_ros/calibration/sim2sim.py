@@ -97,13 +97,20 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
         Sim2SimError: unknown noise mode, a diverged rollout at the truth, missing tracker.
         MisspecificationError: a bad or inexpressible misspecification.
     """
-    from .misspecification import (LATENCY_UPSAMPLE, apply_model_friction, delayed_rows, parse_misspecify,
-                                   perturb_real_twin, transform_real_trajectory, upsampled_excitation)
+    from .misspecification import (LATENCY_UPSAMPLE, MisspecificationError, apply_model_friction, delayed_rows,
+                                   parse_misspecify, perturb_real_twin, rolling_shutter_frames, rolling_shutter_sample,
+                                   transform_real_trajectory, upsampled_excitation)
 
     if noise not in NOISE_MODES:
         raise Sim2SimError(f"unknown noise mode {noise!r}; valid: {', '.join(NOISE_MODES)}")
     mis = parse_misspecify(misspecify)
-    if "friction" in mis or twin is None:
+    if "rolling_shutter" in mis:
+        for exc in (e for v in rig.excitations.values() for e in v):
+            if mis["rolling_shutter"] > 1.0 / exc.rate + 1e-12:
+                raise MisspecificationError(f"--misspecify: rolling_shutter={mis['rolling_shutter']}: the readout "
+                                            f"cannot take longer than a frame period ({1.0 / exc.rate:.4g} s on "
+                                            f"'{exc.name}')")
+    if "friction" in mis or "camera" in mis or twin is None:  # the real side's own twin: never move the caller's
         twin = rig.make_twin()
     full = rig.parameters.complete(dict(truth))
     real_values, mis_info = perturb_real_twin(twin, rig.parameters, full, mis) if mis else (full, {})
@@ -117,14 +124,32 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
     tracking: dict[str, Any] = {}
     for label in ("train", "holdout"):
         for i, exc in enumerate(rig.excitations.get(label, [])):
-            if "latency" in mis:
+            fine = "latency" in mis or "rolling_shutter" in mis
+            if fine:
                 res = twin.rollout(upsampled_excitation(exc), render=(noise == "camera"))
             else:
                 res = twin.rollout(exc, render=(noise == "camera"))
             if res.diverged:
                 raise Sim2SimError(f"the twin diverged at the ground truth on '{exc.name}': {res.message}")
             gt = res.trajectory
-            if "latency" in mis:
+            if "rolling_shutter" in mis:  # each keypoint at the time its image row is read (and any latency)
+                readout, lat = float(mis["rolling_shutter"]), float(mis.get("latency", 0.0))
+                kp, valid, read_t = rolling_shutter_sample(gt.keypoints, gt.valid, exc.num_steps, exc.rate, readout,
+                                                           int(twin.camera.height), latency_s=lat)
+                stamp = (np.arange(exc.num_steps) + 1) / exc.rate
+                lag = stamp[:, None] - read_t
+                mis_info.setdefault("rolling_shutter", {"readout_s": readout, "upsample": LATENCY_UPSAMPLE,
+                                                        "lag_s": {}})["lag_s"][exc.name] = {
+                    "min": float(np.min(lag)), "max": float(np.max(lag)), "mean": float(np.mean(lag))}
+                if "latency" in mis:
+                    mis_info["latency"] = {"requested_s": lat, "realised_s": lat, "upsample": LATENCY_UPSAMPLE}
+                frames = (rolling_shutter_frames(res.frames, exc.num_steps, exc.rate, readout, latency_s=lat)
+                          if res.frames is not None else None)
+                from dataclasses import replace
+
+                gt = replace(gt, time=stamp, keypoints=kp, valid=valid, steps=np.arange(exc.num_steps))
+                res = type(res)(gt, frames, res.diverged, res.message)
+            elif "latency" in mis:
                 rows, realised = delayed_rows(exc.num_steps, mis["latency"], exc.rate)
                 mis_info["latency"] = {"requested_s": mis["latency"], "realised_s": realised,
                                        "upsample": LATENCY_UPSAMPLE}

@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also run the identifiability check at every result (extra diagnostic rollouts)")
     parser.add_argument("--misspecify", default=None, metavar="KIND[=SIZE],...",
                         help="the stand-in real side differs from the twin: latency[=s], frozen[=relative], "
-                             "friction[=N or N*m], camera[=px], drops[=fraction] (see "
+                             "friction[=N or N*m], camera[=mm and mrad of pose error], rolling_shutter[=s readout], "
+                             "drops[=fraction] (see "
                              "vid2sid_ros/calibration/misspecification.py)")
     parser.add_argument("--no-latency", action="store_true",
                         help="calibrate without the latency nuisance (to measure what the diagnosis says without it)")

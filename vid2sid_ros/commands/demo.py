@@ -649,11 +649,14 @@ def run(args) -> int:
         print(lines[0])  # the stop reason first
     print(f"holdout MAE (last 40 % of the clip, never fitted): {_f(s['holdout_mae_px'])} px "
           f"(training {s['training_mae_px']:.2f} px, {s['proposer']})")
+    residual = [ln for ln in lines if ln.startswith("warning: Residual diagnosis")]
+    for line in residual:  # the model is probably wrong: said before the identified length
+        print(line)
     std = s.get("length_std_m")
     print(f"identified length: {s['length_m']:.4f} m" + (f" ± {std:.4f} m (1σ, Gauss–Newton: local, optimistic)"
                                                          if std else ""))
     for line in lines:
-        if line.startswith("warning:"):  # e.g. damping and drag poorly identified
+        if line.startswith("warning:") and line not in residual:  # e.g. damping and drag poorly identified
             print(line)
     print(f"period: measured in the video {s['measured_period_s']:.4f} s; calibrated twin {s['twin_period_s']:.4f} s; "
           f"T(L) = {s['period_finite_amplitude_s']:.4f} s at the clip's {s['amplitude_rad']:.3f} rad amplitude "

@@ -43,7 +43,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 __all__ = ["PinholeCamera", "CameraError", "CAMERA_FIELDS", "load_camera_info", "camera_from_config",
-           "rpy_to_matrix", "matrix_to_rpy", "look_at_rpy", "look_at_rotation", "BODY_TO_OPTICAL"]
+           "rpy_to_matrix", "matrix_to_rpy", "look_at_rpy", "look_at_rotation", "BODY_TO_OPTICAL",
+           "rotation_vector_to_matrix", "moved_pose"]
 
 
 #: largest image side, px: a rendered trial holds frames x height x width x 3 bytes (16384 is the usual
@@ -103,6 +104,49 @@ def matrix_to_rpy(rotation: np.ndarray) -> tuple[float, float, float]:
         roll = 0.0
         yaw = math.atan2(-r[0, 1], r[1, 1])
     return roll, pitch, yaw
+
+
+def rotation_vector_to_matrix(rotation_vector: Sequence[float]) -> np.ndarray:
+    """Rodrigues' formula: a rotation vector (3,) rad (axis × angle) to a rotation matrix (3, 3).
+
+    ``R = I + sin θ K + (1 − cos θ) K²`` with ``θ = |w|`` and ``K`` the cross-product matrix of
+    ``w / θ`` (the identity for ``w = 0``).
+
+    Raises:
+        CameraError: not 3 finite numbers.
+    """
+    w = np.asarray(rotation_vector, dtype=float)
+    if w.shape != (3,) or not np.all(np.isfinite(w)):
+        raise CameraError(f"rotation vector must be 3 finite numbers (rad), got {np.asarray(rotation_vector).tolist()}")
+    theta = float(np.linalg.norm(w))
+    if theta < 1e-15:
+        return np.eye(3)
+    k = w / theta
+    K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
+    return np.eye(3) + math.sin(theta) * K + (1.0 - math.cos(theta)) * (K @ K)
+
+
+def moved_pose(position: Sequence[float], rotation: np.ndarray, translation: Sequence[float],
+               rotation_vector: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """A camera pose moved in its own frame: ``(position', rotation')``.
+
+    Args:
+        position: camera centre in the world, (3,) m.
+        rotation: the camera frame in the world, (3, 3), columns = the camera's axes.
+        translation: (3,) m along the camera's own axes (the columns of ``rotation``).
+        rotation_vector: (3,) rad about the camera's own axes (axis × angle).
+
+    Returns:
+        ``position + rotation @ translation`` (3,) and ``rotation @ R(rotation_vector)`` (3, 3).
+
+    Raises:
+        CameraError: a translation or rotation vector that is not 3 finite numbers.
+    """
+    t = np.asarray(translation, dtype=float)
+    if t.shape != (3,) or not np.all(np.isfinite(t)):
+        raise CameraError(f"camera translation must be 3 finite numbers (m), got {np.asarray(translation).tolist()}")
+    r = np.asarray(rotation, dtype=float)
+    return np.asarray(position, dtype=float) + r @ t, r @ rotation_vector_to_matrix(rotation_vector)
 
 
 def look_at_rpy(position: Sequence[float], target: Sequence[float], roll: float = 0.0) -> tuple[float, float, float]:
@@ -321,6 +365,25 @@ class PinholeCamera:
         sx, sy = int(width) / self.width, int(height) / self.height
         return replace(self, width=int(width), height=int(height), fx=self.fx * sx, fy=self.fy * sy,
                        cx=(self.cx + 0.5) * sx - 0.5, cy=(self.cy + 0.5) * sy - 0.5)
+
+    def moved(self, translation: Sequence[float], rotation_vector: Sequence[float]) -> "PinholeCamera":
+        """Copy with the pose moved in the camera's optical frame (x right, y down, z forward).
+
+        Args:
+            translation: (3,) m along the optical axes (``(0, 0, 0.01)``: 1 cm towards the scene).
+            rotation_vector: (3,) rad about the optical axes (x: tilt, positive looks down in the
+                image sense; y: pan; z: roll about the optical axis).
+
+        Returns:
+            The camera with ``position`` and ``roll, pitch, yaw`` of the moved pose (intrinsics
+            unchanged); :func:`moved_pose` has the formula.
+
+        Raises:
+            CameraError: a vector that is not 3 finite numbers.
+        """
+        pos, rot = moved_pose(self.position, self.rotation, translation, rotation_vector)
+        roll, pitch, yaw = matrix_to_rpy(rot @ BODY_TO_OPTICAL.T)
+        return replace(self, position=tuple(float(x) for x in pos), roll=roll, pitch=pitch, yaw=yaw)
 
     def camera_info(self) -> dict[str, Any]:
         """The intrinsics as a ``sensor_msgs/CameraInfo`` YAML mapping (camera_calibration format)."""

@@ -187,9 +187,12 @@ def _iterations_html(run: RunSummary, open_: bool) -> str:
     rows = []
     for r in run.records:
         notes = "; ".join(r.notes)
+        lead, mark, trace = str(r.rationale).partition(" Trace: ")  # the sentences on the moves first, trace folded
+        text = (f"<pre>{e(lead)}</pre><details class=\"trace\"><summary>trace</summary><pre>{e(trace)}</pre></details>"
+                if mark else f"<pre>{e(r.rationale)}</pre>")
         rows.append(f"<tr><td class=\"num\">{r.iteration}</td><td>{e(r.proposer)}</td>"
                     f"<td class=\"num\">{fmt(r.error_px)}</td><td class=\"num\">{r.rollouts_used}</td>"
-                    f"<td class=\"num\">{fmt(r.confidence, 2)}</td><td><pre>{e(r.rationale)}</pre>"
+                    f"<td class=\"num\">{fmt(r.confidence, 2)}</td><td>{text}"
                     + (f"<div class=\"muted\">notes: {e(notes)}</div>" if notes else "") + "</td></tr>")
     unit = e(_shown_unit(str(run.result.get("unit") or "px")))
     body = (f"<table><tr><th>iter</th><th>proposer</th><th>train MAE [{unit}]</th><th>rollouts</th><th>confidence</th>"

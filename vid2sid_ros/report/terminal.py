@@ -2,9 +2,11 @@
 
 :func:`run_summary_lines` turns a finished run directory into the lines ``vid2sid
 calibrate`` (and the bringup) print last: the stop reason (converged / budget /
-iterations / interrupted) first, then the errors, the parameters with units and their
-intervals labelled for what they are (Gauss–Newton, unreliable and why), the warnings
-(insights), and where the report is. No colours, no cursor control (logs stay readable).
+iterations / interrupted) first, then the errors, the residual diagnosis's warnings (the
+model is probably wrong: before any claim that the parameters are physical), the
+parameters with units and their intervals labelled for what they are (Gauss–Newton,
+unreliable and why), the other warnings (insights about those parameters), and where
+the report is. No colours, no cursor control (logs stay readable).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     txt += f"; holdout MAE {format_error(h, hu)}" if h is not None else "; no holdout trial"
     lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
     rows = parameter_rows(r)
+    found = [i for i in insights(r, rows) if i.kind != "unconverged"]
+    # the residual diagnosis says whether the parameters can be read as physical: before any of them
+    lines.extend(f"warning: {i.title}" for i in found if i.kind == "residual")
     free = [p for p in rows if not p.frozen]
     lines.append("identified parameters (95 % interval: " + (
         "Gauss–Newton, local" if all(p.reliable for p in free if p.interval)
@@ -63,9 +68,9 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
             if p.truth_inside is not None:
                 line += ", interval contains it" if p.truth_inside else ", interval MISSES it"
         lines.append(line)
-    found = [i for i in insights(r, rows) if i.kind != "unconverged"]
     for i in found:
-        lines.append(f"warning: {i.title}")
+        if i.kind != "residual":  # about the parameters above (bounds, correlations, holdout...)
+            lines.append(f"warning: {i.title}")
     kind = stop_kind(r.stopped)
     if kind == "interrupted" and resume_command:
         lines.append(f"continue this run: {resume_command}")

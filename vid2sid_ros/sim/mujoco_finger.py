@@ -44,7 +44,8 @@ from ..core.excitation import Excitation, build_excitation_sets  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
 from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError  # noqa: E402
-from .mujoco_render import OffscreenRenderer, camera_extrinsics, camera_intrinsics, project_points  # noqa: E402
+from .mujoco_render import (OffscreenRenderer, camera_extrinsics, camera_intrinsics, move_camera,  # noqa: E402
+                            project_points)
 
 __all__ = ["FingerTwin", "FieldTarget", "parse_targets", "default_config", "make_rig",
            "MODEL_PATH", "PARAMETERS_PATH"]
@@ -189,6 +190,7 @@ class FingerTwin:
             names = [self.model.camera(i).name for i in range(self.model.ncam)]
             raise TwinError(f"camera {camera!r} not in {self.model_path}; cameras: {names}")
         self.camera_name = camera
+        self._cam_home = (self.model.cam_pos[self._cam_id].copy(), self.model.cam_quat[self._cam_id].copy())
         self.camera: CameraIntrinsics = camera_intrinsics(self.model, self._cam_id, width, height)
 
         keypoints = dict(keypoints or {"proximal": "marker_proximal", "middle": "marker_middle",
@@ -259,6 +261,22 @@ class FingerTwin:
         except (ValueError, OSError) as err:
             raise TwinError(f"cannot write calibrated model to {path}: {err}") from None
         return path
+
+    def move_camera(self, translation: Sequence[float], rotation_vector: Sequence[float]) -> None:
+        """Move the filming camera in its own optical frame (a camera-pose error; both the render
+        and the projected keypoints see it from the next trial on). The move is relative to the
+        model's camera; a new call replaces the previous move, ``(0, 0, 0), (0, 0, 0)`` undoes it.
+
+        Args:
+            translation: (3,) m along the optical axes (x right, y down, z forward).
+            rotation_vector: (3,) rad about the optical axes (x tilt, y pan, z roll).
+
+        Raises:
+            CameraError: vectors that are not 3 finite numbers.
+        """
+        self.model.cam_pos[self._cam_id], self.model.cam_quat[self._cam_id] = self._cam_home
+        move_camera(self.model, self._cam_id, np.asarray(translation, float), np.asarray(rotation_vector, float))
+        self._cam_pose = None  # the next reset() recomputes the camera's world pose
 
     # -- simulation -------------------------------------------------------------
     def static_equilibrium(self, ctrl: Sequence[float] | None = None) -> np.ndarray:

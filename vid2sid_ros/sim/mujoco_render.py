@@ -25,9 +25,14 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
 import numpy as np  # noqa: E402
 
+from ..core.camera import moved_pose  # noqa: E402
 from .base import CameraIntrinsics, TwinError  # noqa: E402
 
-__all__ = ["OffscreenRenderer", "camera_intrinsics", "camera_extrinsics", "project_points", "gl_backend"]
+__all__ = ["OffscreenRenderer", "camera_intrinsics", "camera_extrinsics", "project_points", "gl_backend",
+           "move_camera"]
+
+#: MuJoCo camera axes (x right, y up, looking along -z) <-> the optical frame (x right, y down, z forward)
+_MJ_FROM_OPTICAL = np.diag([1.0, -1.0, -1.0])
 
 _BACKEND_IN_USE: str | None = None
 #: per thread, a weak reference to the renderer whose GL context is current (make_current is then a no-op)
@@ -106,6 +111,32 @@ def camera_extrinsics(data: mujoco.MjData, camera_id: int) -> tuple[np.ndarray, 
     y up, the camera looks along -z).
     """
     return data.cam_xpos[camera_id].copy(), data.cam_xmat[camera_id].reshape(3, 3).copy()
+
+
+def move_camera(model: mujoco.MjModel, camera_id: int, translation: np.ndarray, rotation_vector: np.ndarray) -> None:
+    """Move MuJoCo camera ``camera_id`` in its own optical frame, in place (``cam_pos``, ``cam_quat``).
+
+    The move is applied in the camera's local frame (relative to its parent body), so it is the
+    same move in the world whatever the parent (:func:`~vid2sid_ros.core.camera.moved_pose`).
+    Rendering and :func:`camera_extrinsics` see it after the next ``mj_forward``/``mj_kinematics``.
+
+    Args:
+        translation: (3,) m along the optical axes (x right, y down, z forward).
+        rotation_vector: (3,) rad about the optical axes (axis × angle).
+
+    Raises:
+        TwinError: ``camera_id`` out of range. CameraError: vectors that are not 3 finite numbers.
+    """
+    if not 0 <= int(camera_id) < model.ncam:
+        raise TwinError(f"camera id {camera_id} out of range (the model has {model.ncam} camera(s))")
+    local = np.zeros(9)
+    mujoco.mju_quat2Mat(local, np.asarray(model.cam_quat[camera_id], float))
+    pos, rot = moved_pose(model.cam_pos[camera_id], local.reshape(3, 3) @ _MJ_FROM_OPTICAL,
+                          translation, rotation_vector)
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, (rot @ _MJ_FROM_OPTICAL).ravel())
+    model.cam_pos[camera_id] = pos
+    model.cam_quat[camera_id] = quat
 
 
 def project_points(points_world: np.ndarray, cam_pos: np.ndarray, cam_rot: np.ndarray,

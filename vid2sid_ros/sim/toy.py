@@ -23,6 +23,10 @@ Optional parameters make the identifiability tests possible:
   nuisance parameter (like a user's pendulum video).
 - ``friction`` (N·m): Coulomb friction, a dead-band on the command.
 
+The camera looks straight at the arm's plane (optical axis along the plane normal, image x
+= plane x, image y = down); :meth:`ToyTwin.move_camera` moves it (a camera-pose error: an
+orthographic camera sees a translation across the axis and any rotation, not one along it).
+
 ``render=True`` draws the arm and two coloured discs (red ``mid``, green ``tip``) with
 OpenCV, so the marker tracker and the video paths can be exercised without MuJoCo.
 """
@@ -34,6 +38,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..core.camera import rotation_vector_to_matrix
 from ..core.excitation import Excitation, build_excitation_sets
 from ..core.parameters import ParameterSet, ParameterSpec, ParameterSpecError
 from ..core.trajectory import Trajectory
@@ -108,6 +113,37 @@ class ToyArmTwin:
         self.camera = CameraIntrinsics(width, height, 1.0, 1.0, width / 2.0, 40.0)
         self._substeps = int(substeps)
         self._values = self.parameters.nominal()
+        self._camera_move: tuple[np.ndarray, np.ndarray] | None = None  # (translation m, rotation (3, 3))
+
+    def move_camera(self, translation: Sequence[float], rotation_vector: Sequence[float]) -> None:
+        """Move the camera in its own optical frame (x right, y down, z towards the plane); the
+        keypoints and renders of later rollouts see the plane from the moved camera,
+        ``p_image = R^T (p − t)`` scaled by ``pixel_scale`` (orthographic). A new call replaces
+        the previous move, zeros undo it.
+
+        Args:
+            translation: (3,) m. rotation_vector: (3,) rad (axis × angle).
+
+        Raises:
+            CameraError: vectors that are not 3 finite numbers.
+        """
+        t = np.asarray(translation, dtype=float)
+        rot = rotation_vector_to_matrix(rotation_vector)
+        if t.shape != (3,) or not np.all(np.isfinite(t)):
+            from ..core.camera import CameraError
+
+            raise CameraError(f"camera translation must be 3 finite numbers (m), got {np.asarray(translation).tolist()}")
+        self._camera_move = (t, rot)
+
+    def _image(self, plane_xy: np.ndarray) -> np.ndarray:
+        """Plane points (..., 2) m (x right, y down from the pivot) -> pixels (..., 2)."""
+        s = self._values["pixel_scale"]
+        p = np.asarray(plane_xy, dtype=float)
+        if self._camera_move is not None:
+            t, rot = self._camera_move
+            p3 = np.concatenate([p, np.zeros(p.shape[:-1] + (1,))], axis=-1)
+            p = ((p3 - t) @ rot)[..., :2]
+        return np.stack([self.camera.cx + s * p[..., 0], self.camera.cy + s * p[..., 1]], axis=-1)
 
     def set_parameters(self, values: Mapping[str, float]) -> None:
         """Write parameters by name (SI units).
@@ -163,11 +199,9 @@ class ToyArmTwin:
             theta, diverged = np.full(u.shape[0], np.nan), True
         else:
             theta, diverged, msg = self._simulate(u, excitation.rate)
-        s = self._values["pixel_scale"]
-        cx, cy = self.camera.cx, self.camera.cy
-        kp = np.empty((u.shape[0], len(self._lengths), 2))
-        kp[:, :, 0] = cx + s * self._lengths[None, :] * np.sin(theta)[:, None]
-        kp[:, :, 1] = cy + s * self._lengths[None, :] * np.cos(theta)[:, None]
+        plane = np.stack([self._lengths[None, :] * np.sin(theta)[:, None],
+                          self._lengths[None, :] * np.cos(theta)[:, None]], axis=-1)  # (T, K, 2) m
+        kp = self._image(plane)
         valid = np.isfinite(kp).all(axis=2)
         time = (np.arange(u.shape[0]) + 1) / excitation.rate
         traj = Trajectory(time, kp, valid, self.keypoint_names, "sim", excitation.name)
@@ -180,7 +214,7 @@ class ToyArmTwin:
         h, w = self.camera.height, self.camera.width
         colours = [(220, 30, 30), (30, 200, 30), (30, 30, 220)]
         frames = np.full((kp.shape[0], h, w, 3), 90, dtype=np.uint8)
-        pivot = (int(round(self.camera.cx)), int(round(self.camera.cy)))
+        pivot = tuple(int(round(v)) for v in self._image(np.zeros(2)))
         for t in range(kp.shape[0]):
             img = frames[t]
             if not np.isfinite(kp[t]).all():

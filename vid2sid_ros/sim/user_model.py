@@ -395,6 +395,7 @@ class UserModelTwin:
                 entries[(b[0].kind, b[0].index[0])] = float(v) * b[0].ratio
             self._trial_init[str(trial)] = entries
         self._camera_values: dict[str, float] = {}
+        self._camera_move: tuple[np.ndarray, np.ndarray] | None = None
         self._init_qpos: dict[int, float] = {}
         self._init_qvel: dict[int, float] = {}
         self._scoped: dict[str, dict[tuple[str, int], float]] = {}
@@ -436,8 +437,29 @@ class UserModelTwin:
         if self._pinhole is None:
             return None
         pin = self._pinhole.with_values(self._camera_values) if self._camera_values else self._pinhole
+        pin = pin.moved(*self._camera_move) if self._camera_move is not None else pin
         # intrinsic nuisances (camera.fx ...) are in the config's pixels: scaled with the image after
         return pin.resized(*self._image_size) if self._image_size is not None else pin
+
+    def move_camera(self, translation: Sequence[float], rotation_vector: Sequence[float]) -> None:
+        """Move the pinhole camera in its own optical frame after its nuisance values are applied
+        (a camera-pose error: renders and projected keypoints see it). The move is relative to the
+        configured camera; a new call replaces the previous move, ``(0, 0, 0), (0, 0, 0)`` undoes it.
+
+        Args:
+            translation: (3,) m along the optical axes (x right, y down, z forward).
+            rotation_vector: (3,) rad about the optical axes (x tilt, y pan, z roll).
+
+        Raises:
+            UserModelError: the rig films through the legacy planar projection (no camera pose).
+            CameraError: vectors that are not 3 finite numbers.
+        """
+        if self._pinhole is None:
+            raise UserModelError(f"{self._source}: a camera pose error needs a pinhole camera (camera:); this rig "
+                                 "uses the planar projection")
+        t, w = np.asarray(translation, float), np.asarray(rotation_vector, float)
+        self._pinhole.moved(t, w)  # validates
+        self._camera_move = (t, w)
 
     def camera_at(self, anchor: np.ndarray | None = None, time: float = 0.0) -> PinholeCamera:
         """The camera that renders a frame at video time ``time`` s (the legacy projection's pinhole
