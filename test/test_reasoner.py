@@ -188,3 +188,62 @@ def test_convergence_is_not_called_on_sensitivities_carried_far_by_secant_update
     ctx, ev0, spent = _stale_context(toy_case, travel=1.0, budget=len(ctx.parameters.free_names) + 1)
     prop = make_proposer("reasoner").propose(ctx)
     assert prop.converged and sum(spent) == 0
+
+
+def test_a_latency_probe_costs_no_rollout_and_the_diagnosis_leaves_latency_alone(toy_case):
+    """Regression (tentacle, 2 seeds at 27.9 % and 0.5 %): the reasoner's finite-difference probes went through a
+    unit-vector round trip, so the physics of the latency probe was 0.39999999999999997 instead of the anchor's 0.4
+    (log scale): a different point to the rollout cache, a full rollout set paid for a nuisance that costs none.
+    The diagnosis step, which must not move measurement nuisances, also crept the latency by 1e-13 s per step."""
+    rig, real = toy_case
+    res = run_calibration(rig, real, make_proposer("reasoner"), CalibrationConfig(iterations=1, rollout_budget=30,
+                                                                                  **FAST))
+    assert "latency" in rig.parameters.names or "latency" in res.values  # on by default (commanded excitation)
+    evals = res.history[1].extra["evaluations"]
+    nominal = rig.parameters.nominal()
+    probe = [e for e in evals if e["values"]["latency"] != 0.0 and all(
+        e["values"][n] == nominal[n] for n in rig.parameters.free_names)]
+    assert len(probe) == 1 and probe[0]["rollouts"] == 0, evals[:5]
+    physics_probes = evals[:3]  # one parameter moved, the others exactly at the anchor
+    for j, e in enumerate(physics_probes):
+        moved = [n for n in rig.parameters.free_names if e["values"][n] != nominal[n]]
+        assert moved == [rig.parameters.free_names[j]], e
+    diag_steps = [e for e in evals[4:] if e is not probe[0]]
+    assert diag_steps and all(e["values"]["latency"] == 0.0 for e in diag_steps)
+    assert "Diagnosis from signatures" in res.history[1].rationale
+
+
+def test_the_diagnosis_step_does_not_depend_on_the_latency_column():
+    """The signature diagnosis leaves measurement nuisances alone, so its step must not depend on their
+    sensitivities. Which signature rows count as smooth was judged on every column of J_s, latency's included:
+    a time shift moves every phase and onset signature a lot, those rows went past 5x the median norm and
+    were dropped from the diagnosis (on the tentacle, seed 1, the first step reached 5.8 px instead of 5.0 px,
+    and the run stalled at 27.9 % parameter error)."""
+    from types import SimpleNamespace
+
+    from vid2sid_ros.calibration.nuisance import add_measurement_nuisances
+    from vid2sid_ros.calibration.reasoner import Reasoner, _Point
+
+    rig = make_rig()
+    params = add_measurement_nuisances(rig.parameters, None, keypoints=("mid", "tip"),
+                                       excitations=rig.excitations["train"], real_trial=False)
+    names = params.free_names
+    lat = names.index("latency")
+    rng = np.random.default_rng(3)
+    keys = [("chirp", "tip", f"sig{i}") for i in range(12)]
+    Js = np.zeros((12, len(names)))
+    Js[:, [j for j in range(len(names)) if j != lat]] = rng.normal(0.0, 1.0, (12, len(names) - 1))
+    Js[:4, lat] = 40.0  # four phase-like signatures: a latency probe moves them far more than any physics
+    d = rng.normal(0.0, 0.3, 12)
+    J = rng.normal(0.0, 1.0, (30, len(names)))
+    u = np.full(len(names), 0.5)
+    point = _Point(SimpleNamespace(error_px=1.0), u, rng.normal(0.0, 1.0, 30), params.from_unit_vector(u),
+                   {k: SimpleNamespace(d=float(v)) for k, v in zip(keys, d)}, False)
+    r = Reasoner()
+    no_lat = Js.copy()
+    no_lat[:, lat] = 0.0
+    mode_a, step_a, _, rows_a = r._step(params, point, J, Js, keys, None, 0.25, 1e-3)
+    mode_b, step_b, _, rows_b = r._step(params, point, J, no_lat, keys, None, 0.25, 1e-3)
+    assert mode_a == mode_b == "diagnosis"
+    assert rows_a[:4].all() and np.array_equal(rows_a, rows_b)  # the phase rows are kept
+    assert step_a[lat] == 0.0 and np.allclose(step_a, step_b, atol=1e-12)

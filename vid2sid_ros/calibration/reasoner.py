@@ -387,8 +387,12 @@ class Reasoner:
             h = self.fd_step if anchor.u[j] + self.fd_step <= 1.0 else -self.fd_step
             u = anchor.u.copy()
             u[j] += h
-            values = params.from_unit_vector(u, ctx.current)
-            ev = ctx.evaluate({k: values[k] for k in names})
+            # only parameter j moves: the others keep the anchor's exact values (a unit-vector round trip
+            # of a log-scaled 3e5 gives 299999.99999999994, a different physics point to the rollout cache,
+            # so a latency probe paid a full rollout set instead of none)
+            values = {k: anchor.values[k] for k in names}
+            values[names[j]] = params[names[j]].from_unit(u[j])
+            ev = ctx.evaluate(values)
             p = _Point.of(ev, ctx, excitations, params)
             probes.append(p)
             if p.failed:
@@ -430,20 +434,25 @@ class Reasoner:
         # signatures describe: the signature diagnosis leaves them alone, the trajectory refinement fits them
         meas = np.array([s.target.startswith(MEASUREMENT_PREFIX) for s in params.free], bool)
         n_moving = int(n - meas.sum())
-        mode = ("diagnosis" if (allow_diagnosis and n_moving > 0 and (ok & self._smooth_rows(Js)).sum() >= n_moving
+        # which signature rows moved smoothly is judged on the dynamics columns alone: a latency probe
+        # shifts every phase and onset signature, and its column would change the row norms the
+        # smoothness test compares (a different, worse, diagnosis step than without the nuisance)
+        smooth = self._smooth_rows(Js[:, ~meas]) if Js is not None and Js.size else np.zeros(0, bool)
+        mode = ("diagnosis" if (allow_diagnosis and n_moving > 0 and (ok & smooth).sum() >= n_moving
                                 and sig_rms > self.signature_tolerance) else "refinement")
         if mode == "diagnosis":
-            lo, hi = np.where(meas, 0.0, lo), np.where(meas, 1e-12, hi)
-            ok &= self._smooth_rows(Js)
-            A, b = Js[ok], -d[ok]
-            scale = np.sqrt(np.sum(A ** 2, axis=0)) + 1e-12
-            reg = math.sqrt(self.ridge + lam) * np.diag(scale)
+            keep = ~meas  # the measurement nuisances stay exactly where they are
+            ok &= smooth
+            A, b = Js[ok][:, keep], -d[ok]
         else:
+            keep = np.ones(n, bool)
             A, b = J, -a.r
-            scale = np.sqrt(np.sum(A ** 2, axis=0)) + 1e-12
-            reg = math.sqrt(lam + self.ridge) * np.diag(scale)
-        res = lsq_linear(np.vstack([A, reg]), np.concatenate([b, np.zeros(n)]), bounds=(lo, hi), method="bvls")
-        step = np.asarray(res.x, float)
+        scale = np.sqrt(np.sum(A ** 2, axis=0)) + 1e-12
+        reg = math.sqrt(lam + self.ridge) * np.diag(scale)
+        res = lsq_linear(np.vstack([A, reg]), np.concatenate([b, np.zeros(int(keep.sum()))]),
+                         bounds=(lo[keep], hi[keep]), method="bvls")
+        step = np.zeros(n)
+        step[keep] = np.asarray(res.x, float)
         pred_r = a.r + J @ step
         predicted = float(a.ssr - np.sum(pred_r ** 2))
         return mode, step, predicted, (ok if mode == "diagnosis" else None)
