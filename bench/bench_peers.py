@@ -3,10 +3,13 @@
 For each budget (default 20, 40, 80 rollouts) runs the sim2sim benchmark of ``--rig`` with
 the given methods and seeds (library call, the protocol of ``vid2sid benchmark sim2sim``)
 and prints one Markdown table: mean relative parameter error (± std over seeds) and holdout
-MAE per method and budget. Runs are resumable (one benchmark directory per budget).
+MAE per method and budget. Runs are resumable (one benchmark directory per budget). Budgets run
+in the order given (``--budgets 40,20`` measures 40 first); the table is in increasing budget.
+``--jobs N`` runs up to N budgets at once in separate processes (each budget is an independent
+benchmark with its own seeds and directory, so the figures do not depend on it; default 1).
 
     nice .venv/bin/python bench/bench_peers.py --rig finger --seeds 5 --out runs/bench_peers
-    nice .venv/bin/python bench/bench_peers.py --rig tentacle --seeds 2 --budgets 20,40
+    nice .venv/bin/python bench/bench_peers.py --rig tentacle --seeds 5 --budgets 40,20
 
 ROS is not used.
 """
@@ -25,6 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vid2sid_ros.calibration.benchmark import run_benchmark  # noqa: E402
 
 
+def _run(job: tuple) -> dict:
+    """One budget's benchmark: ``(rig, methods, seeds, budget, out, misspecify)`` -> ``results.json`` content."""
+    rig, methods, seeds, budget, out, misspecify = job
+    return run_benchmark(rig, methods, seeds, budget=budget, out=Path(out), progress=False, misspecify=misspecify)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rig", default="finger")
@@ -33,22 +42,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budgets", default="20,40,80")
     ap.add_argument("--misspecify", default=None)
     ap.add_argument("--out", default="runs/bench_peers")
+    ap.add_argument("--jobs", type=int, default=1, help="budgets run at once, one process each (default 1)")
     a = ap.parse_args(argv)
     methods = a.methods.split(",")
-    budgets = [int(b) for b in a.budgets.split(",")]
+    try:
+        budgets = [int(b) for b in a.budgets.split(",")]
+    except ValueError:
+        ap.error(f"--budgets: expected comma-separated integers, got {a.budgets!r}")
+    if a.jobs < 1:
+        ap.error(f"--jobs: expected an integer >= 1, got {a.jobs}")
     table: dict[str, dict[int, str]] = {m: {} for m in methods}
-    for b in budgets:
-        res = run_benchmark(a.rig, methods, a.seeds, budget=b, out=Path(a.out) / f"{a.rig}_{b}", progress=False,
-                            misspecify=a.misspecify)
+    runs = [(a.rig, methods, a.seeds, b, str(Path(a.out) / f"{a.rig}_{b}"), a.misspecify) for b in budgets]
+    if a.jobs > 1 and len(runs) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(a.jobs, len(runs))) as pool:
+            results = list(pool.map(_run, runs))
+    else:
+        results = [_run(r) for r in runs]
+    for b, res in sorted(zip(budgets, results), key=lambda br: br[0]):
         for m in methods:
             r = res["methods"][m]
             h = r["holdout_mae_px"]
             table[m][b] = (f"{100 * r['mean_rel_param_error']:.2f} % (±{100 * r['std_rel_param_error_over_seeds']:.2f}),"
                            f" holdout {'–' if h is None else format(h, '.2f')}")
     lines = [f"{a.rig}, {a.seeds} seeds" + (f", misspecified {a.misspecify}" if a.misspecify else "") + ":", "",
-             "| method | " + " | ".join(f"{b} rollouts" for b in budgets) + " |", "|---|" + "---|" * len(budgets)]
+             "| method | " + " | ".join(f"{b} rollouts" for b in sorted(budgets)) + " |", "|---|" + "---|" * len(budgets)]
     for m in methods:
-        lines.append(f"| {m} | " + " | ".join(table[m][b] for b in budgets) + " |")
+        lines.append(f"| {m} | " + " | ".join(table[m][b] for b in sorted(budgets)) + " |")
     text = "\n".join(lines)
     print(text)
     Path(a.out).mkdir(parents=True, exist_ok=True)

@@ -89,3 +89,33 @@ def test_reasoner_rationale_leads_with_one_sentence_per_moved_parameter(toy):
     for n in moved:
         assert any(s.split(" ")[1] == n and "→" in s for s in sentences), (n, lead)
     assert "on the robot" in lead  # the observation behind a move, with the robot's value
+
+
+def _bench_peers(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "bench_peers.py"
+    spec = importlib.util.spec_from_file_location("bench_peers", path)
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_peers", mod)  # the process pool pickles its functions by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_peers_table_is_by_increasing_budget_and_the_same_with_jobs(tmp_path, capsys, monkeypatch):
+    """bench/bench_peers.py: budgets run in the order given, the table is in increasing budget, and
+    ``--jobs 2`` (one process per budget) gives exactly the figures of one process."""
+    bench = _bench_peers(monkeypatch)
+    common = ["--rig", "toy", "--seeds", "1", "--budgets", "8,4", "--methods", "least-squares"]
+    assert bench.main(common + ["--out", str(tmp_path / "serial")]) == 0
+    serial = (tmp_path / "serial" / "toy_sweep.md").read_text()
+    assert bench.main(common + ["--out", str(tmp_path / "pool"), "--jobs", "2"]) == 0
+    pooled = (tmp_path / "pool" / "toy_sweep.md").read_text()
+    assert serial == pooled
+    header = [ln for ln in serial.splitlines() if ln.startswith("| method")][0]
+    assert header == "| method | 4 rollouts | 8 rollouts |"
+    assert {(tmp_path / "pool" / f"toy_{b}" / "results.json").exists() for b in (4, 8)} == {True}
+    with pytest.raises(SystemExit):
+        bench.main(["--rig", "toy", "--budgets", "8,x"])
+    assert "--budgets: expected comma-separated integers" in capsys.readouterr().err
