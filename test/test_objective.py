@@ -176,13 +176,40 @@ def test_repeated_physics_points_cost_no_rollout_and_the_cache_is_bounded():
     again, _ = obj.evaluate({"a": 1.0})
     assert first.rollouts == 2 and again.rollouts == 0 and twin.rollouts == 2  # served from the cache
     assert again.error_px == first.error_px and len(again.sim) == 2
-    for k in range(ROLLOUT_CACHE_POINTS):  # push a=1 out of the cache
+    assert obj.cache_points == max(ROLLOUT_CACHE_POINTS, len(obj.parameters.free_names) + 2)
+    for k in range(obj.cache_points):  # push a=1 out of the cache
         obj.evaluate({"a": 2.0 + k})
     n = twin.rollouts
     back, _ = obj.evaluate({"a": 1.0})
     assert back.rollouts == 2 and twin.rollouts == n + 2
-    kept, _ = obj.evaluate({"a": 2.0 + ROLLOUT_CACHE_POINTS - 1})  # the most recent point is still cached
+    kept, _ = obj.evaluate({"a": 2.0 + obj.cache_points - 1})  # the most recent point is still cached
     assert kept.rollouts == 0
+
+
+def test_the_rollout_cache_keeps_the_recently_used_point_and_a_whole_jacobian():
+    """Regression: the cache dropped the oldest *inserted* point and kept 4, so on the finger (4 free physics
+    parameters) a forward-difference Jacobian pushed its own base out before the latency probe, which then paid a
+    full rollout set; a point just re-used is now the last to go, and a base + one probe per physics parameter fit."""
+    from vid2sid_ros.calibration.nuisance import add_measurement_nuisances
+
+    twin = _Shift()
+    excs = [Excitation(n, 30.0, np.sin(np.arange(T) / 3.0)[:, None]) for n in ("t1", "t2")]  # commanded
+    four = ParameterSet.from_dict({"parameters": [  # four free physics parameters, like the finger
+        {"name": n, "unit": "1", "lower": -10.0, "upper": 10.0, "nominal": 1.0} for n in ("a", "b", "d", "e")]})
+    params = add_measurement_nuisances(four, None, keypoints=("p", "q"), excitations=excs, real_trial=False)
+    assert params.free_names == ["a", "b", "d", "e", "latency"]
+    obj = TrialObjective(twin, excs, [_real("t1"), _real("t2")], params)
+    assert obj.cache_points == 6
+    base = {n: params[n].nominal for n in params.free_names}
+    obj.evaluate(base)
+    for n in ("a", "b", "d", "e"):  # a forward-difference set...
+        obj.evaluate({**base, n: base[n] + 0.5})
+    lat, _ = obj.evaluate({**base, "latency": 0.01})  # ...then the latency probe at its base
+    assert lat.rollouts == 0
+    for k in range(obj.cache_points - 1):  # the base was just used: everything older goes first
+        obj.evaluate({**base, "a": 1.0 + 0.01 * k})
+    again, _ = obj.evaluate(base)
+    assert again.rollouts == 0
 
 
 def test_a_failed_evaluation_carries_the_values_and_the_trials_run_so_far():

@@ -204,7 +204,8 @@ def test_a_latency_probe_costs_no_rollout_and_the_diagnosis_leaves_latency_alone
     probe = [e for e in evals if e["values"]["latency"] != 0.0 and all(
         e["values"][n] == nominal[n] for n in rig.parameters.free_names)]
     assert len(probe) == 1 and probe[0]["rollouts"] == 0, evals[:5]
-    physics_probes = evals[:3]  # one parameter moved, the others exactly at the anchor
+    assert evals[0] is probe[0]  # probed first, while the anchor's rollouts are surely cached
+    physics_probes = evals[1:4]  # one parameter moved, the others exactly at the anchor
     for j, e in enumerate(physics_probes):
         moved = [n for n in rig.parameters.free_names if e["values"][n] != nominal[n]]
         assert moved == [rig.parameters.free_names[j]], e

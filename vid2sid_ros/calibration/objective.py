@@ -25,9 +25,11 @@ when units are mixed).
 
 Measurement nuisances (:mod:`~vid2sid_ros.calibration.nuisance`: latency, marker offsets)
 are applied to the twin's measured trajectory. The objective remembers the rollouts of the
-last few physics points (:data:`ROLLOUT_CACHE_POINTS`), so an evaluation that changes only
-measurement nuisances costs no rollout (``Evaluation.rollouts == 0``): the latency's
-sensitivity comes from the trajectory's own time derivative.
+most recently used physics points (:attr:`TrialObjective.cache_points`: at least
+:data:`ROLLOUT_CACHE_POINTS`, and enough for a base point, one forward-difference probe per
+free physics parameter and one more), so an evaluation that changes only measurement
+nuisances costs no rollout (``Evaluation.rollouts == 0``): the latency's sensitivity comes
+from the trajectory's own time derivative.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ __all__ = ["TrialObjective", "residual_vector", "trajectory_vector", "measuremen
 #: the unit of an error over trials of mixed units (each divided by its noise level)
 NOISE_UNIT = "sigma"
 
-#: physics points whose rollouts the objective keeps (a finite-difference set and its base)
+#: fewest physics points whose rollouts the objective keeps (least recently used go first)
 ROLLOUT_CACHE_POINTS = 4
 
 
@@ -105,17 +107,23 @@ class TrialObjective:
                          else None)
         self.measurement = MeasurementModel(self.parameters)
         self._cache: dict[tuple, list] = {}
+        n_physics = sum(1 for s in self.parameters.free if s.name not in self.measurement.names)
+        #: physics points kept: a base, a forward-difference probe per free physics parameter, and one
+        #: more (with 4 kept, a 4-parameter finger's Jacobian evicted its base before its latency probe)
+        self.cache_points = max(ROLLOUT_CACHE_POINTS, n_physics + 2)
 
     def _rollout(self, i: int, exc: Excitation, key: tuple, render: bool):
         """(result, cached?) for excitation ``i`` at the physics point ``key`` (renders are never cached)."""
         if render:
             return self.twin.rollout(exc, render=True), False
-        hit = self._cache.get(key)
-        if hit is not None and hit[i] is not None:
-            return hit[i], True
+        hit = self._cache.pop(key, None)
+        if hit is not None:
+            self._cache[key] = hit  # most recently used last: eviction takes the oldest use first
+            if hit[i] is not None:
+                return hit[i], True
         res = self.twin.rollout(exc, render=False)
         if key not in self._cache:
-            while len(self._cache) >= ROLLOUT_CACHE_POINTS:
+            while len(self._cache) >= self.cache_points:
                 self._cache.pop(next(iter(self._cache)))
             self._cache[key] = [None] * len(self.excitations)
         self._cache[key][i] = res

@@ -383,7 +383,10 @@ class Reasoner:
         J = np.zeros((anchor.r.size, n))
         Js = np.zeros((len(keys), n))
         probes = []
-        for j in range(n):
+        # measurement nuisances first: their probes re-use the anchor's rollouts, still in the objective's cache
+        # before the physics probes push it out (a latency probed last paid a full rollout set)
+        meas = [s.target.startswith(MEASUREMENT_PREFIX) for s in params.free]
+        for j in sorted(range(n), key=lambda j: not meas[j]):
             h = self.fd_step if anchor.u[j] + self.fd_step <= 1.0 else -self.fd_step
             u = anchor.u.copy()
             u[j] += h
