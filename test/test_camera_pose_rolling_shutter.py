@@ -216,3 +216,37 @@ def test_calibrate_prints_the_residual_diagnosis_before_the_parameters(tmp_path,
     assert diag and named, lines
     assert max(diag) < params < min(named), lines  # every diagnosis warning before the parameter block
     assert "do not read the parameters as physical" in lines[diag[0]]
+
+
+def test_demo_summary_puts_the_residual_diagnosis_before_the_identified_length():
+    from vid2sid_ros.commands.demo import summary_lines
+
+    s = {"holdout_mae_px": 2.1, "training_mae_px": 1.9, "proposer": "reasoner", "length_m": 1.0651,
+         "length_std_m": 0.002, "measured_period_s": 2.07, "twin_period_s": 2.071, "period_finite_amplitude_s": 2.072,
+         "amplitude_rad": 0.3, "period_small_angle_s": 2.07, "methods": {"reasoner": {}}, "wall_s": 12.0,
+         "report": "out/report.html"}
+    run = ["stopped: converged after 5 iterations", "training MAE 1.900 px",
+           "warning: Residual diagnosis: the model is probably wrong somewhere — do not read the parameters as physical",
+           "identified parameters (95 % interval: Gauss–Newton, local):", "  length = 1.0651 m",
+           "warning: damping and drag are correlated (ρ = +0.950)"]
+    out = summary_lines(s, run)
+    assert out[0] == run[0]
+    i_diag, i_len = out.index(run[2]), next(i for i, ln in enumerate(out) if ln.startswith("identified length"))
+    i_other = out.index(run[5])
+    assert i_diag < i_len < i_other and out[-1] == "report: out/report.html"
+    assert summary_lines(s, [])[0].startswith("holdout MAE")  # no run summary: still every number
+
+
+def test_benchmark_prints_the_diagnosis_warnings_before_the_results_table(tmp_path, capsys):
+    from vid2sid_ros.cli import main
+
+    code = main(["benchmark", "sim2sim", "--rig", "toy", "--methods", "reasoner", "--misspecify", "camera=3",
+                 "--seeds", "1", "--budget", "40", "--iterations", "6", "--noise", "keypoint", "--out",
+                 str(tmp_path / "b"), "--no-progress"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0, lines
+    warn = next(i for i, ln in enumerate(lines) if ln.startswith("Residual diagnosis: reasoner warned in 1/1"))
+    table = next(i for i, ln in enumerate(lines) if ln.startswith("| method | mean rel. param. error"))
+    assert warn < table and "offset 1/1" in lines[warn] and "not physical" in lines[warn]
+    clean = (tmp_path / "b" / "results.md").read_text()
+    assert clean.index("Residual diagnosis: reasoner") < clean.index("| method | mean rel. param. error")

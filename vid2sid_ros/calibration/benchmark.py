@@ -319,6 +319,29 @@ def latency_error_cell(method: Mapping[str, Any]) -> str:
     return f"{le['mean']:.3f} (max {le['max']:.3f})" if le else "n/a (latency not free)"
 
 
+def diagnosis_lines(results: Mapping[str, Any]) -> list[str]:
+    """What the residual diagnosis said, per method, before any parameter figure (Markdown lines).
+
+    ``"Residual diagnosis: reasoner warned in 5/5 calibrations (offset 5/5): its parameters are
+    probably compensating a model error, not physical."``; one line per method that warned, with
+    the kinds named and in how many seeds; nothing when no calibration warned.
+    """
+    out = []
+    for m in results["methods"]:
+        recs = [s["methods"][m] for s in results.get("per_seed", []) if m in s.get("methods", {})]
+        warned = [r for r in recs if (r.get("diagnosis") or {}).get("misspecified")]
+        if not warned:
+            continue
+        kinds: dict[str, int] = {}
+        for r in warned:
+            for k in dict.fromkeys(r["diagnosis"].get("kinds") or []):
+                kinds[k] = kinds.get(k, 0) + 1
+        named = ", ".join(f"{k} {v}/{len(recs)}" for k, v in kinds.items())
+        out.append(f"Residual diagnosis: {m} warned in {len(warned)}/{len(recs)} calibrations ({named}): those "
+                   "parameters are probably compensating a model error, not physical.")
+    return out + [""] if out else []
+
+
 def format_results_markdown(results: Mapping[str, Any]) -> str:
     """The results table (and per-parameter / per-seed tables) as Markdown."""
     methods = results["methods"]
@@ -327,6 +350,7 @@ def format_results_markdown(results: Mapping[str, Any]) -> str:
              f"{len(results['seeds'])} seeds ({', '.join(map(str, results['seeds']))}), budget "
              f"{results['budget_rollouts']} rollouts and {results['iterations']} iterations per calibration, "
              f"noise: {results['noise']}.", "", f"Protocol: {results['protocol']}.", "",
+             *diagnosis_lines(results),
              "| method | mean rel. param. error | holdout MAE (px) | train MAE (px) | rollouts | iterations | wall (s) "
              "| misspecification detected | latency error (frames) |",
              "|---|---|---|---|---|---|---|---|---|"]

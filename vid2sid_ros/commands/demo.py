@@ -27,7 +27,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -589,6 +589,43 @@ def _unfinished(state: dict[str, Any], err: BaseException) -> int:
     return 1
 
 
+def summary_lines(s: Mapping[str, Any], lines: Sequence[str]) -> list[str]:
+    """The demo's terminal summary: the stop reason, the holdout error, the residual diagnosis's
+    warnings (before any claim that the identified length is physical), the length, the other
+    warnings, the period checks, the methods, where the report is.
+
+    Args:
+        s: the demo's summary dict (``summary.json``). lines: :func:`~vid2sid_ros.report.run_summary_lines`
+            of the main run (may be empty).
+    """
+    out: list[str] = []
+    if lines:
+        out.append(lines[0])  # the stop reason first
+    out.append(f"holdout MAE (last 40 % of the clip, never fitted): {_f(s['holdout_mae_px'])} px "
+               f"(training {s['training_mae_px']:.2f} px, {s['proposer']})")
+    residual = [ln for ln in lines if ln.startswith("warning: Residual diagnosis")]
+    for line in residual:  # the model is probably wrong: said before the identified length
+        out.append(line)
+    std = s.get("length_std_m")
+    out.append(f"identified length: {s['length_m']:.4f} m"
+               + (f" ± {std:.4f} m (1σ, Gauss–Newton: local, optimistic)" if std else ""))
+    for line in lines:
+        if line.startswith("warning:") and line not in residual:  # e.g. damping and drag poorly identified
+            out.append(line)
+    out.append(f"period: measured in the video {s['measured_period_s']:.4f} s; calibrated twin "
+               f"{s['twin_period_s']:.4f} s; T(L) = {s['period_finite_amplitude_s']:.4f} s at the clip's "
+               f"{s['amplitude_rad']:.3f} rad amplitude "
+               f"({s['period_small_angle_s']:.4f} s small-angle)")
+    if len(s["methods"]) > 1:
+        out.append("methods (same budget, same start):")
+        for k, m in s["methods"].items():
+            out.append(f"  {k:24s} train {m['training_mae_px']:6.2f} px  holdout {_f(m['holdout_mae_px']):>6s} px  "
+                       f"L = {m['values'].get('length', math.nan):.4f} m")
+    out.append(f"total {s['wall_s']:.0f} s")
+    out.append(f"report: {s['report']}")
+    return out
+
+
 def run(args) -> int:
     """Entry point of ``vid2sid demo``."""
     from ..calibration.proposers import UnknownProposerError
@@ -645,29 +682,8 @@ def run(args) -> int:
         lines = run_summary_lines(Path(args.out) / s["proposer"])
     except ReportError:
         lines = []
-    if lines:
-        print(lines[0])  # the stop reason first
-    print(f"holdout MAE (last 40 % of the clip, never fitted): {_f(s['holdout_mae_px'])} px "
-          f"(training {s['training_mae_px']:.2f} px, {s['proposer']})")
-    residual = [ln for ln in lines if ln.startswith("warning: Residual diagnosis")]
-    for line in residual:  # the model is probably wrong: said before the identified length
+    for line in summary_lines(s, lines):
         print(line)
-    std = s.get("length_std_m")
-    print(f"identified length: {s['length_m']:.4f} m" + (f" ± {std:.4f} m (1σ, Gauss–Newton: local, optimistic)"
-                                                         if std else ""))
-    for line in lines:
-        if line.startswith("warning:") and line not in residual:  # e.g. damping and drag poorly identified
-            print(line)
-    print(f"period: measured in the video {s['measured_period_s']:.4f} s; calibrated twin {s['twin_period_s']:.4f} s; "
-          f"T(L) = {s['period_finite_amplitude_s']:.4f} s at the clip's {s['amplitude_rad']:.3f} rad amplitude "
-          f"({s['period_small_angle_s']:.4f} s small-angle)")
-    if len(s["methods"]) > 1:
-        print("methods (same budget, same start):")
-        for k, m in s["methods"].items():
-            print(f"  {k:24s} train {m['training_mae_px']:6.2f} px  holdout {_f(m['holdout_mae_px']):>6s} px  "
-                  f"L = {m['values'].get('length', math.nan):.4f} m")
-    print(f"total {s['wall_s']:.0f} s")
-    print(f"report: {s['report']}")
     return 0
 
 
