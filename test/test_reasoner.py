@@ -134,10 +134,11 @@ def test_diagnosis_min_step_ends_the_diagnosis_without_a_rollout(toy_case):
         make_proposer("reasoner", diagnosis_min_step=0.5)
 
 
-def _stale_context(toy_case, travel: float, budget: int = 40):
-    """A reasoner context at the nominal point of the toy rig whose stored Jacobian is wrong (each column
-    orthogonal to the residuals: the least-squares model predicts no gain) and was carried ``travel``
-    (normalised) by secant updates since it was measured."""
+def _stale_context(toy_case, travel: float, budget: int = 40, jacobian: str = "orthogonal"):
+    """A reasoner context at the nominal point of the toy rig whose stored Jacobian was carried ``travel``
+    (normalised) by secant updates since it was measured and is wrong: ``orthogonal`` (each column
+    orthogonal to the residuals: the least-squares model predicts no gain) or ``double`` (twice the true
+    finite-difference Jacobian: every step is accepted, at half the length it should have)."""
     from types import SimpleNamespace
 
     from vid2sid_ros.calibration.objective import TrialObjective, residual_vector
@@ -156,8 +157,16 @@ def _stale_context(toy_case, travel: float, budget: int = 40):
     current = params.nominal()
     ev0 = evaluate(current)
     r = residual_vector(ev0.sim, real.train)
-    A = np.random.default_rng(0).normal(size=(r.size, len(params.free_names)))
-    J = A - np.outer(r, r @ A) / float(r @ r)  # J^T r = 0
+    if jacobian == "orthogonal":
+        A = np.random.default_rng(0).normal(size=(r.size, len(params.free_names)))
+        J = A - np.outer(r, r @ A) / float(r @ r)  # J^T r = 0
+    else:
+        u0 = params.to_unit_vector(current)
+        cols = []
+        for j, name in enumerate(params.free_names):
+            ev, _ = obj.evaluate({**current, name: params[name].from_unit(u0[j] + 0.05)})
+            cols.append((residual_vector(ev.sim, real.train) - r) / 0.05)
+        J = 2.0 * np.array(cols).T
     state = {"kind": "reasoner", "names": list(params.free_names), "m": int(r.size),
              "u_anchor": params.to_unit_vector(current).tolist(), "J": J.tolist(), "Js": [], "sig_keys": [],
              "radius": 0.25, "lambda": 1e-3, "failures": 0, "phase": "refine", "travel": travel,
@@ -248,3 +257,21 @@ def test_the_diagnosis_step_does_not_depend_on_the_latency_column():
     assert mode_a == mode_b == "diagnosis"
     assert rows_a[:4].all() and np.array_equal(rows_a, rows_b)  # the phase rows are kept
     assert step_a[lat] == 0.0 and np.allclose(step_a, step_b, atol=1e-12)
+
+
+def test_sensitivities_are_re_measured_after_refresh_distance_even_when_every_step_was_accepted(toy_case):
+    """Regression (soft trunk seed 1, budget 120): every secant-updated step was accepted, in ever smaller steps
+    along a stiffness_2-stiffness_3 valley (3.1 normalised travelled), and the run ended the budget 16.8 % off
+    at 0.115 px; least squares from there reached the truth in 6 Jacobians. After ``refresh_distance`` of travel
+    the reasoner re-measures its sensitivities even without a rejected step."""
+    ctx, ev0, spent = _stale_context(toy_case, travel=2.5, jacobian="double")
+    prop = make_proposer("reasoner").propose(ctx)
+    assert prop.rationale.count("Measured sensitivities at the current point") == 1
+    assert "only updated by secants along the steps since: re-measuring them at the current point" in prop.rationale
+    # closer than refresh_distance with no rejected step: the stored sensitivities are used as they are
+    ctx, ev0, spent = _stale_context(toy_case, travel=1.0, jacobian="double")
+    prop = make_proposer("reasoner").propose(ctx)
+    assert "Measured sensitivities at the current point" not in prop.rationale
+    assert prop.best_evaluation is not None and prop.best_evaluation.error_px < ev0.error_px
+    with pytest.raises(ValueError, match="refresh_distance must be > 0"):
+        make_proposer("reasoner", refresh_distance=0.0)

@@ -35,7 +35,7 @@ Per iteration:
    ``diagnosis_min_step`` (the signature model has nothing left to say: under sensor
    noise the signatures' floor can stay above ``signature_tolerance``, and tiny steps
    accepted for "closer signatures" would otherwise stall the run in the diagnosis); repeated rejections (or a long way
-   travelled since) trigger a re-measurement of the sensitivities; when a refinement
+   travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities; when a refinement
    step is predicted to gain less than ``converged_fraction`` of the squared residual
    the reasoner holds its parameters and spends no more rollouts — judged on sensitivities
    measured within ``refresh_travel`` of the point (farther ones, carried there by secant
@@ -99,6 +99,9 @@ class Reasoner:
         refresh_travel: after this accepted travel (normalised ∞-norm, summed) since the
             last measurement, a single rejected step triggers a re-measurement, and so does a
             convergence call (once per iteration).
+        refresh_distance: after this accepted travel since the last measurement the
+            sensitivities are re-measured at the start of the next iteration even when every
+            step was accepted (Broyden's secant updates correct them only along the steps taken).
         diagnosis_slack: a diagnosis step that brings the signatures closer is accepted
             while the training MAE stays below this multiple of the best seen.
         converged_fraction: a refinement step predicted to lower the squared residual by
@@ -115,6 +118,7 @@ class Reasoner:
 
     def __init__(self, *, fd_step: float = 0.05, signature_tolerance: float = 0.05, initial_radius: float = 0.25,
                  max_radius: float = 0.5, ridge: float = 1e-3, refresh_after: int = 2, refresh_travel: float = 0.5,
+                 refresh_distance: float = 2.0,
                  diagnosis_slack: float = 1.5,
                  converged_fraction: float = 1e-3, evaluations_per_iteration: int | None = None,
                  diagnosis_min_step: float = 0.005) -> None:
@@ -131,6 +135,9 @@ class Reasoner:
         self.ridge = ridge
         self.refresh_after = refresh_after
         self.refresh_travel = refresh_travel
+        if not refresh_distance > 0:
+            raise ValueError(f"Reasoner: refresh_distance must be > 0 (normalised units), got {refresh_distance}")
+        self.refresh_distance = float(refresh_distance)
         self.diagnosis_slack = diagnosis_slack
         self.evaluations_per_iteration = evaluations_per_iteration
         self.converged_fraction = converged_fraction
@@ -199,7 +206,10 @@ class Reasoner:
                 lines.append("The current parameters were set by another proposer; my sensitivities were measured "
                              "elsewhere and are used as an approximation.")
 
-        stale = failures >= self.refresh_after or (travel >= self.refresh_travel and failures >= 1)
+        # secant updates correct J only along the steps taken: far enough from where it was measured it is
+        # re-measured even while every step is accepted (a valley crept along in tiny steps)
+        stale = (failures >= self.refresh_after or (travel >= self.refresh_travel and failures >= 1)
+                 or travel >= self.refresh_distance)
         need_fd = J is None or (stale and not converged)
         # a probe of a measurement nuisance (latency, marker offset) re-uses the anchor's rollouts: free
         n_paid = sum(1 for s in free if not s.target.startswith(MEASUREMENT_PREFIX))
@@ -209,8 +219,12 @@ class Reasoner:
             need_fd = False
         if need_fd:
             if J is not None:
-                lines.append(f"My sensitivities were measured {travel:.2f} (normalised) away and the last "
-                             f"{failures} step(s) did not improve the fit: re-measuring them at the current point.")
+                if failures:
+                    lines.append(f"My sensitivities were measured {travel:.2f} (normalised) away and the last "
+                                 f"{failures} step(s) did not improve the fit: re-measuring them at the current point.")
+                else:
+                    lines.append(f"My sensitivities were measured {travel:.2f} (normalised) away and only updated "
+                                 "by secants along the steps since: re-measuring them at the current point.")
             travel = 0.0
             try:
                 J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations)
