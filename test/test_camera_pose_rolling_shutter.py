@@ -250,3 +250,18 @@ def test_benchmark_prints_the_diagnosis_warnings_before_the_results_table(tmp_pa
     assert warn < table and "offset 1/1" in lines[warn] and "not physical" in lines[warn]
     clean = (tmp_path / "b" / "results.md").read_text()
     assert clean.index("Residual diagnosis: reasoner") < clean.index("| method | mean rel. param. error")
+
+
+def test_benchmark_refuses_a_kind_the_rig_cannot_express_before_writing_anything(tmp_path, capsys):
+    """Was: `--misspecify camera` on a planar-projection rig (and a readout longer than a frame) failed in
+    the first seed's stand-in, after the benchmark directory was created."""
+    from vid2sid_ros.cli import main
+
+    for rig, kind, message in (("pendulum", "camera=3", "--misspecify camera: "),
+                               ("toy", "rolling_shutter=0.05", "cannot take longer than a frame period")):
+        out = tmp_path / f"b_{rig}"
+        code = main(["benchmark", "sim2sim", "--rig", rig, "--methods", "reasoner", "--misspecify", kind,
+                     "--seeds", "1", "--budget", "20", "--out", str(out), "--no-progress"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and message in err and len(err.splitlines()) == 1, err
+        assert not out.exists()

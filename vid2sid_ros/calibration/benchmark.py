@@ -129,7 +129,7 @@ def run_benchmark(
         CalibrationError: a budget below one evaluation (checked before any work), or an `out`
             holding runs made with other settings.
     """
-    from .misspecification import parse_misspecify
+    from .misspecification import check_misspecification, parse_misspecify
     from .nuisance import parse_nuisance_config, rig_nuisance
 
     mis = parse_misspecify(misspecify)
@@ -143,6 +143,7 @@ def run_benchmark(
         raise CalibrationError(f"rollout budget {budget} cannot pay for one evaluation of rig '{rig_obj.name}' "
                                f"({n_train} training excitations = {n_train} rollouts); use a budget >= {n_train}")
     noise_mode = _resolve_noise(rig_obj, noise)
+    check_misspecification(rig_obj, mis)  # a kind the rig cannot express: refused before any file is written
     if nuisance is not None:  # an explicit block (the CLI's --no-latency) is checked like the config's
         parse_nuisance_config(nuisance, source="nuisance")
         nuisance = dict(nuisance)

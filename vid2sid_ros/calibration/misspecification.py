@@ -64,7 +64,7 @@ from ..core.trajectory import Trajectory
 __all__ = ["MISSPECIFICATIONS", "MisspecificationError", "parse_misspecify", "upsampled_excitation", "delayed_rows",
            "perturb_real_twin", "apply_model_friction", "transform_real_trajectory", "LATENCY_UPSAMPLE", "frozen_target",
            "camera_pose_error", "CAMERA_TRANSLATION_MM", "CAMERA_ROTATION_MRAD", "rolling_shutter_sample",
-           "rolling_shutter_frames", "MAX_ROLLING_SHUTTER_S"]
+           "rolling_shutter_frames", "MAX_ROLLING_SHUTTER_S", "check_misspecification"]
 
 #: kind -> (default size, unit, one-line description)
 MISSPECIFICATIONS: dict[str, tuple[float, str, str]] = {
@@ -260,6 +260,38 @@ def rolling_shutter_frames(fine_frames: np.ndarray, num_steps: int, rate: float,
         idx = np.clip(np.rint(_fine_index(t, rate, upsample)).astype(int), 0, n - 1)
         out[k] = fine[idx, rows]
     return out
+
+
+def check_misspecification(rig: Any, mis: Mapping[str, float]) -> None:
+    """Refuse, before any work, a misspecification this rig cannot express.
+
+    Checks what :func:`perturb_real_twin` would refuse (no frozen parameter to get wrong, no
+    friction to add, no movable camera) on a throw-away twin of ``rig``, and a
+    ``rolling_shutter`` readout longer than a trial's frame period.
+
+    Args:
+        rig: the rig (``make_twin``, ``parameters``, ``excitations``). mis: parsed kinds.
+
+    Raises:
+        MisspecificationError: naming the kind and why.
+    """
+    if not mis:
+        return
+    if "rolling_shutter" in mis:
+        for exc in (e for v in rig.excitations.values() for e in v):
+            if mis["rolling_shutter"] > 1.0 / exc.rate + 1e-12:
+                raise MisspecificationError(f"--misspecify: rolling_shutter={mis['rolling_shutter']}: the readout "
+                                            f"cannot take longer than a frame period ({1.0 / exc.rate:.4g} s on "
+                                            f"'{exc.name}')")
+    model_side = {k: v for k, v in mis.items() if k in ("frozen", "friction", "camera")}
+    if model_side:
+        twin = rig.make_twin()
+        try:
+            perturb_real_twin(twin, rig.parameters, rig.parameters.nominal(), model_side)
+        finally:
+            close = getattr(twin, "close", None)
+            if close is not None:
+                close()
 
 
 def frozen_target(parameters: ParameterSet) -> str | None:

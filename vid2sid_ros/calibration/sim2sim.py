@@ -97,7 +97,7 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
         Sim2SimError: unknown noise mode, a diverged rollout at the truth, missing tracker.
         MisspecificationError: a bad or inexpressible misspecification.
     """
-    from .misspecification import (LATENCY_UPSAMPLE, MisspecificationError, apply_model_friction, delayed_rows,
+    from .misspecification import (LATENCY_UPSAMPLE, apply_model_friction, check_misspecification, delayed_rows,
                                    parse_misspecify, perturb_real_twin, rolling_shutter_frames, rolling_shutter_sample,
                                    transform_real_trajectory, upsampled_excitation)
 
@@ -105,11 +105,7 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
         raise Sim2SimError(f"unknown noise mode {noise!r}; valid: {', '.join(NOISE_MODES)}")
     mis = parse_misspecify(misspecify)
     if "rolling_shutter" in mis:
-        for exc in (e for v in rig.excitations.values() for e in v):
-            if mis["rolling_shutter"] > 1.0 / exc.rate + 1e-12:
-                raise MisspecificationError(f"--misspecify: rolling_shutter={mis['rolling_shutter']}: the readout "
-                                            f"cannot take longer than a frame period ({1.0 / exc.rate:.4g} s on "
-                                            f"'{exc.name}')")
+        check_misspecification(rig, {"rolling_shutter": mis["rolling_shutter"]})
     if "friction" in mis or "camera" in mis or twin is None:  # the real side's own twin: never move the caller's
         twin = rig.make_twin()
     full = rig.parameters.complete(dict(truth))
