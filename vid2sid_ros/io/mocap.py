@@ -4,7 +4,8 @@ A lab's motion-capture system exports marker positions per frame; :func:`load_mo
 reads them into a :class:`MocapRecording` (time, marker positions in metres in the
 twin's world frame, validity) and :meth:`MocapRecording.trajectory` makes the
 ``kind="points"`` :class:`~vid2sid_ros.core.trajectory.Trajectory` the calibration fits.
-No ROS, no network; pure Python ``csv`` + numpy.
+No ROS, no network; ``csv`` for the header rows, numpy for the data rows (a 1M-row take in
+seconds: ``bench/bench_mocap_parse.py``).
 
 Column layouts (``format``; ``"auto"`` detects them from the first lines)
 -------------------------------------------------------------------------
@@ -205,7 +206,12 @@ def frame_transform(spec: Mapping[str, Any] | None, *, source: str = "frame") ->
 
 
 # -- parsing --------------------------------------------------------------------------
-def _rows(path: Path) -> list[list[str]]:
+#: header rows parsed with ``csv`` (the data rows below them are read column-wise: :func:`_numbers`)
+_HEAD_LINES = 200
+
+
+def _lines(path: Path) -> tuple[list[str], str]:
+    """The file's lines and its delimiter (tab, ``,`` or a spreadsheet locale's ``;``)."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
@@ -213,11 +219,17 @@ def _rows(path: Path) -> list[list[str]]:
     except OSError as err:
         raise MocapError(f"{path}: cannot read: {err.strerror or err}") from None
     lines = text.splitlines()
+    del text
     sample = "\n".join(lines[:40])
     delim = "\t" if sample.count("\t") > sample.count(",") else ","
     first = next((ln for ln in lines if ln.strip()), "")
     if ";" in first and "," not in first and "\t" not in first:
         delim = ";"  # a spreadsheet export in a locale whose list separator is ';'
+    return lines, delim
+
+
+def _split(lines: Sequence[str], delim: str) -> list[list[str]]:
+    """``lines`` as rows of stripped cells (``csv`` quoting rules)."""
     return [[c.strip() for c in row] for row in csv.reader(lines, delimiter=delim)]
 
 
@@ -257,9 +269,10 @@ class _Table:
     time_col: int | None
     rate: float | None
     unit: float | None
-    data: list[tuple[int, list[str]]]          # (1-based line number, row)
+    start: int                                 # 0-based line index of the first data row
     zero_is_gap: bool = False
     frame_col: int | None = None
+    stop_at_blank: bool = False                # the data end at the first blank line (Vicon sections)
 
 
 def _motive(rows: list[list[str]], path: Path) -> _Table:
@@ -289,8 +302,7 @@ def _motive(rows: list[list[str]], path: Path) -> _Table:
     rate = meta.get("export frame rate") or meta.get("capture frame rate")
     unit = meta.get("length units")
     return _Table(columns, 1, float(rate) if rate else None,
-                  _unit_factor(unit, path, "header 'Length Units'") if unit else None,
-                  [(i + 1, r) for i, r in enumerate(rows[hdr + 1:], start=hdr + 1) if any(r)], frame_col=0)
+                  _unit_factor(unit, path, "header 'Length Units'") if unit else None, hdr + 1, frame_col=0)
 
 
 def _vicon(rows: list[list[str]], path: Path) -> _Table:
@@ -309,12 +321,7 @@ def _vicon(rows: list[list[str]], path: Path) -> _Table:
     if len(unit_cells) > 1:
         raise MocapError(f"{path}:5: Vicon CSV: mixed units {sorted(unit_cells)} in the units row")
     unit = _unit_factor(unit_cells.pop(), path, "units row (line 5)") if unit_cells else None
-    data = []
-    for i, r in enumerate(rows[5:], start=6):
-        if not any(r):
-            break  # the trajectories section ends at a blank line
-        data.append((i, r))
-    return _Table(columns, None, rate, unit, data, frame_col=0)
+    return _Table(columns, None, rate, unit, 5, frame_col=0, stop_at_blank=True)  # the section ends at a blank line
 
 
 def _qualisys(rows: list[list[str]], path: Path) -> _Table:
@@ -341,8 +348,7 @@ def _qualisys(rows: list[list[str]], path: Path) -> _Table:
         off = 2 if time_col is not None else 1
         start += 1
     columns = {n: (off + 3 * j, off + 3 * j + 1, off + 3 * j + 2) for j, n in enumerate(names)}
-    return _Table(columns, time_col, rate, 1e-3, [(i + 1, r) for i, r in enumerate(rows[start:], start=start) if any(r)],
-                  zero_is_gap=True, frame_col=0 if off else None)
+    return _Table(columns, time_col, rate, 1e-3, start, zero_is_gap=True, frame_col=0 if off else None)
 
 
 def _plain(rows: list[list[str]], path: Path, time_column: str | None) -> _Table:
@@ -360,7 +366,103 @@ def _plain(rows: list[list[str]], path: Path, time_column: str | None) -> _Table
         if m:
             cols.setdefault(m.group("m").split(":")[-1], {})[m.group("a").lower()] = i
     columns = {m: (c["x"], c["y"], c["z"]) for m, c in cols.items() if set(c) == {"x", "y", "z"}}
-    return _Table(columns, time_col, None, None, [(i + 1, r) for i, r in enumerate(rows[1:], start=1) if any(r)])
+    return _Table(columns, time_col, None, None, 1)
+
+
+def _data_lines(lines: Sequence[str], table: _Table, delim: str) -> list[int]:
+    """0-based indices of the data rows: lines from ``table.start`` holding a cell (blank ones skipped;
+    with ``stop_at_blank`` the data end at the first blank line)."""
+    blank = delim + " \t"
+    stop = len(lines)
+    if table.stop_at_blank:
+        stop = next((i for i in range(table.start, len(lines)) if not lines[i].strip(blank)), stop)
+    return [i for i in range(table.start, stop) if lines[i].strip(blank)]
+
+
+def _numbers(lines: Sequence[str], data: Sequence[int], delim: str, table: _Table,
+             cols: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(times (T,), points (T, K, 3))`` in file units, read column-wise with numpy; None when the rows are
+    not a plain numeric table (quotes, a short row, a cell that is not a number, a missing time), which
+    :func:`_numbers_by_cell` then reads cell by cell to name the line and column.
+
+    The data rows are joined into one text, empty cells written as ``nan`` and parsed by ``np.loadtxt``
+    (its C reader, from bytes, only the columns used): no list of cells per row and no ``float()`` call per
+    cell (``bench/bench_mocap_parse.py``, 1M rows x 11 columns, back to back on the loaded 2-core bench
+    machine: 66 s and +1.18 GB before, 19 s and +0.43 GB after).
+    """
+    import io
+
+    if not data:
+        return None
+    d = delim
+    n = lines[data[0]].count(d) + 1
+    block = "\n".join([lines[i] for i in data])
+    if '"' in block:
+        return None
+    block = f"\n{block}\n"
+    for _ in range(2):  # ",,," needs two passes (the replacements overlap); each scan is cheap, a copy is not
+        if d + d in block:
+            block = block.replace(d + d, f"{d}nan{d}")
+    for empty, cell in (("\n" + d, f"\nnan{d}"), (d + "\n", f"{d}nan\n")):  # first / last cell of a row
+        if empty in block:
+            block = block.replace(empty, cell)
+    extra = [c for c in (table.time_col, table.frame_col) if c is not None]
+    used = sorted({c for c in [*extra, *cols] if c < n})
+    raw = io.BytesIO(block.encode("utf-8"))  # bytes: a StringIO would hold 4 bytes per character
+    del block
+    try:
+        M = np.loadtxt(raw, delimiter=d, dtype=float, usecols=used, ndmin=2, comments=None, encoding="utf-8")
+    except ValueError:  # a cell that is not a number, a short row
+        return None
+    del raw
+    if M.shape[0] != len(data):
+        return None
+    where = {c: j for j, c in enumerate(used)}
+    nan = np.full(len(data), np.nan)
+
+    def col(c: int | None) -> np.ndarray:
+        return M[:, where[c]] if c in where else nan
+
+    if table.time_col is not None:
+        times = col(table.time_col).copy()
+        if not np.all(np.isfinite(times)):
+            return None  # the cell-by-cell reader names the line
+    elif table.frame_col is not None:
+        times = col(table.frame_col).copy()
+    else:
+        times = np.arange(len(data), dtype=float)
+    pts = np.stack([col(c) for c in cols], axis=1).reshape(len(data), len(cols) // 3, 3)
+    return times, pts
+
+
+def _numbers_by_cell(lines: Sequence[str], data: Sequence[int], delim: str, table: _Table,
+                     mapping: Mapping[str, str], path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """What :func:`_numbers` returns, one ``float()`` per cell (``csv`` quoting), naming the bad cell.
+
+    Raises:
+        MocapError: a cell that is not a number (file:line and column), a missing or NaN time.
+    """
+    K = len(mapping)
+    T = len(data)
+    times = np.empty(T)
+    pts = np.full((T, K, 3), np.nan)
+    for r_i, (i, row) in enumerate(zip(data, csv.reader((lines[i] for i in data), delimiter=delim))):
+        line = i + 1
+        row = [c.strip() for c in row]
+        if table.time_col is not None:
+            cell = row[table.time_col] if table.time_col < len(row) else ""
+            times[r_i] = _number(cell, path, line, "time")
+            if not math.isfinite(times[r_i]):
+                raise MocapError(f"{path}:{line}: time column: missing or NaN time")
+        elif table.frame_col is not None:
+            fc = table.frame_col
+            times[r_i] = _number(row[fc] if fc < len(row) else "", path, line, "Frame")
+        else:
+            times[r_i] = r_i
+        for k, label in enumerate(mapping.values()):
+            for a, c in enumerate(table.columns[label]):
+                pts[r_i, k, a] = _number(row[c] if c < len(row) else "", path, line, f"{label} {'XYZ'[a]}")
+    return times, pts
 
 
 def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], format: str = "auto",
@@ -395,7 +497,8 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
         raise MocapError(f"{path}: motion-capture file not found")
     if format == "c3d" or (format == "auto" and path.suffix.lower() == ".c3d"):
         return _load_c3d(path, markers, unit=unit, frame=frame)
-    rows = _rows(path)
+    lines, delim = _lines(path)
+    rows = _split(lines[:_HEAD_LINES], delim)  # the header; data rows are read column-wise below
     if not rows or not any(any(r) for r in rows):
         raise MocapError(f"{path}: empty file")
     fmt = _detect(rows) if format == "auto" else format
@@ -423,28 +526,16 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
     rate_hz = table.rate or rate
     if table.time_col is None and rate_hz is None:
         raise MocapError(f"{path}: no time column (time, t, 'Time (Seconds)') and no rate; give rate: <Hz>")
-    if not table.data:
+    data = _data_lines(lines, table, delim)  # 0-based line indices of the data rows
+    if not data:
         raise MocapError(f"{path}: no data rows")
-    K = len(mapping)
-    T = len(table.data)
-    times = np.empty(T)
-    pts = np.full((T, K, 3), np.nan)
-    tname = "time"
-    for r_i, (line, row) in enumerate(table.data):
-        if table.time_col is not None:
-            cell = row[table.time_col] if table.time_col < len(row) else ""
-            times[r_i] = _number(cell, path, line, tname)
-            if not math.isfinite(times[r_i]):
-                raise MocapError(f"{path}:{line}: time column: missing or NaN time")
-        else:
-            fc = table.frame_col if table.frame_col is not None else None
-            if fc is not None:
-                times[r_i] = _number(row[fc] if fc < len(row) else "", path, line, "Frame")
-            else:
-                times[r_i] = r_i
-        for k, label in enumerate(mapping.values()):
-            for a, c in enumerate(table.columns[label]):
-                pts[r_i, k, a] = _number(row[c] if c < len(row) else "", path, line, f"{label} {'XYZ'[a]}")
+    cols = [c for label in mapping.values() for c in table.columns[label]]
+    parsed = _numbers(lines, data, delim, table, cols)
+    if parsed is None:  # something a plain numeric table does not have: read cell by cell, naming the bad one
+        parsed = _numbers_by_cell(lines, data, delim, table, mapping, path)
+    del lines
+    times, pts = parsed
+    line_of = np.asarray(data) + 1  # 1-based line numbers, for messages
     if table.time_col is None:
         if not np.all(np.isfinite(times)):
             raise MocapError(f"{path}: Frame column holds a non-number")
@@ -453,7 +544,7 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
     bad = np.nonzero(dt <= 0)[0]
     if bad.size:
         i = int(bad[0]) + 1
-        line = table.data[i][0]
+        line = int(line_of[i])
         what = "duplicate" if dt[bad[0]] == 0 else "non-monotonic"
         raise MocapError(f"{path}:{line}: time column: {what} time {times[i]:.6g} s after {times[i - 1]:.6g} s "
                          "(times must increase)")
