@@ -513,14 +513,9 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
             close = difflib.get_close_matches(label, list(table.columns), n=1)
             raise MocapError(f"{path}: marker column {label!r} (keypoint {kp!r}) not found; markers in the file: {have}"
                              + (f" (did you mean {close[0]!r}?)" if close else ""))
-    factor = table.unit
-    if unit is not None:
-        given = _unit_factor(unit, path, "unit")
-        if factor is not None and not math.isclose(given, factor):
-            raise MocapError(f"{path}: unit {unit!r} given but the file's header says {1 / factor:g} units per m")
-        factor = given
-    if factor is None:
-        raise MocapError(f"{path}: the file does not say its length unit; give unit: mm, cm or m")
+    factor = _length_factor(table.unit, unit, path, says=None if table.unit is None else
+                            f"the file's header says {1 / table.unit:g} units per m",
+                            missing="the file does not say its length unit")
     if rate is not None and not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
         raise MocapError(f"{path}: rate must be a number > 0 Hz, got {rate!r}")
     rate_hz = table.rate or rate
@@ -550,14 +545,39 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
                          "(times must increase)")
     if table.zero_is_gap:
         pts[np.all(pts == 0.0, axis=2)] = np.nan
+    if rate_hz is None:
+        rate_hz = 1.0 / float(np.median(dt)) if dt.size else 1.0
+    return _recording(times, mapping, pts, factor, frame, float(rate_hz), path, fmt)
+
+
+def _length_factor(file_factor: float | None, unit: str | None, path: Path, *, says: str | None,
+                   missing: str) -> float:
+    """Metres per file unit: the file's own (``file_factor``) or the ``unit`` option, which must agree.
+
+    Raises:
+        MocapError: ``unit`` unknown or contradicting the file (``says`` what the file says), or neither
+            given (``missing`` says what the file lacks).
+    """
+    factor = file_factor
+    if unit is not None:
+        given = _unit_factor(unit, path, "unit")
+        if factor is not None and not math.isclose(given, factor):
+            raise MocapError(f"{path}: unit {unit!r} given but {says}")
+        factor = given
+    if factor is None:
+        raise MocapError(f"{path}: {missing}; give unit: mm, cm or m")
+    return factor
+
+
+def _recording(times: np.ndarray, mapping: Mapping[str, str], pts: np.ndarray, factor: float,
+               frame: Mapping[str, Any] | None, rate: float, path: Path, fmt: str) -> MocapRecording:
+    """The :class:`MocapRecording` of file-unit points (T, K, 3), NaN = gap: scaled to m, moved into ``frame``."""
     valid = np.all(np.isfinite(pts), axis=2)
     name, R, p = frame_transform(frame, source=f"{path} frame")
     world = pts * factor @ R.T + p
     world[~valid] = np.nan
-    if rate_hz is None:
-        rate_hz = 1.0 / float(np.median(dt)) if dt.size else 1.0
     invalid = {kp: int((~valid[:, k]).sum()) for k, kp in enumerate(mapping)}
-    return MocapRecording(times, tuple(mapping), world, valid, name, float(rate_hz), invalid, str(path), fmt)
+    return MocapRecording(times, tuple(mapping), world, valid, name, rate, invalid, str(path), fmt)
 
 
 def _load_c3d(path: Path, markers: Mapping[str, str] | Sequence[str], *, unit: str | None,
@@ -590,14 +610,8 @@ def _load_c3d(path: Path, markers: Mapping[str, str] | Sequence[str], *, unit: s
             close = difflib.get_close_matches(label, labels, n=1)
             raise MocapError(f"{path}: marker {label!r} (keypoint {kp!r}) not in POINT:LABELS; markers in the file: "
                              f"{', '.join(labels) or 'none'}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    factor = _unit_factor(file_unit, path, "POINT:UNITS") if file_unit else None
-    if unit is not None:
-        given = _unit_factor(unit, path, "unit")
-        if factor is not None and not math.isclose(given, factor):
-            raise MocapError(f"{path}: unit {unit!r} given but POINT:UNITS says {file_unit!r}")
-        factor = given
-    if factor is None:
-        raise MocapError(f"{path}: POINT:UNITS is empty; give unit: mm, cm or m")
+    factor = _length_factor(_unit_factor(file_unit, path, "POINT:UNITS") if file_unit else None, unit, path,
+                            says=f"POINT:UNITS says {file_unit!r}", missing="POINT:UNITS is empty")
     if not (rate > 0 and math.isfinite(rate)):
         raise MocapError(f"{path}: POINT:RATE is {rate!r}; expected a rate > 0 Hz")
     if not frames:
@@ -608,12 +622,7 @@ def _load_c3d(path: Path, markers: Mapping[str, str] | Sequence[str], *, unit: s
     data = np.stack([p[idx] for _, p in frames])  # (T, K, 4): x, y, z, residual
     pts = data[..., :3].copy()
     pts[data[..., 3] < 0] = np.nan
-    valid = np.all(np.isfinite(pts), axis=2)
-    name, R, p = frame_transform(frame, source=f"{path} frame")
-    world = pts * factor @ R.T + p
-    world[~valid] = np.nan
-    invalid = {kp: int((~valid[:, k]).sum()) for k, kp in enumerate(mapping)}
-    return MocapRecording(times, tuple(mapping), world, valid, name, rate, invalid, str(path), "c3d")
+    return _recording(times, mapping, pts, factor, frame, rate, path, "c3d")
 
 
 def write_motive_csv(path: str | Path, time: np.ndarray, points_m: np.ndarray, markers: Sequence[str], *,
