@@ -156,3 +156,13 @@ def test_resume_with_another_explicit_truth_leaves_real_trial_json_alone(tmp_pat
     assert rc == 2 and err.count("\n") == 1
     assert "real_trial.json holds another hidden truth (differs in gain)" in err and "nothing was changed" in err
     assert _snapshot(out) == before
+
+
+def test_a_budget_below_one_evaluation_is_refused_before_the_run_directory_is_written(tmp_path, capsys):
+    """Regression: `calibrate --budget 1` on a two-excitation rig wrote OUT/real_trial.json and OUT/run.log, then
+    refused; the budget is now one of check_run_dir's refusal checks."""
+    out = tmp_path / "run"
+    assert main(["calibrate", "--rig", TOY, "--budget", "1", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "rollout budget 1 cannot pay for one evaluation (2 rollouts)" in err and err.count("\n") == 1, err
+    assert not out.exists()

@@ -514,7 +514,8 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
     ``parameters`` may be the physics spec: the measurement nuisances ``config.nuisance``
     enables are added as :func:`run_calibration` adds them.
 
-    Checks: a run (``run.json``) exists without ``config.resume``; ``resume`` without a
+    Checks: a fresh run's budget below one evaluation (one rollout per training
+    excitation); a run (``run.json``) exists without ``config.resume``; ``resume`` without a
     directory or a run; completed iterations (``iterations.jsonl``, ``proposer_state/``)
     without their ``run.json`` (never started afresh over them); a resume whose proposer,
     seed, budget, spec, trials or start differ; an ``iterations.jsonl`` that is not a
@@ -531,6 +532,10 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
         CalibrationError: naming the directory or file (and line) and how to recover.
     """
     cfg = config
+    if (real is not None and not cfg.resume and cfg.rollout_budget is not None
+            and cfg.rollout_budget < len(real.train_excitations)):  # one evaluation = one rollout per excitation
+        raise CalibrationError(f"rollout budget {cfg.rollout_budget} cannot pay for one evaluation "
+                               f"({len(real.train_excitations)} rollouts)")
     if run_dir is None:
         if cfg.resume:
             raise CalibrationError("resume needs a run directory")
