@@ -172,18 +172,7 @@ def test_a_slowly_moving_marker_is_found_in_its_window_without_a_whole_frame_sea
     velocity is found in the window around its predicted position (no whole-frame search), and
     a compact blob costs no connected-components pass."""
     tr = MarkerTracker([_green()], roi_radius_px=12)
-    calls = {"coarse": 0, "components": 0}
-    coarse, components = tr._coarse_search, tr._largest_component
-
-    def _coarse(*a, **k):
-        calls["coarse"] += 1
-        return coarse(*a, **k)
-
-    def _components(*a, **k):
-        calls["components"] += 1
-        return components(*a, **k)
-
-    tr._coarse_search, tr._largest_component = _coarse, _components
+    calls = _spied(tr)
     # speeding up from 4 to 13 px a frame: the window (half-size 12 px, a radius-5 disc must lie inside it)
     # holds the marker only around the constant-velocity prediction, never around the last position
     truth = [(20.0 + 4 * t + 0.5 * t * (t - 1), 30.0 + 1.75 * t) for t in range(11)]
@@ -195,18 +184,93 @@ def test_a_slowly_moving_marker_is_found_in_its_window_without_a_whole_frame_sea
 
 def test_a_speck_inside_the_search_window_does_not_pull_the_centroid():
     """A window holding the marker and a same-coloured speck is not one compact blob: the largest
-    component is measured, not the moment of everything in range."""
+    component is measured, not the moment of everything in range; its footprint (area, elongation)
+    matches the one the compact-blob path measured on the frames before the speck appeared."""
     frames, truth = [], []
-    for t in range(5):
+    for t in range(8):
         c = (60.0 + 1.5 * t, 60.0 + 0.5 * t)
         f = _disc_frame([c], [G])
-        x = int(round(c[0]))
-        f[69:72, x + 9:x + 12] = G  # 9 px speck 9-11 px right of and below the centre, inside the window
+        if t >= 4:
+            x = int(round(c[0]))
+            f[69:72, x + 9:x + 12] = G  # 9 px speck 9-11 px right of and below the centre, inside the window
         frames.append(f)
         truth.append(c)
-    traj = MarkerTracker([_green()], roi_radius_px=12).track(frames)
-    assert traj.valid.all()
+    tr = MarkerTracker([_green()], roi_radius_px=12)
+    traj = tr.track(frames)
+    assert traj.valid.all() and tr.occluded == [0]
     assert np.abs(traj.keypoints[:, 0] - np.array(truth)).max() < 0.2
+
+
+def _spied(tracker: MarkerTracker) -> dict[str, int]:
+    """Count the whole-frame searches and connected-component passes ``tracker`` makes."""
+    calls = {"coarse": 0, "components": 0}
+    coarse, components = tracker._coarse_search, tracker._largest_component
+
+    def _coarse(*a, **k):
+        calls["coarse"] += 1
+        return coarse(*a, **k)
+
+    def _components(*a, **k):
+        calls["components"] += 1
+        return components(*a, **k)
+
+    tracker._coarse_search, tracker._largest_component = _coarse, _components
+    return calls
+
+
+def _square(rows: slice, cols: slice) -> np.ndarray:
+    f = np.full((120, 160, 3), 40, np.uint8)
+    f[rows, cols] = G
+    return f
+
+
+@pytest.mark.parametrize("rows, cols, min_area, max_area, components", [
+    (slice(41, 44), slice(61, 64), 5, None, 2),  # 3x3: one pixel left after 2x subsampling: found at full res
+    (slice(40, 45), slice(60, 65), 10, None, 1),  # 5x5: 9 px subsampled = 36 px at full scale >= 10
+    (slice(40, 42), slice(60, 62), 4, 4, 1),  # 2x2 = exactly min_area = max_area: accepted
+], ids=["vanishes_when_subsampled", "subsampled_area_is_scaled", "area_at_both_limits"])
+def test_small_markers_and_area_limits_in_the_whole_frame_search(rows, cols, min_area, max_area, components):
+    tr = MarkerTracker([_green(min_area_px=min_area, max_area_px=max_area)])
+    calls = _spied(tr)
+    xy, valid = tr.detect(_square(rows, cols))
+    centre = ((cols.start + cols.stop - 1) / 2, (rows.start + rows.stop - 1) / 2)
+    assert valid[0] and np.allclose(xy[0], centre, atol=1e-6)
+    assert calls == {"coarse": 1, "components": components}
+
+
+def test_the_largest_blob_is_picked_wherever_it_is_in_scan_order():
+    f = _disc_frame([(80.0, 70.0)], [G], radius=6)
+    f[10:13, 20:23] = G  # a speck above the marker: the first component in row-major order
+    f[100:102, 140:142] = G  # a 4 px speck below min_area_px
+    xy, valid = MarkerTracker([_green()]).detect(f)
+    assert valid[0] and np.allclose(xy[0], (80.0, 70.0), atol=0.2)
+    only_speck = _square(slice(50, 52), slice(50, 52))  # 4 px < min_area_px 6, with a max_area set too
+    assert not MarkerTracker([_green(max_area_px=400)]).detect(only_speck)[1][0]
+
+
+def test_both_blob_paths_measure_the_same_footprint():
+    """The compact-blob fast path and the connected-components path give one area and elongation."""
+    yy, xx = np.mgrid[0:60, 0:80]
+    ellipse = ((((xx - 40.3) / 12.0) ** 2 + ((yy - 30.6) / 4.0) ** 2) <= 1).astype(np.uint8) * 255
+    tr = MarkerTracker([_green()])
+    spec = tr.markers[0]
+    comp = tr._largest_component(ellipse, spec)
+    assert comp.area == float((ellipse > 0).sum()) and 2.7 < comp.elongation < 3.3  # axes 12 : 4
+    rgb = np.full((60, 80, 3), 40, np.uint8)
+    rgb[ellipse > 0] = G
+    fast = tr._blob(rgb, spec)
+    assert fast.area == comp.area and fast.elongation == pytest.approx(comp.elongation, rel=1e-9)
+    assert fast.bbox == comp.bbox and (fast.cx, fast.cy) == pytest.approx((comp.cx, comp.cy))
+
+
+def test_wrapped_hue_mask_keeps_the_saturation_and_value_bounds():
+    spec = MarkerSpec("red", (170, 100, 50), (10, 200, 250))
+    pixels = {(175, 150, 150): 255, (5, 150, 150): 255, (0, 100, 50): 255, (179, 200, 250): 255,
+              (150, 150, 150): 0, (20, 150, 150): 0,  # hue outside the wrapped range
+              (175, 90, 150): 0, (5, 90, 150): 0, (175, 210, 150): 0, (5, 210, 150): 0,  # saturation
+              (175, 150, 40): 0, (5, 150, 40): 0, (175, 150, 255): 0, (5, 150, 255): 0}  # value
+    hsv = np.array([list(pixels)], np.uint8)
+    assert spec.mask(hsv)[0].tolist() == list(pixels.values())
 
 
 @pytest.mark.parametrize("step", [(13.0, 0.0), (-13.0, 0.0), (0.0, 13.0), (0.0, -13.0)],
