@@ -292,3 +292,14 @@ def test_search_window_wholly_outside_the_frame_finds_nothing():
     for centre in [(172.0, 50.0), (175.0, 50.0), (50.0, 132.0), (50.0, 140.0)]:  # window starts at/after W or H
         assert tr._search_window(frame, spec, centre, 12) is None
     assert tr._search_window(frame, spec, (150.0, 110.0), 12) is not None
+
+
+@pytest.mark.parametrize("axis", [0, 1], ids=["left", "top"])
+def test_marker_reaching_the_image_edge_from_a_window_one_pixel_inside_is_invalid(axis):
+    """The window (half-size 12 around the last position 13.5) starts at column/row 1; the marker
+    now reaches column/row 0: the window shows it cut, the image border makes it invalid."""
+    first, now = [60.0, 60.0], [60.0, 60.0]
+    first[axis], now[axis] = 13.5, 4.6
+    traj = MarkerTracker([_green()], roi_radius_px=12).track([_disc_frame([tuple(first)], [G]),
+                                                              _disc_frame([tuple(now)], [G])])
+    assert traj.valid[:, 0].tolist() == [True, False]
