@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import cv2
 import numpy as np
 import pytest
 from test_markers import _disc_frame
@@ -303,3 +304,86 @@ def test_marker_reaching_the_image_edge_from_a_window_one_pixel_inside_is_invali
     traj = MarkerTracker([_green()], roi_radius_px=12).track([_disc_frame([tuple(first)], [G]),
                                                               _disc_frame([tuple(now)], [G])])
     assert traj.valid[:, 0].tolist() == [True, False]
+
+
+def test_tracker_settings_defaults_and_limits():
+    tr = MarkerTracker([_green()])
+    assert (tr.roi_radius_px, tr.footprint_tolerance, tr.footprint_window) == (24, 0.3, 9)
+    edge = MarkerTracker([_green()], roi_radius_px=0, footprint_window=3, footprint_tolerance=0.999)
+    assert (edge.roi_radius_px, edge.footprint_window) == (0, 3)
+    assert edge.track([_disc_frame([(50.0, 50.0)], [G])] * 2).valid.all()  # roi 0: whole-frame search each frame
+    for tol in (0.0, 1.0, -0.1):
+        with pytest.raises(MarkerTrackerError, match=r"footprint_tolerance must be a number in \(0, 1\)"):
+            MarkerTracker([_green()], footprint_tolerance=tol)
+    for window in (5.0, True, "9"):
+        with pytest.raises(MarkerTrackerError, match="footprint_window must be an integer >= 3"):
+            MarkerTracker([_green()], footprint_window=window)
+    assert MarkerTracker([_green()], footprint_window=np.int64(4)).footprint_window == 4
+    with pytest.raises(MarkerTrackerError, match="roi_radius_px must be >= 0, got -1"):
+        MarkerTracker([_green()], roi_radius_px=-1)
+
+
+def test_frame_shape_checks_name_each_bad_dimension():
+    tr = MarkerTracker([_green()])
+    for shape in [(0, 5, 3), (5, 0, 3)]:
+        with pytest.raises(MarkerTrackerError, match=r"H, W > 0, got \(%d, %d, 3\)" % shape[:2]):
+            tr.detect(np.zeros(shape, np.uint8))
+    with pytest.raises(MarkerTrackerError, match=r"shape \(H, W, 3\).*got \(10, 10, 4\)"):
+        tr.detect(np.zeros((10, 10, 4), np.uint8))
+    for shape in [(1, 10, 3), (10, 1, 3)]:  # one row or one column is a (tiny) image: nothing found, no error
+        xy, valid = tr.detect(np.zeros(shape, np.uint8))
+        assert not valid[0] and np.isnan(xy[0]).all()
+
+
+def _aruco_frame(tags, size=(200, 320), offset=(0.0, 0.0)):
+    """White frame with ArUco tags ``[(dictionary, id, x0, y0)]`` of 60 px, shifted by a sub-pixel ``offset``."""
+    canvas = np.full(size, 255, np.uint8)
+    for dname, mid, x0, y0 in tags:
+        d = cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, dname))
+        canvas[y0:y0 + 60, x0:x0 + 60] = cv2.aruco.generateImageMarker(d, mid, 60)
+    m = np.float32([[1, 0, offset[0]], [0, 1, offset[1]]])
+    g = cv2.warpAffine(canvas, m, size[::-1], flags=cv2.INTER_LINEAR, borderValue=255)
+    return np.repeat(g[..., None], 3, axis=2)
+
+
+def test_aruco_markers_of_two_dictionaries_beside_a_colour_marker():
+    tr = MarkerTracker([_green()], aruco=[ArucoMarkerSpec("a", 7), ArucoMarkerSpec("b", 3, "DICT_5X5_50")])
+    frame = _aruco_frame([("DICT_4X4_50", 7, 20, 20), ("DICT_5X5_50", 3, 200, 110)])
+    frame[150:161, 95:106] = G  # an 11x11 px green square, centre (100, 155)
+    xy, valid = tr.detect(frame)
+    assert valid.all()
+    assert np.allclose(xy, [(100.0, 155.0), (49.5, 49.5), (229.5, 139.5)], atol=0.1)
+    # a frame holding only one dictionary's tag: the other dictionary finding nothing does not stop the search
+    only_a = tr.detect(_aruco_frame([("DICT_4X4_50", 7, 20, 20)]))[1]
+    only_b = tr.detect(_aruco_frame([("DICT_5X5_50", 3, 200, 110)]))[1]
+    assert only_a.tolist() == [False, True, False] and only_b.tolist() == [False, False, True]
+    # one detector per dictionary, built once and reused
+    dets = dict(tr._aruco_detectors)
+    assert sorted(dets) == ["DICT_4X4_50", "DICT_5X5_50"] and all(d is not None for d in dets.values())
+    tr.detect(frame)
+    assert all(tr._aruco_detectors[k] is dets[k] for k in dets)
+
+
+@pytest.mark.parametrize("offset", [(0.5, 0.25), (0.3, 0.6)])
+def test_aruco_centre_is_sub_pixel(offset):
+    """Corner refinement: a tag drawn at a sub-pixel shift is located to < 0.12 px (integer corners: 0.15-0.25)."""
+    tr = MarkerTracker([], aruco=[ArucoMarkerSpec("b", 3, "DICT_5X5_50")])
+    xy, valid = tr.detect(_aruco_frame([("DICT_5X5_50", 3, 100, 70)], offset=offset))
+    assert valid[0]
+    assert np.abs(xy[0] - (129.5 + offset[0], 99.5 + offset[1])).max() < 0.12
+
+
+def test_a_marker_larger_than_the_search_window_is_measured_on_the_full_frame():
+    truth = [(80.0, 60.0), (81.0, 60.5), (82.0, 61.0)]
+    tr = MarkerTracker([_green()], roi_radius_px=8)  # re-search window half-size 2 * 8 = 16 < radius 25
+    traj = tr.track([_disc_frame([c], [G], radius=25.0) for c in truth])
+    assert traj.valid.all()
+    assert np.abs(traj.keypoints[:, 0] - np.array(truth)).max() < 0.2
+
+
+def test_a_blob_the_subsampled_search_accepts_but_the_full_frame_refuses_is_lost_quietly():
+    """A 5x5 square at odd rows/columns is 4 px (x4 = 16) subsampled but 25 px in full; with
+    max_area_px 20 the whole-frame search finds it, the full-resolution measure refuses it."""
+    tr = MarkerTracker([_green(max_area_px=20)])
+    traj = tr.track([_square(slice(41, 46), slice(61, 66))] * 3)
+    assert not traj.valid.any()
