@@ -238,7 +238,8 @@ KEYS: tuple[Key, ...] = (
     Key("nuisance", "mapping", default={}, doc="Measurement nuisances identified with the physics and reported "
         "apart: `latency` (camera delay behind the commands; default on when the trials are commanded) and "
         "`marker_offsets` (a constant offset per keypoint; default on for recorded trials), interpreted by "
-        "`vid2sid_ros/calibration/nuisance.py`. Camera-pose nuisances are `camera.*` parameters."),
+        "`vid2sid_ros/calibration/nuisance.py` and read alike by `vid2sid calibrate`, `demo`, `benchmark` and "
+        "`calibrator_node`. Camera-pose nuisances are `camera.*` parameters."),
     Key("nuisance.*", "mapping | boolean", doc="`true`/`false` or `{enabled: bool, bounds: [lower, upper]}` with "
         "lower < 0 < upper (latency s, default [-0.05, 0.05]; marker offsets px, default [-5, 5], m for motion "
         "capture)."),
