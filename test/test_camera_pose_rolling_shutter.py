@@ -247,7 +247,7 @@ def test_benchmark_prints_the_diagnosis_warnings_before_the_results_table(tmp_pa
     assert code == 0, lines
     warn = next(i for i, ln in enumerate(lines) if ln.startswith("Residual diagnosis: reasoner warned in 1/1"))
     table = next(i for i, ln in enumerate(lines) if ln.startswith("| method | mean rel. param. error"))
-    assert warn < table and "offset 1/1" in lines[warn] and "not physical" in lines[warn]
+    assert warn < table and "(named: " in lines[warn] and "offset 1/1" in lines[warn] and "not physical" in lines[warn]
     clean = (tmp_path / "b" / "results.md").read_text()
     assert clean.index("Residual diagnosis: reasoner") < clean.index("| method | mean rel. param. error")
 

@@ -323,9 +323,9 @@ def latency_error_cell(method: Mapping[str, Any]) -> str:
 def diagnosis_lines(results: Mapping[str, Any]) -> list[str]:
     """What the residual diagnosis said, per method, before any parameter figure (Markdown lines).
 
-    ``"Residual diagnosis: reasoner warned in 5/5 calibrations (offset 5/5): its parameters are
-    probably compensating a model error, not physical."``; one line per method that warned, with
-    the kinds named and in how many seeds; nothing when no calibration warned.
+    ``"Residual diagnosis: reasoner warned in 5/5 calibrations (named: offset 5/5): those parameters
+    are probably compensating a model error, not physical."``; one line per method that warned, with
+    the kinds its warnings and notes named and in how many seeds; nothing when no calibration warned.
     """
     out = []
     for m in results["methods"]:
@@ -338,7 +338,7 @@ def diagnosis_lines(results: Mapping[str, Any]) -> list[str]:
             for k in dict.fromkeys(r["diagnosis"].get("kinds") or []):
                 kinds[k] = kinds.get(k, 0) + 1
         named = ", ".join(f"{k} {v}/{len(recs)}" for k, v in kinds.items())
-        out.append(f"Residual diagnosis: {m} warned in {len(warned)}/{len(recs)} calibrations ({named}): those "
+        out.append(f"Residual diagnosis: {m} warned in {len(warned)}/{len(recs)} calibrations (named: {named}): those "
                    "parameters are probably compensating a model error, not physical.")
     return out + [""] if out else []
 
