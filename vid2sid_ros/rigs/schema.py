@@ -129,7 +129,8 @@ KEYS: tuple[Key, ...] = (
     Key("camera.camera_info", "path", doc="`sensor_msgs/CameraInfo` YAML as written by ROS `camera_calibration` "
         "(`image_width`, `image_height`, `camera_matrix`, `distortion_model: plumb_bob`, "
         "`distortion_coefficients`)."),
-    Key("camera.width", "integer", "px", 640, "Image width."),
+    Key("camera.width", "integer", "px", 640, "Image width (the rig's `make_twin(width=, height=)` renders another "
+        "size with the same view: intrinsics scaled with the image, `fx` and `cx` by width / `camera.width`)."),
     Key("camera.height", "integer", "px", 480, "Image height."),
     Key("camera.fx", "number", "px", doc="Focal length along x (default: from `fovy`)."),
     Key("camera.fy", "number", "px", doc="Focal length along y (default: `fx`)."),
