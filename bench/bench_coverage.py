@@ -1,15 +1,21 @@
 """Coverage of the stated 95 % parameter intervals over sim2sim seeds.
 
 Runs ``vid2sid benchmark sim2sim`` (library call) with ``final_identifiability`` on, so each
-calibration reports a Gauss–Newton standard deviation per parameter (ESS-corrected:
-``vid2sid_ros.calibration.identifiability.correlation_time``), and counts how often the true
-value lies inside identified ± 1.96 std. A calibrated interval contains the truth in ~95 %
-of cases; the issue asks for 90–99 % over at least 20 seeds per rig.
+calibration reports a 95 % interval per parameter
+(:mod:`vid2sid_ros.calibration.identifiability`: centred on the Gauss–Newton optimum of the
+measurement-consistent residual — the twin filmed like the robot,
+:mod:`vid2sid_ros.calibration.tracker_bias` — half-width 1.96 σ, σ from the ESS-corrected
+Gauss–Newton covariance, never below the block sandwich), and counts how often the true value
+lies inside. A calibrated interval contains the truth in ~95 % of cases; the issue asks for
+90–99 % over at least 20 seeds per rig. Beside it: the coverage of the symmetric
+``value ± 1.96·std`` (the smallest interval about the reported value that holds the 95 % one,
+what the CLI prints), and the median interval half-width relative to the identified value
+(intervals must stay useful).
 
     nice .venv/bin/python bench/bench_coverage.py --rig finger --seeds 20 --budget 40 --out runs/bench_coverage
 
-Prints coverage per parameter and overall, with and without the correlation-time
-correction (the uncorrected width is the corrected one divided by sqrt(tau)).
+Writes ``OUT/RIG_METHOD_BUDGET_NOISE/coverage.{json,md}`` beside the benchmark's results
+(re-running continues the finished calibrations).
 """
 
 from __future__ import annotations
@@ -20,12 +26,56 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", "119")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np  # noqa: E402
+
 from vid2sid_ros.calibration.benchmark import run_benchmark  # noqa: E402
+
+#: two-sided 95 % quantile of the standard normal distribution
+Z95 = 1.959963984540054
+
+
+def coverage(per_seed: Sequence[Mapping[str, Any]], method: str, free: Sequence[str]) -> dict[str, Any]:
+    """Coverage counts of the benchmark's per-seed records (``results.json`` ``per_seed``).
+
+    Returns:
+        ``{"inside": {name: n}, "counted": {name: n}, "inside_symmetric": {name: n},
+        "coverage": fraction, "coverage_symmetric": fraction,
+        "median_half_width_rel": fraction, "half_width_rel": {name: median fraction},
+        "bias_applied": seeds whose interval includes the twin's tracker bias}``;
+        a parameter-seed without a finite interval is not counted.
+    """
+    inside = {n: 0 for n in free}
+    inside_sym = {n: 0 for n in free}
+    counted = {n: 0 for n in free}
+    widths: dict[str, list[float]] = {n: [] for n in free}
+    applied = 0
+    for s in per_seed:
+        rec = s["methods"][method]
+        applied += bool((rec.get("measurement_bias") or {}).get("applied"))
+        for n in free:
+            iv = (rec.get("interval") or {}).get(n)
+            std = (rec.get("uncertainty") or {}).get(n)
+            if iv is None or std is None or not all(math.isfinite(float(x)) for x in (*iv, std)):
+                continue
+            lo, hi = float(iv[0]), float(iv[1])
+            v, t = float(rec["values"][n]), float(s["truth"][n])
+            counted[n] += 1
+            inside[n] += lo <= t <= hi
+            inside_sym[n] += abs(v - t) <= Z95 * float(std)
+            widths[n].append(0.5 * (hi - lo) / abs(v) if v else math.inf)
+    total = max(sum(counted.values()), 1)
+    all_w = [w for ws in widths.values() for w in ws]
+    return {"inside": inside, "inside_symmetric": inside_sym, "counted": counted,
+            "coverage": sum(inside.values()) / total, "coverage_symmetric": sum(inside_sym.values()) / total,
+            "median_half_width_rel": float(np.median(all_w)) if all_w else None,
+            "half_width_rel": {n: float(np.median(w)) if w else None for n, w in widths.items()},
+            "bias_applied": applied}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,28 +90,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="runs/bench_coverage")
     a = ap.parse_args(argv)
     out = Path(a.out) / f"{a.rig}_{a.method}_{a.budget}_{a.noise}"
+    # the intervals need only the final check: no check at the nominal point, no residual diagnosis
     res = run_benchmark(a.rig, [a.method], a.seeds, budget=a.budget, out=out, final_identifiability=True,
-                        progress=False, noise=a.noise)
+                        progress=False, noise=a.noise, nominal_identifiability=False, diagnosis=False)
     free = res["free_parameters"]
-    inside = {n: 0 for n in free}
-    counted = {n: 0 for n in free}
-    for s in res["per_seed"]:
-        rec = s["methods"][a.method]
-        for n in free:
-            std = (rec.get("uncertainty") or {}).get(n)
-            if std is None or not math.isfinite(std):
-                continue
-            counted[n] += 1
-            inside[n] += abs(rec["values"][n] - s["truth"][n]) <= 1.96 * std
-    total_in, total = sum(inside.values()), sum(counted.values())
-    lines = [f"{a.rig}, {a.method}, budget {a.budget}, noise {res['noise']}, {len(res['per_seed'])} seeds: 95 % "
-             "interval coverage "
-             f"{100 * total_in / max(total, 1):.1f} % ({total_in}/{total} parameter-seeds)"]
-    lines += [f"  {n}: {inside[n]}/{counted[n]}" for n in free]
+    cov = coverage(res["per_seed"], a.method, free)
+    n_in, n = sum(cov["inside"].values()), sum(cov["counted"].values())
+    n_sym = sum(cov["inside_symmetric"].values())
+    mean_err = res["methods"][a.method]["mean_rel_param_error"]
+    lines = [f"{a.rig}, {a.method}, budget {a.budget}, noise {res['noise']}, {len(res['per_seed'])} seeds "
+             f"(mean rel. parameter error {100 * mean_err:.2f} %): 95 % interval coverage "
+             f"{100 * cov['coverage']:.1f} % ({n_in}/{n} parameter-seeds); symmetric value ± 1.96 std "
+             f"{100 * cov['coverage_symmetric']:.1f} % ({n_sym}/{n}); median half-width "
+             f"{100 * (cov['median_half_width_rel'] or math.nan):.2f} % of the value; tracker bias measured in "
+             f"{cov['bias_applied']}/{len(res['per_seed'])} seeds"]
+    lines += [f"  {p}: {cov['inside'][p]}/{cov['counted'][p]} (symmetric {cov['inside_symmetric'][p]}), median "
+              f"half-width {100 * (cov['half_width_rel'][p] or math.nan):.3f} %" for p in free]
     text = "\n".join(lines)
     print(text)
-    (out / "coverage.json").write_text(json.dumps({"inside": inside, "counted": counted,
-                                                   "coverage": total_in / max(total, 1)}, indent=1))
+    (out / "coverage.json").write_text(json.dumps({**cov, "mean_rel_param_error": mean_err,
+                                                   "seeds": res["seeds"], "noise": res["noise"]}, indent=1))
     (out / "coverage.md").write_text(text + "\n")
     return 0
 

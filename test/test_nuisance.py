@@ -229,8 +229,8 @@ def test_block_sandwich_widens_intervals_when_errors_grow_with_the_sensitivity()
     assert a.uncertainty["k"] <= b.uncertainty["k"] < 1.3 * a.uncertainty["k"]
 
 
-def test_intervals_include_the_remaining_gauss_newton_step():
-    from vid2sid_ros.calibration.identifiability import analyse_jacobian
+def test_intervals_are_centred_on_the_remaining_gauss_newton_step():
+    from vid2sid_ros.calibration.identifiability import Z95, analyse_jacobian
     from vid2sid_ros.core.parameters import ParameterSet, ParameterSpec
 
     params = ParameterSet((ParameterSpec("k", "N/m", 0.0, 2.0, 1.0),))
@@ -239,6 +239,10 @@ def test_intervals_include_the_remaining_gauss_newton_step():
     noise = rng.normal(0.0, 0.1, 400)
     at_optimum = noise - J[:, 0] * (J[:, 0] @ noise) / (J[:, 0] @ J[:, 0])  # orthogonal to J: step 0
     away = at_optimum + J[:, 0] * 0.05  # stopped 0.05 (normalised) short of the optimum
-    a = analyse_jacobian(J, params, {"k": 1.0}, residuals=at_optimum, warn=False).uncertainty["k"]
-    b = analyse_jacobian(J, params, {"k": 1.0}, residuals=away, warn=False).uncertainty["k"]
-    assert b > 0.05 * 2.0 * 0.99 > a  # 0.05 normalised = 0.1 N/m on a [0, 2] range
+    a = analyse_jacobian(J, params, {"k": 1.0}, residuals=at_optimum, warn=False)
+    b = analyse_jacobian(J, params, {"k": 1.0}, residuals=away, warn=False)
+    assert a.centre["k"] == pytest.approx(1.0, abs=1e-9) and b.centre["k"] == pytest.approx(0.9, abs=1e-9)
+    lo, hi = b.interval["k"]
+    assert lo < 0.9 < hi < 1.0  # 0.05 normalised = 0.1 N/m on a [0, 2] range: the reported 1.0 is outside
+    assert (hi - lo) == pytest.approx(a.interval["k"][1] - a.interval["k"][0], rel=1e-6)  # same noise, same width
+    assert b.uncertainty["k"] == pytest.approx((1.0 - lo) / Z95) and b.uncertainty["k"] > 0.1 / Z95 > a.uncertainty["k"]

@@ -101,6 +101,8 @@ def run_benchmark(
     on_result: Callable[[dict[str, Any]], None] | None = None,
     misspecify: str | Mapping[str, float] | None = None,
     nuisance: Mapping[str, Any] | None = None,
+    nominal_identifiability: bool = True,
+    diagnosis: bool = True,
 ) -> dict[str, Any]:
     """Run the sim2sim benchmark (module docstring) and write ``out/results.{json,md}``.
 
@@ -119,6 +121,9 @@ def run_benchmark(
         misspecify: ``"latency=0.02,frozen"`` or ``{kind: size}`` (module docstring).
         nuisance: the calibration's ``nuisance:`` switches (default: the rig config's
             ``nuisance:`` block, else the defaults: latency free).
+        nominal_identifiability: run the identifiability check at the nominal point per seed
+            (``identifiability_nominal`` in the per-seed record; 4n + 1 evaluations, diagnostic).
+        diagnosis: the residual diagnosis after each calibration (diagnostic rollouts).
 
     Returns:
         The ``results.json`` content.
@@ -173,13 +178,16 @@ def run_benchmark(
             truth = draw_ground_truth(params, seed, low=truth_range[0], high=truth_range[1])
             twin = rig_obj.make_twin()
             real = make_sim2sim_trial(rig_obj, truth, seed=seed, noise=noise_mode, twin=twin, misspecify=mis or None)
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", IdentifiabilityWarning)
-                ident = check_identifiability(TrialObjective(twin, real.train_excitations, real.train, params),
-                                              params.nominal())
+            caught: list = []
+            ident = None
+            if nominal_identifiability:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", IdentifiabilityWarning)
+                    ident = check_identifiability(TrialObjective(twin, real.train_excitations, real.train, params),
+                                                  params.nominal())
             seed_rec: dict[str, Any] = {"seed": seed, "truth": {n: truth[n] for n in free},
                                         "tracking": real.meta.get("tracking"),
-                                        "identifiability_nominal": ident.to_dict(), "methods": {},
+                                        "identifiability_nominal": ident.to_dict() if ident else None, "methods": {},
                                         **({"misspecification": real.meta.get("misspecification")} if mis else {})}
             if caught:
                 seed_rec["identifiability_warning"] = str(caught[0].message)
@@ -189,6 +197,7 @@ def run_benchmark(
                 proposer = make_proposer(m, **dict((proposer_options or {}).get(m, {})))
                 cfg = CalibrationConfig(iterations=iterations, rollout_budget=budget, seed=seed,
                                         identifiability=False, final_identifiability=final_identifiability,
+                                        diagnosis=diagnosis,
                                         nuisance=None if nuisance is None else dict(nuisance))
                 run_dir = out_dir / f"seed_{seed}" / m if out_dir is not None else None
                 if run_dir is not None and (run_dir / "run.json").exists():
@@ -203,6 +212,9 @@ def run_benchmark(
                        "initial_train_mae_px": res.initial_error_px, "rollouts": res.rollouts,
                        "iterations": res.iterations, "wall_s": res.wall_s, "stopped": res.stopped,
                        "uncertainty": res.uncertainty,
+                       "interval": dict(res.final_identifiability.interval) if res.final_identifiability else {},
+                       "measurement_bias": (dict(res.final_identifiability.measurement_bias)
+                                            if res.final_identifiability else {}),
                        "nuisance": {k: v for k, v in res.values.items() if k not in params.names}}
                 diag = res.diagnosis or {}
                 kinds = list(diag.get("kinds") or [])

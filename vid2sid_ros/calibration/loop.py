@@ -79,6 +79,9 @@ __all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_ca
            "RunDirCheck", "validate_records",
            "record_to_dict", "record_from_dict", "load_history", "UNLIMITED_ROLLOUTS"]
 
+#: Gauss-Newton (chord) iterations the final check takes towards its interval's centre (diagnostic rollouts)
+FINAL_REFINE = 2
+
 #: ``context.rollouts_remaining`` when the budget is unlimited (``rollout_budget=None``)
 UNLIMITED_ROLLOUTS = 10 ** 9
 
@@ -145,6 +148,14 @@ class CalibrationConfig:
             a first PyElastica rollout includes numba compilation).
         diagnosis: test the final residuals for structure the free parameters cannot explain
             (:mod:`~vid2sid_ros.calibration.diagnosis`; diagnostic rollouts, not charged).
+        tracker_bias: with ``final_identifiability``, film the twin at the result like the real
+            rig (rendered, the rig's camera model when it made the real side, the rig's tracker)
+            and carry the tracker's bias into the interval
+            (:mod:`~vid2sid_ros.calibration.tracker_bias`; one diagnostic rollout per training
+            trial, not charged). Needs a rig target with a tracker and image-keypoint trials.
+            None (default): only when the real side was made by the rig's own camera model
+            (a sim2sim stand-in, ``real.meta["noise"] == "camera"``); True: also for a real video
+            (the twin's renders tracked clean); False: never.
     """
 
     iterations: int = 10
@@ -165,6 +176,7 @@ class CalibrationConfig:
     rollout_max_substeps: int | None = DEFAULT_MAX_SUBSTEPS
     rollout_max_wall_s: float | None = None
     diagnosis: bool = True
+    tracker_bias: bool | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -188,6 +200,8 @@ class CalibrationConfig:
         for name in ("identifiability", "final_identifiability", "resume", "diagnosis"):
             if not isinstance(getattr(self, name), bool):  # a quoted 'no' would otherwise be true
                 raise CalibrationError(f"config '{name}' must be true or false, got {getattr(self, name)!r}")
+        if self.tracker_bias is not None and not isinstance(self.tracker_bias, bool):
+            raise CalibrationError(f"config 'tracker_bias' must be true, false or null, got {self.tracker_bias!r}")
         if self.video is not None and not isinstance(self.video, bool):
             raise CalibrationError(f"config 'video' must be true, false or null, got {self.video!r}")
         if self.identifiability_scheme not in ("central", "forward"):
@@ -690,6 +704,7 @@ class _Session:
         self.current: dict[str, float] = params.nominal()
         self.iteration = 0  # the iteration being run (evaluations are credited to it)
         self.best_iteration = 0
+        self.rig: Rig | None = None  # the target when it is a rig (its tracker films the twin)
 
     @property
     def remaining(self) -> int:
@@ -800,6 +815,7 @@ def run_calibration(
     if rd is not None:  # every refusal check has passed: now the run directory may be written
         rd.mkdir(parents=True, exist_ok=True)
     s = _Session(twin, params, real, cfg, rd)
+    s.rig = target if isinstance(target, Rig) else None
     s.current = params.complete(cfg.start or {}) if cfg.start else params.nominal()
     if cfg.start:
         s.current = params.clip(s.current)
@@ -1026,7 +1042,21 @@ def _report_from_dict(d: Mapping[str, Any]) -> IdentifiabilityReport:
                                  list(d["singular_values"]), math.inf if cn is None else float(cn),
                                  list(d.get("weak_directions", [])), d.get("warning"), dict(d.get("uncertainty", {})),
                                  int(d.get("rollouts", 0)), float(d.get("step", 0.0)), str(d.get("scheme", "central")),
-                                 [list(map(float, row)) for row in d.get("correlation") or []])
+                                 [list(map(float, row)) for row in d.get("correlation") or []],
+                                 {k: [float(a), float(b)] for k, (a, b) in (d.get("interval") or {}).items()},
+                                 {k: float(v) for k, v in (d.get("centre") or {}).items()},
+                                 dict(d.get("measurement_bias") or {}))
+
+
+def _stated_intervals(report: IdentifiabilityReport | None) -> dict[str, dict[str, Any]]:
+    """The final check's 95 % intervals as the report reads them (``{name: {lower, upper, method}}``)."""
+    if report is None:
+        return {}
+    filmed = bool((report.measurement_bias or {}).get("applied"))
+    method = ("95 %, Gauss–Newton at the least-squares optimum" +
+              (", the twin filmed like the robot (tracker bias included)" if filmed else "") +
+              ", local (linearised)")
+    return {n: {"lower": lo, "upper": hi, "method": method} for n, (lo, hi) in report.interval.items()}
 
 
 def _write_videos(s: _Session, it: int, notes: list[str]) -> dict[str, Path]:
@@ -1085,9 +1115,17 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
     final_report = None
     uncertainty: dict[str, float] = {}
     if cfg.final_identifiability:
+        camera, why_not = None, "calibration.tracker_bias is false"
+        if cfg.tracker_bias is not False:
+            from .tracker_bias import twin_camera_for
+
+            camera, why_not = twin_camera_for(s.rig, s.real, real_video=bool(cfg.tracker_bias))
         final_report = check_identifiability(s.objective, best_vals, parameters=params, step=cfg.identifiability_step,
                                              scheme=cfg.identifiability_scheme,
-                                             condition_threshold=cfg.condition_threshold)
+                                             condition_threshold=cfg.condition_threshold, twin_camera=camera,
+                                             refine=FINAL_REFINE)
+        if camera is None:
+            final_report.measurement_bias = {"applied": False, "reason": why_not}
         s.diagnostic += final_report.rollouts
         uncertainty = dict(final_report.uncertainty)
     holdout = None
@@ -1169,5 +1207,6 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
             except Exception as err:  # noqa: BLE001 - the parameter YAML is the primary result
                 result.stopped += f"; model export failed: {type(err).__name__}: {err}"
         save_trial_curves(rd, curves)
-        _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info)})
+        _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info),
+                                          "intervals": _stated_intervals(final_report)})
     return result

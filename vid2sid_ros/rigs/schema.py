@@ -254,6 +254,10 @@ KEYS: tuple[Key, ...] = (
         "rollouts, not charged)."),
     Key("calibration.final_identifiability", "boolean", default=True, doc="The same at the result, with "
         "per-parameter uncertainty."),
+    Key("calibration.tracker_bias", "boolean | null", default=None, doc="With final_identifiability: film the "
+        "twin at the result like the real rig (render, camera model, tracker) and carry the tracker's bias into "
+        "the interval (one diagnostic rollout per training trial); null = only for a sim2sim real side made by "
+        "the rig's camera model, true = also for a real video (clean renders), false = never."),
     Key("calibration.start", "mapping", default={"kind": "multistart"}, doc="How the search starts: `{kind: "
         "multistart | nominal, points, guess}` or start values `{PARAMETER: value}`."),
     Key("calibration.start.*", "string | number | integer | null", doc="`kind`, `points` (multistart rollouts "

@@ -1,0 +1,178 @@
+"""The tracker's bias, measured on the twin: film the twin the way the real rig was filmed.
+
+A real trial's keypoints come out of a camera and a tracker; the twin's come out of a
+projection of its model points. The two measurement models differ: the tracker's
+estimate of a marker (or of a centreline) depends on the pixel grid, the exposure (motion
+blur), the optics and the noise, and that error is *systematic*: it is a function of the
+pose and the motion, the same in the real video and in any video of the same motion. A
+least-squares fit of projected keypoints to tracked ones absorbs the systematic part into
+the parameters (on the finger, camera noise + marker tracker, 20 sim2sim seeds: actuator_gain
+estimated high in 20 of 20, joint_friction outside its residual-based 95 % interval in 8 of
+20, up to 3.7 of its standard deviations off), and no covariance computed from the residuals
+sees it. On the finger the part that moves the parameters comes from the camera model
+(blur, exposure, noise, together with the tracker's colour threshold): the same
+estimate-bias computed from clean renders does not predict it, from renders through the camera
+model with another noise seed it does.
+
+Vid2Sid films both sides. :func:`twin_tracker_bias` does that once, at the identified
+point: it renders the twin on each training excitation, passes the frames through the
+rig's camera model (:class:`~vid2sid_ros.sim.camera_model.SensorNoiseModel`, the same
+one that made a sim2sim real side; none for a real video, whose camera is not modelled)
+and the rig's tracker, and returns the bias ``b = tracked − projected`` per frame and
+keypoint (px). :func:`~vid2sid_ros.calibration.identifiability.check_identifiability`
+adds it to the twin's projected keypoints, so the final residual and the Gauss–Newton
+interval are those of a twin measured like the robot (a measurement-consistent residual;
+the linearised effect of ``b`` on the estimate is ``(JᵀJ)⁻¹Jᵀb``, e.g. Ljung, *System
+Identification*, 2nd ed., §8.3 on biased measurements; the GUM, JCGM 100:2008 §3.2.4,
+asks that a recognised systematic effect be corrected and its correction's uncertainty
+carried). The renders are diagnostics, like the identifiability check: the identified
+values do not depend on them, so they are not charged to the calibration's budget and are
+counted in the report's ``rollouts``.
+
+The camera model's noise in the twin's render is one more noise draw: it is in the
+measurement-consistent residual and so in the interval, not averaged away.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..core.excitation import Excitation
+from ..core.trajectory import Trajectory
+from ..sim.base import Twin
+
+__all__ = ["TwinCamera", "TrackerBiasError", "twin_tracker_bias", "twin_camera_for"]
+
+
+class TrackerBiasError(RuntimeError):
+    """The twin could not be filmed (no frames, a diverged rollout, tracker names that differ)."""
+
+
+@dataclass
+class TwinCamera:
+    """How to film the twin like the real rig: a tracker factory and an optional camera model.
+
+    Attributes:
+        make_tracker: ``() -> tracker`` with ``track(frames, *, time, invalid_frames, ...) -> Trajectory``
+            (a fresh tracker per clip: trackers keep per-stream state).
+        sensor_model: a :class:`~vid2sid_ros.sim.camera_model.SensorNoiseModel` applied to the
+            rendered frames before tracking, or None (clean renders).
+        seed: noise seed of the camera model (the twin's render is a draw of its own).
+        source: one line saying where the camera model came from (for the report).
+    """
+
+    make_tracker: Callable[[], Any]
+    sensor_model: Any | None = None
+    seed: int = 0
+    source: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def twin_camera_for(rig: Any, real: Any, *, real_video: bool = False) -> tuple[TwinCamera | None, str]:
+    """The twin's camera for ``rig`` given how ``real`` was measured, or None and why not.
+
+    Needs a rig with a ``tracker`` and image-keypoint (px) training trajectories. When
+    ``real.meta["noise"] == "camera"`` (a sim2sim real side, made by the rig's camera model) the
+    camera model is the rig config's ``noise`` entry (else ``SensorNoiseModel.default()``, as
+    :func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial` uses) with a seed of its own.
+    Any other real side (a video of the robot) only with ``real_video``: the twin's renders
+    are then tracked clean (the real camera is not modelled). A sim2sim side measured without
+    a tracker (``noise`` ``keypoint`` or ``none``) never gets a bias term.
+
+    Args:
+        rig: a :class:`~vid2sid_ros.sim.registry.Rig` (or None: not applicable).
+        real: the :class:`~vid2sid_ros.core.trial.RealTrial`.
+        real_video: also film the twin for a real side not made by the rig's camera model.
+
+    Returns:
+        ``(TwinCamera, "")`` or ``(None, reason)``.
+    """
+    if rig is None or not getattr(rig, "tracker", None):
+        return None, "the rig has no tracker"
+    noise = (getattr(real, "meta", None) or {}).get("noise")
+    if noise in ("keypoint", "none"):
+        return None, f"the real keypoints were not tracked (sim2sim noise {noise!r})"
+    if any(t.kind != "image" for t in real.train):
+        return None, "the training trials are not image keypoints"
+    if noise != "camera" and not real_video:
+        return None, ("the real side was not made by the rig's camera model (set calibration.tracker_bias: true "
+                      "to film the twin for a real video)")
+    from ..perception import rig_tracker
+
+    def make() -> Any:
+        return rig_tracker(rig)[0]
+
+    if noise == "camera":
+        from ..sim.camera_model import SensorNoiseModel
+
+        cfg = (getattr(rig, "config", None) or {}).get("noise")
+        model = SensorNoiseModel.from_config(cfg) if cfg else SensorNoiseModel.default()
+        seed = int((real.meta or {}).get("seed", 0) or 0)
+        return TwinCamera(make, model, seed=10_007 + seed,
+                          source="rendered, the rig's camera model (the one that made the real side), "
+                                 "the rig's tracker"), ""
+    return TwinCamera(make, None, source="rendered clean (the real camera is not modelled), the rig's tracker"), ""
+
+
+def twin_tracker_bias(twin: Twin, excitations: Sequence[Excitation], physics: Mapping[str, float],
+                      camera: TwinCamera) -> tuple[list[Trajectory], int]:
+    """The tracker's bias on the twin at ``physics``, per excitation.
+
+    Args:
+        twin: the twin (its parameters are set to ``physics``).
+        excitations: E excitations (the training ones).
+        physics: physics parameter values (SI; measurement nuisances excluded).
+        camera: how to film the twin (:class:`TwinCamera`).
+
+    Returns:
+        ``(bias, rollouts)``: E trajectories of the twin's steps whose ``keypoints`` are
+        ``tracked − projected`` (T, K, 2) px, valid where both are (a frame the camera model
+        dropped or the tracker lost is invalid), and the rollouts spent (one per excitation).
+
+    Raises:
+        TrackerBiasError: the twin returned no frames, diverged, or the tracker's keypoints
+            are not the twin's.
+    """
+    out: list[Trajectory] = []
+    for i, exc in enumerate(excitations):
+        twin.set_parameters(dict(physics))
+        res = twin.rollout(exc, render=True)
+        if res.diverged:
+            raise TrackerBiasError(f"the twin diverged while filming '{exc.name}': {res.message}")
+        if res.frames is None:
+            raise TrackerBiasError(f"the twin returned no frames for '{exc.name}' (render=True)")
+        proj = res.trajectory
+        frames, dropped = res.frames, np.zeros(len(res.frames), bool)
+        if camera.sensor_model is not None:
+            frames, dropped = camera.sensor_model.apply(res.frames, seed=camera.seed + 7919 * i)
+        tracked = camera.make_tracker().track(frames, time=proj.time, invalid_frames=dropped, source="sim",
+                                              trial_id=exc.name)
+        if set(tracked.names) != set(proj.names):
+            raise TrackerBiasError(f"tracker keypoints {tracked.names} differ from the twin's {proj.names}")
+        tracked = tracked.select(proj.names)
+        valid = np.asarray(tracked.valid) & np.asarray(proj.valid)
+        bias = np.where(valid[:, :, None], np.asarray(tracked.keypoints) - np.asarray(proj.keypoints), 0.0)
+        out.append(replace(proj, keypoints=bias, valid=valid))
+    return out, len(excitations)
+
+
+def add_bias(sim: Sequence[Trajectory], bias: Sequence[Trajectory]) -> list[Trajectory]:
+    """The twin's measured trajectories plus the tracker bias, paired by command step.
+
+    Samples without a bias estimate (the tracker lost the twin's marker) keep the
+    projected value. ``sim`` and ``bias`` are per excitation, same order.
+    """
+    out = []
+    for s, b in zip(sim, bias):
+        steps = {int(k): i for i, k in enumerate(np.asarray(b.steps))}
+        kp = np.array(s.keypoints, dtype=float, copy=True)
+        bn = b.select(s.names) if tuple(b.names) != tuple(s.names) else b
+        for i, k in enumerate(np.asarray(s.steps)):
+            j = steps.get(int(k))
+            if j is not None:
+                kp[i] += np.where(np.asarray(bn.valid[j])[:, None], bn.keypoints[j], 0.0)
+        out.append(replace(s, keypoints=kp))
+    return out
