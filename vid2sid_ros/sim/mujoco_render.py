@@ -39,9 +39,51 @@ _BACKEND_IN_USE: str | None = None
 _CURRENT = threading.local()
 
 
+#: GL resources of renderers, by token: (GL context, MjrContext). Held here, not only by the renderer,
+#: so the cyclic garbage collector never finalizes them on its own (in any order, in the middle of another
+#: renderer's frame); a collected renderer only queues its token, freed at the next safe point.
+_LIVE: dict[int, tuple[object, object]] = {}
+_PENDING: list[int] = []
+_PENDING_LOCK = threading.Lock()
+_TOKENS = iter(range(1, 1 << 62))
+
+
 def _current_renderer() -> "OffscreenRenderer | None":
     ref = getattr(_CURRENT, "renderer", None)
     return ref() if ref is not None else None
+
+
+def _queue_release(token: int) -> None:
+    """Finalizer of a collected renderer: queue its GL resources (no GL call: it may run inside a
+    garbage collection triggered while another renderer's context is current mid-frame)."""
+    with _PENDING_LOCK:
+        _PENDING.append(token)
+
+
+def _release(token: int) -> None:
+    """Free one renderer's GL resources: its MjrContext with its own GL context current, then the
+    context. ``mjr_freeContext`` deletes GL object names in whatever context is current, so freeing
+    with another renderer's context current would delete *that* renderer's framebuffers."""
+    ctx, con = _LIVE.pop(token, (None, None))
+    if ctx is None:
+        return
+    try:
+        ctx.make_current()
+        con.free()
+    finally:
+        ctx.free()
+        _CURRENT.renderer = None  # this thread's binding changed: the next render binds its own context
+
+
+def _drain_pending() -> None:
+    """Free the GL resources of renderers collected since the last call (a safe point: no frame in
+    progress on this thread). Called before a renderer binds its context or a new one is made."""
+    if not _PENDING:
+        return
+    with _PENDING_LOCK:
+        tokens, _PENDING[:] = list(_PENDING), []
+    for token in tokens:
+        _release(token)
 
 
 def gl_backend() -> str | None:
@@ -195,9 +237,19 @@ class OffscreenRenderer:
                             "<visual><global offwidth=... offheight=...> in the model")
         self.model = model
         self.width, self.height = int(width), int(height)
-        self._ctx = _make_gl_context(self.width, self.height)
+        _drain_pending()
+        ctx = _make_gl_context(self.width, self.height)
+        try:
+            con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100.value)
+        except Exception:
+            ctx.free()
+            _CURRENT.renderer = None
+            raise
+        self._ctx, self._con = ctx, con
         _CURRENT.renderer = weakref.ref(self)
-        self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100.value)
+        self._token = next(_TOKENS)
+        _LIVE[self._token] = (self._ctx, self._con)
+        self._finalizer = weakref.finalize(self, _queue_release, self._token)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
         self._scene = mujoco.MjvScene(model, maxgeom=max(100, 4 * model.ngeom))
         for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION,
@@ -218,6 +270,7 @@ class OffscreenRenderer:
         """
         if self._ctx is None:
             raise TwinError("renderer is closed")
+        _drain_pending()
         if _current_renderer() is not self:
             self._ctx.make_current()
             _CURRENT.renderer = weakref.ref(self)
@@ -250,19 +303,10 @@ class OffscreenRenderer:
         return out
 
     def close(self) -> None:
-        """Free the GL resources (idempotent)."""
-        if self._con is not None:
-            if self._ctx is not None:
-                self._ctx.make_current()
-            self._con.free()
-            self._con = None
-        if self._ctx is not None:
-            self._ctx.free()
-            self._ctx = None
-        _CURRENT.renderer = None  # this thread's binding changed (our context was made current, then freed)
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown may have torn down GL already
-            pass
+        """Free the GL resources now (idempotent; a renderer that is only dropped is freed at the next
+        safe point: another renderer's next frame or construction)."""
+        if self._con is None and self._ctx is None:
+            return
+        self._finalizer.detach()
+        self._con = self._ctx = None
+        _release(self._token)

@@ -1,0 +1,61 @@
+"""Offscreen renderers dropped by the garbage collector must not corrupt another renderer's frame.
+
+Regression: ``OffscreenRenderer.__del__`` freed its GL resources whenever the collector ran, and a
+collection can run in the middle of another renderer's ``render`` (between binding its context and
+``mjr_render``). The collected renderer made its own context current and destroyed it, so the other
+renderer drew into no context and returned its previous frame unchanged: a silently stale image
+(seen in the full suite as a segfault in ``mjr_render`` on the spherical-pendulum benchmark).
+Run in a subprocess so that a crash fails this test instead of killing the suite.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent('''
+    import gc, os
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    import mujoco, numpy as np
+    from vid2sid_ros.sim import mujoco_render as mr
+    XML = """<mujoco><visual><global offwidth="64" offheight="48"/></visual><worldbody>
+    <light pos="0 0 2"/><camera name="c" pos="0 -1 0.2" xyaxes="1 0 0 0 0 1"/>
+    <body><joint name="j" type="slide" axis="1 0 0"/><geom type="sphere" size="0.1" rgba="1 0 0 1"/></body>
+    </worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(XML); d = mujoco.MjData(m)
+    def frame(r, x):
+        d.qpos[0] = x; mujoco.mj_forward(m, d); return r.render(d).copy()
+    ref = mr.OffscreenRenderer(m, 64, 48, "c")
+    want = frame(ref, 0.2); ref.close()
+    b = mr.OffscreenRenderer(m, 64, 48, "c")
+    before = frame(b, 0.0)
+    gc.disable()
+    a = mr.OffscreenRenderer(m, 64, 48, "c"); frame(a, 0.1)
+    a.cycle = a; del a                  # only the cyclic collector can free it
+    orig = mujoco.mjv_updateScene
+    def update_then_collect(*args):
+        orig(*args); gc.collect()       # a collection between binding b's context and mjr_render
+    mujoco.mjv_updateScene = update_then_collect
+    got = frame(b, 0.2)
+    mujoco.mjv_updateScene = orig
+    assert not np.array_equal(want, before), "the sphere should move in the image"
+    print("stale" if np.array_equal(got, before) else ("ok" if np.array_equal(got, want) else "wrong"))
+    print("live", len(mr._LIVE), "pending", len(mr._PENDING))
+    b.close()
+    c = mr.OffscreenRenderer(m, 64, 48, "c")   # the next safe point frees the collected one
+    frame(c, 0.0)
+    print("live", len(mr._LIVE), "pending", len(mr._PENDING))
+''')
+
+
+def test_a_renderer_collected_mid_frame_leaves_the_other_frame_intact():
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.split("\n")
+    assert lines[0] == "ok", proc.stdout            # was "stale": b's previous frame returned
+    assert lines[1] == "live 2 pending 1"           # a's resources kept until a safe point ...
+    assert lines[2] == "live 1 pending 0"           # ... then freed (only the last renderer is left)
