@@ -83,7 +83,10 @@ def _drain_pending() -> None:
     with _PENDING_LOCK:
         tokens, _PENDING[:] = list(_PENDING), []
     for token in tokens:
-        _release(token)
+        try:
+            _release(token)
+        except Exception:  # noqa: BLE001 - e.g. its context is still current on the thread that dropped it:
+            pass           # leaking one context beats failing this renderer's frame
 
 
 def gl_backend() -> str | None:
