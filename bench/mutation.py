@@ -63,7 +63,7 @@ GROUPS: dict[str, dict] = {
                      "vid2sid_ros.core.excitation.*"],
         "tests": ["test/test_core_parameters.py", "test/test_core_trajectory.py", "test/test_core_excitation.py",
                   "test/test_core_excitation_formulas.py", "test/test_core_trajectory_kinds.py",
-                  "test/test_core_parameters_edges.py"],
+                  "test/test_core_parameters_edges.py", "test/test_core_helpers.py"],
     },
     "markers": {
         "modules": ["vid2sid_ros/perception/markers.py"],

@@ -94,3 +94,21 @@ def test_align_pairs_by_time_within_the_tolerance_and_checks_kind_and_frame():
 def test_errors_with_no_overlap_are_nan():
     a = Trajectory(np.arange(2.0), np.zeros((2, 1, 2)), np.zeros((2, 1), bool), ("k",))
     assert math.isnan(mae(a, a)) and math.isnan(per_keypoint_mae(a, a)["k"])
+
+
+def test_from_dict_defaults_missing_fields_and_bad_frames_name_the_kind():
+    d = {"time": [0.0, 0.1], "keypoints": [[[1.0, 2.0, 3.0]], [[None, None, None]]], "valid": [[True], [False]],
+         "names": ["tip"], "kind": "points", "frame": "mocap_rig"}
+    t = Trajectory.from_dict(d)
+    assert (t.source, t.trial_id, t.frame, t.steps.tolist()) == ("", "", "mocap_rig", [0, 1])  # a non-default frame
+    assert Trajectory.from_dict({**d, "source": "cam", "trial_id": "t7"}).source == "cam"
+    assert Trajectory.from_dict({**d, "source": "cam", "trial_id": "t7"}).trial_id == "t7"
+    for k in ("time", "keypoints", "valid", "names"):
+        with pytest.raises(TrajectoryError, match=rf"missing field\(s\) \['{k}'\]"):
+            Trajectory.from_dict({x: v for x, v in d.items() if x != k})
+    for kind, frame, what in [("image", [[1.0, "a"]], r"\[x, y\] px pairs"),
+                              ("points", [[1.0, 2.0, {}]], r"\[x, y, z\] m triples"),
+                              ("joints", [["q"]], r"\[q\] rad/m values")]:
+        bad = {**d, "kind": kind, "keypoints": [frame, frame]}
+        with pytest.raises(TrajectoryError, match=rf"'keypoints' frame 0 must be a list of {what} \(or null\)"):
+            Trajectory.from_dict(bad)
