@@ -112,3 +112,55 @@ def test_from_dict_defaults_missing_fields_and_bad_frames_name_the_kind():
         bad = {**d, "kind": kind, "keypoints": [frame, frame]}
         with pytest.raises(TrajectoryError, match=rf"'keypoints' frame 0 must be a list of {what} \(or null\)"):
             Trajectory.from_dict(bad)
+
+
+def test_construction_normalises_every_field():
+    t = Trajectory([0, 1, 2], [[[1, 2]], [[3, 4]], [[5, 6]]], [[1], [0], [1]], ["tip"], steps=[4.0, 5.0, 6.0])
+    assert isinstance(t.time, np.ndarray) and t.time.dtype == float and not t.time.flags.writeable
+    assert t.keypoints.dtype == float and t.valid.dtype == bool and t.steps.dtype == int
+    assert t.valid[:, 0].tolist() == [True, False, True]  # 0/1 flags, not indices
+    assert np.isnan(t.keypoints[1]).all() and t.keypoints[2, 0].tolist() == [5.0, 6.0]  # int keypoints, one lost
+    assert t.names == ("tip",) and t.steps.tolist() == [4, 5, 6]
+    # defaults per kind: unit and frame
+    img = Trajectory(np.zeros(2), np.zeros((2, 1, 2)), np.ones((2, 1), bool), ("a",))
+    pts = Trajectory(np.zeros(2), np.zeros((2, 2, 3)), np.ones((2, 2), bool), ("a", "b"), kind="points")
+    jts = Trajectory(np.zeros(2), np.zeros((2, 2)), np.ones((2, 2), bool), ("a", "b"), kind="joints")  # (T, K)
+    assert (img.unit, img.frame) == ("px", "image")
+    assert (pts.unit, pts.frame) == ("m", "world")
+    assert (jts.unit, jts.frame, jts.keypoints.shape) == ("rad", "", (2, 2, 1))
+    assert Trajectory(np.zeros(2), np.zeros((2, 2, 3)), np.ones((2, 2), bool), ("a", "b"), kind="points",
+                      frame=7).frame == "7"
+    mixed = Trajectory(np.zeros(2), np.zeros((2, 2)), np.ones((2, 2), bool), ("a", "b"), kind="joints",
+                       unit=["rad", "m"])
+    assert mixed.unit == ("rad", "m") and mixed.unit_label == "rad|m"
+    same = Trajectory(np.zeros(2), np.zeros((2, 2)), np.ones((2, 2), bool), ("a", "b"), kind="joints",
+                      unit=("m", "m"))
+    assert same.unit == ("m", "m")  # a per-keypoint tuple stays a tuple
+    with pytest.raises(TrajectoryError, match="unit 'deg' is not a unit of kind 'joints'; expected rad or m"):
+        Trajectory(np.zeros(2), np.zeros((2, 1)), np.ones((2, 1), bool), ("a",), kind="joints", unit="deg")
+
+
+def test_a_copy_with_one_field_changed_keeps_all_the_others():
+    t = _points()
+    for change in ({"trial_id": "other"}, {"meta": {"noise": 0.5}}, {"source": "sim"}):
+        c = t._with(**change)
+        for k, v in change.items():
+            assert getattr(c, k) == v
+        rest = {k: getattr(t, k) for k in ("source", "trial_id", "meta") if k not in change}
+        assert all(getattr(c, k) == v for k, v in rest.items())
+        assert (c.names, c.kind, c.unit, c.frame) == (t.names, t.kind, t.unit, t.frame)
+        for k in ("time", "keypoints", "valid", "steps"):
+            np.testing.assert_array_equal(getattr(c, k), getattr(t, k))
+    j = _joints()._with(trial_id="x")
+    assert j.unit == ("rad", "m") and j.frame == ""
+
+
+def test_align_by_time_at_the_exact_tolerance_and_past_the_end():
+    def traj(times):
+        n = len(times)
+        return Trajectory(np.asarray(times, float), np.zeros((n, 1, 2)), np.ones((n, 1), bool), ("p",))
+
+    a, b = align(traj([1.0, 2.0]), traj([0.75, 2.25]), by="time", tolerance_s=0.25)  # |dt| == tolerance: paired
+    assert a.time.tolist() == [1.0, 2.0] and b.time.tolist() == [0.75, 2.25]
+    a, b = align(traj([0.0, 1.0, 5.0, 6.0]), traj([0.0, 1.0]), by="time", tolerance_s=0.1)  # a runs past b's end
+    assert a.time.tolist() == [0.0, 1.0] and b.time.tolist() == [0.0, 1.0]
