@@ -122,3 +122,26 @@ def test_csv_rate_of_rounded_times_is_the_nominal_rate(tmp_path):
     e = build_excitation({"kind": "csv", "path": str(p)})
     assert e.rate == pytest.approx(30.0, rel=1e-7)
     assert e.values.shape == (180, 1) and e.actuator_names == ("push",)
+
+
+def test_chirp_f0_and_a_two_step_chirp_end_time():
+    t = np.arange(60) / 20.0
+    got = _col({"kind": "chirp", "rate": 20.0, "duration": 3.0, "f0": 1.0, "f1": 4.0, "amplitude": 1.0})
+    assert np.allclose(got, chirp(t, f0=1.0, t1=t[-1], f1=4.0, method="linear", phi=-90))
+    two = _col({"kind": "chirp", "rate": 10.0, "duration": 0.2, "f0": 1.0, "f1": 2.0, "amplitude": 1.0})
+    assert np.allclose(two, chirp(np.array([0.0, 0.1]), f0=1.0, t1=0.1, f1=2.0, method="linear", phi=-90))
+
+
+def test_duration_limits_and_errors_name_the_excitation(monkeypatch):
+    from vid2sid_ros.core import excitation
+    from vid2sid_ros.core.excitation import _t
+
+    MAX_STEPS = 100  # the real limit (10 million) at a size a test can allocate in no time
+    monkeypatch.setattr(excitation, "MAX_STEPS", MAX_STEPS)
+    with pytest.raises(ExcitationError, match=r"^excitation wobble: 'duration' must be > 0 s, got 0$"):
+        build_excitation({"kind": "sine", "name": "wobble", "duration": 0})
+    with pytest.raises(ExcitationError, match=r"^excitation sine: 'rate' must be > 0 Hz"):
+        build_excitation({"kind": "sine", "rate": -1})
+    assert _t({"duration": MAX_STEPS / 1000.0, "rate": 1000.0}).shape == (MAX_STEPS,)  # the limit itself is allowed
+    with pytest.raises(ExcitationError, match=f"at most {MAX_STEPS} are supported"):
+        _t({"duration": (MAX_STEPS + 1) / 1000.0, "rate": 1000.0})
