@@ -145,3 +145,20 @@ def test_duration_limits_and_errors_name_the_excitation(monkeypatch):
     assert _t({"duration": MAX_STEPS / 1000.0, "rate": 1000.0}).shape == (MAX_STEPS,)  # the limit itself is allowed
     with pytest.raises(ExcitationError, match=f"at most {MAX_STEPS} are supported"):
         _t({"duration": (MAX_STEPS + 1) / 1000.0, "rate": 1000.0})
+
+
+def test_csv_time_columns_offset_start_header_only_and_rate_limits(tmp_path):
+    t_col = tmp_path / "t.csv"
+    t_col.write_text("t,u\n0,1\n0.1,2\n")
+    assert build_excitation({"kind": "csv", "path": str(t_col)}).actuator_names == ("u",)  # 't' is not an actuator
+    late = tmp_path / "late.csv"
+    late.write_text("time,u\n2.0,1\n2.1,2\n2.2,3\n")  # a clock that does not start at 0: the span gives the rate
+    assert build_excitation({"kind": "csv", "path": str(late)}).rate == pytest.approx(10.0)
+    head = tmp_path / "head.csv"
+    head.write_text("time,u\n")
+    with pytest.raises(ExcitationError, match="expected a header row and at least one data row"):
+        build_excitation({"kind": "csv", "path": str(head)})
+    assert build_excitation({"kind": "step", "amplitude": 2.0}).name == "step_2"
+    assert build_excitation({"kind": "sine", "rate": 0.5, "duration": 4.0}).num_steps == 2  # a rate below 1 Hz is fine
+    with pytest.raises(ExcitationError, match="'rate' must be > 0 Hz, got 0"):
+        build_excitation({"kind": "sine", "rate": 0})
