@@ -162,3 +162,11 @@ def test_csv_time_columns_offset_start_header_only_and_rate_limits(tmp_path):
     assert build_excitation({"kind": "sine", "rate": 0.5, "duration": 4.0}).num_steps == 2  # a rate below 1 Hz is fine
     with pytest.raises(ExcitationError, match="'rate' must be > 0 Hz, got 0"):
         build_excitation({"kind": "sine", "rate": 0})
+
+
+def test_excitation_normalises_values_and_names_and_multisine_names_its_seed():
+    from vid2sid_ros.core.excitation import Excitation
+
+    e = Excitation("x", 30.0, np.zeros((3, 2), int), actuator_names=["a", "b"])
+    assert e.values.dtype == float and e.actuator_names == ("a", "b")
+    assert build_excitation({"kind": "multisine", "seed": 3}).name == "multisine_s3"
