@@ -81,3 +81,12 @@ def test_noise_levels_per_keypoint_unit_with_overrides():
     with pytest.raises(TrajectoryError, match="noise level of unit 'rad' must be a number > 0, got None"):
         noise_levels(_joints("rad"), {"rad": None})
     assert noise_levels(_joints("rad"), {"rad": 0.5}).dtype == float
+
+
+def test_parameter_set_errors_name_the_default_source():
+    from vid2sid_ros.core.parameters import ParameterSpecError
+
+    with pytest.raises(ParameterSpecError, match=r"^<dict>: expected a mapping with a 'parameters' list, got list$"):
+        ParameterSet.from_dict([])
+    with pytest.raises(ParameterSpecError, match=r"^rig\.yaml: field 'parameters' must be a list"):
+        ParameterSet.from_dict({"parameters": 3}, source="rig.yaml")
