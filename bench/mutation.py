@@ -8,11 +8,12 @@ pass. A survivor is either a bug the suite would let through (write a test) or a
 equivalent mutant (the change does not alter behaviour: leave it, say why).
 
 Scope (issue 12 item 18), in ``GROUPS``: core/parameters.py, core/trajectory.py,
-core/excitation.py; the trackers perception/markers.py and perception/centerline.py;
-calibration/objective.py; and the loop's resume (calibration/loop.py: the run-directory
-check, the iterations.jsonl reader and validator, record (de)serialisation).
-``run_calibration`` itself (whose resume branch holds the restart point) is left out: each
-of its mutants runs whole calibrations, hours on 2 cores; its restart point is covered by
+core/excitation.py; the marker tracker perception/markers.py; calibration/objective.py; the
+loop's resume (calibration/loop.py: the run-directory check, the iterations.jsonl reader
+and validator, record (de)serialisation); and, defined but not in ``DEFAULT_GROUPS`` until
+it has been measured, the centreline tracker perception/centerline.py. ``run_calibration``
+itself (whose resume branch holds the restart point) is left out: each of its mutants runs
+whole calibrations, hours on 2 cores; its restart point is covered by
 test_loop_resume_after_failure.py, checked by hand against the mutation of issue 12 item
 17a. Each group runs against its own fast tests (no rendering, no ROS). Lines holding only
 message text (``raise X(...)``, string continuations, warnings, notes) are not mutated
@@ -90,6 +91,10 @@ GROUPS: dict[str, dict] = {
         "tests": ["test/test_loop_resume_after_failure.py", "test/test_resume_records.py"],
     },
 }
+
+#: the groups run (and put in the ledger) when ``--only`` is not given. ``centerline`` is defined
+#: but has not been measured yet (no time on the shared machine): ``--only centerline`` runs it
+DEFAULT_GROUPS = ["core", "markers", "objective", "resume"]
 
 #: lines never mutated: error/warning message text (a changed message is not a behaviour change;
 #: the tests match the messages' key words, not every letter), docstrings and comments
@@ -253,7 +258,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", default=str(ROOT / "build" / "mutation"))
     p.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
-    p.add_argument("--only", nargs="*", default=None, help=f"groups to run (default all: {', '.join(GROUPS)})")
+    p.add_argument("--only", nargs="*", default=None,
+                   help=f"groups to run (default {', '.join(DEFAULT_GROUPS)}; all: {', '.join(GROUPS)})")
     p.add_argument("--recheck", action="store_true",
                    help="re-run only the last run's survivors (and unreached mutants) that the ledger does not "
                         "explain, against the current tests; every other mutant keeps its status (added tests "
@@ -273,10 +279,10 @@ def main(argv=None) -> int:
         return 2
     workdir = Path(a.workdir)
     if a.ledger:
-        return ledger(workdir, a.only or list(GROUPS), mutmut)
+        return ledger(workdir, a.only or DEFAULT_GROUPS, mutmut)
     total: collections.Counter = collections.Counter()
     t_all = time.monotonic()
-    for name in a.only or list(GROUPS):
+    for name in a.only or DEFAULT_GROUPS:
         group = GROUPS[name]
         res_path = workdir / name / "results.json"
         prev = json.loads(res_path.read_text()) if a.recheck and res_path.exists() else None

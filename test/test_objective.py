@@ -218,3 +218,57 @@ def test_a_failed_evaluation_carries_the_values_and_the_trials_run_so_far():
     assert ev.values == {"a": 1.0, "b": 0.0, "c": 0.5} and ev.failed and len(ev.sim) == 1
     ev, _ = TrialObjective(_Shift(diverge_on="t1"), [_exc("t1")], [_real("t1")]).evaluate({"a": 1.0})
     assert ev.values["a"] == 1.0 and len(ev.sim) == 1 and ev.sim[0].trial_id == "t1"
+
+
+def test_vectors_of_one_non_pixel_unit_are_not_weighed():
+    """One unit (here metres): values and residuals stay in metres, not in noise units (1 mm)."""
+    from vid2sid_ros.sim.measurement import measure
+
+    twin = _Shift()
+    twin.set_parameters({"a": 0.0, "b": 0.002})
+    mocap = _real("m", kind="points")
+    sim3 = measure(twin, twin.rollout(_exc("m")), mocap)
+    assert np.allclose(trajectory_vector([sim3], [mocap]), sim3.keypoints.reshape(-1))
+    r = residual_vector([sim3], [mocap], noise={"m": 0.5})
+    assert np.allclose(r[0::3], 0.002) and np.allclose(r[1::3], 0.0)
+
+
+class _Renders(_Shift):
+    """Records the ``render`` flag of every rollout."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.renders: list = []
+
+    def rollout(self, excitation, *, render=False):
+        self.renders.append(render)
+        return super().rollout(excitation, render=render)
+
+
+def test_only_the_first_trial_is_rendered_and_only_when_asked_and_a_render_is_paid_for():
+    twin = _Renders()
+    obj = TrialObjective(twin, [_exc("t1"), _exc("t2")], [_real("t1"), _real("t2")])
+    ev, frames = obj.evaluate({"a": 1.0})
+    assert twin.renders == [False, False] and frames is None and ev.rollouts == 2
+    twin.renders.clear()
+    ev, frames = obj.evaluate({"a": 1.0}, render_first=True)  # t2 is cached; t1 is rendered anew (never cached)
+    assert twin.renders == [True] and frames.shape == (T, 4, 4, 3) and ev.rollouts == 1
+
+
+def test_failed_evaluations_carry_values_infinite_error_the_trials_so_far_and_their_cost():
+    # no valid overlap in the second trial
+    empty = np.zeros((T, K), bool)
+    ev, _ = TrialObjective(_Shift(), [_exc("t1"), _exc("t2")], [_real("t1"), _real("t2", valid=empty)]).evaluate(
+        {"a": 1.0})
+    assert ev.failed and ev.error_px == math.inf and ev.values == {"a": 1.0, "b": 0.0, "c": 0.5}
+    assert ev.rollouts == 2 and [s.trial_id for s in ev.sim] == ["t1", "t2"]
+    # the twin refuses the values
+    ev, _ = TrialObjective(_Shift(refuse=True), [_exc("t1")], [_real("t1")]).evaluate({"a": 1.0})
+    assert ev.values == {"a": 1.0, "b": 0.0, "c": 0.5} and ev.error_px == math.inf and ev.sim == []
+    # the rollout cannot be measured like the sensor (a 3-D trial in a frame other than the twin's world)
+    cam = _real("m", kind="points")
+    cam = Trajectory(cam.time, cam.keypoints, cam.valid, cam.names, "real", "m", kind="points", frame="camera")
+    ev, _ = TrialObjective(_Shift(), [_exc("t1"), _exc("m")], [_real("t1"), cam]).evaluate({"a": 1.0})
+    assert ev.failed is True and ev.error_px == math.inf and ev.values["a"] == 1.0
+    assert ev.message.startswith("rollout 'm': TwinError: 3-D measurement of trial 'm' is in frame 'camera'")
+    assert ev.rollouts == 2 and [s.trial_id for s in ev.sim] == ["t1"]
