@@ -64,7 +64,7 @@ from ..core.trajectory import Trajectory
 __all__ = ["MISSPECIFICATIONS", "MisspecificationError", "parse_misspecify", "upsampled_excitation", "delayed_rows",
            "perturb_real_twin", "apply_model_friction", "transform_real_trajectory", "LATENCY_UPSAMPLE", "frozen_target",
            "camera_pose_error", "CAMERA_TRANSLATION_MM", "CAMERA_ROTATION_MRAD", "rolling_shutter_sample",
-           "rolling_shutter_frames", "MAX_ROLLING_SHUTTER_S", "check_misspecification"]
+           "rolling_shutter_frames", "MAX_ROLLING_SHUTTER_S", "MAX_CAMERA_SIZE", "check_misspecification"]
 
 #: kind -> (default size, unit, one-line description)
 MISSPECIFICATIONS: dict[str, tuple[float, str, str]] = {
@@ -90,6 +90,10 @@ CAMERA_ROTATION_MRAD = (-0.5, 1.0, 1.0)
 #: largest ``rolling_shutter`` readout time, s (the run refuses one longer than its frame period too)
 MAX_ROLLING_SHUTTER_S = 1.0
 
+#: largest ``camera`` size either sign (mm and mrad: 0.3 m and 0.3 rad along/about each axis at most); a
+#: larger one is another camera, not a pose error (``camera=1e9`` moved it 1000 km and still ran)
+MAX_CAMERA_SIZE = 300.0
+
 
 class MisspecificationError(ValueError):
     """Bad ``--misspecify`` text or a kind this twin cannot express (one line, names the kind)."""
@@ -101,7 +105,8 @@ def parse_misspecify(text: str | Mapping[str, float] | None) -> dict[str, float]
     Raises:
         MisspecificationError: unknown kind (lists the valid ones), a size that is not a
             finite number, a negative ``friction``, a ``latency`` beyond ±1 s, a ``rolling_shutter``
-            readout outside [0, 1] s, a ``drops`` fraction outside [0, 0.5), a repeated kind.
+            readout outside [0, 1] s, a ``camera`` size beyond ±:data:`MAX_CAMERA_SIZE`, a ``drops``
+            fraction outside [0, 0.5), a repeated kind.
     """
     if text is None:
         return {}
@@ -139,6 +144,9 @@ def parse_misspecify(text: str | Mapping[str, float] | None) -> dict[str, float]
         if kind == "rolling_shutter" and not 0.0 <= value <= MAX_ROLLING_SHUTTER_S:
             raise MisspecificationError(f"--misspecify: rolling_shutter={value}: expected a readout time in [0, "
                                         f"{MAX_ROLLING_SHUTTER_S}] s (top row to bottom row)")
+        if kind == "camera" and abs(value) > MAX_CAMERA_SIZE:
+            raise MisspecificationError(f"--misspecify: camera={value:g}: expected a pose-error size of at most "
+                                        f"{MAX_CAMERA_SIZE:g} either sign (mm and mrad; more is another camera)")
         if kind == "drops" and not 0.0 <= value < 0.5:
             raise MisspecificationError(f"--misspecify: drops={value}: expected a fraction in [0, 0.5)")
         out[kind] = value

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.parameters import ParameterSet, draw_ground_truth  # noqa: F401  (re-exported)
 from ..core.trajectory import Trajectory
-from ..sim.base import Twin
+from ..sim.base import Twin, in_image_valid
 from ..sim.registry import Rig
 from .observation import RealTrial
 
@@ -162,9 +162,9 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                     frames_out[exc.name] = noisy  # what the camera saw
             elif noise == "keypoint":
                 kp = gt.keypoints + rng.normal(0.0, keypoint_sigma_px, size=gt.keypoints.shape)
-                tr = Trajectory(gt.time, kp, gt.valid, gt.names, "real", exc.name, gt.steps)
+                tr = Trajectory(gt.time, kp, in_image_valid(gt, twin), gt.names, "real", exc.name, gt.steps)
             else:
-                tr = Trajectory(gt.time, gt.keypoints, gt.valid, gt.names, "real", exc.name, gt.steps)
+                tr = Trajectory(gt.time, gt.keypoints, in_image_valid(gt, twin), gt.names, "real", exc.name, gt.steps)
             if mis:
                 tr, tinfo = transform_real_trajectory(tr, mis, mis_rng)
                 for k, v in tinfo.items():

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..core.excitation import Excitation
 from ..core.trajectory import Trajectory
+from ..sim.base import in_image_valid
 
 __all__ = ["SourceKind", "SourceContext", "Recording", "SourceError", "SOURCES", "register_source", "source_kind",
            "resolve_file", "recording_from_clip", "sim2sim_truth"]
@@ -382,9 +383,9 @@ def _sim_load(block: dict, ctx: SourceContext) -> Recording:
         frames = np.asarray(noisy) if ctx.keep_frames else None
     elif noise == "keypoint":
         kp = gt.keypoints + rng.normal(0.0, float(block.get("keypoint_sigma_px", 0.5)), size=gt.keypoints.shape)
-        traj = Trajectory(gt.time, kp, gt.valid, gt.names, "real", trial.name, gt.steps)
+        traj = Trajectory(gt.time, kp, in_image_valid(gt, twin), gt.names, "real", trial.name, gt.steps)
     else:
-        traj = Trajectory(gt.time, gt.keypoints, gt.valid, gt.names, "real", trial.name, gt.steps)
+        traj = Trajectory(gt.time, gt.keypoints, in_image_valid(gt, twin), gt.names, "real", trial.name, gt.steps)
     close = getattr(twin, "close", None)
     if callable(close):
         close()

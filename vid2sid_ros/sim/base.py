@@ -21,7 +21,7 @@ from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory
 
 __all__ = ["Twin", "RolloutResult", "TwinError", "CameraIntrinsics", "RolloutLimits", "RolloutMeter",
-           "DEFAULT_MAX_SUBSTEPS"]
+           "DEFAULT_MAX_SUBSTEPS", "in_image_valid"]
 
 #: default cap on physics substeps per rollout: about 60x the tentacle's worst case
 #: inside its shipped bounds (16 800 for 75 frames), ~2 min of PyElastica on one core
@@ -47,6 +47,31 @@ class CameraIntrinsics:
     fy: float
     cx: float
     cy: float
+
+
+def in_image_valid(traj: Trajectory, twin: object) -> np.ndarray:
+    """``traj.valid`` (T, K) without the pixel keypoints a camera could not see.
+
+    A keypoint counts as seen when it is finite and inside ``twin.camera``'s image,
+    ``[-0.5, width - 0.5] x [-0.5, height - 0.5]`` px (pixel centres at integer coordinates).
+    Trajectories not in px, or a twin without an integer camera size, come back unchanged.
+    Used by the stand-in "real" sides that skip the camera (sim2sim ``keypoint`` / ``none``
+    noise): a tracker loses such keypoints by itself; these projected them anyway (a camera
+    posed past the robot calibrated on keypoints at u = -1400 px of a 160 px image).
+
+    Returns:
+        (T, K) bool, a new array.
+    """
+    valid = np.array(traj.valid, bool)
+    cam = getattr(twin, "camera", None)
+    w, h = getattr(cam, "width", None), getattr(cam, "height", None)
+    if (traj.unit_label != "px" or isinstance(w, bool) or isinstance(h, bool)
+            or not isinstance(w, (int, np.integer)) or not isinstance(h, (int, np.integer))):
+        return valid
+    kp = np.asarray(traj.keypoints, float)
+    with np.errstate(invalid="ignore"):
+        inside = (kp[..., 0] >= -0.5) & (kp[..., 0] <= w - 0.5) & (kp[..., 1] >= -0.5) & (kp[..., 1] <= h - 0.5)
+    return valid & inside
 
 
 @dataclass(frozen=True)
