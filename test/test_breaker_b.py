@@ -111,3 +111,44 @@ def test_calibrate_with_a_camera_seeing_nothing_is_one_line_and_writes_nothing(t
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert f"{cfg}:trials[0]: only 0 valid frames" in err and not out.exists()
+
+
+def _csv(tmp_path: Path, rows: list[str], name: str = "take.csv") -> Path:
+    p = tmp_path / name
+    p.write_text("time,a_x,a_y,a_z\n" + "".join(r + "\n" for r in rows))
+    return p
+
+
+def test_mocap_time_jump_is_one_line_naming_the_line(tmp_path):
+    """Was: a time typo (1e9 s after 0.19 s) loaded, then MocapRecording.trajectory asked numpy for a
+    2.18 TiB array (MemoryError traceback from the calibrate source)."""
+    from vid2sid_ros.io.mocap import MocapError, load_mocap
+
+    p = _csv(tmp_path, [f"{i / 100:.2f},1,2,3" for i in range(20)] + ["1e9,1,2,3"])
+    with pytest.raises(MocapError, match=r"take\.csv:22: time column: 21 samples span 1e\+09 s"):
+        load_mocap(p, markers=["a"], unit="m")
+
+
+def test_mocap_trajectory_refuses_a_span_it_cannot_hold(tmp_path):
+    """Was: times 1e300 s and 1e308 s loaded (rate 1e-308 Hz); trajectory(rate=100) raised numpy's
+    'negative dimensions are not allowed' (the step index overflowed int64)."""
+    from vid2sid_ros.io.mocap import MocapError, load_mocap
+
+    rec = load_mocap(_csv(tmp_path, ["1e300,1,2,3", "1e308,1,2,3"]), markers=["a"], unit="m")
+    with pytest.raises(MocapError, match=r"2 samples span 1e\+308 s \(inf steps at 100 Hz"):
+        rec.trajectory("t", rate=100.0)
+    ok = load_mocap(_csv(tmp_path, ["0,1,2,3", "0.5,1,2,3"], "ok.csv"), markers=["a"], unit="m")
+    assert ok.trajectory("t", rate=100.0).keypoints.shape == (51, 1, 3)  # a 0.5 s gap is a gap, kept
+
+
+def test_mocap_coordinate_beyond_any_capture_volume_is_refused(tmp_path, recwarn):
+    """Was: a 1e308 cell stayed a valid marker position (and numpy warned of an overflow)."""
+    from vid2sid_ros.io.mocap import MocapError, load_mocap
+
+    p = _csv(tmp_path, ["0,1,2,3", "0.01,1e308,2,3"])
+    with pytest.raises(MocapError, match=r"take\.csv:3: marker 'a' X: 1e\+308 file units"):
+        load_mocap(p, markers=["a"], unit="m")
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    # inf and -inf cells are gaps, as before (both readers)
+    rec = load_mocap(_csv(tmp_path, ["0,1,2,3", "0.01,inf,2,3", "0.02,1,2,3"], "gap.csv"), markers=["a"], unit="mm")
+    assert rec.valid[:, 0].tolist() == [True, False, True]

@@ -87,6 +87,13 @@ FORMATS = ("auto", "motive", "vicon", "qualisys", "plain", "c3d")
 UNITS: dict[str, float] = {"m": 1.0, "meters": 1.0, "metres": 1.0, "mm": 1e-3, "millimeters": 1e-3,
                            "millimetres": 1e-3, "cm": 1e-2, "centimeters": 1e-2, "centimetres": 1e-2}
 
+#: largest marker coordinate, m (either sign, after the unit): a capture volume is metres across
+MAX_COORDINATE_M = 1e4
+#: a recording may fill at most this many command steps per sample (plus :data:`MAX_EXTRA_STEPS`): more is
+#: a time jump (a typo, a second take appended, a time column not in seconds), not a gap in the capture
+MAX_STEPS_PER_SAMPLE = 10
+MAX_EXTRA_STEPS = 10_000
+
 _TIME_NAMES = ("time", "t", "timestamp", "time (seconds)", "time_s", "time [s]", "sec", "seconds")
 
 
@@ -142,13 +149,15 @@ class MocapRecording:
             stop_s: last recording time used (default: the end).
 
         Raises:
-            MocapError: if no sample falls in ``[start_s, stop_s]``.
+            MocapError: if no sample falls in ``[start_s, stop_s]``, or the samples would fill more
+                than :data:`MAX_STEPS_PER_SAMPLE` steps each (plus :data:`MAX_EXTRA_STEPS`) at ``rate``.
         """
         rate = float(rate or self.rate)
         t = self.time
         keep = (t >= start_s - 0.5 / rate) & (t <= (math.inf if stop_s is None else stop_s + 0.5 / rate))
         if not keep.any():
             raise MocapError(f"{self.source}: no sample between {start_s} s and {stop_s} s")
+        _check_span(t[keep], rate, self.source)
         k = np.rint((t[keep] - start_s) * rate).astype(int)
         T = int(k.max()) + 1
         pts = np.full((T, len(self.markers), 3), np.nan)
@@ -487,8 +496,9 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
 
     Raises:
         MocapError: one line naming the file and the column or line (missing marker
-            column, non-numeric cell, non-monotonic or duplicate time, unknown unit,
-            no time and no rate, unknown format, empty file).
+            column, non-numeric cell, non-monotonic or duplicate time, a time jump filling
+            more than :data:`MAX_STEPS_PER_SAMPLE` steps per sample, a coordinate beyond
+            ±:data:`MAX_COORDINATE_M` m, unknown unit, no time and no rate, unknown format, empty file).
     """
     path = Path(path)
     if format not in FORMATS:
@@ -547,7 +557,30 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
         pts[np.all(pts == 0.0, axis=2)] = np.nan
     if rate_hz is None:
         rate_hz = 1.0 / float(np.median(dt)) if dt.size else 1.0
-    return _recording(times, mapping, pts, factor, frame, float(rate_hz), path, fmt)
+    if not (math.isfinite(rate_hz) and rate_hz > 0):
+        raise MocapError(f"{path}: time column: the times give no sample rate (median step {float(np.median(dt)):.6g}"
+                         " s); times must be seconds")
+    _check_span(times, float(rate_hz), path, line_of)
+    return _recording(times, mapping, pts, factor, frame, float(rate_hz), path, fmt, line_of)
+
+
+def _check_span(times: np.ndarray, rate: float, path: Path | str, line_of: np.ndarray | None = None) -> None:
+    """Refuse times that would fill far more command steps than there are samples (at ``rate`` Hz).
+
+    Raises:
+        MocapError: naming the line after the largest time step (was: a 1e9 s time typo asked
+            :meth:`MocapRecording.trajectory` for a 2 TiB array; times near 1e308 s a negative one).
+    """
+    n = int(times.size)
+    with np.errstate(over="ignore", invalid="ignore"):
+        steps = (float(times[-1]) - float(times[0])) * rate if n else 0.0
+    if n and not (math.isfinite(steps) and steps <= MAX_STEPS_PER_SAMPLE * n + MAX_EXTRA_STEPS):
+        dt = np.diff(times)
+        i = int(np.argmax(dt)) + 1 if dt.size else 0
+        where = f"{path}:{int(line_of[i])}" if line_of is not None else str(path)
+        raise MocapError(f"{where}: time column: {n} samples span {float(times[-1]) - float(times[0]):.6g} s "
+                         f"({steps:.3g} steps at {rate:.6g} Hz; the largest step, {float(dt[i - 1]) if dt.size else 0:.6g}"
+                         " s, ends here): a time jump or a time column not in seconds")
 
 
 def _length_factor(file_factor: float | None, unit: str | None, path: Path, *, says: str | None,
@@ -570,11 +603,26 @@ def _length_factor(file_factor: float | None, unit: str | None, path: Path, *, s
 
 
 def _recording(times: np.ndarray, mapping: Mapping[str, str], pts: np.ndarray, factor: float,
-               frame: Mapping[str, Any] | None, rate: float, path: Path, fmt: str) -> MocapRecording:
-    """The :class:`MocapRecording` of file-unit points (T, K, 3), NaN = gap: scaled to m, moved into ``frame``."""
+               frame: Mapping[str, Any] | None, rate: float, path: Path, fmt: str,
+               line_of: np.ndarray | None = None) -> MocapRecording:
+    """The :class:`MocapRecording` of file-unit points (T, K, 3), NaN = gap: scaled to m, moved into ``frame``.
+
+    Raises:
+        MocapError: a coordinate beyond ±:data:`MAX_COORDINATE_M` m (names the line when
+            ``line_of``, the 1-based line of each sample, is given; was: a 1e308 cell kept as a
+            valid position and an overflow warning).
+    """
     valid = np.all(np.isfinite(pts), axis=2)
+    with np.errstate(over="ignore", invalid="ignore"):
+        metres = pts * factor
+        big = valid[..., None] & ~(np.abs(metres) <= MAX_COORDINATE_M)
+    if big.any():
+        r, k, a = (int(v[0]) for v in np.nonzero(big))
+        where = f"{path}:{int(line_of[r])}" if line_of is not None else f"{path}: sample {r}"
+        raise MocapError(f"{where}: marker {list(mapping.values())[k]!r} {'XYZ'[a]}: {pts[r, k, a]:.6g} file units "
+                         f"= {metres[r, k, a]:.3g} m, beyond ±{MAX_COORDINATE_M:g} m (a unit or export error?)")
     name, R, p = frame_transform(frame, source=f"{path} frame")
-    world = pts * factor @ R.T + p
+    world = metres @ R.T + p
     world[~valid] = np.nan
     invalid = {kp: int((~valid[:, k]).sum()) for k, kp in enumerate(mapping)}
     return MocapRecording(times, tuple(mapping), world, valid, name, rate, invalid, str(path), fmt)
