@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vid2sid_ros.calibration.benchmark import run_benchmark
-from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, run_calibration
 from vid2sid_ros.calibration.proposers import make_proposer
 from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 from vid2sid_ros.cli import main
@@ -118,3 +118,43 @@ def test_finger_reasoner_small_budget(tmp_path):
     assert (tmp_path / "calibrated_model.xml").read_text().lstrip().startswith("<mujoco")
     assert load_parameter_set(tmp_path / "result.yaml").nominal()["joint_stiffness"] == pytest.approx(
         res.values["joint_stiffness"])
+
+
+def test_the_rig_configs_start_stage_runs_once_per_seed_and_is_charged_to_every_method(tmp_path):
+    """A rig config's calibration.start (here a 3-point multistart) is the benchmark's start for every
+    method (was: ignored, every method started at the nominal values whatever the config said)."""
+    from vid2sid_ros.rigs import load_rig
+
+    cfg = tmp_path / "toy_start.yaml"
+    cfg.write_text("rig: toy\ncalibration: {start: {kind: multistart, points: 3}}\n")
+    rig = load_rig(cfg)
+    n_train = len(rig.excitations["train"])
+    res = run_benchmark(rig, ["reasoner", "random"], [2], budget=24, iterations=3, noise="keypoint", out=None,
+                        progress=False, diagnosis=False, nominal_identifiability=False)
+    seed = res["per_seed"][0]
+    assert seed["start"]["kind"] == "multistart" and seed["start"]["rollouts"] == 4 * n_train
+    start_values = seed["start"]["values"]
+    plain = run_benchmark(make_rig(), ["reasoner"], [2], budget=24, iterations=3, noise="keypoint", out=None,
+                          progress=False, diagnosis=False, nominal_identifiability=False)["per_seed"][0]
+    assert "start" not in plain
+    nominal = make_rig().parameters
+    assert any(start_values[n] != pytest.approx(nominal[n].nominal) for n in start_values)  # the start moved
+    for m in ("reasoner", "random"):
+        rec = seed["methods"][m]
+        assert rec["start_rollouts"] == 4 * n_train and 4 * n_train < rec["rollouts"] <= 24   # charged, in budget
+        # every method starts where the start stage ended, not at the nominal values
+        assert rec["initial_train_mae_px"] == pytest.approx(seed["start"]["training_error"])
+    assert seed["start"]["training_error"] < plain["methods"]["reasoner"]["initial_train_mae_px"]
+
+
+def test_a_start_stage_the_benchmark_budget_cannot_pay_for_is_refused_before_any_work(tmp_path):
+    from vid2sid_ros.rigs import load_rig
+
+    cfg = tmp_path / "toy_start.yaml"
+    cfg.write_text("rig: toy\ncalibration: {start: {kind: multistart, points: 30, guess: null}}\n")
+    with pytest.raises(CalibrationError, match=r"toy_start.yaml:calibration.start.points: the multistart costs"):
+        run_benchmark(load_rig(cfg), ["reasoner"], 1, budget=20, out=tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+    cfg.write_text("rig: toy\ncalibration: {start: {stiffness: 2.0}}\n")
+    with pytest.raises(CalibrationError, match=r"start values \(stiffness\) are not used by the sim2sim benchmark"):
+        run_benchmark(load_rig(cfg), ["reasoner"], 1, budget=20, out=tmp_path / "out", progress=False)

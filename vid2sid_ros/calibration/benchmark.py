@@ -8,8 +8,11 @@ rig's twin at that truth (:func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_t
 by default through the camera: rendered frames + the rig's sensor noise model + the
 marker tracker, while the calibrating twin uses projected ground-truth keypoints),
 and every method calibrates from the spec's nominal values with the same rollout
-budget on the training excitations. The best parameters are then scored on the
-holdout excitations.
+budget on the training excitations. A rig config's ``calibration.start`` stage (a guess
+plugin, a multistart; :mod:`~vid2sid_ros.calibration.start`) runs once per seed on that
+seed's stand-in trial, and every method starts from its result, with its rollouts charged
+to every method's budget (``start`` in the per-seed record). The best parameters are then
+scored on the holdout excitations.
 
 Metrics per method (``results.json``):
 
@@ -54,6 +57,7 @@ from .objective import TrialObjective
 from .observation import jsonable
 from .proposers import make_proposer
 from .sim2sim import draw_ground_truth, make_sim2sim_trial
+from .start import StartConfig, StartError, generic_start, parse_start
 
 __all__ = ["run_benchmark", "format_results_markdown", "resolve_rig", "DEFAULT_METHODS"]
 
@@ -83,6 +87,40 @@ def _resolve_noise(rig: Rig, noise: str) -> str:
     if noise != "auto":
         return noise
     return "camera" if rig.tracker else "keypoint"
+
+
+def _rig_where(rig: Rig) -> str:
+    return str((rig.config or {}).get("_source") or rig.source or rig.name)
+
+
+def _rig_start(rig: Rig, budget: int | None) -> "StartConfig | None":
+    """The rig config's ``calibration.start`` stage, or None when it is the nominal start.
+
+    Raises:
+        CalibrationError: a bad block, or start values (the benchmark draws its own truths and
+            starts every method from the spec's nominal values, moved only by the start stage).
+    """
+    block = (getattr(rig, "calibration", None) or {}).get("start")
+    if block is None:
+        return None
+    where = f"{_rig_where(rig)}:calibration.start"
+    try:
+        cfg, values = parse_start(block, where, rig.parameters)
+    except StartError as err:
+        raise CalibrationError(str(err)) from None
+    if values:
+        raise CalibrationError(f"{where}: start values ({', '.join(sorted(values))}) are not used by the sim2sim "
+                               "benchmark (every method starts from the spec's nominal values); remove them, or "
+                               "give only kind/points/guess")
+    if not cfg.guess and cfg.kind == "nominal":
+        return None
+    n_train = max(1, len(rig.excitations.get("train", ())))
+    cost = (int(cfg.points) + 1) * n_train if cfg.kind == "multistart" else 0
+    if budget is not None and cost and cost >= budget:
+        raise CalibrationError(f"{where}.points: the multistart costs {cost} rollouts, the whole budget is {budget} "
+                               f"({cfg.points} points + the start point, x {n_train} training excitation(s)); "
+                               "lower points or raise --budget")
+    return cfg
 
 
 def run_benchmark(
@@ -154,6 +192,7 @@ def run_benchmark(
         nuisance = dict(nuisance)
     else:
         nuisance = rig_nuisance(rig_obj, source=str((rig_obj.config or {}).get("_source", rig_obj.name)))
+    start_cfg = _rig_start(rig_obj, budget)  # a bad calibration.start block: refused before any file is written
     out_dir = Path(out) if out is not None else None
     if out_dir is not None:  # every run directory's refusal checks before anything is written
         if out_dir.exists() and not out_dir.is_dir():
@@ -191,11 +230,20 @@ def run_benchmark(
                                         **({"misspecification": real.meta.get("misspecification")} if mis else {})}
             if caught:
                 seed_rec["identifiability_warning"] = str(caught[0].message)
+            seed_params, seed_budget, spent = params, budget, 0
+            if start_cfg is not None:  # the rig's start stage, once per seed: the same start for every method
+                started = generic_start(twin, real, params, start_cfg, seed=seed, budget=budget,
+                                        where=f"{_rig_where(rig_obj)}:calibration.start")
+                seed_params, spent = started.parameters, int(started.rollouts)
+                seed_budget = None if budget is None else budget - spent
+                seed_rec["start"] = {"kind": start_cfg.kind, "guess": start_cfg.guess, "rollouts": spent,
+                                     "training_error": started.error, "notes": list(started.notes),
+                                     "values": {n: float(seed_params[n].nominal) for n in free}}
             for m in methods:
                 if bar is not None:
                     bar.set_postfix_str(f"seed {seed} {m}")
                 proposer = make_proposer(m, **dict((proposer_options or {}).get(m, {})))
-                cfg = CalibrationConfig(iterations=iterations, rollout_budget=budget, seed=seed,
+                cfg = CalibrationConfig(iterations=iterations, rollout_budget=seed_budget, seed=seed,
                                         identifiability=False, final_identifiability=final_identifiability,
                                         diagnosis=diagnosis,
                                         nuisance=None if nuisance is None else dict(nuisance))
@@ -204,12 +252,14 @@ def run_benchmark(
                     cfg.resume = True  # re-running a benchmark continues/reuses finished runs
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", IdentifiabilityWarning)
-                    res = run_calibration(rig_obj, real, proposer, cfg, run_dir)
+                    res = run_calibration(rig_obj, real, proposer, cfg, run_dir,
+                                          parameters=seed_params if start_cfg is not None else None)
                 rel = relative_parameter_error(res.values, truth, free)
                 rec = {"method": m, "seed": seed, "values": {n: res.values[n] for n in free},
                        "rel_error": rel, "mean_rel_error": float(np.mean(list(rel.values()))),
                        "train_mae_px": res.error_px, "holdout_mae_px": res.holdout_mae_px,
-                       "initial_train_mae_px": res.initial_error_px, "rollouts": res.rollouts,
+                       "initial_train_mae_px": res.initial_error_px, "rollouts": res.rollouts + spent,
+                       "start_rollouts": spent,
                        "iterations": res.iterations, "wall_s": res.wall_s, "stopped": res.stopped,
                        "uncertainty": res.uncertainty,
                        "interval": dict(res.final_identifiability.interval) if res.final_identifiability else {},

@@ -24,6 +24,7 @@ loop's own ``CalibrationConfig.start``).
 
 from __future__ import annotations
 
+import warnings
 import importlib
 import math
 from dataclasses import dataclass, field
@@ -193,7 +194,9 @@ def multistart(twin: Any, real: RealTrial, parameters: ParameterSet, *, points: 
         raise StartError("calibration.start: multistart needs at least one free parameter")
     obj = TrialObjective(twin, real.train_excitations, real.train, parameters)
     base = parameters.nominal()
-    u = qmc.Sobol(d=n, scramble=True, seed=np.random.default_rng([int(seed), 0x57A87])).random(int(points))
+    with warnings.catch_warnings():  # a few points, not a power of 2: the balance property is not relied on
+        warnings.filterwarnings("ignore", message="The balance properties of Sobol", category=UserWarning)
+        u = qmc.Sobol(d=n, scramble=True, seed=np.random.default_rng([int(seed), 0x57A87])).random(int(points))
     candidates = [dict(base)] + [parameters.from_unit_vector(row, base) for row in u]
     table = []
     spent = 0
