@@ -15,7 +15,9 @@ what the CLI prints), and the median interval half-width relative to the identif
     nice .venv/bin/python bench/bench_coverage.py --rig finger --seeds 20 --budget 40 --out runs/bench_coverage
 
 Writes ``OUT/RIG_METHOD_BUDGET_NOISE/coverage.{json,md}`` beside the benchmark's results
-(re-running continues the finished calibrations).
+(re-running continues the finished calibrations). ``--from-results OUT/.../results.json`` counts
+a finished or partial run without running anything (the benchmark writes results.json after
+every seed).
 """
 
 from __future__ import annotations
@@ -88,11 +90,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="the stand-in's noise (auto: camera when the rig has a tracker); keypoint = the model "
                          "is exactly right and the noise white, a check of the interval method itself")
     ap.add_argument("--out", default="runs/bench_coverage")
+    ap.add_argument("--from-results", type=Path, default=None, metavar="RESULTS_JSON",
+                    help="count the coverage of a finished (or partial) run's results.json; runs nothing")
     a = ap.parse_args(argv)
-    out = Path(a.out) / f"{a.rig}_{a.method}_{a.budget}_{a.noise}"
-    # the intervals need only the final check: no check at the nominal point, no residual diagnosis
-    res = run_benchmark(a.rig, [a.method], a.seeds, budget=a.budget, out=out, final_identifiability=True,
-                        progress=False, noise=a.noise, nominal_identifiability=False, diagnosis=False)
+    if a.from_results is not None:
+        try:
+            res = json.loads(a.from_results.read_text())
+            a.rig, a.budget = res["rig"], res["budget_rollouts"]
+        except (OSError, ValueError, KeyError) as err:
+            print(f"bench_coverage: {a.from_results}: not a benchmark results.json ({err})", file=sys.stderr)
+            return 2
+        out = a.from_results.parent
+    else:
+        out = Path(a.out) / f"{a.rig}_{a.method}_{a.budget}_{a.noise}"
+        # the intervals need only the final check: no check at the nominal point, no residual diagnosis
+        res = run_benchmark(a.rig, [a.method], a.seeds, budget=a.budget, out=out, final_identifiability=True,
+                            progress=False, noise=a.noise, nominal_identifiability=False, diagnosis=False)
     free = res["free_parameters"]
     cov = coverage(res["per_seed"], a.method, free)
     n_in, n = sum(cov["inside"].values()), sum(cov["counted"].values())

@@ -197,3 +197,41 @@ def test_calibration_reports_the_tracker_bias_and_the_switch_is_validated(tmp_pa
     assert "tracker bias" not in parameter_rows(load_run(tmp_path / "off"))[0].interval_method
     with pytest.raises(CalibrationError, match=r"^config 'tracker_bias' must be true, false or null, got 'yes'$"):
         CalibrationConfig(tracker_bias="yes")
+
+
+def _bench_coverage():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "bench_coverage.py"
+    spec = importlib.util.spec_from_file_location("bench_coverage", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_coverage_counts_the_stated_interval_and_reads_a_partial_results_file(tmp_path, capsys):
+    import json
+
+    bench = _bench_coverage()
+    rec = lambda values, interval, std: {"methods": {"reasoner": {  # noqa: E731
+        "values": values, "interval": interval, "uncertainty": std, "measurement_bias": {"applied": True}}}}
+    per_seed = [  # truth inside the interval but outside value ± 1.96 std; then outside; then no interval
+        {"truth": {"k": 1.0}, **rec({"k": 1.2}, {"k": [0.95, 1.25]}, {"k": 0.05})},
+        {"truth": {"k": 1.0}, **rec({"k": 1.1}, {"k": [1.05, 1.15]}, {"k": 0.1})},
+        {"truth": {"k": 1.0}, **rec({"k": 1.0}, {}, {})},
+    ]
+    cov = bench.coverage(per_seed, "reasoner", ["k"])
+    assert cov["counted"] == {"k": 2} and cov["inside"] == {"k": 1} and cov["inside_symmetric"] == {"k": 1}
+    assert cov["coverage"] == 0.5 and cov["bias_applied"] == 3
+    assert cov["half_width_rel"]["k"] == pytest.approx(float(np.median([0.15 / 1.2, 0.05 / 1.1])))
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"rig": "toy", "budget_rollouts": 8, "free_parameters": ["k"], "seeds": [0, 1, 2],
+                                   "noise": "camera", "per_seed": per_seed,
+                                   "methods": {"reasoner": {"mean_rel_param_error": 0.1}}}))
+    assert bench.main(["--from-results", str(results)]) == 0
+    assert "95 % interval coverage 50.0 % (1/2 parameter-seeds)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "coverage.json").read_text())["coverage"] == 0.5
+    (tmp_path / "bad.json").write_text("{}")
+    assert bench.main(["--from-results", str(tmp_path / "bad.json")]) == 2
+    assert capsys.readouterr().err.startswith(f"bench_coverage: {tmp_path / 'bad.json'}: not a benchmark results.json")
