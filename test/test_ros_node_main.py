@@ -40,3 +40,15 @@ def test_node_main_runs_and_shuts_down_cleanly(sig):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_node_given_a_bad_rig_config_says_so_in_one_line_and_exits_2(tmp_path):
+    """`ros2 run vid2sid_ros calibrator_node --ros-args -p rig_config:=BAD` (was: a traceback from __init__)."""
+    bad = tmp_path / "bad_rig.yaml"
+    bad.write_text("rig: toy\nnuisanse: {}\n")
+    proc = subprocess.run([sys.executable, "-m", "vid2sid_ros.nodes.calibrator_node", "--ros-args",
+                           "-p", f"rig_config:={bad}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"vid2sid_ros calibrator_node: {bad}:nuisanse: unknown key (did you mean nuisance?)")

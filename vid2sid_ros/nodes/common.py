@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import math
+import sys
 import threading
 from typing import Any, Generic, Iterable, Sequence, TypeVar
 
@@ -24,6 +25,8 @@ from vid2sid_ros.msg import Trajectory as TrajectoryMsg  # noqa: E402
 from ..core.excitation import Excitation  # noqa: E402
 from ..core.parameters import ParameterSet  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
+from ..calibration.loop import CalibrationError  # noqa: E402
+from ..sim.base import TwinError  # noqa: E402
 
 __all__ = ["stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
            "excitation_from_commands", "excitation_to_commands", "parameter_update_msg", "BufferQueue",
@@ -64,12 +67,21 @@ def make_executor(node: Any, *, context: Any = None, max_threads: int | None = N
     return SingleThreadedExecutor(context=context)
 
 
+#: errors of bad input while a node is built (rig config, parameters, files, models): said in one line
+_BAD_INPUT = (ValueError, KeyError, OSError, TwinError, CalibrationError)
+
+
 def run_node(make_node: Any, args: Any = None) -> None:
     """The body of every node's ``main(args=None)`` (the ros2/demos pattern, in one place).
 
     ``rclpy.init``, build the node with ``make_node()``, spin it on its own executor
     (:func:`make_executor`), return on Ctrl-C or an external shutdown (SIGTERM), then
     destroy the node and shut rclpy down.
+
+    Raises:
+        SystemExit: code 2 when the node cannot be built from its input (a bad rig config,
+            parameter, file or model: :data:`_BAD_INPUT`), after one line on stderr naming the
+            node and the error (rclpy is shut down first).
     """
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
@@ -78,7 +90,15 @@ def run_node(make_node: Any, args: Any = None) -> None:
     rclpy.init(args=args)
     node = None
     try:
-        node = make_node()
+        try:
+            node = make_node()
+        except _BAD_INPUT as err:  # a bad rig config / parameter: one line, not a traceback (exit 2)
+            module = getattr(make_node, "__module__", None) or "node"
+            if module == "__main__":  # python -m vid2sid_ros.nodes.X
+                module = getattr(sys.modules["__main__"].__spec__, "name", None) or sys.argv[0]
+            name = module.rsplit(".", 1)[-1]
+            print(f"vid2sid_ros {name}: {err}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
         if not rclpy.ok():  # SIGINT/SIGTERM arrived while the node was being built
             return
         executor = make_executor(node)
