@@ -290,7 +290,8 @@ def test_every_key_of_the_schema_refuses_a_wrong_type_naming_file_and_key():
 
 def test_free_initial_state_takes_unit_and_bounds_from_the_joint(tmp_path):
     """docs/rig_config.md: init_bounds default to the joint range, else [-pi, pi] rad / [-1, 1] m. A cart's
-    slide limited to +-0.9 m got +-3.14 'rad or m' (the cart off its rail); explicit init_bounds are kept."""
+    slide limited to +-0.9 m got +-3.14 'rad or m' (the cart off its rail); explicit init_bounds are kept, and the
+    unit is still the joint's (a user's hinge with init_bounds printed 'decay_qpos_j1 = 0.886 rad or m')."""
     from vid2sid_ros.rigs import load_rig
 
     (tmp_path / "cart.xml").write_text(
@@ -306,15 +307,15 @@ def test_free_initial_state_takes_unit_and_bounds_from_the_joint(tmp_path):
            "trials": [{"name": "a", "source": {"sim2sim": {}},
                        "init": {"qpos[slider]": "free", "qpos[hinge]": "free", "qvel[slider]": "free",
                                 "qpos[rail2]": "free", "qvel[hinge]": "free"},
-                       "init_bounds": {"qpos[rail2]": [-0.2, 0.3]},
+                       "init_bounds": {"qpos[rail2]": [-0.2, 0.3], "qvel[hinge]": [-2.0, 2.0]},
                        "excitation": {"kind": "step", "amplitude": 0.0, "duration": 1.0, "rate": 30.0}}]}
     p = load_rig(doc, source=(str(tmp_path / "cart.yaml"), tmp_path)).parameters
     got = {n: (p[n].unit, p[n].lower, p[n].upper) for n in p.names if n.startswith("a_")}
     assert got["a_qpos_slider"] == ("m", -0.9, 0.9)
     assert got["a_qpos_hinge"] == ("rad", pytest.approx(-np.pi), pytest.approx(np.pi))
     assert got["a_qvel_slider"] == ("m/s", -10.0, 10.0)
-    assert got["a_qvel_hinge"] == ("rad/s", -10.0, 10.0)
-    assert got["a_qpos_rail2"][1:] == (-0.2, 0.3)  # the config's init_bounds win over the joint default
+    assert got["a_qvel_hinge"] == ("rad/s", -2.0, 2.0)  # with init_bounds: still the joint's unit (was 'rad/s or m/s')
+    assert got["a_qpos_rail2"] == ("m", -0.2, 0.3)  # the config's init_bounds win over the joint default
 
 
 def test_csv_excitation_columns_must_name_the_rig_actuators(tmp_path):

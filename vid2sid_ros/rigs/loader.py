@@ -753,9 +753,10 @@ def _check_csv_columns(rig: Rig, twin: Any, file: str) -> None:
 def _joint_init_bounds(rig: Rig, twin: Any) -> None:
     """Unit and default bounds of free initial-state parameters from the model's joint types.
 
-    For a coordinate without ``init_bounds``: a hinge is in rad (qpos bounds: its range when
-    limited, else [-pi, pi]), a slide in m (its range, else [-1, 1] m); qvel [-10, 10] rad/s or
-    m/s. Ball and free joints (and twins without an ``MjModel``) keep "rad or m" and [-pi, pi].
+    A hinge is in rad, a slide in m (qvel: rad/s, m/s), also when ``init_bounds`` are given
+    (they are kept). Without ``init_bounds``: qpos bounds are the joint's range when limited,
+    else [-pi, pi] rad / [-1, 1] m; qvel [-10, 10]. Ball and free joints (and twins without an
+    ``MjModel``) keep "rad or m" and [-pi, pi].
     """
     import dataclasses
 
@@ -771,7 +772,7 @@ def _joint_init_bounds(rig: Rig, twin: Any) -> None:
     for t in rig.trials:
         for key, pname in t.free_init.items():
             m = re.match(r"^(qpos|qvel)\[([^,\]]+)", key)
-            if not m or key in raw.get(t.name, {}) or pname not in rig.parameters:
+            if not m or pname not in rig.parameters:
                 continue
             j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, m.group(2).strip())
             if j < 0:
@@ -788,6 +789,10 @@ def _joint_init_bounds(rig: Rig, twin: Any) -> None:
             elif bool(model.jnt_limited[j]):
                 lo, hi = (float(v) for v in model.jnt_range[j])
             i = next(k for k, sp in enumerate(specs) if sp.name == pname)
+            if key in raw.get(t.name, {}):  # the config's init_bounds win; the unit is still the joint's
+                specs[i] = dataclasses.replace(specs[i], unit=unit)
+                changed = True
+                continue
             nominal = min(max(t.init.get(key, 0.0), lo), hi) if lo <= 0.0 <= hi else 0.5 * (lo + hi)
             specs[i] = dataclasses.replace(specs[i], unit=unit, lower=float(lo), upper=float(hi),
                                            nominal=float(nominal))
