@@ -208,6 +208,7 @@ def test_calibrate_benchmark_and_track_take_the_rig_file(slider, tmp_path, capsy
     assert rc == 0, err
     res = json.loads((tmp_path / "run" / "result.json").read_text())
     assert res["values"]["stiffness"] == pytest.approx(40.0, rel=0.02)  # shared physics, three trials
+    assert yaml.safe_load((tmp_path / "run" / "result.yaml").read_text())["rig"] == "slider"  # was ''
     assert (tmp_path / "run" / "report.html").is_file()
 
     rc = main(["benchmark", "sim2sim", "--rig", str(slider), "--seeds", "1", "--methods", "reasoner", "--budget", "40",
@@ -286,6 +287,14 @@ def test_every_key_of_the_schema_refuses_a_wrong_type_naming_file_and_key():
         assert str(e.value).startswith(f"rig.yaml:{where}: expected "), (key.path, str(e.value))
         checked += 1
     assert checked > 100  # nearly every key has a type to get wrong
+
+
+def test_an_inline_parameter_spec_carries_the_rig_name(slider):
+    """result.yaml and randomization.yaml said `rig: ''` for every user rig with inline parameters: the spec's
+    rig is the config's `rig:` (else the file's stem)."""
+    assert load_rig(slider).parameters.rig == "slider"
+    unnamed = _variant(slider, "rig: slider\n", "", "my_cart.yaml")
+    assert load_rig(unnamed).parameters.rig == "my_cart"
 
 
 def test_free_initial_state_takes_unit_and_bounds_from_the_joint(tmp_path):

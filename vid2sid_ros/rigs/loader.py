@@ -317,6 +317,10 @@ def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, chec
     rig.keypoints = tuple(doc["keypoints"]) if doc.get("keypoints") else rig.keypoints
     if rig.tracker and rig.keypoints:
         _check_tracker_names(rig, file)
+    if not rig.parameters.rig:  # an inline spec names no rig: result.yaml and randomization.yaml say this one
+        import dataclasses
+
+        rig.parameters = dataclasses.replace(rig.parameters, rig=rig.name)
     resolved = dict(doc)
     resolved["_source"], resolved["_dir"] = file, str(base)
     rig.config = {**dict(rig.config or {}), **resolved}
