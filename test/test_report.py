@@ -244,6 +244,9 @@ def test_detection_cell_wording_is_pinned():
     assert detection_cell({"seeds": 3}) == "not tested (no --misspecify)"
     assert latency_error_cell({"latency_error_frames": {"mean": 0.1234, "max": 0.5}}) == "0.123 (max 0.500)"
     assert latency_error_cell({}) == "n/a (latency not free)"
+    # latency fitted on an unmodified rig (the /work/nu double pendulum): not "not free" (was)
+    assert latency_error_cell({"latency_free": 2}) == "n/a (latency fitted, none injected)"
+    assert latency_error_cell({"latency_free": 0}) == "n/a (latency not free)"
 
 
 def test_measurement_nuisances_are_parameter_specs_and_a_bad_entry_names_it(toy_runs, tmp_path):
@@ -271,3 +274,25 @@ def test_measurement_nuisances_are_parameter_specs_and_a_bad_entry_names_it(toy_
     (rd / "result.yaml").write_text(yaml.safe_dump(doc))
     with pytest.raises(ReportError, match=r"result\.yaml: nuisance\.latency: parameter 'latency': expected lower < upper"):
         load_run(rd)
+
+
+def test_results_md_says_latency_was_fitted_when_it_was_free_but_not_injected():
+    """A sim2sim benchmark with the latency nuisance free and no latency injected said "n/a (latency not free)"
+    in results.md (the /work/nu double pendulum): the summary now counts the seeds that fitted it."""
+    from types import SimpleNamespace
+
+    from vid2sid_ros.calibration.benchmark import _summarise, format_results_markdown
+
+    rig = SimpleNamespace(name="toy", parameters=SimpleNamespace(free_names=["k"]))
+
+    def rec(seed, nuisance):
+        return {"method": "m", "seed": seed, "rel_error": {"k": 0.1}, "mean_rel_error": 0.1, "holdout_mae_px": 1.0,
+                "train_mae_px": 1.0, "rollouts": 10, "iterations": 2, "wall_s": 1.0, "false_alarm": False,
+                "nuisance": nuisance}
+
+    fitted = _summarise(rig, ["m"], [{"seed": s, "methods": {"m": rec(s, {"latency": 0.004})}} for s in (0, 1)],
+                        10, 2, "keypoint", (0.15, 0.85), 1.0)
+    assert fitted["methods"]["m"]["latency_free"] == 2
+    assert "| n/a (latency fitted, none injected) |" in format_results_markdown(fitted)
+    frozen = _summarise(rig, ["m"], [{"seed": 0, "methods": {"m": rec(0, {})}}], 10, 2, "keypoint", (0.15, 0.85), 1.0)
+    assert "| n/a (latency not free) |" in format_results_markdown(frozen)

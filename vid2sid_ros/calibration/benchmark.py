@@ -35,7 +35,9 @@ diagnosis (:mod:`~vid2sid_ros.calibration.diagnosis`); per method the results co
   ``rolling_shutter``, drops → ``timing``);
 - ``false_alarms``: seeds with any misspecification *warning* on an unmodified rig;
 - ``latency_error_frames``: ``|identified − realised latency| × frame rate`` when the
-  latency is misspecified and the ``latency`` nuisance is free.
+  latency is misspecified and the ``latency`` nuisance is free;
+- ``latency_free``: seeds whose calibration fitted the ``latency`` nuisance (with no
+  latency injected there is no error to measure: the cell says so, not "not free").
 """
 
 from __future__ import annotations
@@ -327,6 +329,7 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
             summary[m]["detected"] = {k: int(sum(bool((r.get("detected") or {}).get(k)) for r in recs)) for k in mis}
         else:
             summary[m]["false_alarms"] = int(sum(bool(r.get("false_alarm")) for r in recs))
+        summary[m]["latency_free"] = int(sum("latency" in (r.get("nuisance") or {}) for r in recs))
         lat = [r["latency_error_frames"] for r in recs if r.get("latency_error_frames") is not None]
         if lat:
             summary[m]["latency_error_frames"] = {"mean": float(np.mean(lat)), "max": float(np.max(lat))}
@@ -377,9 +380,21 @@ def detection_cell(method: Mapping[str, Any]) -> str:
 
 
 def latency_error_cell(method: Mapping[str, Any]) -> str:
-    """The "latency error" cell (frames): ``"0.120 (max 0.310)"``, or why there is none."""
+    """The "latency error" cell (frames): ``"0.120 (max 0.310)"``, or why there is none.
+
+    Args:
+        method: one method's summary (``results["methods"][m]``): ``latency_error_frames``
+            ``{"mean", "max"}`` (frames) when a latency was injected and fitted,
+            ``latency_free`` (seeds that fitted the latency nuisance; absent in old results).
+
+    Returns:
+        the numbers; ``"n/a (latency fitted, none injected)"`` when the latency was free but
+        the real side had none to recover; ``"n/a (latency not free)"`` otherwise.
+    """
     le = method.get("latency_error_frames")
-    return f"{le['mean']:.3f} (max {le['max']:.3f})" if le else "n/a (latency not free)"
+    if le:
+        return f"{le['mean']:.3f} (max {le['max']:.3f})"
+    return "n/a (latency fitted, none injected)" if method.get("latency_free") else "n/a (latency not free)"
 
 
 def diagnosis_lines(results: Mapping[str, Any]) -> list[str]:
@@ -425,7 +440,7 @@ def format_results_markdown(results: Mapping[str, Any]) -> str:
                      f"| {_f(r['iterations'], '.1f')} | {_f(r['wall_s'], '.1f')} | {detection_cell(r)} "
                      f"| {latency_error_cell(r)} |")
     lines += ["", "± = standard deviation over seeds of each seed's mean error (needs two seeds or more); n/a = not "
-              "measured for that method (no holdout excitation, no evaluation, or latency not free)."]
+              "measured for that method (no holdout excitation, no evaluation, latency not free, or no latency injected)."]
     lines += ["", "Mean relative error per parameter:", "",
               "| method | " + " | ".join(free) + " |", "|---|" + "---|" * len(free)]
     for m in order:
