@@ -106,7 +106,7 @@ def test_track_pairs_a_clip_with_a_named_excitation_of_a_user_rig(tmp_path, caps
         frames.append(img)
     clip = write_video(tmp_path / "clip.mp4", frames, 20.0)
     assert main(["track", str(clip), "--rig", str(tmp_path / "rig.yaml"), "--out", str(tmp_path / "bare.json")]) == 0
-    assert "this rig's: push" in capsys.readouterr().err  # the hint names the config's profile first
+    assert "this rig's excitations: push; trial parts: run1_train (push)" in capsys.readouterr().err  # profile first
     out = tmp_path / "trial.json"
     assert main(["track", str(clip), "--rig", str(tmp_path / "rig.yaml"), "--excitation", "push",
                  "--out", str(out)]) == 0, capsys.readouterr().err
@@ -114,3 +114,34 @@ def test_track_pairs_a_clip_with_a_named_excitation_of_a_user_rig(tmp_path, caps
     (entry,) = doc["train"]
     assert entry["excitation"]["name"] == "push"
     assert np.asarray(entry["excitation"]["values"]).shape[0] == 20  # the whole profile, not run1_train's 10 rows
+
+
+def test_track_hint_lists_a_free_decay_trial_as_a_trial_not_an_excitation(tmp_path, capsys):
+    """`track decay.mp4 --rig my_rig.yaml` said `--excitation NAME (this rig's: chirp, multisine, decay)` on the
+    /work/nu double pendulum: `decay` is a trial with `excitation: none`. Excitations and trial parts are listed
+    apart, in the hint and in the unknown-excitation error."""
+    import cv2
+
+    (tmp_path / "slider.xml").write_text(USER_MJCF)
+    frames = []
+    for k in range(12):
+        img = np.full((120, 160, 3), 40, np.uint8)
+        cv2.circle(img, (40 + 3 * k, 60), 6, (255, 0, 0), -1)
+        frames.append(img)
+    clip = write_video(tmp_path / "decay.mp4", frames, 20.0)
+    (tmp_path / "rig.yaml").write_text(
+        "model: slider.xml\n"
+        "parameters: {damping: {unit: N*s/m, lower: 0.1, upper: 5, nominal: 1, target: 'dof_damping[slide]'}}\n"
+        "keypoints: {cart: mark}\n"
+        "camera: {width: 160, height: 120, fovy: 50, pose: {position: [0, -2, 0], look_at: [0, 0, 0]}}\n"
+        "tracker: {markers: [{name: cart, hsv_lower: [170, 100, 80], hsv_upper: [10, 255, 255]}]}\n"
+        "excitations: {push: {kind: sine, amplitude: 0.5, frequency: 1, duration: 1, rate: 20},\n"
+        "              pull: {kind: sine, amplitude: 0.2, frequency: 2, duration: 1, rate: 20}}\n"
+        "trials: [{name: push, source: {sim2sim: {}}, excitation: push},\n"
+        "         {name: decay, source: {video: decay.mp4}, excitation: none, split: holdout}]\n")
+    rig = str(tmp_path / "rig.yaml")
+    assert main(["track", str(clip), "--rig", rig, "--out", str(tmp_path / "bare.json")]) == 0
+    err = capsys.readouterr().err
+    assert "(this rig's excitations: push, pull; trial parts: decay (no command: free decay))" in err, err
+    assert main(["track", str(clip), "--rig", rig, "--excitation", "nope", "--out", str(tmp_path / "t.json")]) == 2
+    assert "valid: this rig's excitations: push, pull; trial parts: decay (no command" in capsys.readouterr().err

@@ -95,9 +95,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"vid2sid track: {clip.num_frames} frames at {clip.fps:g} Hz from {args.video}; "
           f"keypoints found: {summary}" + ("" if args.out == "-" else f"; wrote {args.out}"), file=sys.stderr)
     if args.excitation is None and args.out != "-":
-        names = list(_rig_excitations(rig))
+        listing = _excitation_listing(rig)
         print("vid2sid track: to calibrate from this clip, name the command it was filmed under: --excitation NAME"
-              + (f" (this rig's: {', '.join(names)})" if names else ""), file=sys.stderr)
+              + (f" ({listing})" if listing else ""), file=sys.stderr)
     return 0 if trajectory.valid.any() else 1
 
 
@@ -109,6 +109,33 @@ def _rig_excitations(rig) -> dict:
         for e in (rig.excitations or {}).get(k, ()):
             excs.setdefault(e.name, e)
     return excs
+
+
+def _excitation_listing(rig) -> str:
+    """The names ``--excitation`` takes, excitations apart from trial parts.
+
+    ``"this rig's excitations: chirp, multisine; trial parts: decay (no command: free decay)"``.
+    Excitations are the config's named profiles and a built-in rig's sets; a trial part
+    (``meta["trial"]``, from the config's ``trials:``) whose name is not a profile's is listed
+    separately, with its command's profile or "no command: free decay" for ``excitation: none``
+    (such a part used to be listed as an excitation). Empty when the rig has neither.
+    """
+    named = dict(getattr(rig, "named_excitations", None) or {})
+    excitations, parts = list(named), []
+    for name, e in _rig_excitations(rig).items():
+        if name in named:
+            continue
+        trial = (e.meta or {}).get("trial")
+        if trial is None:
+            excitations.append(name)
+            continue
+        cmd = next((t.excitation for t in (getattr(rig, "trials", None) or ()) if t.name == trial), None)
+        free = cmd is None or (e.meta or {}).get("kind") == "free_decay"
+        parts.append(f"{name} (" + ("no command: free decay" if free else getattr(cmd, "name", trial)) + ")")
+    out = [f"this rig's excitations: {', '.join(excitations)}"] if excitations else []
+    if parts:
+        out.append(f"trial parts: {', '.join(parts)}")
+    return "; ".join(out)
 
 
 def _real_trial_doc(args: argparse.Namespace, rig, trajectory) -> dict:
@@ -129,7 +156,7 @@ def _real_trial_doc(args: argparse.Namespace, rig, trajectory) -> dict:
         raise ValueError("--append needs --excitation NAME (the command the clip was filmed under)")
     if args.excitation not in excs:
         raise ValueError(f"--excitation: unknown excitation {args.excitation!r} of rig '{rig.name}'; valid: "
-                         f"{', '.join(excs) or '(the rig defines none)'}")
+                         f"{_excitation_listing(rig) or '(the rig defines none)'}")
     exc = excs[args.excitation]
     # a frame at time t closes command period k = t * rate - 1 (the twin's convention, frame k at (k + 1) / rate)
     steps = np.rint(np.asarray(trajectory.time, float) * exc.rate).astype(int) - 1
