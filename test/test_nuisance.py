@@ -137,6 +137,21 @@ def test_marker_offsets_stay_on_for_a_recorded_trial_with_a_free_initial_state()
     assert not any(n.startswith("marker_offset") for n in own.names)
 
 
+def test_describe_free_counts_physics_and_nuisances_and_groups_the_marker_offsets():
+    from dataclasses import replace as dc_replace
+    from vid2sid_ros.calibration.nuisance import describe_free
+    from vid2sid_ros.core.parameters import ParameterSpec
+    rig = make_rig()
+    init = ParameterSpec("t0_qpos_hinge", "rad", -1.0, 1.0, 0.0, "initial angle", "init.qpos[hinge]@t0",
+                         "linear", "nuisance")
+    p = dc_replace(rig.parameters, specs=tuple(rig.parameters.specs) + (init,))
+    full = add_measurement_nuisances(p, None, keypoints=("tip", "mid"), excitations=rig.excitations["train"],
+                                     real_trial=True)
+    assert describe_free(full) == ("9 free: 3 physics (stiffness, damping, gain) + 6 nuisance (t0_qpos_hinge, "
+                                   "latency, 4 marker offsets)")
+    assert describe_free(rig.parameters) == "3 physics (stiffness, damping, gain)"  # frozen pixel_scale not counted
+
+
 @pytest.mark.parametrize("block, message", [
     ({"latncy": True}, "unknown key(s) ['latncy']"),
     ({"latency": {"bounds": [0.01, 0.05]}}, "nuisance.latency.bounds: expected [lower, upper] with lower < 0 < upper"),
@@ -193,9 +208,13 @@ def test_the_rig_configs_nuisance_block_reaches_calibrate_and_benchmark(tmp_path
     (tmp_path / "narrow.yaml").write_text(head + "nuisance: {latency: {bounds: [-0.02, 0.03]}}\n")
     (tmp_path / "bad.yaml").write_text(head + "nuisance: {latency: {enabled: maybe}}\n")
     short = ["--iterations", "1", "--budget", "12"]
+    capsys.readouterr()
     assert main(["calibrate", str(tmp_path / "off.yaml"), *short, "--out", str(tmp_path / "off")]) == 0
     assert "nuisance" not in _yaml_doc(tmp_path / "off" / "result.yaml")
+    assert "calibrating rig 'toy' (3 physics (stiffness, damping, gain)) with" in capsys.readouterr().out
     assert main(["calibrate", str(tmp_path / "narrow.yaml"), *short, "--out", str(tmp_path / "narrow")]) == 0
+    # the header names what is fitted, the latency too (was: the rig's physics only)
+    assert "(4 free: 3 physics (stiffness, damping, gain) + 1 nuisance (latency))" in capsys.readouterr().out
     lat = _yaml_doc(tmp_path / "narrow" / "result.yaml")["nuisance"]["latency"]
     assert (lat["lower"], lat["upper"], lat["unit"]) == (-0.02, 0.03, "s")  # the config's bounds, not the default
     capsys.readouterr()

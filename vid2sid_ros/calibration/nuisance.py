@@ -52,7 +52,7 @@ from ..core.trajectory import Trajectory
 
 __all__ = ["MeasurementModel", "NuisanceConfigError", "add_measurement_nuisances", "shift_trajectory",
            "parse_nuisance_config", "LATENCY", "MEASUREMENT_PREFIX", "DEFAULT_LATENCY_BOUNDS_S",
-           "DEFAULT_OFFSET_BOUNDS_PX", "is_commanded", "rig_nuisance"]
+           "DEFAULT_OFFSET_BOUNDS_PX", "is_commanded", "rig_nuisance", "describe_free"]
 
 #: the latency parameter's name
 LATENCY = "latency"
@@ -212,6 +212,26 @@ def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any
     if len(specs) == len(parameters.specs):
         return parameters
     return replace(parameters, specs=tuple(specs))
+
+
+def describe_free(parameters: ParameterSet) -> str:
+    """What is fitted, for the calibrate header: ``"13 free: 4 physics (a, b, c, d) + 9 nuisance (x0, latency,
+    6 marker offsets)"``; the marker offsets are counted, not listed; without free nuisances: ``"4 physics (a, ...)"``.
+
+    Args:
+        parameters: the spec as the calibration fits it (measurement nuisances added,
+            :func:`add_measurement_nuisances`).
+    """
+    phys = [s.name for s in parameters.free if s.kind != "nuisance"]
+    nuis = [s.name for s in parameters.free if s.kind == "nuisance"]
+    offsets = [n for n in nuis if n.startswith("marker_offset.")]
+    listed = [n for n in nuis if n not in offsets]
+    if offsets:
+        listed.append(f"{len(offsets)} marker offset{'s' if len(offsets) != 1 else ''}")
+    text = f"{len(phys)} physics ({', '.join(phys) or 'none'})"
+    if not nuis:
+        return text
+    return f"{len(phys) + len(nuis)} free: {text} + {len(nuis)} nuisance ({', '.join(listed)})"
 
 
 def shift_trajectory(traj: Trajectory, delay_s: float) -> Trajectory:
