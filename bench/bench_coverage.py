@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-results", type=Path, default=None, metavar="RESULTS_JSON",
                     help="count the coverage of a finished (or partial) run's results.json; runs nothing")
     a = ap.parse_args(argv)
+    for name in ("seeds", "budget"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name}: expected an integer >= 1, got {getattr(a, name)}")
     if a.from_results is not None:
         try:
             res = json.loads(a.from_results.read_text())
@@ -103,9 +106,21 @@ def main(argv: list[str] | None = None) -> int:
         out = a.from_results.parent
     else:
         out = Path(a.out) / f"{a.rig}_{a.method}_{a.budget}_{a.noise}"
+        from vid2sid_ros.calibration.loop import CalibrationError
+        from vid2sid_ros.calibration.misspecification import MisspecificationError
+        from vid2sid_ros.calibration.proposers import UnknownProposerError
+        from vid2sid_ros.rigs import RigConfigError, UnknownRigError
+
         # the intervals need only the final check: no check at the nominal point, no residual diagnosis
-        res = run_benchmark(a.rig, [a.method], a.seeds, budget=a.budget, out=out, final_identifiability=True,
-                            progress=False, noise=a.noise, nominal_identifiability=False, diagnosis=False)
+        try:  # run_benchmark checks rig, method and budget before it writes (was: a traceback for each)
+            res = run_benchmark(a.rig, [a.method], a.seeds, budget=a.budget, out=out, final_identifiability=True,
+                                progress=False, noise=a.noise, nominal_identifiability=False, diagnosis=False)
+        except (UnknownRigError, UnknownProposerError) as err:
+            print(f"bench_coverage: {err.args[0] if err.args else err}", file=sys.stderr)
+            return 2
+        except (RigConfigError, CalibrationError, MisspecificationError) as err:
+            print(f"bench_coverage: {err}", file=sys.stderr)
+            return 2
     free = res["free_parameters"]
     cov = coverage(res["per_seed"], a.method, free)
     n_in, n = sum(cov["inside"].values()), sum(cov["counted"].values())

@@ -26,12 +26,41 @@ os.environ.setdefault("ROS_DOMAIN_ID", "118")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vid2sid_ros.calibration.benchmark import run_benchmark  # noqa: E402
+from vid2sid_ros.calibration.loop import CalibrationError  # noqa: E402
 
 
 def _run(job: tuple) -> dict:
     """One budget's benchmark: ``(rig, methods, seeds, budget, out, misspecify)`` -> ``results.json`` content."""
     rig, methods, seeds, budget, out, misspecify = job
     return run_benchmark(rig, methods, seeds, budget=budget, out=Path(out), progress=False, misspecify=misspecify)
+
+
+def _refusal(rig: str, methods: list[str], budget: int, misspecify: str | None) -> str | None:
+    """Why the sweep cannot run, checked before any budget runs (one line), or None.
+
+    The rig loads, every method is a registered proposer that starts, the smallest ``budget``
+    pays for one evaluation (one rollout per training excitation), the misspecification parses
+    and the rig can express it (was: a traceback, from the first budget's run or, for a later
+    budget too small, after the earlier budgets had run).
+    """
+    from vid2sid_ros.calibration.misspecification import check_misspecification, parse_misspecify
+    from vid2sid_ros.calibration.proposers import make_proposer
+    from vid2sid_ros.rigs import load_rig
+
+    try:
+        rig_obj = load_rig(rig)
+        for m in methods:
+            make_proposer(m)
+        n_train = len(rig_obj.excitations.get("train", ()))
+        if budget < n_train:
+            return (f"--budgets: {budget} rollouts cannot pay for one evaluation of rig '{rig_obj.name}' "
+                    f"({n_train} training excitations = {n_train} rollouts); use budgets >= {n_train}")
+        check_misspecification(rig_obj, parse_misspecify(misspecify))
+    except KeyError as err:  # UnknownRigError, UnknownProposerError
+        return str(err.args[0]) if err.args else repr(err)
+    except (ValueError, RuntimeError, ImportError) as err:  # a bad rig config, a proposer that cannot start, --misspecify
+        return str(err)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,22 +73,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="runs/bench_peers")
     ap.add_argument("--jobs", type=int, default=1, help="budgets run at once, one process each (default 1)")
     a = ap.parse_args(argv)
-    methods = a.methods.split(",")
+    methods = list(dict.fromkeys(m.strip() for m in a.methods.split(",") if m.strip()))
+    if not methods:
+        ap.error(f"--methods: expected comma-separated method names, got {a.methods!r}")
     try:
         budgets = [int(b) for b in a.budgets.split(",")]
     except ValueError:
         ap.error(f"--budgets: expected comma-separated integers, got {a.budgets!r}")
+    if min(budgets) < 1 or len(set(budgets)) != len(budgets):
+        ap.error(f"--budgets: expected distinct integers >= 1, got {a.budgets!r}")
+    if a.seeds < 1:
+        ap.error(f"--seeds: expected an integer >= 1, got {a.seeds}")
     if a.jobs < 1:
         ap.error(f"--jobs: expected an integer >= 1, got {a.jobs}")
+    err = _refusal(a.rig, methods, min(budgets), a.misspecify)
+    if err:
+        print(f"bench_peers: {err}", file=sys.stderr)
+        return 2
     table: dict[str, dict[int, str]] = {m: {} for m in methods}
     runs = [(a.rig, methods, a.seeds, b, str(Path(a.out) / f"{a.rig}_{b}"), a.misspecify) for b in budgets]
-    if a.jobs > 1 and len(runs) > 1:
-        from concurrent.futures import ProcessPoolExecutor
+    try:
+        if a.jobs > 1 and len(runs) > 1:
+            from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=min(a.jobs, len(runs))) as pool:
-            results = list(pool.map(_run, runs))
-    else:
-        results = [_run(r) for r in runs]
+            with ProcessPoolExecutor(max_workers=min(a.jobs, len(runs))) as pool:
+                results = list(pool.map(_run, runs))
+        else:
+            results = [_run(r) for r in runs]
+    except CalibrationError as err:  # e.g. an --out budget directory holding a benchmark with other settings
+        print(f"bench_peers: {err}", file=sys.stderr)
+        return 2
     for b, res in sorted(zip(budgets, results), key=lambda br: br[0]):
         for m in methods:
             r = res["methods"][m]

@@ -268,6 +268,8 @@ def main(argv=None) -> int:
     p.add_argument("--ledger", action="store_true",
                    help=f"do not run: rewrite {LEDGER.relative_to(ROOT)} from the groups' last results")
     a = p.parse_args(argv)
+    if a.max_children < 1:  # was: passed on to mutmut as is
+        p.error(f"--max-children: expected an integer >= 1, got {a.max_children}")
     mutmut = Path(sys.executable).with_name("mutmut")
     if not mutmut.exists():
         print(f"mutation: {mutmut} not found; install it: {sys.executable} -m pip install -r "
@@ -285,7 +287,16 @@ def main(argv=None) -> int:
     for name in a.only or DEFAULT_GROUPS:
         group = GROUPS[name]
         res_path = workdir / name / "results.json"
-        prev = json.loads(res_path.read_text()) if a.recheck and res_path.exists() else None
+        try:
+            prev = json.loads(res_path.read_text()) if a.recheck and res_path.exists() else None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:  # was: a JSONDecodeError traceback
+            print(f"mutation: --recheck {name}: {res_path} is not a readable results file ({err}); run the group "
+                  "in full", file=sys.stderr)
+            return 2
+        if prev is not None and not (isinstance(prev, dict) and isinstance(prev.get("status"), dict)):
+            print(f"mutation: --recheck {name}: {res_path}: expected a mapping with a 'status' mapping; run the "
+                  "group in full", file=sys.stderr)
+            return 2
         if a.recheck:
             if prev is None:
                 print(f"mutation: --recheck needs a full run of group {name} first ({res_path})", file=sys.stderr)

@@ -152,3 +152,91 @@ def test_mocap_coordinate_beyond_any_capture_volume_is_refused(tmp_path, recwarn
     # inf and -inf cells are gaps, as before (both readers)
     rec = load_mocap(_csv(tmp_path, ["0,1,2,3", "0.01,inf,2,3", "0.02,1,2,3"], "gap.csv"), markers=["a"], unit="mm")
     assert rec.valid[:, 0].tolist() == [True, False, True]
+
+
+def _bench(name: str, monkeypatch):
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budgets", "0"], "--budgets: expected distinct integers >= 1, got '0'"),
+    (["--budgets", "8,8"], "--budgets: expected distinct integers >= 1, got '8,8'"),
+    (["--seeds", "0"], "--seeds: expected an integer >= 1, got 0"),
+    (["--methods", ","], "--methods: expected comma-separated method names"),
+])
+def test_bench_peers_bad_arguments_are_argparse_errors(tmp_path, capsys, monkeypatch, args, message):
+    """Was: --budgets 0 / -5 a CalibrationError traceback, --seeds 0 a KeyError traceback after writing
+    3 files, --budgets 8,8 ran the same benchmark twice."""
+    bench = _bench("bench_peers", monkeypatch)
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--rig", "toy", "--out", str(tmp_path / "out"), *args])
+    assert exc.value.code == 2 and message in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budgets", "8,1"], "bench_peers: --budgets: 1 rollouts cannot pay for one evaluation of rig 'toy'"),
+    (["--methods", "least-squares,foo"], "bench_peers: unknown proposer 'foo'; valid proposers: "),
+    (["--rig", "nope"], "bench_peers: unknown rig 'nope'; built-in rigs: "),
+    (["--misspecify", "camera=abc"], "bench_peers: --misspecify: camera='abc': expected a number"),
+    (["--rig", "pendulum", "--misspecify", "camera"], "bench_peers: --misspecify camera: "),
+])
+def test_bench_peers_refuses_before_any_budget_runs(tmp_path, capsys, monkeypatch, args, message):
+    """Was: tracebacks (UnknownProposerError, UnknownRigError, MisspecificationError); a later budget too
+    small for one evaluation failed only after the earlier budgets had run and written their directories."""
+    bench = _bench("bench_peers", monkeypatch)
+    argv = ["--rig", "toy", "--seeds", "1", "--budgets", "4", "--methods", "least-squares"]
+    rc = bench.main([*argv, "--out", str(tmp_path / "out"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and err.startswith(message), err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seeds", "0"], "--seeds: expected an integer >= 1, got 0"),
+    (["--budget", "-1"], "--budget: expected an integer >= 1, got -1"),
+])
+def test_bench_coverage_bad_counts_are_argparse_errors(tmp_path, capsys, monkeypatch, args, message):
+    bench = _bench("bench_coverage", monkeypatch)
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--rig", "toy", "--out", str(tmp_path / "out"), *args])
+    assert exc.value.code == 2 and message in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--method", "foo"], "bench_coverage: unknown proposer 'foo'"),
+    (["--rig", "nope"], "bench_coverage: unknown rig 'nope'"),
+    (["--budget", "1"], "bench_coverage: rollout budget 1 cannot pay for one evaluation of rig 'toy'"),
+])
+def test_bench_coverage_refusals_are_one_line(tmp_path, capsys, monkeypatch, args, message):
+    """Was: a traceback for each."""
+    bench = _bench("bench_coverage", monkeypatch)
+    rc = bench.main(["--rig", "toy", "--seeds", "1", "--out", str(tmp_path / "out"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and err.startswith(message), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_mutation_bad_max_children_and_a_corrupt_results_file(tmp_path, capsys, monkeypatch):
+    """Was: --max-children 0 passed on to mutmut; --recheck on a truncated results.json a JSONDecodeError
+    traceback."""
+    mutation = _bench("mutation", monkeypatch)
+    with pytest.raises(SystemExit) as exc:
+        mutation.main(["--max-children", "0"])
+    assert exc.value.code == 2 and "--max-children: expected an integer >= 1, got 0" in capsys.readouterr().err
+    if not Path(mutation.sys.executable).with_name("mutmut").exists():
+        pytest.skip("mutmut not installed")
+    group = mutation.DEFAULT_GROUPS[0]
+    (tmp_path / group).mkdir()
+    (tmp_path / group / "results.json").write_text('{"status": {')
+    rc = mutation.main(["--workdir", str(tmp_path), "--only", group, "--recheck"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"mutation: --recheck {group}: {tmp_path / group / 'results.json'} is not a readable")
