@@ -82,3 +82,33 @@ def test_bad_inputs_are_one_line(tmp_path, capsys):
     bad.write_text("version: 1\nparameters:\n  k: {distribution: uniform, identified: 1, low: 2, high: 0.5}\n")
     with pytest.raises(RandomizationError, match=r"parameters.k: expected low < high"):
         load_randomization(bad)
+
+
+def test_name_indexed_targets_are_applied_like_the_twin_reads_them(tmp_path):
+    """A user rig's targets index by name (`dof_damping[j1]`, `actuator_gear[m1,0]`): the calibration accepted
+    them, apply_to_mujoco_model raised "cannot parse target 'dof_damping[j1]'" (it used the finger's numeric-only
+    parser). Both now read targets with the one parser (sim.user_model.parse_user_target)."""
+    import mujoco
+
+    m = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body name="a"><joint name="j0" type="hinge"/><geom size="0.1" mass="1"/>'
+        '<body name="b"><joint name="j1" type="slide"/><geom size="0.1" mass="1"/></body></body></worldbody>'
+        '<actuator><motor name="m0" joint="j0"/><motor name="m1" joint="j1" gear="2"/></actuator></mujoco>')
+    path = tmp_path / "randomization.yaml"
+    path.write_text(yaml.safe_dump({"version": 1, "rig": "two", "parameters": {
+        "damping_1": {"target": "dof_damping[j1]", "identified": 0.3, "low": 0.2, "high": 0.4, "distribution": "uniform"},
+        "gear_1": {"target": "actuator_gear[m1,0]*2", "identified": 1.0, "low": 0.9, "high": 1.1,
+                   "distribution": "uniform"},
+        "density": {"target": "opt.density", "identified": 1.2, "low": 1.0, "high": 1.4, "distribution": "uniform"}}}))
+    drawn = apply_to_mujoco_model(m, load_randomization(path), np.random.default_rng(0))
+    assert m.dof_damping[1] == pytest.approx(drawn["damping_1"]) and m.dof_damping[0] == 0.0
+    assert m.actuator_gear[1, 0] == pytest.approx(2 * drawn["gear_1"]) and m.actuator_gear[0, 0] == 1.0
+    assert m.opt.density == pytest.approx(drawn["density"])
+    path.write_text(yaml.safe_dump({"version": 1, "parameters": {
+        "d": {"target": "dof_damping[j9]", "identified": 0.3, "low": 0.2, "high": 0.4, "distribution": "uniform"}}}))
+    with pytest.raises(RandomizationError, match=r"parameters.d.target: parameter .d.: no joint named 'j9'"):
+        apply_to_mujoco_model(m, load_randomization(path), np.random.default_rng(0))
+    path.write_text(yaml.safe_dump({"version": 1, "parameters": {
+        "x0": {"target": "init.qpos[j0]", "identified": 0.3, "low": 0.2, "high": 0.4, "distribution": "uniform"}}}))
+    with pytest.raises(RandomizationError, match=r"parameters.x0.target: 'init.qpos\[j0\]' sets a qpos value, not a"):
+        apply_to_mujoco_model(m, load_randomization(path), np.random.default_rng(0))

@@ -264,8 +264,9 @@ def load_randomization(path: str | Path) -> Randomization:
 def apply_to_mujoco_model(model: Any, randomization: Randomization, rng: np.random.Generator) -> dict[str, float]:
     """Draw one sample and write it into a compiled ``mujoco.MjModel`` through each parameter's target.
 
-    Targets use the spec syntax (``dof_damping[0], dof_damping[1]``, ``jnt_stiffness[1]*0.6``):
-    each listed field gets ``value × ratio``.
+    Targets use the spec syntax the twins read (:func:`~vid2sid_ros.sim.user_model.parse_user_target`:
+    ``dof_damping[0], dof_damping[1]``, ``jnt_stiffness[1]*0.6``, name indices ``dof_damping[j1]``,
+    ``actuator_gear[m1,0]``, ``opt.density``): each listed field gets ``value × ratio``.
 
     Args:
         model: a ``mujoco.MjModel`` (changed in place).
@@ -276,18 +277,28 @@ def apply_to_mujoco_model(model: Any, randomization: Randomization, rng: np.rand
         the drawn values ``{name: value}`` (SI).
 
     Raises:
-        RandomizationError: a target that does not name a field of this model (message names it).
+        RandomizationError: a target that does not name a field of this model, or names a camera /
+            initial-state / trial nuisance (not in an MjModel); the message names it.
     """
-    from ..sim.base import TwinError
-    from ..sim.mujoco_finger import parse_targets
+    from ..core.camera import CAMERA_FIELDS
+    from ..sim.image_projection import PROJECTION_FIELDS
+    from ..sim.user_model import UserModelError, parse_user_target, write_model_binding
 
     values = randomization.sample(rng)
-    for name, v in values.items():
+    where = f"{randomization.source or 'randomization'}: parameters"
+    bindings = {}
+    for name in values:  # every target checked before the model is touched
+        target = randomization.parameters[name].target
         try:
-            targets = parse_targets(model, name, randomization.parameters[name].target)
-        except TwinError as err:
-            raise RandomizationError(f"{randomization.source or 'randomization'}: parameters.{name}.target: {err}") \
-                from None
-        for t in targets:
-            getattr(model, t.field)[t.index] = v * t.ratio
+            bindings[name] = parse_user_target(model, name, target,
+                                               camera_fields={**PROJECTION_FIELDS, **CAMERA_FIELDS})
+        except UserModelError as err:
+            raise RandomizationError(f"{where}.{name}.target: {err}") from None
+        other = [b.kind for b in bindings[name] if b.kind not in ("model", "option")]
+        if other:
+            raise RandomizationError(f"{where}.{name}.target: {target!r} sets a {other[0]} value, not a field of "
+                                     "the MjModel; a randomization writes model fields only")
+    for name, v in values.items():
+        for b in bindings[name]:
+            write_model_binding(model, b, v * b.ratio)
     return values

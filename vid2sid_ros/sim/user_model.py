@@ -68,8 +68,8 @@ from .mujoco_model import (MarkerSpec, ModelError, build_model, distortion_maps,
                            parse_markers, set_camera)
 from .mujoco_render import OffscreenRenderer  # noqa: E402
 
-__all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "build_user_twin", "resolve_path",
-           "PACKAGE_DIR"]
+__all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "write_model_binding",
+           "build_user_twin", "resolve_path", "PACKAGE_DIR"]
 
 #: MjModel field prefix -> object type whose names index that field
 _PREFIX_OBJ = {
@@ -238,6 +238,24 @@ def parse_user_target(model: mujoco.MjModel, name: str, target: str, *,
             except TwinError as err:
                 raise UserModelError(str(err)) from None
     return out
+
+
+def write_model_binding(model: mujoco.MjModel, binding: Binding, value: float) -> None:
+    """Write ``value`` (already times ``binding.ratio``) into ``model`` at a ``"model"`` (MjModel field)
+    or ``"option"`` (MjOption field) binding of :func:`parse_user_target` (in place, no recompile).
+
+    Raises:
+        UserModelError: a binding of another kind (camera, initial state, trial: not in an MjModel).
+    """
+    if binding.kind == "model":
+        getattr(model, binding.field)[binding.index] = value
+    elif binding.kind == "option":
+        if binding.index:
+            getattr(model.opt, binding.field)[binding.index[0]] = value
+        else:
+            setattr(model.opt, binding.field, value)
+    else:
+        raise UserModelError(f"a {binding.kind!r} target is not a field of the MjModel")
 
 
 class UserModelTwin:
@@ -500,13 +518,8 @@ class UserModelTwin:
         for name, fv in checked.items():
             for b in self._bindings[name]:
                 x = fv * b.ratio
-                if b.kind == "model":
-                    getattr(self.model, b.field)[b.index] = x
-                elif b.kind == "option":
-                    if b.index:
-                        getattr(self.model.opt, b.field)[b.index[0]] = x
-                    else:
-                        setattr(self.model.opt, b.field, x)
+                if b.kind in ("model", "option"):
+                    write_model_binding(self.model, b, x)
                 elif b.kind == "camera":
                     self._camera_values[b.field] = x
                 elif b.trial:
