@@ -58,7 +58,7 @@ from .loop import CalibrationConfig, CalibrationError, check_run_dir, run_calibr
 from .objective import TrialObjective
 from .observation import jsonable
 from .proposers import make_proposer
-from .sim2sim import draw_ground_truth, make_sim2sim_trial
+from .sim2sim import check_camera_noise, draw_ground_truth, make_sim2sim_trial
 from .start import StartConfig, StartError, generic_start, parse_start
 
 __all__ = ["run_benchmark", "format_results_markdown", "resolve_rig", "DEFAULT_METHODS"]
@@ -171,6 +171,8 @@ def run_benchmark(
     Raises:
         UnknownRigError, UnknownProposerError: on bad names (checked before any work).
         MisspecificationError: a bad ``misspecify`` (checked before any work).
+        Sim2SimError: camera noise on a rig whose render shows none of the tracker's marker
+            colours (:func:`~vid2sid_ros.calibration.sim2sim.check_camera_noise`, before any work).
         CalibrationError: a budget below one evaluation (checked before any work), or an `out`
             holding runs made with other settings.
     """
@@ -188,6 +190,8 @@ def run_benchmark(
         raise CalibrationError(f"rollout budget {budget} cannot pay for one evaluation of rig '{rig_obj.name}' "
                                f"({n_train} training excitations = {n_train} rollouts); use a budget >= {n_train}")
     noise_mode = _resolve_noise(rig_obj, noise)
+    if noise_mode == "camera":  # a render the tracker finds nothing in: refused before any rollout or file
+        check_camera_noise(rig_obj)
     check_misspecification(rig_obj, mis)  # a kind the rig cannot express: refused before any file is written
     if nuisance is not None:  # an explicit block (the CLI's --no-latency) is checked like the config's
         parse_nuisance_config(nuisance, source="nuisance")

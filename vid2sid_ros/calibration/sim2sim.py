@@ -32,7 +32,7 @@ from ..sim.base import Twin, in_image_valid
 from ..sim.registry import Rig
 from .observation import RealTrial
 
-__all__ = ["draw_ground_truth", "make_sim2sim_trial", "NOISE_MODES", "Sim2SimError"]
+__all__ = ["draw_ground_truth", "make_sim2sim_trial", "check_camera_noise", "NOISE_MODES", "Sim2SimError"]
 
 NOISE_MODES = ("camera", "keypoint", "none")
 
@@ -66,6 +66,73 @@ def _tracked(rig: Rig, frames: np.ndarray, gt: Trajectory, *, seed: int, trial: 
     return tr, info, np.asarray(noisy)
 
 
+def check_camera_noise(rig: Rig, twin: Twin | None = None) -> None:
+    """Refuse camera-noise sim2sim when the stand-in render has nothing the rig's tracker looks for.
+
+    A colour-marker tracker (``tracker.markers``) finds a keypoint only where a pixel's HSV
+    colour is inside its range; a MuJoCo model with bare sites and grey links renders no
+    such pixel, and the stand-in trial used to fail after every rollout was paid for
+    ("no valid keypoint overlaps the real trial"). Each tracker marker's hue range and
+    lowest saturation (OpenCV scale) is tested against every colour the render can show
+    (:func:`~vid2sid_ros.sim.mujoco_model.rendered_colours`: the model's geoms and sites and
+    the config's ``markers:`` spheres, which are in the compiled model). Lighting keeps hue
+    and can only lower saturation, so no matching colour means no detection. Twins without
+    a MuJoCo model (PyElastica) and non-colour trackers (centreline, ArUco) are not checked.
+
+    Args:
+        rig: the rig (tracker config, twin factory, config source for the message).
+        twin: a twin of ``rig`` to inspect (default: one is built and closed).
+
+    Raises:
+        Sim2SimError: one line naming ``FILE:tracker.markers[i]`` and the fix (add a
+            ``markers:`` entry on the keypoint's site, or use ``--noise keypoint``).
+    """
+    cfg = rig.tracker or {}
+    specs = [m for m in (cfg.get("markers") or []) if isinstance(m, Mapping) and "hsv_lower" in m and "hsv_upper" in m]
+    if cfg.get("kind", "markers") != "markers" or not specs:
+        return
+    own = twin is None
+    twin = rig.make_twin() if own else twin
+    try:
+        model = getattr(twin, "model", None)
+        try:
+            import mujoco
+
+            from ..sim.mujoco_model import rendered_colours
+        except ImportError:
+            return
+        if not isinstance(model, mujoco.MjModel):
+            return
+        colours = rendered_colours(model)
+    finally:
+        close = getattr(twin, "close", None)
+        if own and callable(close):
+            close()
+    import cv2
+
+    hsv = (cv2.cvtColor(np.round(colours * 255).astype(np.uint8)[None], cv2.COLOR_RGB2HSV)[0].astype(int)
+           if len(colours) else np.zeros((0, 3), int))
+    src = str((rig.config or {}).get("_source") or rig.source or rig.name)
+    all_markers = list(cfg.get("markers") or [])
+    missing = []
+    for m in specs:
+        lo, hi = [int(x) for x in m["hsv_lower"]], [int(x) for x in m["hsv_upper"]]
+        h = hsv[:, 0]
+        in_hue = (h >= lo[0]) & (h <= hi[0]) if lo[0] <= hi[0] else (h >= lo[0]) | (h <= hi[0])
+        if not np.any(in_hue & (hsv[:, 1] >= lo[1])):
+            missing.append((all_markers.index(m), m, lo, hi))
+    if not missing:
+        return
+    i, m, lo, hi = missing[0]
+    site = dict((rig.config or {}).get("keypoints") or {}).get(m.get("name"), m.get("name"))
+    more = f" (and {len(missing) - 1} more marker(s))" if len(missing) > 1 else ""
+    raise Sim2SimError(
+        f"{src}:tracker.markers[{i}]: marker '{m.get('name')}' (hue {lo[0]}..{hi[0]}, saturation >= {lo[1]}) matches "
+        f"no colour of the model or of its markers: entries{more}, so the camera-noise stand-in render has nothing "
+        f"to track; add a coloured sphere on its site to the config (markers: [{{name: m_{m.get('name')}, "
+        f"site: {site}, rgba: [r, g, b, 1]}}] in the tracker's hue range) or use --noise keypoint")
+
+
 def _rows(traj: Trajectory, rows: np.ndarray, rate: float) -> Trajectory:
     """Selected rows of an upsampled rollout, stamped at the command times (step k at (k + 1) / rate)."""
     from dataclasses import replace
@@ -94,7 +161,8 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
             what was done is in ``meta["misspecification"]`` (with the realised latency, s).
 
     Raises:
-        Sim2SimError: unknown noise mode, a diverged rollout at the truth, missing tracker.
+        Sim2SimError: unknown noise mode, a diverged rollout at the truth, missing tracker, a
+            camera-noise render without the tracker's colours (:func:`check_camera_noise`).
         MisspecificationError: a bad or inexpressible misspecification.
     """
     from .misspecification import (LATENCY_UPSAMPLE, apply_model_friction, check_misspecification, delayed_rows,
@@ -108,6 +176,8 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
         check_misspecification(rig, {"rolling_shutter": mis["rolling_shutter"]})
     if "friction" in mis or "camera" in mis or twin is None:  # the real side's own twin: never move the caller's
         twin = rig.make_twin()
+    if noise == "camera":  # before any rollout: a render without the tracker's colours cannot be tracked
+        check_camera_noise(rig, twin)
     full = rig.parameters.complete(dict(truth))
     real_values, mis_info = perturb_real_twin(twin, rig.parameters, full, mis) if mis else (full, {})
     twin.set_parameters(real_values)

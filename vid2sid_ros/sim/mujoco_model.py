@@ -44,7 +44,7 @@ from ..core.camera import PinholeCamera  # noqa: E402
 from .base import TwinError  # noqa: E402
 
 __all__ = ["ModelError", "MarkerSpec", "ActuatorSpec", "BuiltModel", "load_spec", "build_model", "set_camera",
-           "parse_markers", "parse_actuators", "distortion_maps", "CAMERA_NAME"]
+           "parse_markers", "parse_actuators", "distortion_maps", "rendered_colours", "CAMERA_NAME"]
 
 #: name of the camera added to the model
 CAMERA_NAME = "vid2sid_camera"
@@ -485,3 +485,51 @@ def distortion_maps(camera: PinholeCamera) -> tuple[np.ndarray, np.ndarray] | No
     v, u = np.mgrid[0:camera.height, 0:camera.width].astype(float)
     src = camera.undistort_pixels(np.stack([u, v], axis=-1))
     return src[..., 0].astype(np.float32), src[..., 1].astype(np.float32)
+
+
+def rendered_colours(model: Any, *, max_texels: int = 4096) -> np.ndarray:
+    """Every base colour a render of ``model`` can show: what a colour tracker can find in it.
+
+    The colours of the geoms and sites of the groups MuJoCo's default scene draws (0-2) that
+    are not transparent (alpha > 0): the element's ``rgba``, its material's ``rgba``, and its
+    material's texture texels (subsampled to ``max_texels`` per texture) times the material
+    colour. Lighting scales these (hue and saturation kept; specular light and clipping only
+    desaturate), so a tracker hue range that none of them falls in cannot see anything.
+
+    Args:
+        model: a compiled ``mujoco.MjModel``.
+        max_texels: texels read per texture.
+
+    Returns:
+        (N, 3) float RGB in [0, 1] (duplicates removed).
+    """
+    out: list[np.ndarray] = []
+    texid = np.asarray(model.mat_texid).reshape(model.nmat, -1) if model.nmat else np.zeros((0, 1), int)
+
+    def add(rgba: np.ndarray, matid: int) -> None:
+        if rgba[3] > 0:
+            out.append(np.asarray(rgba[:3], float)[None])
+        if matid < 0:
+            return
+        mat = np.asarray(model.mat_rgba[matid], float)
+        if mat[3] <= 0:
+            return
+        out.append(mat[None, :3])
+        for t in texid[matid]:
+            if t < 0:
+                continue
+            n, ch = int(model.tex_width[t] * model.tex_height[t]), int(model.tex_nchannel[t])
+            adr = int(model.tex_adr[t])
+            texels = np.asarray(model.tex_data[adr:adr + n * ch], float).reshape(n, ch)[:, :3] / 255.0
+            step = max(1, n // max_texels)
+            out.append(texels[::step] * mat[None, :3])
+
+    for i in range(model.ngeom):
+        if 0 <= int(model.geom_group[i]) <= 2:
+            add(np.asarray(model.geom_rgba[i], float), int(model.geom_matid[i]))
+    for i in range(model.nsite):
+        if 0 <= int(model.site_group[i]) <= 2:
+            add(np.asarray(model.site_rgba[i], float), int(model.site_matid[i]))
+    if not out:
+        return np.zeros((0, 3))
+    return np.unique(np.round(np.concatenate(out), 4), axis=0)
