@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -222,3 +223,30 @@ def test_records_serialise_non_finite_errors_as_null_and_back(run):
                                                                                                          0.0)
     with pytest.raises(CalibrationError, match=r"^here: malformed iteration record \(KeyError"):
         record_from_dict({"iteration": 1}, source="here")
+
+
+def test_the_rollout_count_of_run_json_is_the_base_of_rollouts_total(run):
+    """``run.json``'s ``initial_rollouts`` (iteration 0 plus any start-up checks) is what the
+    per-line ``rollouts_total`` is checked against; without it (or not an integer), iteration 0's
+    own count is."""
+    rig, real, rd, _ = run
+    meta = json.loads((rd / "run.json").read_text())
+    base = meta["initial_rollouts"]
+    assert base == meta["initial"]["rollouts_used"]  # no start-up check in this run: the two agree
+    for value, ok in [(base + 5, False), (None, True), (True, True), (float(base), True)]:
+        m = {k: v for k, v in meta.items() if k != "initial_rollouts"}
+        if value is not None:
+            m["initial_rollouts"] = value
+        (rd / "run.json").write_text(json.dumps(m))
+        if ok:
+            assert [r.iteration for r in load_history(rd)] == [0, 1, 2, 3]
+            assert [r.iteration for r in _check(rig, real, rd).records] == [1, 2, 3]
+        else:
+            for call in (lambda: load_history(rd), lambda: _check(rig, real, rd)):
+                with pytest.raises(CalibrationError, match=r"line 1: rollouts_total \d+ but the iterations so far used"):
+                    call()
+    m = {**meta, "initial_rollouts": base}
+    m["initial"] = {k: v for k, v in meta["initial"].items() if k != "values"}
+    (rd / "run.json").write_text(json.dumps(m))
+    with pytest.raises(CalibrationError, match=rf"^{re.escape(str(rd / 'run.json'))}: malformed iteration record"):
+        load_history(rd)
