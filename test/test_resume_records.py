@@ -250,3 +250,20 @@ def test_the_rollout_count_of_run_json_is_the_base_of_rollouts_total(run):
     (rd / "run.json").write_text(json.dumps(m))
     with pytest.raises(CalibrationError, match=rf"^{re.escape(str(rd / 'run.json'))}: malformed iteration record"):
         load_history(rd)
+
+
+def test_free_iterations_infinite_fields_and_the_two_tuple_reader(run):
+    from vid2sid_ros.calibration.loop import _read_jsonl
+
+    rig, real, rd, _ = run
+    recs, good = _read_jsonl(rd)  # without with_lines: (records, byte length of the good prefix)
+    assert [r.iteration for r in recs] == [1, 2, 3] and good == (rd / "iterations.jsonl").stat().st_size
+    lines = _lines(rd)
+    base = json.loads((rd / "run.json").read_text())["initial_rollouts"]
+    # iterations that cost no rollout (a measurement-nuisance step served from the rollout cache) are valid
+    _write(rd, [_edit(x, rollouts_used=0, **{"extra.rollouts_total": base}) for x in lines])
+    assert [r.rollouts_used for r in load_history(rd)[1:]] == [0, 0, 0]
+    for field in ("confidence", "wall_s"):
+        _write(rd, [_edit(lines[0], **{field: 1e999}), *lines[1:]])
+        with pytest.raises(CalibrationError, match=rf"line 1: non-finite number\(s\) in {field} "):
+            load_history(rd)
