@@ -258,6 +258,9 @@ def test_free_iterations_infinite_fields_and_the_two_tuple_reader(run):
     rig, real, rd, _ = run
     recs, good = _read_jsonl(rd)  # without with_lines: (records, byte length of the good prefix)
     assert [r.iteration for r in recs] == [1, 2, 3] and good == (rd / "iterations.jsonl").stat().st_size
+    fresh = rd.parent / "fresh"
+    fresh.mkdir()
+    assert _read_jsonl(fresh) == ([], 0) and _read_jsonl(fresh, with_lines=True) == ([], 0, [])  # no file yet
     lines = _lines(rd)
     base = json.loads((rd / "run.json").read_text())["initial_rollouts"]
     # iterations that cost no rollout (a measurement-nuisance step served from the rollout cache) are valid
