@@ -270,3 +270,27 @@ def test_free_iterations_infinite_fields_and_the_two_tuple_reader(run):
         _write(rd, [_edit(lines[0], **{field: 1e999}), *lines[1:]])
         with pytest.raises(CalibrationError, match=rf"line 1: non-finite number\(s\) in {field} "):
             load_history(rd)
+
+
+def test_records_round_trip_every_field_and_name_the_default_source(run):
+    _, _, _, res = run
+    rec = replace(res.history[1], per_keypoint_px={"tip": 1.5, "mid": math.nan}, notes=["clipped stiffness"],
+                  rationale="stiffness up", proposer="reasoner")
+    back = record_from_dict(json.loads(json.dumps(record_to_dict(rec))))
+    assert (back.proposer, back.rationale, back.notes) == ("reasoner", "stiffness up", ["clipped stiffness"])
+    assert back.per_keypoint_px["tip"] == 1.5 and math.isnan(back.per_keypoint_px["mid"])
+    with pytest.raises(CalibrationError, match=r"^<record>: malformed iteration record \(KeyError"):
+        record_from_dict({"iteration": 1})
+
+
+def test_a_leading_blank_line_is_skipped_and_two_damaged_lines_are_refused(run):
+    rig, real, rd, _ = run
+    a, b, c = _lines(rd)
+    _write(rd, ["\n", a, b, c])
+    assert [r.iteration for r in load_history(rd)] == [0, 1, 2, 3]
+    _write(rd, ["\n", a, "{oops\n", c])
+    with pytest.raises(CalibrationError, match="line 3 is corrupt"):  # lines counted from the file's first
+        load_history(rd)
+    _write(rd, [a, b, "{oops\n", "x"])  # a corrupt line, then a one-byte fragment: not one torn last line
+    with pytest.raises(CalibrationError, match="line 3 is corrupt"):
+        load_history(rd)
