@@ -275,9 +275,12 @@ def test_free_iterations_infinite_fields_and_the_two_tuple_reader(run):
 def test_records_round_trip_every_field_and_name_the_default_source(run):
     _, _, _, res = run
     rec = replace(res.history[1], per_keypoint_px={"tip": 1.5, "mid": math.nan}, notes=["clipped stiffness"],
-                  rationale="stiffness up", proposer="reasoner")
+                  rationale="stiffness up", proposer="reasoner", confidence=0.75, wall_s=1.25)
     back = record_from_dict(json.loads(json.dumps(record_to_dict(rec))))
     assert (back.proposer, back.rationale, back.notes) == ("reasoner", "stiffness up", ["clipped stiffness"])
+    assert (back.confidence, back.wall_s) == (0.75, 1.25)
+    bare = record_from_dict({"iteration": 2, "proposer": "x", "values": {"k": 1.0}})
+    assert (bare.rationale, bare.confidence, bare.error_px, bare.per_keypoint_px) == ("", 0.0, math.inf, {})
     assert back.per_keypoint_px["tip"] == 1.5 and math.isnan(back.per_keypoint_px["mid"])
     with pytest.raises(CalibrationError, match=r"^<record>: malformed iteration record \(KeyError"):
         record_from_dict({"iteration": 1})
