@@ -297,3 +297,16 @@ def test_a_leading_blank_line_is_skipped_and_two_damaged_lines_are_refused(run):
     _write(rd, [a, b, "{oops\n", "x"])  # a corrupt line, then a one-byte fragment: not one torn last line
     with pytest.raises(CalibrationError, match="line 3 is corrupt"):
         load_history(rd)
+
+
+def test_a_budget_below_one_evaluation_is_refused_before_anything_else(run, tmp_path):
+    rig, real, rd, _ = run
+    n = len(real.train_excitations)
+    kw = dict(proposer_name="reasoner", parameters=rig.parameters, real=real)
+    with pytest.raises(CalibrationError, match=rf"rollout budget {n - 1} cannot pay for one evaluation \({n} rollouts\)"):
+        check_run_dir(tmp_path / "new", config=replace(CFG, rollout_budget=n - 1), **kw)
+    assert check_run_dir(tmp_path / "new", config=replace(CFG, rollout_budget=n), **kw) is None  # exactly one: fine
+    # resuming is not refused for it (the interrupted run was checked when it started)
+    with pytest.raises(CalibrationError, match="'rollout_budget' differs"):
+        check_run_dir(rd, config=replace(CFG, resume=True, rollout_budget=n - 1), proposer_name="reasoner",
+                      parameters=_spec(rd), real=real)
