@@ -310,3 +310,29 @@ def test_a_budget_below_one_evaluation_is_refused_before_anything_else(run, tmp_
     with pytest.raises(CalibrationError, match="'rollout_budget' differs"):
         check_run_dir(rd, config=replace(CFG, resume=True, rollout_budget=n - 1), proposer_name="reasoner",
                       parameters=_spec(rd), real=real)
+
+
+def test_resume_check_adds_the_run_s_measurement_nuisances_and_an_empty_jsonl_is_no_run(tmp_path):
+    """A recorded trial (no truth: marker offsets on by default) fitted with latency switched off:
+    the resume check, given the rig's physics spec, must add the nuisances exactly as the run did."""
+    rig = make_rig()
+    sim = make_sim2sim_trial(rig, {"stiffness": 0.62, "damping": 0.035, "gain": 0.21}, seed=1, noise="keypoint")
+    real = replace(sim, truth=None)
+    cfg = replace(CFG, iterations=1, nuisance={"latency": False})
+    rd = tmp_path / "run"
+    run_calibration(rig, real, _Stepper(), cfg, rd)
+    names = [p["name"] for p in json.loads((rd / "run.json").read_text())["signature"]["parameters"]]
+    assert any("offset" in n for n in names) and not any("latency" in n for n in names)
+    pre = check_run_dir(rd, proposer_name="reasoner", config=replace(cfg, resume=True), parameters=rig.parameters,
+                        real=real)
+    assert [r.iteration for r in pre.records] == [1]
+    pre = check_run_dir(rd, proposer_name="reasoner", config=replace(cfg, resume=True), parameters=rig.parameters,
+                        real=None)  # no trial to compare: the signature is not checked, the records are read
+    assert [r.iteration for r in pre.records] == [1]
+    (rd / "run.json").unlink()
+    shutil.rmtree(rd / "proposer_state", ignore_errors=True)
+    (rd / "iterations.jsonl").write_text("")  # an empty file holds no iteration: a fresh run may start
+    assert check_run_dir(rd, proposer_name="reasoner", config=cfg, parameters=rig.parameters, real=real) is None
+    (rd / "iterations.jsonl").write_text("\n")  # one byte: something was written, refuse
+    with pytest.raises(CalibrationError, match="run.json is missing but iterations.jsonl"):
+        check_run_dir(rd, proposer_name="reasoner", config=cfg, parameters=rig.parameters, real=real)
