@@ -248,8 +248,13 @@ def test_the_rollout_count_of_run_json_is_the_base_of_rollouts_total(run):
     m = {**meta, "initial_rollouts": base}
     m["initial"] = {k: v for k, v in meta["initial"].items() if k != "values"}
     (rd / "run.json").write_text(json.dumps(m))
-    with pytest.raises(CalibrationError, match=rf"^{re.escape(str(rd / 'run.json'))}: malformed iteration record"):
-        load_history(rd)
+    for call in (lambda: load_history(rd), lambda: _check(rig, real, rd)):
+        with pytest.raises(CalibrationError, match=rf"^{re.escape(str(rd / 'run.json'))}: malformed iteration record"):
+            call()
+    (rd / "run.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "signature"}))
+    with pytest.raises(CalibrationError, match=r"'proposer' differs from the interrupted run \(None vs 'reasoner'\)"):
+        check_run_dir(rd, proposer_name="reasoner", config=replace(CFG, resume=True), parameters=rig.parameters,
+                      real=real)  # a run.json without its signature is not resumed blindly
 
 
 def test_free_iterations_infinite_fields_and_the_two_tuple_reader(run):
