@@ -66,11 +66,15 @@ def test_readme_own_robot_lines_run_as_written(tmp_path):
     code = _readme_lines()
     (tmp_path / "robot.xml").write_text(ROBOT_XML)
     damping, angle = _film(tmp_path, code)
-    bin_dir = tmp_path / "bin"  # `vid2sid` = this checkout's command line
-    bin_dir.mkdir()
+    # `make demo` installs the command as .venv/bin/vid2sid, not on PATH: the lines must call it so (a bare
+    # `vid2sid` failed with "command not found" after `make demo`); here .venv/bin/vid2sid = this checkout's CLI
+    calls = re.findall(r"^\s*(\S*vid2sid)\s", code, re.M)
+    assert calls and set(calls) == {".venv/bin/vid2sid"}, calls
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
     (bin_dir / "vid2sid").write_text(f"#!/bin/sh\nexec {sys.executable} -m vid2sid_ros.cli \"$@\"\n")
     (bin_dir / "vid2sid").chmod(stat.S_IRWXU)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     r = subprocess.run(["bash", "-e", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     run = tmp_path / "runs" / "my_robot"
@@ -78,3 +82,27 @@ def test_readme_own_robot_lines_run_as_written(tmp_path):
     res = json.loads((run / "result.json").read_text())["values"]
     assert res["damping"] == pytest.approx(damping, rel=0.1)
     assert res[next(k for k in res if k.endswith("_qpos_swing"))] == pytest.approx(angle, abs=0.02)
+
+
+def test_readme_describes_the_demo_output_in_the_order_it_is_printed():
+    """README said the demo "ends by printing the holdout error and the identified length", but warnings, the
+    period check, the total time and the report path follow (commands/demo.summary_lines): the text says so."""
+    from vid2sid_ros.commands.demo import summary_lines
+
+    text = (REPO / "README.md").read_text()
+    para = text.split("`make demo` is the main job")[1].split("\n\n")[0]
+    assert "ends by printing the holdout error" not in para
+    said = ["holdout error", "residual-diagnosis warning", "identified\nlength", "identifiability warnings",
+            "period check", "total time", "ends with the path of\n`runs/demo/report.html`"]
+    flat = " ".join(para.split())
+    pos = [flat.find(" ".join(w.split())) for w in said]
+    assert -1 not in pos and pos == sorted(pos), dict(zip(said, pos))
+    s = {"holdout_mae_px": 2.1, "training_mae_px": 1.9, "proposer": "reasoner", "length_m": 1.0651,
+         "length_std_m": 0.002, "measured_period_s": 2.07, "twin_period_s": 2.071, "period_finite_amplitude_s": 2.072,
+         "amplitude_rad": 0.3, "period_small_angle_s": 2.07, "methods": {"reasoner": {}}, "wall_s": 50.0,
+         "report": "runs/demo/report.html"}
+    out = summary_lines(s, ["stopped: converged", "warning: Residual diagnosis: probably wrong",
+                            "warning: damping is at its lower bound (0 N*m*s/rad)"])
+    heads = ["holdout MAE", "warning: Residual", "identified length", "warning: damping", "period:", "total ", "report:"]
+    idx = [next(i for i, ln in enumerate(out) if ln.startswith(h)) for h in heads]
+    assert idx == sorted(idx) and idx[-1] == len(out) - 1  # the order the README gives
