@@ -240,3 +240,47 @@ def test_mutation_bad_max_children_and_a_corrupt_results_file(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert err.startswith(f"mutation: --recheck {group}: {tmp_path / group / 'results.json'} is not a readable")
+
+
+def _result_yaml(rd: Path, calibration: str) -> Path:
+    rd.mkdir(parents=True, exist_ok=True)
+    (rd / "result.yaml").write_text(
+        "rig: hand_made\nparameters:\n- {name: k, unit: N/m, lower: 1.0, upper: 3.0, nominal: 2.0, target: 'jnt_stiffness[0]', "
+        "scale: linear, kind: physics, frozen: false}\n" + calibration)
+    return rd
+
+
+@pytest.mark.parametrize("calibration, message", [
+    ("calibration: {uncertainty: {k: {std: abc, unit: N/m}}}\n", "calibration.uncertainty.k.std: expected a number >= 0 "
+                                                                  "or null, got 'abc'"),
+    ("calibration: {uncertainty: {k: {std: .nan}}}\n", "calibration.uncertainty.k.std: expected a number >= 0 or null, "
+                                                       "got nan"),
+    ("calibration: {uncertainty: {k: {std: -0.1}}}\n", "calibration.uncertainty.k.std: expected a number >= 0"),
+    ("calibration: {uncertainty: {k: 0.1}}\n", "calibration.uncertainty.k: expected a mapping {std, unit}, got float"),
+    ("calibration: {uncertainty: 5}\n", "calibration.uncertainty: expected a mapping {name: {std, unit}}, got int 5"),
+    ("calibration: [1]\n", "calibration: expected a mapping, got list"),
+])
+def test_export_randomization_refuses_a_mangled_uncertainty(tmp_path, capsys, calibration, message):
+    """Were: a string, NaN or negative std (or a non-mapping uncertainty) silently read as 'no std' and
+    randomised ± 10 %, exit 0; `calibration: [1]` an AttributeError traceback."""
+    rd = _result_yaml(tmp_path / "run", calibration)
+    rc = main(["export-randomization", str(rd), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"{rd / 'result.yaml'}: {message}" in err and not (tmp_path / "out").exists()
+
+
+def test_export_randomization_zero_std_is_the_min_relative_floor_and_loads_back(tmp_path):
+    """A std of 0 (the data pinned it): the documented ± min_relative floor, and with --distribution normal
+    a file load_randomization reads (was: read as 'no std', ± 10 %)."""
+    from vid2sid_ros.calibration.randomization import export_randomization, load_randomization
+
+    rd = _result_yaml(tmp_path / "run", "calibration: {uncertainty: {k: {std: 0.0, unit: N/m}}}\n")
+    for dist in ("uniform", "normal"):
+        rnd, paths = export_randomization(rd, distribution=dist, out=tmp_path / dist)
+        back = load_randomization(paths[0]).parameters["k"]
+        assert back.distribution == "uniform" and (back.low, back.high) == pytest.approx((1.96, 2.04))
+    rd = _result_yaml(tmp_path / "run2", "calibration: {uncertainty: {k: {std: 0.1, unit: N/m}}}\n")
+    back = load_randomization(export_randomization(rd, distribution="normal")[1][1]).parameters["k"]
+    assert back.distribution == "normal" and back.sigma == pytest.approx(0.1)
+    assert (back.low, back.high) == pytest.approx((2.0 - 0.196, 2.0 + 0.196))

@@ -142,7 +142,8 @@ def export_randomization(run_dir: str | Path, *, distribution: str = "uniform", 
         ``(randomization, [yaml path, json path])``.
 
     Raises:
-        RandomizationError: no ``result.yaml``, an unreadable one, bad options.
+        RandomizationError: no ``result.yaml``, an unreadable one, a standard deviation that is
+            not a number >= 0 or null (``calibration.uncertainty.NAME.std``), bad options.
     """
     if distribution not in ("uniform", "normal"):
         raise RandomizationError(f"--distribution must be uniform or normal, got {distribution!r}")
@@ -160,15 +161,29 @@ def export_randomization(run_dir: str | Path, *, distribution: str = "uniform", 
         spec = load_parameter_set(path)
     except Exception as err:  # noqa: BLE001 - any parse problem is one line naming the file
         raise RandomizationError(f"{path}: cannot read the identified parameters: {err}") from None
-    unc = ((spec.extra.get("calibration") or {}).get("uncertainty") or {}) if isinstance(spec.extra, Mapping) else {}
+    cal = spec.extra.get("calibration") if isinstance(spec.extra, Mapping) else None
+    if cal is not None and not isinstance(cal, Mapping):  # was: AttributeError traceback
+        raise RandomizationError(f"{path}: calibration: expected a mapping, got {type(cal).__name__}")
+    unc = (cal or {}).get("uncertainty")
+    if unc is not None and not isinstance(unc, Mapping):  # was: ignored, every parameter 'without a std'
+        raise RandomizationError(f"{path}: calibration.uncertainty: expected a mapping {{name: {{std, unit}}}}, "
+                                 f"got {type(unc).__name__} {unc!r}")
+    unc = unc or {}
     ranges: dict[str, ParameterRange] = {}
     for s in spec.free:
         if s.kind != "physics":
             continue
         x = float(s.nominal)
-        u = unc.get(s.name) if isinstance(unc, Mapping) else None
-        std = u.get("std") if isinstance(u, Mapping) else None
-        std = float(std) if isinstance(std, (int, float)) and math.isfinite(std) and std > 0 else None
+        u = unc.get(s.name)
+        if u is not None and not isinstance(u, Mapping):
+            raise RandomizationError(f"{path}: calibration.uncertainty.{s.name}: expected a mapping {{std, unit}}, "
+                                     f"got {type(u).__name__} {u!r}")
+        std = u.get("std") if u is not None else None
+        if std is not None and (isinstance(std, bool) or not isinstance(std, (int, float)) or not math.isfinite(std)
+                                or std < 0):  # the loop writes a number >= 0 or null (NaN becomes null)
+            raise RandomizationError(f"{path}: calibration.uncertainty.{s.name}.std: expected a number >= 0 or null, "
+                                     f"got {std!r}")
+        std = None if std is None else float(std)  # 0: the data pinned it; the min_relative floor applies
         if std is None:
             half, applied = fallback_relative * abs(x), f"no std in {path.name}: ± {100 * fallback_relative:g} %"
         else:
@@ -183,7 +198,7 @@ def export_randomization(run_dir: str | Path, *, distribution: str = "uniform", 
         dist = distribution
         if dist == "uniform" and s.scale == "log" and lo > 0:
             dist = "log_uniform"
-        if dist == "normal" and std is None:
+        if dist == "normal" and not std:  # no spread to draw from (none known, or 0)
             dist = "uniform"
         ranges[s.name] = ParameterRange(s.name, s.unit, s.target, x, std, dist, float(lo), float(hi),
                                         mean=x if dist == "normal" else None,
