@@ -59,3 +59,43 @@ def test_a_renderer_collected_mid_frame_leaves_the_other_frame_intact():
     assert lines[0] == "ok", proc.stdout            # was "stale": b's previous frame returned
     assert lines[1] == "live 2 pending 1"           # a's resources kept until a safe point ...
     assert lines[2] == "live 1 pending 0"           # ... then freed (only the last renderer is left)
+
+
+THREAD_SCRIPT = textwrap.dedent('''
+    import gc, os, threading
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    import mujoco, numpy as np
+    from vid2sid_ros.sim import mujoco_render as mr
+    XML = """<mujoco><visual><global offwidth="64" offheight="48"/></visual><worldbody>
+    <light pos="0 0 2"/><camera name="c" pos="0 -1 0.2" xyaxes="1 0 0 0 0 1"/>
+    <body><joint name="j" type="slide" axis="1 0 0"/><geom type="sphere" size="0.1" rgba="1 0 0 1"/></body>
+    </worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(XML); d = mujoco.MjData(m)
+    def frame(r, x):
+        d.qpos[0] = x; mujoco.mj_forward(m, d); return r.render(d).copy()
+    ref = mr.OffscreenRenderer(m, 64, 48, "c")
+    want = [frame(ref, x) for x in (0.0, 0.2)]
+    b = mr.OffscreenRenderer(m, 64, 48, "c"); frame(b, 0.1)
+    held = []
+    def worker():                          # a renderer made (and left bound) on a thread that then ends
+        a = mr.OffscreenRenderer(m, 64, 48, "c"); frame(a, 0.1); held.append(a)
+    t = threading.Thread(target=worker); t.start(); t.join()
+    held.clear(); gc.collect()             # dropped on the main thread, its context still bound to the ended thread
+    got = [frame(b, x) for x in (0.0, 0.2)]
+    print("ok" if all(np.array_equal(g, w) for g, w in zip(got, want)) else "wrong")
+    print("leaked", len(getattr(mr, "_LEAKED", [None])), "pending", len(mr._PENDING))
+''')
+
+
+def test_a_renderer_of_an_ended_thread_is_never_freed_from_another_thread():
+    """A renderer made on a worker thread (the ROS lockstep twin renders on one) and dropped after the
+    thread ended: its context cannot be bound elsewhere, so its MjrContext must not be freed from the
+    main thread (``mjr_freeContext`` would delete the *current* renderer's GL objects: wrong frames)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    proc = subprocess.run([sys.executable, "-c", THREAD_SCRIPT], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.split("\n")
+    assert lines[0] == "ok", proc.stdout
+    assert lines[1] == "leaked 1 pending 0", proc.stdout

@@ -39,12 +39,16 @@ _BACKEND_IN_USE: str | None = None
 _CURRENT = threading.local()
 
 
-#: GL resources of renderers, by token: (GL context, MjrContext). Held here, not only by the renderer,
-#: so the cyclic garbage collector never finalizes them on its own (in any order, in the middle of another
-#: renderer's frame); a collected renderer only queues its token, freed at the next safe point.
-_LIVE: dict[int, tuple[object, object]] = {}
+#: GL resources of renderers, by token: (GL context, MjrContext, owner thread ident). Held here, not only
+#: by the renderer, so the cyclic garbage collector never finalizes them on its own (in any order, in the
+#: middle of another renderer's frame); a collected renderer only queues its token, freed at the next safe
+#: point on the thread that made it (a context is bound to one thread at a time).
+_LIVE: dict[int, tuple[object, object, int]] = {}
 _PENDING: list[int] = []
 _PENDING_LOCK = threading.Lock()
+#: resources that cannot be freed safely (their thread ended with the context bound): kept, never destroyed,
+#: because ``mjr_freeContext`` run with another context current deletes *that* context's GL objects
+_LEAKED: list[tuple[object, object]] = []
 _TOKENS = iter(range(1, 1 << 62))
 
 
@@ -61,37 +65,42 @@ def _queue_release(token: int) -> None:
 
 
 def _release(token: int) -> None:
-    """Free one renderer's GL resources: its MjrContext with its own GL context current, then the
-    context. ``mjr_freeContext`` deletes GL object names in whatever context is current, so freeing
-    with another renderer's context current would delete *that* renderer's framebuffers."""
-    ctx, con = _LIVE.pop(token, (None, None))
-    if ctx is None:
+    """Free one renderer's GL resources on the calling thread: its MjrContext with its own GL context
+    current, then the context. ``mjr_freeContext`` deletes GL object names in whatever context is
+    current, so freeing with another renderer's context current would delete *that* renderer's
+    framebuffers; when the context cannot be bound here, both are kept (:data:`_LEAKED`)."""
+    entry = _LIVE.pop(token, None)
+    if entry is None:
         return
+    ctx, con, _owner = entry
+    _CURRENT.renderer = None  # this thread's binding changes: the next render binds its own context
     try:
         ctx.make_current()
-        con.free()
-    finally:
-        ctx.free()
-        _CURRENT.renderer = None  # this thread's binding changed: the next render binds its own context
+    except Exception:  # noqa: BLE001 - bound elsewhere: freeing now would hit another context
+        _LEAKED.append((ctx, con))
+        return
+    con.free()
+    ctx.free()
 
 
 def _drain_pending() -> None:
-    """Free the GL resources of renderers collected since the last call (a safe point: no frame in
-    progress on this thread). Called before a renderer binds its context or a new one is made."""
+    """Free the GL resources of this thread's renderers collected since the last call (a safe point:
+    no frame in progress on this thread). Renderers of threads that have ended are kept, not freed
+    (:data:`_LEAKED`); those of other live threads wait for their thread. Called before a renderer
+    binds its context or a new one is made."""
     if not _PENDING:
         return
+    me = threading.get_ident()
+    alive = {t.ident for t in threading.enumerate()}
     with _PENDING_LOCK:
-        tokens, _PENDING[:] = list(_PENDING), []
-    for token in tokens:
-        try:
-            _release(token)
-        except Exception:  # noqa: BLE001 - e.g. its context is still current on the thread that dropped it:
-            pass           # leaking one context beats failing this renderer's frame
-
-
-def gl_backend() -> str | None:
-    """Name of the OpenGL backend that created the last context (``egl``/``osmesa``), or None."""
-    return _BACKEND_IN_USE
+        mine = [t for t in _PENDING if t in _LIVE and _LIVE[t][2] == me]
+        dead = [t for t in _PENDING if t in _LIVE and _LIVE[t][2] not in alive]
+        _PENDING[:] = [t for t in _PENDING if t in _LIVE and t not in mine and t not in dead]
+    for token in dead:
+        ctx, con, _owner = _LIVE.pop(token)
+        _LEAKED.append((ctx, con))
+    for token in mine:
+        _release(token)
 
 
 def _make_gl_context(width: int, height: int):
@@ -251,7 +260,7 @@ class OffscreenRenderer:
         self._ctx, self._con = ctx, con
         _CURRENT.renderer = weakref.ref(self)
         self._token = next(_TOKENS)
-        _LIVE[self._token] = (self._ctx, self._con)
+        _LIVE[self._token] = (self._ctx, self._con, threading.get_ident())
         self._finalizer = weakref.finalize(self, _queue_release, self._token)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
         self._scene = mujoco.MjvScene(model, maxgeom=max(100, 4 * model.ngeom))
