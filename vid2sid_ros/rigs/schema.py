@@ -185,9 +185,11 @@ KEYS: tuple[Key, ...] = (
     Key("excitations", "mapping", default="the built-in twin's", doc="Named excitation profiles, reusable by "
         "trials (`NAME: {kind, ...}`); or the legacy sets `{train: [...], holdout: [...]}` of a built-in twin."),
     Key("excitations.*", "mapping | list", doc="A profile: `kind` plus `name`, `duration` (s), `rate` (Hz), "
-        "`offset`, `actuator` and the kind's keys: sine `amplitude frequency phase`; chirp `amplitude f0 f1`; step "
-        "`amplitude t_step t_release`; multisine `amplitude frequencies seed`; csv `path` (columns = actuators, "
-        "optional `time` column). Or a list of profiles (legacy set)."),
+        "`offset`, `actuator` and the kind's keys: sine `amplitude frequency phase`; chirp `amplitude f0 f1` (linear "
+        "sweep f0 -> f1 Hz); step `amplitude t_step t_release`; multisine `amplitude frequencies seed` (seeded "
+        "uniform phases, peak normalised to the amplitude); csv `path` (header row, columns = actuators, optional "
+        "uniform `time` column giving the rate; one row per command step, held over its period). Formulas and "
+        "timing: \"Excitations\" above. Or a list of profiles (legacy set)."),
     # -- trials -------------------------------------------------------------------------------
     Key("trials", "list", default="one sim2sim trial per built-in excitation", doc="The recorded trials of the "
         "robot. Physics parameters are shared by all; per-trial initial states and time offsets are per trial."),
@@ -199,7 +201,8 @@ KEYS: tuple[Key, ...] = (
         "a name from `excitations`, an inline profile, or `none` (free motion, zero commands over the recording)."),
     Key("trials[].init", "mapping", default={}, doc="Initial state of this trial: `qpos[joint]` / `qvel[joint]` "
         "(optionally `qpos[joint,component]`) -> a number, or `free` to identify it as a per-trial nuisance "
-        "parameter."),
+        "parameter `<trial>_qpos_<joint>`, which starts at 0 clamped into its bounds (else their middle), not at "
+        "the pose of the first frame: for a free decay give `init_bounds` or `calibration.start` values."),
     Key("trials[].init.*", "number | string", "rad | m | rad/s | m/s", doc="Joint coordinate (rad for hinge, m "
         "for slide; per second for qvel), or `free`."),
     Key("trials[].init_bounds", "mapping", doc="Bounds of free initial-state coordinates: `qpos[joint]: [lower, "
@@ -258,8 +261,9 @@ KEYS: tuple[Key, ...] = (
         "twin at the result like the real rig (render, camera model, tracker) and carry the tracker's bias into "
         "the interval (one diagnostic rollout per training trial); null = only for a sim2sim real side made by "
         "the rig's camera model, true = also for a real video (clean renders), false = never."),
-    Key("calibration.start", "mapping", default={"kind": "multistart"}, doc="How the search starts: `{kind: "
-        "multistart | nominal, points, guess}` or start values `{PARAMETER: value}`."),
+    Key("calibration.start", "mapping", default={"kind": "nominal"}, doc="How the search starts: `{kind: "
+        "multistart | nominal, points, guess}` (kind defaults to multistart when `points` is given) or start "
+        "values `{PARAMETER: value}`."),
     Key("calibration.start.*", "string | number | integer | null", doc="`kind`, `points` (multistart rollouts "
         "charged to the budget), `guess` (a named start plugin, e.g. `pendulum_circle`) or a parameter value."),
     Key("calibration.*", "string | number | boolean | list | mapping | null", doc="Other `CalibrationConfig` "
