@@ -74,6 +74,36 @@ def test_reasoner_is_deterministic_and_explains_each_move(toy_case):
     assert all(0.0 <= r.confidence <= 1.0 for r in a.history[1:])
     diag = [r.extra.get("diagnosis") for r in a.history[1:] if r.extra.get("diagnosis")]
     assert diag and any(v.startswith(("too high", "too low")) for d in diag for v in d.values())
+    _assert_verdicts_follow_the_moves(a.history)
+
+
+def _assert_verdicts_follow_the_moves(history):
+    """Every lead sentence's '(X was too high|low)' agrees with its verb, and so does the recorded diagnosis."""
+    for prev, r in zip(history, history[1:]):
+        lead = r.rationale.split(" Trace: ")[0]
+        for verb, name, verdict in re.findall(r"(Raising|Lowering) (\S+) [^.]*?\(\2 was too (high|low)\)", lead):
+            assert (verb, verdict) in (("Raising", "low"), ("Lowering", "high")), (verb, name, verdict, lead)
+        for name, text in (r.extra.get("diagnosis") or {}).items():
+            if text.startswith(("too low", "too high")):
+                raised = r.values[name] > prev.values[name]
+                assert text.startswith("too low" if raised else "too high"), (name, text, prev.values, r.values)
+
+
+def test_a_verdict_follows_the_net_move_of_the_iteration():
+    """An iteration lowered friction_2 on one sub-step ('too high') and raised it on the next: the lead sentence read
+    'Raising friction_2 0.003 N·m → 0.00614 N·m (+104.5 %): trajectory residual (friction_2 was too high)'."""
+    from vid2sid_ros.calibration.reasoner import net_diagnosis
+
+    diag = {"friction": "too high: trajectory residual", "gain": "too low: trajectory residual",
+            "stiffness": "too low: the ring frequency of tip in step was 1 Hz vs 2 Hz on the robot",
+            "damping": "too high: trajectory residual", "other": "looks fine"}
+    before = {"friction": 0.003, "gain": 1.47, "stiffness": 1.0, "damping": 0.2, "other": 1.0}
+    after = {"friction": 0.00614, "gain": -3.14, "stiffness": 2.0, "damping": 0.2, "other": 2.0}
+    assert net_diagnosis(diag, before, after) == {
+        "friction": "too low: trajectory residual",    # raised in the end: it was too low
+        "gain": "too high: trajectory residual",       # lowered in the end: it was too high
+        "stiffness": diag["stiffness"],                # agrees with the move: kept with its evidence
+        "other": "looks fine"}                         # damping did not move: no verdict
 
 
 def test_reasoner_is_rig_agnostic_with_a_nuisance_parameter():

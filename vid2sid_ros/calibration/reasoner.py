@@ -617,6 +617,7 @@ class Reasoner:
         elif tried and not converged:
             lines.append(f"No step improved on {format_error(start_error, self._unit)} this iteration.")
         # what a person reads first: one plain sentence per parameter moved, with the observation; the trace follows
+        diagnosis = net_diagnosis(diagnosis, ctx.current, best.values)
         evidence = {}
         for n, text in diagnosis.items():
             verdict, _, rest = str(text).partition(": ")
@@ -627,6 +628,34 @@ class Reasoner:
         return Proposal(values={n: best.values[n] for n in names}, rationale=rationale, confidence=conf,
                         diagnosis=dict(diagnosis), best_evaluation=best.evaluation if best.evaluation is not
                         ctx.current_eval else None, state=state, converged=bool(converged))
+
+
+def net_diagnosis(diagnosis: Mapping[str, str], before: Mapping[str, float],
+                  after: Mapping[str, float]) -> dict[str, str]:
+    """Per-parameter verdicts (``"too low: ..."`` / ``"too high: ..."``) agreeing with the iteration's net move.
+
+    An iteration takes several sub-steps; a verdict recorded on one of them (``friction_2``
+    lowered first: "too high") contradicts a net move the other way (raised in the end), and the
+    lead sentence read "Raising friction_2 ... (friction_2 was too high)". A verdict against the
+    net move is replaced by the net direction's ``"too low|too high: trajectory residual"``; a
+    parameter that ended where it started keeps no verdict. Other texts are kept as they are.
+
+    Args:
+        diagnosis: ``{name: verdict text}`` from the sub-steps.
+        before, after: values ``{name: value}`` at the start and the end of the iteration.
+    """
+    out: dict[str, str] = {}
+    for n, text in diagnosis.items():
+        text = str(text)
+        if n not in before or n not in after or not text.startswith(("too low", "too high")):
+            out[n] = text
+            continue
+        a, b = float(before[n]), float(after[n])
+        if b == a:
+            continue
+        net = "too low" if b > a else "too high"
+        out[n] = text if text.startswith(net) else f"{net}: trajectory residual"
+    return out
 
 
 def _effect_text(sig: str, delta: float) -> str:
