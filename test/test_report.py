@@ -163,6 +163,23 @@ def test_at_bound_and_correlated_insights(toy_runs):
     assert row.at_bound == "upper" and not row.reliable
 
 
+def test_the_start_points_identifiability_warning_is_an_insight(toy_runs):
+    """The warning the check at the start point printed during the run was missing from the report's Insights."""
+    runs, _ = toy_runs
+    run = load_run(runs["reasoner"][0])
+    warn = "poorly identifiable parameters (condition number 154): gain's effect cannot be measured reliably"
+    run.result["identifiability"] = {"names": ["stiffness"], "weak_directions": [{"combination": {"gain": 1.0}}],
+                                     "warning": warn}
+    run.result["final_identifiability"] = {"names": ["stiffness"], "weak_directions": [], "warning": None}
+    (start,) = [i for i in insights(run) if i.kind == "start_identifiability"]
+    assert start.title == f"At the start point: {warn}" and start.severity == "info"
+    assert "found no poorly identifiable combination" in start.detail
+    run.result.pop("final_identifiability")
+    (start,) = [i for i in insights(run) if i.kind == "start_identifiability"]
+    assert start.severity == "warning" and start.detail == "No check ran at the result."
+    assert not any(warn in ln for ln in run_summary_lines(run))  # printed when the check ran, not again
+
+
 def test_render_report_compares_runs_with_caller_sections_and_videos(toy_runs, tmp_path):
     runs, real = toy_runs
     frames = np.zeros((12, 48, 64, 3), np.uint8)

@@ -445,8 +445,13 @@ def analyse_jacobian(
             v = Vt[i]
             v = v * (1 if v[np.argmax(np.abs(v))] > 0 else -1)
             combo = {nm: float(round(x, 4)) for nm, x in zip(names, v) if abs(x) >= 0.1}
+            # which test flagged it: the wording follows the cause (a move the others reproduce,
+            # a tiny effect, or finite differences that cannot measure it)
+            causes = [c for c, bad in (("condition", rel_bad), ("effect", abs_bad), ("fd_error", noise_bad)) if bad]
+            partners = [names[k] for k in np.argsort(-np.abs(v)) if names[k] not in combo][:3]
             weak.append({"singular_value": float(S[i]), "relative": float(S[i] / S[0]) if S[0] > 0 else 0.0,
-                         "fd_error": fd_err, "combination": combo})
+                         "fd_error": fd_err, "combination": combo, "causes": causes,
+                         "partners": {nm: float(round(v[names.index(nm)], 4)) for nm in partners}})
     message = _weak_message(weak, sensitivity, cond, bad_cols, unit) if (weak or bad_cols) else None
     uncertainty: dict[str, float] = {}
     interval: dict[str, list[float]] = {}
@@ -530,23 +535,44 @@ def _weak_message(weak: Sequence[Mapping[str, Any]], sensitivity: Mapping[str, f
     parts = []
     if bad_cols:
         parts.append(f"rollouts failed while perturbing {', '.join(bad_cols)}, so their effect is unknown")
+    fd_only = bool(weak) and not bad_cols
     for w in weak:
         combo = w["combination"]
         names = sorted(combo, key=lambda k: -abs(combo[k]))
         effect = 0.1 * w["singular_value"]
+        causes = w.get("causes") or ["condition"]
+        fd_only = fd_only and causes == ["fd_error"]
+        fd_txt = (f"the finite-difference estimate changes by {factor * 0.1 * w.get('fd_error', 0.0):.3g} {label} RMS "
+                  "per 10 % of range when the step is doubled (a non-smooth or strongly non-linear response here)")
         if len(names) <= 1:
             nm = names[0] if names else "?"
-            parts.append(f"{nm} barely affects the keypoints ({factor * sensitivity.get(nm, effect):.3g} {label} RMS for a move "
-                         f"of 10 % of its range)")
+            own = factor * sensitivity.get(nm, effect)
+            if "effect" in causes:
+                parts.append(f"{nm} barely affects the keypoints ({own:.3g} {label} RMS for a move of 10 % of its range)")
+            elif "condition" in causes:
+                others = w.get("partners") or {}
+                mostly = f" (mostly {', '.join(others)})" if others else ""
+                parts.append(f"{nm} moves the keypoints {own:.3g} {label} RMS for a move of 10 % of its range, but the "
+                             f"other parameters{mostly} nearly reproduce that move: along the combination the "
+                             f"keypoints change by only {factor * effect:.3g} {label} RMS per 10 % of range")
+            else:
+                parts.append(f"{nm}'s effect cannot be measured reliably at this point: it moves the keypoints "
+                             f"{own:.3g} {label} RMS for a move of 10 % of its range, but {fd_txt}")
         else:
             lin = " ".join(f"{combo[k]:+.2f}·{k}" for k in names)
             who = " and ".join([", ".join(names[:-1]), names[-1]])
             tail = "only their ratio is observable" if len(names) == 2 else "only their ratios are observable"
             parts.append(f"{who} trade off: moving along ({lin}) in normalised units changes the keypoints by only "
-                         f"{factor * effect:.3g} {label} RMS per 10 % of range ({tail})")
+                         f"{factor * effect:.3g} {label} RMS per 10 % of range ({tail})"
+                         + (f"; or the response is not smooth along it: {fd_txt}" if causes == ["fd_error"] else ""))
     cond_txt = f"condition number {cond:.3g}" if math.isfinite(cond) else "singular sensitivity matrix"
-    return "poorly identifiable parameters (" + cond_txt + "): " + "; ".join(parts) + _EXCITATION_ADVICE
+    advice = _FD_ADVICE if fd_only else _EXCITATION_ADVICE
+    return "poorly identifiable parameters (" + cond_txt + "): " + "; ".join(parts) + advice
 
+
+#: the remedy when only the finite-difference error flagged the directions (the effect is there, not measurable)
+_FD_ADVICE = (". The linear check cannot decide here: read the check at the result (final identifiability), or "
+              "measure with a larger step (calibration: {identifiability_step: 0.03}).")
 
 #: the remedy the warning suggests when the excitation is what fails to show the parameters
 _EXCITATION_ADVICE = (". Add a step (static gain) or a higher chirp band / larger amplitude (dynamics), or freeze "

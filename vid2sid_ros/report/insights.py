@@ -82,8 +82,8 @@ class ParameterRow:
 
 @dataclass
 class Insight:
-    """One finding: ``kind`` (at_bound | unconverged | poorly_identifiable | correlated |
-    residual | holdout | no_improvement | failures), one-line ``title`` and details."""
+    """One finding: ``kind`` (at_bound | unconverged | poorly_identifiable | start_identifiability |
+    correlated | residual | holdout | no_improvement | failures), one-line ``title`` and details."""
 
     kind: str
     title: str
@@ -225,6 +225,15 @@ def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[In
                            (f"moving along it changes the keypoints by only {sv:.3g} px RMS per unit normalised move; "
                             if sv is not None else "") + "the excitation cannot separate these parameters "
                            "(add an excitation that moves them differently, or freeze one)."))
+    start = res.get("identifiability") or {}
+    if start.get("warning") and start.get("warning") != fid.get("warning"):
+        # the check at the start point warned (printed while the run went): the report says so too
+        final_ok = bool(fid) and not fid.get("weak_directions")
+        out.append(Insight("start_identifiability", f"At the start point: {start['warning']}",
+                           "The check at the result found no poorly identifiable combination: the warning is about "
+                           "the start point's values." if final_ok else
+                           "No check ran at the result." if not fid else "See the check at the result.",
+                           severity="info" if final_ok else "warning"))
     corr = fid.get("correlation") or []
     names = fid.get("names") or []
     if corr and len(corr) == len(names):

@@ -69,7 +69,8 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
                 line += ", interval contains it" if p.truth_inside else ", interval MISSES it"
         lines.append(line)
     for i in found:
-        if i.kind != "residual":  # about the parameters above (bounds, correlations, holdout...)
+        if i.kind not in ("residual", "start_identifiability"):  # about the parameters above (bounds, ...);
+            # the start point's check was printed when it ran
             lines.append(f"warning: {i.title}")
     kind = stop_kind(r.stopped)
     if kind == "interrupted" and resume_command:
