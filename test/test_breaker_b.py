@@ -284,3 +284,25 @@ def test_export_randomization_zero_std_is_the_min_relative_floor_and_loads_back(
     back = load_randomization(export_randomization(rd, distribution="normal")[1][1]).parameters["k"]
     assert back.distribution == "normal" and back.sigma == pytest.approx(0.1)
     assert (back.low, back.high) == pytest.approx((2.0 - 0.196, 2.0 + 0.196))
+
+
+@pytest.mark.parametrize("rig_name", ["toy", "finger"])
+@pytest.mark.parametrize("size", [(0, 0), (-5, 10), (64.5, 48), (20000, 20000), (True, 48)])
+def test_make_twin_refuses_an_image_size_it_cannot_render(rig_name, size):
+    """Was: toy and finger twins built with width 0, -5 or 20000 (64.5 silently 64 on the finger, kept
+    as 64.5 on the toy); the finger failed only at its first render."""
+    from vid2sid_ros.sim.base import TwinError
+    from vid2sid_ros.sim.registry import make_rig
+
+    with pytest.raises(TwinError, match=r"camera image (width|height) must be an integer in \[1, 16384\] px, got "):
+        make_rig(rig_name).make_twin(width=size[0], height=size[1])
+
+
+def test_finger_twin_larger_than_its_offscreen_buffer_is_refused_when_built():
+    from vid2sid_ros.sim.base import TwinError
+    from vid2sid_ros.sim.registry import make_rig
+
+    with pytest.raises(TwinError, match=r"finger camera: image 2000x1500 px exceeds the model's offscreen buffer "
+                                        r"1280x960"):
+        make_rig("finger").make_twin(width=2000, height=1500)
+    assert make_rig("finger").make_twin(width=1280, height=960).camera.width == 1280

@@ -37,8 +37,12 @@ class CameraIntrinsics:
     """Pinhole camera of a rig.
 
     Attributes:
-        width, height: image size in px.
+        width, height: image size in px (integers in [1, :data:`~vid2sid_ros.core.camera.MAX_IMAGE_SIDE`]).
         fx, fy: focal lengths in px; cx, cy: principal point in px.
+
+    Raises:
+        TwinError: a width or height that is not such an integer (was: ``make_twin(width=0)``,
+            ``-5`` or ``20000`` built a finger or toy twin that failed, if at all, at its first render).
     """
 
     width: int
@@ -47,6 +51,14 @@ class CameraIntrinsics:
     fy: float
     cx: float
     cy: float
+
+    def __post_init__(self) -> None:
+        from ..core.camera import MAX_IMAGE_SIDE
+
+        for k in ("width", "height"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 < int(v) <= MAX_IMAGE_SIDE:
+                raise TwinError(f"camera image {k} must be an integer in [1, {MAX_IMAGE_SIDE}] px, got {v!r}")
 
 
 def in_image_valid(traj: Trajectory, twin: object) -> np.ndarray:

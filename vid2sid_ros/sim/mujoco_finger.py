@@ -192,6 +192,10 @@ class FingerTwin:
         self.camera_name = camera
         self._cam_home = (self.model.cam_pos[self._cam_id].copy(), self.model.cam_quat[self._cam_id].copy())
         self.camera: CameraIntrinsics = camera_intrinsics(self.model, self._cam_id, width, height)
+        g = self.model.vis.global_
+        if self.camera.width > g.offwidth or self.camera.height > g.offheight:  # was: refused at the first render
+            raise TwinError(f"finger camera: image {self.camera.width}x{self.camera.height} px exceeds the model's "
+                            f"offscreen buffer {g.offwidth}x{g.offheight} ({self.model_path})")
 
         keypoints = dict(keypoints or {"proximal": "marker_proximal", "middle": "marker_middle",
                                        "tip": "marker_tip"})

@@ -154,7 +154,8 @@ def camera_intrinsics(model: mujoco.MjModel, camera_id: int, width: int, height:
         raise TwinError("camera uses sensorsize/focal intrinsics; only fovy cameras are supported")
     fovy = math.radians(float(model.cam_fovy[camera_id]))
     f = 0.5 * height / math.tan(0.5 * fovy)
-    return CameraIntrinsics(width=int(width), height=int(height), fx=f, fy=f,
+    # no int() here: CameraIntrinsics refuses a size that is not an integer (was: 64.5 px silently 64)
+    return CameraIntrinsics(width=width, height=height, fx=f, fy=f,
                             cx=0.5 * (width - 1), cy=0.5 * (height - 1))
 
 
