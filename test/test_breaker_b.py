@@ -7,6 +7,7 @@ traceback, nothing written, in bounded time.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -306,3 +307,13 @@ def test_finger_twin_larger_than_its_offscreen_buffer_is_refused_when_built():
                                         r"1280x960"):
         make_rig("finger").make_twin(width=2000, height=1500)
     assert make_rig("finger").make_twin(width=1280, height=960).camera.width == 1280
+
+
+@pytest.mark.parametrize("cell, shown", [("inf", "'inf'"), ("", "'' (empty)"), ("nan", "'nan'")])
+def test_mocap_a_time_that_is_not_finite_is_named_as_it_is(tmp_path, cell, shown):
+    """Was: 'missing or NaN time' for an infinite time too."""
+    from vid2sid_ros.io.mocap import MocapError, load_mocap
+
+    p = _csv(tmp_path, ["0,1,2,3", f"{cell},1,2,3"])
+    with pytest.raises(MocapError, match=rf"take\.csv:3: time column: expected a finite time in s, got {re.escape(shown)}$"):
+        load_mocap(p, markers=["a"], unit="m")

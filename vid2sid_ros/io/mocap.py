@@ -449,7 +449,7 @@ def _numbers_by_cell(lines: Sequence[str], data: Sequence[int], delim: str, tabl
     """What :func:`_numbers` returns, one ``float()`` per cell (``csv`` quoting), naming the bad cell.
 
     Raises:
-        MocapError: a cell that is not a number (file:line and column), a missing or NaN time.
+        MocapError: a cell that is not a number (file:line and column), a missing, NaN or infinite time.
     """
     K = len(mapping)
     T = len(data)
@@ -462,7 +462,8 @@ def _numbers_by_cell(lines: Sequence[str], data: Sequence[int], delim: str, tabl
             cell = row[table.time_col] if table.time_col < len(row) else ""
             times[r_i] = _number(cell, path, line, "time")
             if not math.isfinite(times[r_i]):
-                raise MocapError(f"{path}:{line}: time column: missing or NaN time")
+                raise MocapError(f"{path}:{line}: time column: expected a finite time in s, got {cell!r}"
+                                 + ("" if cell else " (empty)"))
         elif table.frame_col is not None:
             fc = table.frame_col
             times[r_i] = _number(row[fc] if fc < len(row) else "", path, line, "Frame")
