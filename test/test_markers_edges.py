@@ -229,7 +229,8 @@ def _square(rows: slice, cols: slice) -> np.ndarray:
     (slice(41, 44), slice(61, 64), 5, None, 2),  # 3x3: one pixel left after 2x subsampling: found at full res
     (slice(40, 45), slice(60, 65), 10, None, 1),  # 5x5: 9 px subsampled = 36 px at full scale >= 10
     (slice(40, 42), slice(60, 62), 4, 4, 1),  # 2x2 = exactly min_area = max_area: accepted
-], ids=["vanishes_when_subsampled", "subsampled_area_is_scaled", "area_at_both_limits"])
+    (slice(40, 45), slice(140, 145), 10, None, 1),  # far right: a wrong subsampled x would miss the re-search window
+], ids=["vanishes_when_subsampled", "subsampled_area_is_scaled", "area_at_both_limits", "far_right"])
 def test_small_markers_and_area_limits_in_the_whole_frame_search(rows, cols, min_area, max_area, components):
     tr = MarkerTracker([_green(min_area_px=min_area, max_area_px=max_area)])
     calls = _spied(tr)
