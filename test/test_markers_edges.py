@@ -241,11 +241,11 @@ def test_small_markers_and_area_limits_in_the_whole_frame_search(rows, cols, min
 
 
 def test_the_largest_blob_is_picked_wherever_it_is_in_scan_order():
-    f = _disc_frame([(80.0, 70.0)], [G], radius=6)
+    f = _disc_frame([(135.0, 100.0)], [G], radius=6)  # far from the image centre (the background's centroid)
     f[10:13, 20:23] = G  # a speck above the marker: the first component in row-major order
-    f[100:102, 140:142] = G  # a 4 px speck below min_area_px
+    f[110:112, 40:42] = G  # a 4 px speck below min_area_px, after it
     xy, valid = MarkerTracker([_green()]).detect(f)
-    assert valid[0] and np.allclose(xy[0], (80.0, 70.0), atol=0.2)
+    assert valid[0] and np.allclose(xy[0], (135.0, 100.0), atol=0.2)
     only_speck = _square(slice(50, 52), slice(50, 52))  # 4 px < min_area_px 6, with a max_area set too
     assert not MarkerTracker([_green(max_area_px=400)]).detect(only_speck)[1][0]
 
