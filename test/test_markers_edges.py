@@ -168,7 +168,8 @@ def test_track_copies_times_names_and_flags_into_the_trajectory():
         tr.track(frames, time=[0.0, 1.0, 2.0])
 
 
-def test_a_slowly_moving_marker_is_found_in_its_window_without_a_whole_frame_search():
+@pytest.mark.parametrize("transpose", [False, True], ids=["along_x", "along_y"])
+def test_a_slowly_moving_marker_is_found_in_its_window_without_a_whole_frame_search(transpose):
     """The speed claim of the module doc: after the first frame, a marker moving at constant
     velocity is found in the window around its predicted position (no whole-frame search), and
     a compact blob costs no connected-components pass."""
@@ -177,6 +178,8 @@ def test_a_slowly_moving_marker_is_found_in_its_window_without_a_whole_frame_sea
     # speeding up from 4 to 13 px a frame: the window (half-size 12 px, a radius-5 disc must lie inside it)
     # holds the marker only around the constant-velocity prediction, never around the last position
     truth = [(20.0 + 4 * t + 0.5 * t * (t - 1), 30.0 + 1.75 * t) for t in range(11)]
+    if transpose:  # the same motion down the image: x and y must not be mixed up
+        truth = [(y, x) for x, y in truth]
     traj = tr.track([_disc_frame([c], [G]) for c in truth])
     assert traj.valid.all()
     assert np.abs(traj.keypoints[:, 0] - np.array(truth)).max() < 0.2
