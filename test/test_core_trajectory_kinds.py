@@ -153,6 +153,8 @@ def test_a_copy_with_one_field_changed_keeps_all_the_others():
             np.testing.assert_array_equal(getattr(c, k), getattr(t, k))
     j = _joints()._with(trial_id="x")
     assert j.unit == ("rad", "m") and j.frame == ""
+    rig = Trajectory(t.time, t.keypoints, t.valid, t.names, kind="points", frame="mocap_rig")
+    assert rig._with(trial_id="y").frame == "mocap_rig"  # a non-default frame is kept too
 
 
 def test_align_by_time_at_the_exact_tolerance_and_past_the_end():
