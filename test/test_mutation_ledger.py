@@ -1,0 +1,54 @@
+"""The surviving-mutant ledger (docs/mutation_survivors.md, written by ``bench/mutation.py --ledger``)
+leaves no survivor unexamined: every listed mutant sits under a reason, each group's listed
+survivors match the counts in its heading, and the ledger reads back (name, change, reason)
+the way ``--ledger`` keeps reasons when it rewrites the file."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_mutation", ROOT / "bench" / "mutation.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_survivor_in_the_ledger_has_a_reason_and_the_counts_add_up():
+    m = _bench()
+    text = m.LEDGER.read_text()
+    groups = re.findall(r"^## (\w+): (\d+) mutants, (\d+) killed, (\d+) survived, (\d+) reached by no test", text,
+                        re.M)
+    assert [g[0] for g in groups] == m.DEFAULT_GROUPS
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    entries = m._read_ledger(m.LEDGER)
+    assert entries and all(reason != m.UNEXAMINED for _, reason in entries.values())
+    assert not re.search(rf"^### {m.UNEXAMINED}", text, re.M)
+    for (name, total, killed, survived, unreached), section in zip(groups, sections):
+        listed = re.findall(r"^- `([^`]+)` \[([\w ]+)\]: ", section, re.M)
+        assert len(listed) == int(survived) + int(unreached), name
+        assert sum(s == "survived" for _, s in listed) == int(survived), name
+        assert int(killed) + int(survived) + int(unreached) <= int(total), name
+        modules = [p.replace("/", ".")[:-3] for p in m.GROUPS[name]["modules"]]
+        assert all(any(k.startswith(mod + ".") for mod in modules) for k, _ in listed), name
+        for reason in re.findall(r"^### (.+) \(\d+\)$", section, re.M):
+            assert len(reason) > 20, (name, reason)  # a reason, not a tag
+
+
+def test_the_ledger_keeps_reasons_by_name_and_change(tmp_path):
+    m = _bench()
+    rows = {"core": {"pkg.mod.x_f__mutmut_1": ("survived", "a => b", "equivalent: because of this and that"),
+                     "pkg.mod.x_f__mutmut_2": ("no tests", "c => d", m.UNEXAMINED)}}
+    path = tmp_path / "ledger.md"
+    figures = {"core": {"counts": {"killed": 5, "survived": 1, "no tests": 1}, "tests": "test/x.py"}}
+    assert m._write_ledger(path, rows, figures) == 1  # one unexamined
+    back = m._read_ledger(path)
+    assert back == {"pkg.mod.x_f__mutmut_1": ("a => b", "equivalent: because of this and that"),
+                    "pkg.mod.x_f__mutmut_2": ("c => d", m.UNEXAMINED)}
+    assert "## core: 7 mutants, 5 killed, 1 survived, 1 reached by no test (test/x.py)" in path.read_text()
+    assert m._change("--- a\n+++ b\n@@ -1 +1 @@\n-    x = 1 | 2\n+    x = 1 & 2\n") == "x = 1 \\| 2 => x = 1 & 2"
