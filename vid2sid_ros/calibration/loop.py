@@ -1056,7 +1056,9 @@ def _stated_intervals(report: IdentifiabilityReport | None) -> dict[str, dict[st
     method = ("95 %, Gauss–Newton at the least-squares optimum" +
               (", the twin filmed like the robot (tracker bias included)" if filmed else "") +
               ", local (linearised)")
-    return {n: {"lower": lo, "upper": hi, "method": method} for n, (lo, hi) in report.interval.items()}
+    return {n: {"lower": lo, "upper": hi, "method": method,
+                **({"centre": float(report.centre[n])} if n in (report.centre or {}) else {})}
+            for n, (lo, hi) in report.interval.items()}
 
 
 def _write_videos(s: _Session, it: int, notes: list[str]) -> dict[str, Path]:

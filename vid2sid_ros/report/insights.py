@@ -49,6 +49,9 @@ class ParameterRow:
     final: float
     std: float | None = None
     interval: tuple[float, float] | None = None
+    #: the interval's centre when the run states one (the least-squares optimum of the
+    #: measurement-consistent residual; may differ from ``final``, the identified value)
+    centre: float | None = None
     interval_method: str = ""
     reliable: bool = False
     unreliable_because: list[str] = field(default_factory=list)
@@ -121,6 +124,7 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
         if isinstance(g, Mapping) and finite(g.get("lower")) is not None and finite(g.get("upper")) is not None:
             row.interval = (float(g["lower"]), float(g["upper"]))
             row.interval_method = str(g.get("method") or "interval supplied by the run")
+            row.centre = finite(g.get("centre"))
         elif row.std is not None:
             row.interval = (final - Z95 * row.std, final + Z95 * row.std)
             row.interval_method = "Gauss–Newton ±1.96σ, local (linearised at the result)"
