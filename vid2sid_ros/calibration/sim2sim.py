@@ -12,7 +12,10 @@ holdout excitations and turns the result into a :class:`RealTrial`:
 - ``noise="camera"`` (default for rigs that render): the real side goes through the
   camera — rendered frames, the sensor noise model (``sim.camera_model.SensorNoiseModel``:
   Gaussian/Poisson noise, blur, gamma, dropped frames), and the rig's marker tracker
-  (``perception.markers.MarkerTracker``). The twin's sim side keeps using projected
+  (``perception.markers.MarkerTracker``). A dropped frame repeats the previous one in its
+  own time slot and is marked invalid (``meta["tracking"][trial]["dropped_frames"]`` counts
+  them; the default model drops 1 %); every frame stays at its exact time, so the stand-in
+  is never re-timed (``perception.frame_timing`` is for real clips only). The twin's sim side keeps using projected
   ground-truth keypoints (no render, much faster), so the real/sim gap contains the
   real tracking error exactly as with a real robot.
 - ``noise="keypoint"``: projected keypoints plus i.i.d. Gaussian pixel noise of
