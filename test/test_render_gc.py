@@ -15,7 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SCRIPT = textwrap.dedent('''
+#: a sphere on a slide joint, filmed by a 64 x 48 camera; frame(renderer, x) renders it at x m
+PRELUDE = textwrap.dedent('''
     import gc, os
     os.environ.setdefault("MUJOCO_GL", "egl")
     import mujoco, numpy as np
@@ -27,6 +28,9 @@ SCRIPT = textwrap.dedent('''
     m = mujoco.MjModel.from_xml_string(XML); d = mujoco.MjData(m)
     def frame(r, x):
         d.qpos[0] = x; mujoco.mj_forward(m, d); return r.render(d).copy()
+''')
+
+SCRIPT = PRELUDE + textwrap.dedent('''
     ref = mr.OffscreenRenderer(m, 64, 48, "c")
     want = frame(ref, 0.2); ref.close()
     b = mr.OffscreenRenderer(m, 64, 48, "c")
@@ -61,18 +65,8 @@ def test_a_renderer_collected_mid_frame_leaves_the_other_frame_intact():
     assert lines[2] == "live 1 pending 0"           # ... then freed (only the last renderer is left)
 
 
-THREAD_SCRIPT = textwrap.dedent('''
-    import gc, os, threading
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    import mujoco, numpy as np
-    from vid2sid_ros.sim import mujoco_render as mr
-    XML = """<mujoco><visual><global offwidth="64" offheight="48"/></visual><worldbody>
-    <light pos="0 0 2"/><camera name="c" pos="0 -1 0.2" xyaxes="1 0 0 0 0 1"/>
-    <body><joint name="j" type="slide" axis="1 0 0"/><geom type="sphere" size="0.1" rgba="1 0 0 1"/></body>
-    </worldbody></mujoco>"""
-    m = mujoco.MjModel.from_xml_string(XML); d = mujoco.MjData(m)
-    def frame(r, x):
-        d.qpos[0] = x; mujoco.mj_forward(m, d); return r.render(d).copy()
+THREAD_SCRIPT = PRELUDE + textwrap.dedent('''
+    import threading
     ref = mr.OffscreenRenderer(m, 64, 48, "c")
     want = [frame(ref, x) for x in (0.0, 0.2)]
     b = mr.OffscreenRenderer(m, 64, 48, "c"); frame(b, 0.1)
