@@ -302,3 +302,38 @@ def test_frame_timing_repair_on_a_synthetic_swing():
     assert len(notes2) == 1 and "later frames move one slot earlier" in notes2[0]
     ok2 = fixed2.valid[:, 0]
     assert np.allclose(fixed2.keypoints[ok2, 0], true[fixed2.steps[ok2], 0])
+
+
+def test_a_finer_model_timestep_is_kept_under_the_bound(tmp_path):
+    """A user's MJCF said timestep="0.002"; the twin stepped it at 1/30/9 = 0.0037 s (the 0.004 s default bound) and
+    the calibrated model said timestep="0.0037037". The bound is an upper bound: the model's own finer step wins,
+    a coarser one (or none) is stepped at the bound, and the exported model keeps its own timestep."""
+    import xml.etree.ElementTree as ET
+
+    import mujoco
+
+    def twin_for(option: str, **kw):
+        (tmp_path / "m.xml").write_text(
+            f'<mujoco>{option}<worldbody><body name="arm" pos="0 0 1"><joint name="j" type="hinge" axis="0 1 0"/>'
+            '<geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.01" mass="0.2"/><site name="tip" pos="0 0 -0.3"/>'
+            '</body></worldbody><actuator><motor name="m" joint="j"/></actuator></mujoco>')
+        spec = ParameterSet.from_dict({"parameters": [{"name": "d", "unit": "N*m*s/rad", "lower": 0.001, "upper": 0.1,
+                                                       "nominal": 0.01, "target": "dof_damping[j]"}]})
+        return UserModelTwin(model=tmp_path / "m.xml", parameters=spec, keypoints={"tip": "tip"},
+                             projection={"width": 64, "height": 48}, **kw)
+
+    exc = Excitation("kick", 30.0, np.full((6, 1), 0.05), ("m",))
+    for option, kw, step in [('<option timestep="0.002"/>', {}, 1 / 30 / 17),     # finer than 0.004: kept
+                             ('<option timestep="0.01"/>', {}, 1 / 30 / 9),       # coarser: the bound
+                             ("", {}, 1 / 30 / 9),                                  # none set: the bound
+                             ('<option timestep="0.002"/>', {"max_physics_timestep": 0.001}, 1 / 30 / 34)]:
+        twin = twin_for(option, **kw)
+        twin.rollout(exc)
+        assert twin.model.opt.timestep == pytest.approx(step), (option, kw)
+    twin = twin_for('<option timestep="0.002"/>')
+    twin.rollout(exc)
+    out = twin.export_model(tmp_path / "calibrated_model.xml")
+    assert mujoco.MjModel.from_xml_path(str(out)).opt.timestep == 0.002  # was 0.0037037
+    twin = twin_for('<option timestep="0.001"/>')
+    twin.rollout(exc)
+    assert float(ET.parse(twin.export_model(tmp_path / "c2.xml")).getroot().find("option").get("timestep")) == 0.001

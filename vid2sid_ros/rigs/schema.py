@@ -88,7 +88,8 @@ KEYS: tuple[Key, ...] = (
         "`width`, `height`, `geometry`)."),
     Key("model.options.*", "string | number | boolean | list | mapping | null", doc="One option."),
     Key("max_physics_timestep", "number", "s", 0.004, "Upper bound of the fixed physics step of a model file "
-        "(each frame period is split into equal substeps no longer than this)."),
+        "(each frame period is split into equal substeps no longer than this, or than the model's own "
+        "`<option timestep>` when that is finer; the exported model keeps its own timestep)."),
     # -- parameters ---------------------------------------------------------------------------
     Key("parameters", "path | mapping", default="the built-in twin's spec", doc="Parameter spec: a YAML file "
         "(`parameters: [{name, unit, lower, upper, nominal, target, kind, scale, frozen, meaning}]`) or the same "

@@ -110,6 +110,9 @@ class BuiltModel:
         path: the model file (None for a ``robot_description`` string).
         camera_id: id of :data:`CAMERA_NAME` (-1 when no camera was added).
         source: text naming the model for messages.
+        timestep: the model file's own ``<option timestep>``, s, or None when the file sets
+            none (MuJoCo's default 0.002 s is then not the author's choice); an ``<include>``-d
+            file's option is not read.
     """
 
     spec: mujoco.MjSpec
@@ -117,6 +120,22 @@ class BuiltModel:
     path: Path | None
     camera_id: int
     source: str
+    timestep: float | None = None
+
+
+def declared_timestep(text: str) -> float | None:
+    """The ``timestep`` of an MJCF ``<mujoco><option>`` or a URDF ``<robot><mujoco><option>``, s; None if absent
+    or not a positive number (MuJoCo reports a malformed one when it loads the model)."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return None
+    opt = root.find("option") if root.tag == "mujoco" else root.find("mujoco/option")
+    try:
+        v = float(opt.get("timestep")) if opt is not None and opt.get("timestep") is not None else None
+    except ValueError:
+        return None
+    return v if v is not None and math.isfinite(v) and v > 0 else None
 
 
 # -- reading ---------------------------------------------------------------------
@@ -470,7 +489,12 @@ def build_model(model: str | Path | Mapping[str, Any], *, markers: Sequence[Mark
     cam_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA, CAMERA_NAME) if camera is not None else -1
     if camera is not None:
         set_camera(m, cam_id, camera)
-    return BuiltModel(spec=spec, model=m, path=path, camera_id=int(cam_id), source=where)
+    try:
+        text = path.read_text() if path is not None else str(dict(model)["robot_description"])
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    return BuiltModel(spec=spec, model=m, path=path, camera_id=int(cam_id), source=where,
+                      timestep=declared_timestep(text))
 
 
 def distortion_maps(camera: PinholeCamera) -> tuple[np.ndarray, np.ndarray] | None:

@@ -289,7 +289,10 @@ class UserModelTwin:
             (SI: rad, m, rad/s, m/s); the trial of a rollout is ``excitation.meta["trial"]``
             (else its name). Free per-trial values are parameters with a target scoped to the
             trial, ``init.qpos[joint]@trial``.
-        max_physics_timestep: upper bound of the fixed physics step, s.
+        max_physics_timestep: upper bound of the fixed physics step, s: each frame period is split
+            into ``ceil(period / bound)`` equal substeps, ``bound = min(max_physics_timestep, the
+            model file's own <option timestep>)`` (a finer timestep of the model is kept, as the
+            upper bound says; a model that sets none is stepped at this bound).
         name: rig name (trajectory metadata).
         source, base: the config file (for messages) and its directory (relative paths).
         image_size: ``(width, height)`` px for a pinhole ``camera``'s images (renders and
@@ -379,6 +382,10 @@ class UserModelTwin:
         if not (max_physics_timestep > 0 and math.isfinite(max_physics_timestep)):
             raise UserModelError(f"max_physics_timestep must be > 0 s, got {max_physics_timestep}")
         self.max_physics_timestep = float(max_physics_timestep)
+        #: the model file's own timestep, s (None: the file sets none)
+        self.model_timestep: float | None = built.timestep
+        #: the physics step bound used: ``max_physics_timestep``, or the model's own timestep when finer
+        self.physics_step_bound = min(self.max_physics_timestep, self.model_timestep or math.inf)
         self._anchor = self._lookup_point(anchor, "projection.anchor") if anchor else None
 
         if not keypoints:
@@ -551,6 +558,8 @@ class UserModelTwin:
             spec = build_model(self._model_arg, **self._build_args).spec
             spec.compile()
             spec.copy_back(self.model)
+            if self.model_timestep is not None:  # the author's timestep, not the substep of the last rollout
+                spec.option.timestep = self.model_timestep
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(spec.to_xml())
         except (ValueError, OSError, ModelError) as err:
@@ -627,10 +636,10 @@ class UserModelTwin:
         return out
 
     def _pre_roll_steps(self, offset: float) -> int:
-        """Physics substeps of the ``time_offset`` pre-roll (``offset`` s at most ``max_physics_timestep``)."""
+        """Physics substeps of the ``time_offset`` pre-roll (``offset`` s at most :attr:`physics_step_bound`)."""
         if not offset > 0:
             return 0
-        n = math.ceil(offset / self.max_physics_timestep - 1e-9)
+        n = math.ceil(offset / self.physics_step_bound - 1e-9)
         return max(1, int(n)) if math.isfinite(n) else sys.maxsize
 
     def _pre_roll(self, offset: float) -> None:
@@ -704,7 +713,7 @@ class UserModelTwin:
         ctrl = self._ctrl(excitation)
         T, K = excitation.num_steps, len(self._keypoints)
         period = excitation.period
-        nsub = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
+        nsub = max(1, int(math.ceil(period / self.physics_step_bound - 1e-9)))
         offset = self._reset(self._trial_of(excitation), excitation)
         npre = self._pre_roll_steps(offset)  # the time_offset pre-roll is stepped too: it counts
         message = self.rollout_limits.substeps_problem(
@@ -807,7 +816,7 @@ class UserModelTwin:
         if m.nu:
             d.ctrl[:] = 0.0
             d.ctrl[self._act_ids] = u
-        nsub = max(1, int(math.ceil(period / self.max_physics_timestep - 1e-9)))
+        nsub = max(1, int(math.ceil(period / self.physics_step_bound - 1e-9)))
         m.opt.timestep = period / nsub
         mujoco.mj_step(m, d, nsub)
         mujoco.mj_kinematics(m, d)
