@@ -233,7 +233,12 @@ def test_mutation_bad_max_children_and_a_corrupt_results_file(tmp_path, capsys, 
         mutation.main(["--max-children", "0"])
     assert exc.value.code == 2 and "--max-children: expected an integer >= 1, got 0" in capsys.readouterr().err
     if not Path(mutation.sys.executable).with_name("mutmut").exists():
-        pytest.skip("mutmut not installed")
+        # mutmut is a dev extra (requirements-dev.txt): a stand-in next to a stand-in interpreter path is
+        # enough, because a corrupt results file must be refused before mutmut is ever run
+        fake = tmp_path / "bin"
+        fake.mkdir()
+        (fake / "mutmut").write_text("#!/bin/sh\nexit 99\n")
+        monkeypatch.setattr(mutation.sys, "executable", str(fake / "python"))
     group = mutation.DEFAULT_GROUPS[0]
     (tmp_path / group).mkdir()
     (tmp_path / group / "results.json").write_text('{"status": {')
