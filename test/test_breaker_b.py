@@ -167,16 +167,18 @@ def _bench(name: str, monkeypatch):
     return mod
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--budgets", "0"], "--budgets: expected distinct integers >= 1, got '0'"),
-    (["--budgets", "8,8"], "--budgets: expected distinct integers >= 1, got '8,8'"),
-    (["--seeds", "0"], "--seeds: expected an integer >= 1, got 0"),
-    (["--methods", ","], "--methods: expected comma-separated method names"),
+@pytest.mark.parametrize("script, args, message", [
+    ("bench_peers", ["--budgets", "0"], "--budgets: expected distinct integers >= 1, got '0'"),
+    ("bench_peers", ["--budgets", "8,8"], "--budgets: expected distinct integers >= 1, got '8,8'"),
+    ("bench_peers", ["--seeds", "0"], "--seeds: expected an integer >= 1, got 0"),
+    ("bench_peers", ["--methods", ","], "--methods: expected comma-separated method names"),
+    ("bench_coverage", ["--seeds", "0"], "--seeds: expected an integer >= 1, got 0"),
+    ("bench_coverage", ["--budget", "-1"], "--budget: expected an integer >= 1, got -1"),
 ])
-def test_bench_peers_bad_arguments_are_argparse_errors(tmp_path, capsys, monkeypatch, args, message):
-    """Was: --budgets 0 / -5 a CalibrationError traceback, --seeds 0 a KeyError traceback after writing
-    3 files, --budgets 8,8 ran the same benchmark twice."""
-    bench = _bench("bench_peers", monkeypatch)
+def test_bench_bad_counts_are_argparse_errors(tmp_path, capsys, monkeypatch, script, args, message):
+    """Was: bench_peers --budgets 0 / -5 a CalibrationError traceback, --seeds 0 a KeyError traceback after
+    writing 3 files, --budgets 8,8 ran the same benchmark twice; bench_coverage's bad counts tracebacks."""
+    bench = _bench(script, monkeypatch)
     with pytest.raises(SystemExit) as exc:
         bench.main(["--rig", "toy", "--out", str(tmp_path / "out"), *args])
     assert exc.value.code == 2 and message in capsys.readouterr().err and not (tmp_path / "out").exists()
@@ -198,17 +200,6 @@ def test_bench_peers_refuses_before_any_budget_runs(tmp_path, capsys, monkeypatc
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1 and err.startswith(message), err
     assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--seeds", "0"], "--seeds: expected an integer >= 1, got 0"),
-    (["--budget", "-1"], "--budget: expected an integer >= 1, got -1"),
-])
-def test_bench_coverage_bad_counts_are_argparse_errors(tmp_path, capsys, monkeypatch, args, message):
-    bench = _bench("bench_coverage", monkeypatch)
-    with pytest.raises(SystemExit) as exc:
-        bench.main(["--rig", "toy", "--out", str(tmp_path / "out"), *args])
-    assert exc.value.code == 2 and message in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("args, message", [

@@ -84,27 +84,37 @@ USER_MJCF = """<mujoco model="slider">
 </mujoco>
 """
 
+#: the slider rig's model, parameter, keypoint, camera and red-marker tracker lines (excitations and trials follow)
+SLIDER_RIG_HEAD = (
+    "model: slider.xml\n"
+    "parameters: {damping: {unit: N*s/m, lower: 0.1, upper: 5, nominal: 1, target: 'dof_damping[slide]'}}\n"
+    "keypoints: {cart: mark}\n"
+    "camera: {width: 160, height: 120, fovy: 50, pose: {position: [0, -2, 0], look_at: [0, 0, 0]}}\n"
+    "tracker: {markers: [{name: cart, hsv_lower: [170, 100, 80], hsv_upper: [10, 255, 255]}]}\n"
+)
+
+
+def _red_disc_clip(path, n: int):
+    """A red disc moving right 3 px a frame on a dark 160 x 120 background, ``n`` frames at 20 Hz."""
+    import cv2
+
+    frames = []
+    for k in range(n):
+        img = np.full((120, 160, 3), 40, np.uint8)
+        cv2.circle(img, (40 + 3 * k, 60), 6, (255, 0, 0), -1)
+        frames.append(img)
+    return write_video(path, frames, 20.0)
+
 
 def test_track_pairs_a_clip_with_a_named_excitation_of_a_user_rig(tmp_path, capsys):
     """`track --excitation NAME` takes the config's own named profiles (not only the per-trial-part sets
     the loader derives from trials, `<trial>_train`/`<trial>_holdout`), and pairs the whole profile."""
-    import cv2
-
     (tmp_path / "slider.xml").write_text(USER_MJCF)
     (tmp_path / "rig.yaml").write_text(
-        "model: slider.xml\n"
-        "parameters: {damping: {unit: N*s/m, lower: 0.1, upper: 5, nominal: 1, target: 'dof_damping[slide]'}}\n"
-        "keypoints: {cart: mark}\n"
-        "camera: {width: 160, height: 120, fovy: 50, pose: {position: [0, -2, 0], look_at: [0, 0, 0]}}\n"
-        "tracker: {markers: [{name: cart, hsv_lower: [170, 100, 80], hsv_upper: [10, 255, 255]}]}\n"
+        SLIDER_RIG_HEAD +
         "excitations: {push: {kind: sine, amplitude: 0.5, frequency: 1, duration: 1, rate: 20}}\n"
         "trials: [{name: run1, source: {sim2sim: {}}, excitation: push, split: {train_fraction: 0.5}}]\n")
-    frames = []
-    for k in range(20):  # a red disc moving right, 20 frames at 20 Hz
-        img = np.full((120, 160, 3), 40, np.uint8)
-        cv2.circle(img, (40 + 3 * k, 60), 6, (255, 0, 0), -1)
-        frames.append(img)
-    clip = write_video(tmp_path / "clip.mp4", frames, 20.0)
+    clip = _red_disc_clip(tmp_path / "clip.mp4", 20)
     assert main(["track", str(clip), "--rig", str(tmp_path / "rig.yaml"), "--out", str(tmp_path / "bare.json")]) == 0
     assert "this rig's excitations: push; trial parts: run1_train (push)" in capsys.readouterr().err  # profile first
     out = tmp_path / "trial.json"
@@ -120,21 +130,10 @@ def test_track_hint_lists_a_free_decay_trial_as_a_trial_not_an_excitation(tmp_pa
     """`track decay.mp4 --rig my_rig.yaml` said `--excitation NAME (this rig's: chirp, multisine, decay)` on the
     /work/nu double pendulum: `decay` is a trial with `excitation: none`. Excitations and trial parts are listed
     apart, in the hint and in the unknown-excitation error."""
-    import cv2
-
     (tmp_path / "slider.xml").write_text(USER_MJCF)
-    frames = []
-    for k in range(12):
-        img = np.full((120, 160, 3), 40, np.uint8)
-        cv2.circle(img, (40 + 3 * k, 60), 6, (255, 0, 0), -1)
-        frames.append(img)
-    clip = write_video(tmp_path / "decay.mp4", frames, 20.0)
+    clip = _red_disc_clip(tmp_path / "decay.mp4", 12)
     (tmp_path / "rig.yaml").write_text(
-        "model: slider.xml\n"
-        "parameters: {damping: {unit: N*s/m, lower: 0.1, upper: 5, nominal: 1, target: 'dof_damping[slide]'}}\n"
-        "keypoints: {cart: mark}\n"
-        "camera: {width: 160, height: 120, fovy: 50, pose: {position: [0, -2, 0], look_at: [0, 0, 0]}}\n"
-        "tracker: {markers: [{name: cart, hsv_lower: [170, 100, 80], hsv_upper: [10, 255, 255]}]}\n"
+        SLIDER_RIG_HEAD +
         "excitations: {push: {kind: sine, amplitude: 0.5, frequency: 1, duration: 1, rate: 20},\n"
         "              pull: {kind: sine, amplitude: 0.2, frequency: 2, duration: 1, rate: 20}}\n"
         "trials: [{name: push, source: {sim2sim: {}}, excitation: push},\n"
