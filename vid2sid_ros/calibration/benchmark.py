@@ -59,7 +59,7 @@ from .objective import TrialObjective
 from .observation import jsonable
 from .proposers import make_proposer
 from .sim2sim import check_camera_noise, draw_ground_truth, make_sim2sim_trial
-from .start import StartConfig, StartError, generic_start, parse_start
+from .start import StartConfig, StartError, check_start_budget, generic_start, parse_start
 
 __all__ = ["run_benchmark", "format_results_markdown", "resolve_rig", "DEFAULT_METHODS"]
 
@@ -116,12 +116,10 @@ def _rig_start(rig: Rig, budget: int | None) -> "StartConfig | None":
                                "give only kind/points/guess")
     if not cfg.guess and cfg.kind == "nominal":
         return None
-    n_train = max(1, len(rig.excitations.get("train", ())))
-    cost = (int(cfg.points) + 1) * n_train if cfg.kind == "multistart" else 0
-    if budget is not None and cost and cost >= budget:
-        raise CalibrationError(f"{where}.points: the multistart costs {cost} rollouts, the whole budget is {budget} "
-                               f"({cfg.points} points + the start point, x {n_train} training excitation(s)); "
-                               "lower points or raise --budget")
+    try:
+        check_start_budget(cfg, len(rig.excitations.get("train", ())), budget, where, budget_key="--budget")
+    except StartError as err:
+        raise CalibrationError(str(err)) from None
     return cfg
 
 

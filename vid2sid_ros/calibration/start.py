@@ -209,11 +209,31 @@ def multistart(twin: Any, real: RealTrial, parameters: ParameterSet, *, points: 
     return table[best][0], table[best][1], spent, table
 
 
-def multistart_cost(real: RealTrial, cfg: StartConfig) -> int:
-    """Rollouts the multistart of ``cfg`` will spend: ``(points + 1) x training excitations`` (0 if none)."""
+def multistart_cost(cfg: StartConfig, n_train: int) -> int:
+    """Rollouts the multistart of ``cfg`` will spend: ``(points + 1) x n_train`` training excitations
+    (at least one), 0 when ``cfg`` is not a multistart."""
     if cfg.kind != "multistart":
         return 0
-    return (int(cfg.points) + 1) * max(1, len(real.train_excitations))
+    return (int(cfg.points) + 1) * max(1, int(n_train))
+
+
+def check_start_budget(cfg: StartConfig, n_train: int, budget: int | None, where: str,
+                       budget_key: str = "calibration.rollout_budget") -> None:
+    """Refuse a multistart that would spend the whole rollout budget (before any rollout).
+
+    Args:
+        n_train: training excitations (one rollout each per start point).
+        budget: the calibration's rollout budget (None = unlimited).
+        where: ``file:calibration.start`` for the message; ``budget_key``: what to raise instead.
+
+    Raises:
+        StartError: naming ``where.points``, the cost and the budget.
+    """
+    cost = multistart_cost(cfg, n_train)
+    if budget is not None and cost and cost >= budget:
+        raise StartError(f"{where}.points: the multistart costs {cost} rollouts, the whole budget is {budget} "
+                         f"({cfg.points} points + the start point, x {max(1, int(n_train))} training "
+                         f"excitation(s)); lower points or raise {budget_key}")
 
 
 def generic_start(twin: Any, real: RealTrial, parameters: ParameterSet, cfg: StartConfig, *, seed: int = 0,
@@ -223,7 +243,7 @@ def generic_start(twin: Any, real: RealTrial, parameters: ParameterSet, cfg: Sta
 
     Args:
         budget: the calibration's rollout budget (None = unlimited): a multistart costing all
-            of it is refused BEFORE any rollout (:func:`multistart_cost`).
+            of it is refused BEFORE any rollout (:func:`check_start_budget`).
         where: ``file:calibration.start`` for messages.
 
     Returns:
@@ -232,11 +252,7 @@ def generic_start(twin: Any, real: RealTrial, parameters: ParameterSet, cfg: Sta
     Raises:
         StartError: the multistart would cost the whole budget (names ``where.points``).
     """
-    cost = multistart_cost(real, cfg)
-    if budget is not None and cost and cost >= budget:
-        raise StartError(f"{where}.points: the multistart costs {cost} rollouts, the whole budget is {budget} "
-                         f"({cfg.points} points + the start point, x {max(1, len(real.train_excitations))} training "
-                         "excitation(s)); lower points or raise calibration.rollout_budget")
+    check_start_budget(cfg, len(real.train_excitations), budget, where)
     notes: list[str] = []
     params = parameters
     if cfg.guess:
