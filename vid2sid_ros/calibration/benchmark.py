@@ -91,10 +91,6 @@ def _resolve_noise(rig: Rig, noise: str) -> str:
     return "camera" if rig.tracker else "keypoint"
 
 
-def _rig_where(rig: Rig) -> str:
-    return str((rig.config or {}).get("_source") or rig.source or rig.name)
-
-
 def _rig_start(rig: Rig, budget: int | None) -> "StartConfig | None":
     """The rig config's ``calibration.start`` stage, or None when it is the nominal start.
 
@@ -105,7 +101,7 @@ def _rig_start(rig: Rig, budget: int | None) -> "StartConfig | None":
     block = (getattr(rig, "calibration", None) or {}).get("start")
     if block is None:
         return None
-    where = f"{_rig_where(rig)}:calibration.start"
+    where = f"{rig.where}:calibration.start"
     try:
         cfg, values = parse_start(block, where, rig.parameters)
     except StartError as err:
@@ -195,7 +191,7 @@ def run_benchmark(
         parse_nuisance_config(nuisance, source="nuisance")
         nuisance = dict(nuisance)
     else:
-        nuisance = rig_nuisance(rig_obj, source=str((rig_obj.config or {}).get("_source", rig_obj.name)))
+        nuisance = rig_nuisance(rig_obj, source=rig_obj.where)
     start_cfg = _rig_start(rig_obj, budget)  # a bad calibration.start block: refused before any file is written
     out_dir = Path(out) if out is not None else None
     if out_dir is not None:  # every run directory's refusal checks before anything is written
@@ -237,7 +233,7 @@ def run_benchmark(
             seed_params, seed_budget, spent = params, budget, 0
             if start_cfg is not None:  # the rig's start stage, once per seed: the same start for every method
                 started = generic_start(twin, real, params, start_cfg, seed=seed, budget=budget,
-                                        where=f"{_rig_where(rig_obj)}:calibration.start")
+                                        where=f"{rig_obj.where}:calibration.start")
                 seed_params, spent = started.parameters, int(started.rollouts)
                 seed_budget = None if budget is None else budget - spent
                 seed_rec["start"] = {"kind": start_cfg.kind, "guess": start_cfg.guess, "rollouts": spent,

@@ -115,7 +115,7 @@ def check_camera_noise(rig: Rig, twin: Twin | None = None) -> None:
 
     hsv = (cv2.cvtColor(np.round(colours * 255).astype(np.uint8)[None], cv2.COLOR_RGB2HSV)[0].astype(int)
            if len(colours) else np.zeros((0, 3), int))
-    src = str((rig.config or {}).get("_source") or rig.source or rig.name)
+    src = rig.where
     all_markers = list(cfg.get("markers") or [])
     missing = []
     for m in specs:

@@ -106,6 +106,12 @@ class Rig:
     proposer: dict[str, Any] = field(default_factory=dict)
     named_excitations: dict[str, Excitation] = field(default_factory=dict)
 
+    @property
+    def where(self) -> str:
+        """What messages about this rig's config name: the config file it was loaded from
+        (``config["_source"]``, else :attr:`source`), or the rig's name for a rig built in code."""
+        return str((self.config or {}).get("_source") or self.source or self.name)
+
     def trial(self, name: str) -> TrialSpec:
         """The trial called ``name``.
 

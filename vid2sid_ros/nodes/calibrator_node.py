@@ -104,7 +104,7 @@ class CalibratorNode(Node):
 
         # the rig config's nuisance: block (latency, marker offsets), read as `vid2sid calibrate` reads it;
         # a bad block stops the node here (NuisanceConfigError naming the file and key)
-        self._nuisance = rig_nuisance(self._rig, source=str((self._rig.config or {}).get("_source", self._rig.name)))
+        self._nuisance = rig_nuisance(self._rig, source=self._rig.where)
         self.parameters = self._rig.parameters
         self._lock = threading.Lock()
         self._busy = False
