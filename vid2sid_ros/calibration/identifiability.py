@@ -161,6 +161,13 @@ class IdentifiabilityReport:
                 "centre": dict(self.centre), "measurement_bias": dict(self.measurement_bias)}
 
 
+def default_min_effect(unit: str) -> float:
+    """The smallest RMS change a 10 %-of-range move must cause to count as observed, in the
+    measurement's ``unit``: :data:`DEFAULT_MIN_EFFECT_PX` scaled by that unit's default noise
+    (:data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`; 1.0 for a unit it does not list)."""
+    return DEFAULT_MIN_EFFECT_PX * DEFAULT_NOISE.get(unit, 1.0) / DEFAULT_NOISE["px"]
+
+
 def unit_derivatives(parameters: ParameterSet, values: Mapping[str, float]) -> np.ndarray:
     """d(value)/d(u) for each free parameter at ``values``, shape (n,), in the parameter's unit.
 
@@ -418,7 +425,7 @@ def analyse_jacobian(
     J = np.asarray(J, dtype=float)
     n = len(names)
     if min_effect_px is None:
-        min_effect_px = DEFAULT_MIN_EFFECT_PX * DEFAULT_NOISE.get(unit, 1.0) / DEFAULT_NOISE["px"]
+        min_effect_px = default_min_effect(unit)
     bad_cols = [names[j] for j in range(n) if not np.isfinite(J[:, j]).any()]
     Jc = np.where(np.isfinite(J), J, 0.0)
     rows = np.isfinite(J).all(axis=1) if not bad_cols else np.ones(J.shape[0], bool)
@@ -697,8 +704,8 @@ def check_identifiability(
     unit = getattr(objective, "unit", "px")
     report = analyse(point, res, False)
     if report.warning and report.warning.endswith(_EXCITATION_ADVICE):
-        rest = _at_rest_advice(base, objective, parameters, point, min_effect_px if min_effect_px is not None
-                               else DEFAULT_MIN_EFFECT_PX * DEFAULT_NOISE.get(unit, 1.0) / DEFAULT_NOISE["px"])
+        rest = _at_rest_advice(base, objective, parameters, point,
+                               min_effect_px if min_effect_px is not None else default_min_effect(unit))
         if rest:
             report.warning = report.warning.removesuffix(_EXCITATION_ADVICE) + rest
     if warn and report.warning:
