@@ -10,8 +10,9 @@ equivalent mutant (the change does not alter behaviour: leave it, say why).
 Scope (issue 12 item 18), in ``GROUPS``: core/parameters.py, core/trajectory.py,
 core/excitation.py; the marker tracker perception/markers.py; calibration/objective.py; the
 loop's resume (calibration/loop.py: the run-directory check, the iterations.jsonl reader
-and validator, record (de)serialisation); and, defined but not in ``DEFAULT_GROUPS`` until
-it has been measured, the centreline tracker perception/centerline.py. ``run_calibration``
+and validator, record (de)serialisation); the centreline tracker perception/centerline.py;
+core/camera.py; and core/rig.py, core/trial.py, core/yamlio.py, core/lockstep.py (``core_data``).
+A group joins ``DEFAULT_GROUPS`` once its full run is in the ledger. ``run_calibration``
 itself (whose resume branch holds the restart point) is left out: each of its mutants runs
 whole calibrations, hours on 2 cores; its restart point is covered by
 test_loop_resume_after_failure.py, checked by hand against the mutation of issue 12 item
@@ -29,9 +30,11 @@ selected test reaches its function ("no tests").
 Every survivor is examined in the ledger ``docs/mutation_survivors.md``: ``--ledger``
 rewrites it from the last results, one line a mutant (name, ``old => new``) under the
 reason it is left alive, keeping the reasons already written; a new survivor lands under
-``UNEXAMINED``. After writing tests for the unexplained survivors, ``--recheck`` re-runs
+``UNEXAMINED``; ``--ledger --only G`` rewrites group G's section and keeps the other sections as they
+are (their scratch copies may be gone). After writing tests for the unexplained survivors, ``--recheck`` re-runs
 just those (the other mutants keep their status; more tests only kill more, so the counts
-stay pessimistic), which is minutes instead of the full run.
+stay pessimistic), which is minutes instead of the full run; ``--recheck --select GLOB`` re-runs only the
+survivors whose names match (one function's, say).
 
 Run: ``nice .venv/bin/python bench/mutation.py --max-children 2`` (needs ``pip install -r
 requirements-dev.txt``); ``--only core markers`` runs some groups; then ``--ledger``.
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import fnmatch
 import hashlib
 import json
 import os
@@ -82,6 +86,18 @@ GROUPS: dict[str, dict] = {
         "modules": ["vid2sid_ros/perception/centerline.py"],
         "patterns": ["vid2sid_ros.perception.centerline.*"],
         "tests": ["test/test_centerline.py", "-k", "not rendered_rollout"],
+    },
+    "camera": {  # the pinhole camera, CameraInfo files and the camera config block (no rendering)
+        "modules": ["vid2sid_ros/core/camera.py"],
+        "patterns": ["vid2sid_ros.core.camera.*"],
+        "tests": ["test/test_camera.py", "test/test_core_camera_edges.py"],
+    },
+    "core_data": {  # the rig and trial types, the strict YAML reader and the ROS lockstep pairing
+        "modules": ["vid2sid_ros/core/rig.py", "vid2sid_ros/core/trial.py", "vid2sid_ros/core/yamlio.py",
+                    "vid2sid_ros/core/lockstep.py"],
+        "patterns": ["vid2sid_ros.core.rig.*", "vid2sid_ros.core.trial.*", "vid2sid_ros.core.yamlio.*",
+                     "vid2sid_ros.core.lockstep.*"],
+        "tests": ["test/test_core_data.py", "test/test_ros_lockstep.py", "-k", "assign_steps or stream or core_data"],
     },
     "resume": {  # the loop's resume: run-directory check, iterations.jsonl reader/validator, records
         "modules": ["vid2sid_ros/calibration/loop.py"],
@@ -198,8 +214,19 @@ def _read_ledger(path: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _write_ledger(path: Path, rows: dict[str, dict[str, tuple[str, str, str]]], figures: dict[str, dict]) -> int:
-    """Write the survivors ledger: per group, per reason, one line a mutant. Returns the unexamined count."""
+def _ledger_sections(path: Path) -> dict[str, str]:
+    """``{group: its section's text}`` (from its ``## group:`` heading to the next) of an existing ledger."""
+    if not path.exists():
+        return {}
+    parts = re.split(r"^(?=## \w+: )", path.read_text(), flags=re.M)[1:]
+    return {re.match(r"## (\w+): ", part).group(1): part.rstrip("\n") + "\n" for part in parts}
+
+
+def _write_ledger(path: Path, rows: dict[str, dict[str, tuple[str, str, str]]], figures: dict[str, dict],
+                  keep: dict[str, str] | None = None, order: list[str] | None = None) -> int:
+    """Write the survivors ledger: per group, per reason, one line a mutant. ``keep`` holds the sections
+    (text) of groups not rewritten this time, put back as they were, in ``order`` (default: ``rows`` then
+    ``keep``). Returns the unexamined count of the rewritten groups."""
     lines = ["# Surviving mutants, each examined",
              "",
              "Written by `bench/mutation.py --ledger` from the last run of every group (`build/mutation/<group>/",
@@ -211,7 +238,13 @@ def _write_ledger(path: Path, rows: dict[str, dict[str, tuple[str, str, str]]], 
              "(`cd build/mutation/<group> && mutmut show NAME`).",
              ""]
     unexamined = 0
-    for group, items in rows.items():
+    keep = keep or {}
+    for group in order or [*rows, *(g for g in keep if g not in rows)]:
+        if group not in rows:
+            if group in keep:
+                lines += keep[group].rstrip("\n").split("\n") + [""]
+            continue
+        items = rows[group]
         f = figures.get(group, {})
         c = f.get("counts", {})
         lines += [f"## {group}: {sum(c.values())} mutants, {c.get('killed', 0)} killed, "
@@ -229,8 +262,10 @@ def _write_ledger(path: Path, rows: dict[str, dict[str, tuple[str, str, str]]], 
 
 
 def ledger(workdir: Path, groups: list[str], mutmut: Path) -> int:
-    """Rewrite the ledger from the groups' last results, keeping the reasons already given."""
+    """Rewrite the ledger sections of ``groups`` from their last results, keeping the reasons already given;
+    the sections of other groups already in the ledger stay as they are (their scratch copies may be gone)."""
     old = _read_ledger(LEDGER)
+    keep = {g: text for g, text in _ledger_sections(LEDGER).items() if g not in groups}
     rows: dict[str, dict[str, tuple[str, str, str]]] = {}
     figures: dict[str, dict] = {}
     for name in groups:
@@ -248,7 +283,8 @@ def ledger(workdir: Path, groups: list[str], mutmut: Path) -> int:
             prev = old.get(k)
             reason = prev[1] if prev and prev[0] == change else UNEXAMINED
             rows[name][k] = (surv[k], change, reason)
-    n = _write_ledger(LEDGER, rows, figures)
+    order = [g for g in GROUPS if g in rows or g in keep]
+    n = _write_ledger(LEDGER, rows, figures, keep, order)
     total = sum(len(r) for r in rows.values())
     print(f"ledger {LEDGER}: {total} survivors, {n} unexamined")
     return 0
@@ -265,9 +301,14 @@ def main(argv=None) -> int:
                         "explain, against the current tests; every other mutant keeps its status (added tests "
                         "only kill more, so the counts stay pessimistic). Refused for a group whose module "
                         "changed since its last full run")
+    p.add_argument("--select", nargs="*", default=None, metavar="GLOB",
+                   help="with --recheck: re-run only the survivors whose names match one of these globs "
+                        "(e.g. 'vid2sid_ros.perception.centerline.x__extend_tip__*'), the rest keep their status")
     p.add_argument("--ledger", action="store_true",
                    help=f"do not run: rewrite {LEDGER.relative_to(ROOT)} from the groups' last results")
     a = p.parse_args(argv)
+    if a.select is not None and not a.recheck:
+        p.error("--select: only with --recheck (a full run measures every mutant of a group)")
     if a.max_children < 1:  # was: passed on to mutmut as is
         p.error(f"--max-children: expected an integer >= 1, got {a.max_children}")
     mutmut = Path(sys.executable).with_name("mutmut")
@@ -306,7 +347,8 @@ def main(argv=None) -> int:
                       "run (mutant numbers no longer match); run the group in full", file=sys.stderr)
                 return 2
             explained = {k for k, (_, reason) in _read_ledger(LEDGER).items() if reason != UNEXAMINED}
-            again = sorted(k for k, v in prev["status"].items() if v in SURVIVOR_STATUSES and k not in explained)
+            again = sorted(k for k, v in prev["status"].items() if v in SURVIVOR_STATUSES and k not in explained
+                           and (not a.select or any(fnmatch.fnmatchcase(k, g) for g in a.select)))
             if not again:
                 print(f"{name}: no survivors to recheck")
                 continue

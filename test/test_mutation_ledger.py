@@ -9,6 +9,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -52,3 +54,32 @@ def test_the_ledger_keeps_reasons_by_name_and_change(tmp_path):
                     "pkg.mod.x_f__mutmut_2": ("c => d", m.UNEXAMINED)}
     assert "## core: 7 mutants, 5 killed, 1 survived, 1 reached by no test (test/x.py)" in path.read_text()
     assert m._change("--- a\n+++ b\n@@ -1 +1 @@\n-    x = 1 | 2\n+    x = 1 & 2\n") == "x = 1 \\| 2 => x = 1 & 2"
+
+
+def test_rewriting_one_group_keeps_the_other_groups_sections_as_they_were(tmp_path):
+    """``--ledger --only G`` rewrites G's section only: the sections of groups whose scratch copies are gone
+    (their results.json with them) stay byte for byte, in the GROUPS order."""
+    m = _bench()
+    path = tmp_path / "ledger.md"
+    first, second = list(m.GROUPS)[:2]
+    rows = {first: {"pkg.mod.x_f__mutmut_1": ("survived", "a => b", "equivalent: the first group's own reason")},
+            second: {"pkg.mod.x_g__mutmut_3": ("survived", "c => d", "equivalent: the second group's reason")}}
+    figures = {g: {"counts": {"killed": 4, "survived": 1}, "tests": "test/x.py"} for g in rows}
+    m._write_ledger(path, rows, figures)
+    before = m._ledger_sections(path)
+    assert list(before) == [first, second] and "the first group's own reason" in before[first]
+    # the second group re-run: a new survivor, the old one killed; the first group is not in this rewrite
+    new_rows = {second: {"pkg.mod.x_g__mutmut_9": ("survived", "e => f", m.UNEXAMINED)}}
+    keep = {g: t for g, t in before.items() if g not in new_rows}
+    assert m._write_ledger(path, new_rows, {second: {"counts": {"killed": 5, "survived": 1}, "tests": "t"}},
+                           keep, [first, second]) == 1
+    after = m._ledger_sections(path)
+    assert list(after) == [first, second] and after[first] == before[first]
+    assert "x_g__mutmut_9" in after[second] and "x_g__mutmut_3" not in after[second]
+
+
+def test_select_is_refused_without_recheck(capsys):
+    m = _bench()
+    with pytest.raises(SystemExit) as exc:
+        m.main(["--select", "vid2sid_ros.core.*"])
+    assert exc.value.code == 2 and "--select: only with --recheck" in capsys.readouterr().err
