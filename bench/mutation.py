@@ -85,7 +85,8 @@ GROUPS: dict[str, dict] = {
     "centerline": {  # the tentacle's centreline tracker, against its synthetic-mask tests (not the rendered rollout)
         "modules": ["vid2sid_ros/perception/centerline.py"],
         "patterns": ["vid2sid_ros.perception.centerline.*"],
-        "tests": ["test/test_centerline.py", "-k", "not rendered_rollout"],
+        "tests": ["test/test_centerline.py", "test/test_centerline_trace.py", "test/test_centerline_tracker.py",
+                  "-k", "not rendered_rollout"],
     },
     "camera": {  # the pinhole camera, CameraInfo files and the camera config block (no rendering)
         "modules": ["vid2sid_ros/core/camera.py"],

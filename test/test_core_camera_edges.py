@@ -1,0 +1,1 @@
+"""(being written this session: unit tests that kill the mutation survivors of bench/mutation.py)"""
