@@ -265,3 +265,38 @@ def test_benchmark_refuses_a_kind_the_rig_cannot_express_before_writing_anything
         err = capsys.readouterr().err.strip()
         assert code == 2 and message in err and len(err.splitlines()) == 1, err
         assert not out.exists()
+
+
+def test_benchmark_refuses_a_camera_error_that_leaves_the_stand_in_blind_before_writing_anything(tmp_path, capsys):
+    """Was: `--misspecify camera=300` (within the ±300 limit) on the toy arm turned the camera away from the
+    arm; the benchmark wrote seed_0/reasoner/run.json, then "the start point cannot be simulated: ... no
+    valid keypoint overlaps the real trial"."""
+    from vid2sid_ros.cli import main
+
+    out = tmp_path / "b"
+    code = main(["benchmark", "sim2sim", "--rig", "toy", "--methods", "reasoner", "--misspecify", "camera=300",
+                 "--noise", "keypoint", "--seeds", "1", "--budget", "20", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "no valid keypoint in any of the" in err and "--misspecify camera=300" in err and "smaller size" in err
+    assert not out.exists()
+    # a small camera error keeps the arm in view: the stand-in is built
+    real = make_sim2sim_trial(make_toy(), TOY_TRUTH, noise="keypoint", misspecify="camera=3")
+    assert all(t.valid.any() for t in real.train)
+
+
+def test_a_real_trial_with_nothing_valid_is_refused_before_the_run_directory_is_written(tmp_path):
+    """The loop's own check (any source: a bag whose markers are never seen, a blind stand-in): a training
+    trajectory with no valid measurement is refused, and the run directory is never created."""
+    from vid2sid_ros.calibration.loop import CalibrationError
+    from vid2sid_ros.core.trial import RealTrial
+
+    rig = make_toy()
+    real = make_sim2sim_trial(rig, TOY_TRUTH, noise="none")
+    blind = replace(real.train[1], valid=np.zeros_like(real.train[1].valid))
+    lost = RealTrial([real.train[0], blind], real.train_excitations, real.holdout, real.holdout_excitations)
+    rd = tmp_path / "run"
+    with pytest.raises(CalibrationError, match=r"^real trial train\[1\] \('chirp_0.3-3Hz'\): no valid measurement "
+                                               r"in any of its \d+ frames"):
+        run_calibration(rig, lost, make_proposer("reasoner"), CalibrationConfig(iterations=2, rollout_budget=10), rd)
+    assert not rd.exists()

@@ -166,7 +166,9 @@ def run_benchmark(
         UnknownRigError, UnknownProposerError: on bad names (checked before any work).
         MisspecificationError: a bad ``misspecify`` (checked before any work).
         Sim2SimError: camera noise on a rig whose render shows none of the tracker's marker
-            colours (:func:`~vid2sid_ros.calibration.sim2sim.check_camera_noise`, before any work).
+            colours (:func:`~vid2sid_ros.calibration.sim2sim.check_camera_noise`, before any work), or
+            a stand-in trial with no valid keypoint (a ``camera`` misspecification turning the
+            camera away): raised before that seed's runs, and for the first seed before ``out`` exists.
         CalibrationError: a budget below one evaluation (checked before any work), or an `out`
             holding runs made with other settings.
     """
@@ -202,7 +204,6 @@ def run_benchmark(
                 rd = out_dir / f"seed_{seed}" / m
                 check_run_dir(rd, proposer_name=m, real=None, parameters=rig_obj.parameters,
                               config=CalibrationConfig(resume=(rd / "run.json").is_file(), nuisance=nuisance))
-        out_dir.mkdir(parents=True, exist_ok=True)
     params = rig_obj.parameters
     free = params.free_names
     t_all = time.perf_counter()
@@ -217,6 +218,8 @@ def run_benchmark(
             truth = draw_ground_truth(params, seed, low=truth_range[0], high=truth_range[1])
             twin = rig_obj.make_twin()
             real = make_sim2sim_trial(rig_obj, truth, seed=seed, noise=noise_mode, twin=twin, misspecify=mis or None)
+            if out_dir is not None:  # the first seed's stand-in was built (a camera seeing nothing is refused there)
+                out_dir.mkdir(parents=True, exist_ok=True)
             caught: list = []
             ident = None
             if nominal_identifiability:

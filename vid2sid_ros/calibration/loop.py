@@ -782,7 +782,8 @@ def run_calibration(
 
     Raises:
         CalibrationError: ``run_dir`` holds another run (without ``resume``) or a run
-            with a different proposer, seed, spec or budget; nothing left to calibrate.
+            with a different proposer, seed, spec or budget; nothing left to calibrate; a
+            training trajectory with no valid measurement in any frame (before anything is written).
     """
     cfg = config or CalibrationConfig()
     twin, params, rig_info = _resolve(target, parameters)
@@ -794,6 +795,10 @@ def run_calibration(
     if (any(t.kind != "joints" for t in real.train) and tuple(real.keypoint_names) != tuple(twin.keypoint_names)
             and not set(real.keypoint_names) <= set(twin.keypoint_names)):  # joint trials are checked by measure()
         raise CalibrationError(f"real trial keypoints {real.keypoint_names} differ from the twin's {twin.keypoint_names}")
+    for i, t in enumerate(real.train):  # nothing to fit: refused before the run directory is written
+        if not np.asarray(t.valid).any():
+            raise CalibrationError(f"real trial train[{i}] ('{t.trial_id}'): no valid measurement in any of its "
+                                   f"{len(t.valid)} frames (every keypoint lost or outside the image); nothing to fit")
     rd = Path(run_dir) if run_dir is not None else None
     if cfg.start:
         unknown = [k for k in cfg.start if k not in params]

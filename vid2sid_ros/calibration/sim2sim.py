@@ -165,7 +165,9 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
 
     Raises:
         Sim2SimError: unknown noise mode, a diverged rollout at the truth, missing tracker, a
-            camera-noise render without the tracker's colours (:func:`check_camera_noise`).
+            camera-noise render without the tracker's colours (:func:`check_camera_noise`), or a
+            training trial with no valid keypoint in any frame (e.g. a ``camera`` misspecification
+            that turns the camera away from the rig).
         MisspecificationError: a bad or inexpressible misspecification.
     """
     from .misspecification import (LATENCY_UPSAMPLE, apply_model_friction, check_misspecification, delayed_rows,
@@ -249,6 +251,13 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                 tr = Trajectory(tr.time, tr.keypoints, valid, tr.names, tr.source, tr.trial_id, tr.steps,
                                 dict(tr.meta))
             out[label].append(tr)
+    for tr in out["train"]:  # a stand-in nothing of which is seen cannot be fitted: refused before any run is written
+        if not np.asarray(tr.valid).any():
+            cause = (f"the stand-in camera moved by --misspecify camera={mis['camera']:g} (mm and mrad) sees none of "
+                     "the keypoints; use a smaller size" if "camera" in mis else
+                     "every keypoint is lost or outside the image at the ground truth")
+            raise Sim2SimError(f"rig '{rig.name}': no valid keypoint in any of the {len(tr.valid)} frames of the "
+                               f"stand-in trial '{tr.trial_id}': {cause}")
     return RealTrial(out["train"], list(rig.excitations["train"]), out["holdout"],
                      list(rig.excitations.get("holdout", [])), frames=frames_out,
                      source=f"sim2sim {rig.name} seed {seed} noise {noise}", truth=dict(full),

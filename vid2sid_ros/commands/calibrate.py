@@ -243,11 +243,7 @@ def run(args: argparse.Namespace) -> int:
                 if callable(close):
                     close()
             rig.parameters = started.parameters
-            if started.rollouts and ccfg.rollout_budget is not None:
-                if started.rollouts >= ccfg.rollout_budget:
-                    raise ConfigError(f"{src}:calibration.start.points: the multistart costs {started.rollouts} "
-                                      f"rollouts, the whole budget is {ccfg.rollout_budget}; lower points or raise "
-                                      "calibration.rollout_budget")
+            if started.rollouts and ccfg.rollout_budget is not None:  # generic_start refused a start costing it all
                 ccfg = dataclasses.replace(ccfg, rollout_budget=ccfg.rollout_budget - started.rollouts)
     except (ConfigError, RigConfigError, CalibrationError, UnknownRigError, UnknownProposerError, StartError,
             ParameterSpecError, FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
