@@ -377,6 +377,27 @@ def test_core_data_assign_steps_ties_boundaries_and_order():
     assert assign_steps([0.25, 0.75], [0.5, 0.0, 0.0], p).tolist() == [1, 0]
 
 
+def test_core_data_assign_steps_shared_stamps_are_broken_by_step_order_alone():
+    """Steps 0, 3, 4, 5, 8, 10 share one stamp (a stalled clock, commands re-sent out of order): the
+    frame goes to one of them by step order and the neighbouring targets only, so a caller that
+    passes just the commands whose target is within one period of the frame plus the nearest one on
+    each side, in step order (as the tracker's indexed stream does), gets the same step."""
+    p = 0.25
+    cmds = np.array([0.5, 0.0, 0.25, 0.5, 0.5, 0.5, 1.75, 2.0, 0.5, 2.25, 0.5, 3.0])
+    frames = np.array([0.75, 0.7, 0.8, 0.85, 0.5, 0.25, 2.0, 2.55])
+    full = assign_steps(frames, cmds, p)
+    assert full[0] == 0 and full[1] == 0  # at or before the shared target: the first of the tied steps
+    assert full[4:].tolist() == [2, 1, 6, 9]  # each other frame: its one nearest target (t_k + p)
+    assert full[2] in (0, 3, 4, 5, 8, 10) and full[3] == full[2]
+    by_target = sorted(range(len(cmds)), key=lambda k: (cmds[k] + p, k))
+    for f, k in zip(frames, full):
+        inside = [i for i, s in enumerate(by_target) if abs(cmds[s] + p - f) <= p]
+        lo, hi = max(inside[0] - 1, 0), min(inside[-1] + 2, len(cmds))
+        near = sorted(by_target[lo:hi])  # step order
+        k_near = int(assign_steps([f], cmds[near], p)[0])
+        assert k == (near[k_near] if k_near >= 0 else -1), f
+
+
 def test_core_data_assign_steps_irregular_schedule_matches_brute_force():
     rng = np.random.default_rng(3)
     p = 0.05
@@ -442,17 +463,19 @@ def _stream(n_cmds=4, p=0.25, t0=10.0, **kw) -> LockstepStream:
 
 def test_core_data_stream_trajectory_rows_meta_and_pairing():
     s = _stream()  # targets 10.25, 10.5, 10.75, 11.0
+    s.add_frame(11.5, [[9, 9]], [True])  # after the trial, received first: unmatched
     s.add_frame(10.25, [[1, 1]], [True])
     s.add_frame(10.75, [[3, 3]], [False])
     s.add_frame(9.0, [[9, 9]], [True])  # before the trial: unmatched
     s.add_frame(12.0, [[9, 9]], [True])  # after it: unmatched
+    s.add_frame(10.875, [[9, 9]], [False])  # half-way to the next step (p/2 after target 2): step 2
     traj = s.trajectory()
     assert traj.num_frames == 4 and traj.names == ("a",) and traj.source == "real" and traj.trial_id == "tr"
     np.testing.assert_allclose(traj.time, [0.25, 0.5, 0.75, 1.0])
     assert traj.steps.tolist() == [0, 1, 2, 3]
     assert traj.valid[:, 0].tolist() == [True, False, False, False]
     assert traj.keypoints[0, 0].tolist() == [1.0, 1.0] and np.isnan(traj.keypoints[1:]).all()
-    assert dict(traj.meta) == {"dropped_frames": 2, "late_frames": 0, "duplicate_frames": 0, "unmatched_frames": 2,
+    assert dict(traj.meta) == {"dropped_frames": 2, "late_frames": 0, "duplicate_frames": 1, "unmatched_frames": 3,
                                "period": 0.25}
 
 
@@ -461,24 +484,26 @@ def test_core_data_stream_duplicates_keep_the_nearer_then_the_first():
     s.add_frame(10.1875, [[1, 1]], [True])  # step 0, 1/16 early
     s.add_frame(10.3125, [[2, 2]], [True])  # step 0, 1/16 late: a tie, the first is kept
     s.add_frame(10.25 + 0.1, [[3, 3]], [True])  # step 0 again, farther
-    s.add_frame(10.55, [[4, 4]], [True])  # step 1, 0.05 late
-    s.add_frame(10.48, [[5, 5]], [True])  # step 1, 0.02 early: nearer, replaces it
+    s.add_frame(10.4, [[4, 4]], [True])  # step 1, 0.1 early
+    s.add_frame(10.55, [[5, 5]], [True])  # step 1, 0.05 late: nearer, replaces it
     s.add_frame(10.6, [[6, 6]], [True])  # step 1, farther: dropped as a duplicate
+    s.add_frame(10.48, [[7, 7]], [True])  # step 1, 0.02 early: nearest, replaces it
     traj = s.trajectory()
-    assert traj.keypoints[:, 0, 0].tolist() == [1.0, 5.0]
-    assert traj.meta["duplicate_frames"] == 4 and traj.meta["dropped_frames"] == 0
+    assert traj.keypoints[:, 0, 0].tolist() == [1.0, 7.0]
+    assert traj.meta["duplicate_frames"] == 5 and traj.meta["dropped_frames"] == 0
 
 
 def test_core_data_stream_late_frames_and_delay_statistics():
-    s = _stream(3)  # targets 10.25, 10.5, 10.75
+    s = _stream(4)  # targets 10.25, 10.5, 10.75, 11.0
     s.add_frame(10.25, [[0, 0]], [True], received=10.25 + 0.25)  # exactly one period: not late
     s.add_frame(10.5, [[0, 0]], [True], received=10.5 + 0.5)  # late
     s.add_frame(10.75, [[0, 0]], [True], received=10.75 + 0.125)
+    s.add_frame(11.0, [[0, 0]], [True], received=11.0 + 0.375)  # late
     traj = s.trajectory()
-    assert traj.meta["late_frames"] == 1
-    d = sorted([0.25, 0.5, 0.125])  # percentiles by linear interpolation over the sorted delays
-    assert traj.meta["delay_p50_s"] == pytest.approx(d[1])
-    assert traj.meta["delay_p95_s"] == pytest.approx(d[1] + 0.9 * (d[2] - d[1]))
+    assert traj.meta["late_frames"] == 2
+    d = sorted([0.25, 0.5, 0.125, 0.375])  # percentiles: linear interpolation at rank q (T - 1)
+    assert traj.meta["delay_p50_s"] == pytest.approx(d[1] + 0.5 * (d[2] - d[1]))
+    assert traj.meta["delay_p95_s"] == pytest.approx(d[2] + 0.85 * (d[3] - d[2]))
     assert traj.meta["delay_max_s"] == pytest.approx(0.5)
     strict = _stream(3, late_tolerance_s=0)
     for k in range(3):
@@ -488,6 +513,18 @@ def test_core_data_stream_late_frames_and_delay_statistics():
     offline.add_frame(10.25, [[0, 0]], [True])  # no receive time: never late, no delay statistics
     meta = offline.trajectory().meta
     assert meta["late_frames"] == 0 and not any(k.startswith("delay") for k in meta)
+
+
+def test_core_data_stream_targets_follow_the_command_stamps():
+    s = LockstepStream("tr", "real", ("a",), 0.25)
+    s.add_command(0, 10.0)
+    s.add_command(1, 10.4)  # sent 0.15 s late: its frame is due at 10.65, not on the 10.5 grid
+    s.add_command(2, 10.5)
+    s.add_frame(10.65, [[1, 1]], [True], received=10.7)
+    s.add_frame(10.75, [[2, 2]], [True], received=10.75)
+    traj = s.trajectory()
+    assert traj.valid[:, 0].tolist() == [False, True, True]
+    assert traj.meta["delay_max_s"] == pytest.approx(0.05) and traj.meta["unmatched_frames"] == 0
 
 
 def test_core_data_stream_num_steps_override_and_missing_commands():
@@ -514,7 +551,9 @@ def test_core_data_stream_trajectory_without_usable_commands():
     empty = s.trajectory()  # no command at all: no rows, every frame unmatched
     assert empty.num_frames == 0 and empty.keypoints.shape == (0, 2, 2)
     assert empty.meta["unmatched_frames"] == 2 and empty.meta["dropped_frames"] == 0
-    s.add_command(7, 1.0)  # only a command past the requested length
-    traj = s.trajectory(3)
-    assert traj.num_frames == 3 and not traj.valid.any()
-    assert traj.meta["dropped_frames"] == 3 and traj.meta["unmatched_frames"] == 2
+    s.add_frame(0.25, np.zeros((2, 2)), [True, True])  # where step 0 of a clock starting at 0 would be
+    s.add_command(7, 1.0)  # only commands at or past the requested length: no grid for steps 0..T-1
+    for T in (3, 7):
+        traj = s.trajectory(T)
+        assert traj.num_frames == T and not traj.valid.any()
+        assert traj.meta["dropped_frames"] == T and traj.meta["unmatched_frames"] == 3
