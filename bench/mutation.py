@@ -355,6 +355,8 @@ def main(argv=None) -> int:
                 continue
         r = _run_group(name, group, workdir / name, mutmut, a.max_children, again if a.recheck else None)
         if "error" in r:
+            if prev is not None:  # the scratch copy was rebuilt for the recheck: keep the full run's statuses
+                res_path.write_text(json.dumps(prev, indent=1, ensure_ascii=False))
             print(f"{name}: {r['error']}", file=sys.stderr)
             return 1
         if prev is not None:  # rechecked survivors over the statuses of the last full run

@@ -86,3 +86,29 @@ def test_select_is_refused_without_recheck(capsys):
     with pytest.raises(SystemExit) as exc:
         m.main(["--select", "vid2sid_ros.core.*"])
     assert exc.value.code == 2 and "--select: only with --recheck" in capsys.readouterr().err
+
+
+def test_a_failed_recheck_keeps_the_full_runs_results(tmp_path, monkeypatch, capsys):
+    """A recheck whose mutmut run fails (a failing test: no stats) rebuilds the group's scratch copy;
+    the full run's results.json must survive it, else the group needs a full re-run. Was: deleted."""
+    m = _bench()
+    name = "core_data"
+    work = tmp_path / name
+    work.mkdir()
+    prev = {"group": name, "wall_s": 1.0, "full_run_wall_s": 1.0, "module_sha256": m._module_hashes(m.GROUPS[name]),
+            "status": {"vid2sid_ros.core.rig.x_nothing__mutmut_1": "survived",
+                       "vid2sid_ros.core.rig.x_nothing__mutmut_2": "killed"}}
+    (work / "results.json").write_text(m.json.dumps(prev))
+    calls = []
+
+    def failing_run(gname, group, gwork, mutmut, max_children, names=None):
+        calls.append(names)
+        m.shutil.rmtree(gwork)  # as _run_group does before copying the tree
+        gwork.mkdir()
+        return {"error": "mutmut run failed (exit 1): failed to collect stats"}
+
+    monkeypatch.setattr(m, "_run_group", failing_run)
+    assert m.main(["--workdir", str(tmp_path), "--only", name, "--recheck"]) == 1
+    assert calls == [["vid2sid_ros.core.rig.x_nothing__mutmut_1"]]
+    assert m.json.loads((work / "results.json").read_text()) == prev
+    assert "failed to collect stats" in capsys.readouterr().err
