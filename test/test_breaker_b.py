@@ -295,6 +295,25 @@ def test_make_twin_refuses_an_image_size_it_cannot_render(rig_name, size):
         make_rig(rig_name).make_twin(width=size[0], height=size[1])
 
 
+@pytest.mark.parametrize("rig_name, error", [("pendulum", r"projection 'width' must be a positive whole number of px, "
+                                                         r"got 64\.5"),
+                                              ("tentacle", r"tentacle twin: image width must be a whole number of px, "
+                                                           r"got 64\.5")])
+def test_a_fractional_image_size_is_refused_not_cut(rig_name, error):
+    """Was: the pendulum (a user rig with a planar image projection) and the tentacle cut width 64.5 to
+    64 without a word; a whole number given as a float (YAML ``640.0``) is still taken."""
+    from vid2sid_ros.rigs import load_rig
+
+    rig = load_rig(rig_name)
+    with pytest.raises(Exception, match=error):
+        rig.make_twin(width=64.5, height=48)
+    twin = rig.make_twin(width=64.0, height=48)
+    assert (twin.camera.width, twin.camera.height) == (64, 48) and isinstance(twin.camera.width, int)
+    close = getattr(twin, "close", None)
+    if callable(close):
+        close()
+
+
 def test_finger_twin_larger_than_its_offscreen_buffer_is_refused_when_built():
     from vid2sid_ros.sim.base import TwinError
     from vid2sid_ros.sim.registry import make_rig

@@ -585,6 +585,10 @@ class TentacleTwin:
         self.dt_safety = float(dt_safety)
         self.keypoint_names: tuple[str, ...] = tuple(f"c{k}" for k in range(num_keypoints))
         self._keypoint_s = (np.arange(num_keypoints) + 1.0) / num_keypoints * self.geometry.length
+        for k, v in (("width", width), ("height", height)):  # was: 64.5 cut to 64 without a word
+            if (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v)
+                    or v != int(v)):
+                raise TwinError(f"tentacle twin: image {k} must be a whole number of px, got {v!r}")
         self._view = self._make_camera(camera or {}, int(width), int(height))
         self.camera: CameraIntrinsics = self._view.intrinsics
         self._noise_cfg = dict(noise) if noise else None

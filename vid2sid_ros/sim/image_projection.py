@@ -69,7 +69,8 @@ class ImageProjection:
             they must be orthogonal. Depth is ``up × right`` (away from the camera).
 
     Raises:
-        ProjectionError: non-positive size or scale, negative distance, non-orthogonal axes.
+        ProjectionError: a size that is not a positive whole number of px, a non-positive scale,
+            a negative distance, non-orthogonal axes.
     """
 
     width: int = 640
@@ -86,8 +87,12 @@ class ImageProjection:
     up: tuple[float, float, float] = (0.0, 0.0, 1.0)
 
     def __post_init__(self) -> None:
-        if int(self.width) <= 0 or int(self.height) <= 0:
-            raise ProjectionError(f"image size must be positive, got {self.width}x{self.height}")
+        for k in ("width", "height"):  # was: 64.5 cut to 64 by the twin's int() without a word
+            v = getattr(self, k)
+            if (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v)
+                    or v != int(v) or int(v) <= 0):
+                raise ProjectionError(f"projection '{k}' must be a positive whole number of px, got {v!r}")
+            object.__setattr__(self, k, int(v))
         for f in PROJECTION_FIELDS:
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or not math.isfinite(v):
