@@ -30,7 +30,7 @@ K = [80.0, 0.0, 32.0, 0.0, 80.0, 24.0, 0.0, 0.0, 1.0]
 STEPS = 6
 
 
-def _bag(path, *, info_type: str = "sensor_msgs/msg/CameraInfo") -> None:
+def _bag(path, *, info_type: str = "sensor_msgs/msg/CameraInfo", corrupt_image: int | None = None) -> None:
     t0 = 50.0
     with BagWriter(path) as w:
         for k in range(STEPS):
@@ -42,7 +42,10 @@ def _bag(path, *, info_type: str = "sensor_msgs/msg/CameraInfo") -> None:
             for f, v in array_to_image_fields(np.full((48, 64, 3), 10 * k, np.uint8), "rgb8").items():
                 setattr(img, f, v)
             img.header.stamp = stamp_from_s(t + 0.1)
-            w.write("/vid2sid/real/image_raw", "sensor_msgs/msg/Image", serialize_message(img), int((t + 0.1) * 1e9))
+            data = serialize_message(img)
+            if k == corrupt_image:  # a truncated CDR payload: the header survives, the pixels do not
+                data = data[:40]
+            w.write("/vid2sid/real/image_raw", "sensor_msgs/msg/Image", data, int((t + 0.1) * 1e9))
             info = CameraInfo(width=64, height=48, k=K, distortion_model="plumb_bob", d=[0.01, 0.0, 0.0, 0.0, 0.0])
             info.header = img.header
             w.write("/vid2sid/real/camera_info", info_type,
@@ -77,3 +80,25 @@ def test_a_camera_info_topic_of_another_type_is_one_error(ros, tmp_path):
     ros.nodes.append(node)
     assert node.error == (f"bag {bag}: topic /vid2sid/real/camera_info holds vid2sid_ros/msg/ExcitationCommand, "
                           "expected sensor_msgs/msg/CameraInfo")
+
+
+@pytest.mark.timeout(60)
+def test_a_corrupt_message_stops_the_replay_with_an_error_not_a_finish(ros, tmp_path):
+    """Was: the replay logged "replay stopped", then "finished" with ``error`` unset, as if the bag were
+    whole. The frames before the corrupt one are published; ``error`` names the decode failure."""
+    bag = tmp_path / "bag"
+    _bag(bag, corrupt_image=3)
+    images = []
+    listener = ros.node("listener")
+    listener.create_subscription(Image, TOPICS["real_image"], images.append, STREAM_QOS)
+    node = BagReplayNode(context=ros.context, parameter_overrides=[
+        Parameter("bag_path", value=str(bag)), Parameter("start_delay", value=0.5)])
+    ros.nodes.append(node)
+    ros.executor.add_node(node)
+    assert node.error is None, node.error  # the bag's topics and types are right: the replay starts
+    assert ros.spin_until(lambda: node.finished, timeout=30.0), node.published
+    assert node.published["image"] == 3 and node.published["command"] == 4, node.published
+    assert node.error is not None and node.error.startswith("replay stopped after {'image': 3")
+    assert "cannot decode a sensor_msgs/msg/Image message on /vid2sid/real/image_raw" in node.error
+    ros.spin_until(lambda: len(images) == 3, timeout=5.0)
+    assert [int(m.data[0]) for m in images] == [0, 10, 20]

@@ -10,7 +10,10 @@ start), which keeps the frame-to-step pairing of the recording exactly.
 
 Publishing is driven by a timer (``tick``), not a sleep loop. A missing bag, a missing
 topic or a topic of the wrong type is reported with one clear error line (and by
-``/vid2sid/replay/start``); the node then stays idle and the graph keeps running.
+``/vid2sid/replay/start``); the node then stays idle and the graph keeps running. A
+message that cannot be decoded mid-replay stops the replay: what was published stands,
+``error`` says where it stopped and ``finished`` is set (a partial replay is never
+reported as a finished one).
 """
 
 from __future__ import annotations
@@ -118,13 +121,15 @@ class BagReplayNode(Node):
                 m = self._next
                 self._publish(m)
                 self._next = next(self._iter, None)
-        except BagError as err:
-            self.get_logger().error(f"replay stopped: {err}")
+        except BagError as err:  # a corrupt message: what was published stands, the replay is not complete
+            self.error = f"replay stopped after {self.published}: {err}"  # was: unset, as if the bag were whole
+            self.get_logger().error(self.error)
             self._next = None
         if self._next is None:
             self._timer.cancel()
             self.finished = True
-            self.get_logger().info(f"replay of {p['bag_path']} finished: {self.published}")
+            if self.error is None:
+                self.get_logger().info(f"replay of {p['bag_path']} finished: {self.published}")
 
     def _publish(self, m) -> None:
         p = self._p
