@@ -31,7 +31,8 @@ Every survivor is examined in the ledger ``docs/mutation_survivors.md``: ``--led
 rewrites it from the last results, one line a mutant (name, ``old => new``) under the
 reason it is left alive, keeping the reasons already written; a new survivor lands under
 ``UNEXAMINED``; ``--ledger --only G`` rewrites group G's section and keeps the other sections as they
-are (their scratch copies may be gone). After writing tests for the unexplained survivors, ``--recheck`` re-runs
+are (their scratch copies may be gone); ``--ledger --reasons TSV`` takes the reasons of survivors from
+``name<TAB>reason`` files written outside the ledger. After writing tests for the unexplained survivors, ``--recheck`` re-runs
 just those (the other mutants keep their status; more tests only kill more, so the counts
 stay pessimistic), which is minutes instead of the full run; ``--recheck --select GLOB`` re-runs only the
 survivors whose names match (one function's, say).
@@ -262,10 +263,36 @@ def _write_ledger(path: Path, rows: dict[str, dict[str, tuple[str, str, str]]], 
     return unexamined
 
 
-def ledger(workdir: Path, groups: list[str], mutmut: Path) -> int:
-    """Rewrite the ledger sections of ``groups`` from their last results, keeping the reasons already given;
-    the sections of other groups already in the ledger stay as they are (their scratch copies may be gone)."""
+def _read_reasons(paths: list[Path]) -> dict[str, str]:
+    """``{mutant: reason}`` from tab-separated files, one ``name<TAB>reason`` a line (blank lines and ``#``
+    comments skipped): reasons written outside the ledger, e.g. by two people reading one group's survivors.
+
+    Raises:
+        ValueError: a line without a tab, a reason of 20 characters or fewer, a name given two reasons.
+    """
+    out: dict[str, str] = {}
+    for path in paths:
+        for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            name, tab, reason = line.partition("\t")
+            name, reason = name.strip(), " ".join(reason.split())
+            if not tab or not name:
+                raise ValueError(f"{path}:{n}: expected 'mutant_name<TAB>reason', got {line[:80]!r}")
+            if len(reason) <= 20:
+                raise ValueError(f"{path}:{n}: the reason for {name} is too short to be one ({reason!r})")
+            if out.get(name, reason) != reason:
+                raise ValueError(f"{path}:{n}: {name} already has another reason ({out[name]!r})")
+            out[name] = reason
+    return out
+
+
+def ledger(workdir: Path, groups: list[str], mutmut: Path, reasons: dict[str, str] | None = None) -> int:
+    """Rewrite the ledger sections of ``groups`` from their last results, keeping the reasons already given
+    (and taking ``reasons``, ``{mutant: reason}``, for survivors the ledger has none for); the sections of
+    other groups already in the ledger stay as they are (their scratch copies may be gone)."""
     old = _read_ledger(LEDGER)
+    reasons = reasons or {}
     keep = {g: text for g, text in _ledger_sections(LEDGER).items() if g not in groups}
     rows: dict[str, dict[str, tuple[str, str, str]]] = {}
     figures: dict[str, dict] = {}
@@ -282,7 +309,7 @@ def ledger(workdir: Path, groups: list[str], mutmut: Path) -> int:
         for k, diff in json.loads(diffs.stdout).items():
             change = _change(diff)
             prev = old.get(k)
-            reason = prev[1] if prev and prev[0] == change else UNEXAMINED
+            reason = prev[1] if prev and prev[0] == change and prev[1] != UNEXAMINED else reasons.get(k, UNEXAMINED)
             rows[name][k] = (surv[k], change, reason)
     order = [g for g in GROUPS if g in rows or g in keep]
     n = _write_ledger(LEDGER, rows, figures, keep, order)
@@ -307,7 +334,12 @@ def main(argv=None) -> int:
                         "(e.g. 'vid2sid_ros.perception.centerline.x__extend_tip__*'), the rest keep their status")
     p.add_argument("--ledger", action="store_true",
                    help=f"do not run: rewrite {LEDGER.relative_to(ROOT)} from the groups' last results")
+    p.add_argument("--reasons", nargs="*", default=None, metavar="TSV",
+                   help="with --ledger: files of 'mutant_name<TAB>reason' lines, the reasons of survivors the "
+                        "ledger has none for yet")
     a = p.parse_args(argv)
+    if a.reasons is not None and not a.ledger:
+        p.error("--reasons: only with --ledger")
     if a.select is not None and not a.recheck:
         p.error("--select: only with --recheck (a full run measures every mutant of a group)")
     if a.max_children < 1:  # was: passed on to mutmut as is
@@ -323,7 +355,12 @@ def main(argv=None) -> int:
         return 2
     workdir = Path(a.workdir)
     if a.ledger:
-        return ledger(workdir, a.only or DEFAULT_GROUPS, mutmut)
+        try:
+            reasons = _read_reasons([Path(r) for r in a.reasons or []])
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            print(f"mutation: --reasons: {err}", file=sys.stderr)
+            return 2
+        return ledger(workdir, a.only or DEFAULT_GROUPS, mutmut, reasons)
     total: collections.Counter = collections.Counter()
     t_all = time.monotonic()
     for name in a.only or DEFAULT_GROUPS:

@@ -112,3 +112,22 @@ def test_a_failed_recheck_keeps_the_full_runs_results(tmp_path, monkeypatch, cap
     assert calls == [["vid2sid_ros.core.rig.x_nothing__mutmut_1"]]
     assert m.json.loads((work / "results.json").read_text()) == prev
     assert "failed to collect stats" in capsys.readouterr().err
+
+
+def test_reasons_files_are_read_strictly(tmp_path):
+    """``--ledger --reasons TSV``: one reason a mutant, a real sentence, and one line errors naming the line."""
+    m = _bench()
+    good = tmp_path / "a.tsv"
+    good.write_text("# cl1\n\npkg.mod.x_f__mutmut_1\tequivalent: the guard is never False here\n")
+    assert m._read_reasons([good]) == {"pkg.mod.x_f__mutmut_1": "equivalent: the guard is never False here"}
+    for text, msg in (("pkg.mod.x_f__mutmut_2 equivalent without a tab\n", ":1: expected 'mutant_name<TAB>reason'"),
+                      ("pkg.mod.x_f__mutmut_2\tminor\n", ":1: the reason for pkg.mod.x_f__mutmut_2 is too short"),
+                      ("pkg.mod.x_f__mutmut_1\tanother reason that is long enough\n", ":1: pkg.mod.x_f__mutmut_1 "
+                                                                                       "already has another reason")):
+        bad = tmp_path / "b.tsv"
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=re.escape(str(bad) + msg)):
+            m._read_reasons([good, bad])
+    with pytest.raises(SystemExit) as exc:
+        m.main(["--reasons", str(good)])
+    assert exc.value.code == 2
