@@ -305,6 +305,12 @@ def test_core_data_duplicate_keys_refused_with_file_and_lines(text, message):
     assert isinstance(info.value, ValueError)
 
 
+def test_core_data_anchors_and_aliases_keep_their_meaning():
+    d = loads_yaml("base: &b {k: 1}\nuse: *b\nself: &s {me: *s, list: [1, *s]}\n")
+    assert d["use"] is d["base"] == {"k": 1}  # an alias is the same object, as with yaml.safe_load
+    assert d["self"]["me"] is d["self"] and d["self"]["list"][1] is d["self"]  # a recursive mapping
+
+
 def test_core_data_merge_keys_may_be_overridden():
     text = "base: &b {k: 1, j: 2}\nextra: &e {m: 3}\nd:\n  <<: *b\n  <<: *e\n  k: 5\n"
     assert loads_yaml(text) == {"base": {"k": 1, "j": 2}, "extra": {"m": 3}, "d": {"k": 5, "j": 2, "m": 3}}
@@ -361,6 +367,14 @@ def test_core_data_assign_steps_single_command_window():
     # one command at t=1, p=0.25: target 1.25, window [1.125, 1.375] (p/2 each side, inclusive)
     frames = [1.25, 1.125, 1.375, 1.0, 1.5, 1.124, 1.376]
     assert assign_steps(frames, [1.0], 0.25).tolist() == [0, 0, 0, -1, -1, -1, -1]
+
+
+def test_core_data_assign_steps_widens_float32_command_stamps_before_adding_the_period():
+    # float32(100.0) is exact; t + p must be 100.1 in float64, not float32's 100.0999985, or the
+    # inclusive window [t + p/2, t + 3p/2] loses its upper edge
+    cmds = np.array([100.0], dtype=np.float32)
+    assert assign_steps([100.05, 100.15, 100.1501], cmds, 0.1).tolist() == [0, 0, -1]
+    assert assign_steps([100.05, 100.15, 100.1501], [100.0], 0.1).tolist() == [0, 0, -1]
 
 
 def test_core_data_assign_steps_ties_boundaries_and_order():
