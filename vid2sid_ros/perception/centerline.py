@@ -169,7 +169,10 @@ class Segmenter(Protocol):
 
 
 def _hsv_triplet(v: Any, field_name: str) -> np.ndarray:
-    a = np.asarray(v, dtype=float).ravel()
+    try:
+        a = np.asarray(v, dtype=float).ravel()
+    except (TypeError, ValueError):  # text, a mapping, ragged lists: refused below, naming the field
+        a = np.empty(0)
     if a.shape != (3,) or not np.all(np.isfinite(a)):
         raise CenterlineError(f"segmentation: '{field_name}' must be three numbers [H, S, V], got {v!r}")
     if not (0 <= a[0] <= 180 and np.all((0 <= a[1:]) & (a[1:] <= 255))):
@@ -418,8 +421,10 @@ def _skeleton_graph(sk: np.ndarray, zone_radius: float) -> tuple[list[_Edge], np
         chain = _order_chain(pix, start)
         a, b = chain[0], chain[-1]
         za, zb = touch.get(a, -1), touch.get(b, -1)
-        if len(chain) == 1:
-            zs = sorted(set(touch.values()))
+        if len(chain) == 1:  # one pixel may bridge two zones (``touch`` keeps one zone per pixel)
+            (y, x) = a
+            zs = sorted({int(zones[y + dy, x + dx]) for dy, dx in _RING
+                         if 0 <= y + dy < H and 0 <= x + dx < W and zones[y + dy, x + dx] > 0})
             za = zs[0] if zs else -1
             zb = zs[-1] if len(zs) > 1 else (za if za != -1 else -1)
         edges.append(_Edge(np.array([(x, y) for (y, x) in chain], dtype=float), (za, zb)))
@@ -565,19 +570,18 @@ def _enumerate_walks(edges: list[_Edge], zone: int, incoming: np.ndarray | None,
                     cands.append((i, e.pixels, e.ends[1]))
                 if e.ends[1] == zone and (e.ends[0] != zone or e.pixels.shape[0] > 1):
                     cands.append((i, e.pixels[::-1], e.ends[0]))
-        if not cands:
-            out.append({"poly": poly, "turns": turns, "misses": misses, "junctions": junctions})
-            return
+        went_on = False
         for i, pts, nxt in cands:
             d = _direction(pts, window)
             turn = 0.0 if incoming is None else 1.0 - float(d @ incoming)
             if turn > 1.2:  # turns back on itself: not a continuation of the same strand
-                if len(cands) == 1:
-                    out.append({"poly": poly, "turns": turns, "misses": misses, "junctions": junctions})
                 continue
+            went_on = True
             miss = _prior_distance(prior, length, poly[-1], pts, 3.0 * radius_px)
             rec(nxt, -_direction(pts[::-1], window), path + [pts], used | {i}, turns + [turn],
                 misses + ([miss] if math.isfinite(miss) else []), junctions + 1)
+        if not went_on:  # a free end, no unused branch, or every branch turns back: the walk ends here
+            out.append({"poly": poly, "turns": turns, "misses": misses, "junctions": junctions})
 
     rec(zone, incoming, list(path), used, [], [], 0)
     if not out:
