@@ -270,15 +270,17 @@ class PinholeCamera:
         if p.shape[-1:] != (3,):
             raise CameraError(f"camera '{self.name}': points must have shape (..., 3), got {p.shape}")
         pc = self.to_camera(p)
-        if self.orthographic:
-            x, y = pc[..., 0], pc[..., 1]
-            behind = np.zeros(x.shape, bool)
-        else:
-            z = pc[..., 2]
-            behind = ~(z > 1e-12)
-            with np.errstate(divide="ignore", invalid="ignore"):
+        # a point on the image plane divides by zero and the lens polynomial then meets inf/nan:
+        # its pixel is set to NaN below, silently (no RuntimeWarning)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if self.orthographic:
+                x, y = pc[..., 0], pc[..., 1]
+                behind = np.zeros(x.shape, bool)
+            else:
+                z = pc[..., 2]
+                behind = ~(z > 1e-12)
                 x, y = pc[..., 0] / z, pc[..., 1] / z
-        xd, yd = self._distort(x, y)
+            xd, yd = self._distort(x, y)
         out = np.stack([self.fx * xd + self.cx, self.fy * yd + self.cy], axis=-1)
         out[behind] = np.nan
         return out
@@ -371,8 +373,9 @@ class PinholeCamera:
 
         Args:
             translation: (3,) m along the optical axes (``(0, 0, 0.01)``: 1 cm towards the scene).
-            rotation_vector: (3,) rad about the optical axes (x: tilt, positive looks down in the
-                image sense; y: pan; z: roll about the optical axis).
+            rotation_vector: (3,) rad about the optical axes, right-handed (x: tilt, positive tips
+                the view up, a level camera's pitch decreases; y: pan, positive turns it right, yaw
+                decreases; z: roll about the optical axis, roll increases).
 
         Returns:
             The camera with ``position`` and ``roll, pitch, yaw`` of the moved pose (intrinsics
@@ -595,8 +598,9 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
     if "rpy" in pose:
         angles = dict(zip(("roll", "pitch", "yaw"), vec3("rpy")))
     if "look_at" in pose:
-        try:
-            r, p_, y = look_at_rotation(position, vec3("look_at"), vec3("up") if "up" in pose else (0.0, 0.0, 1.0))
+        target, up = vec3("look_at"), (vec3("up") if "up" in pose else (0.0, 0.0, 1.0))
+        try:  # only the geometry's errors get the pose.look_at prefix: vec3 already names its key
+            r, p_, y = look_at_rotation(position, target, up)
         except CameraError as err:
             raise CameraError(f"{source}:{key}.pose.look_at: {err}") from None
         angles = {"roll": r, "pitch": p_, "yaw": y}
