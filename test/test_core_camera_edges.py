@@ -75,7 +75,7 @@ def test_rotation_vector_to_matrix_matches_cv2_rodrigues():
 
 
 @pytest.mark.parametrize("bad", [[0.1, 0.2], [0.1, 0.2, 0.3, 0.4], [0.0, float("nan"), 0.0], [float("inf"), 0, 0],
-                                 [[0.1, 0.2, 0.3]]])
+                                 [[0.1, 0.2, 0.3]], [None, 0.0, 0.0]])
 def test_rotation_vector_must_be_three_finite_numbers(bad):
     with pytest.raises(CameraError, match=r"rotation vector must be 3 finite numbers \(rad\)"):
         rotation_vector_to_matrix(bad)
@@ -89,7 +89,7 @@ def test_moved_pose_by_hand():
     pos, r = moved_pose([1.0, 2.0, 3.0], rot, [0.5, 0.0, 0.2], [0.0, 0.0, math.pi / 2])
     assert np.allclose(pos, [1.0, 2.5, 3.2], atol=1e-15)
     assert np.allclose(r, [[-1, 0, 0], [0, -1, 0], [0, 0, 1]], atol=1e-15)
-    for bad in ([0.1, 0.2], [0.0, 0.0, float("nan")], [float("-inf"), 0.0, 0.0]):
+    for bad in ([0.1, 0.2], [0.0, 0.0, float("nan")], [float("-inf"), 0.0, 0.0], [0.0, None, 0.0]):  # None: a YAML ~
         with pytest.raises(CameraError, match=r"camera translation must be 3 finite numbers \(m\)"):
             moved_pose([0, 0, 0], np.eye(3), bad, [0, 0, 0])
     with pytest.raises(CameraError, match="rotation vector"):
@@ -193,6 +193,7 @@ def test_fields_are_stored_as_float_and_int():
     assert cam.position == (1.0, 2.0, 3.0) and all(type(x) is float for x in cam.position + cam.distortion)
     assert isinstance(cam.distortion, tuple) and isinstance(cam.position, tuple)
     assert PinholeCamera(MAX_IMAGE_SIDE, 1, 1, 1, 0, 0).width == MAX_IMAGE_SIDE
+    assert (PinholeCamera(1, MAX_IMAGE_SIDE, 1, 1, 0, 0).width, PinholeCamera(1, 1, 1, 1, 0, 0).height) == (1, 1)
 
 
 @pytest.mark.parametrize("over, match", [
@@ -200,6 +201,7 @@ def test_fields_are_stored_as_float_and_int():
     ({"height": 480.5}, "image size must be positive integers"),
     ({"width": 0}, "image size must be positive integers, got 0x480"),
     ({"height": -4}, "image size must be positive integers"),
+    ({"height": 0}, "image size must be positive integers, got 640x0"),
     ({"width": MAX_IMAGE_SIDE + 1}, rf"image size must be at most {MAX_IMAGE_SIDE} px a side"),
     ({"height": MAX_IMAGE_SIDE + 1}, "at most"),
     ({"fx": True}, r"'fx' must be a finite number, got True"),
@@ -211,6 +213,7 @@ def test_fields_are_stored_as_float_and_int():
     ({"yaw": [0.1]}, "'yaw' must be a finite number"),
     ({"fx": 0.0}, r"focal lengths must be > 0 px, got fx=0.0 fy=590.0"),
     ({"fy": -1.0}, "focal lengths must be > 0 px"),
+    ({"fy": 0.0}, "focal lengths must be > 0 px, got fx=600.0 fy=0.0"),
     ({"distortion": (0.1, 0.0, 0.0)}, r"distortion must be 5 \(plumb_bob\) or 8 \(rational_polynomial\)"),
     ({"distortion": (0.0,) * 6}, "distortion must be 5"),
     ({"distortion": (0.0, 0.0, float("nan"), 0.0, 0.0)}, "distortion must be 5"),
@@ -309,7 +312,12 @@ def test_undistort_pixels_zero_iterations_and_no_distortion():
     out[0, 0] = -1.0
     assert q[0, 0] == 10.0   # a copy: the caller's array is untouched
     # the (T, K, 2) shape is kept
-    assert cam.undistort_pixels(np.tile(q, (3, 1, 1))).shape == (3, 2, 2)
+    tk = np.stack([np.linspace(5, 600, 12), np.linspace(3, 470, 12)], axis=-1).reshape(4, 3, 2)
+    got = cam.undistort_pixels(tk)
+    assert got.shape == (4, 3, 2) and np.array_equal(got.reshape(12, 2), cam.undistort_pixels(tk.reshape(12, 2)))
+    # integer pixels give float pixels, with or without a lens (sub-pixel results; cv2.remap needs float maps)
+    ints = np.array([[10, 20], [600, 400]])
+    assert ideal.undistort_pixels(ints).dtype == np.float64 and cam.undistort_pixels(ints).dtype == np.float64
 
 
 def test_undistort_then_project_round_trip_rational():
@@ -472,6 +480,13 @@ def test_camera_info_distortion_defaults(tmp_path, over, want):
     assert load_camera_info(_write(tmp_path / "c.yaml", _info(**over)))["distortion"] == want
 
 
+def test_camera_info_smallest_and_largest_image(tmp_path):
+    got = load_camera_info(_write(tmp_path / "c.yaml", _info(image_width=1, image_height=MAX_IMAGE_SIDE)))
+    assert (got["width"], got["height"]) == (1, MAX_IMAGE_SIDE)
+    got = load_camera_info(_write(tmp_path / "d.yaml", _info(image_width=MAX_IMAGE_SIDE, image_height=1)))
+    assert (got["width"], got["height"]) == (MAX_IMAGE_SIDE, 1)
+
+
 @pytest.mark.parametrize("name, want", [(None, "camera"), ("", "camera"), (17, "17"), ("left", "left")])
 def test_camera_info_name(tmp_path, name, want):
     assert load_camera_info(_write(tmp_path / "c.yaml", _info(camera_name=name)))["name"] == want
@@ -490,6 +505,10 @@ def test_camera_info_name(tmp_path, name, want):
     ({"camera_matrix": {"rows": 3, "cols": 1, "data": [1.0] * 9}}, "camera_matrix",
      "expected a 3x3 matrix (rows: 3, cols: 3, 9 values), got rows: 3, cols: 1, 9 values"),
     ({"camera_matrix": {"cols": 3, "data": [1.0] * 9}}, "camera_matrix", "got rows: None, cols: 3, 9 values"),
+    ({"camera_matrix": {"rows": 3, "cols": 4, "data": [610.0, 0, 322, 0, 0, 611, 241, 0, 0, 0, 1, 0]}}, "camera_matrix",
+     "expected a 3x3 matrix (rows: 3, cols: 3, 9 values), got rows: 3, cols: 4, 12 values"),   # a P matrix as K
+    ({"camera_matrix": {"rows": 3, "cols": 3.0, "data": [610.0, 0, 322, 0, 611, 241, 0, 0, 1]}}, "camera_matrix",
+     "got rows: 3, cols: 3.0, 9 values"),
     ({"camera_matrix": {"rows": 3, "cols": 3, "data": [610.0, 0, 322, 0, 611, 241, 0, 0, 1, 0]}}, "camera_matrix",
      "expected a 3x3 matrix"),
     ({"camera_matrix": {"rows": 3, "cols": 3, "data": [610.0, 0.5, 322, 0, 611, 241, 0, 0, 1]}}, "camera_matrix",
@@ -562,6 +581,11 @@ def test_config_defaults():
     assert cam.position == (0.0, 0.0, 0.0) and (cam.roll, cam.pitch, cam.yaw) == (0.0, 0.0, 0.0)
     assert cam.distortion == (0.0,) * 5 and cam.name == "camera" and not cam.orthographic
     assert camera_from_config({"pose": None}) == cam
+    narrow = camera_from_config({"fovy": 0.5})   # a telephoto lens: any fovy in (0, 180) deg
+    assert math.isclose(narrow.fy, 240.0 / math.tan(math.radians(0.25)), rel_tol=1e-15)
+    sides = camera_from_config({"width": 1, "height": MAX_IMAGE_SIDE}), camera_from_config({"width": MAX_IMAGE_SIDE,
+                                                                                            "height": 1})
+    assert [(c.width, c.height) for c in sides] == [(1, MAX_IMAGE_SIDE), (MAX_IMAGE_SIDE, 1)]
     small = camera_from_config({"width": 64, "height": 48, "fovy": 90.0})
     assert math.isclose(small.fy, 24.0) and small.fx == small.fy and (small.cx, small.cy) == (31.5, 23.5)
 
