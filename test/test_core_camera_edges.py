@@ -523,7 +523,7 @@ def test_camera_info_name(tmp_path, name, want):
      "(no skew)"),
     ({"camera_matrix": {"rows": 3, "cols": 3, "data": [610.0, 0, 322, 0, 611, True, 0, 0, 1]}},
      "camera_matrix.data[5]", "expected a finite number, got True"),
-    ({"camera_matrix": {"rows": 3, "cols": 3, "data": [".nan", 0, 322, 0, 611, 241, 0, 0, 1]}},
+    ({"camera_matrix": {"rows": 3, "cols": 3, "data": [float("nan"), 0, 322, 0, 611, 241, 0, 0, 1]}},
      "camera_matrix.data[0]", "expected a finite number"),
     ({"distortion_model": "fisheye"}, "distortion_model",
      "expected one of plumb_bob, rational_polynomial, got 'fisheye'"),
@@ -544,11 +544,7 @@ def test_camera_info_name(tmp_path, name, want):
      "distortion_coefficients.data[2]", "expected a finite number, got 'k'"),
 ])
 def test_camera_info_errors(tmp_path, over, key, expected):
-    info = _info(**over)
-    if over.get("camera_matrix", {}) and isinstance(over["camera_matrix"], dict) and \
-            over["camera_matrix"].get("data", [None])[:1] == [".nan"]:
-        info["camera_matrix"]["data"][0] = float("nan")
-    p = _write(tmp_path / "bad.yaml", info)
+    p = _write(tmp_path / "bad.yaml", _info(**over))
     with pytest.raises(CameraError) as err:
         load_camera_info(p)
     msg = str(err.value)
@@ -612,7 +608,7 @@ def test_config_distortion_name_and_pose_angles():
 
 def test_config_look_at_with_up():
     """A camera 2 m above the origin looking down with world +x shown up (by hand: optical z = -z, image up
-    = +x so optical y = -x, optical x = y x z = +y... checked through the projection)."""
+    = +x so optical y (down) = -x, optical x (right) = y × z = -y: world +y is to the left)"""
     cam = camera_from_config({"fx": 500, "pose": {"position": [0, 0, 2], "look_at": [0, 0, 0], "up": [1, 0, 0]}})
     o, ahead, left = cam.project(np.array([[0, 0, 0], [0.1, 0, 0], [0, 0.1, 0]]))
     assert np.allclose(o, [319.5, 239.5]) and ahead[1] < o[1] and abs(ahead[0] - o[0]) < 1e-9
