@@ -302,7 +302,7 @@ def _bg_frames(T, H=16, W=12):
 
 
 def test_background_fit_is_the_per_pixel_median():
-    bg, frames = _bg_frames(3)
+    bg, frames = _bg_frames(3, H=120)  # (a tall frame: the clip is short, every frame counts)
     frames[2, 4:9, 3:6] = (250, 20, 20)  # the body in one frame of three
     seg = BackgroundSegmenter(threshold=30.0)
     assert seg.fit(frames) is seg
@@ -452,6 +452,7 @@ def test_make_segmenter_methods_fields_and_defaults(fake_sam):
         make_segmenter({"method": "sam"}, base_px=(3, 4))
     seg = make_segmenter({"method": "sam", "checkpoint": str(ckpt)}, base_px=(3, 4))
     assert isinstance(seg, SamSegmenter) and np.array_equal(seg.prompt_px, [[3.0, 4.0]])
+    assert seg.prompt_px.dtype == float  # pixel coordinates, from integers too
     assert (seg._predictor.model.kind, seg._predictor.model.device) == ("vit_b", "cpu")
     seg = make_segmenter({"method": "sam", "checkpoint": str(ckpt), "model_type": "vit_h", "device": "cuda",
                           "prompt_px": [5, 6]}, base_px=(3, 4))
@@ -510,7 +511,8 @@ def test_graph_of_a_line_and_of_a_closed_ring():
     assert len(edges) == 1 and edges[0].ends == (-1, -1) and not centres and zones.dtype.kind == "i"
     px = edges[0].pixels
     assert {tuple(p) for p in px.astype(int).tolist()} == set(_xy(ring)) and len(px) == len(ring)
-    assert tuple(px[0]) == (2, 2)  # it starts at the ring's first pixel in raster order
+    # it starts at the ring's first pixel in raster order and goes east first (4-neighbours N, E, S, W in turn)
+    assert tuple(px[0]) == (2, 2) and tuple(px[1]) == (3, 2) and tuple(px[-1]) == (2, 3)
     assert np.all(np.abs(np.diff(px, axis=0)).max(axis=1) == 1)  # each step to a neighbour
     edges, _, _ = cl._skeleton_graph(_sk((5, 5), [(2, 3)]), 2.0)  # one isolated pixel
     assert _edge_set(edges) == {((-1, -1), ((3, 2),))}
@@ -865,3 +867,22 @@ def test_direction_toward_the_point_a_window_along_the_chain():
     for pts in (np.array([[4.0, 5.0]]), np.array([[1.0, 1.0], [1.0, 1.0]])):  # no extent: no direction
         d = cl._direction(pts, 3.0)
         assert d.shape == (2,) and not d.any()
+
+
+def test_trace_starts_at_the_nearer_end_and_handles_a_single_pixel():
+    m = np.zeros((40, 20), bool)  # a one-pixel U: ends (10, 10) and (14, 10), bottom at y = 30
+    m[10:31, 10] = True
+    m[30, 10:15] = True
+    m[10:31, 14] = True
+    for base, first, last in (((11.8, 9.0), (10.0, 10.0), (14.0, 10.0)), ((12.2, 9.0), (14.0, 10.0), (10.0, 10.0))):
+        poly, info = trace_centerline(m, base, radius_px=2.0)
+        assert tuple(poly[1]) == first and tuple(poly[-1]) == last and len(poly) == m.sum() + 1
+    one = np.zeros((9, 9), bool)
+    one[4, 6] = True
+    poly, info = trace_centerline(one, (4.0, 2.0), radius_px=1.0)
+    assert np.array_equal(poly, [[4.0, 2.0], [6.0, 4.0]]) and info["junctions"] == 0
+    # the default radius is 5 px: the base must be within 4 x 5 + 4 = 24 px of the skeleton
+    bar = np.zeros((60, 60), bool)
+    bar[40:50, 10:50] = True
+    assert trace_centerline(bar, (15.0, 19.5))[1]["reason"] == "no skeleton within 24 px of the base"
+    assert trace_centerline(bar, (15.0, 20.0))[0] is not None
