@@ -91,11 +91,14 @@ def test_benchmark_refuses_a_huge_camera_size_before_writing(tmp_path, capsys):
 
 def test_sim2sim_keypoints_outside_the_image_are_not_seen(tmp_path):
     """Was: with keypoint noise (no tracker) a camera 30 m to the side 'saw' the pendulum at
-    u = -1400 px of its 160 px image: every keypoint valid, the run calibrated on them."""
+    u = -1400 px of its 160 px image: every keypoint valid, the run calibrated on them. Such keypoints are
+    not seen, and a stand-in that sees none at all is refused (a trial with nothing to fit)."""
+    from vid2sid_ros.calibration.sim2sim import Sim2SimError
+
     rig = load_rig(_rig_yaml(tmp_path, position=(30.0, -3.0, 0.8)))
-    real = make_sim2sim_trial(rig, rig.parameters.nominal(), noise="keypoint")
-    tr = real.train[0]
-    assert not np.any(np.asarray(tr.valid))
+    with pytest.raises(Sim2SimError, match=r"^rig 'tiny_pend': no valid keypoint in any of the 20 frames of the "
+                                           r"stand-in trial 'swing': every keypoint is lost or outside the image"):
+        make_sim2sim_trial(rig, rig.parameters.nominal(), noise="keypoint")
     # the same rig with the camera in front: every keypoint inside the image and valid
     (tmp_path / "front").mkdir()
     rig = load_rig(_rig_yaml(tmp_path / "front"))
