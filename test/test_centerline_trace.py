@@ -290,8 +290,13 @@ def test_colour_segmenter_is_an_inclusive_hsv_box_on_rgb_frames():
     assert np.array_equal(wrap, _box(hsv, wrap_lo, wrap_hi))
     assert wrap[0, 0] and (wrap & (hsv[..., 0] >= 170)).any() and (wrap & (hsv[..., 0] <= 10)).any()
     assert not (wrap & (hsv[..., 0] > 10) & (hsv[..., 0] < 170)).any()
-    with pytest.raises(CenterlineError, match="hsv_upper"):
+    # a single hue (lower = upper) is that hue only, not a wrap through 0
+    single = ColorSegmenter([120, 200, 200], [120, 255, 255]).segment(img)
+    assert single[0, 1] and not single[0, 0] and np.array_equal(single, _box(hsv, [120, 200, 200], [120, 255, 255]))
+    with pytest.raises(CenterlineError, match="'hsv_upper' out of range"):
         ColorSegmenter([0, 0, 0], [0, 300, 0])
+    with pytest.raises(CenterlineError, match="'hsv_lower' must be three numbers"):
+        ColorSegmenter([0, 0], [0, 255, 255])
 
 
 def _bg_frames(T, H=16, W=12):
@@ -886,3 +891,42 @@ def test_trace_starts_at_the_nearer_end_and_handles_a_single_pixel():
     bar[40:50, 10:50] = True
     assert trace_centerline(bar, (15.0, 19.5))[1]["reason"] == "no skeleton within 24 px of the base"
     assert trace_centerline(bar, (15.0, 20.0))[0] is not None
+
+
+def _split_end(y_left, y_right):
+    """A stem down x = 20 to the junction (20, 20), then two arms that step out to x = 18 and x = 22
+    (4 px apart) and run down to ``y_left`` / ``y_right``."""
+    s = np.zeros((45, 41), bool)
+    s[5:21, 20] = True
+    s[21, 19] = s[22, 18] = s[21, 21] = s[22, 22] = True
+    s[23:y_left + 1, 18] = True
+    s[23:y_right + 1, 22] = True
+    return s
+
+
+def test_close_walks_are_ambiguous_only_when_they_part_or_differ_by_more_than_a_radius():
+    # radius 4 (zone radius 3): the walks go down the stem to (20, 16), jump to (18, 23) / (22, 23) and
+    # run 4 px apart: exactly the radius, so they never part by MORE than it
+    poly, info = trace_centerline(_split_end(32, 32), (20.0, 5.0), radius_px=4.0)
+    assert info["walks"] == 2 and info["ambiguous_from_px"] is None  # the same length: one body
+    poly, info = trace_centerline(_split_end(30, 34), (20.0, 5.0), radius_px=4.0)
+    assert tuple(poly[-1]) == (22.0, 34.0) and info["ambiguous_from_px"] is None  # 4 px longer: not more
+    poly, info = trace_centerline(_split_end(30, 35), (20.0, 5.0), radius_px=4.0)
+    # 5 px longer: ambiguous from the end of the shorter walk, 11 + sqrt(2^2 + 7^2) + 7 px
+    assert tuple(poly[-1]) == (22.0, 35.0) and info["ambiguous_from_px"] == pytest.approx(18 + math.sqrt(53))
+    # a close second is a difference of costs: two equally long walks 10 % off the expected length
+    # (each costing 0.2) are as ambiguous as without a length
+    m = _y_mask()
+    L = 12 + math.hypot(2, 5) + 13 * math.sqrt(2)  # stem to (20, 17), jump to (18, 22), 13 diagonal steps
+    for expected in (None, L, 1.1 * L):
+        assert trace_centerline(m, (20.0, 5.0), radius_px=3.0, expected_px=expected)[1]["ambiguous_from_px"] == 17.0
+
+
+def test_trace_from_the_stem_of_a_t_reaches_the_junction_and_both_arms():
+    m = np.zeros((41, 41), bool)
+    m[20, 5:36] = True
+    m[20:36, 20] = True  # a T, traced from the bottom of its stem
+    poly, info = trace_centerline(m, (20.0, 35.0), radius_px=2.0)
+    assert info["junctions"] == 1 and info["walks"] == 2
+    assert tuple(poly[-1]) in {(5.0, 20.0), (35.0, 20.0)} and info["ambiguous_from_px"] is not None
+    assert np.all(poly[:, 1] <= 35.0) and np.all(np.diff(poly[:, 1]) <= 0)  # up the stem, then along the bar
