@@ -930,3 +930,22 @@ def test_trace_from_the_stem_of_a_t_reaches_the_junction_and_both_arms():
     assert info["junctions"] == 1 and info["walks"] == 2
     assert tuple(poly[-1]) in {(5.0, 20.0), (35.0, 20.0)} and info["ambiguous_from_px"] is not None
     assert np.all(poly[:, 1] <= 35.0) and np.all(np.diff(poly[:, 1]) <= 0)  # up the stem, then along the bar
+
+
+def test_a_branch_is_judged_by_its_direction_over_two_radii():
+    """At the junction (30, 20) a branch goes down d px beyond the zone, then back west. Its direction is
+    taken max(3, 2 r) px along it: within d px it points down (a 90 deg turn, a possible continuation),
+    further it points back toward the base (1 - cos > 1.2 once that point is more than 1.2 d px along):
+    then it is not a continuation and only the straight walk is left."""
+    def hook(d, radius):
+        h = d + round(0.8 * radius) + 1  # the zone covers round(0.8 r) px of the branch
+        m = np.zeros((40, 40), bool)
+        m[20, 5:35] = True
+        m[20:20 + h + 1, 30] = True
+        m[20 + h, 12:30] = True
+        return m
+
+    for d, radius, walks in ((3, 1.0, 2), (3, 2.5, 1), (5, 2.5, 2)):  # window 3 px, 5 px, 5 px
+        poly, info = trace_centerline(hook(d, radius), (5.0, 20.0), radius_px=radius)
+        assert info["walks"] == walks, (d, radius)
+        assert tuple(poly[-1]) == (34.0, 20.0)  # the turn costs more than the extra length gains
