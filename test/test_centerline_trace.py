@@ -949,3 +949,19 @@ def test_a_branch_is_judged_by_its_direction_over_two_radii():
         poly, info = trace_centerline(hook(d, radius), (5.0, 20.0), radius_px=radius)
         assert info["walks"] == walks, (d, radius)
         assert tuple(poly[-1]) == (34.0, 20.0)  # the turn costs more than the extra length gains
+
+
+def test_a_one_pixel_bridge_on_each_image_border():
+    # the bridge's zones are read from all its in-image neighbours, whichever border it lies on
+    top = np.zeros((12, 30), bool)
+    top[0, :] = True
+    top[0:8, 10] = top[0:8, 16] = True  # junctions (0, 10) and (0, 16) on the border row, bridge (0, 13)
+    for k in range(4):
+        sk = np.rot90(top, k).copy()
+        edges, zones, centres = cl._skeleton_graph(sk, 2.0)
+        assert all(e.pixels.dtype == float for e in edges)
+        bridge = [e for e in edges if len(e.pixels) == 1]
+        assert len(bridge) == 1 and sorted(bridge[0].ends) == [1, 2] and sorted(centres) == [1, 2], k
+        # the four other branches (two along the border, two inward) each run from a zone to a free end
+        others = [sorted(e.ends) for e in edges if len(e.pixels) > 1]
+        assert sorted(others) == [[-1, 1], [-1, 1], [-1, 2], [-1, 2]], k
