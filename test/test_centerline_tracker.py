@@ -141,6 +141,23 @@ def test_smooth_leaves_short_curves_and_zero_sigma_alone():
     assert out.shape == (8, 2) and 0.0 < np.hypot(*(corner - [3.0, 0.0])) < 0.3
 
 
+def test_smooth_of_a_curve_shorter_than_the_kernel_keeps_its_points():
+    # regression: with sigma 2 px (kernel half-width 6 px) a curve of under 6 px came out of the
+    # convolution with the wrong number of points: a 4 px line as the single point (0, 0)
+    np.testing.assert_allclose(_smooth(np.array([[0.0, 0.0], [4.0, 0.0]]), 2.0), [[x, 0.0] for x in range(5)],
+                               atol=1e-12)
+    np.testing.assert_allclose(_smooth(np.array([[0.0, 0.0], [2.0, 0.0]]), 2.0), [[0, 0], [1, 0], [2, 0]],
+                               atol=1e-12)  # 2 px: already smoothed (resampled to 3 points)
+    bent = _smooth(np.array([[0.0, 0.0], [2.0, 0.0], [2.0, 2.0]]), 2.0)
+    assert bent.shape == (5, 2)
+    np.testing.assert_allclose(bent[[0, -1]], [[0.0, 0.0], [2.0, 2.0]], atol=1e-12)  # the ends stay
+    np.testing.assert_allclose(bent[3:0:-1], 2.0 - bent[1:4, ::-1], atol=1e-12)  # mirror-symmetric about x + y = 2
+    # through the tracker: a 3 px stub below the base was placed up to 15 px beside the body
+    r = tracker(K=4).centerline(frame_of(band(y1=13.0)))
+    assert r.valid.all() and r.length_px == pytest.approx(3.0, abs=0.5)
+    np.testing.assert_allclose(r.keypoints, straight((40, 10), r.length_px, 4), atol=1e-6)
+
+
 def test_cross_section_offset_measures_both_sides_at_quarter_pixels():
     m = band().astype(np.float32)  # columns 36..44: edges at 35.5 and 44.5
     x = np.array([1.0, 0.0])
@@ -679,3 +696,101 @@ def test_track_fits_a_background_model_from_the_clip_unless_one_is_given():
     traj = CenterlineTracker((40.0, 10.0), num_keypoints=4, segmentation=BackgroundSegmenter(threshold=40),
                              base_radius_px=4.0).track(static)
     assert not traj.valid.any() and traj.meta["failures"]["0"] == "no foreground"
+
+
+def test_body_search_reaches_two_radii_plus_three_px_from_the_base():
+    t = tracker()  # base (40, 10), base radius 4: the body must come within ceil(2 * 4 + 3) = 11 px
+    for top, found in ((18, True), (21, True), (22, False)):  # the body's nearest pixel is (40, top)
+        m = band(y0=top + 4.0)
+        mask, reason = t.body_mask(frame_of(m))
+        assert (reason == "") is found and np.array_equal(mask, m if found else np.zeros_like(m)), top
+        if not found:
+            assert reason == "no body at the base pixel"
+    # in every direction: a body above the base, and one to its right
+    up = tube_mask((120, 80), [[40.0, 2.0], [40.0, 30.0]], 4.0)  # lowest pixel (40, 34)
+    assert tracker(base=(40.0, 42.0)).body_mask(frame_of(up))[1] == ""  # 8 px above the base
+    side = tube_mask((120, 100), [[55.0, 30.0], [95.0, 30.0]], 4.0)  # nearest pixel (51, 30): 11 px right
+    assert tracker(base=(40.0, 30.0)).body_mask(frame_of(side))[1] == ""
+    assert tracker(base=(39.0, 30.0)).body_mask(frame_of(side))[1] == "no body at the base pixel"
+
+
+def test_body_is_the_component_with_most_pixels_near_the_base_and_the_mask_is_cleaned():
+    m = band()
+    clutter = tube_mask(m.shape, [[52.0, 4.0], [75.0, 4.0]], 3.0)  # a blob reaching into the search disc
+    speck = np.zeros_like(m)
+    speck[60, 10] = speck[100, 70] = True  # single-pixel noise: removed by the opening
+    holed = m.copy()
+    holed[50, 40] = False  # a one-pixel hole: filled by the closing
+    mask, reason = tracker().body_mask(frame_of(holed | clutter | speck))
+    assert reason == "" and np.array_equal(mask, m)
+    # a cut of one or two rows across the body is closed (only the cut's corner pixels stay off),
+    # a wider cut splits it and only the part at the base is kept
+    for rows in (1, 2, 3):
+        cut = m.copy()
+        cut[50:50 + rows] = False
+        mask, _ = tracker().body_mask(frame_of(cut))
+        assert np.array_equal(mask[:49], m[:49]), rows
+        if rows < 3:
+            assert np.array_equal(mask[53:], m[53:]) and mask[49:53, 38:43].all(), rows
+            assert not (mask & ~m).any() and (m & ~mask).sum() == 4 * rows + 4, rows
+        else:
+            assert not mask[50:].any()
+
+
+def test_sam_segmentation_is_prompted_with_the_base_pixel():
+    import tempfile
+
+    prompts = []
+    body = band()
+
+    class Predictor:  # stands in for segment_anything.SamPredictor (not installed here)
+        def __init__(self, model):
+            self.model = model
+
+        def set_image(self, image):
+            self.image = image
+
+        def predict(self, point_coords, point_labels, multimask_output):
+            prompts.append((np.asarray(point_coords).tolist(), np.asarray(point_labels).tolist()))
+            return np.stack([np.zeros_like(body), body]), np.array([0.2, 0.9]), None
+
+    class Model:
+        def __init__(self, checkpoint):
+            self.checkpoint = checkpoint
+
+        def to(self, device):
+            self.device = device
+
+    fake = types.ModuleType("segment_anything")
+    fake.SamPredictor, fake.sam_model_registry = Predictor, {"vit_b": Model}
+    saved = sys.modules.get("segment_anything")
+    sys.modules["segment_anything"] = fake
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            ckpt = f"{tmp}/sam_vit_b.pth"
+            open(ckpt, "wb").close()
+            t = CenterlineTracker((40.0, 10.0), num_keypoints=4, base_radius_px=4.0,
+                                  segmentation={"method": "sam", "checkpoint": ckpt})
+            r = t.centerline(frame_of(body))
+    finally:
+        if saved is None:
+            sys.modules.pop("segment_anything", None)
+        else:
+            sys.modules["segment_anything"] = saved
+    assert prompts == [([[40.0, 10.0]], [1])]  # one positive prompt, at the base
+    assert r.valid.all()
+    np.testing.assert_allclose(r.keypoints, straight((40, 10), 80.0, 4), atol=0.5)
+
+
+def test_a_walk_stops_at_a_junction_beyond_one_and_a_half_expected_lengths():
+    # 70 px to a fork with two 29 px branches; with 40 px expected the walk ends at the fork (> 60 px)
+    shape = (130, 80)
+    m = tube_mask(shape, [[40, 10], [40, 80], [25, 105]], 4.0) | tube_mask(shape, [[40, 80], [55, 105]], 4.0)
+    r = tracker().centerline(frame_of(m), length_px=40.0)
+    assert r.junctions == 0 and r.ambiguous_from_px is None and r.valid.all()
+    assert np.abs(r.polyline[:, 0] - 40.0).max() < 0.5 and 80.0 <= r.polyline[-1, 1] < 86.0
+    # the longer traced curve carries the keypoints (it is not short of the expected length)
+    np.testing.assert_allclose(r.keypoints, straight((40, 10), r.length_px, 8), atol=0.5)
+    # with the true length (104 px) the walk goes on through the fork, and the two branches are a close call
+    r = tracker().centerline(frame_of(m), length_px=104.0)
+    assert r.junctions == 1 and r.ambiguous_from_px == pytest.approx(75.0, abs=3.0)

@@ -644,13 +644,21 @@ def resample_polyline(poly: np.ndarray, s_query: np.ndarray) -> np.ndarray:
 
 
 def _smooth(poly: np.ndarray, sigma_px: float) -> np.ndarray:
-    """Resample at 1 px and Gaussian-smooth along arc length; the first point (base) stays fixed."""
+    """Resample at 1 px and Gaussian-smooth along arc length; the first point (base) stays fixed.
+
+    ``poly`` (N, 2) px, ``sigma_px`` the Gaussian's sigma along the curve, px. The kernel is
+    truncated at 3 sigma, or at the curve's own length when that is shorter (the odd extension
+    at each end needs as many points as the kernel's half-width). Returns ``poly`` itself when
+    it is shorter than 2 px or ``sigma_px <= 0``, else (ceil(L) + 1, 2) px.
+    """
     L = _polyline_length(poly)
     if L < 2.0 or sigma_px <= 0:
         return poly
     n = max(2, int(math.ceil(L)) + 1)
     p = resample_polyline(poly, np.linspace(0.0, L, n))
-    r = int(math.ceil(3 * sigma_px))
+    # was: r = ceil(3 sigma) always; a curve of fewer than r + 1 points then came out of the
+    # "valid" convolution with the wrong number of points (a 4 px line as a single point)
+    r = min(int(math.ceil(3 * sigma_px)), n - 1)
     k = np.exp(-0.5 * (np.arange(-r, r + 1) / sigma_px) ** 2)
     k /= k.sum()
     # odd (point-reflected) extension keeps the ends in place and straight-line trends exact
