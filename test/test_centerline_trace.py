@@ -595,6 +595,9 @@ def test_a_one_pixel_bridge_between_two_zones_joins_them():
     poly, info = trace_centerline(m, (5.0, 20.0), radius_px=2.5, expected_px=39.0)
     assert info["junctions"] == 2  # the bridge, then the rest of the row
     assert np.allclose(poly[:, 1], 20.0) and poly[0, 0] == 5.0 and poly[-1, 0] == 44.0
+    # and the other way, from the right end across the bridge to the left
+    poly, info = trace_centerline(m, (44.0, 20.0), radius_px=2.5, expected_px=39.0)
+    assert info["junctions"] == 2 and np.allclose(poly[:, 1], 20.0) and poly[-1, 0] == 5.0
 
 
 # -- walks through the graph, their cost, the prior ---------------------------------------
@@ -670,6 +673,9 @@ def test_walks_through_a_loop_in_both_directions_and_a_one_pixel_spur_once():
     walks = cl._enumerate_walks(edges, 1, np.array([1.0, 0.0]), start, frozenset([0]), 5.0, 2.0, None, None)
     assert len(walks) == 2 and all(w["junctions"] == 1 for w in walks)
     assert tuple(walks[0]["poly"][-1]) == (1.0, 1.0) and tuple(walks[1]["poly"][-1]) == (1.0, -1.0)
+    two = [edges[0], E(np.array([(1.0, -1.0), (1.0, 1.0)]), (1, 1))]  # a two-pixel loop: both ways too
+    walks = cl._enumerate_walks(two, 1, np.array([1.0, 0.0]), start, frozenset([0]), 5.0, 2.0, None, None)
+    assert sorted(tuple(w["poly"][-1]) for w in walks) == [(1.0, -1.0), (1.0, 1.0)]
     spur = [edges[0], E(np.array([[1.0, 0.0]]), (1, 1))]
     walks = cl._enumerate_walks(spur, 1, np.array([1.0, 0.0]), start, frozenset([0]), 5.0, 2.0, None, None)
     assert len(walks) == 1 and walks[0]["junctions"] == 1 and tuple(walks[0]["poly"][-1]) == (1.0, 0.0)
@@ -844,6 +850,15 @@ def test_trace_starts_at_a_junction_when_the_base_is_there():
     assert info["walks"] == 3 and info["junctions"] == 1
     # no way in, so no turn is charged: the three 15 px branches tie, and the first is ambiguous with the next
     assert info["ambiguous_from_px"] is not None
+    # the first branch from a start zone costs no turn, later junctions do: left (20 px, no junction after)
+    # and right (20 px straight through a second junction) tie; they part at the zone centre, 1 px from
+    # the base, by 2 px per px of arc: more than the 2 px radius at 3 px
+    z = np.zeros((30, 50), bool)
+    z[20, 5:46] = True
+    z[5:21, 25] = True   # up from the first junction (25, 20)
+    z[21:24, 35] = True  # a stub down at the second junction (35, 20)
+    poly, info = trace_centerline(z, (25.0, 21.0), radius_px=2.0)
+    assert info["walks"] == 4 and tuple(poly[-1]) in {(5.0, 20.0), (45.0, 20.0)} and info["ambiguous_from_px"] == 3.0
 
 
 def test_a_walk_ending_where_every_branch_turns_back_is_kept():

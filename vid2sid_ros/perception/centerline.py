@@ -583,9 +583,7 @@ def _enumerate_walks(edges: list[_Edge], zone: int, incoming: np.ndarray | None,
         if not went_on:  # a free end, no unused branch, or every branch turns back: the walk ends here
             out.append({"poly": poly, "turns": turns, "misses": misses, "junctions": junctions})
 
-    rec(zone, incoming, list(path), used, [], [], 0)
-    if not out:
-        out.append({"poly": np.concatenate(path), "turns": [], "misses": [], "junctions": 0})
+    rec(zone, incoming, list(path), used, [], [], 0)  # every call ends in a recorded walk: out is never empty
     return out
 
 
