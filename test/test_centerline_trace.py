@@ -798,7 +798,7 @@ def test_trace_through_a_t_prefers_straight_on_unless_the_length_says_otherwise(
     poly, info = trace_centerline(m, (5.0, 20.0), radius_px=2.0)
     assert info["junctions"] == 1 and info["walks"] == 2 and tuple(poly[-1]) == (54.0, 20.0)
     assert info["ambiguous_from_px"] is None
-    # expected 49 px: straight on; expected 49 px and the side branch is as long: still straight (turning costs)
+    # expected 49 px: straight on (the side walk, 25 + 24 px, is as long but turns 90 deg)
     assert tuple(trace_centerline(m, (5.0, 20.0), radius_px=2.0, expected_px=49.0)[0][-1]) == (54.0, 20.0)
     # a body known to be 25 + 24 = 49 px with a straight run of only 34: the turn explains the length
     m2 = m.copy()
