@@ -126,10 +126,10 @@ def _copy_tree(dst: Path) -> None:
     shutil.copytree(ROOT, dst, ignore=ignore, symlinks=True)
 
 
-def _module_hashes(group: dict) -> dict[str, str]:
-    """sha256 of each mutated module: mutant names (numbered per function) are only comparable between
-    runs on the same source."""
-    return {m: hashlib.sha256((ROOT / m).read_bytes()).hexdigest() for m in group["modules"]}
+def _module_hashes(group: dict, root: Path = ROOT) -> dict[str, str]:
+    """sha256 of each mutated module under ``root``: mutant names (numbered per function) are only
+    comparable between runs on the same source."""
+    return {m: hashlib.sha256((root / m).read_bytes()).hexdigest() for m in group["modules"]}
 
 
 def _run_group(name: str, group: dict, work: Path, mutmut: Path, max_children: int,
@@ -139,6 +139,9 @@ def _run_group(name: str, group: dict, work: Path, mutmut: Path, max_children: i
     if work.exists():
         shutil.rmtree(work)
     _copy_tree(work)
+    # the source the mutants are made from: the checkout may change while a run of half an hour goes on
+    # (was: hashed from the checkout when the run ended, so a run of the old module passed for the new one)
+    hashes = _module_hashes(group, work)
     tests = group["tests"]
     cfg = ("[mutmut]\nsource_paths = vid2sid_ros\n"
            "only_mutate =\n" + "".join(f"    {m}\n" for m in group["modules"])
@@ -161,7 +164,7 @@ def _run_group(name: str, group: dict, work: Path, mutmut: Path, max_children: i
     if run.returncode != 0:
         tail = "\n".join((run.stdout + run.stderr).splitlines()[-20:])
         return {"error": f"mutmut run failed (exit {run.returncode}); see {work / 'mutmut_run.log'}:\n{tail}"}
-    return {"status": _statuses(work, group, mutmut, env), "wall_s": wall}
+    return {"status": _statuses(work, group, mutmut, env), "wall_s": wall, "module_sha256": hashes}
 
 
 def _statuses(work: Path, group: dict, mutmut: Path, env: dict | None = None) -> dict[str, str]:
@@ -396,6 +399,11 @@ def main(argv=None) -> int:
                 res_path.write_text(json.dumps(prev, indent=1, ensure_ascii=False))
             print(f"{name}: {r['error']}", file=sys.stderr)
             return 1
+        if prev is not None and r["module_sha256"] != prev.get("module_sha256"):  # changed during the recheck
+            res_path.write_text(json.dumps(prev, indent=1, ensure_ascii=False))
+            print(f"mutation: --recheck {name}: {', '.join(group['modules'])} changed while the recheck ran; run "
+                  "the group in full", file=sys.stderr)
+            return 2
         if prev is not None:  # rechecked survivors over the statuses of the last full run
             r["status"] = {**prev["status"], **{k: v for k, v in r["status"].items() if k in again}}
             r["full_run_wall_s"] = prev.get("full_run_wall_s", prev["wall_s"])
@@ -407,7 +415,7 @@ def main(argv=None) -> int:
         (workdir / name / "results.json").write_text(json.dumps(
             {"group": name, "tests": " ".join(group["tests"]), "wall_s": round(r["wall_s"], 1),
              "rechecked": bool(prev), "full_run_wall_s": r.get("full_run_wall_s", round(r["wall_s"], 1)),
-             "module_sha256": _module_hashes(group),
+             "module_sha256": r["module_sha256"],
              "max_children": a.max_children, "load_avg": os.getloadavg()[0], "counts": dict(sorted(counts.items())),
              "status": r["status"]}, indent=1, ensure_ascii=False))
         print(f"{name} ({' '.join(group['tests'])}): {len(r['status'])} mutants in {r['wall_s'] / 60:.1f} min",
