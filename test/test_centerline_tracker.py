@@ -794,3 +794,27 @@ def test_a_walk_stops_at_a_junction_beyond_one_and_a_half_expected_lengths():
     # with the true length (104 px) the walk goes on through the fork, and the two branches are a close call
     r = tracker().centerline(frame_of(m), length_px=104.0)
     assert r.junctions == 1 and r.ambiguous_from_px == pytest.approx(75.0, abs=3.0)
+
+
+def test_track_estimates_the_length_of_a_long_clip_from_a_sample_of_its_frames():
+    # 31 frames: the first pass samples every max(1, T // 30)-th frame for the length estimate
+    small = [frame_of(tube_mask((50, 40), [[20.0, 5.0], [20.0 + dx, 35.0]], 3.0)) for dx in np.linspace(-4, 4, 31)]
+    t = CenterlineTracker((20.0, 5.0), num_keypoints=3, segmentation=MaskSegmenter(), base_radius_px=3.0)
+    traj = t.track(small, fps=31.0)
+    assert traj.valid.all() and traj.meta["length_px"] == pytest.approx(30.0, abs=0.6)
+    np.testing.assert_allclose(traj.time[[0, -1]], [1 / 31.0, 1.0])
+
+
+def test_the_expected_length_picks_the_body_at_a_fork():
+    # the body bends left at (40, 50) to (25, 76): 70 px; a longer clutter branch goes right to (62, 90)
+    shape = (130, 90)
+    body = tube_mask(shape, [[40, 10], [40, 50], [25, 76]], 4.0)
+    m = body | tube_mask(shape, [[40, 50], [62, 90]], 4.0)
+    L = 40.0 + math.hypot(15.0, 26.0)
+    r = tracker().centerline(frame_of(m), length_px=L)
+    assert r.junctions == 1 and r.ambiguous_from_px is None and r.valid.all()
+    np.testing.assert_allclose(r.keypoints[-1], [25.0, 76.0], atol=0.75)
+    assert r.length_px == pytest.approx(L, abs=1.0)
+    # without a length the longer branch is (nearly) as good: a close call, not trusted past the fork
+    r = tracker().centerline(frame_of(m))
+    assert r.ambiguous_from_px == pytest.approx(46.0, abs=4.0) and r.valid.tolist() == [True] * 4 + [False] * 4
