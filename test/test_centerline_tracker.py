@@ -283,7 +283,7 @@ def test_extend_tip_statuses():
 
 def test_extend_tip_stops_at_a_wider_part_of_the_body():
     poly = np.stack([np.full(8, 40.0), np.linspace(10.0, 75.0, 8)], axis=1)
-    for R, want in ((6.0, "cap:6.197"), (7.0, "cap:7.000"), (8.0, "on_body"), (10.0, "on_body")):
+    for R, want in ((6.0, "cap:6.197"), (7.0, "cap:7.000"), (8.0, "on_body"), (10.0, "on_body"), (15.0, "on_body")):
         m = band() | tube_mask((120, 80), [[40.0, 88.0], [40.0, 88.0]], R)  # a round end of radius R at y = 88
         out, status = _extend_tip(poly, m, _dist(m), 2.4)
         assert status == want, R
@@ -291,6 +291,25 @@ def test_extend_tip_stops_at_a_wider_part_of_the_body():
             assert out is poly
         else:  # the exit beyond the round end, pulled back by its (distance-transform) radius
             assert out[-1, 1] == pytest.approx(88.0 + R + 0.75 - float(want[4:]), abs=0.01)
+
+
+def test_extend_tip_is_not_pulled_aside_by_clutter_beside_the_tip():
+    # a blob on the right of the body near its tip: the cross-section there (4.75 + 10.75 px) is wider than
+    # 2.6 r + 2 = 15 px (r = 5 at the skeleton end), so the march keeps its line instead of re-centring into it
+    poly = np.stack([np.full(8, 40.0), np.linspace(10.0, 75.0, 8)], axis=1)
+    for cols in (slice(44, 51), slice(29, 36)):  # on the right, and mirrored on the left
+        m = band()
+        m[78:86, cols] = True
+        out, status = _extend_tip(poly, m, _dist(m), 2.4)
+        assert status == "cap:5.000" and np.abs(out[:, 0] - 40.0).max() < 1e-9, cols
+        assert out[-1].tolist() == pytest.approx([40.0, 89.75])
+
+
+def test_extend_tip_keeps_the_skeleton_end_when_the_body_leaves_the_image_sideways():
+    m = tube_mask((60, 80), [[10.0, 30.0], [100.0, 30.0]], 4.0)  # leaves through the right edge (W = 80)
+    poly = np.stack([np.linspace(10.0, 60.0, 6), np.full(6, 30.0)], axis=1)
+    out, status = _extend_tip(poly, m, _dist(m), 2.4)
+    assert status == "image_border" and out is poly
 
 
 def test_extend_tip_gives_up_after_six_radii_plus_twenty_steps():
@@ -818,3 +837,16 @@ def test_the_expected_length_picks_the_body_at_a_fork():
     # without a length the longer branch is (nearly) as good: a close call, not trusted past the fork
     r = tracker().centerline(frame_of(m))
     assert r.ambiguous_from_px == pytest.approx(46.0, abs=4.0) and r.valid.tolist() == [True] * 4 + [False] * 4
+
+
+@pytest.mark.parametrize("r_body, tol", [(5.0, 0.6), (1.5, 0.4)])
+def test_tighter_arc_thick_and_thin_bodies_keypoints_on_the_arc(r_body, tol):
+    # 135 degrees of a circle of radius 25 about (60, 10) from the base (35, 10): 58.9 px
+    R = 25.0
+    th = np.linspace(np.pi, np.pi / 4, 300)
+    m = tube_mask((110, 110), np.stack([60 + R * np.cos(th), 10 + R * np.sin(th)], axis=1), r_body)
+    r = tracker(base=(35.0, 10.0), K=6, base_radius_px=r_body).centerline(frame_of(m))
+    assert r.valid.all()
+    s = (np.arange(6) + 1.0) / 6 * R * 0.75 * np.pi
+    want = np.stack([60 + R * np.cos(np.pi - s / R), 10 + R * np.sin(np.pi - s / R)], axis=1)
+    assert np.linalg.norm(r.keypoints - want, axis=1).max() < tol
