@@ -980,3 +980,14 @@ def test_a_one_pixel_bridge_on_each_image_border():
         # the four other branches (two along the border, two inward) each run from a zone to a free end
         others = [sorted(e.ends) for e in edges if len(e.pixels) > 1]
         assert sorted(others) == [[-1, 1], [-1, 1], [-1, 2], [-1, 2]], k
+
+
+def test_a_diagonal_one_pixel_bridge():
+    # a diagonal with junctions at (10, 10) and (14, 14) (side branches NE and SW): zone radius 2 leaves
+    # (12, 12) between the zones, touching them at its NW and SE corners
+    sk = _sk((32, 32), [(k, k) for k in range(31)], [(10 - j, 10 + j) for j in range(1, 7)],
+             [(14 + j, 14 - j) for j in range(1, 7)])
+    edges, zones, centres = cl._skeleton_graph(sk, 2.0)
+    bridge = [e for e in edges if len(e.pixels) == 1]
+    assert len(bridge) == 1 and tuple(bridge[0].pixels[0]) == (12.0, 12.0)
+    assert sorted(bridge[0].ends) == sorted([int(zones[11, 11]), int(zones[13, 13])]) == [1, 2]
