@@ -175,3 +175,26 @@ def test_the_module_hash_is_of_the_source_the_mutants_were_made_from(tmp_path, m
     assert m.main(["--workdir", str(tmp_path), "--only", name, "--recheck"]) == 2
     assert "changed while the recheck ran" in capsys.readouterr().err
     assert m.json.loads((tmp_path / name / "results.json").read_text()) == prev
+
+
+def test_the_readme_table_carries_the_ledgers_counts():
+    """The README's mutation table (issue 12 item 18: the surviving-mutant count in the README) says what
+    the ledger holds: per group its mutants and the mutants left alive, and their totals."""
+    m = _bench()
+    ledger = {g: (int(total), int(surv) + int(unreached)) for g, total, _, surv, unreached in re.findall(
+        r"^## (\w+): (\d+) mutants, (\d+) killed, (\d+) survived, (\d+) reached by no test", m.LEDGER.read_text(), re.M)}
+    readme = (ROOT / "README.md").read_text()
+    head = "| group (tests) | mutants | survived or unreached, full run | killed since by new tests | left alive"
+    lines = readme[readme.index(head):].splitlines()[2:]
+    rows = lines[:next(i for i, ln in enumerate(lines) if not ln.startswith("|"))]
+    table = {}
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        table[re.match(r"\w+", cells[0]).group(0)] = (int(cells[1]), int(cells[2].split()[0]), int(cells[3]),
+                                                      int(cells[4]))
+    assert set(table) == set(ledger) | {"all"}
+    for g, (total, left) in ledger.items():
+        mutants, survived, killed_since, alive = table[g]
+        assert (mutants, alive) == (total, left), g
+        assert survived - killed_since == alive, g
+    assert table["all"] == tuple(sum(v[i] for g, v in table.items() if g != "all") for i in range(4))
