@@ -10,14 +10,13 @@ equivalent mutant (the change does not alter behaviour: leave it, say why).
 Scope (issue 12 item 18), in ``GROUPS``: core/parameters.py, core/trajectory.py,
 core/excitation.py; the marker tracker perception/markers.py; calibration/objective.py; the
 loop's resume (calibration/loop.py: the run-directory check, the iterations.jsonl reader
-and validator, record (de)serialisation); the centreline tracker perception/centerline.py;
-core/camera.py; and core/rig.py, core/trial.py, core/yamlio.py, core/lockstep.py (``core_data``):
-every module of core/, both trackers, the objective and the resume path. ``run_calibration``
-itself (whose resume branch holds the restart point) is left out: each of its mutants runs
-whole calibrations, hours on 2 cores; its restart point is covered by
-test_loop_resume_after_failure.py, checked by hand against the mutation of issue 12 item
-17a. Each group runs against its own fast tests (no rendering, no ROS). Lines holding only
-message text (``raise X(...)``, string continuations, warnings, notes) are not mutated
+and validator, record (de)serialisation, the restored session: meter, best, restart point);
+the centreline tracker perception/centerline.py; core/camera.py; and core/rig.py,
+core/trial.py, core/yamlio.py, core/lockstep.py (``core_data``): every module of core/, both
+trackers, the objective and the resume path. ``run_calibration`` itself is left out (each of
+its mutants runs whole calibrations, hours on 2 cores), but its resume branch is
+``_resume_session``, in the resume group. Each group runs against its own fast tests (no
+rendering, no ROS). Lines holding only message text (``raise X(...)``, string continuations, warnings, notes) are not mutated
 (``DO_NOT_MUTATE``).
 
 Each group runs in a scratch copy of the repository (``build/mutation/<group>/``,
@@ -105,7 +104,7 @@ GROUPS: dict[str, dict] = {
         "modules": ["vid2sid_ros/calibration/loop.py"],
         "patterns": [f"vid2sid_ros.calibration.loop.x_{f}__mutmut_*" for f in (
             "check_run_dir", "validate_records", "_read_jsonl", "_read_meta", "load_history", "record_from_dict",
-            "record_to_dict", "_refuse_constant", "_signature")],
+            "record_to_dict", "_refuse_constant", "_signature", "_resume_session")],
         "tests": ["test/test_loop_resume_after_failure.py", "test/test_resume_records.py"],
     },
 }

@@ -833,28 +833,7 @@ def run_calibration(
     signature = _signature(proposer.name, cfg, params, real)
 
     if pre is not None:
-        meta, records, good = pre.meta, pre.records, pre.good
-        history.append(pre.initial)
-        jl = rd / "iterations.jsonl"
-        if jl.is_file() and jl.stat().st_size != good:
-            with open(jl, "r+b") as f:  # drop a torn last line
-                f.truncate(good)
-        history.extend(records)
-        s.used = int(meta.get("initial_rollouts", 0)) + sum(r.rollouts_used for r in records)
-        s.diagnostic = int(meta.get("diagnostic_rollouts", 0))
-        prior_wall = float(meta.get("initial_wall_s", 0.0)) + sum(r.wall_s for r in records)
-        if meta.get("identifiability"):
-            start_report = _report_from_dict(meta["identifiability"])
-        for r in history:
-            s.iteration = r.iteration
-            for e in r.extra.get("evaluations", []):
-                if e.get("error_px") is not None:
-                    s.consider_best(params.complete(e["values"]), float(e["error_px"]), {})
-            if math.isfinite(r.error_px):
-                s.consider_best(r.values, r.error_px, r.per_keypoint_px)
-        s.current = params.complete(history[-1].extra.get("current_after", history[-1].values))
-        current_eval = s.diagnostic_eval(s.current)  # deterministic re-run, not charged
-        s.best = (s.best[0], s.best[1], s.best[2] or {})
+        history, start_report, prior_wall, current_eval = _resume_session(s, pre, rd)
     else:
         if cfg.identifiability:
             start_report = check_identifiability(s.objective, s.current, parameters=params,
@@ -996,6 +975,48 @@ def run_calibration(
 
     return _finish(s, history, start_report, stopped, proposer.name, prior_wall + (time.perf_counter() - t_start),
                    rig_info)
+
+
+def _resume_session(s: _Session, pre: RunDirCheck, rd: Path) -> tuple[list[IterationRecord],
+                                                                       IdentifiabilityReport | None, float, Evaluation]:
+    """Restore a session from a checked run directory, so the loop goes on exactly where it stopped.
+
+    The rollout meter is the start's rollouts plus every record's; the best is the lowest finite
+    error over every evaluation recorded (not only each iteration's proposal); the restart point is
+    the point the loop had moved to after the last record (``extra["current_after"]``: after a
+    rejected or diverged proposal it is NOT the last proposed point), re-evaluated without charge.
+    A torn last line of ``iterations.jsonl`` (past ``pre.good`` bytes) is cut off.
+
+    Args:
+        s: the new session (its meter, best, iteration and current point are set here).
+        pre: what :func:`check_run_dir` found. rd: the run directory.
+
+    Returns:
+        ``(history, start identifiability report or None, wall time of the earlier runs in s,
+        the evaluation at the restart point)``; history starts with the initial record.
+    """
+    meta, records, good = pre.meta, pre.records, pre.good
+    history = [pre.initial]
+    jl = rd / "iterations.jsonl"
+    if jl.is_file() and jl.stat().st_size != good:
+        with open(jl, "r+b") as f:  # drop a torn last line
+            f.truncate(good)
+    history.extend(records)
+    s.used = int(meta.get("initial_rollouts", 0)) + sum(r.rollouts_used for r in records)
+    s.diagnostic = int(meta.get("diagnostic_rollouts", 0))
+    prior_wall = float(meta.get("initial_wall_s", 0.0)) + sum(r.wall_s for r in records)
+    start_report = _report_from_dict(meta["identifiability"]) if meta.get("identifiability") else None
+    for r in history:
+        s.iteration = r.iteration
+        for e in r.extra.get("evaluations", []):
+            if e.get("error_px") is not None:
+                s.consider_best(s.params.complete(e["values"]), float(e["error_px"]), {})
+        if math.isfinite(r.error_px):
+            s.consider_best(r.values, r.error_px, r.per_keypoint_px)
+    s.current = s.params.complete(history[-1].extra.get("current_after", history[-1].values))
+    current_eval = s.diagnostic_eval(s.current)  # deterministic re-run, not charged
+    s.best = (s.best[0], s.best[1], s.best[2] or {})
+    return history, start_report, prior_wall, current_eval
 
 
 def _ask(proposer: Proposer, fallback: Proposer | None, ctx: ProposalContext,
