@@ -105,7 +105,7 @@ GROUPS: dict[str, dict] = {
         "patterns": [f"vid2sid_ros.calibration.loop.x_{f}__mutmut_*" for f in (
             "check_run_dir", "validate_records", "_read_jsonl", "_read_meta", "load_history", "record_from_dict",
             "record_to_dict", "_refuse_constant", "_signature", "_resume_session")],
-        "tests": ["test/test_loop_resume_after_failure.py", "test/test_resume_records.py"],
+        "tests": ["test/test_loop_resume_after_failure.py", "test/test_resume_records.py", "test/test_resume_session.py"],
     },
 }
 
