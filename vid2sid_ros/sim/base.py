@@ -21,7 +21,7 @@ from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory
 
 __all__ = ["Twin", "RolloutResult", "TwinError", "CameraIntrinsics", "RolloutLimits", "RolloutMeter",
-           "DEFAULT_MAX_SUBSTEPS", "in_image_valid"]
+           "DEFAULT_MAX_SUBSTEPS", "in_image_valid", "whole_px"]
 
 #: default cap on physics substeps per rollout: about 60x the tentacle's worst case
 #: inside its shipped bounds (16 800 for 75 frames), ~2 min of PyElastica on one core
@@ -59,6 +59,14 @@ class CameraIntrinsics:
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 < int(v) <= MAX_IMAGE_SIDE:
                 raise TwinError(f"camera image {k} must be an integer in [1, {MAX_IMAGE_SIDE}] px, got {v!r}")
+
+
+def whole_px(v: object) -> int | None:
+    """``v`` as an int when it is a whole number of px (an int, or a float such as YAML's ``640.0``),
+    else None (a fraction like 64.5, NaN, inf, a bool, text). The sign is the caller's to check."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+        return None
+    return int(v) if v == int(v) else None
 
 
 def in_image_valid(traj: Trajectory, twin: object) -> np.ndarray:

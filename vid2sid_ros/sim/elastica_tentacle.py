@@ -75,7 +75,7 @@ import numpy as np
 from ..core.excitation import Excitation, build_excitation_sets
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set
 from ..core.trajectory import Trajectory
-from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError
+from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError, whole_px
 
 __all__ = [
     "TentacleTwin", "TentacleGeometry", "TentacleAppearance", "PinholeCamera", "default_config",
@@ -586,10 +586,9 @@ class TentacleTwin:
         self.keypoint_names: tuple[str, ...] = tuple(f"c{k}" for k in range(num_keypoints))
         self._keypoint_s = (np.arange(num_keypoints) + 1.0) / num_keypoints * self.geometry.length
         for k, v in (("width", width), ("height", height)):  # was: 64.5 cut to 64 without a word
-            if (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v)
-                    or v != int(v)):
+            if whole_px(v) is None:
                 raise TwinError(f"tentacle twin: image {k} must be a whole number of px, got {v!r}")
-        self._view = self._make_camera(camera or {}, int(width), int(height))
+        self._view = self._make_camera(camera or {}, whole_px(width), whole_px(height))
         self.camera: CameraIntrinsics = self._view.intrinsics
         self._noise_cfg = dict(noise) if noise else None
         self._noise_model = None

@@ -35,6 +35,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .base import whole_px
+
 __all__ = ["ImageProjection", "ProjectionError", "PROJECTION_FIELDS", "measure_background_shift"]
 
 
@@ -88,11 +90,11 @@ class ImageProjection:
 
     def __post_init__(self) -> None:
         for k in ("width", "height"):  # was: 64.5 cut to 64 by the twin's int() without a word
-            v = getattr(self, k)
-            if (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v)
-                    or v != int(v) or int(v) <= 0):
-                raise ProjectionError(f"projection '{k}' must be a positive whole number of px, got {v!r}")
-            object.__setattr__(self, k, int(v))
+            v = whole_px(getattr(self, k))
+            if v is None or v <= 0:
+                raise ProjectionError(f"projection '{k}' must be a positive whole number of px, got "
+                                      f"{getattr(self, k)!r}")
+            object.__setattr__(self, k, v)
         for f in PROJECTION_FIELDS:
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or not math.isfinite(v):
