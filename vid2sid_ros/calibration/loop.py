@@ -826,15 +826,15 @@ def run_calibration(
         s.current = params.clip(s.current)
     wants_video = cfg.video if cfg.video is not None else bool(getattr(proposer, "wants_video", False))
     t_start = time.perf_counter()
-    history: list[IterationRecord] = []
-    start_report: IdentifiabilityReport | None = None
-    prior_wall = 0.0
     meta_path = rd / "run.json" if rd is not None else None
     signature = _signature(proposer.name, cfg, params, real)
 
+    history: list[IterationRecord]
+    start_report: IdentifiabilityReport | None
     if pre is not None:
         history, start_report, prior_wall, current_eval = _resume_session(s, pre, rd)
-    else:
+    else:  # a new run: the start point is evaluated and recorded as iteration 0
+        history, start_report, prior_wall = [], None, 0.0
         if cfg.identifiability:
             start_report = check_identifiability(s.objective, s.current, parameters=params,
                                                  step=cfg.identifiability_step, scheme=cfg.identifiability_scheme,
