@@ -16,8 +16,8 @@ core/trial.py, core/yamlio.py, core/lockstep.py (``core_data``): every module of
 trackers, the objective and the resume path. ``run_calibration`` itself is left out (each of
 its mutants runs whole calibrations, hours on 2 cores), but its resume branch is
 ``_resume_session``, in the resume group. Each group runs against its own fast tests (no
-rendering, no ROS). Lines holding only message text (``raise X(...)``, string continuations, warnings, notes) are not mutated
-(``DO_NOT_MUTATE``).
+rendering, no ROS). Lines holding only message text (``raise X(...)``, string continuations,
+warnings, notes) are not mutated (``DO_NOT_MUTATE``).
 
 Each group runs in a scratch copy of the repository (``build/mutation/<group>/``,
 git-ignored), so the checkout is never touched; its statuses go to
@@ -29,12 +29,13 @@ selected test reaches its function ("no tests").
 Every survivor is examined in the ledger ``docs/mutation_survivors.md``: ``--ledger``
 rewrites it from the last results, one line a mutant (name, ``old => new``) under the
 reason it is left alive, keeping the reasons already written; a new survivor lands under
-``UNEXAMINED``; ``--ledger --only G`` rewrites group G's section and keeps the other sections as they
-are (their scratch copies may be gone); ``--ledger --reasons TSV`` takes the reasons of survivors from
-``name<TAB>reason`` files written outside the ledger. After writing tests for the unexplained survivors, ``--recheck`` re-runs
-just those (the other mutants keep their status; more tests only kill more, so the counts
-stay pessimistic), which is minutes instead of the full run; ``--recheck --select GLOB`` re-runs only the
-survivors whose names match (one function's, say).
+``UNEXAMINED``; ``--ledger --only G`` rewrites group G's section and keeps the other sections
+as they are (their scratch copies may be gone); ``--ledger --reasons TSV`` takes the reasons of
+survivors from ``name<TAB>reason`` files written outside the ledger. After writing tests for the
+unexplained survivors, ``--recheck`` re-runs just those (the other mutants keep their status;
+more tests only kill more, so the counts stay pessimistic), which is minutes instead of the
+full run; ``--recheck --select GLOB`` re-runs only the survivors whose names match (one
+function's, say).
 
 Run: ``nice .venv/bin/python bench/mutation.py --max-children 2`` (needs ``pip install -r
 requirements-dev.txt``); ``--only core markers`` runs some groups; then ``--ledger``.

@@ -67,6 +67,22 @@ def ros_env() -> dict[str, str]:
     return env
 
 
+@pytest.fixture
+def mutmut_stand_in(tmp_path, monkeypatch):
+    """``ensure(mutation_module)``: bench/mutation.py's main() looks for mutmut beside the interpreter
+    before anything else; mutmut is a dev extra (requirements-dev.txt, not in `make setup`), so where it
+    is absent a stand-in goes beside a stand-in interpreter path (for tests that never let mutmut run)."""
+
+    def ensure(mutation) -> None:
+        if not Path(mutation.sys.executable).with_name("mutmut").exists():
+            fake = tmp_path / "mutmut_stand_in"
+            fake.mkdir(exist_ok=True)
+            (fake / "mutmut").write_text("#!/bin/sh\nexit 99\n")
+            monkeypatch.setattr(mutation.sys, "executable", str(fake / "python"))
+
+    return ensure
+
+
 class RosHarness:
     """An rclpy context of its own, plus the nodes and executor created in it."""
 

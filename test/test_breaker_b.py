@@ -219,20 +219,14 @@ def test_bench_coverage_refusals_are_one_line(tmp_path, capsys, monkeypatch, arg
     assert not (tmp_path / "out").exists()
 
 
-def test_mutation_bad_max_children_and_a_corrupt_results_file(tmp_path, capsys, monkeypatch):
+def test_mutation_bad_max_children_and_a_corrupt_results_file(tmp_path, capsys, monkeypatch, mutmut_stand_in):
     """Was: --max-children 0 passed on to mutmut; --recheck on a truncated results.json a JSONDecodeError
     traceback."""
     mutation = _bench("mutation", monkeypatch)
     with pytest.raises(SystemExit) as exc:
         mutation.main(["--max-children", "0"])
     assert exc.value.code == 2 and "--max-children: expected an integer >= 1, got 0" in capsys.readouterr().err
-    if not Path(mutation.sys.executable).with_name("mutmut").exists():
-        # mutmut is a dev extra (requirements-dev.txt): a stand-in next to a stand-in interpreter path is
-        # enough, because a corrupt results file must be refused before mutmut is ever run
-        fake = tmp_path / "bin"
-        fake.mkdir()
-        (fake / "mutmut").write_text("#!/bin/sh\nexit 99\n")
-        monkeypatch.setattr(mutation.sys, "executable", str(fake / "python"))
+    mutmut_stand_in(mutation)  # a corrupt results file must be refused before mutmut is ever run
     group = mutation.DEFAULT_GROUPS[0]
     (tmp_path / group).mkdir()
     (tmp_path / group / "results.json").write_text('{"status": {')

@@ -88,18 +88,7 @@ def test_select_is_refused_without_recheck(capsys):
     assert exc.value.code == 2 and "--select: only with --recheck" in capsys.readouterr().err
 
 
-def _mutmut_present(m, tmp_path, monkeypatch) -> None:
-    """main() looks for mutmut beside the interpreter before anything else; mutmut is a dev extra
-    (requirements-dev.txt, not in `make setup`): where it is absent, a stand-in beside a stand-in
-    interpreter path (these tests replace the mutmut run itself)."""
-    if not Path(m.sys.executable).with_name("mutmut").exists():
-        fake = tmp_path / "bin"
-        fake.mkdir()
-        (fake / "mutmut").write_text("#!/bin/sh\nexit 99\n")
-        monkeypatch.setattr(m.sys, "executable", str(fake / "python"))
-
-
-def test_a_failed_recheck_keeps_the_full_runs_results(tmp_path, monkeypatch, capsys):
+def test_a_failed_recheck_keeps_the_full_runs_results(tmp_path, monkeypatch, capsys, mutmut_stand_in):
     """A recheck whose mutmut run fails (a failing test: no stats) rebuilds the group's scratch copy;
     the full run's results.json must survive it, else the group needs a full re-run. Was: deleted."""
     m = _bench()
@@ -119,7 +108,7 @@ def test_a_failed_recheck_keeps_the_full_runs_results(tmp_path, monkeypatch, cap
         return {"error": "mutmut run failed (exit 1): failed to collect stats"}
 
     monkeypatch.setattr(m, "_run_group", failing_run)
-    _mutmut_present(m, tmp_path, monkeypatch)
+    mutmut_stand_in(m)
     assert m.main(["--workdir", str(tmp_path), "--only", name, "--recheck"]) == 1
     assert calls == [["vid2sid_ros.core.rig.x_nothing__mutmut_1"]]
     assert m.json.loads((work / "results.json").read_text()) == prev
@@ -145,7 +134,8 @@ def test_reasons_files_are_read_strictly(tmp_path):
     assert exc.value.code == 2
 
 
-def test_the_module_hash_is_of_the_source_the_mutants_were_made_from(tmp_path, monkeypatch, capsys):
+def test_the_module_hash_is_of_the_source_the_mutants_were_made_from(tmp_path, monkeypatch, capsys,
+                                                                      mutmut_stand_in):
     """Was: results.json's module_sha256 was hashed from the checkout when the run ENDED, so a run of the
     old module (the checkout changed during its half hour) passed --recheck against the new one."""
     import hashlib
@@ -171,7 +161,7 @@ def test_the_module_hash_is_of_the_source_the_mutants_were_made_from(tmp_path, m
     (tmp_path / name / "results.json").write_text(m.json.dumps(prev))
     monkeypatch.setattr(m, "_run_group", lambda *a, **k: {"status": {}, "wall_s": 1.0,
                                                           "module_sha256": {mod: old for mod in group["modules"]}})
-    _mutmut_present(m, tmp_path, monkeypatch)
+    mutmut_stand_in(m)
     assert m.main(["--workdir", str(tmp_path), "--only", name, "--recheck"]) == 2
     assert "changed while the recheck ran" in capsys.readouterr().err
     assert m.json.loads((tmp_path / name / "results.json").read_text()) == prev
