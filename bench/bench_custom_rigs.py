@@ -74,6 +74,9 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default="reasoner,cmaes")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", default="runs/bench_custom")
+    ap.add_argument("--budget", type=int, default=None,
+                    help="rollout budget of every rig (default: each rig's own, " + ", ".join(
+                        f"{k} {v}" for k, v in BUDGETS.items()) + ")")
     ap.add_argument("--summarise", metavar="DIR", help="only read DIR/<rig>/results.json (written by "
                     "`vid2sid benchmark sim2sim --out DIR/<rig>`) and print the table")
     args = ap.parse_args(argv)
@@ -91,7 +94,7 @@ def main(argv=None) -> int:
                 return 2
             res = json.loads(found.read_text())
         else:
-            res = run_benchmark(rig, [m.strip() for m in args.methods.split(",")], args.seeds, budget=BUDGETS[name],
+            res = run_benchmark(rig, [m.strip() for m in args.methods.split(",")], args.seeds, budget=args.budget or BUDGETS[name],
                                 iterations=10, noise="camera", out=Path(args.out) / name, progress=False)
         summary[name] = {}
         for m in res["methods"]:
@@ -104,7 +107,7 @@ def main(argv=None) -> int:
                 ang = np.degrees(np.mean([a[k] for k in a if rig.parameters[k].unit == "rad"]))
                 pose = f"{pos:.1f} mm, {ang:.2f}° mean abs. error"
             rows.append(f"| {name} | {m} | {100 * s['physics']:.2f} % ({100 * s['physics_worst_seed']:.2f} %) | {pose} "
-                        f"| {s['holdout_mae_px']:.2f} px | {s['rollouts']:.0f} / {res.get('budget_rollouts', BUDGETS[name])} | "
+                        f"| {s['holdout_mae_px']:.2f} px | {s['rollouts']:.0f} / {res.get('budget_rollouts', args.budget or BUDGETS[name])} | "
                         f"{s['tracking_px']:.2f} px |")
         print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     out = Path(args.summarise or args.out)

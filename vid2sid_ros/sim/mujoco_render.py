@@ -103,6 +103,17 @@ def _drain_pending() -> None:
         _release(token)
 
 
+def gl_backend() -> str | None:
+    """The OpenGL backend of this process's offscreen contexts (``"egl"``, ``"osmesa"`` or ``"glfw"``).
+
+    Returns:
+        The backend the last :class:`OffscreenRenderer` context was created with, or ``None``
+        before any renderer has made a context in this process (``MUJOCO_GL`` then only says
+        which backend will be tried first).
+    """
+    return _BACKEND_IN_USE
+
+
 def _make_gl_context(width: int, height: int):
     """Create and bind an offscreen GL context, trying MUJOCO_GL first, then egl, osmesa.
 
