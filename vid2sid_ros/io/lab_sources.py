@@ -59,7 +59,7 @@ def _name(ctx: SourceContext) -> str:
 
 # -- mocap --------------------------------------------------------------------------------------
 MOCAP_KEYS = {"path": None, "markers": None, "format": "auto", "unit": None, "rate": None, "time_column": None,
-              "frame": None, "noise": None}
+              "frame": None, "noise": None, "trial_column": None, "trial_id": None}
 
 
 def _mocap_read(block: dict, ctx: SourceContext):
@@ -67,7 +67,8 @@ def _mocap_read(block: dict, ctx: SourceContext):
 
     try:
         return load_mocap(block["path"], markers=block["markers"], format=block["format"], unit=block["unit"],
-                          rate=block["rate"], time_column=block["time_column"], frame=block["frame"])
+                          rate=block["rate"], time_column=block["time_column"], frame=block["frame"],
+                          trial_column=block["trial_column"], trial_id=block["trial_id"])
     except MocapError as err:
         raise SourceError(f"{ctx.where}: {err}") from None
 
@@ -126,7 +127,10 @@ register_source(SourceKind(
           ("frame", "mapping", "", None, "Pose of the capture volume in the twin's world: up_axis (z | y, Motive is "
            "y), position [x, y, z] m, rpy [roll, pitch, yaw] rad."),
           ("noise", "number", "m", None, "This trial's marker noise (1 sigma) for weighting against other "
-           "modalities (default 0.001 m).")),
+           "modalities (default 0.001 m)."),
+          ("trial_column", "string", "", None, "Name of the ID column of a plain file that holds several trials; with "
+           "trial_id, only this trial's rows are read (times start at its first row)."),
+          ("trial_id", "string", "", None, "This trial's value in trial_column.")),
     doc="Motion-capture marker positions (3-D points, m)."))
 
 

@@ -48,7 +48,10 @@ invalid samples.
 
 ``plain`` — one header row: a time column (``time``, ``t``, ``timestamp``, ``Time
 (Seconds)``; or none with ``rate``) and three columns per marker named ``<m>_x``,
-``<m>.x``, ``<m> X`` or ``<m>:X`` (any case); ``,``, tab or ``;`` separated; ``unit`` required.
+``<m>.x``, ``<m> X`` or ``<m>:X``, or axis first, ``x<m>`` / ``x_<m>`` (``x1,y1,z1`` is marker
+``1``), any case; ``,``, tab or ``;`` separated; ``unit`` required. A file holding several
+trials one after another selects one with ``trial_column`` (the ID column's name) and
+``trial_id`` (its value in that trial's rows); times then start at that trial's first row.
 
 ``c3d`` — a C3D file (binary, the biomechanics standard every system exports), read with the
 maintained pure-Python ``c3d`` package: ``POINT:LABELS`` name the markers, ``POINT:RATE`` is
@@ -371,7 +374,9 @@ def _plain(rows: list[list[str]], path: Path, time_column: str | None) -> _Table
         time_col = next((low.index(n) for n in _TIME_NAMES if n in low), None)
     cols: dict[str, dict[str, int]] = {}
     for i, h in enumerate(header):
-        m = re.fullmatch(r"(?P<m>.+?)[\s_.:]+(?P<a>[xyzXYZ])", h)
+        # marker first (disk1_x, disk1.X, disk1 X, rod:disk1:X), else axis first (x1, X_1, x_tip)
+        m = (re.fullmatch(r"(?P<m>.+?)[\s_.:]+(?P<a>[xyzXYZ])", h)
+             or re.fullmatch(r"(?P<a>[xyzXYZ])[\s_.:]*(?P<m>[^\s_.:].*)", h))
         if m:
             cols.setdefault(m.group("m").split(":")[-1], {})[m.group("a").lower()] = i
     columns = {m: (c["x"], c["y"], c["z"]) for m, c in cols.items() if set(c) == {"x", "y", "z"}}
@@ -477,7 +482,8 @@ def _numbers_by_cell(lines: Sequence[str], data: Sequence[int], delim: str, tabl
 
 def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], format: str = "auto",
                unit: str | None = None, rate: float | None = None, time_column: str | None = None,
-               frame: Mapping[str, Any] | None = None) -> MocapRecording:
+               frame: Mapping[str, Any] | None = None, trial_column: str | None = None,
+               trial_id: str | int | None = None) -> MocapRecording:
     """Read a motion-capture export (module docstring) into world-frame metres.
 
     Args:
@@ -491,6 +497,9 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
             its header rate). Times from a time column win.
         time_column: name of the time column of a plain file (default: ``time``, ``t``...).
         frame: pose of the capture volume in the twin's world (:func:`frame_transform`).
+        trial_column: name of a plain file's trial ID column; with ``trial_id``, only the rows
+            whose cell in it equals ``trial_id`` (compared as text) are read.
+        trial_id: the trial's ID in ``trial_column``.
 
     Returns:
         The :class:`MocapRecording` (positions transformed into ``frame``'s name, m).
@@ -535,6 +544,8 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
     data = _data_lines(lines, table, delim)  # 0-based line indices of the data rows
     if not data:
         raise MocapError(f"{path}: no data rows")
+    if trial_column is not None or trial_id is not None:
+        data = _trial_rows(lines, data, delim, rows[0] if fmt == "plain" else None, trial_column, trial_id, path)
     cols = [c for label in mapping.values() for c in table.columns[label]]
     parsed = _numbers(lines, data, delim, table, cols)
     if parsed is None:  # something a plain numeric table does not have: read cell by cell, naming the bad one
@@ -554,6 +565,8 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
         what = "duplicate" if dt[bad[0]] == 0 else "non-monotonic"
         raise MocapError(f"{path}:{line}: time column: {what} time {times[i]:.6g} s after {times[i - 1]:.6g} s "
                          "(times must increase)")
+    if trial_column is not None:
+        times = times - times[0]  # one take of several: its time starts at its first row
     if table.zero_is_gap:
         pts[np.all(pts == 0.0, axis=2)] = np.nan
     if rate_hz is None:
@@ -563,6 +576,34 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
                          " s); times must be seconds")
     _check_span(times, float(rate_hz), path, line_of)
     return _recording(times, mapping, pts, factor, frame, float(rate_hz), path, fmt, line_of)
+
+
+def _trial_rows(lines: Sequence[str], data: Sequence[int], delim: str, header: Sequence[str] | None,
+               column: str | None, wanted: str | int | None, path: Path) -> list[int]:
+    """The data lines (0-based indices) of one trial: those whose ``column`` cell equals ``wanted``.
+
+    Raises:
+        MocapError: the file is not a plain table (``header`` None), ``column`` or ``wanted``
+            missing, no such column (the columns listed), or no row with that ID (the IDs listed).
+    """
+    if header is None:
+        raise MocapError(f"{path}: trial_column/trial_id select rows of a plain CSV/TSV only (this file is not one)")
+    if column is None or wanted is None or str(wanted).strip() == "":
+        raise MocapError(f"{path}: give both trial_column (the ID column's name) and trial_id (its value), "
+                         f"got trial_column={column!r}, trial_id={wanted!r}")
+    low = [h.lower() for h in header]
+    if str(column).lower() not in low:
+        raise MocapError(f"{path}: trial_column {column!r} not found; columns: {', '.join(header)}")
+    col = low.index(str(column).lower())
+    want = str(wanted).strip()
+    cells = [next(csv.reader([lines[i]], delimiter=delim), [])[col:col + 1] for i in data]
+    ids = [c[0].strip() if c else "" for c in cells]
+    chosen = [i for i, v in zip(data, ids) if v == want]
+    if not chosen:
+        seen = list(dict.fromkeys(ids))
+        shown = ", ".join(repr(v) for v in seen[:10]) + (" ..." if len(seen) > 10 else "")
+        raise MocapError(f"{path}: no row with {column} = {want!r}; IDs in the file: {shown}")
+    return chosen
 
 
 def _check_span(times: np.ndarray, rate: float, path: Path | str, line_of: np.ndarray | None = None) -> None:
