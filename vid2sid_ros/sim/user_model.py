@@ -589,6 +589,27 @@ class UserModelTwin:
         """Current value of every parameter, ``{name: value}`` in spec units."""
         return dict(self._values)
 
+    def no_effect_cause(self, name: str) -> str:
+        """The likely reason parameter ``name`` does not change a rollout (read off its targets and
+        the model), for the start-of-run check (:mod:`~vid2sid_ros.calibration.effects`); "" when
+        nothing in the model explains it."""
+        m = self.model
+        for b in self._bindings.get(name, []):
+            if b.kind != "model":
+                continue
+            i = b.index[0] if b.index else 0
+            if b.field.startswith("body_") and 0 <= i < m.nbody and m.body_weldid[i] == 0:
+                return (f"body '{m.body(i).name}' is welded to the world (no joint moves it), so MuJoCo never "
+                        "uses its mass, inertia or pose in the dynamics")
+            if b.field.startswith("actuator_") and 0 <= i < m.nu:
+                return (f"actuator '{m.actuator(i).name}' acts only when commanded: check that the training trials "
+                        "command it (excitation columns)")
+        fields = sorted({b.field for b in self._bindings.get(name, []) if b.kind == "model"})
+        if fields:
+            return (f"MuJoCo does not use {', '.join(fields)} in these trials (not read during a rollout, or not "
+                    "excited: e.g. a joint that never moves, a contact that never happens)")
+        return ""
+
     def export_model(self, path: str | Path) -> Path:
         """Write the model as MJCF with the current physics values (markers, added actuators and
         the camera included; nuisance values are not model fields): reloaded, it simulates the
