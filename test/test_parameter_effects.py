@@ -126,3 +126,43 @@ def test_a_free_physics_parameter_without_effect_is_refused_at_the_start(tmp_pat
     out = capsys.readouterr().err.strip().splitlines()
     assert any("'anchor_mass' (target body_mass[anchor])" in line for line in out)
     assert not (tmp_path / "cli" / "run.json").exists()
+
+
+def test_a_held_out_trials_free_initial_state_is_refused_at_load(tmp_path):
+    """Was: a held-out trial's free initial state (never fitted) moved to its bounds at iteration 4."""
+    _record(tmp_path / "t0.csv", mass=1.0)
+    _record(tmp_path / "h.csv", mass=1.0, v0=0.2, seed_phase=1.0)
+    path = _rig(tmp_path, MASS, [_joint_trial("t0", "t0.csv"),
+                                 _joint_trial("h", "h.csv", split="holdout", init={"qvel[slide]": "free"})])
+    with pytest.raises(RigConfigError) as err:
+        load_rig(path)
+    msg = str(err.value)
+    assert msg.splitlines() == [msg]
+    assert "rig.yaml:trials[1].init.qvel[slide]: a held-out trial's initial state cannot be free" in msg
+    assert "give its measured value" in msg and "make it a training trial" in msg
+
+
+@pytest.mark.parametrize("proposer", ["reasoner", "random", "least-squares"])
+def test_a_parameter_only_the_holdout_sees_is_never_moved(tmp_path, proposer):
+    """A held-out trial's own initial velocity, declared in the spec (``init.qvel[slide]@h``): its
+    Jacobian column on the training trials is zero. No proposer moves it; the run reports it."""
+    _record(tmp_path / "t0.csv", mass=1.0)
+    _record(tmp_path / "h.csv", mass=1.0, v0=0.2, seed_phase=1.0)
+    params = {**MASS, "h_v0": {"unit": "m/s", "lower": -1.0, "upper": 1.0, "nominal": 0.0, "kind": "nuisance",
+                               "target": "init.qvel[slide]@h"}}
+    rig = load_rig(_rig(tmp_path, params, [_joint_trial("t0", "t0.csv"), _joint_trial("h", "h.csv", split="holdout")]))
+    real = build_real_trial(rig)
+    res = run_calibration(rig, real, make_proposer(proposer), CalibrationConfig(iterations=4, rollout_budget=40,
+                                                                                 seed=3, **FAST), tmp_path / "run")
+    for rec in res.history:
+        assert rec.values.get("h_v0", 0.0) == 0.0, (rec.iteration, rec.values)
+        for e in rec.extra.get("evaluations", []):
+            assert e["values"].get("h_v0", 0.0) == 0.0
+    assert res.values["h_v0"] == 0.0
+    import json
+
+    doc = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert "h_v0" in doc["unobservable_on_training"]
+    assert "h_v0" in yaml.safe_load((tmp_path / "run" / "result.yaml").read_text())["calibration"][
+        "unobservable_on_training"]
+    assert any("unobservable on the training data" in n and "h_v0 = 0 m/s" in n for n in res.history[0].notes)
