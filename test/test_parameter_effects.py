@@ -166,3 +166,24 @@ def test_a_parameter_only_the_holdout_sees_is_never_moved(tmp_path, proposer):
     assert "h_v0" in yaml.safe_load((tmp_path / "run" / "result.yaml").read_text())["calibration"][
         "unobservable_on_training"]
     assert any("unobservable on the training data" in n and "h_v0 = 0 m/s" in n for n in res.history[0].notes)
+    from vid2sid_ros.report.insights import parameter_rows
+    from vid2sid_ros.report.run import load_run
+
+    row = next(r for r in parameter_rows(load_run(tmp_path / "run")) if r.name == "h_v0")
+    assert row.interval_method.startswith("held at its start value: unobservable on the training data")
+
+
+def test_the_start_checks_advice_is_not_given_for_what_the_loop_holds(tmp_path, recwarn):
+    """Marker offsets on joint trials change nothing: held, and the start check's "add an excitation or
+    freeze one of them" is not repeated for them; a physics parameter without effect is refused before
+    that advice too (it would blame the excitation for a welded body)."""
+    _record(tmp_path / "t0.csv", mass=1.0)
+    rig = load_rig(_rig(tmp_path, MASS, [_joint_trial("t0", "t0.csv")]))
+    res = run_calibration(rig, build_real_trial(rig), make_proposer("reasoner"),
+                          CalibrationConfig(iterations=1, rollout_budget=20, final_identifiability=False,
+                                            diagnosis=False))
+    held = next(n for n in res.history[0].notes if "unobservable on the training data" in n)
+    assert all(f"marker_offset.ball.{c} = 0 m" in held for c in "xyz")
+    assert res.values["mass"] != 2.0  # the mass itself is fitted
+    assert res.identifiability is not None and "marker_offset" in (res.identifiability.warning or "")
+    assert not [w for w in recwarn.list if "barely affects" in str(w.message)]

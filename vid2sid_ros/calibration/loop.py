@@ -843,7 +843,7 @@ def run_calibration(
         if cfg.identifiability:
             start_report = check_identifiability(s.objective, s.current, parameters=params,
                                                  step=cfg.identifiability_step, scheme=cfg.identifiability_scheme,
-                                                 condition_threshold=cfg.condition_threshold)
+                                                 condition_threshold=cfg.condition_threshold, warn=False)
             s.diagnostic += start_report.rollouts
         # every free parameter must change the training rollouts (a physics one that does not is refused);
         # a nuisance only the holdout sees is held at its start value for every proposer
@@ -858,6 +858,7 @@ def run_calibration(
         budget_warnings = budget_warnings + [_unobservable_note(s)] if s.unobservable else budget_warnings
         if s.unobservable:
             _warn(_unobservable_note(s), on_warning)
+        _warn_identifiability(start_report, s.unobservable)  # after a refusal it would give the wrong advice
         if rd is not None:  # every refusal check has passed: now the run directory may be written
             rd.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
@@ -1022,6 +1023,23 @@ def _hold_unobservable(s: _Session, names: Sequence[str]) -> ParameterSet:
     s.params = held
     s.objective = TrialObjective(s.twin, s.real.train_excitations, s.real.train, held, noise=s.cfg.noise)
     return held
+
+
+def _warn_identifiability(report: IdentifiabilityReport | None, held: Sequence[str]) -> None:
+    """Warn the start check's :class:`IdentifiabilityWarning`, unless each weak direction it names is a
+    parameter now held as unobservable on the training data (its advice, "add an excitation or freeze
+    one", is then already done)."""
+    if report is None or not report.warning:
+        return
+    if held and report.weak_directions and all(
+            {k for k, w in d.get("combination", {}).items() if abs(w) > 0.5} <= set(held)
+            for d in report.weak_directions):
+        return
+    import warnings
+
+    from .identifiability import IdentifiabilityWarning
+
+    warnings.warn(report.warning, IdentifiabilityWarning, stacklevel=3)
 
 
 def _unobservable_note(s: _Session) -> str:
