@@ -35,6 +35,9 @@ __all__ = ["ParameterEffectError", "EffectCheck", "check_parameter_effects", "NO
 #: "identical rollouts" (a field MuJoCo does not read changes nothing at all; round-off is ~1e-14)
 NO_EFFECT = 1e-9
 
+#: the cause named when the twin names none
+_GENERIC_CAUSE = "the simulator does not read this target during a rollout, or the training trials do not excite it"
+
 #: where the other free parameters sit (normalised) when the start point shows no effect
 _OTHER_POINTS = (0.3, 0.7)
 
@@ -135,10 +138,10 @@ def check_parameter_effects(objective: TrialObjective, parameters: ParameterSet,
         if seen:
             continue
         if s.kind == "physics":
-            cause = explain(n) if explain is not None else ""
+            cause = (explain(n) if explain is not None else "") or _GENERIC_CAUSE
             raise ParameterEffectError(
                 f"free parameter '{n}' (target {s.target or 'none'}) at {s.lower:g} and {s.upper:g} {s.unit} gives "
-                f"identical training rollouts: {cause or 'MuJoCo does not read the field during a rollout, or the training trials do not excite it'}; "
-                "fix the target, freeze the parameter, or add a trial that excites it")
+                f"identical training rollouts: {cause}; fix the target, freeze the parameter, or add a trial that "
+                "excites it")
         out.unobservable.append(n)
     return out
