@@ -5,6 +5,13 @@
 
 1. (optional) identifiability check at the start point
    (:mod:`~vid2sid_ros.calibration.identifiability`), a diagnostic not charged to the budget;
+   then the effect check (:mod:`~vid2sid_ros.calibration.effects`, reusing that check's
+   sensitivities): a free physics parameter that does not change the training rollouts
+   between its bounds is refused (:class:`CalibrationError`, before the run directory is
+   written); a free nuisance the training trials cannot see is frozen at its start value
+   for every proposer (the frozen flag is what ``_sanitise``, ``evaluate`` and every
+   proposer honour) and listed as ``unobservable_on_training`` in ``run.json``,
+   ``result.json`` and ``result.yaml``;
 2. iteration 0 evaluates the start point (spec nominal unless ``config.start``);
 3. iterations 1..N: the proposer gets a :class:`ProposalContext` (specs, current values
    and evaluation, real trajectories, history, a metered ``evaluate`` callback, videos for
@@ -25,7 +32,7 @@ Budget: ``rollout_budget`` counts every twin rollout a calibration pays for (one
 training excitation per evaluation, including iteration 0 and all of a proposer's
 internal evaluations). ``context.evaluate`` raises
 :class:`~vid2sid_ros.calibration.proposer.BudgetExhausted` when an evaluation would
-exceed it. Identifiability checks, video renders and the holdout score are
+exceed it. Identifiability and effect checks, video renders and the holdout score are
 diagnostics, reported separately as ``diagnostic_rollouts``.
 
 Robustness: a proposer that raises, returns NaN, out-of-bounds or missing values, or
@@ -58,7 +65,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -66,6 +73,7 @@ from ..core.parameters import ParameterSet, ParameterSpecError
 from ..core.trajectory import format_error
 from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin
 from ..sim.registry import Rig
+from .effects import ParameterEffectError, check_parameter_effects
 from .identifiability import IdentifiabilityReport, check_identifiability
 from .nuisance import MeasurementModel, add_measurement_nuisances
 from .objective import TrialObjective, measurement_unit
@@ -705,6 +713,7 @@ class _Session:
         self.iteration = 0  # the iteration being run (evaluations are credited to it)
         self.best_iteration = 0
         self.rig: Rig | None = None  # the target when it is a rig (its tracker films the twin)
+        self.unobservable: list[str] = []  # free nuisances held at their start value (no training effect)
 
     @property
     def remaining(self) -> int:
@@ -783,7 +792,9 @@ def run_calibration(
     Raises:
         CalibrationError: ``run_dir`` holds another run (without ``resume``) or a run
             with a different proposer, seed, spec or budget; nothing left to calibrate; a
-            training trajectory with no valid measurement in any frame (before anything is written).
+            training trajectory with no valid measurement in any frame; a free physics parameter
+            that does not change the training rollouts between its bounds
+            (:mod:`~vid2sid_ros.calibration.effects`; all before anything is written).
     """
     cfg = config or CalibrationConfig()
     twin, params, rig_info = _resolve(target, parameters)
@@ -811,14 +822,7 @@ def run_calibration(
     budget_warnings = rollout_budget_warnings(
         twin, params, list(real.train_excitations) + list(real.holdout_excitations), limits)
     for w in budget_warnings:
-        if on_warning is not None:
-            on_warning(w)
-        else:
-            import warnings
-
-            warnings.warn(w, RolloutBudgetWarning, stacklevel=2)
-    if rd is not None:  # every refusal check has passed: now the run directory may be written
-        rd.mkdir(parents=True, exist_ok=True)
+        _warn(w, on_warning)
     s = _Session(twin, params, real, cfg, rd)
     s.rig = target if isinstance(target, Rig) else None
     s.current = params.complete(cfg.start or {}) if cfg.start else params.nominal()
@@ -832,14 +836,31 @@ def run_calibration(
     history: list[IterationRecord]
     start_report: IdentifiabilityReport | None
     if pre is not None:
+        params = _hold_unobservable(s, _read_meta(rd / "run.json").get("unobservable_on_training") or [])
         history, start_report, prior_wall, current_eval = _resume_session(s, pre, rd)
     else:  # a new run: the start point is evaluated and recorded as iteration 0
         history, start_report, prior_wall = [], None, 0.0
         if cfg.identifiability:
             start_report = check_identifiability(s.objective, s.current, parameters=params,
                                                  step=cfg.identifiability_step, scheme=cfg.identifiability_scheme,
-                                                 condition_threshold=cfg.condition_threshold)
+                                                 condition_threshold=cfg.condition_threshold, warn=False)
             s.diagnostic += start_report.rollouts
+        # every free parameter must change the training rollouts (a physics one that does not is refused);
+        # a nuisance only the holdout sees is held at its start value for every proposer
+        try:  # on an objective of its own: its probes never evict the session's cached start point
+            probe = TrialObjective(twin, real.train_excitations, real.train, params, noise=cfg.noise)
+            effects = check_parameter_effects(probe, params, s.current, report=start_report,
+                                              explain=getattr(twin, "no_effect_cause", None))
+        except ParameterEffectError as err:
+            raise CalibrationError(str(err)) from None
+        s.diagnostic += effects.rollouts
+        params = _hold_unobservable(s, effects.unobservable)
+        budget_warnings = budget_warnings + [_unobservable_note(s)] if s.unobservable else budget_warnings
+        if s.unobservable:
+            _warn(_unobservable_note(s), on_warning)
+        _warn_identifiability(start_report, s.unobservable)  # after a refusal it would give the wrong advice
+        if rd is not None:  # every refusal check has passed: now the run directory may be written
+            rd.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         if s.remaining < s.objective.cost:
             raise CalibrationError(f"rollout budget {cfg.rollout_budget} cannot pay for one evaluation "
@@ -860,6 +881,7 @@ def run_calibration(
                                      "rig": rig_info, "real_source": real.source, "initial": record_to_dict(init),
                                      "initial_rollouts": s.used, "initial_wall_s": init.wall_s,
                                      "diagnostic_rollouts": s.diagnostic,
+                                     "unobservable_on_training": list(s.unobservable),
                                      "identifiability": start_report.to_dict() if start_report else None})
         if on_iteration:
             on_iteration(init)
@@ -975,6 +997,55 @@ def run_calibration(
 
     return _finish(s, history, start_report, stopped, proposer.name, prior_wall + (time.perf_counter() - t_start),
                    rig_info)
+
+
+def _warn(text: str, on_warning: Callable[[str], None] | None) -> None:
+    """One up-front warning: to ``on_warning``, else ``warnings.warn`` (:class:`RolloutBudgetWarning`)."""
+    if on_warning is not None:
+        on_warning(text)
+    else:
+        import warnings
+
+        warnings.warn(text, RolloutBudgetWarning, stacklevel=3)
+
+
+def _hold_unobservable(s: _Session, names: Sequence[str]) -> ParameterSet:
+    """Freeze ``names`` (nuisances the training trials cannot see) at the session's start values.
+
+    Every proposal passes through the frozen flags (``_sanitise`` ignores a frozen parameter, the
+    metered ``evaluate`` keeps its value, proposers optimise ``free_names``), so no proposer can move
+    them. Returns the new spec (also set on the session and its objective)."""
+    names = [n for n in names if n in s.params and not s.params[n].frozen]
+    s.unobservable = list(names)
+    if not names:
+        return s.params
+    held = s.params.with_nominal({n: s.current[n] for n in names}).with_frozen(names)
+    s.params = held
+    s.objective = TrialObjective(s.twin, s.real.train_excitations, s.real.train, held, noise=s.cfg.noise)
+    return held
+
+
+def _warn_identifiability(report: IdentifiabilityReport | None, held: Sequence[str]) -> None:
+    """Warn the start check's :class:`IdentifiabilityWarning`, unless each weak direction it names is a
+    parameter now held as unobservable on the training data (its advice, "add an excitation or freeze
+    one", is then already done)."""
+    if report is None or not report.warning:
+        return
+    if held and report.weak_directions and all(
+            {k for k, w in d.get("combination", {}).items() if abs(w) > 0.5} <= set(held)
+            for d in report.weak_directions):
+        return
+    import warnings
+
+    from .identifiability import IdentifiabilityWarning
+
+    warnings.warn(report.warning, IdentifiabilityWarning, stacklevel=3)
+
+
+def _unobservable_note(s: _Session) -> str:
+    names = ", ".join(f"{n} = {s.current[n]:.6g} {s.params[n].unit}" for n in s.unobservable)
+    return (f"held at the start value, unobservable on the training data (changing it does not change any "
+            f"training rollout; only held-out data could show it): {names}")
 
 
 def _resume_session(s: _Session, pre: RunDirCheck, rd: Path) -> tuple[list[IterationRecord],
@@ -1210,7 +1281,8 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
             "measurement_unit": s.objective.unit, "real_source": s.real.source,
             "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()
                             if n not in nuisance_vals},
-            "identifiability_warning": final_report.warning if final_report else None})
+            "identifiability_warning": final_report.warning if final_report else None,
+            **({"unobservable_on_training": list(s.unobservable)} if s.unobservable else {})})
         if nuisance_vals:  # identified with the physics, reported apart, never written into the model
             doc["nuisance"] = jsonable({n: {"value": v, "unit": params[n].unit, "meaning": params[n].meaning,
                                             "lower": params[n].lower, "upper": params[n].upper,
@@ -1236,5 +1308,6 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
                 result.stopped += f"; model export failed: {type(err).__name__}: {err}"
         save_trial_curves(rd, curves)
         _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info),
-                                          "intervals": _stated_intervals(final_report)})
+                                          "intervals": _stated_intervals(final_report),
+                                          "unobservable_on_training": list(s.unobservable)})
     return result

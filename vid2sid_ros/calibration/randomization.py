@@ -284,7 +284,7 @@ def apply_to_mujoco_model(model: Any, randomization: Randomization, rng: np.rand
     ``actuator_gear[m1,0]``, ``opt.density``): each listed field gets ``value × ratio``.
 
     Args:
-        model: a ``mujoco.MjModel`` (changed in place).
+        model: a ``mujoco.MjModel`` (changed in place; its compile-time constants recomputed after the writes).
         randomization: from :func:`load_randomization`.
         rng: e.g. ``numpy.random.default_rng(seed)`` — the same seed gives the same model.
 
@@ -297,7 +297,7 @@ def apply_to_mujoco_model(model: Any, randomization: Randomization, rng: np.rand
     """
     from ..core.camera import CAMERA_FIELDS
     from ..sim.image_projection import PROJECTION_FIELDS
-    from ..sim.user_model import UserModelError, parse_user_target, write_model_binding
+    from ..sim.user_model import UserModelError, parse_user_target, write_model_bindings
 
     values = randomization.sample(rng)
     where = f"{randomization.source or 'randomization'}: parameters"
@@ -313,7 +313,5 @@ def apply_to_mujoco_model(model: Any, randomization: Randomization, rng: np.rand
         if other:
             raise RandomizationError(f"{where}.{name}.target: {target!r} sets a {other[0]} value, not a field of "
                                      "the MjModel; a randomization writes model fields only")
-    for name, v in values.items():
-        for b in bindings[name]:
-            write_model_binding(model, b, v * b.ratio)
+    write_model_bindings(model, [(b, v * b.ratio) for name, v in values.items() for b in bindings[name]])
     return values

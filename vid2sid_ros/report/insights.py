@@ -109,6 +109,7 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
     given = run.result.get("intervals") or {}
     kind = stop_kind(run.stopped)
     weak = _weak_names(run)
+    held = set(run.result.get("unobservable_on_training") or [])  # frozen by the loop's start check
     rows = []
     specs = sorted(run.parameters.specs, key=lambda s: s.frozen)
     specs += list(run.nuisance)  # the measurement nuisances (ParameterSpecs of kind nuisance), after the model's
@@ -128,6 +129,8 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
         elif row.std is not None:
             row.interval = (final - Z95 * row.std, final + Z95 * row.std)
             row.interval_method = "Gauss–Newton ±1.96σ, local (linearised at the result)"
+        elif s.name in held:
+            row.interval_method = "held at its start value: unobservable on the training data, not calibrated"
         elif s.frozen:
             row.interval_method = "frozen, not calibrated"
         else:

@@ -583,6 +583,10 @@ def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str,
             if not m:
                 raise RigConfigError(f"{w}.init.{k}: expected a key 'qpos[joint]', 'qvel[joint]' or "
                                      "'qpos[joint,component]'")
+            if v == "free" and split == "holdout":  # never fitted: no training sample sees it
+                raise RigConfigError(f"{w}.init.{k}: a held-out trial's initial state cannot be free (the calibration "
+                                     "fits only the training trials, which never see it); give its measured value "
+                                     "(a number), or make it a training trial (split: train or {train_fraction: f})")
             if v == "free":
                 joint = re.sub(r"\W+", "_", m.group("joint")).strip("_")
                 pname = f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{m.group('what')}_{joint}" + (

@@ -202,7 +202,7 @@ KEYS: tuple[Key, ...] = (
         "a name from `excitations`, an inline profile, or `none` (free motion, zero commands over the recording)."),
     Key("trials[].init", "mapping", default={}, doc="Initial state of this trial: `qpos[joint]` / `qvel[joint]` "
         "(optionally `qpos[joint,component]`) -> a number, or `free` to identify it as a per-trial nuisance "
-        "parameter `<trial>_qpos_<joint>`, which starts at 0 clamped into its bounds (else their middle), not at "
+        "parameter `<trial>_qpos_<joint>` (training trials only: a held-out trial is never fitted), which starts at 0 clamped into its bounds (else their middle), not at "
         "the pose of the first frame: for a free decay give `init_bounds` or `calibration.start` values."),
     Key("trials[].init.*", "number | string", "rad | m | rad/s | m/s", doc="Joint coordinate (rad for hinge, m "
         "for slide; per second for qvel), or `free`."),

@@ -9,7 +9,8 @@ coloured sphere marks the distal end of each phalanx; a fixed camera films the p
 * :meth:`FingerTwin.set_parameters` writes values into compiled-model fields named by
   each spec's ``target`` (``"dof_damping[1]"``, ``"actuator_gainprm[0,0]"``, or a
   comma-separated list with optional ratios ``"jnt_stiffness[1]*0.6"``) without
-  reloading the model;
+  reloading the model, then recomputes the constants MuJoCo derives from them at compile
+  time (:func:`~.mujoco_constants.refresh_constants`);
 * :meth:`FingerTwin.rollout` starts every trial from rest at the static equilibrium
   under gravity with zero command (a rest state for any damping and friction), holds
   each command for one command period (``ceil(period / max_physics_timestep)`` fixed
@@ -44,6 +45,8 @@ from ..core.excitation import Excitation, build_excitation_sets  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
 from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError  # noqa: E402
+from .mujoco_constants import derived_field_problem, refresh_constants  # noqa: E402
+from .mujoco_model import compiled_model_xml  # noqa: E402
 from .mujoco_render import (OffscreenRenderer, camera_extrinsics, camera_intrinsics, move_camera,  # noqa: E402
                             project_points)
 
@@ -86,7 +89,8 @@ def parse_targets(model: mujoco.MjModel, name: str, target: str) -> list[FieldTa
 
     Raises:
         TwinError: naming the parameter: empty target, syntax error, unknown
-            MjModel field (with the closest valid names), index out of range, or a
+            MjModel field (with the closest valid names), a field MuJoCo derives from
+            others (:data:`~.mujoco_constants.DERIVED_FIELDS`), index out of range, or a
             ratio that is not finite.
     """
     if not target or not target.strip():
@@ -106,6 +110,9 @@ def parse_targets(model: mujoco.MjModel, name: str, target: str) -> list[FieldTa
             close = difflib.get_close_matches(field, fields, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise TwinError(f"parameter '{name}': target field '{field}' is not a real-valued MjModel field{hint}")
+        derived = derived_field_problem(field)
+        if derived:
+            raise TwinError(f"parameter '{name}': {derived}")
         index = (int(m.group("i")),) + ((int(m.group("j")),) if m.group("j") is not None else ())
         if arr.ndim == 1 and len(index) == 2 or arr.ndim == 2 and len(index) == 1 or arr.ndim > 2:
             raise TwinError(f"parameter '{name}': target '{part.strip()}' needs {arr.ndim} index(es) "
@@ -173,6 +180,7 @@ class FingerTwin:
             self.model = mujoco.MjModel.from_xml_path(str(self.model_path))
         except (ValueError, OSError) as err:
             raise TwinError(f"cannot load MuJoCo model {self.model_path}: {err}") from None
+        self._file_timestep = float(self.model.opt.timestep)  # rollouts change it to their substep
         self.data = mujoco.MjData(self.model)
         if parameters is None:
             parameters = PARAMETERS_PATH
@@ -210,6 +218,7 @@ class FingerTwin:
         self.joint_names: tuple[str, ...] = tuple(self.model.joint(i).name for i in range(self.model.njnt))
 
         self._targets = {s.name: parse_targets(self.model, s.name, s.target) for s in self.parameters}
+        self._const_data = mujoco.MjData(self.model)  # scratch of refresh_constants (its state is overwritten)
         self._values: dict[str, float] = {}
         self._renderer: OffscreenRenderer | None = None
         self._cam_pose: tuple[np.ndarray, np.ndarray] | None = None
@@ -241,6 +250,8 @@ class FingerTwin:
             for t in self._targets[name]:
                 getattr(self.model, t.field)[t.index] = fv * t.ratio
             self._values[name] = fv
+        if any(self._targets[name] for name in checked):  # mass, inertia, armature: see mujoco_constants
+            refresh_constants(self.model, self._const_data)
 
     def get_parameters(self) -> dict[str, float]:
         """Current value of every parameter, ``{name: value}`` in spec units."""
@@ -258,10 +269,9 @@ class FingerTwin:
         path = Path(path)
         try:
             spec = mujoco.MjSpec.from_file(str(self.model_path))
-            spec.compile()
-            spec.copy_back(self.model)
+            text = compiled_model_xml(spec, self.model, timestep=self._file_timestep)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(spec.to_xml())
+            path.write_text(text)
         except (ValueError, OSError) as err:
             raise TwinError(f"cannot write calibrated model to {path}: {err}") from None
         return path

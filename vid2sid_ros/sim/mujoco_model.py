@@ -44,7 +44,7 @@ from ..core.camera import PinholeCamera  # noqa: E402
 from .base import TwinError  # noqa: E402
 
 __all__ = ["ModelError", "MarkerSpec", "ActuatorSpec", "BuiltModel", "load_spec", "build_model", "set_camera",
-           "parse_markers", "parse_actuators", "distortion_maps", "rendered_colours", "CAMERA_NAME"]
+           "compiled_model_xml", "parse_markers", "parse_actuators", "distortion_maps", "rendered_colours", "CAMERA_NAME"]
 
 #: name of the camera added to the model
 CAMERA_NAME = "vid2sid_camera"
@@ -407,7 +407,8 @@ def _add_camera(spec: mujoco.MjSpec, camera: PinholeCamera) -> None:
 
 def build_model(model: str | Path | Mapping[str, Any], *, markers: Sequence[MarkerSpec] = (),
                 actuators: Sequence[ActuatorSpec] = (), camera: PinholeCamera | None = None,
-                base: Path | None = None, source: str = "<config>", key: str = "model") -> BuiltModel:
+                base: Path | None = None, source: str = "<config>", key: str = "model",
+                not_simple: Sequence[str] = ()) -> BuiltModel:
     """Load ``model`` (see :func:`load_spec`), add markers, actuators and the camera, compile.
 
     Args:
@@ -416,6 +417,9 @@ def build_model(model: str | Path | Mapping[str, Any], *, markers: Sequence[Mark
         actuators: from :func:`parse_actuators`; their joint must exist, the name must be new.
         camera: the rig's camera (added as :data:`CAMERA_NAME`), or None.
         base, source, key: see :func:`load_spec`.
+        not_simple: bodies compiled with ``simple="false"``: MuJoCo's shortcut for a body whose
+            inertial frame is its own frame refuses a parameter that moves its centre of mass
+            (``body_ipos``) or inertia axes (``body_iquat``) after compilation.
 
     Returns:
         :class:`BuiltModel`.
@@ -425,6 +429,9 @@ def build_model(model: str | Path | Mapping[str, Any], *, markers: Sequence[Mark
             valid name), a duplicate name, or MuJoCo's compile error.
     """
     spec, path, where = load_spec(model, base=base, source=source, key=key)
+    for b in spec.bodies:
+        if b.name and b.name in not_simple:
+            b.simple = 0
     sites, bodies, joints = _names(spec.sites), _names(spec.bodies), _names(spec.joints)
     flat = None
     for mk in markers:
@@ -479,8 +486,8 @@ def build_model(model: str | Path | Mapping[str, Any], *, markers: Sequence[Mark
         if a.forcerange is not None:
             act.forcelimited, act.forcerange = mujoco.mjtLimited.mjLIMITED_TRUE, list(a.forcerange)
     if camera is not None:
-        if CAMERA_NAME in _names(spec.cameras):
-            raise ModelError(f"{where}: the model already has a camera named {CAMERA_NAME!r}")
+        for old in [c for c in spec.cameras if c.name == CAMERA_NAME]:  # a calibrated model written by a run
+            spec.delete(old)  # (export_model) carries the camera it was filmed with: the rig's replaces it
         _add_camera(spec, camera)
     try:
         m = spec.compile()
@@ -495,6 +502,38 @@ def build_model(model: str | Path | Mapping[str, Any], *, markers: Sequence[Mark
         text = ""
     return BuiltModel(spec=spec, model=m, path=path, camera_id=int(cam_id), source=where,
                       timestep=declared_timestep(text))
+
+
+def compiled_model_xml(spec: mujoco.MjSpec, model: mujoco.MjModel, *, timestep: float | None = None) -> str:
+    """MJCF text of ``model``'s current values (what the calibration wrote), on ``spec``'s structure.
+
+    ``spec`` is the model's source, freshly loaded (not compiled yet): it is compiled, the
+    compiled model's values are copied back into it (``MjSpec.copy_back``: masses and inertias
+    become explicit ``<inertial>`` elements of every body), and the compiler options that would
+    re-derive or rescale those values on reload are reset (``inertiafromgeom="auto"``,
+    ``settotalmass`` off, no mass/inertia bounds or balancing), so the file reloads to the same
+    masses, inertias and armatures and re-simulates the same trajectories.
+
+    Args:
+        spec: MjSpec of the model file (plus the rig's markers, actuators, camera).
+        model: compiled model holding the values to write (its structure must match ``spec``'s).
+        timestep: ``<option timestep>`` to write, s (the author's; the model's current one is the
+            last rollout's substep), or None to keep the model's.
+
+    Raises:
+        ValueError: MuJoCo cannot compile ``spec`` or copy ``model`` into it.
+    """
+    spec.compile()
+    spec.copy_back(model)
+    c = spec.compiler
+    c.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_AUTO
+    c.settotalmass = -1.0
+    c.boundmass = 0.0
+    c.boundinertia = 0.0
+    c.balanceinertia = False
+    if timestep is not None:
+        spec.option.timestep = timestep
+    return spec.to_xml()
 
 
 def distortion_maps(camera: PinholeCamera) -> tuple[np.ndarray, np.ndarray] | None:

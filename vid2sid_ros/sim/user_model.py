@@ -11,7 +11,13 @@ target                      written into
 ``body_pos[apple,2]*-1``    any real-valued ``MjModel`` field; indices may be numbers or the
                             name of the body/joint/geom/site/actuator/tendon the field is
                             indexed by (``dof_*`` fields take a joint name). The model is not
-                            recompiled: MuJoCo reads these fields at every step.
+                            recompiled: after the writes, the constants MuJoCo derives at
+                            compile time (``dof_M0``, inverse weights ...) are recomputed
+                            (:func:`~.mujoco_constants.refresh_constants`), so ``body_mass``,
+                            ``body_inertia`` and ``dof_armature`` act like compiled values.
+                            A derived field itself cannot be a target. Geometry is not
+                            re-derived: ``geom_size`` moves the collision shape, not the
+                            body's mass or inertia (target those as well).
 ``opt.density``             an ``MjOption`` field (``opt.gravity[2]``, ``opt.viscosity``...)
 ``camera.yaw``              a nuisance field of the rig's camera: with a pinhole ``camera:``
                             (:data:`~vid2sid_ros.core.camera.CAMERA_FIELDS`: x, y, z m; roll,
@@ -63,13 +69,14 @@ from ..core.camera import CAMERA_FIELDS, CameraError, PinholeCamera, camera_from
 from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError  # noqa: E402
 from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionError  # noqa: E402
 from ..share import PACKAGE_DIR, resolve_path  # noqa: E402,F401  (re-exported)
+from .mujoco_constants import refresh_constants  # noqa: E402
 from .mujoco_finger import parse_targets  # noqa: E402
-from .mujoco_model import (MarkerSpec, ModelError, build_model, distortion_maps, parse_actuators,  # noqa: E402
-                           parse_markers, set_camera)
+from .mujoco_model import (MarkerSpec, ModelError, build_model, compiled_model_xml, distortion_maps,  # noqa: E402
+                           parse_actuators, parse_markers, set_camera)
 from .mujoco_render import OffscreenRenderer  # noqa: E402
 
 __all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "write_model_binding",
-           "build_user_twin", "resolve_path", "PACKAGE_DIR"]
+           "write_model_bindings", "build_user_twin", "resolve_path", "PACKAGE_DIR"]
 
 #: MjModel field prefix -> object type whose names index that field
 _PREFIX_OBJ = {
@@ -84,6 +91,8 @@ _OPT_RE = re.compile(r"^opt\.(?P<field>[a-z_]+)(?:\[\s*(?P<i>\d+)\s*\])?"
                      r"\s*(?:\*\s*(?P<ratio>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?))?$")
 _NAME_INDEX_RE = re.compile(r"^(?P<field>[a-z_][a-z0-9_]*)\[\s*(?P<first>[^,\]]+?)\s*(?P<rest>(?:,[^\]]*)?)\]")
 _MAX_ABS_QPOS = 1.0e3
+#: MjModel fields that move a body's inertial frame (refused by mj_setConst on a "simple" body)
+_FRAME_FIELDS = ("body_ipos", "body_iquat")
 _DIVERGENCE_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
                         mujoco.mjtWarning.mjWARN_BADQVEL)
 
@@ -258,6 +267,27 @@ def write_model_binding(model: mujoco.MjModel, binding: Binding, value: float) -
         raise UserModelError(f"a {binding.kind!r} target is not a field of the MjModel")
 
 
+def write_model_bindings(model: mujoco.MjModel, writes: Sequence[tuple[Binding, float]],
+                         data: mujoco.MjData | None = None) -> None:
+    """Write every ``(binding, value)`` (value already times ``binding.ratio``) with
+    :func:`write_model_binding`, then recompute the constants MuJoCo derives at compile time
+    when an MjModel field was written (:func:`~.mujoco_constants.refresh_constants`: without it
+    a mass, inertia or armature write may change nothing).
+
+    Args:
+        model: compiled model, changed in place.
+        writes: ``[(binding, value)]`` of kind ``"model"`` or ``"option"``.
+        data: scratch data for the refresh (its state is overwritten), or None (a new one).
+
+    Raises:
+        UserModelError: a binding of another kind.
+    """
+    for b, x in writes:
+        write_model_binding(model, b, x)
+    if any(b.kind == "model" for b, _ in writes):
+        refresh_constants(model, data)
+
+
 class UserModelTwin:
     """A user's MuJoCo or URDF model filmed by a camera (implements ``Twin`` and ``SteppableTwin``).
 
@@ -376,6 +406,7 @@ class UserModelTwin:
         self.model_path = built.path if built.path is not None else Path(f"{name}_robot_description.urdf")
         self._cam_id = built.camera_id
         self.data = mujoco.MjData(self.model)
+        self._const_data = mujoco.MjData(self.model)  # scratch of refresh_constants (its state is overwritten)
         self.name = name
         self.parameters: ParameterSet = (parameters if isinstance(parameters, ParameterSet)
                                          else load_parameter_set(parameters))
@@ -410,6 +441,16 @@ class UserModelTwin:
         fields = CAMERA_FIELDS if self._pinhole is not None else PROJECTION_FIELDS
         self._bindings = {s.name: parse_user_target(self.model, s.name, s.target, camera_fields=fields)
                           for s in self.parameters}
+        moved = sorted({self.model.body(b.index[0]).name for bs in self._bindings.values() for b in bs
+                        if b.kind == "model" and b.field in _FRAME_FIELDS and self.model.body_simple[b.index[0]]})
+        if moved:  # a written centre of mass / inertia frame needs the general (not "simple") body code
+            self._build_args["not_simple"] = moved
+            try:
+                built = build_model(model, **self._build_args)
+            except ModelError as err:
+                raise UserModelError(str(err)) from None
+            self._built, self.model, self._cam_id = built, built.model, built.camera_id
+            self.data, self._const_data = mujoco.MjData(self.model), mujoco.MjData(self.model)
         self._trial_init: dict[str, dict[tuple[str, int], float]] = {}
         for trial, block in (trial_init or {}).items():
             entries = {}
@@ -522,11 +563,12 @@ class UserModelTwin:
             if not math.isfinite(fv):
                 raise ParameterSpecError(f"parameter '{name}': value must be finite, got {v!r}")
             checked[name] = fv
+        writes: list[tuple[Binding, float]] = []
         for name, fv in checked.items():
             for b in self._bindings[name]:
                 x = fv * b.ratio
                 if b.kind in ("model", "option"):
-                    write_model_binding(self.model, b, x)
+                    writes.append((b, x))
                 elif b.kind == "camera":
                     self._camera_values[b.field] = x
                 elif b.trial:
@@ -541,14 +583,37 @@ class UserModelTwin:
                 elif b.kind == "trial":
                     self._time_offset = x
             self._values[name] = fv
+        write_model_bindings(self.model, writes, self._const_data)
 
     def get_parameters(self) -> dict[str, float]:
         """Current value of every parameter, ``{name: value}`` in spec units."""
         return dict(self._values)
 
+    def no_effect_cause(self, name: str) -> str:
+        """The likely reason parameter ``name`` does not change a rollout (read off its targets and
+        the model), for the start-of-run check (:mod:`~vid2sid_ros.calibration.effects`); "" when
+        nothing in the model explains it."""
+        m = self.model
+        for b in self._bindings.get(name, []):
+            if b.kind != "model":
+                continue
+            i = b.index[0] if b.index else 0
+            if b.field.startswith("body_") and 0 <= i < m.nbody and m.body_weldid[i] == 0:
+                return (f"body '{m.body(i).name}' is welded to the world (no joint moves it), so MuJoCo never "
+                        "uses its mass, inertia or pose in the dynamics")
+            if b.field.startswith("actuator_") and 0 <= i < m.nu:
+                return (f"actuator '{m.actuator(i).name}' acts only when commanded: check that the training trials "
+                        "command it (excitation columns)")
+        fields = sorted({b.field for b in self._bindings.get(name, []) if b.kind == "model"})
+        if fields:
+            return (f"MuJoCo does not use {', '.join(fields)} in these trials (not read during a rollout, or not "
+                    "excited: e.g. a joint that never moves, a contact that never happens)")
+        return ""
+
     def export_model(self, path: str | Path) -> Path:
         """Write the model as MJCF with the current physics values (markers, added actuators and
-        the camera included; nuisance values are not model fields).
+        the camera included; nuisance values are not model fields): reloaded, it simulates the
+        same trajectories (:func:`~.mujoco_model.compiled_model_xml`).
 
         Raises:
             TwinError: if MuJoCo cannot re-export the model.
@@ -556,12 +621,10 @@ class UserModelTwin:
         path = Path(path)
         try:
             spec = build_model(self._model_arg, **self._build_args).spec
-            spec.compile()
-            spec.copy_back(self.model)
-            if self.model_timestep is not None:  # the author's timestep, not the substep of the last rollout
-                spec.option.timestep = self.model_timestep
+            # the author's timestep, not the substep of the last rollout
+            text = compiled_model_xml(spec, self.model, timestep=self.model_timestep)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(spec.to_xml())
+            path.write_text(text)
         except (ValueError, OSError, ModelError) as err:
             raise TwinError(f"cannot write calibrated model to {path}: {err}") from None
         return path
