@@ -174,16 +174,19 @@ def test_a_parameter_only_the_holdout_sees_is_never_moved(tmp_path, proposer):
 
 
 def test_the_start_checks_advice_is_not_given_for_what_the_loop_holds(tmp_path, recwarn):
-    """Marker offsets on joint trials change nothing: held, and the start check's "add an excitation or
-    freeze one of them" is not repeated for them; a physics parameter without effect is refused before
-    that advice too (it would blame the excitation for a welded body)."""
+    """A camera pose nuisance on joint trials changes nothing: held, and the start check's "add an
+    excitation or freeze one of them" is not repeated for it; a physics parameter without effect is
+    refused before that advice too (it would blame the excitation for a welded body). (Joint trials get
+    no marker offsets at all: ``test_joint_trial_nuisances.py``.)"""
     _record(tmp_path / "t0.csv", mass=1.0)
-    rig = load_rig(_rig(tmp_path, MASS, [_joint_trial("t0", "t0.csv")]))
+    camera_x = {"cam_x": {"unit": "m", "lower": -0.05, "upper": 0.05, "nominal": 0.0, "kind": "nuisance",
+                          "target": "camera.x", "meaning": "camera position error along x"}}
+    rig = load_rig(_rig(tmp_path, {**MASS, **camera_x}, [_joint_trial("t0", "t0.csv")]))
     res = run_calibration(rig, build_real_trial(rig), make_proposer("reasoner"),
                           CalibrationConfig(iterations=1, rollout_budget=20, final_identifiability=False,
                                             diagnosis=False))
     held = next(n for n in res.history[0].notes if "unobservable on the training data" in n)
-    assert all(f"marker_offset.ball.{c} = 0 m" in held for c in "xyz")
-    assert res.values["mass"] != 2.0  # the mass itself is fitted
-    assert res.identifiability is not None and "marker_offset" in (res.identifiability.warning or "")
+    assert "cam_x = 0 m" in held and "marker_offset" not in held
+    assert res.values["mass"] != 2.0 and res.values["cam_x"] == 0.0  # the mass itself is fitted, cam_x held
+    assert res.identifiability is not None and "cam_x" in (res.identifiability.warning or "")
     assert not [w for w in recwarn.list if "barely affects" in str(w.message)]

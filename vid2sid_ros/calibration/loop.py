@@ -75,7 +75,7 @@ from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin
 from ..sim.registry import Rig
 from .effects import ParameterEffectError, check_parameter_effects
 from .identifiability import IdentifiabilityReport, check_identifiability
-from .nuisance import MeasurementModel, add_measurement_nuisances
+from .nuisance import MeasurementModel, add_measurement_nuisances, offset_unit
 from .objective import TrialObjective, measurement_unit
 from .observation import RealTrial, jsonable
 from .trial_curves import save_trial_curves, trial_curves
@@ -589,7 +589,7 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
         # the spec as run_calibration sees it: measurement nuisances added (idempotent when already there)
         parameters = add_measurement_nuisances(parameters, cfg.nuisance, keypoints=real.keypoint_names,
                                                excitations=real.train_excitations, real_trial=real.truth is None,
-                                               unit=measurement_unit(real.train), source="config")
+                                               unit=offset_unit(real.train), source="config")
         signature = _signature(proposer_name, cfg, parameters, real)
     old_sig = meta.get("signature") if isinstance(meta.get("signature"), dict) else {}
     for k, v in signature.items():
@@ -800,7 +800,7 @@ def run_calibration(
     twin, params, rig_info = _resolve(target, parameters)
     params = add_measurement_nuisances(params, cfg.nuisance, keypoints=twin.keypoint_names,
                                        excitations=real.train_excitations, real_trial=real.truth is None,
-                                       unit=measurement_unit(real.train), source="config")
+                                       unit=offset_unit(real.train), source="config")
     if not params.free:
         raise CalibrationError("nothing to calibrate: every parameter is frozen")
     if (any(t.kind != "joints" for t in real.train) and tuple(real.keypoint_names) != tuple(twin.keypoint_names)

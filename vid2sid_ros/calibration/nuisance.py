@@ -161,9 +161,26 @@ def is_commanded(excitations: Sequence[Excitation]) -> bool:
 OFFSET_UNITS = {"px": (("x", "y"), DEFAULT_OFFSET_BOUNDS_PX), "m": (("x", "y", "z"), (-0.01, 0.01))}
 
 
+def offset_unit(trajectories: Sequence[Trajectory]) -> str | None:
+    """The unit a marker offset of these trajectories has: ``"px"`` (image keypoints) or ``"m"``
+    (3-D marker points), or None when a marker offset means nothing for them: joint positions
+    (a slide joint's metres are not a marker's), or a mix of kinds or units.
+
+    Args:
+        trajectories: the training trajectories (:attr:`Trajectory.kind` ``"image"``,
+            ``"points"`` or ``"joints"``).
+    """
+    kinds = {t.kind for t in trajectories}
+    units = {t.unit for t in trajectories}
+    if not trajectories or "joints" in kinds or len(units) != 1:
+        return None
+    unit = units.pop()
+    return unit if unit in OFFSET_UNITS else None
+
+
 def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any] | None, *,
                               keypoints: Sequence[str], excitations: Sequence[Excitation], real_trial: bool,
-                              unit: str = "px", source: str = "<config>") -> ParameterSet:
+                              unit: str | None = "px", source: str = "<config>") -> ParameterSet:
     """``parameters`` plus the enabled measurement nuisances (names already present are kept as they are).
 
     Args:
@@ -175,9 +192,9 @@ def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any
             has free nuisance parameters of its own modelling the camera, i.e. ``camera.*``
             targets; a free initial state ``init.qpos[...]`` does not count), False for a
             sim2sim stand-in.
-        unit: the measurement unit of the trials: ``px`` (image: x, y offsets) or ``m``
-            (motion capture: x, y, z; default bounds ±0.01 m); other units (joint states,
-            mixed) get no marker offsets.
+        unit: the marker-offset unit of the trials (:func:`offset_unit`): ``px`` (image:
+            x, y offsets) or ``m`` (motion capture: x, y, z; default bounds ±0.01 m); None or
+            another unit (joint states, mixed) gets no marker offsets.
         source: file name for error messages.
 
     Raises:

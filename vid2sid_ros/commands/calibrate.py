@@ -275,11 +275,11 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if not args.quiet:
-        from ..calibration.nuisance import add_measurement_nuisances, describe_free
+        from ..calibration.nuisance import add_measurement_nuisances, describe_free, offset_unit
 
         fitted = add_measurement_nuisances(  # what run_calibration fits (was: only the rig's own free parameters)
             rig.parameters, ccfg.nuisance, keypoints=real.keypoint_names, excitations=real.train_excitations,
-            real_trial=real.truth is None, unit=measurement_unit(real.train), source="config")
+            real_trial=real.truth is None, unit=offset_unit(real.train), source="config")
         print(f"calibrating rig '{rig.name}' ({describe_free(fitted)}) with '{name}' against "
               f"{real.source or 'the real trial'}; budget {ccfg.rollout_budget or 'unlimited'} rollouts, "
               f"{ccfg.iterations} iterations -> {out}", flush=True)
