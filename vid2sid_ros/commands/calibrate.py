@@ -40,7 +40,6 @@ import argparse
 import dataclasses
 import errno
 import sys
-import textwrap
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
@@ -70,10 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calibrate against a recorded rosbag2 (MCAP) or a real-trial JSON written by "
                              "`vid2sid track --excitation` (overrides CONFIG's real)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
-    parser.add_argument("--quiet", action="store_true", help="print only the final summary")
-    parser.add_argument("--verbose", action="store_true",
-                        help="show library messages (Python warnings, OpenCV/FFmpeg) on the terminal instead of "
-                             "only in RUN_DIR/run.log")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only warnings and the final summary")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="-v: every iteration's rationale and trace, every file written; -vv: also library "
+                             "messages (Python warnings, OpenCV/FFmpeg) on the terminal instead of only in "
+                             "RUN_DIR/run.log")
     parser.add_argument("--no-report", action="store_true", help="do not write RUN_DIR/report.html")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     doc = __doc__ or ""
@@ -158,22 +158,6 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
     return make_sim2sim_trial(rig, truth, seed=sseed, noise=noise)
 
 
-def _print_record(rec, budget: int | None, quiet: bool, unit: str = "px") -> None:
-    if quiet:
-        return
-    err = format_error(rec.error_px, unit) if rec.error_px != float("inf") else "failed"
-    best = rec.extra.get("best_error_px")
-    total = rec.extra.get("rollouts_total", rec.rollouts_used)
-    head = (f"iter {rec.iteration:2d} [{rec.proposer}] error {err}"
-            + (f" (best {format_error(best, unit)})" if best is not None else "")
-            + f"  rollouts {total}{'/' + str(budget) if budget else ''}  confidence {rec.confidence:.2f}"
-            + f"  {rec.wall_s:.1f} s")
-    print(head, flush=True)
-    print(textwrap.indent(textwrap.fill(rec.rationale, 110), "    "), flush=True)
-    for n in rec.notes:
-        print(f"    note: {n}", flush=True)
-
-
 def run(args: argparse.Namespace) -> int:
     from ..calibration.identifiability import IdentifiabilityWarning
     from ..calibration.loop import CalibrationConfig, CalibrationError, run_calibration
@@ -249,8 +233,6 @@ def run(args: argparse.Namespace) -> int:
             ParameterSpecError, FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
         return 2
-    for w in (real.meta or {}).get("warnings", []):  # missing frames per trial, receive-time fallbacks, gaps
-        print(f"warning: {w}", file=sys.stderr)
 
     from ..calibration.loop import check_run_dir
 
@@ -274,27 +256,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"vid2sid calibrate: cannot use {out} as the run directory (--out): {err.strerror or err}",
               file=sys.stderr)
         return 2
-    if not args.quiet:
-        from ..calibration.nuisance import add_measurement_nuisances, describe_free
+    from ..calibration.nuisance import add_measurement_nuisances, describe_free
+    from ..report.terminal import CalibrationTerminal
 
-        fitted = add_measurement_nuisances(  # what run_calibration fits (was: only the rig's own free parameters)
-            rig.parameters, ccfg.nuisance, keypoints=real.keypoint_names, excitations=real.train_excitations,
-            real_trial=real.truth is None, unit=measurement_unit(real.train), source="config")
-        print(f"calibrating rig '{rig.name}' ({describe_free(fitted)}) with '{name}' against "
+    fitted = add_measurement_nuisances(  # what run_calibration fits (was: only the rig's own free parameters)
+        rig.parameters, ccfg.nuisance, keypoints=real.keypoint_names, excitations=real.train_excitations,
+        real_trial=real.truth is None, unit=measurement_unit(real.train), source="config")
+    term = CalibrationTerminal({s.name: s.unit for s in fitted.free}, iterations=ccfg.iterations,
+                               budget=ccfg.rollout_budget, unit=measurement_unit(real.train),
+                               verbosity=-1 if args.quiet else min(int(args.verbose), 1), proposer=proposer.name)
+    term.line(f"calibrating rig '{rig.name}' ({describe_free(fitted)}) with '{name}' against "
               f"{real.source or 'the real trial'}; budget {ccfg.rollout_budget or 'unlimited'} rollouts, "
-              f"{ccfg.iterations} iterations -> {out}", flush=True)
+              f"{ccfg.iterations} iterations -> {out}")
+    for w in (real.meta or {}).get("warnings", []):  # missing frames per trial, receive-time fallbacks, gaps
+        term.warning(w)
     resume = resume_command(args, out)
     log_path = out / "run.log"
     failure: tuple[int, str] | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with library_output_to(log_path, verbose=args.verbose):  # restored before anything is printed
-                # up-front warnings go to stdout at once (stderr is the library log in here)
+            term.start()  # the bar writes to the terminal's own stderr, not to the library log below
+            with library_output_to(log_path, verbose=args.verbose >= 2):  # restored before anything is printed
                 result = run_calibration(rig, real, proposer, ccfg, out, fallback=fallback,
-                                         on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet,
-                                                                              measurement_unit(real.train)),
-                                         on_warning=lambda w: print(f"warning: {w}", flush=True))
+                                         on_iteration=term.iteration, on_warning=term.warning)
         except CalibrationError as err:
             failure = (2, f"vid2sid calibrate: {err}")
         except OSError as err:  # disk full, directory removed or made read-only mid-run
@@ -312,17 +297,20 @@ def run(args: argparse.Namespace) -> int:
                 failure = (interrupt_exit_code(err),
                            f"\nstopped: interrupted ({interrupt_name(err)}) before iteration 0 was saved; nothing to "
                            f"resume: start again with {resume.removesuffix(' --resume')}")
+        finally:
+            term.close()
     if failure is not None:
-        _log_warnings(caught, log_path, verbose=args.verbose, identifiability=IdentifiabilityWarning)
+        _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning,
+                      show_identifiability=True)  # no summary follows to carry them
         print(failure[1], file=sys.stderr)
         return failure[0]
-    _log_warnings(caught, log_path, verbose=args.verbose, identifiability=IdentifiabilityWarning)
+    _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning)
     report = None
     if not args.no_report:
         from ..report import ReportError, write_report
 
         try:
-            with library_output_to(log_path, verbose=args.verbose):
+            with library_output_to(log_path, verbose=args.verbose >= 2):
                 report = write_report(out)
         except (ReportError, OSError, ValueError) as err:  # the calibration result stands without its report
             print(f"vid2sid calibrate: report not written: {err}", file=sys.stderr)
@@ -331,8 +319,11 @@ def run(args: argparse.Namespace) -> int:
     print()
     for line in run_summary_lines(out, report=report, resume_command=resume):
         print(line)
-    for k, p in result.files.items():
-        print(f"  {k}: {p}")
+    if args.verbose:
+        for k, p in result.files.items():
+            print(f"  {k}: {p}")
+    else:
+        print(f"results in {out}: " + ", ".join(Path(p).name for p in result.files.values()))
     if result.status != "ok":  # a run that calibrated nothing is a failure, never exit 0
         why = next((n for r in reversed(result.history[1:]) for n in r.notes), "no iteration was run")
         print(f"vid2sid calibrate: no proposal was made in {result.iterations} iteration(s) (last: {why}); "
@@ -367,11 +358,28 @@ def _check_real_trial_file(path: Path, real) -> None:
                                "another output directory (nothing was changed)")
 
 
+def cli_prefix() -> list[str]:
+    """How to call this command again so that it runs as printed: ``vid2sid`` when that name on
+    PATH is the program running now; else the running program's resolved path (e.g.
+    ``/home/me/vid2sid_ros/.venv/bin/vid2sid`` after ``make demo``, venv not activated); else
+    (``python -m vid2sid_ros.cli``, an embedding program) this interpreter with ``-m vid2sid_ros.cli``."""
+    import shutil
+
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name == "vid2sid" and argv0.is_file():
+        on_path = shutil.which("vid2sid")
+        if on_path and Path(on_path).resolve() == argv0.resolve():
+            return ["vid2sid"]
+        return [str(argv0.resolve())]
+    return [sys.executable, "-m", "vid2sid_ros.cli"]
+
+
 def resume_command(args: argparse.Namespace, out: Path) -> str:
-    """The exact command line that continues this run (same settings, ``--resume``)."""
+    """The exact command line that continues this run (same settings, ``--resume``), runnable as
+    printed from the directory it was started in (see :func:`cli_prefix`)."""
     import shlex
 
-    cmd = ["vid2sid", "calibrate"] + ([str(args.config)] if args.config else [])
+    cmd = cli_prefix() + ["calibrate"] + ([str(args.config)] if args.config else [])
     for flag, value in (("--rig", args.rig), ("--proposer", args.proposer), ("--fallback", args.fallback),
                         ("--iterations", args.iterations), ("--budget", args.budget), ("--seed", args.seed),
                         ("--real", args.real)):
@@ -391,9 +399,12 @@ def library_output_to(log_path: Path, *, verbose: bool):
     return contextlib.nullcontext() if verbose else quiet_stderr(log_path)
 
 
-def _log_warnings(caught, log_path: Path, *, verbose: bool, identifiability: type) -> None:
-    """Identifiability warnings: one line each on the terminal; every Python warning in the log
-    (with its source), and on the terminal too with ``verbose``."""
+def _log_warnings(caught, log_path: Path, *, verbose: bool, identifiability: type,
+                  show_identifiability: bool = False) -> None:
+    """Every Python warning in the log (with its source), and on the terminal too with ``verbose``.
+    Identifiability warnings reach the terminal through the final summary (its insights: the
+    combination, the correlated pairs, a start-point warning the result did not clear), so they
+    are printed here only when no summary follows (``show_identifiability``), one line each."""
     lines = [warnings.formatwarning(w.message, w.category, w.filename, w.lineno, "") for w in caught]
     if lines:
         try:
@@ -404,5 +415,5 @@ def _log_warnings(caught, log_path: Path, *, verbose: bool, identifiability: typ
     for w, text in zip(caught, lines):
         if verbose:
             print(text.rstrip(), file=sys.stderr)
-        elif issubclass(w.category, identifiability):
+        elif show_identifiability and issubclass(w.category, identifiability):
             print(f"warning: {w.message}", file=sys.stderr)

@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..calibration.rationale import unit_text
 from .run import RunSummary, finite, stop_kind
 
 __all__ = ["ParameterRow", "Insight", "parameter_rows", "insights", "stop_sentence", "AT_BOUND_FRACTION",
@@ -217,7 +218,7 @@ def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[In
     for r in rows:
         if r.at_bound:
             b = r.lower if r.at_bound == "lower" else r.upper
-            out.append(Insight("at_bound", f"{r.name} is at its {r.at_bound} bound ({b:.4g} {r.unit})",
+            out.append(Insight("at_bound", f"{r.name} is at its {r.at_bound} bound ({b:.4g} {unit_text(r.unit)})",
                                "The optimum may lie outside the search range: widen the bound if it is not physical, "
                                "or check the model (a parameter pinned at a bound often absorbs a model error)."))
     fid = res.get("final_identifiability") or {}
