@@ -105,7 +105,8 @@ def test_each_warning_and_note_is_printed_once():
     assert lines == ["iter  0/3  error 1.000 px  start point  [2 rollouts]",
                      "iter  1/3  error 0.500 px (best 0.500 px)  k 1 → 2 N·m/rad (by reasoner)  [4 rollouts]",
                      # 2 → 2.0001 prints as 2 → 2: no move on the terminal
-                     "iter  2/3  error 0.333 px (best 0.333 px)  no parameter moved (by reasoner)  [6 rollouts]"]
+                     "iter  2/3  error 0.333 px (best 0.333 px)  moves below 3 significant digits (by reasoner)  "
+                     "[6 rollouts]"]
 
 
 def test_verbose_adds_the_rationale_and_quiet_prints_no_iteration():
@@ -132,7 +133,7 @@ def test_moved_parameters_hide_moves_below_the_printed_digits_and_cap_the_line()
     t = CalibrationTerminal(units, iterations=1, budget=None, out=out, err=io.StringIO(), progress=False)
     t.iteration(_rec(0, before))
     t.iteration(_rec(1, after))
-    assert "b 1 → 1.5, c 1 → 3, e 1 → 1.2, f 1 → 1.3, 1 more" in out.getvalue()
+    assert "b 1 → 1.5, c 1 → 3, d 1 → 1.1, e 1 → 1.2, 1 more" in out.getvalue()
 
 
 def test_the_resume_hint_names_a_program_that_exists(tmp_path, monkeypatch):
@@ -165,3 +166,19 @@ def test_identifiability_warnings_reach_the_terminal_once(tmp_path, capsys):
     assert sum("Poorly identifiable combination" in ln for ln in warned) == len(final["weak_directions"])
     assert not any(final["warning"][:60] in ln for ln in lines)  # its text is the summary's combination line
     assert not any("N*m" in ln for ln in lines)
+
+
+def test_rationale_moves_show_enough_digits_and_no_percentage_of_a_signed_nuisance():
+    """Were: "motor_gain 1.61 → 1.61 (-0.3 %)" and "latency 0.000257 s → 0.000176 s (-31.5 %)"."""
+    from vid2sid_ros.calibration.rationale import moved_sentences
+    from vid2sid_ros.core.parameters import ParameterSet, ParameterSpec
+
+    ps = ParameterSet((ParameterSpec(name="motor_gain", unit="N*m", lower=0.1, upper=10, nominal=1.6),
+                       ParameterSpec(name="latency", unit="s", lower=-0.05, upper=0.05, nominal=0.0, kind="nuisance"),
+                       ParameterSpec(name="offset", unit="m", lower=-0.1, upper=0.1, nominal=0.0),
+                       ParameterSpec(name="k", unit="N*m/rad", lower=0.1, upper=1, nominal=0.3)))
+    out = moved_sentences(ps, {"motor_gain": 1.61, "latency": 0.000257, "offset": -0.02, "k": 0.3619},
+                          {"motor_gain": 1.6052, "latency": 0.000176, "offset": -0.01, "k": 0.36190000001})
+    assert out == ["Lowering motor_gain 1.61 N·m → 1.605 N·m (-0.3 %).",
+                   "Lowering latency (a measurement nuisance, not physics) 0.000257 s → 0.000176 s (-8.1e-05 s).",
+                   "Raising offset -0.02 m → -0.01 m (+0.01 m)."]  # k moved below 6 digits: no sentence

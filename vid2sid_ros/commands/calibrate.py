@@ -3,35 +3,34 @@
 Usage::
 
     vid2sid calibrate my_robot.yaml --out runs/my_robot                      # a rig config of your own
-    vid2sid calibrate config/calibrate_finger.yaml --proposer reasoner --iterations 10 --out runs/finger
-    vid2sid calibrate --rig finger --proposer cmaes --budget 40 --out runs/finger_cmaes   # quick sim2sim
-    vid2sid calibrate config/calibrate_finger.yaml --proposer gemini --fallback reasoner --out runs/g --resume
+    vid2sid calibrate --rig finger --iterations 10 --out runs/finger          # a built-in rig, stand-in trial
+    vid2sid calibrate --rig finger --proposer cmaes --budget 40 --out runs/finger_cmaes
+    vid2sid calibrate my_robot.yaml --proposer gemini --fallback reasoner --out runs/g --resume
 
-Config file: a rig config (``docs/rig_config.md``: model, parameters, camera, tracker,
-excitations, trials, calibration, proposer; command-line flags override it), or a
-built-in rig name. A rig with ``trials`` is calibrated against them (every trial's
-source is read: videos tracked, sim2sim stand-ins simulated); a rig without trials
-against a stand-in (sim2sim) trial over its excitations. The legacy calibrate config
-still loads — it extends the built-in rig it names::
+CONFIG is a rig config (every key: docs/rig_config.md; command-line flags override it)
+or a built-in rig name. A rig with trials is calibrated against them (videos
+tracked, lab data read, sim2sim stand-ins simulated); a rig without trials against a
+stand-in (sim2sim) trial over its excitations. For example::
 
-    rig: finger                  # a built-in rig; "module:function" only with --allow-code
-    rig_options: {}              # options of the built-in twin (its default_config keys)
-    parameters: my_spec.yaml     # parameter spec to use instead of the rig's (same names)
-    free: [joint_stiffness, joint_damping]   # calibrate exactly these (others frozen)
-    real:                        # the real trial, one of:
-      sim2sim: {seed: 0, truth: {}, noise: auto, truth_range: [0.15, 0.85]}
-      # trajectory: real_trial.json   # a RealTrial JSON (vid2sid_ros.core.trial)
-      # bag: runs/finger_bag           # a rosbag2 (MCAP) recorded by `vid2sid bringup`
-    proposer: reasoner           # see vid2sid_ros.calibration.proposers.PROPOSERS
-    proposer_options: {}         # constructor keyword arguments of the proposer
-    fallback: null               # proposer used for an iteration when the main one fails
-    calibration: {iterations: 10, rollout_budget: 40, seed: 0}
-    out: runs/finger             # run directory
+    model: arm.xml                     # MJCF or URDF, relative to this file
+    actuators: [{name: motor, joint: shoulder, kind: motor, gear: 1.0}]
+    parameters:
+      motor_gain: {unit: N*m, lower: 0.05, upper: 0.5, nominal: 0.15, scale: log,
+                   target: "actuator_gear[motor,0]"}
+      damping: {unit: N*m*s/rad, lower: 0.002, upper: 0.05, nominal: 0.01, scale: log,
+                target: "dof_damping[shoulder]"}
+    keypoints: {tip: tip}              # keypoint -> site (or body) of the model
+    camera: {width: 320, height: 240, fovy: 50, pose: {position: [0, -1.5, 1], look_at: [0, 0, 1]}}
+    tracker: {markers: [{name: tip, hsv_lower: [165, 80, 50], hsv_upper: [12, 255, 255]}]}
+    excitations: {logged: {kind: csv, path: commands.csv}}   # the command the robot was given
+    trials: [{source: {video: clip.mp4}, excitation: logged, split: {train_fraction: 0.7}}]
+    calibration: {iterations: 10, rollout_budget: 40}        # rollout_budget: null = no limit
+    proposer: reasoner
 
 The run directory receives ``run.json``, ``iterations.jsonl`` (one line per completed
 iteration), ``result.yaml`` (loadable parameter spec, nominal = identified values),
-``result.json``, the calibrated model copy when the twin can export one, and — for
-sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth).
+``result.json``, the calibrated model copy when the twin can export one, ``report.html``
+and — for sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth).
 """
 
 from __future__ import annotations
@@ -53,21 +52,24 @@ class ConfigError(ValueError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", nargs="?", help="rig config YAML (docs/rig_config.md) or a built-in rig name")
-    parser.add_argument("--rig", help="built-in rig (finger, tentacle, tentacle_water, pendulum, toy) or rig config "
-                                      "for a quick run (instead of CONFIG, or the rig a legacy CONFIG extends)")
+    parser.add_argument("config", nargs="?", metavar="CONFIG",
+                        help="rig config YAML (docs/rig_config.md) or a built-in rig name")
+    parser.add_argument("--rig", help=f"built-in rig ({', '.join(builtin_rig_names())}) or rig config, instead of "
+                                      "CONFIG (or the rig a CONFIG that starts with 'rig:' extends)")
     parser.add_argument("--allow-code", action="store_true",
                         help="allow a module:function rig reference in the config (imports and runs that code; "
                              "also VID2SID_ALLOW_CODE=1)")
     parser.add_argument("--proposer", help="proposer name (default: config's, else reasoner)")
     parser.add_argument("--fallback", help="proposer used when the main one fails in an iteration")
     parser.add_argument("--iterations", type=int, help="proposal iterations (default 10)")
-    parser.add_argument("--budget", type=int, help="rollout budget (default 40; 0 = unlimited)")
+    parser.add_argument("--budget", type=budget_arg, metavar="N|none", default=_NOT_GIVEN,
+                        help="rollout budget: a positive number, or 'none' for no limit (a config's "
+                             "calibration.rollout_budget: null); default: the config's, else 40")
     parser.add_argument("--seed", type=int, help="seed of the proposer and, for sim2sim, of the hidden truth")
     parser.add_argument("--out", help="run directory (default runs/<rig>_<proposer>)")
     parser.add_argument("--real", metavar="BAG|TRIAL.json",
                         help="calibrate against a recorded rosbag2 (MCAP) or a real-trial JSON written by "
-                             "`vid2sid track --excitation` (overrides CONFIG's real)")
+                             "`vid2sid track --excitation` (instead of the config's trials)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only warnings and the final summary")
     parser.add_argument("-v", "--verbose", action="count", default=0,
@@ -77,12 +79,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-report", action="store_true", help="do not write RUN_DIR/report.html")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     doc = __doc__ or ""
-    start = doc.find("Config file")
+    start = doc.find("Usage::")
     end = doc.find("The run directory")
-    parser.epilog = doc[start:end].rstrip() if start >= 0 and end > start else None
+    parser.epilog = doc[start:end].rstrip().replace("Usage::", "examples:", 1) if 0 <= start < end else None
+
+
+def builtin_rig_names() -> list[str]:
+    """The built-in rigs a user can name (the shipped configs in ``vid2sid_ros/rigs/builtin/``,
+    the ones the docs describe); read from the folder so ``--help`` imports nothing heavy."""
+    from ..share import PACKAGE_DIR
+
+    order = ["finger", "tentacle", "tentacle_water", "pendulum"]
+    names = [p.stem for p in (PACKAGE_DIR / "rigs" / "builtin").glob("*.yaml")]
+    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+def budget_arg(text: str) -> int | None:
+    """``--budget``: a positive integer, or ``none``/``unlimited`` (no limit: None).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (0 included: no rollout cannot pay for an evaluation).
+    """
+    if text.strip().lower() in ("none", "null", "unlimited"):
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of rollouts, or 'none' for no limit; "
+                                         f"got {text!r}")
+    return n
 
 
 _REAL_SOURCES = ("sim2sim", "trajectory", "bag")
+
+#: --budget's default: not given (the config's budget stands); None means no limit
+_NOT_GIVEN = object()
 
 
 def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = False):
@@ -177,8 +210,8 @@ def run(args: argparse.Namespace) -> int:
         cal = dict(cfg.get("calibration") or {})
         if args.iterations is not None:
             cal["iterations"] = args.iterations
-        if args.budget is not None:
-            cal["rollout_budget"] = None if args.budget == 0 else args.budget
+        if args.budget is not _NOT_GIVEN:
+            cal["rollout_budget"] = args.budget  # None: no limit
         if args.seed is not None:
             cal["seed"] = args.seed
         cal["resume"] = bool(args.resume)
@@ -380,10 +413,11 @@ def resume_command(args: argparse.Namespace, out: Path) -> str:
     import shlex
 
     cmd = cli_prefix() + ["calibrate"] + ([str(args.config)] if args.config else [])
+    budget = getattr(args, "budget", _NOT_GIVEN)
     for flag, value in (("--rig", args.rig), ("--proposer", args.proposer), ("--fallback", args.fallback),
-                        ("--iterations", args.iterations), ("--budget", args.budget), ("--seed", args.seed),
-                        ("--real", args.real)):
-        if value is not None:
+                        ("--iterations", args.iterations), ("--budget", "none" if budget is None else budget),
+                        ("--seed", args.seed), ("--real", args.real)):
+        if value is not None and value is not _NOT_GIVEN:
             cmd += [flag, str(value)]
     if getattr(args, "allow_code", False):  # the run's rig needed it; so does its resume
         cmd.append("--allow-code")

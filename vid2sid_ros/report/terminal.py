@@ -106,11 +106,6 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
 MAX_MOVES = 4
 
 
-def _relative_move(before: Mapping[str, float], after: Mapping[str, float], name: str) -> float:
-    a, b = float(before[name]), float(after[name])
-    return abs(b - a) / max(abs(a), abs(b), 1e-300)
-
-
 def _value_text(x: float, unit: str, digits: int = 3) -> str:
     return f"{x:.{digits}g} {unit_text(unit)}".strip()
 
@@ -142,7 +137,8 @@ class CalibrationTerminal:
     prints only warnings (the final summary is printed by the caller either way).
 
     Args:
-        units: ``{free parameter name: unit}``, the order moves are listed in.
+        units: ``{free parameter name: unit}``, the order moves are listed in (physics first:
+            the first :data:`MAX_MOVES` moved are named, the others counted).
         iterations: the run's iteration limit.
         budget: the rollout budget (None: unlimited; the bar then counts iterations).
         unit: the training error's unit (``px``, ``m``, ``rad``, ...; see ``format_error``).
@@ -244,11 +240,14 @@ class CalibrationTerminal:
             moves = "start point"
         else:
             moved = moved_parameters(before, rec.values or {}, self.units)
-            if len(moved) > MAX_MOVES:  # the largest relative moves; the rest counted (all of them with -v)
-                size = {m: _relative_move(before, rec.values, m.split(" ", 1)[0]) for m in moved}
-                keep = set(sorted(moved, key=size.get, reverse=True)[:MAX_MOVES])
-                moved = [m for m in moved if m in keep] + [f"{len(size) - MAX_MOVES} more"]
-            moves = ", ".join(moved) if moved else "no parameter moved"
+            if len(moved) > MAX_MOVES:  # the first ones (physics before nuisances); the rest counted (-v: all)
+                moved = moved[:MAX_MOVES] + [f"{len(moved) - MAX_MOVES} more"]
+            if moved:
+                moves = ", ".join(moved)
+            elif any(float(v) != float(before.get(k, v)) for k, v in (rec.values or {}).items()):
+                moves = "moves below 3 significant digits"
+            else:
+                moves = "no parameter moved"
             if self.proposer and rec.proposer and rec.proposer != self.proposer:
                 moves += f" (by {rec.proposer})"
         return f"{head}  {moves}  [{total}{'/' + str(self.budget) if self.budget else ''} rollouts]"
