@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if args.excitation is None and own is not None:  # the config already pairs this clip with its command
         print(f"vid2sid track: this clip is trial '{own}' of {rig.source}: `calibrate {rig.source}` tracks it "
               "the same way and pairs it with its trial's command", file=sys.stderr)
-    elif args.excitation is None and args.out != "-":
+    if args.excitation is None and args.out != "-":
         listing = _excitation_listing(rig)
         print("vid2sid track: to calibrate from this clip, name the command it was filmed under: --excitation NAME"
               + (f" ({listing})" if listing else ""), file=sys.stderr)
