@@ -20,7 +20,8 @@ from typing import Mapping, Sequence
 
 from ..core.parameters import ParameterSet
 
-__all__ = ["unit_text", "moved_sentences", "lead_with_moves", "format_value", "leads_with_moves", "ensure_lead", "TRACE_MARK"]
+__all__ = ["unit_text", "moved_sentences", "lead_with_moves", "format_value", "leads_with_moves", "ensure_lead",
+           "TRACE_MARK"]
 
 #: what separates the lead sentences from the trace that follows them
 TRACE_MARK = " Trace: "

@@ -184,12 +184,12 @@ class CalibrationTerminal:
             self._write(text)
 
     def warning(self, text: str, *, prefix: str = "warning") -> None:
-        """``warning: text`` on stderr, the first time this exact text is seen."""
+        """``warning: text`` on stderr (``note: text`` on stdout), the first time this exact text is seen."""
         key = f"{prefix}: {text}"
         if key in self._seen:
             return
         self._seen.add(key)
-        self._write(key, self.err)
+        self._write(key, self.err if prefix == "warning" else self.out)
 
     def seen(self, text: str) -> bool:
         """True when ``warning: text`` (or ``note: text``) was already printed."""
@@ -228,7 +228,8 @@ class CalibrationTerminal:
             self._bar.update(max(0, min(int(done), self._bar.total) - self._bar.n))
 
     def iteration_line(self, rec: Any, before: Mapping[str, float]) -> str:
-        """``iter  3/10  error 0.096 px (best 0.096 px)  joint_damping 0.00295 → 0.00274 N·m·s/rad  [22/40 rollouts]``."""
+        """One iteration's line, e.g.
+        ``iter  3/10  error 0.096 px (best 0.096 px)  joint_damping 0.00295 → 0.00274 N·m·s/rad  [22/40 rollouts]``."""
         u = self.unit
         err = format_error(rec.error_px, u) if math.isfinite(rec.error_px) else "failed"
         best = (rec.extra or {}).get("best_error_px")
@@ -248,7 +249,10 @@ class CalibrationTerminal:
                 moves = "moves below 3 significant digits"
             else:
                 moves = "no parameter moved"
-            if self.proposer and rec.proposer and rec.proposer != self.proposer:
+            fallback = ((rec.extra or {}).get("fallback") or {}).get("to")
+            if fallback:  # a proposer that ran its own fallback (a VLM without a key or quota)
+                moves += f" (by fallback '{fallback}')"
+            elif self.proposer and rec.proposer and rec.proposer != self.proposer:
                 moves += f" (by {rec.proposer})"
         return f"{head}  {moves}  [{total}{'/' + str(self.budget) if self.budget else ''} rollouts]"
 
