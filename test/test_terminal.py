@@ -182,3 +182,19 @@ def test_rationale_moves_show_enough_digits_and_no_percentage_of_a_signed_nuisan
     assert out == ["Lowering motor_gain 1.61 N·m → 1.605 N·m (-0.3 %).",
                    "Lowering latency (a measurement nuisance, not physics) 0.000257 s → 0.000176 s (-8.1e-05 s).",
                    "Raising offset -0.02 m → -0.01 m (+0.01 m)."]  # k moved below 6 digits: no sentence
+
+
+def test_a_run_stopped_by_its_budget_prints_a_command_that_goes_on(tmp_path, capsys, monkeypatch):
+    """Was: "to go on: a larger --budget in a new --out" (no command to run)."""
+    import shlex
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["calibrate", "--rig", "toy", "--proposer", "random", "--iterations", "20", "--budget", "6",
+                 "--out", "run", "--no-report", "-q"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("to go on")]
+    argv = shlex.split(line.split(": ", 1)[1])
+    assert argv[:4] == [sys.executable, "-m", "vid2sid_ros.cli", "calibrate"]
+    assert argv[argv.index("--budget") + 1] == "12" and argv[argv.index("--out") + 1] == "run_more"
+    assert main([*argv[3:], "--no-report", "-q"]) == 0  # runs as printed
+    assert json.loads((tmp_path / "run_more" / "result.json").read_text())["rollouts"] <= 12

@@ -350,7 +350,8 @@ def run(args: argparse.Namespace) -> int:
     from ..report import run_summary_lines
 
     print()
-    for line in run_summary_lines(out, report=report, resume_command=resume):
+    for line in run_summary_lines(out, report=report, resume_command=resume,
+                                  go_on=go_on_commands(args, out, ccfg)):
         print(line)
     if args.verbose:
         for k, p in result.files.items():
@@ -410,18 +411,34 @@ def cli_prefix() -> list[str]:
 def resume_command(args: argparse.Namespace, out: Path) -> str:
     """The exact command line that continues this run (same settings, ``--resume``), runnable as
     printed from the directory it was started in (see :func:`cli_prefix`)."""
+    return _command(args, out, resume=True)
+
+
+def go_on_commands(args: argparse.Namespace, out: Path, ccfg) -> dict[str, str]:
+    """``{"budget": cmd, "iterations": cmd}``: the command that runs this calibration again with twice
+    the rollout budget (or iterations) into a new run directory ``<out>_more`` (a run resumes only with
+    its own settings), runnable as printed."""
+    more = out.with_name(out.name + "_more")
+    out_cmds = {"iterations": _command(args, more, iterations=2 * ccfg.iterations)}
+    if ccfg.rollout_budget is not None:
+        out_cmds["budget"] = _command(args, more, budget=2 * int(ccfg.rollout_budget))
+    return out_cmds
+
+
+def _command(args: argparse.Namespace, out: Path, *, resume: bool = False, **override) -> str:
     import shlex
 
     cmd = cli_prefix() + ["calibrate"] + ([str(args.config)] if args.config else [])
-    budget = getattr(args, "budget", _NOT_GIVEN)
+    budget = override.get("budget", getattr(args, "budget", _NOT_GIVEN))
     for flag, value in (("--rig", args.rig), ("--proposer", args.proposer), ("--fallback", args.fallback),
-                        ("--iterations", args.iterations), ("--budget", "none" if budget is None else budget),
+                        ("--iterations", override.get("iterations", args.iterations)),
+                        ("--budget", "none" if budget is None else budget),
                         ("--seed", args.seed), ("--real", args.real)):
         if value is not None and value is not _NOT_GIVEN:
             cmd += [flag, str(value)]
     if getattr(args, "allow_code", False):  # the run's rig needed it; so does its resume
         cmd.append("--allow-code")
-    return shlex.join(cmd + ["--out", str(out), "--resume"])
+    return shlex.join(cmd + ["--out", str(out)] + (["--resume"] if resume else []))
 
 
 def library_output_to(log_path: Path, *, verbose: bool):

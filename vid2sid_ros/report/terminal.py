@@ -30,7 +30,7 @@ __all__ = ["run_summary_lines", "CalibrationTerminal", "moved_parameters", "unit
 
 
 def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None = None,
-                      resume_command: str | None = None) -> list[str]:
+                      resume_command: str | None = None, go_on: Mapping[str, str] | None = None) -> list[str]:
     """Lines of the final summary (no trailing newlines).
 
     Args:
@@ -38,6 +38,8 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
         report: the HTML report path to point at (None: not written).
         resume_command: the exact command that continues this run (printed when it was
             interrupted; a budget- or iteration-stopped run is told what to change instead).
+        go_on: ``{"budget": command, "iterations": command}``: what runs it again with more
+            (printed when it stopped on that limit; without it, the flag to change is named).
 
     Raises:
         ReportError: ``run`` is not a finished run directory.
@@ -93,6 +95,9 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     kind = stop_kind(r.stopped)
     if kind == "interrupted" and resume_command:
         lines.append(f"continue this run: {resume_command}")
+    elif kind in ("budget", "iterations") and (go_on or {}).get(kind):
+        lines.append(f"to go on with more {'rollouts' if kind == 'budget' else 'iterations'} "
+                     f"(a new run directory): {go_on[kind]}")
     elif kind == "budget":
         lines.append("to go on: a larger --budget in a new --out (a run resumes only with its own budget)")
     elif kind == "iterations":
