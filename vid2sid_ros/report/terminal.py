@@ -215,6 +215,10 @@ class CalibrationTerminal:
     def iteration(self, rec: Any) -> None:
         """One completed :class:`~vid2sid_ros.calibration.loop.IterationRecord` (iteration 0 included)."""
         values = {k: float(v) for k, v in (rec.values or {}).items()}
+        if self._bar is not None:  # counted first: the redraw after the line below shows it
+            done = rec.extra.get("rollouts_total", rec.rollouts_used) if self.budget else rec.iteration
+            self._bar.n = max(0, min(int(done), int(self._bar.total)))
+            self._bar.refresh()
         if self.verbosity >= 0:
             self._write(self.iteration_line(rec, self._last or values))
         if self.verbosity >= 1:
@@ -228,9 +232,6 @@ class CalibrationTerminal:
                 self.warning(n, prefix="note")
         current = (rec.extra or {}).get("current_after")
         self._last = {k: float(v) for k, v in (current or values).items()}
-        if self._bar is not None:
-            done = rec.extra.get("rollouts_total", rec.rollouts_used) if self.budget else rec.iteration
-            self._bar.update(max(0, min(int(done), self._bar.total) - self._bar.n))
 
     def iteration_line(self, rec: Any, before: Mapping[str, float]) -> str:
         """One iteration's line, e.g.
