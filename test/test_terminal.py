@@ -80,6 +80,21 @@ def test_finger_calibration_terminal_is_short_with_a_progress_bar_and_each_warni
     assert any(ln.startswith("stopped: ") for ln in lines) and lines[-2].startswith("report: ")
 
 
+def test_ten_full_iterations_fit_in_25_lines_and_the_bar_counts_iterations_without_a_budget(tmp_path):
+    """The finger made to run all 10 iterations (no convergence stop, no rollout budget)."""
+    cfg = tmp_path / "finger10.yaml"
+    cfg.write_text("rig: finger\ncalibration: {stop_when_converged: false, rollout_budget: null}\n")
+    out = tmp_path / "run"
+    raw = _run_in_a_terminal([sys.executable, "-m", "vid2sid_ros.cli", "calibrate", str(cfg), "--iterations", "10",
+                              "--out", str(out)], cwd=tmp_path)
+    lines = _screen_lines(raw)
+    assert len(lines) <= 25, "\n".join(lines)
+    assert [ln.split()[1] for ln in lines if ln.startswith("iter ")] == [f"{i}/10" for i in range(11)]
+    assert re.search(r"calibrating .*\d+/10 iterations \[\d\d:\d\d<\d\d:\d\d\]", raw)
+    warned = [ln for ln in lines if ln.startswith(("warning:", "note:"))]
+    assert len(warned) == len(set(warned))
+
+
 def _rec(i, values, *, notes=(), proposer="reasoner", rationale="Raising k 1 → 2. Trace: numbers"):
     return SimpleNamespace(iteration=i, values=values, error_px=1.0 / (i + 1), proposer=proposer, notes=list(notes),
                            rationale=rationale, rollouts_used=2,
