@@ -28,7 +28,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _run_in_a_terminal(argv: list[str], cwd: Path, timeout: float = 240.0) -> str:
     """Run ``argv`` with stdout and stderr on a pseudo-terminal; everything it wrote there."""
-    master, slave = pty.openpty()
+    try:
+        master, slave = pty.openpty()
+    except OSError as err:  # a container without /dev/ptmx
+        pytest.skip(f"no pseudo-terminal on this machine ({err}); the bar is drawn only on a terminal")
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # 40 rows, 120 columns
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120", "LINES": "40", "TERM": "xterm"}
     proc = subprocess.Popen(argv, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, cwd=cwd, env=env)
