@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The three rigs of examples/rigs in sim2sim: the README's "your own robot" table.
+"""The three rigs of examples/rigs in sim2sim: the table of docs/benchmarks.md ("Rigs of your own").
 
 For each rig config (loaded by the one rig loader, nothing built in) this runs the sim2sim
 benchmark (:func:`vid2sid_ros.calibration.benchmark.run_benchmark`, the same code as

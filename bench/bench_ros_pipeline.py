@@ -40,7 +40,7 @@
 
 Run: ``.venv/bin/python bench/bench_ros_pipeline.py`` (about 4 min);
 ``nice .venv/bin/python bench/bench_ros_pipeline.py --propose-calls 0 --rates 60 120 --duration 30 --compare``
-for the README's one-process vs one-process-per-node figures.
+for docs/benchmarks.md's one-process vs one-process-per-node figures.
 ROS traffic stays on this machine (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, own domain).
 """
 

@@ -216,7 +216,7 @@ def test_disk_error_mid_run_keeps_completed_iterations(tmp_path, capsys, monkeyp
 
     monkeypatch.setattr(loop, "_append_record", append)
     out = tmp_path / "run"
-    rc, _, err = _cli(capsys, "--rig", TOY, "--proposer", "random", "--iterations", "5", "--budget", "0",
+    rc, _, err = _cli(capsys, "--rig", TOY, "--proposer", "random", "--iterations", "5", "--budget", "none",
                       "--out", str(out), "--quiet")
     # was: an OSError traceback
     assert rc == 2 and "Traceback" not in err and "No space left on device" in err and "--resume continues" in err

@@ -42,7 +42,7 @@ def test_track_output_paths_that_cannot_be_written(tmp_path, capsys, black_video
     if os.path.exists("/dev/full"):  # was "None: No space left on device"
         cases.append((["--out", "/dev/full"], "--out /dev/full: No space left on device"))
     for extra, msg in cases:  # were: IsADirectoryError / VideoError / FileExistsError tracebacks
-        rc = main(["track", str(black_video), *extra])
+        rc = main(["track", str(black_video), "--rig", "finger", *extra])
         err = capsys.readouterr().err
         assert rc == 2 and "Traceback" not in err and err.count("\n") == 1, err
         assert f"vid2sid track: cannot write {msg}" in err, err
@@ -50,7 +50,7 @@ def test_track_output_paths_that_cannot_be_written(tmp_path, capsys, black_video
 
 
 def test_track_all_black_video_is_all_invalid_not_a_crash(tmp_path, capsys, black_video):
-    rc = main(["track", str(black_video), "--out", str(tmp_path / "t.json")])
+    rc = main(["track", str(black_video), "--rig", "finger", "--out", str(tmp_path / "t.json")])
     err = capsys.readouterr().err
     d = json.loads((tmp_path / "t.json").read_text())
     assert rc == 1 and "keypoints found: proximal 0%, middle 0%, tip 0%" in err

@@ -90,7 +90,7 @@ def test_calibrate_command_with_config_and_resume(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["calibrate", str(cfg), "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "iter  1 [reasoner] error" in text and "iter  2 [reasoner]" in text and "truth" in text
+    assert "iter  1/2  error" in text and "iter  2/2  error" in text and "truth" in text
     assert (out / "result.yaml").is_file() and (out / "real_trial.json").is_file()
     assert main(["calibrate", str(cfg), "--out", str(out), "--iterations", "3"]) == 2  # exists, no --resume
     assert "--resume" in capsys.readouterr().err

@@ -194,7 +194,7 @@ def test_core_data_from_dict_defaults():
     ([1, 2], "f.json: expected a JSON object with 'train' and 'holdout' lists"),
     ({"keypoints": [], "time": [], "names": []},
      "f.json: a single trajectory, not a real trial: it lacks the excitation it pairs with; "
-     "write it with `vid2sid track VIDEO --excitation NAME --out FILE`"),
+     "write it with `vid2sid track VIDEO --rig RIG --excitation NAME --out FILE`"),
     ({"keypoints": []}, "f.json: field 'train' must be a list of {excitation, trajectory}"),
     ({"time": []}, "f.json: field 'train' must be a list of {excitation, trajectory}"),
     ({"train": {}}, "f.json: field 'train' must be a list of {excitation, trajectory}"),

@@ -1,7 +1,7 @@
 """The three rigs of examples/rigs (none built in): each loads through the one rig loader, renders
 with MuJoCo through its camera, is tracked, and calibrates in sim2sim with a small budget.
 
-The full 5-seed figures are in README.md (``bench/bench_custom_rigs.py``); these runs use one
+The full 5-seed figures are in docs/benchmarks.md (``bench/bench_custom_rigs.py``); these runs use one
 seed and a smaller budget, with thresholds several times looser than the measured errors.
 """
 

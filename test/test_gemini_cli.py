@@ -40,4 +40,5 @@ def test_missing_key_is_one_line_then_fallback_carries_on(tmp_path, capsys):
     assert rec["extra"]["fallback"] == {"from": "gemini", "to": "reasoner",
                                         "reason": "no API key (GEMINI_API_KEY / GOOGLE_API_KEY unset)"}
     assert rec["extra"]["proposed_by"] == "reasoner" and rec["error_px"] < 5.0
-    assert "proposal made by fallback 'reasoner'" in out
+    assert out.count("proposal made by fallback 'reasoner'") == 1  # the note, once
+    assert "iter  1/1  error" in out and "(by fallback 'reasoner')" in out

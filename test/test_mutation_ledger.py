@@ -167,15 +167,15 @@ def test_the_module_hash_is_of_the_source_the_mutants_were_made_from(tmp_path, m
     assert m.json.loads((tmp_path / name / "results.json").read_text()) == prev
 
 
-def test_the_readme_table_carries_the_ledgers_counts():
-    """The README's mutation table (issue 12 item 18: the surviving-mutant count in the README) says what
-    the ledger holds: per group its mutants and the mutants left alive, and their totals."""
+def test_the_development_page_table_carries_the_ledgers_counts():
+    """The mutation table of docs/development.md says what the ledger holds: per group its mutants
+    and the mutants left alive, and their totals."""
     m = _bench()
     ledger = {g: (int(total), int(surv) + int(unreached)) for g, total, _, surv, unreached in re.findall(
         r"^## (\w+): (\d+) mutants, (\d+) killed, (\d+) survived, (\d+) reached by no test", m.LEDGER.read_text(), re.M)}
-    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "development.md").read_text()
     head = "| group (tests) | mutants | survived, first full run | left alive after the last full run"
-    lines = readme[readme.index(head):].splitlines()[2:]
+    lines = page[page.index(head):].splitlines()[2:]
     rows = lines[:next(i for i, ln in enumerate(lines) if not ln.startswith("|"))]
     table = {}
     for row in rows:

@@ -177,7 +177,8 @@ def test_the_start_points_identifiability_warning_is_an_insight(toy_runs):
     run.result.pop("final_identifiability")
     (start,) = [i for i in insights(run) if i.kind == "start_identifiability"]
     assert start.severity == "warning" and start.detail == "No check ran at the result."
-    assert not any(warn in ln for ln in run_summary_lines(run))  # printed when the check ran, not again
+    # the terminal prints it once, in the summary (the run itself sends IdentifiabilityWarnings to run.log)
+    assert [ln for ln in run_summary_lines(run) if warn in ln] == [f"warning: At the start point: {warn}"]
 
 
 def test_render_report_compares_runs_with_caller_sections_and_videos(toy_runs, tmp_path):

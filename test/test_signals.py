@@ -60,7 +60,10 @@ def test_sigterm_mid_calibration_says_how_to_resume_and_exits_143(tmp_path, monk
     assert "stopped: interrupted (SIGTERM); completed iterations are saved in" in err
     resume = err.split("continue this run: ", 1)[1].strip().splitlines()[0]
     argv = shlex.split(resume)
-    assert argv[:3] == ["vid2sid", "calibrate", str(cfg)] and argv[-1] == "--resume" and "--allow-code" in argv
+    # runs as printed: this interpreter with -m (bare `vid2sid` is not on PATH when it was not called so)
+    assert argv[:4] == [sys.executable, "-m", "vid2sid_ros.cli", "calibrate"], argv
+    argv = argv[2:]  # [module, "calibrate", CONFIG, ...]: main() takes argv[1:]
+    assert argv[2] == str(cfg) and argv[-1] == "--resume" and "--allow-code" in argv
     assert argv[argv.index("--out") + 1] == str(out) and argv[argv.index("--seed") + 1] == "4"
     done = [json.loads(x)["iteration"] for x in (out / "iterations.jsonl").read_text().splitlines()]
     assert done[:2] == [1, 2] and len(done) < 8

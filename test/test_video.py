@@ -151,9 +151,9 @@ def test_track_command_bad_inputs_exit_2(tmp_path, capsys):
 
     bad = tmp_path / "bad.mp4"
     bad.write_bytes(b"\x00" * 100)
-    assert main(["track", str(bad), "--out", str(tmp_path / "t.json")]) == 2
+    assert main(["track", str(bad), "--rig", "finger", "--out", str(tmp_path / "t.json")]) == 2
     assert "cannot decode" in capsys.readouterr().err
-    assert main(["track", str(tmp_path / "nope.mp4")]) == 2
+    assert main(["track", str(tmp_path / "nope.mp4"), "--rig", "finger"]) == 2
     assert "not found" in capsys.readouterr().err
     assert main(["track", str(bad), "--rig", "nope"]) == 2
     assert "unknown rig 'nope'; built-in rigs: finger" in capsys.readouterr().err

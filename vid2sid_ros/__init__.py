@@ -12,4 +12,6 @@ Keep this file import-light: nothing here may import rclpy, numpy or the interfa
 
 __path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
+#: the package version: the one place it is written besides package.xml's <version> (ament needs that
+#: one); test/test_cli.py checks the two agree
 __version__ = "0.1.0"

@@ -33,7 +33,10 @@ def _load(name: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="vid2sid", description="System identification from video (Vid2Sid) for ROS 2.")
+    parser.add_argument("--version", action="version", version=f"vid2sid {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:

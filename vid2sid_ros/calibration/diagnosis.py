@@ -46,7 +46,7 @@ kind            test (evidence in ``Finding.evidence``)
 Thresholds were set on the finger and the toy arm (sim2sim, clean vs each
 misspecification of :mod:`~vid2sid_ros.calibration.misspecification`); the false-alarm
 and detection counts are measured by ``bench/bench_diagnosis.py`` and reported in the
-README. The probes are diagnostics: their rollouts are reported in
+docs/benchmarks.md. The probes are diagnostics: their rollouts are reported in
 ``Diagnosis.rollouts``, never charged to the calibration's budget.
 """
 

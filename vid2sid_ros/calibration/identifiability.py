@@ -54,7 +54,7 @@ the twin at the point like the robot and adds the tracker's bias ``b`` to the tw
 keypoints, so ``r`` above is the measurement-consistent residual: the centre moves by
 ``−(JᵀJ)⁻¹Jᵀb`` (the linearised bias of the estimate) and ``s²``, ``τ`` and the sandwich are
 those of the consistent model. Measured by ``bench/bench_coverage.py`` over 20 sim2sim seeds of
-the finger with camera noise and the marker tracker (README): 81 % coverage without it, inside
+the finger with camera noise and the marker tracker (docs/benchmarks.md): 81 % coverage without it, inside
 90–99 % with it. Treat the intervals as a lower bound when the residual diagnosis reports a
 misspecification.
 """

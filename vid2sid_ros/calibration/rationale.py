@@ -20,22 +20,33 @@ from typing import Mapping, Sequence
 
 from ..core.parameters import ParameterSet
 
-__all__ = ["moved_sentences", "lead_with_moves", "format_value", "leads_with_moves", "ensure_lead", "TRACE_MARK"]
+__all__ = ["unit_text", "moved_sentences", "lead_with_moves", "format_value", "leads_with_moves", "ensure_lead",
+           "TRACE_MARK"]
 
 #: what separates the lead sentences from the trace that follows them
 TRACE_MARK = " Trace: "
 
 
-def format_value(x: float, unit: str) -> str:
-    """``0.42 N·m/rad``: three significant digits and the unit (``1`` = dimensionless, omitted)."""
-    u = "" if unit in ("", "1") else unit.replace("*", "·")
-    return f"{x:.3g} {u}".strip()
+def unit_text(unit: str) -> str:
+    """A unit as every line a person reads spells it (terminal, report, rationale):
+    ``N*m/rad`` -> ``N·m/rad``; ``1`` (dimensionless) -> ``""``. Config files and
+    ``result.yaml`` keep the ASCII ``*`` they were written with."""
+    return "" if unit in ("", "1") else str(unit).replace("*", "·")
+
+
+def format_value(x: float, unit: str, digits: int = 3) -> str:
+    """``0.42 N·m/rad``: ``digits`` significant digits and the unit (``1`` = dimensionless, omitted)."""
+    return f"{x:.{digits}g} {unit_text(unit)}".strip()
 
 
 def moved_sentences(parameters: ParameterSet, before: Mapping[str, float], after: Mapping[str, float], *,
                     observation: str = "", evidence: Mapping[str, str] | None = None,
                     relative_tolerance: float = 1e-6) -> list[str]:
     """One sentence per free parameter whose value changed by more than ``relative_tolerance``.
+
+    Values are printed with as many significant digits (3 to 6) as it takes to tell before from
+    after; a change below 6 digits is no move. The change is a percentage for a positive physical
+    quantity, and the absolute change with its unit for a nuisance or a signed parameter.
 
     Args:
         parameters: the specs (units, kind).
@@ -58,15 +69,28 @@ def moved_sentences(parameters: ParameterSet, before: Mapping[str, float], after
             continue
         if abs(b - a) <= relative_tolerance * max(abs(s.upper - s.lower), 1e-300):
             continue
+        digits = next((d for d in range(3, 7) if f"{a:.{d}g}" != f"{b:.{d}g}"), None)
+        if digits is None:  # below the printed resolution: "1.61 → 1.61" is no move to a reader
+            continue
         verb = "raising" if b > a else "lowering"
-        rel = f" ({100 * (b - a) / abs(a):+.1f} %)" if a != 0 else ""
         why = (evidence or {}).get(s.name)
         kind = " (a measurement nuisance, not physics)" if s.kind == "nuisance" else ""
-        sentence = f"{verb.capitalize()} {s.name}{kind} {format_value(a, s.unit)} → {format_value(b, s.unit)}{rel}"
+        sentence = (f"{verb.capitalize()} {s.name}{kind} {format_value(a, s.unit, digits)} → "
+                    f"{format_value(b, s.unit, digits)}{_change_text(s, a, b)}")
         out.append(sentence + (f": {why}." if why else "."))
     if out and observation:
         out.append(observation[0].upper() + observation[1:] + ".")
     return out
+
+
+def _change_text(spec, a: float, b: float) -> str:
+    """`` (+24.1 %)`` for a positive physical quantity (its lower bound >= 0); the absolute change with
+    its unit (`` (+0.257 ms)`` as ``(+0.000257 s)``) for a signed one or a nuisance (latency, an offset:
+    a percentage of a value near zero says nothing)."""
+    if spec.kind != "nuisance" and spec.lower >= 0 and a > 0:
+        pct = 100.0 * (b - a) / a
+        return f" ({pct:+.1f} %)" if abs(pct) >= 0.1 else f" ({pct:+.2g} %)"
+    return f" ({'+' if b > a else ''}{format_value(b - a, spec.unit)})"
 
 
 def lead_with_moves(rationale: str, parameters: ParameterSet, before: Mapping[str, float],

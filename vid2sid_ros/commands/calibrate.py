@@ -3,35 +3,34 @@
 Usage::
 
     vid2sid calibrate my_robot.yaml --out runs/my_robot                      # a rig config of your own
-    vid2sid calibrate config/calibrate_finger.yaml --proposer reasoner --iterations 10 --out runs/finger
-    vid2sid calibrate --rig finger --proposer cmaes --budget 40 --out runs/finger_cmaes   # quick sim2sim
-    vid2sid calibrate config/calibrate_finger.yaml --proposer gemini --fallback reasoner --out runs/g --resume
+    vid2sid calibrate --rig finger --iterations 10 --out runs/finger          # a built-in rig, stand-in trial
+    vid2sid calibrate --rig finger --proposer cmaes --budget 40 --out runs/finger_cmaes
+    vid2sid calibrate my_robot.yaml --proposer gemini --fallback reasoner --out runs/g --resume
 
-Config file: a rig config (``docs/rig_config.md``: model, parameters, camera, tracker,
-excitations, trials, calibration, proposer; command-line flags override it), or a
-built-in rig name. A rig with ``trials`` is calibrated against them (every trial's
-source is read: videos tracked, sim2sim stand-ins simulated); a rig without trials
-against a stand-in (sim2sim) trial over its excitations. The legacy calibrate config
-still loads — it extends the built-in rig it names::
+CONFIG is a rig config (every key: docs/rig_config.md; command-line flags override it)
+or a built-in rig name. A rig with trials is calibrated against them (videos
+tracked, lab data read, sim2sim stand-ins simulated); a rig without trials against a
+stand-in (sim2sim) trial over its excitations. For example::
 
-    rig: finger                  # a built-in rig; "module:function" only with --allow-code
-    rig_options: {}              # options of the built-in twin (its default_config keys)
-    parameters: my_spec.yaml     # parameter spec to use instead of the rig's (same names)
-    free: [joint_stiffness, joint_damping]   # calibrate exactly these (others frozen)
-    real:                        # the real trial, one of:
-      sim2sim: {seed: 0, truth: {}, noise: auto, truth_range: [0.15, 0.85]}
-      # trajectory: real_trial.json   # a RealTrial JSON (vid2sid_ros.core.trial)
-      # bag: runs/finger_bag           # a rosbag2 (MCAP) recorded by `vid2sid bringup`
-    proposer: reasoner           # see vid2sid_ros.calibration.proposers.PROPOSERS
-    proposer_options: {}         # constructor keyword arguments of the proposer
-    fallback: null               # proposer used for an iteration when the main one fails
-    calibration: {iterations: 10, rollout_budget: 40, seed: 0}
-    out: runs/finger             # run directory
+    model: arm.xml                     # MJCF or URDF, relative to this file
+    actuators: [{name: motor, joint: shoulder, kind: motor, gear: 1.0}]
+    parameters:
+      motor_gain: {unit: N*m, lower: 0.05, upper: 0.5, nominal: 0.15, scale: log,
+                   target: "actuator_gear[motor,0]"}
+      damping: {unit: N*m*s/rad, lower: 0.002, upper: 0.05, nominal: 0.01, scale: log,
+                target: "dof_damping[shoulder]"}
+    keypoints: {tip: tip}              # keypoint -> site (or body) of the model
+    camera: {width: 320, height: 240, fovy: 50, pose: {position: [0, -1.5, 1], look_at: [0, 0, 1]}}
+    tracker: {markers: [{name: tip, hsv_lower: [165, 80, 50], hsv_upper: [12, 255, 255]}]}
+    excitations: {logged: {kind: csv, path: commands.csv}}   # the command the robot was given
+    trials: [{source: {video: clip.mp4}, excitation: logged, split: {train_fraction: 0.7}}]
+    calibration: {iterations: 10, rollout_budget: 40}        # rollout_budget: null = no limit
+    proposer: reasoner
 
 The run directory receives ``run.json``, ``iterations.jsonl`` (one line per completed
 iteration), ``result.yaml`` (loadable parameter spec, nominal = identified values),
-``result.json``, the calibrated model copy when the twin can export one, and — for
-sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth).
+``result.json``, the calibrated model copy when the twin can export one, ``report.html``
+and — for sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth).
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ import argparse
 import dataclasses
 import errno
 import sys
-import textwrap
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
@@ -54,35 +52,70 @@ class ConfigError(ValueError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", nargs="?", help="rig config YAML (docs/rig_config.md) or a built-in rig name")
-    parser.add_argument("--rig", help="built-in rig (finger, tentacle, tentacle_water, pendulum, toy) or rig config "
-                                      "for a quick run (instead of CONFIG, or the rig a legacy CONFIG extends)")
+    parser.add_argument("config", nargs="?", metavar="CONFIG",
+                        help="rig config YAML (docs/rig_config.md) or a built-in rig name")
+    parser.add_argument("--rig", help=f"built-in rig ({', '.join(builtin_rig_names())}) or rig config, instead of "
+                                      "CONFIG (or the rig a CONFIG that starts with 'rig:' extends)")
     parser.add_argument("--allow-code", action="store_true",
                         help="allow a module:function rig reference in the config (imports and runs that code; "
                              "also VID2SID_ALLOW_CODE=1)")
     parser.add_argument("--proposer", help="proposer name (default: config's, else reasoner)")
     parser.add_argument("--fallback", help="proposer used when the main one fails in an iteration")
     parser.add_argument("--iterations", type=int, help="proposal iterations (default 10)")
-    parser.add_argument("--budget", type=int, help="rollout budget (default 40; 0 = unlimited)")
+    parser.add_argument("--budget", type=budget_arg, metavar="N|none", default=_NOT_GIVEN,
+                        help="rollout budget: a positive number, or 'none' for no limit (a config's "
+                             "calibration.rollout_budget: null); default: the config's, else 40")
     parser.add_argument("--seed", type=int, help="seed of the proposer and, for sim2sim, of the hidden truth")
     parser.add_argument("--out", help="run directory (default runs/<rig>_<proposer>)")
     parser.add_argument("--real", metavar="BAG|TRIAL.json",
                         help="calibrate against a recorded rosbag2 (MCAP) or a real-trial JSON written by "
-                             "`vid2sid track --excitation` (overrides CONFIG's real)")
+                             "`vid2sid track --excitation` (instead of the config's trials)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
-    parser.add_argument("--quiet", action="store_true", help="print only the final summary")
-    parser.add_argument("--verbose", action="store_true",
-                        help="show library messages (Python warnings, OpenCV/FFmpeg) on the terminal instead of "
-                             "only in RUN_DIR/run.log")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only warnings and the final summary")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="-v: every iteration's rationale and trace, every file written; -vv: also library "
+                             "messages (Python warnings, OpenCV/FFmpeg) on the terminal instead of only in "
+                             "RUN_DIR/run.log")
     parser.add_argument("--no-report", action="store_true", help="do not write RUN_DIR/report.html")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     doc = __doc__ or ""
-    start = doc.find("Config file")
+    start = doc.find("Usage::")
     end = doc.find("The run directory")
-    parser.epilog = doc[start:end].rstrip() if start >= 0 and end > start else None
+    parser.epilog = doc[start:end].rstrip().replace("Usage::", "examples:", 1) if 0 <= start < end else None
+
+
+def builtin_rig_names() -> list[str]:
+    """The built-in rigs a user can name (the shipped configs in ``vid2sid_ros/rigs/builtin/``,
+    the ones the docs describe); read from the folder so ``--help`` imports nothing heavy."""
+    from ..share import PACKAGE_DIR
+
+    order = ["finger", "tentacle", "tentacle_water", "pendulum"]
+    names = [p.stem for p in (PACKAGE_DIR / "rigs" / "builtin").glob("*.yaml")]
+    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+def budget_arg(text: str) -> int | None:
+    """``--budget``: a positive integer, or ``none``/``unlimited`` (no limit: None).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (0 included: no rollout cannot pay for an evaluation).
+    """
+    if text.strip().lower() in ("none", "null", "unlimited"):
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of rollouts, or 'none' for no limit; "
+                                         f"got {text!r}")
+    return n
 
 
 _REAL_SOURCES = ("sim2sim", "trajectory", "bag")
+
+#: --budget's default: not given (the config's budget stands); None means no limit
+_NOT_GIVEN = object()
 
 
 def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = False):
@@ -158,22 +191,6 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
     return make_sim2sim_trial(rig, truth, seed=sseed, noise=noise)
 
 
-def _print_record(rec, budget: int | None, quiet: bool, unit: str = "px") -> None:
-    if quiet:
-        return
-    err = format_error(rec.error_px, unit) if rec.error_px != float("inf") else "failed"
-    best = rec.extra.get("best_error_px")
-    total = rec.extra.get("rollouts_total", rec.rollouts_used)
-    head = (f"iter {rec.iteration:2d} [{rec.proposer}] error {err}"
-            + (f" (best {format_error(best, unit)})" if best is not None else "")
-            + f"  rollouts {total}{'/' + str(budget) if budget else ''}  confidence {rec.confidence:.2f}"
-            + f"  {rec.wall_s:.1f} s")
-    print(head, flush=True)
-    print(textwrap.indent(textwrap.fill(rec.rationale, 110), "    "), flush=True)
-    for n in rec.notes:
-        print(f"    note: {n}", flush=True)
-
-
 def run(args: argparse.Namespace) -> int:
     from ..calibration.identifiability import IdentifiabilityWarning
     from ..calibration.loop import CalibrationConfig, CalibrationError, run_calibration
@@ -193,8 +210,8 @@ def run(args: argparse.Namespace) -> int:
         cal = dict(cfg.get("calibration") or {})
         if args.iterations is not None:
             cal["iterations"] = args.iterations
-        if args.budget is not None:
-            cal["rollout_budget"] = None if args.budget == 0 else args.budget
+        if args.budget is not _NOT_GIVEN:
+            cal["rollout_budget"] = args.budget  # None: no limit
         if args.seed is not None:
             cal["seed"] = args.seed
         cal["resume"] = bool(args.resume)
@@ -249,8 +266,6 @@ def run(args: argparse.Namespace) -> int:
             ParameterSpecError, FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
         return 2
-    for w in (real.meta or {}).get("warnings", []):  # missing frames per trial, receive-time fallbacks, gaps
-        print(f"warning: {w}", file=sys.stderr)
 
     from ..calibration.loop import check_run_dir
 
@@ -274,27 +289,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"vid2sid calibrate: cannot use {out} as the run directory (--out): {err.strerror or err}",
               file=sys.stderr)
         return 2
-    if not args.quiet:
-        from ..calibration.nuisance import add_measurement_nuisances, describe_free, offset_unit
+    from ..calibration.nuisance import add_measurement_nuisances, describe_free, offset_unit
+    from ..report.terminal import CalibrationTerminal
 
-        fitted = add_measurement_nuisances(  # what run_calibration fits (was: only the rig's own free parameters)
-            rig.parameters, ccfg.nuisance, keypoints=real.keypoint_names, excitations=real.train_excitations,
-            real_trial=real.truth is None, unit=offset_unit(real.train), source="config")
-        print(f"calibrating rig '{rig.name}' ({describe_free(fitted)}) with '{name}' against "
+    fitted = add_measurement_nuisances(  # what run_calibration fits (was: only the rig's own free parameters)
+        rig.parameters, ccfg.nuisance, keypoints=real.keypoint_names, excitations=real.train_excitations,
+        real_trial=real.truth is None, unit=offset_unit(real.train), source="config")
+    term = CalibrationTerminal({s.name: s.unit for s in fitted.free}, iterations=ccfg.iterations,
+                               budget=ccfg.rollout_budget, unit=measurement_unit(real.train),
+                               verbosity=-1 if args.quiet else min(int(args.verbose), 1), proposer=proposer.name)
+    term.line(f"calibrating rig '{rig.name}' ({describe_free(fitted)}) with '{name}' against "
               f"{real.source or 'the real trial'}; budget {ccfg.rollout_budget or 'unlimited'} rollouts, "
-              f"{ccfg.iterations} iterations -> {out}", flush=True)
+              f"{ccfg.iterations} iterations -> {out}")
+    for w in (real.meta or {}).get("warnings", []):  # missing frames per trial, receive-time fallbacks, gaps
+        term.warning(w)
     resume = resume_command(args, out)
     log_path = out / "run.log"
     failure: tuple[int, str] | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with library_output_to(log_path, verbose=args.verbose):  # restored before anything is printed
-                # up-front warnings go to stdout at once (stderr is the library log in here)
+            term.start()  # the bar writes to the terminal's own stderr, not to the library log below
+            with library_output_to(log_path, verbose=args.verbose >= 2):  # restored before anything is printed
                 result = run_calibration(rig, real, proposer, ccfg, out, fallback=fallback,
-                                         on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet,
-                                                                              measurement_unit(real.train)),
-                                         on_warning=lambda w: print(f"warning: {w}", flush=True))
+                                         on_iteration=term.iteration, on_warning=term.warning)
         except CalibrationError as err:
             failure = (2, f"vid2sid calibrate: {err}")
         except OSError as err:  # disk full, directory removed or made read-only mid-run
@@ -312,27 +330,34 @@ def run(args: argparse.Namespace) -> int:
                 failure = (interrupt_exit_code(err),
                            f"\nstopped: interrupted ({interrupt_name(err)}) before iteration 0 was saved; nothing to "
                            f"resume: start again with {resume.removesuffix(' --resume')}")
+        finally:
+            term.close()
     if failure is not None:
-        _log_warnings(caught, log_path, verbose=args.verbose, identifiability=IdentifiabilityWarning)
+        _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning,
+                      show_identifiability=True)  # no summary follows to carry them
         print(failure[1], file=sys.stderr)
         return failure[0]
-    _log_warnings(caught, log_path, verbose=args.verbose, identifiability=IdentifiabilityWarning)
+    _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning)
     report = None
     if not args.no_report:
         from ..report import ReportError, write_report
 
         try:
-            with library_output_to(log_path, verbose=args.verbose):
+            with library_output_to(log_path, verbose=args.verbose >= 2):
                 report = write_report(out)
         except (ReportError, OSError, ValueError) as err:  # the calibration result stands without its report
             print(f"vid2sid calibrate: report not written: {err}", file=sys.stderr)
     from ..report import run_summary_lines
 
     print()
-    for line in run_summary_lines(out, report=report, resume_command=resume):
+    for line in run_summary_lines(out, report=report, resume_command=resume,
+                                  go_on=go_on_commands(args, out, ccfg)):
         print(line)
-    for k, p in result.files.items():
-        print(f"  {k}: {p}")
+    if args.verbose:
+        for k, p in result.files.items():
+            print(f"  {k}: {p}")
+    else:
+        print(f"results in {out}: " + ", ".join(Path(p).name for p in result.files.values()))
     if result.status != "ok":  # a run that calibrated nothing is a failure, never exit 0
         why = next((n for r in reversed(result.history[1:]) for n in r.notes), "no iteration was run")
         print(f"vid2sid calibrate: no proposal was made in {result.iterations} iteration(s) (last: {why}); "
@@ -367,19 +392,53 @@ def _check_real_trial_file(path: Path, real) -> None:
                                "another output directory (nothing was changed)")
 
 
+def cli_prefix() -> list[str]:
+    """How to call this command again so that it runs as printed: ``vid2sid`` when that name on
+    PATH is the program running now; else the running program's resolved path (e.g.
+    ``/home/me/vid2sid_ros/.venv/bin/vid2sid`` after ``make demo``, venv not activated); else
+    (``python -m vid2sid_ros.cli``, an embedding program) this interpreter with ``-m vid2sid_ros.cli``."""
+    import shutil
+
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name == "vid2sid" and argv0.is_file():
+        on_path = shutil.which("vid2sid")
+        if on_path and Path(on_path).resolve() == argv0.resolve():
+            return ["vid2sid"]
+        return [str(argv0.resolve())]
+    return [sys.executable, "-m", "vid2sid_ros.cli"]
+
+
 def resume_command(args: argparse.Namespace, out: Path) -> str:
-    """The exact command line that continues this run (same settings, ``--resume``)."""
+    """The exact command line that continues this run (same settings, ``--resume``), runnable as
+    printed from the directory it was started in (see :func:`cli_prefix`)."""
+    return _command(args, out, resume=True)
+
+
+def go_on_commands(args: argparse.Namespace, out: Path, ccfg) -> dict[str, str]:
+    """``{"budget": cmd, "iterations": cmd}``: the command that runs this calibration again with twice
+    the rollout budget (or iterations) into a new run directory ``<out>_more`` (a run resumes only with
+    its own settings), runnable as printed."""
+    more = out.with_name(out.name + "_more")
+    out_cmds = {"iterations": _command(args, more, iterations=2 * ccfg.iterations)}
+    if ccfg.rollout_budget is not None:
+        out_cmds["budget"] = _command(args, more, budget=2 * int(ccfg.rollout_budget))
+    return out_cmds
+
+
+def _command(args: argparse.Namespace, out: Path, *, resume: bool = False, **override) -> str:
     import shlex
 
-    cmd = ["vid2sid", "calibrate"] + ([str(args.config)] if args.config else [])
+    cmd = cli_prefix() + ["calibrate"] + ([str(args.config)] if args.config else [])
+    budget = override.get("budget", getattr(args, "budget", _NOT_GIVEN))
     for flag, value in (("--rig", args.rig), ("--proposer", args.proposer), ("--fallback", args.fallback),
-                        ("--iterations", args.iterations), ("--budget", args.budget), ("--seed", args.seed),
-                        ("--real", args.real)):
-        if value is not None:
+                        ("--iterations", override.get("iterations", args.iterations)),
+                        ("--budget", "none" if budget is None else budget),
+                        ("--seed", args.seed), ("--real", args.real)):
+        if value is not None and value is not _NOT_GIVEN:
             cmd += [flag, str(value)]
     if getattr(args, "allow_code", False):  # the run's rig needed it; so does its resume
         cmd.append("--allow-code")
-    return shlex.join(cmd + ["--out", str(out), "--resume"])
+    return shlex.join(cmd + ["--out", str(out)] + (["--resume"] if resume else []))
 
 
 def library_output_to(log_path: Path, *, verbose: bool):
@@ -391,9 +450,12 @@ def library_output_to(log_path: Path, *, verbose: bool):
     return contextlib.nullcontext() if verbose else quiet_stderr(log_path)
 
 
-def _log_warnings(caught, log_path: Path, *, verbose: bool, identifiability: type) -> None:
-    """Identifiability warnings: one line each on the terminal; every Python warning in the log
-    (with its source), and on the terminal too with ``verbose``."""
+def _log_warnings(caught, log_path: Path, *, verbose: bool, identifiability: type,
+                  show_identifiability: bool = False) -> None:
+    """Every Python warning in the log (with its source), and on the terminal too with ``verbose``.
+    Identifiability warnings reach the terminal through the final summary (its insights: the
+    combination, the correlated pairs, a start-point warning the result did not clear), so they
+    are printed here only when no summary follows (``show_identifiability``), one line each."""
     lines = [warnings.formatwarning(w.message, w.category, w.filename, w.lineno, "") for w in caught]
     if lines:
         try:
@@ -404,5 +466,5 @@ def _log_warnings(caught, log_path: Path, *, verbose: bool, identifiability: typ
     for w, text in zip(caught, lines):
         if verbose:
             print(text.rstrip(), file=sys.stderr)
-        elif issubclass(w.category, identifiability):
+        elif show_identifiability and issubclass(w.category, identifiability):
             print(f"warning: {w.message}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""``vid2sid track VIDEO --rig finger --out traj.json``: video file -> keypoint trajectory.
+"""``vid2sid track VIDEO --rig RIG.yaml --out traj.json``: video file -> keypoint trajectory.
 
 Decodes the video, runs the rig's marker tracker on every frame and writes the
 trajectory as JSON (:meth:`vid2sid_ros.core.trajectory.Trajectory.to_dict`; lost
@@ -31,8 +31,8 @@ HELP = "track the markers of a rig in a video file and write the keypoint trajec
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("video", help="input video file (mp4, avi, ...)")
-    parser.add_argument("--rig", default="finger",
-                        help="rig config file (RIG.yaml) or built-in rig name whose tracker is used (default: finger)")
+    parser.add_argument("--rig", required=True, metavar="RIG.yaml|NAME",
+                        help="the rig whose tracker is used: your rig config (RIG.yaml) or a built-in rig name")
     parser.add_argument("--allow-code", action="store_true",
                         help="allow a module:function rig reference (runs that code; also VID2SID_ALLOW_CODE=1)")
     parser.add_argument("--out", default="-", help="output JSON file ('-' = stdout, the default)")
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         if args.overlay:
             flag, target = "--overlay", args.overlay
             write_side_by_side(args.overlay, clip.frames, None, clip.fps if clip.fps == clip.fps else 30.0,
-                               traj_a=trajectory, labels=("tracked", "-"))
+                               traj_a=trajectory, labels=("tracked",))
     except OSError as err:  # VideoError is an OSError too
         print(f"vid2sid track: {write_error_message(flag, Path(target), err)}", file=sys.stderr)
         return 2
@@ -94,11 +94,29 @@ def run(args: argparse.Namespace) -> int:
                                                   else "") for n, f in zip(trajectory.names, found))
     print(f"vid2sid track: {clip.num_frames} frames at {clip.fps:g} Hz from {args.video}; "
           f"keypoints found: {summary}" + ("" if args.out == "-" else f"; wrote {args.out}"), file=sys.stderr)
+    own = _trial_of_clip(rig, args.video)
+    if args.excitation is None and own is not None:  # the config already pairs this clip with its command
+        print(f"vid2sid track: this clip is trial '{own}' of {rig.source}: `calibrate {rig.source}` tracks it "
+              "the same way and pairs it with its trial's command", file=sys.stderr)
     if args.excitation is None and args.out != "-":
         listing = _excitation_listing(rig)
         print("vid2sid track: to calibrate from this clip, name the command it was filmed under: --excitation NAME"
               + (f" ({listing})" if listing else ""), file=sys.stderr)
     return 0 if trajectory.valid.any() else 1
+
+
+def _trial_of_clip(rig, video: str) -> str | None:
+    """The name of the rig config's trial whose video source is this file, else None."""
+    try:
+        clip = Path(video).resolve()
+        for t in getattr(rig, "trials", None) or ():
+            src = (t.source or {}).get("video")
+            path = src.get("path") if isinstance(src, dict) else src
+            if path and Path(path).resolve() == clip:
+                return t.name
+    except (OSError, AttributeError, TypeError):
+        return None
+    return None
 
 
 def _rig_excitations(rig) -> dict:

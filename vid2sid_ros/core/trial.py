@@ -126,7 +126,8 @@ class RealTrial:
             raise ObservationError(f"{source}: expected a JSON object with 'train' and 'holdout' lists")
         if "train" not in data and "keypoints" in data and "time" in data:
             raise ObservationError(f"{source}: a single trajectory, not a real trial: it lacks the excitation it "
-                                   "pairs with; write it with `vid2sid track VIDEO --excitation NAME --out FILE`")
+                                   "pairs with; write it with "
+                                   "`vid2sid track VIDEO --rig RIG --excitation NAME --out FILE`")
         out: dict[str, tuple[list, list]] = {}
         for label in ("train", "holdout"):
             entries = data.get(label, [] if label == "holdout" else None)

@@ -274,7 +274,8 @@ def write_side_by_side(path: str | Path, frames_a: np.ndarray, frames_b: np.ndar
                 draw_keypoints(fa, *pb, filled=False, radius=6)
             if pa is not None:
                 draw_keypoints(fa, *pa, filled=True, radius=3, names=names_a)
-            _caption(fa, f"{labels[0]} (dots) vs {labels[1] if len(labels) > 1 else 'b'} (rings)")
+            _caption(fa, f"{labels[0]} (dots) vs {labels[1]} (rings)" if traj_b is not None and len(labels) > 1
+                     else f"{labels[0]} (dots)")  # one trajectory: nothing to compare it with
             out.append(fa)
             continue
         fb = cv2.cvtColor(b[k], cv2.COLOR_RGB2BGR)

@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..calibration.rationale import unit_text
 from .run import RunSummary, finite, stop_kind
 
 __all__ = ["ParameterRow", "Insight", "parameter_rows", "insights", "stop_sentence", "AT_BOUND_FRACTION",
@@ -35,7 +36,8 @@ Z95 = 1.959964
 
 @dataclass
 class ParameterRow:
-    """One free (or frozen) parameter as the report and the terminal show it (SI units)."""
+    """One free (or frozen) parameter as the report and the terminal show it (SI units; ``unit``
+    spelt as people read it, ``N·m/rad``: see :func:`~vid2sid_ros.calibration.rationale.unit_text`)."""
 
     name: str
     unit: str
@@ -115,7 +117,8 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
     specs += list(run.nuisance)  # the measurement nuisances (ParameterSpecs of kind nuisance), after the model's
     for s in specs:
         final = float(s.nominal)
-        row = ParameterRow(s.name, s.unit, s.kind, s.meaning, float(s.lower), float(s.upper), s.scale, bool(s.frozen),
+        row = ParameterRow(s.name, str(s.unit).replace("*", "·"), s.kind, s.meaning, float(s.lower), float(s.upper),
+                           s.scale, bool(s.frozen),
                            finite(start.get(s.name)), final, finite(unc.get(s.name)),
                            truth=(finite(run.truth.get(s.name)) if run.truth else None))
         if not s.frozen:
@@ -220,7 +223,8 @@ def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[In
     for r in rows:
         if r.at_bound:
             b = r.lower if r.at_bound == "lower" else r.upper
-            out.append(Insight("at_bound", f"{r.name} is at its {r.at_bound} bound ({b:.4g} {r.unit})",
+            bound = f"{b:.4g} {unit_text(r.unit)}".strip()
+            out.append(Insight("at_bound", f"{r.name} is at its {r.at_bound} bound ({bound})",
                                "The optimum may lie outside the search range: widen the bound if it is not physical, "
                                "or check the model (a parameter pinned at a bound often absorbs a model error)."))
     fid = res.get("final_identifiability") or {}

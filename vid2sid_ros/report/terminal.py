@@ -7,23 +7,30 @@ model is probably wrong: before any claim that the parameters are physical), the
 parameters with units and their intervals labelled for what they are (Gauss–Newton,
 unreliable and why), the other warnings (insights about those parameters), and where
 the report is. No colours, no cursor control (logs stay readable).
+
+:class:`CalibrationTerminal` is everything printed while the run goes: a progress bar with
+a time estimate (stderr, only on a terminal), one line per iteration, each warning once,
+rationales and traces with ``-v``.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
+from typing import Any, Mapping, TextIO
 
+from ..calibration.rationale import unit_text
 from ..core.trajectory import format_error
 
 from .insights import insights, parameter_rows, stop_sentence
 from .run import RunSummary, load_run, stop_kind
 
-__all__ = ["run_summary_lines"]
+__all__ = ["run_summary_lines", "CalibrationTerminal", "moved_parameters", "unit_text"]
 
 
 def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None = None,
-                      resume_command: str | None = None) -> list[str]:
+                      resume_command: str | None = None, go_on: Mapping[str, str] | None = None) -> list[str]:
     """Lines of the final summary (no trailing newlines).
 
     Args:
@@ -31,6 +38,8 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
         report: the HTML report path to point at (None: not written).
         resume_command: the exact command that continues this run (printed when it was
             interrupted; a budget- or iteration-stopped run is told what to change instead).
+        go_on: ``{"budget": command, "iterations": command}``: what runs it again with more
+            (printed when it stopped on that limit; without it, the flag to change is named).
 
     Raises:
         ReportError: ``run`` is not a finished run directory.
@@ -49,14 +58,23 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     rows = parameter_rows(r)
     found = [i for i in insights(r, rows) if i.kind != "unconverged"]
     # the residual diagnosis says whether the parameters can be read as physical: before any of them
-    lines.extend(f"warning: {i.title}" for i in found if i.kind == "residual")
+    said: set[str] = set()  # each warning once (two insights may carry the same title)
+
+    def warn(title: str) -> None:
+        if title not in said:
+            said.add(title)
+            lines.append(f"warning: {title}")
+
+    for i in found:
+        if i.kind == "residual":
+            warn(i.title)
     free = [p for p in rows if not p.frozen]
     lines.append("identified parameters (95 % interval: " + (
         "Gauss–Newton, local" if all(p.reliable for p in free if p.interval)
         else "Gauss–Newton, local; UNRELIABLE where marked") + "):")
     width = max((len(p.name) for p in free), default=8)
     for p in free:
-        line = f"  {p.name:>{width}s} = {p.final:.6g} {p.unit}"
+        line = f"  {p.name:>{width}s} = {p.final:.6g} {unit_text(p.unit)}".rstrip()
         if p.interval is not None:
             line += f"  95 % [{p.interval[0]:.4g}, {p.interval[1]:.4g}]"
             if not p.interval[0] <= p.final <= p.interval[1] and p.centre is not None:
@@ -71,13 +89,15 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
             if p.truth_inside is not None:
                 line += ", interval contains it" if p.truth_inside else ", interval MISSES it"
         lines.append(line)
-    for i in found:
-        if i.kind not in ("residual", "start_identifiability"):  # about the parameters above (bounds, ...);
-            # the start point's check was printed when it ran
-            lines.append(f"warning: {i.title}")
+    for i in found:  # about the parameters above (bounds, identifiability, correlations, ...)
+        if i.kind != "residual" and not (i.kind == "start_identifiability" and i.severity == "info"):
+            warn(i.title)  # a start-point warning the check at the result cleared is in the report only
     kind = stop_kind(r.stopped)
     if kind == "interrupted" and resume_command:
         lines.append(f"continue this run: {resume_command}")
+    elif kind in ("budget", "iterations") and (go_on or {}).get(kind):
+        lines.append(f"to go on with more {'rollouts' if kind == 'budget' else 'iterations'} "
+                     f"(a new run directory): {go_on[kind]}")
     elif kind == "budget":
         lines.append("to go on: a larger --budget in a new --out (a run resumes only with its own budget)")
     elif kind == "iterations":
@@ -85,3 +105,180 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     if report is not None:
         lines.append(f"report: {report}")
     return lines
+
+
+#: at most this many moved parameters on an iteration's line
+MAX_MOVES = 4
+
+
+def _value_text(x: float, unit: str, digits: int = 3) -> str:
+    return f"{x:.{digits}g} {unit_text(unit)}".strip()
+
+
+def moved_parameters(before: Mapping[str, float], after: Mapping[str, float], units: Mapping[str, str],
+                     digits: int = 3) -> list[str]:
+    """``["joint_damping 0.00295 → 0.00274 N·m·s/rad", ...]``: the parameters whose printed value
+    (``digits`` significant digits) changed between ``before`` and ``after``; a move that rounds to
+    the same printed value is not a move on the terminal. Order: that of ``units``."""
+    out = []
+    for name, unit in units.items():
+        if name not in before or name not in after:
+            continue
+        a, b = float(before[name]), float(after[name])
+        if not (math.isfinite(a) and math.isfinite(b)) or f"{a:.{digits}g}" == f"{b:.{digits}g}":
+            continue
+        out.append(f"{name} {a:.{digits}g} → {_value_text(b, unit, digits)}")
+    return out
+
+
+class CalibrationTerminal:
+    """What ``vid2sid calibrate`` prints while it runs: every line goes through here.
+
+    Default verbosity (0): a progress bar with a time estimate on stderr (only when stderr is
+    a terminal: a log or a pipe gets no carriage-return animation), one line per iteration
+    (iteration, training error with its unit, best so far, the parameters moved, rollouts
+    used), each warning and each distinct iteration note once. ``verbosity=1`` (``-v``) adds
+    every iteration's rationale and trace and repeats nothing else; ``-1`` (``--quiet``)
+    prints only warnings (the final summary is printed by the caller either way).
+
+    Args:
+        units: ``{free parameter name: unit}``, the order moves are listed in (physics first:
+            the first :data:`MAX_MOVES` moved are named, the others counted).
+        iterations: the run's iteration limit.
+        budget: the rollout budget (None: unlimited; the bar then counts iterations).
+        unit: the training error's unit (``px``, ``m``, ``rad``, ...; see ``format_error``).
+        verbosity: -1, 0 or 1 (see above).
+        out, err: text streams (default ``sys.stdout``/``sys.stderr`` at call time).
+        progress: force the bar on or off (default: ``err.isatty()`` and ``verbosity >= 0``).
+        proposer: the run's proposer; an iteration proposed by another (the fallback) says so.
+
+    The default ``err`` is a duplicate of file descriptor 2 taken here, so the bar and the
+    warnings still reach the terminal while the run sends fd 2 (OpenCV, FFmpeg) to its log.
+    """
+
+    def __init__(self, units: Mapping[str, str], *, iterations: int, budget: int | None, unit: str = "px",
+                 verbosity: int = 0, out: TextIO | None = None, err: TextIO | None = None,
+                 progress: bool | None = None, proposer: str | None = None):
+        self.units = dict(units)
+        self.iterations, self.budget, self.unit, self.verbosity = int(iterations), budget, unit, int(verbosity)
+        self.proposer = proposer
+        self.out = out if out is not None else sys.stdout
+        self._own_err = err is None
+        self.err = err if err is not None else _terminal_stderr()
+        if progress is None:
+            isatty = getattr(self.err, "isatty", None)
+            progress = bool(callable(isatty) and isatty()) and self.verbosity >= 0
+        self._progress = progress
+        self._bar = None
+        self._seen: set[str] = set()
+        self._last: dict[str, float] | None = None
+
+    # -- output primitives --------------------------------------------------------------------
+    def _write(self, text: str, stream: TextIO | None = None) -> None:
+        stream = stream if stream is not None else self.out
+        if self._bar is not None:  # the bar is on its own stream: clear it, write the line, redraw it below
+            self._bar.clear()
+            print(text, file=stream, flush=True)
+            self._bar.refresh()
+        else:
+            print(text, file=stream, flush=True)
+
+    def line(self, text: str) -> None:
+        """An informational line (the run's header, the start stage); not with ``--quiet``."""
+        if self.verbosity >= 0:
+            self._write(text)
+
+    def warning(self, text: str, *, prefix: str = "warning") -> None:
+        """``warning: text`` on stderr (``note: text`` on stdout), the first time this exact text is seen."""
+        key = f"{prefix}: {text}"
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self._write(key, self.err if prefix == "warning" else self.out)
+
+    def seen(self, text: str) -> bool:
+        """True when ``warning: text`` (or ``note: text``) was already printed."""
+        return f"warning: {text}" in self._seen or f"note: {text}" in self._seen
+
+    # -- the run --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Open the progress bar (rollouts against the budget, else iterations)."""
+        if not self._progress or self._bar is not None:
+            return
+        from tqdm import tqdm
+
+        total, what = (self.budget, "rollout") if self.budget else (self.iterations, "iteration")
+        self._bar = tqdm(total=total, unit=what, file=self.err, leave=False, dynamic_ncols=True,
+                         desc="calibrating", bar_format="{desc} {bar} {n_fmt}/{total_fmt} {unit}s "
+                                                        "[{elapsed}<{remaining}]")
+
+    def iteration(self, rec: Any) -> None:
+        """One completed :class:`~vid2sid_ros.calibration.loop.IterationRecord` (iteration 0 included)."""
+        values = {k: float(v) for k, v in (rec.values or {}).items()}
+        if self._bar is not None:  # counted first: the redraw after the line below shows it
+            done = rec.extra.get("rollouts_total", rec.rollouts_used) if self.budget else rec.iteration
+            self._bar.n = max(0, min(int(done), int(self._bar.total)))
+            self._bar.refresh()
+        if self.verbosity >= 0:
+            self._write(self.iteration_line(rec, self._last or values))
+        if self.verbosity >= 1:
+            import textwrap
+
+            self._write(textwrap.indent(textwrap.fill(str(rec.rationale or ""), 100), "    "))
+        for n in rec.notes if self.verbosity >= 0 else ():  # --quiet: warnings and the summary only
+            if self.verbosity >= 1:
+                self._write(f"    note: {n}")
+            elif not self.seen(n):
+                self.warning(n, prefix="note")
+        current = (rec.extra or {}).get("current_after")
+        self._last = {k: float(v) for k, v in (current or values).items()}
+
+    def iteration_line(self, rec: Any, before: Mapping[str, float]) -> str:
+        """One iteration's line, e.g.
+        ``iter  3/10  error 0.096 px (best 0.096 px)  joint_damping 0.00295 → 0.00274 N·m·s/rad  [22/40 rollouts]``."""
+        u = self.unit
+        err = format_error(rec.error_px, u) if math.isfinite(rec.error_px) else "failed"
+        best = (rec.extra or {}).get("best_error_px")
+        total = (rec.extra or {}).get("rollouts_total", rec.rollouts_used)
+        head = f"iter {rec.iteration:2d}/{self.iterations}  error {err}"
+        if best is not None and rec.iteration > 0:
+            head += f" (best {format_error(best, u)})"
+        if rec.iteration == 0:
+            moves = "start point"
+        else:
+            moved = moved_parameters(before, rec.values or {}, self.units)
+            if len(moved) > MAX_MOVES:  # the first ones (physics before nuisances); the rest counted (-v: all)
+                moved = moved[:MAX_MOVES] + [f"{len(moved) - MAX_MOVES} more"]
+            if moved:
+                moves = ", ".join(moved)
+            elif any(float(v) != float(before.get(k, v)) for k, v in (rec.values or {}).items()):
+                moves = "moves below 3 significant digits"
+            else:
+                moves = "no parameter moved"
+            fallback = ((rec.extra or {}).get("fallback") or {}).get("to")
+            if fallback:  # a proposer that ran its own fallback (a VLM without a key or quota)
+                moves += f" (by fallback '{fallback}')"
+            elif self.proposer and rec.proposer and rec.proposer != self.proposer:
+                moves += f" (by {rec.proposer})"
+        return f"{head}  {moves}  [{total}{'/' + str(self.budget) if self.budget else ''} rollouts]"
+
+    def close(self) -> None:
+        """Remove the progress bar (before the summary)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self._own_err and self.err is not sys.stderr:  # the duplicate fd: closed; later lines go to stderr
+            self.err.close()
+            self.err = sys.stderr
+
+
+def _terminal_stderr() -> TextIO:
+    """A line-buffered text stream on a duplicate of fd 2 (sys.stderr itself when it has no fd)."""
+    import os
+
+    try:
+        sys.stderr.flush()
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8", errors="replace",
+                         closefd=True)
+    except (OSError, ValueError, AttributeError):  # pytest's capture, an embedded interpreter
+        return sys.stderr
