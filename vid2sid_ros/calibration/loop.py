@@ -73,6 +73,7 @@ from .observation import RealTrial, jsonable
 from .trial_curves import save_trial_curves, trial_curves
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
 from .rationale import ensure_lead
+from .run_lock import RunDirBusy, run_dir_lock
 
 __all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration", "check_run_dir",
            "RolloutBudgetWarning", "rollout_budget_warnings",
@@ -781,10 +782,24 @@ def run_calibration(
         CalibrationResult.
 
     Raises:
-        CalibrationError: ``run_dir`` holds another run (without ``resume``) or a run
+        CalibrationError: another run holds ``run_dir``'s lock (:mod:`.run_lock`; one line naming
+            it); ``run_dir`` holds another run (without ``resume``) or a run
             with a different proposer, seed, spec or budget; nothing left to calibrate; a
             training trajectory with no valid measurement in any frame (before anything is written).
     """
+    try:
+        with run_dir_lock(run_dir):  # one run per directory, taken before anything in it is looked at
+            return _run_calibration(target, real, proposer, config, run_dir, fallback=fallback, parameters=parameters,
+                                    on_iteration=on_iteration, on_warning=on_warning)
+    except RunDirBusy as err:
+        raise CalibrationError(str(err)) from None
+
+
+def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, config: CalibrationConfig | None,
+                     run_dir: str | Path | None, *, fallback: Proposer | None, parameters: ParameterSet | None,
+                     on_iteration: Callable[[IterationRecord], None] | None,
+                     on_warning: Callable[[str], None] | None) -> CalibrationResult:
+    """:func:`run_calibration` with the run directory's lock held."""
     cfg = config or CalibrationConfig()
     twin, params, rig_info = _resolve(target, parameters)
     params = add_measurement_nuisances(params, cfg.nuisance, keypoints=twin.keypoint_names,

@@ -37,6 +37,7 @@ sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import errno
 import sys
@@ -48,6 +49,12 @@ from typing import Any, Mapping
 from ..core.trajectory import format_error
 
 HELP = "calibrate a twin's physics parameters against a real (or stand-in) trial"
+
+#: exit codes: 0 success; 1 no proposal was made; 2 refused (bad config, run directory in use or holding another
+#: run, a changed model or data on --resume) or stopped by an error; 3 the calibration ran but a promised artefact
+#: (result files, calibrated model, report) could not be written; 130/143 interrupted (Ctrl-C / SIGTERM)
+EXIT_OK, EXIT_NO_PROPOSAL, EXIT_REFUSED, EXIT_ARTEFACT_MISSING = 0, 1, 2, 3
+
 
 class ConfigError(ValueError):
     """The calibration config is malformed (message names the file and key)."""
@@ -175,9 +182,7 @@ def _print_record(rec, budget: int | None, quiet: bool, unit: str = "px") -> Non
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..calibration.identifiability import IdentifiabilityWarning
-    from ..calibration.loop import CalibrationConfig, CalibrationError, run_calibration
-    from ..calibration.objective import measurement_unit
+    from ..calibration.loop import CalibrationConfig, CalibrationError
     from ..calibration.proposers import UnknownProposerError, accepts_option, make_proposer
     from ..core.parameters import ParameterSpecError
     from ..calibration.start import StartError, generic_start, parse_start
@@ -251,6 +256,29 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for w in (real.meta or {}).get("warnings", []):  # missing frames per trial, receive-time fallbacks, gaps
         print(f"warning: {w}", file=sys.stderr)
+
+    from ..calibration.run_lock import RunDirBusy, run_dir_lock
+
+    lock = contextlib.ExitStack()
+    if not (out.exists() and not out.is_dir()):  # a file named as --out is refused below
+        try:  # taken before the directory is looked at: a second run into it is refused here, in one line
+            lock.enter_context(run_dir_lock(out))
+        except RunDirBusy as err:
+            print(f"vid2sid calibrate: {err}", file=sys.stderr)
+            return EXIT_REFUSED
+        except OSError as err:
+            print(f"vid2sid calibrate: cannot use {out} as the run directory (--out): {err.strerror or err}",
+                  file=sys.stderr)
+            return EXIT_REFUSED
+    with lock:  # held until the run, its result files and its report are written
+        return _run_locked(args, rig, real, proposer, fallback, ccfg, name, out)
+
+
+def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, name: str, out: Path) -> int:
+    """The run proper, with ``out``'s run lock held: checks, calibration, report, exit code."""
+    from ..calibration.identifiability import IdentifiabilityWarning
+    from ..calibration.loop import CalibrationError, run_calibration
+    from ..calibration.objective import measurement_unit
 
     from ..calibration.loop import check_run_dir
 
@@ -340,6 +368,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
 
 
 def _check_real_trial_file(path: Path, real) -> None:
