@@ -62,6 +62,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..core.files import atomic_output, atomic_write_text
 from ..core.parameters import ParameterSet, ParameterSpecError
 from ..core.trajectory import format_error
 from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin
@@ -75,7 +76,10 @@ from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, Pr
 from .rationale import ensure_lead
 from .run_lock import RunDirBusy, run_dir_lock
 
+ARTEFACTS_MISSING = "artefacts_missing"  #: status of a run whose promised artefacts could not all be written
+
 __all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration", "check_run_dir",
+           "mark_artefacts_missing", "ARTEFACTS_MISSING",
            "RolloutBudgetWarning", "rollout_budget_warnings",
            "RunDirCheck", "validate_records",
            "record_to_dict", "record_from_dict", "load_history", "UNLIMITED_ROLLOUTS"]
@@ -275,7 +279,10 @@ class CalibrationResult:
         files: written files (``iterations``, ``result_yaml``, ``result_json``, ``model``).
         status: ``"ok"``, or ``"no_proposal"`` when proposal iterations were asked for
             and not one of them produced a proposal (every proposer failed): ``values``
-            are then the start point, nothing was calibrated and no model is exported.
+            are then the start point, nothing was calibrated and no model is exported;
+            or ``"artefacts_missing"`` when the calibration ran but an artefact it promises
+            (calibrated model, ``trials.json``, the report) could not be written.
+        artefacts_missing: ``[{"file": name, "error": one line}]`` of those artefacts.
         best_iteration: the iteration whose evaluation gave ``values`` (0 = start point).
         best_proposer: the proposer that actually produced ``values`` (a fallback when
             it stepped in; ``"initial"`` for the start point).
@@ -308,6 +315,7 @@ class CalibrationResult:
     unit: str = "px"
     holdout_unit: str = "px"
     diagnosis: dict[str, Any] | None = None
+    artefacts_missing: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (history as record dicts)."""
@@ -322,6 +330,7 @@ class CalibrationResult:
             "identifiability": self.identifiability.to_dict() if self.identifiability else None,
             "final_identifiability": self.final_identifiability.to_dict() if self.final_identifiability else None,
             "files": {k: str(v) for k, v in self.files.items()},
+            **({"artefacts_missing": self.artefacts_missing} if self.artefacts_missing else {}),
             "history": [record_to_dict(r, with_state=False) for r in self.history]})
 
 
@@ -490,9 +499,7 @@ def _fsync_write(path: Path, text: str, *, append: bool = False) -> None:
 
 
 def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    _fsync_write(tmp, json.dumps(jsonable(data), indent=1))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(jsonable(data), indent=1))
 
 
 # -- run-directory checks (nothing written) ----------------------------------------------
@@ -992,6 +999,107 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
                    rig_info)
 
 
+def _write_run_results(s: _Session, result: CalibrationResult, history: list[IterationRecord],
+                       identified: ParameterSet, nuisance_vals: Mapping[str, float], uncertainty: Mapping[str, float],
+                       final_report: IdentifiabilityReport | None, diagnosis: Mapping[str, Any] | None,
+                       curves: Any, physics_vals: Mapping[str, float], rig_info: Mapping[str, Any],
+                       holdout: float | None, stopped: str) -> None:
+    """The run's artefacts, each written atomically: the calibrated model, ``trials.json``,
+    then ``result.yaml`` and ``result.json``, which say which artefacts could not be written.
+
+    An artefact the run promises that could not be written (a model that no longer exports, a
+    full disk) sets ``status`` to ``"artefacts_missing"`` and lists it under
+    ``calibration.artefacts_missing`` (``[{file, error}]``); result.yaml/result.json themselves
+    failing raise.
+
+    Raises:
+        OSError: ``result.yaml`` or ``result.json`` cannot be written (``filename`` names it).
+    """
+    import yaml
+
+    params, rd = s.params, s.run_dir
+    status = result.status
+    result.files = {"result_yaml": rd / "result.yaml", "result_json": rd / "result.json",
+                    "iterations": rd / "iterations.jsonl", "trials": rd / "trials.json"}
+    missing: list[dict[str, str]] = []
+    export = getattr(s.twin, "export_model", None)
+    if callable(export) and status == "ok":  # nothing was calibrated: no "calibrated" model
+        model_path = rd / f"calibrated_model{getattr(s.twin, 'model_suffix', '.xml')}"
+        try:
+            s.twin.set_parameters(physics_vals)
+            with atomic_output(model_path) as tmp:
+                export(tmp)
+            result.files["model"] = model_path
+        except Exception as err:  # noqa: BLE001 - recorded as a missing artefact, the run says so
+            missing.append({"file": model_path.name, "error": _one_line(err)})
+    try:
+        save_trial_curves(rd, curves)
+    except (OSError, ValueError, TypeError) as err:
+        missing.append({"file": "trials.json", "error": _one_line(err)})
+        result.files.pop("trials")
+    if missing:
+        status = result.status = ARTEFACTS_MISSING
+        result.artefacts_missing = missing
+        result.stopped += "; not written: " + "; ".join(f"{m['file']} ({m['error']})" for m in missing)
+    doc = identified.to_dict()
+    doc["calibration"] = jsonable({
+        "status": status, **({"artefacts_missing": missing} if missing else {}),
+        "proposer": result.proposer, "best_proposer": result.best_proposer,
+        "best_iteration": result.best_iteration, "training_mae_px": result.error_px,
+        "initial_mae_px": history[0].error_px,
+        "holdout_mae_px": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
+        "measurement_unit": s.objective.unit, "real_source": s.real.source,
+        "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()
+                        if n not in nuisance_vals},
+        "identifiability_warning": final_report.warning if final_report else None})
+    if nuisance_vals:  # identified with the physics, reported apart, never written into the model
+        doc["nuisance"] = jsonable({n: {"value": v, "unit": params[n].unit, "meaning": params[n].meaning,
+                                        "lower": params[n].lower, "upper": params[n].upper,
+                                        **({"std": uncertainty[n]} if n in uncertainty else {})}
+                                    for n, v in nuisance_vals.items()})
+    if diagnosis is not None:  # the warning comes before any claim that the parameters are physical
+        head = {k: doc.pop(k) for k in ("rig",) if k in doc}
+        doc = {**head, "diagnosis": jsonable({"misspecified": diagnosis["misspecified"],
+                                              "summary": diagnosis["text"],
+                                              "findings": diagnosis["findings"]}), **doc}
+    atomic_write_text(rd / "result.yaml", yaml.safe_dump(doc, sort_keys=False))
+    _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info),
+                                      "intervals": _stated_intervals(final_report)})
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
+def mark_artefacts_missing(run_dir: str | Path, missing: list[dict[str, str]]) -> None:
+    """Record artefacts written after the run (the report) that could not be written.
+
+    Sets ``status: artefacts_missing`` and extends ``calibration.artefacts_missing`` in
+    ``result.yaml`` and ``result.json`` (both rewritten atomically).
+
+    Args:
+        run_dir: a finished run directory. missing: ``[{"file": name, "error": one line}]``.
+
+    Raises:
+        OSError: the result files cannot be rewritten either (``filename`` names one).
+    """
+    import yaml
+
+    rd = Path(run_dir)
+    doc = yaml.safe_load((rd / "result.yaml").read_text(encoding="utf-8"))
+    cal = doc.setdefault("calibration", {})
+    if cal.get("status") == "ok":
+        cal["status"] = ARTEFACTS_MISSING
+    cal["artefacts_missing"] = list(cal.get("artefacts_missing") or []) + list(missing)
+    atomic_write_text(rd / "result.yaml", yaml.safe_dump(doc, sort_keys=False))
+    res = json.loads((rd / "result.json").read_text(encoding="utf-8"))
+    if res.get("status") == "ok":
+        res["status"] = ARTEFACTS_MISSING
+    res["artefacts_missing"] = list(res.get("artefacts_missing") or []) + list(missing)
+    _atomic_json(rd / "result.json", res)
+
+
 def _resume_session(s: _Session, pre: RunDirCheck, rd: Path) -> tuple[list[IterationRecord],
                                                                        IdentifiabilityReport | None, float, Evaluation]:
     """Restore a session from a checked run directory, so the loop goes on exactly where it stopped.
@@ -1215,41 +1323,6 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
     if status != "ok":
         result.stopped += f"; no proposal was made in {len(history) - 1} iteration(s)"
     if rd is not None:
-        import yaml
-
-        doc = identified.to_dict()
-        doc["calibration"] = jsonable({
-            "status": status, "proposer": proposer_name, "best_proposer": result.best_proposer,
-            "best_iteration": result.best_iteration, "training_mae_px": best_eval.error_px, "initial_mae_px": history[0].error_px,
-            "holdout_mae_px": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
-            "measurement_unit": s.objective.unit, "real_source": s.real.source,
-            "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()
-                            if n not in nuisance_vals},
-            "identifiability_warning": final_report.warning if final_report else None})
-        if nuisance_vals:  # identified with the physics, reported apart, never written into the model
-            doc["nuisance"] = jsonable({n: {"value": v, "unit": params[n].unit, "meaning": params[n].meaning,
-                                            "lower": params[n].lower, "upper": params[n].upper,
-                                            **({"std": uncertainty[n]} if n in uncertainty else {})}
-                                        for n, v in nuisance_vals.items()})
-        if diagnosis is not None:  # the warning comes before any claim that the parameters are physical
-            head = {k: doc.pop(k) for k in ("rig",) if k in doc}
-            doc = {**head, "diagnosis": jsonable({"misspecified": diagnosis["misspecified"],
-                                                  "summary": diagnosis["text"],
-                                                  "findings": diagnosis["findings"]}), **doc}
-        (rd / "result.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-        result.files = {"result_yaml": rd / "result.yaml", "result_json": rd / "result.json",
-                        "iterations": rd / "iterations.jsonl", "trials": rd / "trials.json"}
-        export = getattr(s.twin, "export_model", None)
-        if callable(export) and status == "ok":  # nothing was calibrated: no "calibrated" model
-            try:
-                s.twin.set_parameters(physics_vals)
-                suffix = getattr(s.twin, "model_suffix", ".xml")
-                model_path = rd / f"calibrated_model{suffix}"
-                export(model_path)
-                result.files["model"] = model_path
-            except Exception as err:  # noqa: BLE001 - the parameter YAML is the primary result
-                result.stopped += f"; model export failed: {type(err).__name__}: {err}"
-        save_trial_curves(rd, curves)
-        _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info),
-                                          "intervals": _stated_intervals(final_report)})
+        _write_run_results(s, result, history, identified, nuisance_vals, uncertainty, final_report, diagnosis,
+                           curves, physics_vals, rig_info, holdout, stopped)
     return result

@@ -346,6 +346,7 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
         return failure[0]
     _log_warnings(caught, log_path, verbose=args.verbose, identifiability=IdentifiabilityWarning)
     report = None
+    missing = list(result.artefacts_missing)
     if not args.no_report:
         from ..report import ReportError, write_report
 
@@ -353,7 +354,16 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
             with library_output_to(log_path, verbose=args.verbose):
                 report = write_report(out)
         except (ReportError, OSError, ValueError) as err:  # the calibration result stands without its report
-            print(f"vid2sid calibrate: report not written: {err}", file=sys.stderr)
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            print(f"vid2sid calibrate: report not written: {why}", file=sys.stderr)
+            missing.append({"file": "report.html", "error": " ".join(why.split())[:500]})
+            try:
+                from ..calibration.loop import mark_artefacts_missing
+
+                mark_artefacts_missing(out, missing[-1:])
+            except OSError as err2:
+                print(f"vid2sid calibrate: cannot record the missing report in {out / 'result.yaml'}: "
+                      f"{err2.strerror or err2}", file=sys.stderr)
     from ..report import run_summary_lines
 
     print()
@@ -361,6 +371,11 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
         print(line)
     for k, p in result.files.items():
         print(f"  {k}: {p}")
+    if missing:  # the calibration ran, but what it promises is not all there: never exit 0
+        print(f"vid2sid calibrate: the calibration ran but {len(missing)} artefact(s) could not be written: "
+              + "; ".join(f"{m['file']} ({m['error']})" for m in missing)
+              + f"; {out / 'result.yaml'} says status: artefacts_missing", file=sys.stderr)
+        return EXIT_ARTEFACT_MISSING
     if result.status != "ok":  # a run that calibrated nothing is a failure, never exit 0
         why = next((n for r in reversed(result.history[1:]) for n in r.notes), "no iteration was run")
         print(f"vid2sid calibrate: no proposal was made in {result.iterations} iteration(s) (last: {why}); "
