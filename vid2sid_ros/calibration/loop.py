@@ -65,7 +65,7 @@ import numpy as np
 from ..core.files import atomic_output, atomic_write_text
 from ..core.parameters import ParameterSet, ParameterSpecError
 from ..core.trajectory import format_error
-from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin
+from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin, TwinError
 from ..sim.registry import Rig
 from .identifiability import IdentifiabilityReport, check_identifiability
 from .nuisance import MeasurementModel, add_measurement_nuisances
@@ -139,6 +139,9 @@ class CalibrationConfig:
             proposal says ``converged``; False spends every iteration anyway.
         video: write side-by-side videos for the proposer (None: ``proposer.wants_video``).
         resume: continue the run found in ``run_dir``.
+        resume_changed: let ``resume`` continue although the model, rig config or real data
+            differ from the interrupted run's (``run.json`` fingerprints); recorded in ``run.json``
+            (``resumed_with_changes``). Default False: such a resume is refused.
         start: start values ``{name: value}`` (default: the spec's nominal values).
         noise: measurement noise (1 sigma) per unit, ``{"px": 1.0, "m": 0.001, "rad": 0.005}``,
             weighting trials of different kinds fitted together (rig config ``calibration.noise``;
@@ -175,6 +178,7 @@ class CalibrationConfig:
     stop_when_converged: bool = True
     video: bool | None = None
     resume: bool = False
+    resume_changed: bool = False
     start: dict[str, float] | None = None
     nuisance: dict[str, Any] | None = None
     noise: dict[str, float] | None = None
@@ -202,7 +206,7 @@ class CalibrationConfig:
                                    f"got {self.rollout_budget!r}")
         if not is_int(self.seed):
             raise CalibrationError(f"config 'seed' must be an integer, got {self.seed!r}")
-        for name in ("identifiability", "final_identifiability", "resume", "diagnosis"):
+        for name in ("identifiability", "final_identifiability", "resume", "resume_changed", "diagnosis"):
             if not isinstance(getattr(self, name), bool):  # a quoted 'no' would otherwise be true
                 raise CalibrationError(f"config '{name}' must be true or false, got {getattr(self, name)!r}")
         if self.tracker_bias is not None and not isinstance(self.tracker_bias, bool):
@@ -519,16 +523,20 @@ class RunDirCheck:
         records: the validated records of ``iterations.jsonl`` (iteration 1 first).
         good: byte length of the good prefix of ``iterations.jsonl`` (a torn last line
             after it is dropped on resume).
+        changed: fingerprints that differ from the interrupted run's (resumed with
+            ``resume_changed``).
     """
 
     meta: dict[str, Any]
     initial: IterationRecord
     records: list[IterationRecord]
     good: int
+    changed: list[str] = field(default_factory=list)
 
 
 def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: CalibrationConfig,
-                  parameters: ParameterSet, real: RealTrial | None) -> RunDirCheck | None:
+                  parameters: ParameterSet, real: RealTrial | None,
+                  fingerprints: Mapping[str, str] | None = None) -> RunDirCheck | None:
     """Every refusal check of a run directory, before anything is written to it.
 
     Callers that write their own files into the run directory (the CLI's
@@ -540,8 +548,10 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
     excitation); a run (``run.json``) exists without ``config.resume``; ``resume`` without a
     directory or a run; completed iterations (``iterations.jsonl``, ``proposer_state/``)
     without their ``run.json`` (never started afresh over them); a resume whose proposer,
-    seed, budget, spec, trials or start differ; an ``iterations.jsonl`` that is not a
-    valid sequence (:func:`validate_records`).
+    seed, budget, spec, trials or start differ; a resume whose model (or a file it includes),
+    rig config or real data changed (``fingerprints`` vs ``run.json``'s, see
+    :mod:`.fingerprint`; allowed with ``config.resume_changed``); an ``iterations.jsonl``
+    that is not a valid sequence (:func:`validate_records`).
 
     ``real`` None (the trial is not built yet: a benchmark checking all its run
     directories before the first one starts) skips the signature comparison, which needs
@@ -597,10 +607,21 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
             raise CalibrationError(f"cannot resume {rd}: '{k}' differs from the interrupted run "
                                    f"({_signature_diff(k, jsonable(old_sig.get(k)), jsonable(v))}); "
                                    "resume with the same settings or choose another output directory")
+    changed: list[str] = []
+    if fingerprints:
+        from .fingerprint import WHAT, changed_fingerprints
+
+        old_fp = meta.get("fingerprints") if isinstance(meta.get("fingerprints"), dict) else {}
+        changed = changed_fingerprints(old_fp, fingerprints)
+        if changed and not cfg.resume_changed:
+            raise CalibrationError(f"cannot resume {rd}: {' and '.join(WHAT.get(k, k) for k in changed)} changed "
+                                   "since the interrupted run; its iterations were computed against the old one: "
+                                   "start a new run in another output directory, or resume anyway with "
+                                   "--resume-changed (recorded in run.json) (nothing was changed)")
     initial = record_from_dict(meta["initial"], source=str(meta_path))
     records, good, lines = _read_jsonl(rd, with_lines=True)
     validate_records(initial, records, lines, source=str(jl), initial_rollouts=meta.get("initial_rollouts"))
-    return RunDirCheck(meta, initial, records, good)
+    return RunDirCheck(meta, initial, records, good, changed)
 
 
 def validate_records(initial: IterationRecord, records: list[IterationRecord], lines: list[int], *,
@@ -826,7 +847,14 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
         unknown = [k for k in cfg.start if k not in params]
         if unknown:
             raise CalibrationError(f"config 'start': unknown parameter(s) {unknown}; valid: {', '.join(params.names)}")
-    pre = check_run_dir(rd, proposer_name=proposer.name, config=cfg, parameters=params, real=real)
+    from .fingerprint import run_fingerprints
+
+    try:
+        fingerprints = run_fingerprints(target, real, twin) if rd is not None else {}
+    except (OSError, TwinError) as err:  # a model file that is no longer a readable regular file
+        raise CalibrationError(f"cannot fingerprint the run's inputs: {err}") from None
+    pre = check_run_dir(rd, proposer_name=proposer.name, config=cfg, parameters=params, real=real,
+                        fingerprints=fingerprints)
     limits = RolloutLimits(cfg.rollout_max_substeps, cfg.rollout_max_wall_s)
     if hasattr(twin, "rollout_limits"):
         twin.rollout_limits = limits
@@ -854,6 +882,16 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
     history: list[IterationRecord]
     start_report: IdentifiabilityReport | None
     if pre is not None:
+        if pre.changed:  # resumed with --resume-changed: the run says so for good
+            import datetime
+
+            meta = dict(pre.meta)
+            meta["resumed_with_changes"] = list(meta.get("resumed_with_changes") or []) + [{
+                "changed": list(pre.changed), "after_iteration": (pre.records[-1] if pre.records else pre.initial).iteration,
+                "old": {k: (pre.meta.get("fingerprints") or {}).get(k) for k in pre.changed},
+                "new": {k: fingerprints[k] for k in pre.changed},
+                "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}]
+            _atomic_json(meta_path, meta)
         history, start_report, prior_wall, current_eval = _resume_session(s, pre, rd)
     else:  # a new run: the start point is evaluated and recorded as iteration 0
         history, start_report, prior_wall = [], None, 0.0
@@ -878,7 +916,8 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
         init = _roundtrip(init)
         history.append(init)
         if meta_path is not None:
-            _atomic_json(meta_path, {"version": 1, "signature": signature, "config": cfg.to_dict(),
+            _atomic_json(meta_path, {"version": 1, "signature": signature, "fingerprints": fingerprints,
+                                     "config": cfg.to_dict(),
                                      "rig": rig_info, "real_source": real.source, "initial": record_to_dict(init),
                                      "initial_rollouts": s.used, "initial_wall_s": init.wall_s,
                                      "diagnostic_rollouts": s.diagnostic,

@@ -77,6 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calibrate against a recorded rosbag2 (MCAP) or a real-trial JSON written by "
                              "`vid2sid track --excitation` (overrides CONFIG's real)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
+    parser.add_argument("--resume-changed", action="store_true",
+                        help="with --resume: continue although the model (or a file it includes), the rig config "
+                             "or the real data changed since the interrupted run (refused otherwise); recorded in "
+                             "RUN_DIR/run.json")
     parser.add_argument("--quiet", action="store_true", help="print only the final summary")
     parser.add_argument("--verbose", action="store_true",
                         help="show library messages (Python warnings, OpenCV/FFmpeg) on the terminal instead of "
@@ -202,7 +206,8 @@ def run(args: argparse.Namespace) -> int:
             cal["rollout_budget"] = None if args.budget == 0 else args.budget
         if args.seed is not None:
             cal["seed"] = args.seed
-        cal["resume"] = bool(args.resume)
+        cal["resume"] = bool(args.resume or getattr(args, "resume_changed", False))
+        cal["resume_changed"] = bool(getattr(args, "resume_changed", False))
         from ..calibration.nuisance import rig_nuisance
 
         cal["nuisance"] = rig_nuisance(rig, cal, source=src)  # the rig's nuisance: block; one line on a bad one
