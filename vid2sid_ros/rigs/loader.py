@@ -80,8 +80,10 @@ def read_config(path: str | Path) -> tuple[dict[str, Any], str, Path]:
     if not p.is_file():
         raise RigConfigError(f"rig config not found: {p}" + (f" (built-in rigs: {', '.join(available_rigs())})"
                                                              if "/" not in str(path) else ""))
+    from ..core.files import read_regular_file
+
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_regular_file(p, max_bytes=64 * 1024 * 1024, what="the rig config").decode("utf-8")
     except UnicodeDecodeError as err:
         raise RigConfigError(f"{p}: not a UTF-8 text YAML file ({err.reason} at byte {err.start})") from None
     except OSError as err:
