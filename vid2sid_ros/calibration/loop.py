@@ -73,7 +73,7 @@ from .objective import TrialObjective, measurement_unit
 from .observation import RealTrial, jsonable
 from .trial_curves import save_trial_curves, trial_curves
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
-from .rationale import ensure_lead
+from .rationale import ensure_lead, truncate_text
 from .run_lock import RunDirBusy, run_dir_lock
 
 ARTEFACTS_MISSING = "artefacts_missing"  #: status of a run whose promised artefacts could not all be written
@@ -139,6 +139,8 @@ class CalibrationConfig:
             proposal says ``converged``; False spends every iteration anyway.
         video: write side-by-side videos for the proposer (None: ``proposer.wants_video``).
         resume: continue the run found in ``run_dir``.
+        max_rationale_chars: longest proposer rationale stored, characters; a longer one is cut
+            and marked ``[truncated: N characters]`` (with a note).
         resume_changed: let ``resume`` continue although the model, rig config or real data
             differ from the interrupted run's (``run.json`` fingerprints); recorded in ``run.json``
             (``resumed_with_changes``). Default False: such a resume is refused.
@@ -179,6 +181,7 @@ class CalibrationConfig:
     video: bool | None = None
     resume: bool = False
     resume_changed: bool = False
+    max_rationale_chars: int = 4000
     start: dict[str, float] | None = None
     nuisance: dict[str, Any] | None = None
     noise: dict[str, float] | None = None
@@ -204,6 +207,8 @@ class CalibrationConfig:
         if self.rollout_budget is not None and (not is_int(self.rollout_budget) or self.rollout_budget < 1):
             raise CalibrationError(f"config 'rollout_budget' must be a positive integer or null, "
                                    f"got {self.rollout_budget!r}")
+        if not is_int(self.max_rationale_chars) or self.max_rationale_chars < 1:
+            raise CalibrationError(f"config 'max_rationale_chars' must be an integer >= 1, got {self.max_rationale_chars!r}")
         if not is_int(self.seed):
             raise CalibrationError(f"config 'seed' must be an integer, got {self.seed!r}")
         for name in ("identifiability", "final_identifiability", "resume", "resume_changed", "diagnosis"):
@@ -967,6 +972,9 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
             notes.append(f"confidence {proposal.confidence!r} outside [0, 1]; clamped")
             conf = 0.0 if conf is None else min(max(conf, 0.0), 1.0)
         rationale = proposal.rationale if isinstance(proposal.rationale, str) else str(proposal.rationale)
+        if len(rationale) > cfg.max_rationale_chars:  # stored in every record and the report: bounded
+            notes.append(f"rationale of {len(rationale):,} characters cut to {cfg.max_rationale_chars:,}")
+            rationale = truncate_text(rationale, cfg.max_rationale_chars)
         ev = proposal.best_evaluation
         if ev is not None and not (any(ev is e for e in s.iter_evals) and _same(ev.values, values, params)):
             if not any(ev is e for e in s.iter_evals):
