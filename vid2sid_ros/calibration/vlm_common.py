@@ -92,20 +92,73 @@ _SECRET_PATTERNS = (
 )
 
 
+#: shortest run of a secret's characters (in any of its forms) that is redacted where it appears alone
+SECRET_FRAGMENT = 8
+
+
+def _secret_forms(sec: str) -> set[str]:
+    """The forms a service can echo a secret in: itself, URL-encoded, and base64 (standard and
+    URL-safe) at each of the three byte alignments it can have inside a longer encoded text
+    (only the characters that depend on the secret's bytes alone)."""
+    import base64
+    import urllib.parse
+
+    forms = {sec, urllib.parse.quote(sec, safe=""), urllib.parse.quote_plus(sec, safe="")}
+    raw = sec.encode("utf-8")
+    for enc in (base64.b64encode, base64.urlsafe_b64encode):
+        for k in range(3):  # k bytes of other data before the secret in the encoded text
+            e = enc(b"\0" * k + raw).decode("ascii")
+            start = (0, 2, 3)[k]  # the first characters mix in the bytes before the secret
+            end = ((k + len(raw)) // 3) * 4  # the last group mixes in the bytes after it
+            forms.add(e[start:end])
+    return {f for f in forms if f}
+
+
+def _redact_secret(s: str, sec: str) -> str:
+    """``s`` with every form of ``sec`` and every run of >= :data:`SECRET_FRAGMENT` characters
+    of one of its forms (a prefix, a suffix, a cut-off echo) replaced by ``[REDACTED]``."""
+    if len(sec) < SECRET_FRAGMENT:
+        return s.replace(sec, "[REDACTED]")
+    covered = bytearray(len(s))
+    for form in _secret_forms(sec):
+        if len(form) < SECRET_FRAGMENT:
+            continue
+        for j in range(len(form) - SECRET_FRAGMENT + 1):
+            gram = form[j:j + SECRET_FRAGMENT]
+            i = s.find(gram)
+            while i >= 0:
+                covered[i:i + SECRET_FRAGMENT] = b"\1" * SECRET_FRAGMENT
+                i = s.find(gram, i + 1)
+    if not any(covered):
+        return s
+    out, i = [], 0
+    while i < len(s):
+        if covered[i]:
+            while i < len(s) and covered[i]:
+                i += 1
+            out.append("[REDACTED]")
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
 def redact(text: object, extra_secrets: Sequence[str] = ()) -> str:
     """``str(text)`` with API keys removed.
 
     Removes the current values of :data:`SECRET_ENV_VARS` (and ``extra_secrets``)
-    wherever they occur, plus anything shaped like a Google API key, a ``key=``
-    query parameter or an ``Authorization``/``x-goog-api-key`` header value.
+    wherever they occur, in every form a service can echo them in (exact, any run of
+    :data:`SECRET_FRAGMENT` or more of their characters such as a prefix, URL-encoded,
+    base64 standard or URL-safe at any alignment), plus anything shaped like a Google API
+    key, a ``key=`` query parameter or an ``Authorization``/``x-goog-api-key`` header value.
     """
     s = str(text)
     secrets = [os.environ.get(v, "") for v in SECRET_ENV_VARS] + list(extra_secrets)
-    for sec in sorted({x for x in secrets if x and len(x) >= 4}, key=len, reverse=True):
-        s = s.replace(sec, "[REDACTED]")
-    s = _SECRET_PATTERNS[0].sub("[REDACTED]", s)
+    s = _SECRET_PATTERNS[0].sub("[REDACTED]", s)  # key-shaped text first: a fragment cut out would hide its shape
     for pat in _SECRET_PATTERNS[1:]:
         s = pat.sub(lambda m: m.group(1) + "[REDACTED]", s)
+    for sec in sorted({x for x in secrets if x and len(x) >= 4}, key=len, reverse=True):
+        s = _redact_secret(s, sec)
     return s
 
 
