@@ -730,6 +730,10 @@ class _Session:
                  run_dir: Path | None) -> None:
         self.twin, self.params, self.real, self.cfg, self.run_dir = twin, params, real, cfg, run_dir
         self.objective = TrialObjective(twin, real.train_excitations, real.train, params, noise=cfg.noise)
+        # diagnostics (identifiability checks, the restart point of a resume) keep their own rollout cache:
+        # what the metered objective charges then depends only on the metered evaluations, which the records
+        # hold, so a resumed run charges exactly what the uninterrupted run charged
+        self.diag_objective = TrialObjective(twin, real.train_excitations, real.train, params, noise=cfg.noise)
         self.used = 0
         self.diagnostic = 0
         self.best: tuple[float, dict[str, float], dict[str, float]] = (math.inf, params.nominal(), {})
@@ -777,7 +781,7 @@ class _Session:
         return ev
 
     def diagnostic_eval(self, values: Mapping[str, float]) -> Evaluation:
-        ev, _ = self.objective.evaluate(values)
+        ev, _ = self.diag_objective.evaluate(values)
         self.diagnostic += ev.rollouts
         return ev
 
@@ -901,7 +905,7 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
     else:  # a new run: the start point is evaluated and recorded as iteration 0
         history, start_report, prior_wall = [], None, 0.0
         if cfg.identifiability:
-            start_report = check_identifiability(s.objective, s.current, parameters=params,
+            start_report = check_identifiability(s.diag_objective, s.current, parameters=params,
                                                  step=cfg.identifiability_step, scheme=cfg.identifiability_scheme,
                                                  condition_threshold=cfg.condition_threshold)
             s.diagnostic += start_report.rollouts
@@ -1179,6 +1183,8 @@ def _resume_session(s: _Session, pre: RunDirCheck, rd: Path) -> tuple[list[Itera
     for r in history:
         s.iteration = r.iteration
         for e in r.extra.get("evaluations", []):
+            if not e.get("failed"):
+                s.objective.replay_paid(e["values"])  # the rollout cache as the uninterrupted run had it
             if e.get("error_px") is not None:
                 s.consider_best(s.params.complete(e["values"]), float(e["error_px"]), {})
         if math.isfinite(r.error_px):
