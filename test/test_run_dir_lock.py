@@ -136,3 +136,14 @@ def test_two_calibrate_runs_raced_into_one_directory(tmp_path):
     reference = bench.timeless(tmp_path / "alone" / "iterations.jsonl")
     res = bench.race(tmp_path / "race", 2, tmp_path / "go")
     assert bench.judge(res, tmp_path / "race", reference) is None
+
+
+def test_a_directory_holding_only_the_lock_file_counts_as_empty_for_demo(tmp_path):
+    from vid2sid_ros.commands.demo import _is_replaceable
+
+    rd = tmp_path / "run"
+    rd.mkdir()
+    (rd / LOCK_NAME).write_text("")
+    assert _is_replaceable(rd)
+    (rd / "notes.txt").write_text("mine")
+    assert not _is_replaceable(rd)
