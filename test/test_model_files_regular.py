@@ -54,3 +54,12 @@ def test_read_regular_file_bounds_size(tmp_path):
     assert read_regular_file(f, max_bytes=1000) == b"x" * 1000
     with pytest.raises(NotARegularFileError, match="1,000 bytes, over the limit of 999"):
         read_regular_file(f, max_bytes=999)
+
+
+def test_fifo_rig_config_refused_in_one_line(tmp_path):
+    from vid2sid_ros.rigs import RigConfigError, load_rig
+
+    cfg = tmp_path / "rig.yaml"
+    os.mkfifo(cfg)
+    with pytest.raises(RigConfigError, match="rig config is a FIFO"):
+        load_rig(str(cfg))
