@@ -36,7 +36,11 @@ failed evaluation (``error_px = inf``), the current parameters stay where they w
 Each record names the proposer that actually proposed (a fallback included;
 ``extra["requested_proposer"]`` keeps the configured one). A run in which iterations were
 asked for and none produced a proposal ends with ``status = "no_proposal"`` (in
-``result.yaml``/``result.json``) and no calibrated model.
+``result.yaml``/``result.json``) and no calibrated model. Every result file is written
+atomically (:mod:`vid2sid_ros.core.files`); a promised artefact that cannot be written (the
+calibrated model, ``trials.json``) gives ``status = "artefacts_missing"`` with the file and
+the reason under ``artefacts_missing``. The run directory is locked for the run's life
+(:mod:`.run_lock`): a second run into it is refused.
 
 Resume: run files are ``run.json`` (config, spec, iteration 0, start check),
 ``iterations.jsonl`` and ``proposer_state/iter_NNNN.json``. :func:`check_run_dir` makes every
@@ -1076,13 +1080,14 @@ def _write_run_results(s: _Session, result: CalibrationResult, history: list[Ite
     export = getattr(s.twin, "export_model", None)
     if callable(export) and status == "ok":  # nothing was calibrated: no "calibrated" model
         model_path = rd / f"calibrated_model{getattr(s.twin, 'model_suffix', '.xml')}"
+        tmp = model_path
         try:
             s.twin.set_parameters(physics_vals)
             with atomic_output(model_path) as tmp:
                 export(tmp)
             result.files["model"] = model_path
         except Exception as err:  # noqa: BLE001 - recorded as a missing artefact, the run says so
-            missing.append({"file": model_path.name, "error": _one_line(err)})
+            missing.append({"file": model_path.name, "error": _one_line(err).replace(str(tmp), str(model_path))})
     try:
         save_trial_curves(rd, curves)
     except (OSError, ValueError, TypeError) as err:

@@ -31,7 +31,11 @@ still loads — it extends the built-in rig it names::
 The run directory receives ``run.json``, ``iterations.jsonl`` (one line per completed
 iteration), ``result.yaml`` (loadable parameter spec, nominal = identified values),
 ``result.json``, the calibrated model copy when the twin can export one, and — for
-sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth).
+sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth). One run at a time
+holds the directory (``.vid2sid.lock``); ``--resume`` is refused when the model, rig config
+or real data changed (``--resume-changed`` overrides it, recorded in ``run.json``). Exit
+codes: 0 success, 1 no proposal made, 2 refused or stopped, 3 an artefact could not be
+written, 130/143 interrupted (``docs/run_directory.md``).
 """
 
 from __future__ import annotations
