@@ -51,3 +51,27 @@ def test_report_that_cannot_be_written_leaves_no_half_page_and_exits_3(tmp_path,
     cal = yaml.safe_load((rd / "result.yaml").read_text())["calibration"]
     assert cal["status"] == "artefacts_missing" and cal["artefacts_missing"][0]["file"] == "report.html"
     assert (rd / "calibrated_model.yaml").is_file()  # the rest of the run stands
+
+
+def test_atomic_output_keeps_the_old_file_when_the_writer_fails(tmp_path):
+    import os
+
+    import pytest
+
+    from vid2sid_ros.core.files import atomic_output, atomic_write_text
+
+    p = atomic_write_text(tmp_path / "result.yaml", "old: 1\n")
+    assert oct(os.stat(p).st_mode & 0o777) == oct(0o666 & ~_current_umask())
+    with pytest.raises(RuntimeError):
+        with atomic_output(p) as tmp:
+            tmp.write_text("new: half")
+            raise RuntimeError("the writer failed")
+    assert p.read_text() == "old: 1\n" and [x.name for x in tmp_path.iterdir()] == ["result.yaml"]
+
+
+def _current_umask() -> int:
+    import os
+
+    m = os.umask(0o022)
+    os.umask(m)
+    return m

@@ -29,6 +29,20 @@ __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_output", "read_reg
 DEFAULT_MAX_FILE_BYTES = 512 * 1024 * 1024
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux /proc), else by setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # not thread-safe for the instant it is changed: only where /proc is missing
+    os.umask(mask)
+    return mask
+
+
 class NotARegularFileError(OSError):
     """A named file is a FIFO, a device, a directory or a socket, or is larger than allowed."""
 
@@ -66,9 +80,7 @@ def atomic_output(path: str | Path, *, suffix: str | None = None) -> Iterator[Pa
                                     dir=path.parent)
     os.close(fd)
     tmp = Path(tmp_name)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # an artefact gets the usual permissions, not mkstemp's 0600
+    os.chmod(tmp, 0o666 & ~_umask())  # an artefact gets the usual permissions, not mkstemp's 0600
     try:
         yield tmp
         if not tmp.is_file():
