@@ -170,6 +170,8 @@ class GeminiConfig:
         max_retries, initial_backoff_s, max_backoff_s: exponential backoff on 408/429/5xx
             and transport errors.
         max_reasks: follow-up requests after an unusable reply.
+        max_reply_chars: longest reply text parsed, characters (a longer one is unusable: re-asked,
+            then the fallback).
         inline_max_bytes: videos whose total size is at most this are sent inline
             (``Part.from_bytes``); larger ones go through the Files API. The API caps a
             whole inline request at 20 MB and inline bytes travel base64-encoded (x4/3),
@@ -198,6 +200,7 @@ class GeminiConfig:
     initial_backoff_s: float = 2.0
     max_backoff_s: float = 60.0
     max_reasks: int = 2
+    max_reply_chars: int = 1_000_000
     inline_max_bytes: int = 14 * 1024 * 1024
     upload_timeout_s: float = 300.0
     upload_poll_s: float = 2.0
@@ -264,7 +267,7 @@ class GeminiProposer(VLMProposer):
         self.config = cfg
         super().__init__(options=cfg.prompt_options(), max_reasks=cfg.max_reasks, retry=cfg.retry_policy(),
                          fallback=fallback, sleep=sleep, deadline_s=cfg.deadline_s, retry_every=cfg.retry_every,
-                         clock=clock)
+                         clock=clock, max_reply_chars=cfg.max_reply_chars)
         self._files: dict[tuple[str, int, int], Any] = {}  # (path, size, mtime_ns) -> types.File
         self._client = client
         if client is None:
@@ -420,7 +423,7 @@ class GeminiProposer(VLMProposer):
         finish = _finish_reason(resp)
         if finish not in ("STOP", "FINISH_REASON_UNSPECIFIED", "STATE_UNSPECIFIED"):
             try:
-                parse_reply_json(text)
+                parse_reply_json(text, max_chars=self.max_reply_chars)
             except ReplyError as err:
                 raise ReplyError([ReplyProblem(f"reply cut short (finish reason {finish}): {err}", True)]) from None
         return text

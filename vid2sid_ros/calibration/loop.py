@@ -43,7 +43,11 @@ failed evaluation (``error_px = inf``), the current parameters stay where they w
 Each record names the proposer that actually proposed (a fallback included;
 ``extra["requested_proposer"]`` keeps the configured one). A run in which iterations were
 asked for and none produced a proposal ends with ``status = "no_proposal"`` (in
-``result.yaml``/``result.json``) and no calibrated model.
+``result.yaml``/``result.json``) and no calibrated model. Every result file is written
+atomically (:mod:`vid2sid_ros.core.files`); a promised artefact that cannot be written (the
+calibrated model, ``trials.json``) gives ``status = "artefacts_missing"`` with the file and
+the reason under ``artefacts_missing``. The run directory is locked for the run's life
+(:mod:`.run_lock`): a second run into it is refused.
 
 Resume: run files are ``run.json`` (config, spec, iteration 0, start check),
 ``iterations.jsonl`` and ``proposer_state/iter_NNNN.json``. :func:`check_run_dir` makes every
@@ -69,9 +73,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..core.files import atomic_output, atomic_write_text
 from ..core.parameters import ParameterSet, ParameterSpecError
 from ..core.trajectory import format_error
-from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin
+from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin, TwinError
 from ..sim.registry import Rig
 from .effects import ParameterEffectError, check_parameter_effects
 from .identifiability import IdentifiabilityReport, check_identifiability
@@ -80,9 +85,13 @@ from .objective import TrialObjective, measurement_unit
 from .observation import RealTrial, jsonable
 from .trial_curves import save_trial_curves, trial_curves
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
-from .rationale import ensure_lead
+from .rationale import ensure_lead, truncate_text
+from .run_lock import RunDirBusy, run_dir_lock
+
+ARTEFACTS_MISSING = "artefacts_missing"  #: status of a run whose promised artefacts could not all be written
 
 __all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration", "check_run_dir",
+           "mark_artefacts_missing", "ARTEFACTS_MISSING",
            "RolloutBudgetWarning", "rollout_budget_warnings",
            "RunDirCheck", "validate_records",
            "record_to_dict", "record_from_dict", "load_history", "UNLIMITED_ROLLOUTS"]
@@ -142,6 +151,11 @@ class CalibrationConfig:
             proposal says ``converged``; False spends every iteration anyway.
         video: write side-by-side videos for the proposer (None: ``proposer.wants_video``).
         resume: continue the run found in ``run_dir``.
+        max_rationale_chars: longest proposer rationale stored, characters; a longer one is cut
+            and marked ``[truncated: N characters]`` (with a note).
+        resume_changed: let ``resume`` continue although the model, rig config or real data
+            differ from the interrupted run's (``run.json`` fingerprints); recorded in ``run.json``
+            (``resumed_with_changes``). Default False: such a resume is refused.
         start: start values ``{name: value}`` (default: the spec's nominal values).
         noise: measurement noise (1 sigma) per unit, ``{"px": 1.0, "m": 0.001, "rad": 0.005}``,
             weighting trials of different kinds fitted together (rig config ``calibration.noise``;
@@ -178,6 +192,8 @@ class CalibrationConfig:
     stop_when_converged: bool = True
     video: bool | None = None
     resume: bool = False
+    resume_changed: bool = False
+    max_rationale_chars: int = 4000
     start: dict[str, float] | None = None
     nuisance: dict[str, Any] | None = None
     noise: dict[str, float] | None = None
@@ -203,9 +219,11 @@ class CalibrationConfig:
         if self.rollout_budget is not None and (not is_int(self.rollout_budget) or self.rollout_budget < 1):
             raise CalibrationError(f"config 'rollout_budget' must be a positive integer or null, "
                                    f"got {self.rollout_budget!r}")
+        if not is_int(self.max_rationale_chars) or self.max_rationale_chars < 1:
+            raise CalibrationError(f"config 'max_rationale_chars' must be an integer >= 1, got {self.max_rationale_chars!r}")
         if not is_int(self.seed):
             raise CalibrationError(f"config 'seed' must be an integer, got {self.seed!r}")
-        for name in ("identifiability", "final_identifiability", "resume", "diagnosis"):
+        for name in ("identifiability", "final_identifiability", "resume", "resume_changed", "diagnosis"):
             if not isinstance(getattr(self, name), bool):  # a quoted 'no' would otherwise be true
                 raise CalibrationError(f"config '{name}' must be true or false, got {getattr(self, name)!r}")
         if self.tracker_bias is not None and not isinstance(self.tracker_bias, bool):
@@ -282,7 +300,10 @@ class CalibrationResult:
         files: written files (``iterations``, ``result_yaml``, ``result_json``, ``model``).
         status: ``"ok"``, or ``"no_proposal"`` when proposal iterations were asked for
             and not one of them produced a proposal (every proposer failed): ``values``
-            are then the start point, nothing was calibrated and no model is exported.
+            are then the start point, nothing was calibrated and no model is exported;
+            or ``"artefacts_missing"`` when the calibration ran but an artefact it promises
+            (calibrated model, ``trials.json``, the report) could not be written.
+        artefacts_missing: ``[{"file": name, "error": one line}]`` of those artefacts.
         best_iteration: the iteration whose evaluation gave ``values`` (0 = start point).
         best_proposer: the proposer that actually produced ``values`` (a fallback when
             it stepped in; ``"initial"`` for the start point).
@@ -315,6 +336,7 @@ class CalibrationResult:
     unit: str = "px"
     holdout_unit: str = "px"
     diagnosis: dict[str, Any] | None = None
+    artefacts_missing: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (history as record dicts)."""
@@ -329,6 +351,7 @@ class CalibrationResult:
             "identifiability": self.identifiability.to_dict() if self.identifiability else None,
             "final_identifiability": self.final_identifiability.to_dict() if self.final_identifiability else None,
             "files": {k: str(v) for k, v in self.files.items()},
+            **({"artefacts_missing": self.artefacts_missing} if self.artefacts_missing else {}),
             "history": [record_to_dict(r, with_state=False) for r in self.history]})
 
 
@@ -497,9 +520,7 @@ def _fsync_write(path: Path, text: str, *, append: bool = False) -> None:
 
 
 def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    _fsync_write(tmp, json.dumps(jsonable(data), indent=1))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(jsonable(data), indent=1))
 
 
 # -- run-directory checks (nothing written) ----------------------------------------------
@@ -519,16 +540,20 @@ class RunDirCheck:
         records: the validated records of ``iterations.jsonl`` (iteration 1 first).
         good: byte length of the good prefix of ``iterations.jsonl`` (a torn last line
             after it is dropped on resume).
+        changed: fingerprints that differ from the interrupted run's (resumed with
+            ``resume_changed``).
     """
 
     meta: dict[str, Any]
     initial: IterationRecord
     records: list[IterationRecord]
     good: int
+    changed: list[str] = field(default_factory=list)
 
 
 def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: CalibrationConfig,
-                  parameters: ParameterSet, real: RealTrial | None) -> RunDirCheck | None:
+                  parameters: ParameterSet, real: RealTrial | None,
+                  fingerprints: Mapping[str, str] | None = None) -> RunDirCheck | None:
     """Every refusal check of a run directory, before anything is written to it.
 
     Callers that write their own files into the run directory (the CLI's
@@ -540,8 +565,10 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
     excitation); a run (``run.json``) exists without ``config.resume``; ``resume`` without a
     directory or a run; completed iterations (``iterations.jsonl``, ``proposer_state/``)
     without their ``run.json`` (never started afresh over them); a resume whose proposer,
-    seed, budget, spec, trials or start differ; an ``iterations.jsonl`` that is not a
-    valid sequence (:func:`validate_records`).
+    seed, budget, spec, trials or start differ; a resume whose model (or a file it includes),
+    rig config or real data changed (``fingerprints`` vs ``run.json``'s, see
+    :mod:`.fingerprint`; allowed with ``config.resume_changed``); an ``iterations.jsonl``
+    that is not a valid sequence (:func:`validate_records`).
 
     ``real`` None (the trial is not built yet: a benchmark checking all its run
     directories before the first one starts) skips the signature comparison, which needs
@@ -597,10 +624,21 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
             raise CalibrationError(f"cannot resume {rd}: '{k}' differs from the interrupted run "
                                    f"({_signature_diff(k, jsonable(old_sig.get(k)), jsonable(v))}); "
                                    "resume with the same settings or choose another output directory")
+    changed: list[str] = []
+    if fingerprints:
+        from .fingerprint import WHAT, changed_fingerprints
+
+        old_fp = meta.get("fingerprints") if isinstance(meta.get("fingerprints"), dict) else {}
+        changed = changed_fingerprints(old_fp, fingerprints)
+        if changed and not cfg.resume_changed:
+            raise CalibrationError(f"cannot resume {rd}: {' and '.join(WHAT.get(k, k) for k in changed)} changed "
+                                   "since the interrupted run; its iterations were computed against the old one: "
+                                   "start a new run in another output directory, or resume anyway with "
+                                   "--resume-changed (recorded in run.json) (nothing was changed)")
     initial = record_from_dict(meta["initial"], source=str(meta_path))
     records, good, lines = _read_jsonl(rd, with_lines=True)
     validate_records(initial, records, lines, source=str(jl), initial_rollouts=meta.get("initial_rollouts"))
-    return RunDirCheck(meta, initial, records, good)
+    return RunDirCheck(meta, initial, records, good, changed)
 
 
 def validate_records(initial: IterationRecord, records: list[IterationRecord], lines: list[int], *,
@@ -704,6 +742,10 @@ class _Session:
                  run_dir: Path | None) -> None:
         self.twin, self.params, self.real, self.cfg, self.run_dir = twin, params, real, cfg, run_dir
         self.objective = TrialObjective(twin, real.train_excitations, real.train, params, noise=cfg.noise)
+        # diagnostics (identifiability checks, the restart point of a resume) keep their own rollout cache:
+        # what the metered objective charges then depends only on the metered evaluations, which the records
+        # hold, so a resumed run charges exactly what the uninterrupted run charged
+        self.diag_objective = TrialObjective(twin, real.train_excitations, real.train, params, noise=cfg.noise)
         self.used = 0
         self.diagnostic = 0
         self.best: tuple[float, dict[str, float], dict[str, float]] = (math.inf, params.nominal(), {})
@@ -752,7 +794,7 @@ class _Session:
         return ev
 
     def diagnostic_eval(self, values: Mapping[str, float]) -> Evaluation:
-        ev, _ = self.objective.evaluate(values)
+        ev, _ = self.diag_objective.evaluate(values)
         self.diagnostic += ev.rollouts
         return ev
 
@@ -790,12 +832,26 @@ def run_calibration(
         CalibrationResult.
 
     Raises:
-        CalibrationError: ``run_dir`` holds another run (without ``resume``) or a run
+        CalibrationError: another run holds ``run_dir``'s lock (:mod:`.run_lock`; one line naming
+            it); ``run_dir`` holds another run (without ``resume``) or a run
             with a different proposer, seed, spec or budget; nothing left to calibrate; a
             training trajectory with no valid measurement in any frame; a free physics parameter
             that does not change the training rollouts between its bounds
             (:mod:`~vid2sid_ros.calibration.effects`; all before anything is written).
     """
+    try:
+        with run_dir_lock(run_dir):  # one run per directory, taken before anything in it is looked at
+            return _run_calibration(target, real, proposer, config, run_dir, fallback=fallback, parameters=parameters,
+                                    on_iteration=on_iteration, on_warning=on_warning)
+    except RunDirBusy as err:
+        raise CalibrationError(str(err)) from None
+
+
+def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, config: CalibrationConfig | None,
+                     run_dir: str | Path | None, *, fallback: Proposer | None, parameters: ParameterSet | None,
+                     on_iteration: Callable[[IterationRecord], None] | None,
+                     on_warning: Callable[[str], None] | None) -> CalibrationResult:
+    """:func:`run_calibration` with the run directory's lock held."""
     cfg = config or CalibrationConfig()
     twin, params, rig_info = _resolve(target, parameters)
     params = add_measurement_nuisances(params, cfg.nuisance, keypoints=twin.keypoint_names,
@@ -815,7 +871,14 @@ def run_calibration(
         unknown = [k for k in cfg.start if k not in params]
         if unknown:
             raise CalibrationError(f"config 'start': unknown parameter(s) {unknown}; valid: {', '.join(params.names)}")
-    pre = check_run_dir(rd, proposer_name=proposer.name, config=cfg, parameters=params, real=real)
+    from .fingerprint import run_fingerprints
+
+    try:
+        fingerprints = run_fingerprints(target, real, twin) if rd is not None else {}
+    except (OSError, TwinError) as err:  # a model file that is no longer a readable regular file
+        raise CalibrationError(f"cannot fingerprint the run's inputs: {err}") from None
+    pre = check_run_dir(rd, proposer_name=proposer.name, config=cfg, parameters=params, real=real,
+                        fingerprints=fingerprints)
     limits = RolloutLimits(cfg.rollout_max_substeps, cfg.rollout_max_wall_s)
     if hasattr(twin, "rollout_limits"):
         twin.rollout_limits = limits
@@ -836,12 +899,22 @@ def run_calibration(
     history: list[IterationRecord]
     start_report: IdentifiabilityReport | None
     if pre is not None:
+        if pre.changed:  # resumed with --resume-changed: the run says so for good
+            import datetime
+
+            meta = dict(pre.meta)
+            meta["resumed_with_changes"] = list(meta.get("resumed_with_changes") or []) + [{
+                "changed": list(pre.changed), "after_iteration": (pre.records[-1] if pre.records else pre.initial).iteration,
+                "old": {k: (pre.meta.get("fingerprints") or {}).get(k) for k in pre.changed},
+                "new": {k: fingerprints[k] for k in pre.changed},
+                "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}]
+            _atomic_json(meta_path, meta)
         params = _hold_unobservable(s, _read_meta(rd / "run.json").get("unobservable_on_training") or [])
         history, start_report, prior_wall, current_eval = _resume_session(s, pre, rd)
     else:  # a new run: the start point is evaluated and recorded as iteration 0
         history, start_report, prior_wall = [], None, 0.0
         if cfg.identifiability:
-            start_report = check_identifiability(s.objective, s.current, parameters=params,
+            start_report = check_identifiability(s.diag_objective, s.current, parameters=params,
                                                  step=cfg.identifiability_step, scheme=cfg.identifiability_scheme,
                                                  condition_threshold=cfg.condition_threshold, warn=False)
             s.diagnostic += start_report.rollouts
@@ -877,7 +950,8 @@ def run_calibration(
         init = _roundtrip(init)
         history.append(init)
         if meta_path is not None:
-            _atomic_json(meta_path, {"version": 1, "signature": signature, "config": cfg.to_dict(),
+            _atomic_json(meta_path, {"version": 1, "signature": signature, "fingerprints": fingerprints,
+                                     "config": cfg.to_dict(),
                                      "rig": rig_info, "real_source": real.source, "initial": record_to_dict(init),
                                      "initial_rollouts": s.used, "initial_wall_s": init.wall_s,
                                      "diagnostic_rollouts": s.diagnostic,
@@ -928,6 +1002,9 @@ def run_calibration(
             notes.append(f"confidence {proposal.confidence!r} outside [0, 1]; clamped")
             conf = 0.0 if conf is None else min(max(conf, 0.0), 1.0)
         rationale = proposal.rationale if isinstance(proposal.rationale, str) else str(proposal.rationale)
+        if len(rationale) > cfg.max_rationale_chars:  # stored in every record and the report: bounded
+            notes.append(f"rationale of {len(rationale):,} characters cut to {cfg.max_rationale_chars:,}")
+            rationale = truncate_text(rationale, cfg.max_rationale_chars)
         ev = proposal.best_evaluation
         if ev is not None and not (any(ev is e for e in s.iter_evals) and _same(ev.values, values, params)):
             if not any(ev is e for e in s.iter_evals):
@@ -1048,6 +1125,110 @@ def _unobservable_note(s: _Session) -> str:
             f"training rollout; only held-out data could show it): {names}")
 
 
+def _write_run_results(s: _Session, result: CalibrationResult, history: list[IterationRecord],
+                       identified: ParameterSet, nuisance_vals: Mapping[str, float], uncertainty: Mapping[str, float],
+                       final_report: IdentifiabilityReport | None, diagnosis: Mapping[str, Any] | None,
+                       curves: Any, physics_vals: Mapping[str, float], rig_info: Mapping[str, Any],
+                       holdout: float | None, stopped: str) -> None:
+    """The run's artefacts, each written atomically: the calibrated model, ``trials.json``,
+    then ``result.yaml`` and ``result.json``, which say which artefacts could not be written.
+
+    An artefact the run promises that could not be written (a model that no longer exports, a
+    full disk) sets ``status`` to ``"artefacts_missing"`` and lists it under
+    ``calibration.artefacts_missing`` (``[{file, error}]``); result.yaml/result.json themselves
+    failing raise.
+
+    Raises:
+        OSError: ``result.yaml`` or ``result.json`` cannot be written (``filename`` names it).
+    """
+    import yaml
+
+    params, rd = s.params, s.run_dir
+    status = result.status
+    result.files = {"result_yaml": rd / "result.yaml", "result_json": rd / "result.json",
+                    "iterations": rd / "iterations.jsonl", "trials": rd / "trials.json"}
+    missing: list[dict[str, str]] = []
+    export = getattr(s.twin, "export_model", None)
+    if callable(export) and status == "ok":  # nothing was calibrated: no "calibrated" model
+        model_path = rd / f"calibrated_model{getattr(s.twin, 'model_suffix', '.xml')}"
+        tmp = model_path
+        try:
+            s.twin.set_parameters(physics_vals)
+            with atomic_output(model_path) as tmp:
+                export(tmp)
+            result.files["model"] = model_path
+        except Exception as err:  # noqa: BLE001 - recorded as a missing artefact, the run says so
+            missing.append({"file": model_path.name, "error": _one_line(err).replace(str(tmp), str(model_path))})
+    try:
+        save_trial_curves(rd, curves)
+    except (OSError, ValueError, TypeError) as err:
+        missing.append({"file": "trials.json", "error": _one_line(err)})
+        result.files.pop("trials")
+    if missing:
+        status = result.status = ARTEFACTS_MISSING
+        result.artefacts_missing = missing
+        result.stopped += "; not written: " + "; ".join(f"{m['file']} ({m['error']})" for m in missing)
+    doc = identified.to_dict()
+    doc["calibration"] = jsonable({
+        "status": status, **({"artefacts_missing": missing} if missing else {}),
+        "proposer": result.proposer, "best_proposer": result.best_proposer,
+        "best_iteration": result.best_iteration, "training_mae_px": result.error_px,
+        "initial_mae_px": history[0].error_px,
+        "holdout_mae_px": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
+        "measurement_unit": s.objective.unit, "real_source": s.real.source,
+        "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()
+                        if n not in nuisance_vals},
+        "identifiability_warning": final_report.warning if final_report else None,
+        **({"unobservable_on_training": list(s.unobservable)} if s.unobservable else {})})
+    if nuisance_vals:  # identified with the physics, reported apart, never written into the model
+        doc["nuisance"] = jsonable({n: {"value": v, "unit": params[n].unit, "meaning": params[n].meaning,
+                                        "lower": params[n].lower, "upper": params[n].upper,
+                                        **({"std": uncertainty[n]} if n in uncertainty else {})}
+                                    for n, v in nuisance_vals.items()})
+    if diagnosis is not None:  # the warning comes before any claim that the parameters are physical
+        head = {k: doc.pop(k) for k in ("rig",) if k in doc}
+        doc = {**head, "diagnosis": jsonable({"misspecified": diagnosis["misspecified"],
+                                              "summary": diagnosis["text"],
+                                              "findings": diagnosis["findings"]}), **doc}
+    atomic_write_text(rd / "result.yaml", yaml.safe_dump(doc, sort_keys=False))
+    _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info),
+                                      "intervals": _stated_intervals(final_report),
+                                      "unobservable_on_training": list(s.unobservable)})
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
+def mark_artefacts_missing(run_dir: str | Path, missing: list[dict[str, str]]) -> None:
+    """Record artefacts written after the run (the report) that could not be written.
+
+    Sets ``status: artefacts_missing`` and extends ``calibration.artefacts_missing`` in
+    ``result.yaml`` and ``result.json`` (both rewritten atomically).
+
+    Args:
+        run_dir: a finished run directory. missing: ``[{"file": name, "error": one line}]``.
+
+    Raises:
+        OSError: the result files cannot be rewritten either (``filename`` names one).
+    """
+    import yaml
+
+    rd = Path(run_dir)
+    doc = yaml.safe_load((rd / "result.yaml").read_text(encoding="utf-8"))
+    cal = doc.setdefault("calibration", {})
+    if cal.get("status") == "ok":
+        cal["status"] = ARTEFACTS_MISSING
+    cal["artefacts_missing"] = list(cal.get("artefacts_missing") or []) + list(missing)
+    atomic_write_text(rd / "result.yaml", yaml.safe_dump(doc, sort_keys=False))
+    res = json.loads((rd / "result.json").read_text(encoding="utf-8"))
+    if res.get("status") == "ok":
+        res["status"] = ARTEFACTS_MISSING
+    res["artefacts_missing"] = list(res.get("artefacts_missing") or []) + list(missing)
+    _atomic_json(rd / "result.json", res)
+
+
 def _resume_session(s: _Session, pre: RunDirCheck, rd: Path) -> tuple[list[IterationRecord],
                                                                        IdentifiabilityReport | None, float, Evaluation]:
     """Restore a session from a checked run directory, so the loop goes on exactly where it stopped.
@@ -1080,6 +1261,8 @@ def _resume_session(s: _Session, pre: RunDirCheck, rd: Path) -> tuple[list[Itera
     for r in history:
         s.iteration = r.iteration
         for e in r.extra.get("evaluations", []):
+            if not e.get("failed"):
+                s.objective.replay_paid(e["values"])  # the rollout cache as the uninterrupted run had it
             if e.get("error_px") is not None:
                 s.consider_best(s.params.complete(e["values"]), float(e["error_px"]), {})
         if math.isfinite(r.error_px):
@@ -1271,43 +1454,6 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
     if status != "ok":
         result.stopped += f"; no proposal was made in {len(history) - 1} iteration(s)"
     if rd is not None:
-        import yaml
-
-        doc = identified.to_dict()
-        doc["calibration"] = jsonable({
-            "status": status, "proposer": proposer_name, "best_proposer": result.best_proposer,
-            "best_iteration": result.best_iteration, "training_mae_px": best_eval.error_px, "initial_mae_px": history[0].error_px,
-            "holdout_mae_px": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
-            "measurement_unit": s.objective.unit, "real_source": s.real.source,
-            "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()
-                            if n not in nuisance_vals},
-            "identifiability_warning": final_report.warning if final_report else None,
-            **({"unobservable_on_training": list(s.unobservable)} if s.unobservable else {})})
-        if nuisance_vals:  # identified with the physics, reported apart, never written into the model
-            doc["nuisance"] = jsonable({n: {"value": v, "unit": params[n].unit, "meaning": params[n].meaning,
-                                            "lower": params[n].lower, "upper": params[n].upper,
-                                            **({"std": uncertainty[n]} if n in uncertainty else {})}
-                                        for n, v in nuisance_vals.items()})
-        if diagnosis is not None:  # the warning comes before any claim that the parameters are physical
-            head = {k: doc.pop(k) for k in ("rig",) if k in doc}
-            doc = {**head, "diagnosis": jsonable({"misspecified": diagnosis["misspecified"],
-                                                  "summary": diagnosis["text"],
-                                                  "findings": diagnosis["findings"]}), **doc}
-        (rd / "result.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-        result.files = {"result_yaml": rd / "result.yaml", "result_json": rd / "result.json",
-                        "iterations": rd / "iterations.jsonl", "trials": rd / "trials.json"}
-        export = getattr(s.twin, "export_model", None)
-        if callable(export) and status == "ok":  # nothing was calibrated: no "calibrated" model
-            try:
-                s.twin.set_parameters(physics_vals)
-                suffix = getattr(s.twin, "model_suffix", ".xml")
-                model_path = rd / f"calibrated_model{suffix}"
-                export(model_path)
-                result.files["model"] = model_path
-            except Exception as err:  # noqa: BLE001 - the parameter YAML is the primary result
-                result.stopped += f"; model export failed: {type(err).__name__}: {err}"
-        save_trial_curves(rd, curves)
-        _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info),
-                                          "intervals": _stated_intervals(final_report),
-                                          "unobservable_on_training": list(s.unobservable)})
+        _write_run_results(s, result, history, identified, nuisance_vals, uncertainty, final_report, diagnosis,
+                           curves, physics_vals, rig_info, holdout, stopped)
     return result

@@ -53,6 +53,9 @@ __all__ = ["TrialObjective", "residual_vector", "trajectory_vector", "measuremen
 #: the unit of an error over trials of mixed units (each divided by its noise level)
 NOISE_UNIT = "sigma"
 
+#: a cache slot whose rollout was paid for before an interruption (see TrialObjective.replay_paid)
+_PAID = object()
+
 #: fewest physics points whose rollouts the objective keeps (least recently used go first)
 ROLLOUT_CACHE_POINTS = 4
 
@@ -119,6 +122,9 @@ class TrialObjective:
         hit = self._cache.pop(key, None)
         if hit is not None:
             self._cache[key] = hit  # most recently used last: eviction takes the oldest use first
+            if hit[i] is _PAID:  # paid for before an interruption: re-run, not charged again
+                hit[i] = self.twin.rollout(exc, render=False)
+                return hit[i], True
             if hit[i] is not None:
                 return hit[i], True
         res = self.twin.rollout(exc, render=False)
@@ -128,6 +134,23 @@ class TrialObjective:
             self._cache[key] = [None] * len(self.excitations)
         self._cache[key][i] = res
         return res, False
+
+    def replay_paid(self, values: Mapping[str, float]) -> None:
+        """Restore the cache's memory of one evaluation made before an interruption.
+
+        Touches ``values``' physics point exactly as :meth:`evaluate` did (same least-recently-used
+        order and evictions) without rolling out: its rollouts are marked paid, so a later
+        evaluation of that physics point costs what it cost in the uninterrupted run (nothing),
+        and the resumed run charges every evaluation as the uninterrupted one did.
+        """
+        twin_values, _ = self.measurement.split(self.parameters.complete(values))
+        key = tuple(sorted((k, float(v)) for k, v in twin_values.items()))
+        hit = self._cache.pop(key, None)
+        if hit is None:
+            while len(self._cache) >= self.cache_points:
+                self._cache.pop(next(iter(self._cache)))
+            hit = [None] * len(self.excitations)
+        self._cache[key] = [_PAID if r is None else r for r in hit]
 
     @property
     def cost(self) -> int:

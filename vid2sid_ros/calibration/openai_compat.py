@@ -54,6 +54,10 @@ class HTTPStatusError(RuntimeError):
         self.retry_after_s = retry_after_s
 
 
+#: largest HTTP answer read, bytes (the reply text inside it is capped again by ``max_reply_chars``)
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+
+
 def urllib_transport(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> bytes:
     """POST ``body`` to ``url`` with ``urllib.request``; returns the response body.
 
@@ -64,7 +68,7 @@ def urllib_transport(url: str, body: bytes, headers: dict[str, str], timeout_s: 
     req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - URL is user configuration
-            return resp.read()
+            return resp.read(MAX_RESPONSE_BYTES + 1)  # never a whole 200 MB answer in memory: cut, then refused
     except urllib.error.HTTPError as err:
         try:
             text = err.read().decode("utf-8", "replace")
@@ -102,6 +106,8 @@ class OpenAICompatConfig:
             fallback at once; the server is tried again every this many iterations.
         max_retries, initial_backoff_s, max_backoff_s: backoff on 408/429/5xx and network errors.
         max_reasks: follow-up requests after an unusable reply.
+        max_reply_chars: longest reply text parsed, characters (a longer one is unusable: re-asked,
+            then the fallback).
         api_key_env: environment variable holding an optional bearer token.
         price_input_per_mtok, price_output_per_mtok: USD per 1M tokens for the cost
             estimate (None = no estimate, e.g. a local server).
@@ -127,6 +133,7 @@ class OpenAICompatConfig:
     initial_backoff_s: float = 2.0
     max_backoff_s: float = 60.0
     max_reasks: int = 2
+    max_reply_chars: int = 1_000_000
     api_key_env: str = "OPENAI_API_KEY"
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
@@ -182,7 +189,7 @@ class OpenAICompatibleProposer(VLMProposer):
                          retry=RetryPolicy(max_retries=cfg.max_retries, initial_delay_s=cfg.initial_backoff_s,
                                            max_delay_s=cfg.max_backoff_s),
                          fallback=fallback, sleep=sleep, deadline_s=cfg.deadline_s, retry_every=cfg.retry_every,
-                         clock=clock)
+                         clock=clock, max_reply_chars=cfg.max_reply_chars)
         self._transport = transport or urllib_transport
 
     def __repr__(self) -> str:
@@ -256,10 +263,14 @@ class OpenAICompatibleProposer(VLMProposer):
         raw = self.run_with_retries(lambda t: self._transport(self.url, data, self._headers(), t),
                                     self.config.timeout_s, classify=self._classify,
                                     what=f"{self.name} POST {self.url}", events=events)
+        if isinstance(raw, (bytes, str)) and len(raw) > max(MAX_RESPONSE_BYTES, 4 * self.max_reply_chars):
+            raise ReplyError([ReplyProblem(f"server answer over {max(MAX_RESPONSE_BYTES, 4 * self.max_reply_chars):,} "
+                                           "bytes; not parsed", True)])
         try:
             resp = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as err:
-            raise ReplyError([ReplyProblem(f"server answer is not JSON ({err})", True)]) from None
+        except (ValueError, TypeError, RecursionError) as err:
+            what = "nested too deeply to parse" if isinstance(err, RecursionError) else err
+            raise ReplyError([ReplyProblem(f"server answer is not JSON ({what})", True)]) from None
         u = (resp.get("usage") or {}) if isinstance(resp, dict) else {}
         completion = int(u.get("completion_tokens") or 0)
         reasoning = int(((u.get("completion_tokens_details") or {}).get("reasoning_tokens")) or 0)

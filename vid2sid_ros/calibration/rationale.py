@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 from ..core.parameters import ParameterSet
 
 __all__ = ["unit_text", "moved_sentences", "lead_with_moves", "format_value", "leads_with_moves", "ensure_lead",
-           "TRACE_MARK"]
+           "TRACE_MARK", "truncate_text"]
 
 #: what separates the lead sentences from the trace that follows them
 TRACE_MARK = " Trace: "
@@ -140,3 +140,12 @@ def ensure_lead(rationale: str, parameters: ParameterSet, before: Mapping[str, f
         return text
     return lead_with_moves(text or "(the proposer gave no rationale)", parameters, before, after,
                            observation=observation)
+
+
+def truncate_text(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters in all, ending ``" [truncated: N characters]"``
+    (N = the original length) when cut; unchanged when it fits."""
+    if len(text) <= limit:
+        return text
+    mark = f" [truncated: {len(text):,} characters]"
+    return text[:max(limit - len(mark), 0)] + mark

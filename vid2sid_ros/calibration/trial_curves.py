@@ -24,12 +24,12 @@ File format (``trials.json``)::
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..core.files import atomic_write_text
 from .objective import TrialObjective
 from .observation import jsonable
 
@@ -96,7 +96,5 @@ def save_trial_curves(run_dir: str | Path, doc: Mapping[str, Any]) -> Path:
         OSError: the run directory cannot be written.
     """
     path = Path(run_dir) / TRIALS_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(doc))
     return path

@@ -52,6 +52,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core.parameters import ParameterSet
 from .prompt import CalibrationPrompt, PromptOptions, build_prompt
 from .proposer import Proposal, ProposalContext, Proposer
+from .rationale import truncate_text
 
 __all__ = [
     "SECRET_ENV_VARS",
@@ -73,6 +74,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: longest reply text parsed, characters (longer replies are unusable: re-asked, then the fallback)
+MAX_REPLY_CHARS = 1_000_000
+#: longest rationale (and chain-of-thought text) kept from a reply, characters (the rest is cut, marked)
+MAX_RATIONALE_CHARS = 4000
+
 #: environment variables whose values are never written anywhere.
 SECRET_ENV_VARS: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY")
 
@@ -86,20 +92,73 @@ _SECRET_PATTERNS = (
 )
 
 
+#: shortest run of a secret's characters (in any of its forms) that is redacted where it appears alone
+SECRET_FRAGMENT = 8
+
+
+def _secret_forms(sec: str) -> set[str]:
+    """The forms a service can echo a secret in: itself, URL-encoded, and base64 (standard and
+    URL-safe) at each of the three byte alignments it can have inside a longer encoded text
+    (only the characters that depend on the secret's bytes alone)."""
+    import base64
+    import urllib.parse
+
+    forms = {sec, urllib.parse.quote(sec, safe=""), urllib.parse.quote_plus(sec, safe="")}
+    raw = sec.encode("utf-8")
+    for enc in (base64.b64encode, base64.urlsafe_b64encode):
+        for k in range(3):  # k bytes of other data before the secret in the encoded text
+            e = enc(b"\0" * k + raw).decode("ascii")
+            start = (0, 2, 3)[k]  # the first characters mix in the bytes before the secret
+            end = ((k + len(raw)) // 3) * 4  # the last group mixes in the bytes after it
+            forms.add(e[start:end])
+    return {f for f in forms if f}
+
+
+def _redact_secret(s: str, sec: str) -> str:
+    """``s`` with every form of ``sec`` and every run of >= :data:`SECRET_FRAGMENT` characters
+    of one of its forms (a prefix, a suffix, a cut-off echo) replaced by ``[REDACTED]``."""
+    if len(sec) < SECRET_FRAGMENT:
+        return s.replace(sec, "[REDACTED]")
+    covered = bytearray(len(s))
+    for form in _secret_forms(sec):
+        if len(form) < SECRET_FRAGMENT:
+            continue
+        for j in range(len(form) - SECRET_FRAGMENT + 1):
+            gram = form[j:j + SECRET_FRAGMENT]
+            i = s.find(gram)
+            while i >= 0:
+                covered[i:i + SECRET_FRAGMENT] = b"\1" * SECRET_FRAGMENT
+                i = s.find(gram, i + 1)
+    if not any(covered):
+        return s
+    out, i = [], 0
+    while i < len(s):
+        if covered[i]:
+            while i < len(s) and covered[i]:
+                i += 1
+            out.append("[REDACTED]")
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
 def redact(text: object, extra_secrets: Sequence[str] = ()) -> str:
     """``str(text)`` with API keys removed.
 
     Removes the current values of :data:`SECRET_ENV_VARS` (and ``extra_secrets``)
-    wherever they occur, plus anything shaped like a Google API key, a ``key=``
-    query parameter or an ``Authorization``/``x-goog-api-key`` header value.
+    wherever they occur, in every form a service can echo them in (exact, any run of
+    :data:`SECRET_FRAGMENT` or more of their characters such as a prefix, URL-encoded,
+    base64 standard or URL-safe at any alignment), plus anything shaped like a Google API
+    key, a ``key=`` query parameter or an ``Authorization``/``x-goog-api-key`` header value.
     """
     s = str(text)
     secrets = [os.environ.get(v, "") for v in SECRET_ENV_VARS] + list(extra_secrets)
-    for sec in sorted({x for x in secrets if x and len(x) >= 4}, key=len, reverse=True):
-        s = s.replace(sec, "[REDACTED]")
-    s = _SECRET_PATTERNS[0].sub("[REDACTED]", s)
+    s = _SECRET_PATTERNS[0].sub("[REDACTED]", s)  # key-shaped text first: a fragment cut out would hide its shape
     for pat in _SECRET_PATTERNS[1:]:
         s = pat.sub(lambda m: m.group(1) + "[REDACTED]", s)
+    for sec in sorted({x for x in secrets if x and len(x) >= 4}, key=len, reverse=True):
+        s = _redact_secret(s, sec)
     return s
 
 
@@ -161,17 +220,22 @@ class ValidatedReply:
 _FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*(.*?)\s*```\s*$", re.S)
 
 
-def parse_reply_json(text: str | None) -> dict[str, Any]:
+def parse_reply_json(text: str | None, *, max_chars: int = MAX_REPLY_CHARS) -> dict[str, Any]:
     """Parse a model reply into a JSON object.
 
     Accepts a bare JSON object, one wrapped in a Markdown code fence, or one embedded
-    in prose (the outermost ``{...}``).
+    in prose (the outermost ``{...}``). A reply longer than ``max_chars`` is not parsed;
+    one the parser cannot take (nesting past the recursion limit) is unusable like any
+    other malformed reply.
 
     Raises:
-        ReplyError: if the text is empty or holds no JSON object.
+        ReplyError: if the text is empty, too long, or holds no JSON object.
     """
     if text is None or not str(text).strip():
         raise ReplyError([ReplyProblem("the reply was empty", True)])
+    if len(str(text)) > max_chars:
+        raise ReplyError([ReplyProblem(f"the reply is {len(str(text)):,} characters, over the limit of "
+                                       f"{max_chars:,} (max_reply_chars); not parsed", True)])
     s = str(text).strip()
     m = _FENCE.match(s)
     if m:
@@ -184,8 +248,8 @@ def parse_reply_json(text: str | None) -> dict[str, Any]:
     for c in candidates:
         try:
             obj = json.loads(c)
-        except json.JSONDecodeError as err:
-            last_err = err
+        except (ValueError, RecursionError) as err:  # RecursionError: e.g. 100 000 nested '['
+            last_err = err if not isinstance(err, RecursionError) else "nested too deeply to parse"
             continue
         if isinstance(obj, dict):
             return obj
@@ -207,7 +271,8 @@ def _as_float(v: Any) -> float | None:
 
 
 def validate_reply(text: str | None, parameters: ParameterSet, current: Mapping[str, float], *,
-                   options: PromptOptions | None = None) -> ValidatedReply:
+                   options: PromptOptions | None = None, max_chars: int = MAX_REPLY_CHARS,
+                   max_rationale_chars: int = MAX_RATIONALE_CHARS) -> ValidatedReply:
     """Validate and repair a reply against the parameter specification.
 
     Rules (each violation becomes a :class:`ReplyProblem`):
@@ -227,6 +292,8 @@ def validate_reply(text: str | None, parameters: ParameterSet, current: Mapping[
         parameters: the rig's parameter specification.
         current: current values ``{name: value}`` (missing ones fall back to nominal).
         options: prompt options (active learning switch and limits).
+        max_chars: longest reply parsed (characters). max_rationale_chars: longest
+            rationale kept; a longer one is cut and marked ``[truncated: N characters]``.
 
     Returns:
         The repaired reply with every problem listed.
@@ -236,7 +303,7 @@ def validate_reply(text: str | None, parameters: ParameterSet, current: Mapping[
             field, or not a single valid free-parameter value).
     """
     o = options or PromptOptions()
-    obj = parse_reply_json(text)
+    obj = parse_reply_json(text, max_chars=max_chars)
     problems: list[ReplyProblem] = []
     base = {**parameters.nominal(), **{k: float(v) for k, v in current.items() if k in parameters}}
     free = parameters.free_names
@@ -288,6 +355,10 @@ def validate_reply(text: str | None, parameters: ParameterSet, current: Mapping[
     if not isinstance(rationale, str) or not rationale.strip():
         problems.append(ReplyProblem("no rationale given", False))
         rationale = ""
+    elif len(rationale.strip()) > max_rationale_chars:
+        problems.append(ReplyProblem(f"rationale of {len(rationale.strip()):,} characters cut to "
+                                     f"{max_rationale_chars:,}", False))
+        rationale = truncate_text(rationale.strip(), max_rationale_chars)
     conf = _as_float(obj.get("confidence"))
     if conf is None or not math.isfinite(conf):
         problems.append(ReplyProblem(f"confidence {obj.get('confidence')!r} is not a number; set to 0.5", False))
@@ -545,6 +616,8 @@ class VLMProposer:
         retry_every: after a failed iteration, the service is skipped (fallback at once)
             until this many iterations have passed, then tried again (>= 1).
         clock: monotonic clock, s (tests inject a fake together with ``sleep``).
+        max_reply_chars: longest reply parsed (characters, default :data:`MAX_REPLY_CHARS`);
+            a longer one is an unusable reply (re-asked, then the fallback).
 
     Raises:
         ValueError: ``max_reasks`` < 0, ``deadline_s`` not > 0, ``retry_every`` < 1.
@@ -554,7 +627,8 @@ class VLMProposer:
 
     def __init__(self, *, options: PromptOptions, max_reasks: int = 2, retry: RetryPolicy | None = None,
                  fallback: Proposer | str | None = None, sleep: Callable[[float], None] = time.sleep,
-                 deadline_s: float = 30.0, retry_every: int = 3, clock: Callable[[], float] = time.monotonic):
+                 deadline_s: float = 30.0, retry_every: int = 3, clock: Callable[[], float] = time.monotonic,
+                 max_reply_chars: int = MAX_REPLY_CHARS):
         if max_reasks < 0:
             raise ValueError(f"max_reasks must be >= 0, got {max_reasks}")
         if isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float)) or not (
@@ -562,6 +636,9 @@ class VLMProposer:
             raise ValueError(f"deadline_s must be a number > 0 (s), got {deadline_s!r}")
         if isinstance(retry_every, bool) or not isinstance(retry_every, int) or retry_every < 1:
             raise ValueError(f"retry_every must be an integer >= 1 (iterations), got {retry_every!r}")
+        if isinstance(max_reply_chars, bool) or not isinstance(max_reply_chars, int) or max_reply_chars < 1:
+            raise ValueError(f"max_reply_chars must be an integer >= 1 (characters), got {max_reply_chars!r}")
+        self.max_reply_chars = int(max_reply_chars)
         self.deadline_s = float(deadline_s)
         self.retry_every = int(retry_every)
         self._clock = clock
@@ -643,7 +720,7 @@ class VLMProposer:
         extra.update(self._usage_extra(usage, events, t0))
         extra["reasks"] = reasks
         if reply.analysis:
-            extra["analysis"] = reply.analysis[:4000]
+            extra["analysis"] = truncate_text(reply.analysis, MAX_RATIONALE_CHARS)
         notes = [f"{self.name}: {n}" for n in notes]
         notes += [f"{self.name}: media not attached: {n}" for n in prompt.media_notes]
         return Proposal(values=reply.values, rationale=reply.rationale, confidence=reply.confidence,
@@ -720,7 +797,8 @@ class VLMProposer:
             text: str | None = None
             try:
                 text = self._send(prompt, turns, usage, events)
-                reply = validate_reply(text, context.parameters, context.current, options=self.options)
+                reply = validate_reply(text, context.parameters, context.current, options=self.options,
+                                       max_chars=self.max_reply_chars)
             except ReplyError as err:
                 last_error = err
                 notes.append(f"reply {k + 1} unusable: {redact(err)}")

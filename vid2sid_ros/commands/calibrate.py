@@ -30,12 +30,17 @@ stand-in (sim2sim) trial over its excitations. For example::
 The run directory receives ``run.json``, ``iterations.jsonl`` (one line per completed
 iteration), ``result.yaml`` (loadable parameter spec, nominal = identified values),
 ``result.json``, the calibrated model copy when the twin can export one, ``report.html``
-and — for sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth).
+and — for sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth). One run at a time
+holds the directory (``.vid2sid.lock``); ``--resume`` is refused when the model, rig config
+or real data changed (``--resume-changed`` overrides it, recorded in ``run.json``). Exit
+codes: 0 success, 1 no proposal made, 2 refused or stopped, 3 an artefact could not be
+written, 130/143 interrupted (``docs/run_directory.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import errno
 import sys
@@ -46,6 +51,12 @@ from typing import Any, Mapping
 from ..core.trajectory import format_error
 
 HELP = "calibrate a twin's physics parameters against a real (or stand-in) trial"
+
+#: exit codes: 0 success; 1 no proposal was made; 2 refused (bad config, run directory in use or holding another
+#: run, a changed model or data on --resume) or stopped by an error; 3 the calibration ran but a promised artefact
+#: (result files, calibrated model, report) could not be written; 130/143 interrupted (Ctrl-C / SIGTERM)
+EXIT_OK, EXIT_NO_PROPOSAL, EXIT_REFUSED, EXIT_ARTEFACT_MISSING = 0, 1, 2, 3
+
 
 class ConfigError(ValueError):
     """The calibration config is malformed (message names the file and key)."""
@@ -76,6 +87,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="-v: every iteration's rationale and trace, every file written; -vv: also library "
                              "messages (Python warnings, OpenCV/FFmpeg) on the terminal instead of only in "
                              "RUN_DIR/run.log")
+    parser.add_argument("--resume-changed", action="store_true",
+                        help="with --resume: continue although the model (or a file it includes), the rig config "
+                             "or the real data changed since the interrupted run (refused otherwise); recorded in "
+                             "RUN_DIR/run.json")
     parser.add_argument("--no-report", action="store_true", help="do not write RUN_DIR/report.html")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     doc = __doc__ or ""
@@ -192,9 +207,7 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..calibration.identifiability import IdentifiabilityWarning
-    from ..calibration.loop import CalibrationConfig, CalibrationError, run_calibration
-    from ..calibration.objective import measurement_unit
+    from ..calibration.loop import CalibrationConfig, CalibrationError
     from ..calibration.proposers import UnknownProposerError, accepts_option, make_proposer
     from ..core.parameters import ParameterSpecError
     from ..calibration.start import StartError, generic_start, parse_start
@@ -214,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
             cal["rollout_budget"] = args.budget  # None: no limit
         if args.seed is not None:
             cal["seed"] = args.seed
-        cal["resume"] = bool(args.resume)
+        cal["resume"] = bool(args.resume or getattr(args, "resume_changed", False))
+        cal["resume_changed"] = bool(getattr(args, "resume_changed", False))
         from ..calibration.nuisance import rig_nuisance
 
         cal["nuisance"] = rig_nuisance(rig, cal, source=src)  # the rig's nuisance: block; one line on a bad one
@@ -266,6 +280,29 @@ def run(args: argparse.Namespace) -> int:
             ParameterSpecError, FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
         return 2
+
+    from ..calibration.run_lock import RunDirBusy, run_dir_lock
+
+    lock = contextlib.ExitStack()
+    if not (out.exists() and not out.is_dir()):  # a file named as --out is refused below
+        try:  # taken before the directory is looked at: a second run into it is refused here, in one line
+            lock.enter_context(run_dir_lock(out))
+        except RunDirBusy as err:
+            print(f"vid2sid calibrate: {err}", file=sys.stderr)
+            return EXIT_REFUSED
+        except OSError as err:
+            print(f"vid2sid calibrate: cannot use {out} as the run directory (--out): {err.strerror or err}",
+                  file=sys.stderr)
+            return EXIT_REFUSED
+    with lock:  # held until the run, its result files and its report are written
+        return _run_locked(args, rig, real, proposer, fallback, ccfg, name, out)
+
+
+def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, name: str, out: Path) -> int:
+    """The run proper, with ``out``'s run lock held: checks, calibration, report, exit code."""
+    from ..calibration.identifiability import IdentifiabilityWarning
+    from ..calibration.loop import CalibrationError, run_calibration
+    from ..calibration.objective import measurement_unit
 
     from ..calibration.loop import check_run_dir
 
@@ -339,6 +376,7 @@ def run(args: argparse.Namespace) -> int:
         return failure[0]
     _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning)
     report = None
+    missing = list(result.artefacts_missing)
     if not args.no_report:
         from ..report import ReportError, write_report
 
@@ -346,7 +384,16 @@ def run(args: argparse.Namespace) -> int:
             with library_output_to(log_path, verbose=args.verbose >= 2):
                 report = write_report(out)
         except (ReportError, OSError, ValueError) as err:  # the calibration result stands without its report
-            print(f"vid2sid calibrate: report not written: {err}", file=sys.stderr)
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            print(f"vid2sid calibrate: report not written: {why}", file=sys.stderr)
+            missing.append({"file": "report.html", "error": " ".join(why.split())[:500]})
+            try:
+                from ..calibration.loop import mark_artefacts_missing
+
+                mark_artefacts_missing(out, missing[-1:])
+            except OSError as err2:
+                print(f"vid2sid calibrate: cannot record the missing report in {out / 'result.yaml'}: "
+                      f"{err2.strerror or err2}", file=sys.stderr)
     from ..report import run_summary_lines
 
     print()
@@ -358,6 +405,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {k}: {p}")
     else:
         print(f"results in {out}: " + ", ".join(Path(p).name for p in result.files.values()))
+    if missing:  # the calibration ran, but what it promises is not all there: never exit 0
+        print(f"vid2sid calibrate: the calibration ran but {len(missing)} artefact(s) could not be written: "
+              + "; ".join(f"{m['file']} ({m['error']})" for m in missing)
+              + f"; {out / 'result.yaml'} says status: artefacts_missing", file=sys.stderr)
+        return EXIT_ARTEFACT_MISSING
     if result.status != "ok":  # a run that calibrated nothing is a failure, never exit 0
         why = next((n for r in reversed(result.history[1:]) for n in r.notes), "no iteration was run")
         print(f"vid2sid calibrate: no proposal was made in {result.iterations} iteration(s) (last: {why}); "
@@ -365,6 +417,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
 
 
 def _check_real_trial_file(path: Path, real) -> None:

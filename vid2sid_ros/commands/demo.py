@@ -138,7 +138,10 @@ def _is_replaceable(path: Path) -> bool:
     """True if ``path`` may be (re)used as a method's run directory: absent, empty, or a calibration run."""
     if not path.exists():
         return True
-    return path.is_dir() and ((path / "run.json").is_file() or not any(path.iterdir()))
+    from ..calibration.run_lock import LOCK_NAME
+
+    # the run lock's file alone (a run refused or killed before it wrote anything) leaves the directory empty
+    return path.is_dir() and ((path / "run.json").is_file() or not any(p.name != LOCK_NAME for p in path.iterdir()))
 
 
 def _check_run_dirs(out: Path, labels: list[str]) -> None:

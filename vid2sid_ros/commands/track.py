@@ -22,9 +22,11 @@ existing trial file. From a clip to a calibration::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
+
 
 HELP = "track the markers of a rig in a video file and write the keypoint trajectory as JSON"
 
@@ -49,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..io.video import VideoError, read_video, write_side_by_side
+    from ..io.video import VideoError, frame_times, iter_video, video_info
     from .outputs import check_output_path, write_error_message, write_output
     from ..perception import rig_tracker
     from ..rigs import RigConfigError, UnknownRigError, load_rig
@@ -57,12 +59,22 @@ def run(args: argparse.Namespace) -> int:
     try:
         rig = load_rig(args.rig, allow_code=getattr(args, "allow_code", False))
         tracker, _ = rig_tracker(rig)
-        clip = read_video(args.video)
-        trajectory = tracker.track(clip.frames, fps=clip.fps if clip.fps == clip.fps else None,
+        fps = float(video_info(args.video)["fps"])
+        pts: list[float] = []  # streamed: one frame in memory at a time, whatever the clip's length
+        trajectory = tracker.track(iter_video(args.video, timestamps=pts), fps=fps if fps > 0 else None,
                                    source=args.source, trial_id=args.trial_id or Path(args.video).stem)
     except (UnknownRigError, RigConfigError, VideoError, ValueError) as err:  # tracker config errors: ValueErrors
         print(f"vid2sid track: {err}", file=sys.stderr)
         return 2
+    import numpy as np
+
+    # frame k closes period k: the first frame one typical interval after 0, then the container's timestamps
+    times, uneven = frame_times(pts, fps, where=str(args.video), first_at=None)
+    trajectory = dataclasses.replace(trajectory, time=times)
+    if uneven:
+        trajectory.meta["warnings"] = list(trajectory.meta.get("warnings") or []) + [uneven]
+        print(f"vid2sid track: warning: {uneven}", file=sys.stderr)
+    rate = (1.0 / float(np.median(np.diff(times)))) if len(times) > 1 else (fps if fps > 0 else 30.0)
 
     if args.excitation is not None or args.append:
         try:
@@ -83,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
             write_output(Path(args.out), text)
         if args.overlay:
             flag, target = "--overlay", args.overlay
-            write_side_by_side(args.overlay, clip.frames, None, clip.fps if clip.fps == clip.fps else 30.0,
-                               traj_a=trajectory, labels=("tracked",))
+            _write_overlay(Path(args.overlay), args.video, trajectory, rate)
     except OSError as err:  # VideoError is an OSError too
         print(f"vid2sid track: {write_error_message(flag, Path(target), err)}", file=sys.stderr)
         return 2
@@ -92,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     hidden = trajectory.meta.get("occluded") or {}
     summary = ", ".join(f"{n} {100 * f:.0f}%" + (f" ({hidden[n]} frame(s) partly hidden: invalid)" if hidden.get(n)
                                                   else "") for n, f in zip(trajectory.names, found))
-    print(f"vid2sid track: {clip.num_frames} frames at {clip.fps:g} Hz from {args.video}; "
+    print(f"vid2sid track: {trajectory.num_frames} frames at {rate:g} Hz from {args.video}; "
           f"keypoints found: {summary}" + ("" if args.out == "-" else f"; wrote {args.out}"), file=sys.stderr)
     own = _trial_of_clip(rig, args.video)
     if args.excitation is None and own is not None:  # the config already pairs this clip with its command
@@ -117,6 +128,39 @@ def _trial_of_clip(rig, video: str) -> str | None:
     except (OSError, AttributeError, TypeError):
         return None
     return None
+
+
+def _write_overlay(path: Path, video: str, trajectory, fps: float) -> Path:
+    """The clip with its tracked keypoints drawn on it (mp4), decoded again frame by frame
+    (memory does not grow with the clip's length); written atomically.
+
+    Raises:
+        VideoError: the encoder cannot write ``path``. OSError: the directory cannot be written.
+    """
+    import cv2
+
+    from ..core.files import atomic_output
+    from ..io.video import VideoError, draw_keypoints, iter_video
+
+    with atomic_output(path, suffix=".mp4") as tmp:
+        writer = None
+        try:
+            for k, frame in enumerate(iter_video(video, check_length=False)):
+                if k >= trajectory.num_frames:
+                    break
+                bgr = cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)
+                draw_keypoints(bgr, trajectory.keypoints[k], trajectory.valid[k], filled=True,
+                               names=list(trajectory.names))
+                if writer is None:
+                    writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"mp4v"), float(fps),
+                                             (bgr.shape[1], bgr.shape[0]))
+                    if not writer.isOpened():
+                        raise VideoError(f"{path}: the mp4v encoder cannot write here")
+                writer.write(bgr)
+        finally:
+            if writer is not None:
+                writer.release()
+    return path
 
 
 def _rig_excitations(rig) -> dict:

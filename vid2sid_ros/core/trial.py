@@ -112,8 +112,9 @@ class RealTrial:
         """Write the JSON format of the module docstring (frames are not saved)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict()))
-        return path
+        from .files import atomic_write_text
+
+        return atomic_write_text(path, json.dumps(self.to_dict()))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<dict>") -> "RealTrial":

@@ -28,7 +28,8 @@ class TrackedClip:
     """A tracked video clip.
 
     Attributes:
-        trajectory: all frames, keypoints (T, K, 2) px, frame k at ``k / fps`` s, step k.
+        trajectory: all frames, keypoints (T, K, 2) px, frame k at its presentation timestamp (s, from 0;
+            ``k / fps`` for an evenly spaced clip or an explicit ``fps``), step k.
         fps: frame rate used, Hz.
         size: (width, height) px.
         path: the video file.
@@ -70,7 +71,7 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     """
     import cv2
 
-    from ..io.video import iter_video, video_info
+    from ..io.video import frame_times, iter_video, video_info
     from ..perception.markers import MarkerTracker
 
     path = Path(video)
@@ -81,7 +82,8 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     tracker = MarkerTracker.from_config(tracker_cfg)
     xs, vs, thumbs = [], [], []
     size = None
-    for i, frame in enumerate(iter_video(path, check_length=False)):
+    pts: list[float] = []
+    for i, frame in enumerate(iter_video(path, check_length=False, timestamps=pts)):
         if i < start_frame:
             continue
         if max_frames is not None and len(xs) >= max_frames:
@@ -99,11 +101,16 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     declared = int(info.get("frames") or 0) - int(start_frame)
     if max_frames is not None:
         declared = min(declared, int(max_frames))
-    traj = Trajectory(time=np.arange(T) / rate, keypoints=kp, valid=valid, names=tracker.names, source="real",
+    uneven = None
+    if fps:  # an explicit rate (a slow-motion clip): the container's playback times do not apply
+        times = np.arange(T) / rate
+    else:  # the container's presentation timestamps (a variable frame rate, dropped frames)
+        times, uneven = frame_times(pts[start_frame:start_frame + T], rate, where=str(path), first_at=0.0)
+    traj = Trajectory(time=times, keypoints=kp, valid=valid, names=tracker.names, source="real",
                       trial_id=path.stem, meta={"video": str(path), "fps": rate,
                                                 "occluded": {m.name: int(c) for m, c in zip(tracker.markers,
                                                                                              tracker.occluded)}})
-    warnings = []
+    warnings = [uneven.removeprefix(f"{path}: ")] if uneven else []
     if declared > 0 and T < declared:
         warnings.append(f"decoded {T} of {declared} frames the container declares: the file may be truncated")
     for k, n in enumerate(tracker.names):

@@ -15,6 +15,7 @@ vision-language model; the calibrator compares keypoint trajectories, not pixels
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..core.trajectory import Trajectory
 
-__all__ = ["VideoError", "VideoClip", "read_video", "iter_video", "video_info", "write_video",
+__all__ = ["VideoError", "VideoClip", "read_video", "iter_video", "frame_times", "video_info", "write_video",
            "write_side_by_side", "draw_keypoints"]
 
 #: BGR drawing colours for keypoints (cycled): yellow, magenta, cyan, orange, white, violet, lime,
@@ -99,13 +100,17 @@ def video_info(path: str | Path) -> dict:
         cap.release()
 
 
-def iter_video(path: str | Path, *, check_length: bool = True) -> Iterator[np.ndarray]:
+def iter_video(path: str | Path, *, check_length: bool = True,
+               timestamps: list[float] | None = None) -> Iterator[np.ndarray]:
     """Yield the RGB frames (H, W, 3) uint8 of a video file one at a time.
 
     Args:
         path: video file.
         check_length: raise if fewer frames decode than the container declares
             (a truncated or partly corrupt file).
+        timestamps: when given, each decoded frame's presentation timestamp (s, the
+            container's, via OpenCV ``CAP_PROP_POS_MSEC``) is appended to it as the frame
+            is yielded (see :func:`frame_times`).
 
     Raises:
         VideoError: missing/undecodable file, no frame decodable, or (``check_length``)
@@ -122,6 +127,8 @@ def iter_video(path: str | Path, *, check_length: bool = True) -> Iterator[np.nd
             if bgr.ndim != 3 or bgr.size == 0:
                 raise VideoError(f"{path}: frame {n} decoded empty or malformed, shape {getattr(bgr, 'shape', None)}")
             n += 1
+            if timestamps is not None:
+                timestamps.append(float(cap.get(cv2.CAP_PROP_POS_MSEC)) / 1000.0)
             yield cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         if n == 0:
             raise VideoError(f"{path}: no frame could be decoded (corrupt or truncated video)")
@@ -129,6 +136,49 @@ def iter_video(path: str | Path, *, check_length: bool = True) -> Iterator[np.nd
             raise VideoError(f"{path}: truncated or corrupt video: decoded {n} of {declared} declared frames")
     finally:
         cap.release()
+
+
+#: a frame interval further than this fraction of the typical one from it makes the spacing "uneven"
+UNEVEN_SPACING = 0.25
+
+
+def frame_times(pts_s: Sequence[float], fps: float | None, *, where: str = "video",
+                first_at: float | None = 0.0) -> tuple[np.ndarray, str | None]:
+    """Frame times from the container's presentation timestamps, and a warning when uneven.
+
+    ``t_k = pts_k - pts_0 + first_at`` (s); ``first_at=None`` puts the first frame one typical
+    interval after 0 (the ``(k + 1) / fps`` convention: frame k closes period k). The typical
+    interval is the median of the timestamp steps. When the timestamps are missing or not
+    strictly increasing, frames are spaced evenly at ``fps`` and the warning says so.
+
+    Args:
+        pts_s: (T,) presentation timestamps, s. fps: the container's rate, Hz (fallback).
+        where: file name for the warning. first_at: time of the first frame, s.
+
+    Returns:
+        ``(times (T,) s, warning or None)``; the warning names the largest irregular gap.
+    """
+    pts = np.asarray(pts_s, float).ravel()
+    T = pts.size
+    rate = float(fps) if fps and math.isfinite(fps) and fps > 0 else None
+    if T >= 2 and np.all(np.isfinite(pts)) and np.all(np.diff(pts) > 0):
+        dt = np.diff(pts)
+        typical = float(np.median(dt))
+        t = pts - pts[0] + (typical if first_at is None else float(first_at))
+        off = np.abs(dt - typical) > UNEVEN_SPACING * typical
+        if not off.any():
+            return t, None
+        k = int(np.argmax(np.abs(dt - typical)))
+        return t, (f"{where}: frame times are not evenly spaced: {int(off.sum())} of {T - 1} frame interval(s) differ "
+                   f"from the typical {typical * 1000:.1f} ms by more than {UNEVEN_SPACING:.0%} (largest: "
+                   f"{dt[k] * 1000:.1f} ms between frames {k} and {k + 1}, at {t[k + 1]:.3f} s); the trajectory keeps "
+                   "the container's presentation timestamps")
+    step = 1.0 / rate if rate else 1.0
+    t = (np.arange(T) + (1.0 if first_at is None else 0.0)) * step + (0.0 if first_at is None else float(first_at))
+    if T < 2:
+        return t, None
+    return t, (f"{where}: the container's presentation timestamps are missing or not increasing; frames are spaced "
+               f"evenly at {1.0 / step:g} Hz")
 
 
 def read_video(path: str | Path, *, check_length: bool = True, max_frames: int | None = None) -> VideoClip:

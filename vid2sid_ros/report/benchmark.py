@@ -116,5 +116,7 @@ def write_benchmark_report(bench_dir: str | Path, out: str | Path | None = None)
     body.append(_section("runs", "Run directories", table(["seed", "method", "report"], runs) if runs else
                          "<p class=\"muted\">no per-run directories</p>"))
     out = Path(out) if out else d / "report.html"
-    out.write_text(html_page(title, body), encoding="utf-8")
+    from ..core.files import atomic_write_text
+
+    atomic_write_text(out, html_page(title, body))
     return out

@@ -378,7 +378,9 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
                          "".join(_iterations_html(r, open_=(r is m)) for r in loaded)))
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(html_page(title, body), encoding="utf-8")
+    from ..core.files import atomic_write_text
+
+    atomic_write_text(out, html_page(title, body))  # never half a page: a full disk leaves the old one (or none)
     return out
 
 

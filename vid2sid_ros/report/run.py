@@ -248,7 +248,9 @@ def save_trajectories(path: str | Path, panels: Sequence[TrajectoryPanel]) -> Pa
                     "derived": {k: {"unit": u, "real": _nan_list(r), "sim": _nan_list(s)}
                                 for k, (u, r, s) in p.derived.items()}})
     path = Path(path)
-    path.write_text(json.dumps(out))
+    from ..core.files import atomic_write_text
+
+    atomic_write_text(path, json.dumps(out))
     return path
 
 

@@ -77,13 +77,17 @@ def read_config(path: str | Path) -> tuple[dict[str, Any], str, Path]:
         RigConfigError: missing file, not UTF-8, not YAML, not a mapping (one line naming the file).
     """
     p = resolve_path(path, Path.cwd())
-    if not p.is_file():
+    if not p.exists():
         raise RigConfigError(f"rig config not found: {p}" + (f" (built-in rigs: {', '.join(available_rigs())})"
                                                              if "/" not in str(path) else ""))
+    from ..core.files import NotARegularFileError, read_regular_file
+
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_regular_file(p, max_bytes=64 * 1024 * 1024, what="the rig config").decode("utf-8")
     except UnicodeDecodeError as err:
         raise RigConfigError(f"{p}: not a UTF-8 text YAML file ({err.reason} at byte {err.start})") from None
+    except NotARegularFileError as err:  # a FIFO, a device, a directory: refused, never read (never blocks)
+        raise RigConfigError(str(err)) from None
     except OSError as err:
         raise RigConfigError(f"{p}: cannot read: {err.strerror or err}") from None
     from ..core.yamlio import YAMLInputError, loads_yaml

@@ -162,6 +162,117 @@ def _resolve_uri(uri: str, base: Path) -> str:
     return str(p if p.is_absolute() else (base / p).resolve())
 
 
+#: MJCF elements whose ``file`` attribute names an asset (MuJoCo XML reference, "asset")
+_MJCF_FILE_TAGS = {"mesh": "meshdir", "skin": "meshdir", "hfield": "assetdir", "texture": "texturedir"}
+_TEXTURE_SIDES = ("fileright", "fileleft", "fileup", "filedown", "filefront", "fileback")
+#: most files a model may name (includes and assets); a bound on the work of the checks
+MAX_MODEL_FILES = 10_000
+
+
+def _read_model_text(path: Path, what: str) -> str:
+    """A model file's text, read only if it is a regular file within the size bound (never blocks)."""
+    from ..core.files import read_regular_file
+
+    try:
+        return read_regular_file(path, what=what).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ModelError(f"{path}: {what} is not UTF-8 text ({err})") from None
+    except OSError as err:
+        raise ModelError(f"{path}: cannot read {what}: {err.strerror or err}") from None
+
+
+def model_files(path: str | Path, *, text: str | None = None) -> list[Path]:
+    """Every file a model reads: the model, its MJCF ``<include>`` files (recursively) and the
+    assets they name (meshes, skins, height fields, textures; URDF mesh filenames).
+
+    Each is checked to be a regular file within the size bound before anything else reads it
+    (:func:`vid2sid_ros.core.files.check_regular_file`: a FIFO, device or socket is refused at
+    once instead of blocking MuJoCo's ``open()``). Asset paths resolve as MuJoCo resolves them:
+    against the compiler's ``meshdir``/``texturedir``/``assetdir``, relative to the main model's
+    folder. An asset that does not exist is left for MuJoCo to name.
+
+    Args:
+        path: the main MJCF/URDF file. text: its text when already read.
+
+    Returns:
+        Paths, the model first, in document order, without duplicates.
+
+    Raises:
+        ModelError: a named file that is not a regular file, too large, unreadable, not XML,
+            an include cycle, or more than :data:`MAX_MODEL_FILES` files.
+    """
+    from ..core.files import NotARegularFileError, check_regular_file
+
+    main = Path(path)
+    base = main.parent
+    out: list[Path] = []
+    seen: set[Path] = set()
+    dirs = {"meshdir": base, "texturedir": base, "assetdir": base}
+
+    def add(p: Path, what: str) -> bool:
+        if p in seen:
+            return False
+        if len(seen) >= MAX_MODEL_FILES:
+            raise ModelError(f"{main}: the model names more than {MAX_MODEL_FILES} files")
+        seen.add(p)
+        if not p.exists():
+            return False  # MuJoCo names the missing file
+        try:
+            check_regular_file(p, what=what)
+        except NotARegularFileError as err:
+            raise ModelError(str(err)) from None
+        except OSError as err:
+            raise ModelError(f"{p}: cannot read {what}: {err.strerror or err}") from None
+        out.append(p)
+        return True
+
+    def walk(p: Path, body: str | None, stack: tuple[Path, ...]) -> None:
+        if body is None:
+            if not add(p, "a file the model includes" if stack else "the model file"):
+                return
+            body = _read_model_text(p, "a file the model includes" if stack else "the model file")
+        else:
+            add(p, "the model file")
+        try:
+            root = ET.fromstring(body)
+        except ET.ParseError as err:
+            raise ModelError(f"{p}: not valid XML: {err}") from None
+        if root.tag == "robot":  # URDF: mesh filenames (package://, file://, relative to the URDF)
+            for mesh in root.iter("mesh"):
+                if mesh.get("filename"):
+                    add(Path(_resolve_uri(mesh.get("filename"), p.parent)), "a mesh the model names")
+            for comp in root.iter("compiler"):
+                if comp.get("meshdir"):
+                    md = Path(comp.get("meshdir"))
+                    dirs["meshdir"] = md if md.is_absolute() else base / md
+            return
+        for el in root.iter():
+            if el.tag == "compiler":
+                for k in ("meshdir", "texturedir", "assetdir"):
+                    if el.get(k):
+                        d = Path(el.get(k))
+                        dirs[k] = d if d.is_absolute() else base / d
+                if el.get("assetdir"):
+                    for k in ("meshdir", "texturedir"):
+                        if not el.get(k):
+                            dirs[k] = dirs["assetdir"]
+            elif el.tag == "include" and el.get("file"):
+                inc = Path(el.get("file"))
+                inc = inc if inc.is_absolute() else base / inc
+                if inc in stack:
+                    raise ModelError(f"{p}: <include file={el.get('file')!r}> includes itself (a cycle)")
+                walk(inc, None, stack + (p,))
+            elif el.tag in _MJCF_FILE_TAGS:
+                for attr in ("file", *(_TEXTURE_SIDES if el.tag == "texture" else ())):
+                    if el.get(attr):
+                        f = Path(el.get(attr))
+                        add(f if f.is_absolute() else dirs[_MJCF_FILE_TAGS[el.tag]] / f,
+                            f"a {el.tag} file the model names")
+
+    walk(main, text, ())
+    return out
+
+
 def _prepare_urdf(text: str, base: Path, where: str) -> str:
     """Absolute mesh paths + compiler defaults for rendering (see module docstring)."""
     try:
@@ -212,17 +323,16 @@ def load_spec(model: str | Path | Mapping[str, Any], *, base: Path | None = None
             raise ModelError(f"{source}:{key}: expected a path or {{robot_description: '<robot ...>'}}, "
                              f"got keys {list(model)}")
         text, path, where = model["robot_description"], None, f"{source}:{key}.robot_description"
+        model_files(base / "robot_description", text=text)  # its meshes: regular files within the bound
     else:
         path = Path(str(model)).expanduser()
         if not path.is_absolute():
             path = (base / path).resolve()
         where = str(path)
-        if not path.is_file():
+        if not path.exists():
             raise ModelError(f"{source}:{key}: model file not found: {path}")
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as err:
-            raise ModelError(f"{path}: cannot read the model: {err}") from None
+        text = _read_model_text(path, "the model file")  # a regular file within the bound, never a FIFO
+        model_files(path, text=text)  # every include and asset checked before MuJoCo opens any of them
         base = path.parent
     urdf = _is_urdf_text(text) or (path is not None and path.suffix.lower() == ".urdf")
     try:
