@@ -24,6 +24,10 @@ _RULES: tuple[tuple[frozenset, str], ...] = (
                                        "depend on speed, damping grows with it)"),
     (frozenset({"actuator"}), "steps of several amplitudes and both signs, with direction reversals (a dead-zone "
                               "and a bias act at small commands, backlash at reversals, a gain at every amplitude)"),
+    (frozenset({"friction"}), "slow and fast motions of the same amplitude (Coulomb friction does not depend on "
+                              "speed)"),
+    (frozenset({"joint"}), "a chirp across the natural frequency, and steps (inertia moves the resonance, damping "
+                           "widens it, stiffness sets the static deflection)"),
     (frozenset({"inertia", "joint"}), "static poses at several angles against gravity and a chirp across the "
                                       "natural frequency (a link's mass changes the gravity load, a joint's armature "
                                       "or stiffness does not; inertia moves the resonance, damping widens it)"),
@@ -31,22 +35,25 @@ _RULES: tuple[tuple[frozenset, str], ...] = (
 
 
 def separating_trial(causes: Sequence[Cause]) -> str:
-    """What excitation would tell ``causes`` apart (a rule per pair of kinds; the first that applies)."""
+    """What excitation would tell ``causes`` apart: the rule of every pair of kinds present, joined (a camera
+    error against a dynamics error, then the dynamics kinds among themselves)."""
     kinds = {getattr(c, "category", c.kind) for c in causes}
-    if "camera" in kinds or "offset" in kinds:
-        if kinds <= {"camera", "offset"}:
-            return _RULES[0][1]
-        return _REST
-    for need, text in _RULES[1:]:
-        if need <= kinds or (len(need) == 1 and need & kinds and len(kinds) > 1):
-            return text
-    if kinds == {"inertia"}:
-        return ("static poses at several angles against gravity (mass and centre of mass change the gravity load, "
-                "a body's inertia alone does not)")
-    if len(kinds) == 1 and len(causes) > 1 and kinds <= {"frozen", "actuator", "joint", "friction"}:
-        return ("no trial of this kind (their effects on the motion are the same combination here; a measurement "
-                "of one of them alone)")
-    return "a trial with a different excitation (another amplitude or frequency band, chosen by experiment design)"
+    said: list[str] = []
+    if kinds & {"camera", "offset"}:
+        said.append(_RULES[0][1] if kinds <= {"camera", "offset"} else _REST)
+    rest = kinds - {"camera", "offset"}
+    for need, text in sorted(_RULES[1:], key=lambda rule: -len(rule[0])):  # pairs before single kinds
+        if need <= rest:
+            said.append(text)
+            break
+    if not said and rest == {"inertia"}:
+        said.append("static poses at several angles against gravity (mass and centre of mass change the gravity "
+                    "load, a body's inertia alone does not)")
+    if not said and kinds == {"frozen"} and len(causes) > 1:
+        said.append("no trial of this kind (their effects on the motion are the same combination here; a "
+                    "measurement of one of them alone)")
+    return " and ".join(said) or ("a trial with a different excitation (another amplitude or frequency band, chosen "
+                                  "by experiment design)")
 
 
 def how_to_free(cause: Cause) -> str:
