@@ -153,10 +153,11 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
     n = max(int(ctx.ok.sum()), 1)
     before, after = math.sqrt(s0 / n), math.sqrt(fitted.ssr / n)
     share = 1.0 - fitted.ssr / s0 if s0 > 0 else 0.0
-    rec = {"cause": " + ".join(c.name for c in causes), "kind": causes[0].kind,
-           "free": [f for c in causes for f in c.fields], "action": how_to_free(causes[0]) if len(causes) == 1 else
-           "declare the camera fields " + ", ".join(f for c in causes for f in c.fields) + " as free nuisance "
-           "parameters", "training_rms_before": before, "training_rms_after": after, "unit": ctx.unit,
+    fields = list(dict.fromkeys(f for c in causes for f in c.fields))
+    rec = {"cause": " + ".join(c.name for c in causes), "kind": causes[0].kind, "free": fields,
+           "action": how_to_free(causes[0]) if len(causes) == 1 else
+           "declare the camera fields " + ", ".join(fields) + " as free nuisance parameters",
+           "training_rms_before": before, "training_rms_after": after, "unit": ctx.unit,
            "held_out": check, "recommended": check["improved"]}
     msg = _named_message(ctx, group, fitted, share, before, after, members)
     nxt = min((s for s in scores if s.refit is not None and s not in group and s not in members),
