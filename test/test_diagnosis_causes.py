@@ -209,3 +209,32 @@ def test_a_lag_beyond_the_search_range_is_not_determined(tmp_path):
     for f in d.findings:
         assert abs(f.evidence.get("shift_frames", 0.0)) <= 5.0
     assert "336" not in d.summary()
+
+
+# -- the pieces: the noise estimate and the command transforms ----------------------------------------------------
+def test_the_successive_difference_noise_estimate_ignores_a_smooth_error():
+    from vid2sid_ros.calibration.diagnosis.context import SampleIndex, noise_variance
+    from vid2sid_ros.core.trajectory import Trajectory
+
+    rng = np.random.default_rng(3)
+    t = np.arange(400) / RATE
+    smooth = 5.0 * np.sin(2 * np.pi * 0.1 * t)[:, None, None] * np.ones((1, 2, 2))  # px, a model error
+    real = Trajectory(t, np.zeros((400, 2, 2)), np.ones((400, 2), bool), ("a", "b"))
+    sim = replace(real, keypoints=smooth + rng.normal(0.0, 0.4, smooth.shape), source="sim")
+    r = (sim.keypoints - real.keypoints).ravel()
+    est = noise_variance(r, SampleIndex([sim], [real]))
+    assert est == pytest.approx(0.16, rel=0.1)  # σ = 0.4 px, although the RMS residual is about 3.5 px
+    assert float(np.mean(r * r)) > 70 * est
+
+
+def test_the_drive_transforms_do_what_their_names_say():
+    from vid2sid_ros.calibration.diagnosis.causes import CommandTransform
+
+    exc = Excitation("e", RATE, np.array([0.0, 0.3, -0.3, 0.05, 0.3, 0.2])[:, None], ("m",))
+    dz = CommandTransform("dz", "actuator", ("dz",), "1", 0.01, (0, 1), column=0, mode="deadzone")
+    assert np.allclose(dz.excitation(None, exc, 0.1).values[:, 0], [0.0, 0.2, -0.2, 0.0, 0.2, 0.1])
+    bl = CommandTransform("bl", "actuator", ("bl",), "1", 0.01, (0, 1), column=0, mode="backlash")
+    # play 0.2: the output follows once the input is 0.1 past it, and holds on reversal
+    assert np.allclose(bl.excitation(None, exc, 0.2).values[:, 0], [0.0, 0.2, -0.2, -0.05, 0.2, 0.2])
+    bias = CommandTransform("b", "actuator", ("b",), "1", 0.01, (-1, 1), column=0, mode="bias")
+    assert np.allclose(bias.excitation(None, exc, 0.05).values[:, 0], exc.values[:, 0] + 0.05)
