@@ -192,9 +192,9 @@ def test_the_diagnosis_names_a_rolling_shutter_and_its_readout_time():
     assert all(0.0 <= v["min"] <= v["max"] <= 0.025 for v in lag.values())
 
 
-def test_the_diagnosis_names_the_toy_cameras_pose_error_as_an_offset():
+def test_the_diagnosis_names_the_toy_cameras_pose_error_as_a_camera_error():
     _, res = _calibrate_toy("camera=3")
-    assert "offset" in res.diagnosis["kinds"] and res.diagnosis["misspecified"]
+    assert "camera" in res.diagnosis["kinds"] and res.diagnosis["misspecified"]  # it said 'offset' (a marker)
     assert "rolling_shutter" not in res.diagnosis["kinds"]
 
 
@@ -247,7 +247,7 @@ def test_benchmark_prints_the_diagnosis_warnings_before_the_results_table(tmp_pa
     assert code == 0, lines
     warn = next(i for i, ln in enumerate(lines) if ln.startswith("Residual diagnosis: reasoner warned in 1/1"))
     table = next(i for i, ln in enumerate(lines) if ln.startswith("| method | mean rel. param. error"))
-    assert warn < table and "(named: " in lines[warn] and "offset 1/1" in lines[warn] and "not physical" in lines[warn]
+    assert warn < table and "(named: " in lines[warn] and "camera 1/1" in lines[warn] and "not physical" in lines[warn]
     clean = (tmp_path / "b" / "results.md").read_text()
     assert clean.index("Residual diagnosis: reasoner") < clean.index("| method | mean rel. param. error")
 

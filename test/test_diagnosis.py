@@ -28,21 +28,25 @@ def test_a_correct_model_raises_no_warning():
     res = _calibrate()
     d = res.diagnosis
     assert d["misspecified"] is False and not [f for f in d["findings"] if f["severity"] == "warning"]
-    assert "no structure" in d["summary"]
-    assert d["statistics"]["release_probe"]  # the frozen parameters were probed, and found innocent
-    assert all(p["predicted_drop"] < 0.3 for p in d["statistics"]["release_probe"].values())
+    assert "no structure" in d["summary"] and d["verdict"] == "none"
+    causes = {c["cause"]: c for c in d["statistics"]["causes"]}
+    assert {"frozen parameter 'friction'", "frozen parameter 'inertia'"} <= set(causes)  # probed, found innocent
+    assert not any(c.get("significant") for c in causes.values())
 
 
-def test_a_wrong_frozen_parameter_is_named_with_the_training_error_drop():
-    # the actuator gain is 30 % higher on the real side; the twin keeps it frozen at 0.3 N*m. (The inertia would
-    # not do: only k/I, c/I and G/I are observable, so a wrong inertia is absorbed exactly by the free three.)
+def test_a_wrong_frozen_gain_is_reported_with_what_it_cannot_be_told_apart_from():
+    # the actuator gain is 30 % higher on the real side; the twin keeps it frozen at 0.3 N*m. Only the product
+    # gain x transmission acts (and a command scale is the same thing), so no trial can name one of them: the
+    # diagnosis reports the three together, the truth among them, and recommends none. (It named 'gain'.)
     res = _calibrate("frozen=0.3", free=("stiffness", "damping"))
-    frozen = [f for f in res.diagnosis["findings"] if f["kind"] == "frozen"]
-    assert frozen and frozen[0]["evidence"]["parameter"] == "gain"
-    assert frozen[0]["evidence"]["predicted_drop"] > 0.5
-    assert "gain (frozen at 0.3 N·m) is probably wrong: freeing it would lower the training error by about" \
-        in frozen[0]["message"]
-    assert frozen[0]["evidence"]["points_to"] > 0.33  # toward the true 0.39
+    d = res.diagnosis
+    assert d["verdict"] == "indistinguishable" and d["recommendation"] is None, d["text"]
+    (f,) = [f for f in d["findings"] if f["kind"] == "indistinguishable"]
+    members = {c["cause"]: c for c in f["evidence"]["causes"]}
+    assert {"frozen parameter 'gain'", "frozen parameter 'transmission'", "actuator 'motor' gain"} <= set(members)
+    assert all(c["share"] > 0.9 for c in members.values())
+    assert members["frozen parameter 'gain'"]["size_text"] == "gain = 0.39 N·m"  # the truth, 0.39 N·m
+    assert "None is recommended" in f["message"] and "their probe columns are parallel" in f["message"]
 
 
 def test_latency_without_the_nuisance_is_a_lag_warning_and_with_it_a_note():
@@ -57,7 +61,7 @@ def test_latency_without_the_nuisance_is_a_lag_warning_and_with_it_a_note():
 
 def test_a_camera_offset_and_dropped_frames_are_named():
     cam = _calibrate("camera=3")
-    assert "offset" in cam.diagnosis["kinds"] and cam.diagnosis["misspecified"]
+    assert "camera" in cam.diagnosis["kinds"] and cam.diagnosis["misspecified"]  # it said 'offset' (a marker)
     drops = _calibrate("drops=0.08")
     assert "timing" in drops.diagnosis["kinds"]
 
@@ -82,7 +86,7 @@ def test_benchmark_cli_rejects_a_bad_misspecification_in_one_line(tmp_path, caps
     assert len(err.splitlines()) == 1 and not (tmp_path / "b").exists()
 
 
-def test_unmodelled_tendon_friction_on_the_finger_is_named_not_blamed_on_a_frozen_parameter():
+def test_unmodelled_tendon_friction_on_the_finger_is_not_blamed_on_one_named_cause():
     from vid2sid_ros.calibration.sim2sim import draw_ground_truth
     from vid2sid_ros.sim.registry import make_rig as make_registered
 
@@ -93,12 +97,15 @@ def test_unmodelled_tendon_friction_on_the_finger_is_named_not_blamed_on_a_froze
                           CalibrationConfig(iterations=10, rollout_budget=40, identifiability=False,
                                             final_identifiability=False))
     d = res.diagnosis
-    assert "friction" in [f["kind"] for f in d["findings"] if f["severity"] == "warning"], d["text"]
-    assert "frozen" not in d["kinds"]  # the armature release probe explains less: not blamed
-    assert set(d["statistics"]["friction_probe"]) == {"tendon_frictionloss"}  # joint friction is a parameter
-    assert d["statistics"]["friction_probe"]["tendon_frictionloss"]["predicted_drop"] > \
-        d["statistics"]["release_probe"]["joint_armature"]["predicted_drop"]
-    assert "lacks Coulomb friction in the tendons" in d["text"]
+    # friction against damping is what this excitation cannot separate: reported together, the tendon's
+    # friction among them, nothing recommended, and the trial that would separate them named
+    assert d["verdict"] == "indistinguishable" and d["recommendation"] is None, d["text"]
+    members = [c["cause"] for f in d["findings"] for c in f["evidence"].get("causes", [])]
+    assert "frictionloss of tendon 'flexor'" in members and "friction" in d["kinds"]
+    assert "frozen" not in d["kinds"]  # the frozen armature explains less: not blamed
+    causes = {c["cause"] for c in d["statistics"]["causes"]}
+    assert "frictionloss of joint 'mcp'" in causes and "frozen parameter 'joint_armature'" in causes
+    assert "slow and fast motions of the same amplitude" in d["text"]
 
 
 def test_the_rig_configs_nuisance_block_reaches_the_benchmark_calibrations():
@@ -109,3 +116,58 @@ def test_the_rig_configs_nuisance_block_reaches_the_benchmark_calibrations():
     rig.nuisance = {}
     res = run_benchmark(rig, ["reasoner"], seeds=1, budget=10, iterations=2, noise="keypoint", progress=False)
     assert "latency" in res["per_seed"][0]["methods"]["reasoner"]["nuisance"]
+
+
+def _finger_with(model_error, seed=0):
+    """Calibrate the finger (reasoner, budget 40) against a real side with an error no parameter covers."""
+    from dataclasses import replace
+
+    import mujoco
+    import numpy as np
+
+    from vid2sid_ros.calibration.sim2sim import draw_ground_truth
+    from vid2sid_ros.sim.registry import make_rig as make_registered
+
+    rig = make_registered("finger")
+    real_twin = rig.make_twin()
+    if model_error == "mass":  # the middle link 20 % heavier (mass and inertia)
+        mass, inertia = real_twin.model.body_mass[2], real_twin.model.body_inertia[2].copy()
+        set_parameters = real_twin.set_parameters
+
+        def heavier(values):
+            set_parameters(values)
+            real_twin.model.body_mass[2], real_twin.model.body_inertia[2] = 1.2 * mass, 1.2 * inertia
+            mujoco.mj_setConst(real_twin.model, mujoco.MjData(real_twin.model))
+        real_twin.set_parameters = heavier
+    else:  # a 0.15 dead-zone in the tendon drive (commands 0.1 .. 0.4)
+        rollout = real_twin.rollout
+
+        def dead_zone(exc, **kw):
+            v = np.asarray(exc.values, float)
+            return rollout(replace(exc, values=np.sign(v) * np.maximum(np.abs(v) - 0.15, 0.0)), **kw)
+        real_twin.rollout = dead_zone
+    real = make_sim2sim_trial(rig, draw_ground_truth(rig.parameters, seed), seed=seed, noise="keypoint",
+                              keypoint_sigma_px=0.3, twin=real_twin)
+    cfg = CalibrationConfig(iterations=10, rollout_budget=40, seed=seed, identifiability=False,
+                            final_identifiability=False)
+    return run_calibration(rig, real, make_proposer("reasoner"), cfg).diagnosis
+
+
+def test_a_heavier_middle_link_on_the_finger_is_not_blamed_on_the_armature_alone():
+    # was: "joint_armature is probably wrong ... points to 0.000367" in 5/5 seeds, and freeing it hid the error
+    d = _finger_with("mass")
+    assert d["verdict"] == "indistinguishable" and d["recommendation"] is None, d["text"]
+    members = [c["cause"] for f in d["findings"] for c in f["evidence"].get("causes", [])]
+    assert "mass of body 'middle' (mass and inertia together)" in members
+    assert "frozen parameter 'joint_armature'" in members and "None is recommended" in d["text"]
+    assert "static poses at several angles against gravity" in d["text"]
+
+
+def test_a_drive_dead_zone_on_the_finger_is_an_actuator_error_not_the_armature():
+    # was: named "joint_armature" in 4/5 seeds
+    d = _finger_with("deadzone")
+    warn = [f for f in d["findings"] if f["severity"] == "warning"]
+    assert warn and warn[0]["kind"] == "actuator" and d["recommendation"] is None, d["text"]
+    members = {c["cause"] for c in warn[0]["evidence"]["causes"]}
+    assert members == {"actuator 'flexor_motor' dead-zone", "actuator 'flexor_motor' bias"}  # one effect here
+    assert "frozen" not in d["kinds"]

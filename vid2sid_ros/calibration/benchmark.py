@@ -30,9 +30,9 @@ side differs from the twin as :mod:`~vid2sid_ros.calibration.misspecification` d
 (latency, frozen, friction, camera, rolling_shutter, drops). Every calibration ends with the residual
 diagnosis (:mod:`~vid2sid_ros.calibration.diagnosis`); per method the results count
 
-- ``detected``: seeds whose diagnosis named the misspecification (latency → ``latency``,
-  frozen → ``frozen``, friction → ``friction``, camera → ``offset``, rolling_shutter →
-  ``rolling_shutter``, drops → ``timing``);
+- ``detected``: seeds whose diagnosis named the misspecification, alone or in a set of causes
+  it reports as indistinguishable (latency → ``latency``, frozen → ``frozen``, friction →
+  ``friction``, camera → ``camera``, rolling_shutter → ``rolling_shutter``, drops → ``timing``);
 - ``false_alarms``: seeds with any misspecification *warning* on an unmodified rig;
 - ``latency_error_frames``: ``|identified − realised latency| × frame rate`` when the
   latency is misspecified and the ``latency`` nuisance is free;
@@ -66,7 +66,7 @@ __all__ = ["run_benchmark", "format_results_markdown", "resolve_rig", "DEFAULT_M
 DEFAULT_METHODS = ("reasoner", "random", "nelder-mead", "golden-cd", "bo", "cmaes")
 
 #: misspecification kind -> the diagnosis kind that names it
-DETECTED_AS = {"latency": "latency", "frozen": "frozen", "friction": "friction", "camera": "offset",
+DETECTED_AS = {"latency": "latency", "frozen": "frozen", "friction": "friction", "camera": "camera",
                "rolling_shutter": "rolling_shutter", "drops": "timing"}
 
 
@@ -272,6 +272,7 @@ def run_benchmark(
                 diag = res.diagnosis or {}
                 kinds = list(diag.get("kinds") or [])
                 rec["diagnosis"] = {"misspecified": diag.get("misspecified"), "kinds": kinds,
+                                    "verdict": diag.get("verdict"), "recommendation": diag.get("recommendation"),
                                     "summary": diag.get("text") or diag.get("summary")}
                 rec["detected"] = ({k: DETECTED_AS[k] in kinds for k in mis} if mis else None)
                 rec["false_alarm"] = bool(diag.get("misspecified")) if not mis else None

@@ -1,0 +1,321 @@
+"""The diagnosis entry point: build the context, compare the causes, say what was found."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ...core.parameters import ParameterSet
+from ..nuisance import LATENCY, MEASUREMENT_PREFIX
+from ..objective import TrialObjective
+from ..rationale import format_value
+from .advice import how_to_free, separating_trial
+from .causes import Composite, FrozenParameter, candidate_causes
+from .compare import Score, decide, free_columns, held_out_check, line_scan, refit, screen
+from .context import ProbeContext
+from .result import THRESHOLDS, Diagnosis, Finding
+
+__all__ = ["diagnose"]
+
+
+def diagnose(objective: TrialObjective, values: Mapping[str, float], *, parameters: ParameterSet | None = None,
+             probe: bool = True, holdout: TrialObjective | None = None,
+             families: Sequence[str] | None = None) -> Diagnosis:
+    """Compare candidate causes of the residual at ``values`` (package docstring).
+
+    Args:
+        objective: the calibration's training objective (twin, excitations, real trajectories).
+        values: the identified values (full or partial, SI).
+        parameters: the spec (default ``objective.parameters``): which parameters are free.
+        probe: run the comparison (diagnostic rollouts: one evaluation per free physics parameter
+            and per model-side cause, a few per refit); False keeps only the latency note and the
+            whiteness test.
+        holdout: the holdout trials' objective (same twin) for the check of a recommendation;
+            None: the last part of each training trial is held out instead.
+        families: restrict the candidates to these :data:`~.causes.CAUSE_FAMILIES` (default all).
+
+    Returns:
+        :class:`Diagnosis`. A point that cannot be simulated gives one ``structure`` warning saying so.
+    """
+    params = parameters if parameters is not None else objective.parameters
+    ctx = ProbeContext(objective, values, params, holdout)
+    if ctx.failed:
+        return Diagnosis([Finding("structure", "warning", f"The identified parameters cannot be simulated "
+                                                          f"({ctx.base.message}); nothing else can be diagnosed.")],
+                         {}, ctx.rollouts, verdict="failed")
+    n = int(ctx.ok.sum())
+    ssr0 = ctx.ssr(ctx.r0)
+    stats: dict[str, Any] = {"unit": ctx.unit, "frame_rate_hz": ctx.rate, "samples": n,
+                             "residual_rms": math.sqrt(ssr0 / max(n, 1)), "noise_rms": math.sqrt(ctx.sigma2),
+                             "noise_estimator": "successive differences (von Neumann 1941; Rice 1984)"}
+    findings = _latency_note(ctx)
+    verdict, recommendation = "none", None
+    if probe:
+        verdict, recommendation, found = _compare(ctx, stats, families)
+        findings += found
+    if verdict in ("none",):
+        findings += _structure(ctx, stats)
+        if any(f.kind == "structure" for f in findings):
+            verdict = "unexplained"
+    findings.sort(key=lambda f: f.severity != "warning")
+    return Diagnosis(findings, stats, ctx.rollouts, verdict=verdict, recommendation=recommendation)
+
+
+def _latency_note(ctx: ProbeContext) -> list[Finding]:
+    lat = next((s for s in ctx.params.free if s.target == MEASUREMENT_PREFIX + "latency"), None)
+    if lat is None:
+        return []
+    tau = float(ctx.full[lat.name])
+    if abs(tau) * ctx.rate < THRESHOLDS["latency_note_frames"]:
+        return []
+    return [Finding("latency", "note", f"The video lags the commands by {tau * 1000:.1f} ms ({tau * ctx.rate:.2f} "
+                                       f"frame); identified as the '{LATENCY}' nuisance and kept out of the physics.",
+                    {"latency_s": tau, "latency_frames": tau * ctx.rate})]
+
+
+def _compare(ctx: ProbeContext, stats: dict, families) -> tuple[str, dict | None, list[Finding]]:
+    """Screen every cause, refit the best few, decide; the findings and the checked recommendation."""
+    causes = candidate_causes(ctx, tuple(families) if families is not None else None)
+    F = free_columns(ctx)
+    null = refit(ctx, [], [], F)
+    scores = screen(ctx, causes, F)
+    top = [s for s in scores if s.share_linear > 0 and s.column is not None][: int(THRESHOLDS["refit_top"])]
+    for s in top:
+        line_scan(ctx, s, F)
+        s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
+    dec = decide(ctx, scores, null)
+    s0 = dec["s0"]
+    stats["comparison"] = {
+        "test": "likelihood ratio (S0 - Sc) / noise variance against the chi-square(1) quantile at 1 - alpha/n "
+                "(Wilks; Bonferroni over n candidates), and at least min_share of S0",
+        "candidates": len(causes), "critical_lr": dec["critical"], "tie_ssr": dec["tie"], "null_ssr": s0,
+        "null_rms": math.sqrt(s0 / max(int(ctx.ok.sum()), 1)), "noise_variance": ctx.sigma2}
+    stats["causes"] = [_score_dict(ctx, s, s0) for s in scores]
+    if dec["verdict"] == "none":
+        return "none", None, []
+    members: list[Score] = dec["set"]
+    if dec["verdict"] == "indistinguishable":
+        return "indistinguishable", None, [_indistinguishable(ctx, members, s0)]
+    if len(members) == 1 or members[0].cause.kind == "camera":
+        return _named(ctx, members, scores, F, null, s0)
+    return "named", None, [_same_kind(ctx, members, s0)]
+
+
+def _score_dict(ctx: ProbeContext, s: Score, s0: float) -> dict[str, Any]:
+    d: dict[str, Any] = {"cause": s.cause.name, "kind": s.cause.kind, "fields": list(s.cause.fields),
+                         "unit": s.cause.unit, "share_linear": s.share_linear, "refitted": s.refit is not None,
+                         "notes": list(s.notes)}
+    if s.refit is not None:
+        size, text = _size(ctx, s.cause, s.refit.theta)
+        d.update(share=(s.gain / s0) if s0 > 0 else 0.0, likelihood_ratio=s.lr, significant=s.significant,
+                 determined=s.determined, size=size if s.determined else None,
+                 size_text=text if s.determined else
+                 f"not determined (the fit ran to its search range {s.cause.bounds[0]:.3g} .. "
+                 f"{s.cause.bounds[1]:.3g} {s.cause.unit})")
+    return d
+
+
+def _size(ctx: ProbeContext, cause, theta: np.ndarray) -> tuple[Any, str]:
+    """(size: a number, or a list for a composite cause; the same for people, with units)."""
+    if isinstance(cause, Composite):
+        vals = [float(t) for t in theta]
+        return vals, cause.value_text(ctx, vals)
+    t = float(theta[0]) if len(theta) else 0.0
+    return t, cause.value_text(ctx, t)
+
+
+def _share(s: Score, s0: float) -> float:
+    return (s.gain / s0) if s0 > 0 else 0.0
+
+
+def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null,
+           s0: float) -> tuple[str, dict | None, list[Finding]]:
+    """One cause (or a set of camera fields, refitted together) named, with the held-out check."""
+    group = members[:1]
+    if members[0].cause.kind == "camera":  # every camera field that explains a part: freed together
+        tied = [m for m in members[1:] if m.cause.kind == "camera"]  # not separable from the first: left out
+        group = [s for s in scores if s.cause.kind == "camera" and s.column is not None and s not in tied and
+                 (s.significant or s.share_linear >= THRESHOLDS["min_share"])][:6]
+        group = [members[0]] + [s for s in group if s is not members[0]][:5]
+    fitted = group[0].refit
+    if len(group) > 1:
+        starts = [t for m in group for t in m.starts]
+        joint = refit(ctx, [p for m in group for p in m.parts], [q for m in group for q in m.probe_columns], F,
+                      start=starts, start_r=ctx.residual([p for m in group for p in m.parts], starts))
+        fitted = joint if joint.ssr < fitted.ssr else fitted
+        if fitted is not joint:
+            group = group[:1]
+    causes = [m.cause for m in group]
+    parts = [p for m in group for p in m.parts]
+    check = held_out_check(ctx, parts, [q for m in group for q in m.probe_columns], F, fitted, null)
+    n = max(int(ctx.ok.sum()), 1)
+    before, after = math.sqrt(s0 / n), math.sqrt(fitted.ssr / n)
+    share = 1.0 - fitted.ssr / s0 if s0 > 0 else 0.0
+    fields = list(dict.fromkeys(f for c in causes for f in c.fields))
+    rec = {"cause": " + ".join(c.name for c in causes), "kind": causes[0].kind, "free": fields,
+           "action": how_to_free(causes[0]) if len(causes) == 1 else
+           "declare the camera fields " + ", ".join(fields) + " as free nuisance parameters",
+           "training_rms_before": before, "training_rms_after": after, "unit": ctx.unit,
+           "held_out": check, "recommended": check["improved"]}
+    msg = _named_message(ctx, group, fitted, share, before, after, members)
+    nxt = min((s for s in scores if s.refit is not None and s not in group and s not in members),
+              key=lambda s: s.refit.ssr, default=None)
+    if nxt is not None:
+        msg += (f" It explains the residual clearly better than the next candidate, {nxt.cause.name} "
+                f"({100 * _share(nxt, s0):.0f} %).")
+    msg += " " + _check_sentence(rec)
+    ev = {"cause": rec["cause"], "fields": rec["free"], "predicted_drop": share, "share_removed": share,
+          "rms_before": before, "rms_after": after, "unit": ctx.unit, "held_out": check}
+    c0, th0 = group[0].cause, float(fitted.theta[0])
+    if isinstance(c0, FrozenParameter):
+        ev.update(parameter=c0.spec.name, points_to=c0.points_to(ctx, th0))
+    if c0.kind in ("latency", "rolling_shutter", "timing"):
+        ev[{"latency": "shift_s", "rolling_shutter": "readout_s", "timing": "slip_per_frame"}[c0.kind]] = th0
+        ev["shift_frames" if c0.kind == "latency" else "size_frames"] = th0 * (ctx.rate if c0.kind != "timing"
+                                                                              else ctx.rate * ctx.duration_s)
+    if c0.kind == "camera":
+        ev["camera_fields"] = rec["free"]
+    return "named", rec, [Finding(c0.kind, "warning", msg, ev)]
+
+
+def _named_message(ctx: ProbeContext, group: list[Score], fitted, share: float, before: float, after: float,
+                   members: list[Score]) -> str:
+    """The sentence naming one cause (or a camera group), with its share and the RMS before → after (unit)."""
+    c0, th0 = group[0].cause, float(fitted.theta[0])
+    pct, rms = f"{100 * share:.0f} %", f"RMS {before:.3g} → {after:.3g} {ctx.unit}"
+    if isinstance(c0, FrozenParameter):
+        v = ctx.full[c0.spec.name]
+        text = (f"{c0.spec.name} (frozen at {format_value(v, c0.spec.unit)}) is probably wrong: freeing it would "
+                f"lower the training error by about {pct} ({rms}; the residual points to about "
+                f"{format_value(c0.points_to(ctx, th0), c0.spec.unit)}).")
+    elif c0.kind == "camera":
+        fields = list(dict.fromkeys(f for m in group + members for f in m.cause.fields))
+        freed = ", ".join(dict.fromkeys(f for m in group for f in m.cause.fields))
+        text = (f"The residual looks like a projection error and the camera's {', '.join(fields)} "
+                f"{'are' if len(fields) > 1 else 'is'} fixed: freeing {freed} would remove about {pct} of the "
+                f"squared residual ({rms}).")
+        tied = [m for m in members if m.cause.kind == "camera"]
+        if len(tied) > 1:
+            names = "; ".join(m.cause.name for m in tied)
+            text += (f" On these trials these camera errors explain it about equally well: {names} "
+                     f"({separating_trial([m.cause for m in tied])} would separate them).")
+    elif c0.kind == "rolling_shutter":
+        order = "top to bottom" if th0 > 0 else "bottom to top"
+        text = (f"The robot's lag behind the twin grows with the image row: rows are read {order} over about "
+                f"{abs(th0) * 1000:.1f} ms ({abs(th0) * ctx.rate:.2f} frame) per image — a rolling-shutter camera "
+                f"(use a global shutter, or model each keypoint's read time); a row-dependent shift removes {pct} "
+                f"of the squared residual ({rms}).")
+    elif c0.kind == "latency":
+        direction = "later than" if th0 > 0 else "earlier than"
+        text = (f"The robot moves {abs(th0) * 1000:.1f} ms ({abs(th0) * ctx.rate:.2f} frame) {direction} the twin "
+                f"in every trial: shifting the twin by that much removes {pct} of the squared residual ({rms}) — "
+                f"a camera latency or a delay in the drive.")
+    else:
+        text = (f"{c0.name[0].upper() + c0.name[1:]} explains {pct} of the squared residual the free parameters "
+                f"leave ({rms}); its size: {_size(ctx, c0, fitted.theta)[1]}.")
+    return text
+
+
+def _check_sentence(rec: dict) -> str:
+    h = rec["held_out"]
+    if h["before"] is None:
+        return f"It could not be checked on held-out data; not recommended until it is ({rec['action']})."
+    said = (f"Refitted with it free on the training data, the error on the {h['data']} goes from "
+            f"{h['before']:.3g} to {h['after']:.3g} {h['unit']} RMS")
+    if rec["recommended"]:
+        return said + f": recommended — {rec['action']}."
+    return said + ": it does not generalise, so it is not recommended."
+
+
+def _same_kind(ctx: ProbeContext, members: list[Score], s0: float) -> Finding:
+    kind = members[0].cause.kind
+    listed = "; ".join(f"{m.cause.name} ({100 * _share(m, s0):.0f} %)" for m in members)
+    article = "An" if kind[0] in "aeiou" else "A"
+    msg = (f"{article} {kind} error: {listed} explain the residual about equally well and these trials cannot "
+           f"tell them apart, so none of them is recommended; {_separate(members)} would separate them.")
+    return Finding(kind, "warning", msg, {"causes": [_member(ctx, m, s0) for m in members],
+                                          "separate_with": _separate(members)})
+
+
+def _parallel(members: list[Score]) -> float:
+    """Smallest |cos| between the members' probe columns (1-D members only; 0 when not computable): near 1,
+    the causes act on these trials as one combination (a base parameter, in Khalil and Gautier's sense)."""
+    cols = [m.column for m in members if m.column is not None and m.dims == 1]
+    if len(cols) < 2 or len(cols) < len(members):
+        return 0.0
+    ok = np.all([np.isfinite(c) for c in cols], axis=0)
+    out = 1.0
+    for i in range(len(cols)):
+        for j in range(i + 1, len(cols)):
+            a, b = cols[i][ok], cols[j][ok]
+            den = float(np.linalg.norm(a) * np.linalg.norm(b))
+            out = min(out, abs(float(a @ b)) / den if den > 0 else 0.0)
+    return out
+
+
+def _separate(members: list[Score]) -> str:
+    cos = _parallel(members)
+    if cos >= 0.999:
+        return (f"no change of excitation (their probe columns are parallel, |cos| ≥ {cos:.4f}: on this rig they act "
+                f"as one combination; only a measurement of one of them alone)")
+    return separating_trial([m.cause for m in members])
+
+
+def _indistinguishable(ctx: ProbeContext, members: list[Score], s0: float) -> Finding:
+    listed = "; ".join(f"{m.cause.name} ({100 * _share(m, s0):.0f} %)" for m in members)
+    sep = _separate(members)
+    msg = (f"Several causes explain the residual about equally well and these trials cannot tell them apart: "
+           f"{listed}. None is recommended; {sep} would separate them.")
+    return Finding("indistinguishable", "warning", msg, {"causes": [_member(ctx, m, s0) for m in members],
+                                                         "separate_with": sep})
+
+
+def _member(ctx: ProbeContext, m: Score, s0: float) -> dict[str, Any]:
+    theta = m.refit.theta if m.refit is not None else np.array([m.theta_linear] * m.dims)
+    size, text = _size(ctx, m.cause, theta)
+    return {"cause": m.cause.name, "kind": m.cause.kind, "fields": list(m.cause.fields),
+            "share": _share(m, s0) if m.refit is not None else m.share_linear, "refitted": m.refit is not None,
+            "size": size, "size_text": text}
+
+
+def _structure(ctx: ProbeContext, stats: dict) -> list[Finding]:
+    """Non-white, large residuals no candidate explains: the model is too simple here."""
+    rho = _lag1(ctx)
+    motion = _motion_scale(ctx.reals)
+    ratio = stats["residual_rms"] / motion if motion > 0 else math.inf
+    noise_ratio = (stats["residual_rms"] ** 2 / ctx.sigma2) if ctx.sigma2 > 0 else math.inf
+    stats["whiteness"] = {"lag1_autocorrelation": rho, "motion_rms": motion, "rms_over_motion": ratio,
+                          "ssr_over_noise": noise_ratio}
+    if (rho >= THRESHOLDS["structure_rho"] and ratio >= THRESHOLDS["structure_motion_share"]
+            and noise_ratio >= THRESHOLDS["structure_noise_ratio"]):
+        return [Finding("structure", "warning",
+                        f"The residuals are strongly correlated in time (lag-1 autocorrelation {rho:.2f}) and large "
+                        f"({stats['residual_rms']:.3g} {ctx.unit} RMS, {noise_ratio:.1f}× the noise variance, "
+                        f"{100 * ratio:.1f} % of the {motion:.3g} {ctx.unit} RMS motion), and no single candidate "
+                        f"cause explains them: the model is too simple here, or the parameters are not at the optimum.",
+                        {"lag1_autocorrelation": rho, "rms_over_motion": ratio, "ssr_over_noise": noise_ratio})]
+    return []
+
+
+def _lag1(ctx: ProbeContext) -> float:
+    p = ctx.index.pairs
+    if p.size == 0:
+        return 0.0
+    a, b = ctx.r0[p[:, 1]], ctx.r0[p[:, 0]]
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok] - a[ok].mean(), b[ok] - b[ok].mean()
+    den = math.sqrt(float(a @ a) * float(b @ b))
+    return float(a @ b) / den if den > 0 else 0.0
+
+
+def _motion_scale(reals) -> float:
+    """RMS displacement of the real keypoints about their mean position (unit): how far things move."""
+    vals = []
+    for r in reals:
+        for k in range(r.num_keypoints):
+            x = r.keypoints[r.valid[:, k], k]
+            if x.shape[0] > 2:
+                vals.append(float(np.mean(np.sum((x - x.mean(axis=0)) ** 2, axis=1))))
+    return float(math.sqrt(np.mean(vals))) if vals else 0.0
