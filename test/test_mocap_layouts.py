@@ -101,3 +101,27 @@ def test_a_rig_config_reads_one_take_by_its_documented_keys(two_takes, tmp_path)
         load_rig(bad)
     msg = str(info.value)
     assert "\n" not in msg and "trials[0].source.mocap" in msg and "no row with take = 'Z'" in msg
+
+
+def test_markers_default_to_the_rig_keypoints(tmp_path):
+    """``mocap.markers`` is documented as defaulting to the keypoint names; leaving it out failed with
+    "expected a mapping ..., got None"."""
+    (tmp_path / "cart.xml").write_text(CART)
+    rows = [[f"{k / 50:.2f}", str(2 * k + 1), "0", "100", str(2 * k + 2), "0", "-100"] for k in range(12)]
+    _write(tmp_path / "m.csv", ["time", "mark_x", "mark_y", "mark_z", "tip_x", "tip_y", "tip_z"], rows)
+    cfg = tmp_path / "rig.yaml"
+    cfg.write_text(
+        "model: cart.xml\n"
+        "parameters: {damping: {unit: N*s/m, lower: 0.1, upper: 2, nominal: 0.5, target: \"dof_damping[slide]\"}}\n"
+        "keypoints: {mark: mark, tip: tip}\n"
+        "trials:\n  - {name: a, source: {mocap: {path: m.csv, unit: mm}}, excitation: none}\n")
+    traj = build_real_trial(load_rig(cfg)).train[0]
+    assert traj.names == ("mark", "tip")
+    np.testing.assert_allclose(traj.keypoints[1, :, 0], [0.003, 0.004], atol=1e-12)
+
+
+def test_a_file_without_marker_columns_says_which_naming_is_expected(tmp_path):
+    p = _write(tmp_path / "m.csv", ["time", "a", "b", "c"], [["0", "1", "2", "3"], ["0.01", "4", "5", "6"]])
+    with pytest.raises(MocapError, match=r"markers in the file: none \(a plain file names each marker's three "
+                                         r"columns <m>_x, <m>_y, <m>_z"):
+        load_mocap(p, markers=["1"], unit="m")

@@ -76,13 +76,14 @@ def _mocap_read(block: dict, ctx: SourceContext):
 def _mocap_check(block: dict, ctx: SourceContext) -> dict:
     out = _path_block(block, MOCAP_KEYS, ctx, "the motion-capture CSV/TSV export")
     m = out["markers"]
-    if m is None:
-        kp = getattr(getattr(ctx, "rig", None), "keypoints", None)
-        m = dict(kp) if kp else None
+    if m is None:  # documented default: the rig's keypoint names are the marker labels
+        kp = tuple(getattr(ctx, "keypoints", ()) or getattr(getattr(ctx, "rig", None), "keypoints", None) or ())
+        m = {str(k): str(k) for k in kp} if kp else None
     if isinstance(m, list):
         m = {str(x): str(x) for x in m}
     if not isinstance(m, dict) or not m or not all(isinstance(k, str) and isinstance(v, str) for k, v in m.items()):
-        raise SourceError(f"{ctx.where}.markers: expected a mapping {{keypoint: marker label in the file}}, got {m!r}")
+        raise SourceError(f"{ctx.where}.markers: expected a mapping {{keypoint: marker label in the file}} (default: "
+                          f"the rig's keypoint names, when the config has keypoints), got {m!r}")
     out["markers"] = {k: v.split(":")[-1] for k, v in m.items()}
     if out["noise"] is not None and not (isinstance(out["noise"], (int, float)) and out["noise"] > 0):
         raise SourceError(f"{ctx.where}.noise: expected a number > 0 (m, 1 sigma), got {out['noise']!r}")

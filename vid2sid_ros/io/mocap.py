@@ -531,8 +531,10 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
         if label not in table.columns:
             have = ", ".join(table.columns) or "none"
             close = difflib.get_close_matches(label, list(table.columns), n=1)
+            naming = (" (a plain file names each marker's three columns <m>_x, <m>_y, <m>_z, or <m>.x, '<m> X', "
+                      "<m>:X, or axis first x<m>, x_<m>)" if fmt == "plain" and not table.columns else "")
             raise MocapError(f"{path}: marker column {label!r} (keypoint {kp!r}) not found; markers in the file: {have}"
-                             + (f" (did you mean {close[0]!r}?)" if close else ""))
+                             + (f" (did you mean {close[0]!r}?)" if close else "") + naming)
     factor = _length_factor(table.unit, unit, path, says=None if table.unit is None else
                             f"the file's header says {1 / table.unit:g} units per m",
                             missing="the file does not say its length unit")

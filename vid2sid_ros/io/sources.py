@@ -58,6 +58,7 @@ class SourceContext:
         rig: the :class:`~vid2sid_ros.core.rig.Rig` (None while the config is still being checked).
         trial: the :class:`~vid2sid_ros.core.rig.TrialSpec` (None while checking).
         keep_frames: keep camera frames (thumbnails) in the recording, for reports and VLMs.
+        keypoints: the rig's keypoint names (known while the config is checked, before ``rig``).
     """
 
     where: str
@@ -65,6 +66,7 @@ class SourceContext:
     rig: Any = None
     trial: Any = None
     keep_frames: bool = False
+    keypoints: tuple[str, ...] = ()
 
 
 @dataclass

@@ -299,6 +299,7 @@ def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, chec
         rig.tracker = dict(doc["tracker"])
     named = _named_excitations(doc, rig, file, base)
     rig.named_excitations = dict(named)
+    rig.keypoints = tuple(doc["keypoints"]) if doc.get("keypoints") else rig.keypoints  # trial sources default to them
     if doc.get("trials"):
         rig.trials = _trials(doc["trials"], rig, named, file, base)
         _trial_parameters(rig, doc["trials"], file)
@@ -609,7 +610,8 @@ def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str,
                                      f"init (free: {', '.join(spec.free_init) or 'none'})")
             if not b[0] < b[1]:
                 raise RigConfigError(f"{w}.init_bounds.{k}: expected [lower, upper] with lower < upper, got {b!r}")
-        ctx = SourceContext(where=f"{w}.source.{kind}", base_dir=base, rig=None, trial=spec)
+        ctx = SourceContext(where=f"{w}.source.{kind}", base_dir=base, rig=None, trial=spec,
+                            keypoints=tuple(rig.keypoints or ()))
         try:
             spec.source = {kind: sk.check(dict(block), ctx)}
         except SourceError as err:
