@@ -400,6 +400,16 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
     for line in run_summary_lines(out, report=report, resume_command=resume,
                                   go_on=go_on_commands(args, out, ccfg)):
         print(line)
+    from ..sim.mujoco_log import summary_line, take_counts
+
+    mujoco_counts = take_counts()  # since the start: the stand-in's renders at load included
+    if mujoco_counts:  # every kind in run.log (also those from before it existed); the terminal: one line
+        try:
+            with open(log_path, "a", encoding="utf-8") as f:
+                f.writelines(f"MuJoCo warning ({n}x): {m}\n" for m, n in mujoco_counts)
+        except OSError:
+            pass
+        print(f"warning: {summary_line(mujoco_counts, str(log_path))}")
     if args.verbose:
         for k, p in result.files.items():
             print(f"  {k}: {p}")

@@ -448,7 +448,7 @@ def _user_model_rig(doc: Mapping[str, Any], model: Any, name: str, file: str, ba
                                  "projection": dict(doc.get("projection") or {}),
                                  "max_physics_timestep": float(doc.get("max_physics_timestep", 0.004)), "name": name}
     extra = {"markers": doc.get("markers"), "camera": doc.get("camera"), "actuators": doc.get("actuators"),
-             "base_dir": base, "source": file}
+             "render": doc.get("render"), "base_dir": base, "source": file}
     twin_args["_extra"] = {k: v for k, v in extra.items() if v}
     if not (twin_args["max_physics_timestep"] > 0):
         raise RigConfigError(f"{file}:max_physics_timestep: expected a number > 0 (s), got "

@@ -278,6 +278,10 @@ KEYS: tuple[Key, ...] = (
     Key("out", "string", default="runs/<rig>_<proposer>", doc="Run directory of `vid2sid calibrate`."),
     Key("noise", "mapping", doc="Sensor noise of stand-in (sim2sim) video: `SensorNoiseModel` fields."),
     Key("noise.*", "string | number | boolean | list | null", doc="One field."),
+    Key("render", "mapping", default={}, doc="Rendering of a model file's twin (MuJoCo's offscreen renderer)."),
+    Key("render.maxgeom", "integer", "", "4 x (geoms + sites + bodies) + 32 x tendons + 100",
+        "Size of the scene's geom buffer; raise it when run.log says MuJoCo's \"Pre-allocated visual geom buffer "
+        "is full\" (a whole number >= 100)."),
     Key("report", "mapping", default={}, doc="Report options (`title`)."),
     Key("report.*", "string | number | boolean | list | null", doc="One option."),
 )

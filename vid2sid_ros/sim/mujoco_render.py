@@ -25,11 +25,16 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
 import numpy as np  # noqa: E402
 
+from .mujoco_log import install as _route_mujoco_warnings  # noqa: E402
+
 from ..core.camera import moved_pose  # noqa: E402
 from .base import CameraIntrinsics, TwinError  # noqa: E402
 
 __all__ = ["OffscreenRenderer", "camera_intrinsics", "camera_extrinsics", "project_points", "gl_backend",
+           "default_maxgeom",
            "move_camera"]
+
+_route_mujoco_warnings()  # MuJoCo's warnings go to logging, not to a MUJOCO_LOG.TXT beside the user's files
 
 #: MuJoCo camera axes (x right, y up, looking along -z) <-> the optical frame (x right, y down, z forward)
 _MJ_FROM_OPTICAL = np.diag([1.0, -1.0, -1.0])
@@ -101,6 +106,15 @@ def _drain_pending() -> None:
         _LEAKED.append((ctx, con))
     for token in mine:
         _release(token)
+
+
+def default_maxgeom(model: mujoco.MjModel) -> int:
+    """Size of the scene's geom buffer (``MjvScene(maxgeom=)``) for ``model``: room for every geom,
+    site and body frame four times over (decorations, contact points), 32 segments per tendon, and
+    100 spare. A rig config's ``render.maxgeom`` overrides it when MuJoCo still warns
+    "Pre-allocated visual geom buffer is full".
+    """
+    return 4 * (model.ngeom + model.nsite + model.nbody) + 32 * model.ntendon + 100
 
 
 def gl_backend() -> str | None:
@@ -238,13 +252,15 @@ class OffscreenRenderer:
             at least ``width`` x ``height``).
         width, height: image size, px.
         camera: camera name or id.
+        maxgeom: scene geom buffer size (None: :func:`default_maxgeom`).
 
     Raises:
         TwinError: unknown camera, image larger than the offscreen buffer, or no
             OpenGL backend.
     """
 
-    def __init__(self, model: mujoco.MjModel, width: int, height: int, camera: str | int = 0) -> None:
+    def __init__(self, model: mujoco.MjModel, width: int, height: int, camera: str | int = 0,
+                 maxgeom: int | None = None) -> None:
         self._ctx = None
         self._con = None
         if isinstance(camera, str):
@@ -275,7 +291,7 @@ class OffscreenRenderer:
         _LIVE[self._token] = (self._ctx, self._con, threading.get_ident())
         self._finalizer = weakref.finalize(self, _queue_release, self._token)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
-        self._scene = mujoco.MjvScene(model, maxgeom=max(100, 4 * model.ngeom))
+        self._scene = mujoco.MjvScene(model, maxgeom=int(maxgeom) if maxgeom else default_maxgeom(model))
         for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION,
                      mujoco.mjtRndFlag.mjRND_SKYBOX, mujoco.mjtRndFlag.mjRND_FOG):
             self._scene.flags[flag] = 0

@@ -351,8 +351,9 @@ class UserModelTwin:
                  trial_init: Mapping[str, Mapping[str, float]] | None = None,
                  max_physics_timestep: float = 0.004, name: str = "user_model",
                  source: str = "<config>", base: str | Path | None = None,
-                 image_size: tuple[int, int] | None = None) -> None:
+                 image_size: tuple[int, int] | None = None, render: Mapping[str, Any] | None = None) -> None:
         self._renderer = None
+        self._maxgeom = _maxgeom(render, source)
         self._source = str(source)
         model = model if model is not None else model_path
         if model is None:
@@ -724,7 +725,7 @@ class UserModelTwin:
     def _get_renderer(self):
         if self._renderer is None:
             cam = self.camera_at()
-            self._renderer = OffscreenRenderer(self.model, cam.width, cam.height, self._cam_id)
+            self._renderer = OffscreenRenderer(self.model, cam.width, cam.height, self._cam_id, maxgeom=self._maxgeom)
         self._renderer.make_current()
         return self._renderer
 
@@ -944,7 +945,7 @@ def build_user_twin(*, model_path: str | Path | Mapping[str, Any], parameters: P
         name: rig name.
         image_size: ``(width, height)`` px of a pinhole camera's images, or None (the
             camera's own): intrinsics scaled with the image, :meth:`PinholeCamera.resized`.
-        _extra: the config's ``camera``, ``markers``, ``actuators`` blocks, ``trial_init``
+        _extra: the config's ``camera``, ``markers``, ``actuators``, ``render`` blocks, ``trial_init``
             (``{trial: {"qpos[joint]": value}}``), ``source`` (the file, for messages) and
             ``base_dir`` (its directory).
 
@@ -957,4 +958,17 @@ def build_user_twin(*, model_path: str | Path | Mapping[str, Any], parameters: P
                          markers=extra.get("markers") or None, actuators=extra.get("actuators") or None,
                          trial_init=extra.get("trial_init") or None, max_physics_timestep=max_physics_timestep,
                          name=name, source=str(extra.get("source", "<config>")), base=extra.get("base_dir"),
-                         image_size=image_size)
+                         image_size=image_size, render=extra.get("render") or None)
+
+
+def _maxgeom(render: Mapping[str, Any] | None, source: str) -> int | None:
+    """The ``render.maxgeom`` of a rig config (None: the renderer's default).
+
+    Raises:
+        UserModelError: not a whole number >= 100 (naming ``file:render.maxgeom``)."""
+    value = (render or {}).get("maxgeom")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 100:
+        raise UserModelError(f"{source}:render.maxgeom: expected a whole number >= 100 (scene geoms), got {value!r}")
+    return int(value)
