@@ -130,13 +130,20 @@ def test_switch_sends_ros_messages_to_the_bridge_and_keeps_the_copy_guarantees(i
     assert not view.flags.writeable and np.array_equal(view, arr)
     assert np.array_equal(image_to_array(msg, "bgr8"), arr[..., ::-1]) and rec.calls[-1] == ("imgmsg_to_cv2", "bgr8")
     n = len(rec.calls)
-    # not ROS messages: a rosbags-style object and a big-endian 16-bit image take the own conversion
+    # the own conversion for what is not a ROS message (a rosbags-style object), and for the two
+    # layouts cv_bridge's Python side misreads (foreign byte order, rows padded by part of a pixel)
     duck = type("Duck", (), dict(height=msg.height, width=msg.width, encoding="rgb8", is_bigendian=0,
                                  step=msg.step, data=bytes(msg.data)))()
     assert np.array_equal(image_to_array(duck), arr)
     big = image_type(height=2, width=3, encoding="mono16", is_bigendian=1, step=6,
                      data=np.arange(6, dtype=">u2").tobytes())
     assert np.array_equal(image_to_array(big), np.arange(6).reshape(2, 3))
+    # rows padded to 4-byte alignment (16 B for 5 rgb8 pixels): not a whole number of pixels
+    odd = image_type(height=2, width=5, encoding="rgb8", is_bigendian=0, step=16)
+    raw = np.zeros((2, 16), np.uint8)
+    raw[:, :15] = arr[:2, :5].reshape(2, 15)
+    odd.data = raw.tobytes()
+    assert np.array_equal(image_to_array(odd), arr[:2, :5])
     assert len(rec.calls) == n
     # the checks come before either path: the same error line
     bad = image_type(height=2, width=3, encoding="rgb8", is_bigendian=0, step=4, data=bytes(24))

@@ -111,10 +111,12 @@ def image_to_array(msg: Any, desired_encoding: str = "passthrough", *, copy: boo
     same = desired_encoding in ("passthrough", "", msg.encoding)
     if not same:
         _conversion_code(str(msg.encoding), desired_encoding)  # an unsupported one fails the same way on both paths
-    # cv_bridge swaps a foreign byte order with ndarray.newbyteorder, which NumPy 2 removed:
-    # such messages (big-endian 16/32/64-bit on a little-endian host) take the own conversion
+    # Two layouts cv_bridge's Python side reads wrongly take the own conversion: a foreign byte
+    # order (it swaps with ndarray.newbyteorder, which NumPy 2 removed) and rows padded by a
+    # part of a pixel (it takes the row length in pixels as int(step / pixel size)).
     native_order = dtype.itemsize == 1 or bool(msg.is_bigendian) == (sys.byteorder == "big")
-    bridge = _cv_bridge() if _is_ros_message(msg) and native_order else None
+    whole_pixels = int(msg.step) % (dtype.itemsize * channels) == 0
+    bridge = _cv_bridge() if _is_ros_message(msg) and native_order and whole_pixels else None
     if bridge is not None:
         return _bridge_image_to_array(bridge, msg, desired_encoding if not same else "passthrough", copy=copy)
     return _own_image_to_array(msg, desired_encoding, dtype, channels, buf, copy=copy)
