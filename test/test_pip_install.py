@@ -117,14 +117,18 @@ def test_installed_package_is_the_copy_and_ros_is_absent(pip_venv):
          "print(vid2sid_ros.__file__)\n"
          "print(find_share_path('config', 'finger.yaml'))\n"
          "print(find_share_path('msg', 'Trajectory.msg'))\n"
+         "from vid2sid_ros.share import _pip_share\n"
+         "print([str(d) for d in _pip_share('config')])\n"
          "print(importlib.util.find_spec('rclpy') is None, interfaces_available())\n"],
         cwd=venv.parent, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    module, config, msg, ros = proc.stdout.strip().splitlines()
+    module, config, msg, recorded, ros = proc.stdout.strip().splitlines()
     site = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
     assert Path(module).resolve().is_relative_to(site.resolve())
     assert Path(config) == venv / "share" / "vid2sid_ros" / "config"
     assert Path(msg) == venv / "share" / "vid2sid_ros" / "msg"
+    # where pip recorded them (what finds them after `pip install --user`, outside sys.prefix)
+    assert recorded == repr([str(venv / "share" / "vid2sid_ros" / "config")])
     assert ros == "True False"
 
 
