@@ -10,14 +10,14 @@ import sys
 import threading
 from typing import Any, Generic, Iterable, Sequence, TypeVar
 
-from .._interfaces import require_interfaces
-
-require_interfaces()  # before any ROS import: one line where ROS 2 or the interfaces are missing
-
 import numpy as np
 from builtin_interfaces.msg import Time
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from .._interfaces import require_interfaces
+
+require_interfaces()
 
 from vid2sid_ros.msg import ExcitationCommand, Keypoints, ParameterUpdate  # noqa: E402
 from vid2sid_ros.msg import Trajectory as TrajectoryMsg  # noqa: E402
