@@ -102,3 +102,24 @@ def test_a_corrupt_message_stops_the_replay_with_an_error_not_a_finish(ros, tmp_
     assert "cannot decode a sensor_msgs/msg/Image message on /vid2sid/real/image_raw" in node.error
     ros.spin_until(lambda: len(images) == 3, timeout=5.0)
     assert [int(m.data[0]) for m in images] == [0, 10, 20]
+
+
+@pytest.mark.timeout(60)
+def test_autostart_waits_for_the_named_subscribers(ros, tmp_path):
+    """Was: autostart replayed after a fixed start_delay whether or not anyone listened; under
+    `ros2 launch` (one process per node) the replay was over before the twin was built, and the
+    graph never saw the trial. With ``wait_for`` it starts only once those nodes subscribe."""
+    bag = tmp_path / "bag"
+    _bag(bag)
+    node = BagReplayNode(context=ros.context, parameter_overrides=[
+        Parameter("bag_path", value=str(bag)), Parameter("start_delay", value=0.2),
+        Parameter("wait_for", value="late_twin")])
+    ros.nodes.append(node)
+    ros.executor.add_node(node)
+    ros.spin_until(lambda: False, timeout=1.5)  # well past start_delay: nobody named has subscribed
+    assert node.published == {"image": 0, "camera_info": 0, "command": 0, "trial_end": 0}
+    commands = []
+    ros.node("late_twin").create_subscription(ExcitationCommand, TOPICS["excitation"], commands.append, STREAM_QOS)
+    assert ros.spin_until(lambda: node.finished and len(commands) == STEPS, timeout=30.0), (node.published, len(commands))
+    assert node.published["image"] == STEPS and node.error is None
+    assert [c.step for c in commands] == list(range(STEPS))

@@ -1,4 +1,4 @@
-"""Check that the rosidl-generated interfaces of vid2sid_ros are built and importable.
+"""Check that rclpy and the rosidl-generated interfaces of vid2sid_ros are importable.
 
 ``require_interfaces()`` turns the long ImportError chain of a missing build into one
 clear line. Nodes, the CLI and tests call it before importing ``vid2sid_ros.msg``.
@@ -18,11 +18,14 @@ NOT_BUILT_MESSAGE = (
 
 
 class InterfacesNotBuiltError(RuntimeError):
-    """Raised when vid2sid_ros.msg / vid2sid_ros.srv cannot be imported."""
+    """Raised when rclpy, vid2sid_ros.msg or vid2sid_ros.srv cannot be imported."""
 
 
 def _try_import() -> str | None:
     try:
+        # rclpy first: where ROS 2 itself is absent (a `pip install .` without ROS) the
+        # hint names it rather than the generated modules that cannot exist without it
+        importlib.import_module("rclpy")
         importlib.import_module("vid2sid_ros.msg")
         importlib.import_module("vid2sid_ros.srv")
     except ImportError as err:  # ModuleNotFoundError, or a typesupport .so that fails to load
@@ -31,7 +34,7 @@ def _try_import() -> str | None:
 
 
 def interfaces_available() -> bool:
-    """True when ``vid2sid_ros.msg`` and ``vid2sid_ros.srv`` import."""
+    """True when ``rclpy``, ``vid2sid_ros.msg`` and ``vid2sid_ros.srv`` import."""
     return _try_import() is None
 
 

@@ -61,11 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_unavailable", None):
         print(f"vid2sid {args.command}: unavailable: {args._unavailable}", file=sys.stderr)
         return 2
+    from ._interfaces import InterfacesNotBuiltError
     from .commands.signals import interrupt_exit_code, interrupt_name, sigterm_as_interrupt
 
     try:
         with sigterm_as_interrupt():  # SIGTERM: the same message as Ctrl-C, exit 143
             return int(args._run(args) or 0)
+    except InterfacesNotBuiltError as err:  # a ROS command where ROS or the interfaces are missing
+        print(f"vid2sid {args.command}: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as err:
         print(f"interrupted ({interrupt_name(err)}); completed iterations are saved in the run directory",
               file=sys.stderr)

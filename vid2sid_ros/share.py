@@ -1,21 +1,26 @@
 """Where the package's shared (non-Python) files live: ``config/``, ``msg/``, ``launch/``.
 
 One lookup for every caller. In a source checkout the files sit at the repository root
-beside ``vid2sid_ros/``; once installed (``make setup`` into the venv, or colcon on a ROS 2
-install) they are under ``<prefix>/share/vid2sid_ros/``, found through
+beside ``vid2sid_ros/``; once installed (``make setup`` into the venv, colcon on a ROS 2
+install, or ``pip install .``) they are under ``<prefix>/share/vid2sid_ros/``, found through
 ``AMENT_PREFIX_PATH`` (a sourced ROS 2 workspace), the prefix the package was imported
-from (``install/vid2sid_ros`` of a colcon workspace) or ``sys.prefix`` (the venv).
+from (``install/vid2sid_ros`` of a colcon workspace), ``sys.prefix`` (the venv) or the
+file list pip recorded for the ``vid2sid-ros`` distribution (``pip install --user`` puts
+them under the user base, not ``sys.prefix``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 
 __all__ = ["PACKAGE", "PACKAGE_DIR", "share_candidates", "find_share_path", "resolve_path"]
 
 PACKAGE = "vid2sid_ros"
+#: the distribution name `pip install .` records (pyproject.toml)
+DISTRIBUTION = "vid2sid-ros"
 
 #: the vid2sid_ros package directory (``pkg:`` paths in configs resolve against it)
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -31,11 +36,28 @@ def _own_prefix() -> Path | None:
     return None
 
 
+def _pip_share(subdir: str) -> list[Path]:
+    """``share/vid2sid_ros/<subdir>`` as recorded in the pip-installed distribution's file
+    list (RECORD), wherever the install scheme put it; [] for other installs (a CMake or
+    colcon install writes an egg-info without a file list)."""
+    try:
+        files = metadata.distribution(DISTRIBUTION).files or []
+    except metadata.PackageNotFoundError:
+        return []
+    for f in files:
+        parts = f.parts
+        for i in range(len(parts) - 2):
+            if parts[i:i + 3] == ("share", PACKAGE, subdir):
+                return [Path(os.path.normpath(f.locate().parents[len(parts) - i - 4]))]
+    return []
+
+
 def share_candidates(subdir: str) -> list[Path]:
     """Directories that may hold ``subdir`` (e.g. ``"config"``), in lookup order:
     the source checkout (what a developer edits wins), then each ``AMENT_PREFIX_PATH``
     entry's ``share/vid2sid_ros``, then the prefix the package was imported from (a
-    colcon install used without sourcing its setup script), then ``sys.prefix``'s."""
+    colcon install used without sourcing its setup script), then ``sys.prefix``'s, then
+    where pip recorded them."""
     out = [Path(__file__).resolve().parents[1] / subdir]
     out += [Path(p) / "share" / PACKAGE / subdir
             for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
@@ -43,6 +65,7 @@ def share_candidates(subdir: str) -> list[Path]:
     if own is not None:
         out.append(own / "share" / PACKAGE / subdir)
     out.append(Path(sys.prefix) / "share" / PACKAGE / subdir)
+    out += _pip_share(subdir)
     return list(dict.fromkeys(out))  # the venv is both its own prefix and sys.prefix: list it once
 
 

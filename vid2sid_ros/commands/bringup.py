@@ -73,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"    --arg {a.name}=...  {a.description}")
         return 0 if args.list else 2
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from .._interfaces import require_interfaces
+
+    require_interfaces()  # one line (vid2sid_ros.cli) where ROS 2 or the interfaces are missing
     try:
         from ..nodes.bringup import Bringup, graph_for_config
 

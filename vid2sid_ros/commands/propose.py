@@ -36,15 +36,15 @@ def run(args: argparse.Namespace) -> int:
         print("vid2sid propose: --iterations must be >= 0", file=sys.stderr)
         return 2
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    import rclpy
-
     from .._interfaces import InterfacesNotBuiltError, require_interfaces
 
     try:
-        require_interfaces()
+        require_interfaces()  # before `import rclpy`: one line where ROS 2 is absent
     except InterfacesNotBuiltError as err:
         print(f"vid2sid propose: {err}", file=sys.stderr)
         return 2
+    import rclpy
+
     from ..nodes.graph_client import GraphClient, GraphClientError
 
     context = rclpy.Context()

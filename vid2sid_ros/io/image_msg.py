@@ -1,8 +1,15 @@
-"""sensor_msgs/Image <-> numpy array, following cv_bridge's encoding rules (no cv_bridge).
+"""sensor_msgs/Image <-> numpy array: cv_bridge where ROS 2 provides it, its rules otherwise.
 
-cv_bridge (``ros-perception/vision_opencv``) is not on PyPI, so this small module does the
-two conversions the graph needs, with the same semantics as ``CvBridge.imgmsg_to_cv2`` and
-``CvBridge.cv2_to_imgmsg``:
+cv_bridge (``ros-perception/vision_opencv``) comes with a ROS 2 install but is not on PyPI.
+The two conversions the graph needs therefore have one switch (:func:`image_backend`):
+a ROS message (an rclpy ``sensor_msgs/msg/Image``: what the nodes publish and receive) goes
+through ``cv_bridge.CvBridge`` when ``cv_bridge`` imports, and through this module's own
+conversion otherwise. Duck-typed messages (rosbags typestore objects read by
+``vid2sid_ros.io.rosbag`` without ROS) always take the own conversion, so the core never
+imports cv_bridge or sensor_msgs. Both paths check the message first (the same
+:class:`ImageEncodingError` lines) and give identical arrays and messages for every encoding
+in :data:`ENCODINGS` (``test/test_image_bridge.py``). The own conversion has the semantics
+of ``CvBridge.imgmsg_to_cv2`` and ``CvBridge.cv2_to_imgmsg``:
 
 * the encoding string fixes the element type and channel count (``rgb8`` = 3 x uint8,
   ``mono16`` = 1 x uint16, ``32FC1`` = 1 x float32, ...; table :data:`ENCODINGS`);
@@ -23,13 +30,14 @@ module does not import rclpy.
 from __future__ import annotations
 
 import array as _array
+import functools
 import sys
 from typing import Any, Callable
 
 import numpy as np
 
 __all__ = ["ENCODINGS", "ImageEncodingError", "encoding_info", "image_to_array", "array_to_image_fields",
-           "array_to_image"]
+           "array_to_image", "image_backend"]
 
 
 class ImageEncodingError(ValueError):
@@ -99,6 +107,23 @@ def image_to_array(msg: Any, desired_encoding: str = "passthrough", *, copy: boo
         ImageEncodingError: unknown encoding, a ``step`` smaller than one row, a data buffer
             shorter than ``height * step``, or an unsupported colour conversion.
     """
+    dtype, channels, buf = _checked(msg)
+    same = desired_encoding in ("passthrough", "", msg.encoding)
+    if not same:
+        _conversion_code(str(msg.encoding), desired_encoding)  # an unsupported one fails the same way on both paths
+    # Two layouts cv_bridge's Python side reads wrongly take the own conversion: a foreign byte
+    # order (it swaps with ndarray.newbyteorder, which NumPy 2 removed) and rows padded by a
+    # part of a pixel (it takes the row length in pixels as int(step / pixel size)).
+    native_order = dtype.itemsize == 1 or bool(msg.is_bigendian) == (sys.byteorder == "big")
+    whole_pixels = int(msg.step) % (dtype.itemsize * channels) == 0
+    bridge = _cv_bridge() if _is_ros_message(msg) and native_order and whole_pixels else None
+    if bridge is not None:
+        return _bridge_image_to_array(bridge, msg, desired_encoding if not same else "passthrough", copy=copy)
+    return _own_image_to_array(msg, desired_encoding, dtype, channels, buf, copy=copy)
+
+
+def _checked(msg: Any) -> tuple[np.dtype, int, np.ndarray]:
+    """(dtype, channels, raw bytes) of an Image message after its checks (see :func:`image_to_array`)."""
     dtype, channels = encoding_info(str(msg.encoding))
     h, w, step = int(msg.height), int(msg.width), int(msg.step)
     row_bytes = w * channels * dtype.itemsize
@@ -115,6 +140,14 @@ def image_to_array(msg: Any, desired_encoding: str = "passthrough", *, copy: boo
     if buf.size < h * step:
         raise ImageEncodingError(
             f"image data has {buf.size} B, expected height*step = {h}*{step} = {h * step} B")
+    return dtype, channels, buf
+
+
+def _own_image_to_array(msg: Any, desired_encoding: str, dtype: np.dtype, channels: int, buf: np.ndarray, *,
+                        copy: bool) -> np.ndarray:
+    """The own conversion of :func:`image_to_array` (message already checked by :func:`_checked`)."""
+    h, w, step = int(msg.height), int(msg.width), int(msg.step)
+    row_bytes = w * channels * dtype.itemsize
     dt = dtype.newbyteorder(">" if msg.is_bigendian else "<")
     rows = buf[: h * step].reshape(h, step)[:, :row_bytes]
     arr = np.ascontiguousarray(rows).view(dt).reshape((h, w, channels) if channels > 1 else (h, w))
@@ -129,14 +162,74 @@ def image_to_array(msg: Any, desired_encoding: str = "passthrough", *, copy: boo
     return _convert(arr, str(msg.encoding), desired_encoding)
 
 
-def _convert(arr: np.ndarray, src: str, dst: str) -> np.ndarray:
+def _conversion_code(src: str, dst: str) -> str:
+    """OpenCV colour-conversion code name for ``src`` -> ``dst``.
+
+    Raises:
+        ImageEncodingError: a conversion outside :data:`_COLOR_CODES` (lists the supported ones).
+    """
     code = _COLOR_CODES.get((src, dst))
     if code is None:
         raise ImageEncodingError(f"cannot convert image encoding {src!r} to {dst!r}; supported conversions: "
                                  + ", ".join(f"{a}->{b}" for a, b in sorted(_COLOR_CODES)))
+    return code
+
+
+def _convert(arr: np.ndarray, src: str, dst: str) -> np.ndarray:
+    code = _conversion_code(src, dst)
     import cv2
 
     return np.ascontiguousarray(cv2.cvtColor(arr, getattr(cv2, code)))
+
+
+# --- the switch: cv_bridge for ROS messages where it imports ---------------------------------
+
+
+@functools.cache
+def _cv_bridge() -> Any | None:
+    """A ``cv_bridge.CvBridge``, or None where cv_bridge does not import (no ROS 2 install).
+
+    Imported on the first ROS message only, never by the core's own paths."""
+    try:
+        from cv_bridge import CvBridge
+    except ImportError:
+        return None
+    return CvBridge()
+
+
+def _is_ros_message(msg: Any) -> bool:
+    """True for an rclpy-generated ``sensor_msgs/msg/Image`` (not a rosbags or test object)."""
+    return type(msg).__module__.startswith("sensor_msgs.msg")
+
+
+def _is_ros_factory(factory: Callable[[], Any]) -> bool:
+    return getattr(factory, "__module__", "").startswith("sensor_msgs.msg")
+
+
+def image_backend() -> str:
+    """What converts ROS Image messages here: ``"cv_bridge"`` or ``"vid2sid_ros"`` (the own conversion)."""
+    return "cv_bridge" if _cv_bridge() is not None else "vid2sid_ros"
+
+
+def _bridge_error(err: Exception) -> ImageEncodingError:
+    return ImageEncodingError(f"cv_bridge: {type(err).__name__}: {err}")
+
+
+def _bridge_image_to_array(bridge: Any, msg: Any, desired_encoding: str, *, copy: bool) -> np.ndarray:
+    """``bridge.imgmsg_to_cv2`` with :func:`image_to_array`'s guarantees on the result (native
+    byte order, C-contiguous, its own memory unless ``copy=False``, then read-only)."""
+    try:
+        arr = bridge.imgmsg_to_cv2(msg, desired_encoding)
+    except Exception as err:  # noqa: BLE001 - CvBridgeError, or a numpy error inside cv_bridge
+        raise _bridge_error(err) from err
+    arr = np.asarray(arr)
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    if copy and not arr.flags.owndata:
+        arr = arr.copy()
+    elif not copy and not arr.flags.owndata:
+        arr.flags.writeable = False
+    return np.ascontiguousarray(arr)
 
 
 def array_to_image_fields(array: np.ndarray, encoding: str = "passthrough") -> dict[str, Any]:
@@ -184,9 +277,11 @@ def _image_fields(array: np.ndarray, encoding: str) -> dict[str, Any]:
 def array_to_image(array: np.ndarray, encoding: str, factory: Callable[[], Any], header: Any = None) -> Any:
     """Build an rclpy Image message with :func:`array_to_image_fields`, copying the pixels once.
 
-    ``data`` is an ``array.array('B')`` filled straight from the array's buffer: the
-    generated rclpy setter takes it as is, where ``bytes`` would be copied again (and,
-    with ``ROS_PYTHON_CHECK_FIELDS=1``, checked element by element in Python).
+    With ``sensor_msgs.msg.Image`` as ``factory`` and cv_bridge importable, the message is
+    ``CvBridge.cv2_to_imgmsg``'s (:func:`image_backend`). Otherwise ``data`` is an
+    ``array.array('B')`` filled straight from the array's buffer: the generated rclpy setter
+    takes it as is, where ``bytes`` would be copied again (and, with
+    ``ROS_PYTHON_CHECK_FIELDS=1``, checked element by element in Python).
 
     Args:
         array: image array, see :func:`array_to_image_fields`.
@@ -197,8 +292,21 @@ def array_to_image(array: np.ndarray, encoding: str, factory: Callable[[], Any],
     Raises:
         ImageEncodingError: as :func:`array_to_image_fields`.
     """
+    fields = _image_fields(array, encoding)  # the same checks and error lines on both paths
+    bridge = _cv_bridge() if _is_ros_factory(factory) else None
+    if bridge is not None:
+        try:
+            return bridge.cv2_to_imgmsg(np.ascontiguousarray(array), fields["encoding"], header)
+        except Exception as err:  # noqa: BLE001 - CvBridgeError
+            raise _bridge_error(err) from err
+    return _own_array_to_image(array, fields, factory, header)
+
+
+def _own_array_to_image(array: np.ndarray, fields: dict[str, Any], factory: Callable[[], Any],
+                        header: Any = None) -> Any:
+    """The own conversion of :func:`array_to_image` (``fields`` from :func:`_image_fields`)."""
     msg = factory()
-    for k, v in _image_fields(array, encoding).items():
+    for k, v in fields.items():
         setattr(msg, k, v)
     a = np.ascontiguousarray(array)
     data = _array.array("B")
