@@ -111,43 +111,67 @@ def _footprint_tracker(tol: float = 0.5, window: int = 3) -> MarkerTracker:
     return MarkerTracker([_green()], footprint_tolerance=tol, footprint_window=window)
 
 
-def _b(area: float, elongation: float = 1.0) -> _Blob:
-    return _Blob(50.0, 50.0, (45, 45, 10, 10), area, elongation)
+def _b(area: float, asymmetry: float = 0.0) -> _Blob:
+    return _Blob(50.0, 50.0, (45, 45, 10, 10), area, 1.0, asymmetry)
 
 
 def test_footprint_limits_are_inclusive_and_checked_from_the_third_detection():
-    # tol = 0.5: area ratio in [0.5, 2], elongation at most 1.5 x the reference (all exact in binary)
-    for blob, ok in [(_b(50.0), True), (_b(200.0), True), (_b(49.0), False), (_b(201.0), False),
-                     (_b(300.0), False), (_b(100.0, 1.5), True), (_b(100.0, 1.51), False), (_b(100.0, 2.0), False)]:
+    # tol = 0.5: partly hidden = area below 0.5 x the reference AND asymmetry above it by more than 0.035
+    for blob, ok in [(_b(50.0, 0.09), True), (_b(49.0, 0.09), False), (_b(49.0, 0.035), True),
+                     (_b(49.0, 0.0351), False), (_b(10.0), True), (_b(1000.0, 0.09), True), (_b(100.0, 0.5), True)]:
         tr = _footprint_tracker(window=9)
         assert all(tr._footprint_ok(0, _b(100.0)) for _ in range(3))
         assert tr._footprint_ok(0, blob) is ok, blob
         assert tr.occluded == [0 if ok else 1]
     tr = _footprint_tracker()
     assert tr._footprint_ok(0, _b(100.0)) and tr._footprint_ok(0, _b(100.0))
-    assert tr._footprint_ok(0, _b(1000.0))  # only two known: no reference yet, accepted
+    assert tr._footprint_ok(0, _b(10.0, 0.5))  # only two known: no reference yet, accepted
     tr = _footprint_tracker(window=9)
     assert all(tr._footprint_ok(0, _b(100.0)) for _ in range(3))
-    assert not tr._footprint_ok(0, _b(10.0))  # the fourth is checked against the median of three
+    assert not tr._footprint_ok(0, _b(10.0, 0.5))  # the fourth is checked against the median of three
     # the reference is the median of the history: one outlier accepted early does not move it
     tr = _footprint_tracker(window=9)
-    for a in (100.0, 100.0, 180.0, 100.0):
-        assert tr._footprint_ok(0, _b(a))
-    assert tr._footprint_ok(0, _b(200.0)) and not tr._footprint_ok(0, _b(201.0))
+    for a, s in ((100.0, 0.0), (100.0, 0.0), (180.0, 0.2), (100.0, 0.0)):
+        assert tr._footprint_ok(0, _b(a, s))
+    assert tr._footprint_ok(0, _b(50.0, 0.09)) and not tr._footprint_ok(0, _b(49.9, 0.0351))
+    # a marker that is always a little lopsided (a lit crescent): the limit is relative to its own asymmetry
+    tr = _footprint_tracker(window=9)
+    assert all(tr._footprint_ok(0, _b(100.0, 0.0625)) for _ in range(3))
+    assert tr._footprint_ok(0, _b(40.0, 0.0975)) and not tr._footprint_ok(0, _b(40.0, 0.0976))
 
 
 def test_footprint_resets_count_every_rebuild():
     tr = _footprint_tracker(window=3)
-    seq = [100.0] * 3 + [400.0] * 3 + [1600.0] * 3
-    got = [tr._footprint_ok(0, _b(a)) for a in seq]
-    # 400: flagged twice, then the third in a row rebuilds the reference from 400; likewise 1600
+    seq = [_b(100.0)] * 3 + [_b(40.0, 0.09)] * 3 + [_b(16.0, 0.2)] * 3
+    got = [tr._footprint_ok(0, b) for b in seq]
+    # (40, 0.09): flagged twice, then the third in a row rebuilds the reference from it; (16, 0.2) then
+    # finds fewer than three known footprints: no reference yet, accepted
     assert got == [True] * 3 + [False, False, True] + [True, True, True]
     assert tr.footprint_resets == [1] and tr.occluded == [2]
-    got = [tr._footprint_ok(0, _b(a)) for a in [6400.0] * 3]
+    got = [tr._footprint_ok(0, _b(6.0, 0.3)) for _ in range(3)]
     assert got == [False, False, True] and tr.footprint_resets == [2] and tr.occluded == [4]
     off = MarkerTracker([_green()], footprint_tolerance=None)
-    assert all(off._footprint_ok(0, _b(a)) for a in (100.0, 100.0, 100.0, 1.0, 1e6))
+    assert all(off._footprint_ok(0, _b(a, s)) for a, s in ((100.0, 0), (100.0, 0), (100.0, 0), (1.0, 0.5), (1e6, 0)))
     assert off.occluded == [0]
+
+
+def test_asymmetry_of_known_third_moments():
+    from vid2sid_ros.perception.markers import _asymmetry
+
+    # a centrally symmetric shape (every odd moment zero) has none, whatever its size or elongation
+    assert _asymmetry({"m00": 50.0, "mu20": 400.0, "mu02": 25.0, "mu30": 0.0, "mu12": 0.0, "mu21": 0.0,
+                       "mu03": 0.0}) == 0.0
+    # |E[|d|^2 d]| / E[|d|^2]^1.5: E[|d|^2] = (mu20 + mu02) / m00 = 4; E[|d|^2 d] = (mu30 + mu12, mu21 + mu03) / m00
+    m = {"m00": 10.0, "mu20": 30.0, "mu02": 10.0, "mu30": 24.0, "mu12": 8.0, "mu21": 0.0, "mu03": 24.0}
+    assert _asymmetry(m) == pytest.approx(math.hypot(3.2, 2.4) / 8.0)
+    assert _asymmetry({**m, "mu20": 0.0, "mu02": 0.0}) == 0.0 and _asymmetry({**m, "m00": 0.0}) == 0.0
+    # a drawn half disc is lopsided, the whole disc is not (values in the module doc)
+    whole = np.zeros((60, 60), np.uint8)
+    cv2.circle(whole, (30, 30), 12, 1, -1)
+    half = whole.copy()
+    half[:, 31:] = 0
+    assert _asymmetry(cv2.moments(whole, True)) < 0.005
+    assert 0.08 < _asymmetry(cv2.moments(half, True)) < 0.1
 
 
 def test_track_copies_times_names_and_flags_into_the_trajectory():

@@ -116,7 +116,7 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
             lost = np.flatnonzero(~valid[:, k])
             hidden = tracker.occluded[k] if k < len(tracker.occluded) else 0
             warnings.append(f"marker '{n}' lost in {lost.size} of {T} frames (first at frame {int(lost[0])})"
-                            + (f", {hidden} of them partly hidden (footprint departs from the recent one)"
+                            + (f", {hidden} of them partly hidden (the blob shrank and turned lopsided)"
                                if hidden else "") + "; those samples are excluded from every error")
         step = np.linalg.norm(np.diff(kp[:, k], axis=0), axis=1)
         good = step[np.isfinite(step)]
