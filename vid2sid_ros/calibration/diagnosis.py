@@ -296,6 +296,21 @@ def _release_drop(r0: np.ndarray, col: np.ndarray, free_cols: Sequence[np.ndarra
     return float((q @ r) ** 2 / qq) / total, -float(q @ r) / qq
 
 
+def _offset_advice(params: ParameterSet, values: Mapping[str, float], keypoint: str) -> str:
+    """What to do about a constant offset of ``keypoint``: free its marker offsets only when they are not
+    free already; when they are (at a bound, or not), the tracker or the camera is the suspect."""
+    free = [n for n in params.free_names if n.startswith(f"marker_offset.{keypoint}.")]
+    if not free:
+        return "a marker off its model site or a camera pose/offset error (free the marker offsets or the camera pose)."
+    at = [n for n in free if n in values and min(values[n] - params[n].lower, params[n].upper - values[n])
+          <= 0.005 * (params[n].upper - params[n].lower)]
+    return ("its marker offsets are already free" + (f" and at a bound ({', '.join(at)}: widen "
+                                                     "nuisance.marker_offsets.bounds if the marker may sit that far "
+                                                     "off its site)" if at else "")
+            + "; check that the tracker follows the marker and not another object of its colour (the tracking "
+              "warnings), or free the camera pose.")
+
+
 def diagnose(objective: TrialObjective, values: Mapping[str, float], *,
              parameters: ParameterSet | None = None, probe: bool = True) -> Diagnosis:
     """Test the residuals at ``values`` for unexplained structure (module table).
@@ -400,9 +415,9 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *,
             parts = ", ".join(f"{axes[i]} {-mean[i]:+.2f}" for i in range(mean.size))
             findings.append(Finding("offset", "warning",
                                     f"Keypoint '{name}' of the robot sits at a constant offset from the twin's "
-                                    f"({parts} {unit}, {100 * b_share:.0f} % of its squared residual): a marker off "
-                                    f"its model site or a camera pose/offset error (free the marker offsets or the "
-                                    f"camera pose).", {"keypoint": name, "offset": (-mean).tolist(), "share": b_share}))
+                                    f"({parts} {unit}, {100 * b_share:.0f} % of its squared residual): "
+                                    + _offset_advice(params, full, name),
+                                    {"keypoint": name, "offset": (-mean).tolist(), "share": b_share}))
     stats["offset"] = bias_stats
 
     # -- friction-like: residual along the motion vs sign of motion ------------------------------

@@ -1236,5 +1236,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
                 result.stopped += f"; model export failed: {type(err).__name__}: {err}"
         save_trial_curves(rd, curves)
         _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info),
-                                          "intervals": _stated_intervals(final_report)})
+                                          "intervals": _stated_intervals(final_report),
+                                          # what each trial's source lost (perception.quality.check_tracking)
+                                          "tracking": jsonable((s.real.meta or {}).get("tracking") or {})})
     return result

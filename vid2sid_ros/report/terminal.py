@@ -2,7 +2,8 @@
 
 :func:`run_summary_lines` turns a finished run directory into the lines ``vid2sid
 calibrate`` (and the bringup) print last: the stop reason (converged / budget /
-iterations / interrupted) first, then the errors, the residual diagnosis's warnings (the
+iterations / interrupted) first, then the errors, the share of frames each keypoint was
+tracked in (per trial), the residual diagnosis's warnings (the
 model is probably wrong: before any claim that the parameters are physical), the
 parameters with units and their intervals labelled for what they are (Gauss–Newton,
 unreliable and why), the other warnings (insights about those parameters), and where
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from ..core.trajectory import format_error
 
-from .insights import insights, parameter_rows, stop_sentence
+from .insights import insights, parameter_rows, stop_sentence, tracked_lines
 from .run import RunSummary, load_run, stop_kind
 
 __all__ = ["run_summary_lines"]
@@ -46,6 +47,7 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     h = res.get("holdout_mae_px")
     txt += f"; holdout MAE {format_error(h, hu)}" if h is not None else "; no holdout trial"
     lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
+    lines.extend(f"tracked: {t}" for t in tracked_lines(res))  # share of frames each keypoint was measured in
     rows = parameter_rows(r)
     found = [i for i in insights(r, rows) if i.kind != "unconverged"]
     # the residual diagnosis says whether the parameters can be read as physical: before any of them
@@ -71,9 +73,9 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
             if p.truth_inside is not None:
                 line += ", interval contains it" if p.truth_inside else ", interval MISSES it"
         lines.append(line)
-    for i in found:
-        if i.kind not in ("residual", "start_identifiability"):  # about the parameters above (bounds, ...);
-            # the start point's check was printed when it ran
+    for i in found:  # about the parameters above (bounds, ...) and the tracking; the start point's check was
+        # printed when it ran, the tracked fractions are the "tracked:" lines
+        if i.kind not in ("residual", "start_identifiability") and not (i.kind == "tracking" and i.severity == "info"):
             lines.append(f"warning: {i.title}")
     kind = stop_kind(r.stopped)
     if kind == "interrupted" and resume_command:
