@@ -43,7 +43,7 @@ def test_tracked_fraction_is_reported_and_warned_below_the_threshold_with_its_fr
     valid[10:25] = False  # 15 of 60 lost: 75 %
     chk = check_tracking(_traj(xy, valid))
     assert chk.tracked == {"tip": 0.75} and chk.frames == 60 and chk.lost == {"tip": {"lost": 15}}
-    assert chk.warnings == ["marker 'tip' tracked in 75 % of 60 frames (below 90 %): 15 lost (15 lost) in frames "
+    assert chk.warnings == ["marker 'tip' tracked in 75 % of 60 frames (below 90 %): 15 lost in frames "
                             "10-24; those samples are excluded from every error"]
     assert chk.to_dict()["tracked"] == {"tip": 0.75} and chk.to_dict()["min_tracked_fraction"] == 0.9
     # at the threshold: reported, not warned; a lower threshold silences it; 1.0 warns on any loss
@@ -167,3 +167,27 @@ def test_check_trials_keys_by_trial_and_keeps_a_summary_already_made():
     summary, warnings = check_trials([a, b])
     assert summary["t0"]["tracked"] == {"tip": 0.5} and summary["t1"] == {"tracked": {"tip": 1.0}, "warnings": ["w"]}
     assert warnings[0].startswith("trial 't0': marker 'tip' tracked in 50 %") and warnings[1] == "trial 't1': w"
+
+
+def test_the_offset_advice_never_says_to_free_marker_offsets_that_are_free():
+    """Regression: with the marker offsets free (and run to their bound by a blob that was the upper arm),
+    the only advice was "free the marker offsets"."""
+    from vid2sid_ros.calibration.diagnosis import _offset_advice
+    from vid2sid_ros.calibration.nuisance import add_measurement_nuisances
+    from vid2sid_ros.core.excitation import Excitation
+    from vid2sid_ros.core.parameters import ParameterSet, ParameterSpec
+
+    phys = ParameterSet([ParameterSpec("k", "N/m", 1.0, 10.0, 2.0)])
+    exc = [Excitation("e", 30.0, np.ones((10, 1)), ("u",))]
+    assert "free the marker offsets or the camera pose" in _offset_advice(phys, {"k": 2.0}, "tip")
+    with_off = add_measurement_nuisances(phys, {"marker_offsets": True, "latency": False}, keypoints=["tip"],
+                                         excitations=exc, real_trial=True)
+    assert "marker_offset.tip.x" in with_off.free_names
+    values = with_off.complete({"marker_offset.tip.x": 5.0, "marker_offset.tip.y": 1.0})
+    text = _offset_advice(with_off, values, "tip")
+    assert "free the marker offsets" not in text
+    assert text.startswith("its marker offsets are already free and at a bound (marker_offset.tip.x: widen "
+                           "nuisance.marker_offsets.bounds")
+    assert "not another object of its colour" in text
+    inside = _offset_advice(with_off, with_off.complete({}), "tip")
+    assert inside.startswith("its marker offsets are already free; check that the tracker follows the marker")

@@ -211,9 +211,12 @@ def check_tracking(traj: Trajectory, *, min_fraction: float = DEFAULT_MIN_TRACKE
         log = blobs.get(name) if isinstance(blobs.get(name), Mapping) else None
         chk.lost[name] = _reasons(traj, k, log.get("status") if log else None, drop)
         if frac < min_fraction:
-            why = ", ".join(f"{n} {r}" for r, n in sorted(chk.lost[name].items(), key=lambda x: -x[1]))
-            chk.warnings.append(f"{word} '{name}' tracked in {100 * frac:.0f} % of {T} frames (below "
-                                f"{100 * min_fraction:.0f} %): {int((~valid).sum())} lost ({why}) in frames "
+            known = {r: n for r, n in chk.lost[name].items() if r != "lost"}
+            why = (" (" + ", ".join(f"{n} {r}" for r, n in sorted(chk.lost[name].items(), key=lambda x: -x[1]))
+                   + ")") if known else ""
+            verb = "tracked" if traj.kind == "image" else "measured"
+            chk.warnings.append(f"{word} '{name}' {verb} in {100 * frac:.0f} % of {T} frames (below "
+                                f"{100 * min_fraction:.0f} %): {int((~valid).sum())} lost{why} in frames "
                                 f"{frame_ranges(np.flatnonzero(~valid))}; those samples are excluded from every error")
         sus: list[dict[str, Any]] = []
         jf, js, typical = _jumps(traj, k, float(floors[k]))
