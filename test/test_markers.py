@@ -337,6 +337,8 @@ def test_track_command_reports_partly_hidden_frames(tmp_path, capsys):
     assert main(["track", str(video), "--rig", "finger", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "middle 83% (5 frame(s) partly hidden: invalid)" in err, err
+    assert ("warning: marker 'middle' tracked in 83 % of 30 frames (below 90 %): 5 lost (5 partly hidden) in frames "
+            "10-14;") in err, err
     import json
 
     valid = [v[1] for v in json.loads(out.read_text())["valid"]]

@@ -94,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
                                                   else "") for n, f in zip(trajectory.names, found))
     print(f"vid2sid track: {clip.num_frames} frames at {clip.fps:g} Hz from {args.video}; "
           f"keypoints found: {summary}" + ("" if args.out == "-" else f"; wrote {args.out}"), file=sys.stderr)
+    from ..perception.quality import check_tracking, min_tracked_fraction
+
+    for w in check_tracking(trajectory, min_fraction=min_tracked_fraction(rig.config, rig.where)).warnings:
+        print(f"warning: {w}", file=sys.stderr)  # the check every trial source runs
     if args.excitation is None and args.out != "-":
         listing = _excitation_listing(rig)
         print("vid2sid track: to calibrate from this clip, name the command it was filmed under: --excitation NAME"
