@@ -21,6 +21,12 @@ holdout excitations and turns the result into a :class:`RealTrial`:
 - ``noise="keypoint"``: projected keypoints plus i.i.d. Gaussian pixel noise of
   ``keypoint_sigma_px`` (for twins that cannot render, and for fast tests).
 - ``noise="none"``: exact projected keypoints.
+
+Every stand-in trial then goes through the check every trial source runs
+(:func:`vid2sid_ros.perception.quality.check_tracking`): its tracked fraction per keypoint, the
+causes and frames of what was lost, jumps and blobs unlike a marker join
+``meta["tracking"][trial]``, and its warnings ``meta["warnings"]`` (which ``vid2sid calibrate``
+prints before the run and ``result.json`` keeps).
 """
 
 from __future__ import annotations
