@@ -14,7 +14,8 @@ re-tracked or its joint states, motion capture, a joint-state CSV) and returns a
   keypoint's 90th-percentile step (and at least that many noise levels, 1 px / 1 mm /
   0.005 rad): another object was tracked for a while, or frames are missing;
 - for colour markers, **a blob that is not the marker**: a marker is a small round blob whose
-  size changes slowly, so the blob is flagged in frames where it is elongated beyond what its
+  size changes slowly, so a blob the fit uses (a valid sample) is flagged in frames where it is
+  elongated beyond what its
   own motion can smear (``elongation`` above :data:`ELONGATION_LIMIT` with a streak longer than
   the distance the keypoint moved to its neighbour frames plus :data:`STREAK_MARGIN_PX`), and in
   frames where its area is more than :data:`AREA_FACTOR` times, or less than 1 / that, the
@@ -118,7 +119,7 @@ def _reasons(traj: Trajectory, k: int, status: Sequence[str] | None, dropped: np
     out: dict[str, int] = {}
     for t in np.flatnonzero(bad):
         why = (LOST_DROPPED if dropped[t] else
-               (status[t] or "rejected") if status is not None and t < len(status) else "lost")
+               (status[t] or "marked invalid after tracking") if status is not None and t < len(status) else "lost")
         out[why] = out.get(why, 0) + 1
     return out
 
@@ -144,7 +145,8 @@ def _blob_suspects(traj: Trajectory, k: int, blobs: Mapping[str, Any]) -> list[d
     if area.shape[0] != T or elong.shape[0] != T:
         return []
     out = []
-    found = np.isfinite(area) & (area > 0)
+    # the samples the fit uses: a blob cut by the border or judged partly hidden is already left out
+    found = np.isfinite(area) & (area > 0) & np.asarray(traj.valid[:, k])
     if found.sum() < 3:
         return out
     # motion a blob may be smeared by: the keypoint's distance to its neighbours (nearest valid rows)
