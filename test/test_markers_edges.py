@@ -155,6 +155,50 @@ def test_footprint_resets_count_every_rebuild():
     assert off.occluded == [0]
 
 
+def test_the_reference_is_the_median_of_the_last_window_only():
+    # window 3: after 100, 100, 100, 150, 150, 150 the reference area is 150 (not 125 over all six), so a
+    # lopsided blob of 70 px² (below 0.5 x 150, above 0.5 x 125) is partly hidden
+    tr = _footprint_tracker(window=3)
+    assert all(tr._footprint_ok(0, _b(a)) for a in (100.0, 100.0, 100.0, 150.0, 150.0, 150.0))
+    assert not tr._footprint_ok(0, _b(70.0, 0.09))
+
+
+def test_a_partly_hidden_marker_beside_clutter_is_measured_by_its_own_component():
+    """A second, smaller blob of the marker's colour in the search window sends the measurement through
+    connected components: the marker's own area, elongation and asymmetry are used there too."""
+    frames = []
+    for t in range(12):
+        f = np.full((120, 160, 3), 40, np.uint8)
+        cv2.circle(f, (80, 60), 8, G, -1)
+        cv2.circle(f, (98, 60), 2, G, -1)  # clutter: 13 px² of the same green, inside the window
+        if t >= 8:
+            f[:, 81:92] = 255  # the marker's right half hidden (the clutter stays in view)
+        frames.append(f)
+    tr = MarkerTracker([_green()])
+    traj = tr.track(frames)
+    log = tr.frame_log()["green"]
+    assert log["status"] == [""] * 8 + ["partly hidden"] * 4
+    assert traj.valid[:, 0].tolist() == [True] * 8 + [False] * 4
+    whole = int(np.count_nonzero(cv2.circle(np.zeros((120, 160), np.uint8), (80, 60), 8, 1, -1)))
+    assert log["area"][:8] == [float(whole)] * 8 and log["area"][8] < 0.7 * whole
+    assert all(1.0 <= e < 1.1 for e in log["elongation"][:8]) and log["elongation"][8] > 1.5
+
+
+def test_the_frame_log_says_why_each_frame_was_lost():
+    frames = [_disc_frame([(40.0 + 2 * t, 50.0)], [G]) for t in range(4)]
+    frames.append(np.full_like(frames[0], 40))  # the marker gone
+    edge = np.full_like(frames[0], 40)
+    cv2.circle(edge, (2, 50), 5, G, -1)  # cut by the left border
+    frames.append(edge)
+    tr = MarkerTracker([_green()])
+    tr.track(frames)
+    log = tr.frame_log()
+    assert list(log) == ["green"] and log["green"]["status"] == ["", "", "", "", "not found", "at the image border"]
+    assert math.isnan(log["green"]["area"][4]) and math.isnan(log["green"]["elongation"][4])
+    assert 70.0 < log["green"]["area"][0] < 90.0 and 1.0 <= log["green"]["elongation"][0] < 1.1  # a disc of r = 5
+    assert 0 < log["green"]["area"][5] < 70.0
+
+
 def test_asymmetry_of_known_third_moments():
     from vid2sid_ros.perception.markers import _asymmetry
 
@@ -164,6 +208,8 @@ def test_asymmetry_of_known_third_moments():
     # |E[|d|^2 d]| / E[|d|^2]^1.5: E[|d|^2] = (mu20 + mu02) / m00 = 4; E[|d|^2 d] = (mu30 + mu12, mu21 + mu03) / m00
     m = {"m00": 10.0, "mu20": 30.0, "mu02": 10.0, "mu30": 24.0, "mu12": 8.0, "mu21": 0.0, "mu03": 24.0}
     assert _asymmetry(m) == pytest.approx(math.hypot(3.2, 2.4) / 8.0)
+    # every third moment enters with its sign: (mu30 + mu12, mu21 + mu03) = (32, 32) / 10
+    assert _asymmetry({**m, "mu21": 8.0}) == pytest.approx(math.hypot(3.2, 3.2) / 8.0)
     assert _asymmetry({**m, "mu20": 0.0, "mu02": 0.0}) == 0.0 and _asymmetry({**m, "m00": 0.0}) == 0.0
     # a drawn half disc is lopsided, the whole disc is not (values in the module doc)
     whole = np.zeros((60, 60), np.uint8)
