@@ -11,8 +11,9 @@ re-tracked or its joint states, motion capture, a joint-state CSV) and returns a
   below ``min_fraction`` (rig config ``tracking.min_tracked_fraction``, default
   :data:`DEFAULT_MIN_TRACKED_FRACTION`) it is a warning;
 - **jumps**: a step between consecutive valid samples larger than :data:`JUMP_FACTOR` times the
-  keypoint's 90th-percentile step (and at least that many noise levels, 1 px / 1 mm /
-  0.005 rad): another object was tracked for a while, or frames are missing;
+  keypoint's 90th-percentile step, the noise level (1 px / 1 mm / 0.005 rad) and the steps just
+  before and after it (so a fast but smooth motion is not one), or a one-frame spike away from
+  two neighbours that agree: another object was tracked for a while, or frames are missing;
 - for colour markers, **a blob that is not the marker**: a marker is a small round blob whose
   size changes slowly, so a blob the fit uses (a valid sample) is flagged in frames where it is
   elongated beyond what its
@@ -125,7 +126,14 @@ def _reasons(traj: Trajectory, k: int, status: Sequence[str] | None, dropped: np
 
 
 def _jumps(traj: Trajectory, k: int, floor: float) -> tuple[np.ndarray, np.ndarray, float]:
-    """Frames j where the step from the previous valid sample is a jump; (frames, steps, typical step)."""
+    """Samples the keypoint jumped to: ``(frames, jump sizes, 90th-percentile step)`` (see the module doc).
+
+    A step (per frame, between consecutive valid samples) is a jump when it exceeds
+    :data:`JUMP_FACTOR` times the largest of the noise floor, the 90th-percentile step and the
+    steps on either side of it (fast but smooth motion, e.g. a step response, keeps its speed
+    from one frame to the next; a hop to another object does not); a single sample is a jump
+    (a one-frame spike) when it lies that far from both neighbours while they agree.
+    """
     idx = np.flatnonzero(traj.valid[:, k])
     if idx.size < 12:
         return np.zeros(0, int), np.zeros(0), float("nan")
@@ -133,8 +141,15 @@ def _jumps(traj: Trajectory, k: int, floor: float) -> tuple[np.ndarray, np.ndarr
     gaps = np.diff(idx)
     step = np.linalg.norm(np.diff(pts, axis=0), axis=1) / gaps  # per frame across a gap
     typical = float(np.percentile(step, 90))
-    hit = step > JUMP_FACTOR * max(typical, floor)
-    return idx[1:][hit], step[hit] * gaps[hit], typical
+    base = max(typical, floor)
+    side = np.maximum(np.r_[0.0, step[:-1]], np.r_[step[1:], 0.0])
+    hop = step > JUMP_FACTOR * np.maximum(base, side)
+    # a one-frame spike: sample j + 1 far from samples j and j + 2, which agree
+    across = np.linalg.norm(pts[2:] - pts[:-2], axis=1) / (gaps[:-1] + gaps[1:])
+    spike = np.minimum(step[:-1], step[1:]) > JUMP_FACTOR * np.maximum(base, across)
+    hit = hop | np.r_[spike, False]
+    size = np.where(np.r_[spike, False], np.maximum(step, np.r_[step[1:], 0.0]), step) * gaps
+    return idx[1:][hit], size[hit], typical
 
 
 def _blob_suspects(traj: Trajectory, k: int, blobs: Mapping[str, Any]) -> list[dict[str, Any]]:
