@@ -50,6 +50,10 @@ def test_tracked_fraction_is_reported_and_warned_below_the_threshold_with_its_fr
     valid[16:25] = True  # 6 lost: exactly 90 %
     assert check_tracking(_traj(xy, valid)).warnings == []
     assert check_tracking(_traj(xy, valid), min_fraction=1.0).warnings[0].startswith("marker 'tip' tracked in 90 %")
+    big = np.ones((200, 1), bool)  # 179 of 200 = 89.5 %: one decimal where the rounded share reads as the threshold
+    big[:21] = False
+    w = check_tracking(_traj(np.repeat(xy[:1], 200, axis=0), big)).warnings
+    assert w[0].startswith("marker 'tip' tracked in 89.5 % of 200 frames (below 90 %)")
     with pytest.raises(ValueError, match=r"min_fraction must be in \[0, 1\]"):
         check_tracking(_traj(xy, valid), min_fraction=1.5)
 

@@ -232,7 +232,8 @@ def check_tracking(traj: Trajectory, *, min_fraction: float = DEFAULT_MIN_TRACKE
             why = (" (" + ", ".join(f"{n} {r}" for r, n in sorted(chk.lost[name].items(), key=lambda x: -x[1]))
                    + ")") if known else ""
             verb = "tracked" if traj.kind == "image" else "measured"
-            chk.warnings.append(f"{word} '{name}' {verb} in {100 * frac:.0f} % of {T} frames (below "
+            pct = f"{100 * frac:.0f}" if f"{100 * frac:.0f}" != f"{100 * min_fraction:.0f}" else f"{100 * frac:.1f}"
+            chk.warnings.append(f"{word} '{name}' {verb} in {pct} % of {T} frames (below "
                                 f"{100 * min_fraction:.0f} %): {int((~valid).sum())} lost{why} in frames "
                                 f"{frame_ranges(np.flatnonzero(~valid))}; those samples are excluded from every error")
         sus: list[dict[str, Any]] = []
