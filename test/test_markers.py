@@ -254,11 +254,65 @@ def test_footprint_check_follows_gradual_change_and_accepts_a_lasting_one():
     growing = [_disc_frame([(80.0, 60.0)], [(20, 230, 20)], radius=5.0 + 0.15 * t, supersample=4) for t in range(40)]
     traj = tracker.track(growing)  # radius 5 -> 10.9 px: area x 4.7 over the clip, ~3 % per frame
     assert traj.valid.all() and traj.meta["occluded"] == {"green": 0}
-    jump = [_disc_frame([(80.0, 60.0)], [(20, 230, 20)], radius=5.0 if t < 6 else 9.0, supersample=4)
-            for t in range(16)]
-    traj = tracker.track(jump)  # the marker really changed (came closer): flagged, then the new size is accepted
+    # a marker whose lit side turns away: from now on a smaller, lopsided blob (a crescent) every frame;
+    # flagged while the reference is the whole disc, then the new look is accepted
+    disc = _disc_frame([(80.0, 60.0)], [(20, 230, 20)], radius=8.0, supersample=4)
+    crescent = disc.copy()
+    crescent[:, 80:] = 40
+    traj = tracker.track([disc] * 6 + [crescent] * 10)
     assert traj.valid[:, 0].tolist() == [True] * 6 + [False] * 4 + [True] * 6
     assert tracker.occluded == [4] and tracker.footprint_resets == [1]
+
+
+def _approach_clip(radius, centre=lambda t: (80.0, 60.0), n=16, blur=None):
+    """A green disc of ``radius(t)`` px at ``centre(t)``; ``blur(t)`` px: motion blur of that length along x
+    (the frame is the mean of 9 sub-frame discs over the exposure)."""
+    frames = []
+    for t in range(n):
+        cx, cy = centre(t)
+        L = blur(t) if blur else 0.0
+        subs = [_disc_frame([(cx + s, cy)], [(20, 230, 20)], radius=radius(t), supersample=4).astype(float)
+                for s in (np.linspace(-L / 2, L / 2, 9) if L else [0.0])]
+        frames.append(np.mean(subs, axis=0).round().astype(np.uint8))
+    return frames
+
+
+@pytest.mark.parametrize("case", ["closer", "farther", "blur"])
+def test_fully_visible_marker_that_changes_size_or_blurs_is_never_called_partly_hidden(case):
+    """Regression: a whole marker that came closer (radius 5 -> 9 px), went farther (9 -> 5 px) or moved fast
+    (a motion-blur streak of 14 px after slow frames) was flagged "partly hidden" for footprint_window - 1 =
+    8 frames (the area ratio and the elongation both left the old footprint limits). Occlusion only removes
+    pixels from one side; these blobs stay centrally symmetric, so every frame is valid and unbiased."""
+    radius = {"closer": lambda t: 5.0 if t < 6 else 9.0, "farther": lambda t: 9.0 if t < 6 else 5.0,
+              "blur": lambda t: 6.0}[case]
+    blur = (lambda t: 0.0 if t < 6 else 14.0) if case == "blur" else None
+    frames = _approach_clip(radius, blur=blur)
+    tracker = MarkerTracker([GREEN])
+    traj = tracker.track(frames)
+    assert traj.valid[:, 0].tolist() == [True] * 16
+    assert tracker.occluded == [0] and traj.meta["occluded"] == {"green": 0}
+    assert np.abs(traj.keypoints[:, 0] - [80.0, 60.0]).max() < 0.2
+    assert traj.meta["blobs"]["green"]["status"] == [""] * 16
+
+
+def test_marker_entering_at_the_image_edge_nearer_than_it_left_is_valid_once_inside():
+    """Regression: the reference footprint outlives a loss; a marker that left the frame small and came back in
+    at the left edge larger (nearer the camera) was rejected as partly hidden once fully inside."""
+    def centre(t):
+        return (100.0 + 30 * t, 60.0) if t < 4 else (-8.0 + 4 * (t - 4), 60.0)
+
+    frames = _approach_clip(lambda t: 5.0 if t < 4 else 8.0, centre=centre, n=20)
+    tracker = MarkerTracker([GREEN])
+    traj = tracker.track(frames)
+    status = traj.meta["blobs"]["green"]["status"]
+    inside = [t for t in range(20) if 8.0 + 1 < centre(t)[0] < 160 - 8.0 - 1]
+    assert all(traj.valid[t, 0] for t in inside), status
+    assert tracker.occluded == [0]
+    # the frames it was cut by the border are invalid and say so
+    cut = [t for t in range(4, 20) if centre(t)[0] - 8.0 < 0.5]
+    assert cut and all(status[t] == "at the image border" for t in cut if np.isfinite(traj.meta["blobs"]["green"]["area"][t]))
+    truth = np.array([centre(t) for t in inside])
+    assert np.abs(traj.keypoints[inside, 0] - truth).max() < 0.2
 
 
 def test_footprint_settings_are_validated():
@@ -283,6 +337,8 @@ def test_track_command_reports_partly_hidden_frames(tmp_path, capsys):
     assert main(["track", str(video), "--rig", "finger", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "middle 83% (5 frame(s) partly hidden: invalid)" in err, err
+    assert ("warning: marker 'middle' tracked in 83 % of 30 frames (below 90 %): 5 lost (5 partly hidden) in frames "
+            "10-14;") in err, err
     import json
 
     valid = [v[1] for v in json.loads(out.read_text())["valid"]]

@@ -111,43 +111,113 @@ def _footprint_tracker(tol: float = 0.5, window: int = 3) -> MarkerTracker:
     return MarkerTracker([_green()], footprint_tolerance=tol, footprint_window=window)
 
 
-def _b(area: float, elongation: float = 1.0) -> _Blob:
-    return _Blob(50.0, 50.0, (45, 45, 10, 10), area, elongation)
+def _b(area: float, asymmetry: float = 0.0) -> _Blob:
+    return _Blob(50.0, 50.0, (45, 45, 10, 10), area, 1.0, asymmetry)
 
 
 def test_footprint_limits_are_inclusive_and_checked_from_the_third_detection():
-    # tol = 0.5: area ratio in [0.5, 2], elongation at most 1.5 x the reference (all exact in binary)
-    for blob, ok in [(_b(50.0), True), (_b(200.0), True), (_b(49.0), False), (_b(201.0), False),
-                     (_b(300.0), False), (_b(100.0, 1.5), True), (_b(100.0, 1.51), False), (_b(100.0, 2.0), False)]:
+    # tol = 0.5: partly hidden = area below 0.5 x the reference AND asymmetry above it by more than 0.035
+    for blob, ok in [(_b(50.0, 0.09), True), (_b(49.0, 0.09), False), (_b(49.0, 0.035), True),
+                     (_b(49.0, 0.0351), False), (_b(10.0), True), (_b(1000.0, 0.09), True), (_b(100.0, 0.5), True)]:
         tr = _footprint_tracker(window=9)
         assert all(tr._footprint_ok(0, _b(100.0)) for _ in range(3))
         assert tr._footprint_ok(0, blob) is ok, blob
         assert tr.occluded == [0 if ok else 1]
     tr = _footprint_tracker()
     assert tr._footprint_ok(0, _b(100.0)) and tr._footprint_ok(0, _b(100.0))
-    assert tr._footprint_ok(0, _b(1000.0))  # only two known: no reference yet, accepted
+    assert tr._footprint_ok(0, _b(10.0, 0.5))  # only two known: no reference yet, accepted
     tr = _footprint_tracker(window=9)
     assert all(tr._footprint_ok(0, _b(100.0)) for _ in range(3))
-    assert not tr._footprint_ok(0, _b(10.0))  # the fourth is checked against the median of three
+    assert not tr._footprint_ok(0, _b(10.0, 0.5))  # the fourth is checked against the median of three
     # the reference is the median of the history: one outlier accepted early does not move it
     tr = _footprint_tracker(window=9)
-    for a in (100.0, 100.0, 180.0, 100.0):
-        assert tr._footprint_ok(0, _b(a))
-    assert tr._footprint_ok(0, _b(200.0)) and not tr._footprint_ok(0, _b(201.0))
+    for a, s in ((100.0, 0.0), (100.0, 0.0), (180.0, 0.2), (100.0, 0.0)):
+        assert tr._footprint_ok(0, _b(a, s))
+    assert tr._footprint_ok(0, _b(50.0, 0.09)) and not tr._footprint_ok(0, _b(49.9, 0.0351))
+    # a marker that is always a little lopsided (a lit crescent): the limit is relative to its own asymmetry
+    tr = _footprint_tracker(window=9)
+    assert all(tr._footprint_ok(0, _b(100.0, 0.0625)) for _ in range(3))
+    assert tr._footprint_ok(0, _b(40.0, 0.0975)) and not tr._footprint_ok(0, _b(40.0, 0.0976))
 
 
 def test_footprint_resets_count_every_rebuild():
     tr = _footprint_tracker(window=3)
-    seq = [100.0] * 3 + [400.0] * 3 + [1600.0] * 3
-    got = [tr._footprint_ok(0, _b(a)) for a in seq]
-    # 400: flagged twice, then the third in a row rebuilds the reference from 400; likewise 1600
+    seq = [_b(100.0)] * 3 + [_b(40.0, 0.09)] * 3 + [_b(16.0, 0.2)] * 3
+    got = [tr._footprint_ok(0, b) for b in seq]
+    # (40, 0.09): flagged twice, then the third in a row rebuilds the reference from it; (16, 0.2) then
+    # finds fewer than three known footprints: no reference yet, accepted
     assert got == [True] * 3 + [False, False, True] + [True, True, True]
     assert tr.footprint_resets == [1] and tr.occluded == [2]
-    got = [tr._footprint_ok(0, _b(a)) for a in [6400.0] * 3]
+    got = [tr._footprint_ok(0, _b(6.0, 0.3)) for _ in range(3)]
     assert got == [False, False, True] and tr.footprint_resets == [2] and tr.occluded == [4]
     off = MarkerTracker([_green()], footprint_tolerance=None)
-    assert all(off._footprint_ok(0, _b(a)) for a in (100.0, 100.0, 100.0, 1.0, 1e6))
+    assert all(off._footprint_ok(0, _b(a, s)) for a, s in ((100.0, 0), (100.0, 0), (100.0, 0), (1.0, 0.5), (1e6, 0)))
     assert off.occluded == [0]
+
+
+def test_the_reference_is_the_median_of_the_last_window_only():
+    # window 3: after 100, 100, 100, 150, 150, 150 the reference area is 150 (not 125 over all six), so a
+    # lopsided blob of 70 px² (below 0.5 x 150, above 0.5 x 125) is partly hidden
+    tr = _footprint_tracker(window=3)
+    assert all(tr._footprint_ok(0, _b(a)) for a in (100.0, 100.0, 100.0, 150.0, 150.0, 150.0))
+    assert not tr._footprint_ok(0, _b(70.0, 0.09))
+
+
+def test_a_partly_hidden_marker_beside_clutter_is_measured_by_its_own_component():
+    """A second, smaller blob of the marker's colour in the search window sends the measurement through
+    connected components: the marker's own area, elongation and asymmetry are used there too."""
+    frames = []
+    for t in range(12):
+        f = np.full((120, 160, 3), 40, np.uint8)
+        cv2.circle(f, (80, 60), 8, G, -1)
+        cv2.circle(f, (98, 60), 2, G, -1)  # clutter: 13 px² of the same green, inside the window
+        if t >= 8:
+            f[:, 81:92] = 255  # the marker's right half hidden (the clutter stays in view)
+        frames.append(f)
+    tr = MarkerTracker([_green()])
+    traj = tr.track(frames)
+    log = tr.frame_log()["green"]
+    assert log["status"] == [""] * 8 + ["partly hidden"] * 4
+    assert traj.valid[:, 0].tolist() == [True] * 8 + [False] * 4
+    whole = int(np.count_nonzero(cv2.circle(np.zeros((120, 160), np.uint8), (80, 60), 8, 1, -1)))
+    assert log["area"][:8] == [float(whole)] * 8 and log["area"][8] < 0.7 * whole
+    assert all(1.0 <= e < 1.1 for e in log["elongation"][:8]) and log["elongation"][8] > 1.5
+
+
+def test_the_frame_log_says_why_each_frame_was_lost():
+    frames = [_disc_frame([(40.0 + 2 * t, 50.0)], [G]) for t in range(4)]
+    frames.append(np.full_like(frames[0], 40))  # the marker gone
+    edge = np.full_like(frames[0], 40)
+    cv2.circle(edge, (2, 50), 5, G, -1)  # cut by the left border
+    frames.append(edge)
+    tr = MarkerTracker([_green()])
+    tr.track(frames)
+    log = tr.frame_log()
+    assert list(log) == ["green"] and log["green"]["status"] == ["", "", "", "", "not found", "at the image border"]
+    assert math.isnan(log["green"]["area"][4]) and math.isnan(log["green"]["elongation"][4])
+    assert 70.0 < log["green"]["area"][0] < 90.0 and 1.0 <= log["green"]["elongation"][0] < 1.1  # a disc of r = 5
+    assert 0 < log["green"]["area"][5] < 70.0
+
+
+def test_asymmetry_of_known_third_moments():
+    from vid2sid_ros.perception.markers import _asymmetry
+
+    # a centrally symmetric shape (every odd moment zero) has none, whatever its size or elongation
+    assert _asymmetry({"m00": 50.0, "mu20": 400.0, "mu02": 25.0, "mu30": 0.0, "mu12": 0.0, "mu21": 0.0,
+                       "mu03": 0.0}) == 0.0
+    # |E[|d|^2 d]| / E[|d|^2]^1.5: E[|d|^2] = (mu20 + mu02) / m00 = 4; E[|d|^2 d] = (mu30 + mu12, mu21 + mu03) / m00
+    m = {"m00": 10.0, "mu20": 30.0, "mu02": 10.0, "mu30": 24.0, "mu12": 8.0, "mu21": 0.0, "mu03": 24.0}
+    assert _asymmetry(m) == pytest.approx(math.hypot(3.2, 2.4) / 8.0)
+    # every third moment enters with its sign: (mu30 + mu12, mu21 + mu03) = (32, 32) / 10
+    assert _asymmetry({**m, "mu21": 8.0}) == pytest.approx(math.hypot(3.2, 3.2) / 8.0)
+    assert _asymmetry({**m, "mu20": 0.0, "mu02": 0.0}) == 0.0 and _asymmetry({**m, "m00": 0.0}) == 0.0
+    # a drawn half disc is lopsided, the whole disc is not (values in the module doc)
+    whole = np.zeros((60, 60), np.uint8)
+    cv2.circle(whole, (30, 30), 12, 1, -1)
+    half = whole.copy()
+    half[:, 31:] = 0
+    assert _asymmetry(cv2.moments(whole, True)) < 0.005
+    assert 0.08 < _asymmetry(cv2.moments(half, True)) < 0.1
 
 
 def test_track_copies_times_names_and_flags_into_the_trajectory():

@@ -1193,7 +1193,9 @@ def _write_run_results(s: _Session, result: CalibrationResult, history: list[Ite
     atomic_write_text(rd / "result.yaml", yaml.safe_dump(doc, sort_keys=False))
     _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info),
                                       "intervals": _stated_intervals(final_report),
-                                      "unobservable_on_training": list(s.unobservable)})
+                                      "unobservable_on_training": list(s.unobservable),
+                                      # what each trial's source lost (perception.quality.check_tracking)
+                                      "tracking": jsonable((s.real.meta or {}).get("tracking") or {})})
 
 
 def _one_line(err: BaseException) -> str:

@@ -21,6 +21,12 @@ holdout excitations and turns the result into a :class:`RealTrial`:
 - ``noise="keypoint"``: projected keypoints plus i.i.d. Gaussian pixel noise of
   ``keypoint_sigma_px`` (for twins that cannot render, and for fast tests).
 - ``noise="none"``: exact projected keypoints.
+
+Every stand-in trial then goes through the check every trial source runs
+(:func:`vid2sid_ros.perception.quality.check_tracking`): its tracked fraction per keypoint, the
+causes and frames of what was lost, jumps and blobs unlike a marker join
+``meta["tracking"][trial]``, and its warnings ``meta["warnings"]`` (which ``vid2sid calibrate``
+prints before the run and ``result.json`` keeps).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import numpy as np
 
 from ..core.parameters import ParameterSet, draw_ground_truth  # noqa: F401  (re-exported)
 from ..core.trajectory import Trajectory
+from ..perception.quality import check_tracking, min_tracked_fraction
 from ..sim.base import Twin, in_image_valid
 from ..sim.registry import Rig
 from .observation import RealTrial
@@ -61,7 +68,8 @@ def _tracked(rig: Rig, frames: np.ndarray, gt: Trajectory, *, seed: int, trial: 
     tr = tracker.track(noisy, time=gt.time, invalid_frames=dropped, source="real", trial_id=trial)
     if set(tr.names) != set(gt.names):
         raise Sim2SimError(f"tracker keypoints {tr.names} differ from the twin's {gt.names}")
-    tr = Trajectory(gt.time, tr.keypoints, tr.valid, tuple(tr.names), "real", trial, gt.steps).select(gt.names)
+    tr = Trajectory(gt.time, tr.keypoints, tr.valid, tuple(tr.names), "real", trial, gt.steps,
+                    {"blobs": tr.meta.get("blobs", {}), "dropped": np.asarray(dropped, bool).tolist()}).select(gt.names)
     err = np.linalg.norm(tr.keypoints - gt.keypoints, axis=2)
     info = {"tracking_error_px_mean": float(np.nanmean(err)) if np.isfinite(err).any() else None,
             "tracking_error_px_max": float(np.nanmax(err)) if np.isfinite(err).any() else None,
@@ -193,6 +201,8 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
     out: dict[str, list[Trajectory]] = {"train": [], "holdout": []}
     frames_out: dict[str, np.ndarray] = {}
     tracking: dict[str, Any] = {}
+    warnings: list[str] = []
+    min_fraction = min_tracked_fraction(rig.config, rig.where)
     for label in ("train", "holdout"):
         for i, exc in enumerate(rig.excitations.get(label, [])):
             fine = "latency" in mis or "rolling_shutter" in mis
@@ -244,6 +254,10 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                 tr, tinfo = transform_real_trajectory(tr, mis, mis_rng)
                 for k, v in tinfo.items():
                     mis_info.setdefault(k, {})[exc.name] = v
+            # the one tracking check of every source: tracked fraction per keypoint, jumps, blobs unlike a marker
+            chk = check_tracking(tr, min_fraction=min_fraction)
+            tracking.setdefault(exc.name, {}).update(chk.to_dict())
+            warnings += [f"trial '{exc.name}': {w}" for w in chk.warnings]
             scored_from = int((exc.meta or {}).get("scored_from_frame", 0) or 0)
             if label == "holdout" and scored_from > 0:  # a trial split by time: only its continuation is scored
                 valid = np.asarray(tr.valid).copy()
@@ -262,5 +276,5 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                      list(rig.excitations.get("holdout", [])), frames=frames_out,
                      source=f"sim2sim {rig.name} seed {seed} noise {noise}", truth=dict(full),
                      meta={"noise": noise, "seed": seed, "keypoint_sigma_px": keypoint_sigma_px if noise == "keypoint"
-                           else None, "tracking": tracking,
+                           else None, "tracking": tracking, "warnings": warnings,
                            **({"misspecification": {"kinds": dict(mis), "applied": mis_info}} if mis else {})})

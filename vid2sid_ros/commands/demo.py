@@ -262,9 +262,12 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
 
     log(f"tracking {vblock['path']} ...")
     start_frame, stop = spec.frames
+    from ..perception.quality import min_tracked_fraction
+
     clip = track_clip(vblock["path"], rig.tracker, fps=vblock.get("fps"),
                       max_frames=None if stop is None else stop - start_frame, start_frame=start_frame,
-                      thumb_scale=0.5 if video else None, thumb_every=2)
+                      thumb_scale=0.5 if video else None, thumb_every=2,
+                      min_tracked_fraction=min_tracked_fraction(rig.config, rig.where))
     T = clip.trajectory.num_frames
     valid_frac = float(clip.trajectory.valid.all(axis=1).mean())
     log(f"  {T} frames at {clip.fps:.3f} fps ({T / clip.fps:.1f} s), {clip.size[0]}x{clip.size[1]} px, "

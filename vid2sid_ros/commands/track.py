@@ -105,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
                                                   else "") for n, f in zip(trajectory.names, found))
     print(f"vid2sid track: {trajectory.num_frames} frames at {rate:g} Hz from {args.video}; "
           f"keypoints found: {summary}" + ("" if args.out == "-" else f"; wrote {args.out}"), file=sys.stderr)
+    from ..perception.quality import check_tracking, min_tracked_fraction
+
+    for w in check_tracking(trajectory, min_fraction=min_tracked_fraction(rig.config, rig.where)).warnings:
+        print(f"warning: {w}", file=sys.stderr)  # the check every trial source runs
     own = _trial_of_clip(rig, args.video)
     if args.excitation is None and own is not None:  # the config already pairs this clip with its command
         print(f"vid2sid track: this clip is trial '{own}' of {rig.source}: `calibrate {rig.source}` tracks it "

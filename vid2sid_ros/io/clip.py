@@ -2,7 +2,8 @@
 
 :func:`track_clip` streams the frames (:func:`vid2sid_ros.io.video.iter_video`), runs the
 marker tracker on each and returns a :class:`TrackedClip` (the keypoint trajectory, the
-frame rate, warnings about lost markers and suspicious jumps).
+frame rate, and the warnings of :func:`~vid2sid_ros.perception.quality.check_tracking`: markers
+tracked in too few frames, jumps, blobs unlike a marker).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..core.trajectory import Trajectory
+from ..perception.quality import DEFAULT_MIN_TRACKED_FRACTION, check_tracking
 
 __all__ = ["TrackedClip", "track_clip", "ClipError"]
 
@@ -51,7 +53,7 @@ class TrackedClip:
 
 def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float | None = None,
                max_frames: int | None = None, start_frame: int = 0, thumb_scale: float | None = 0.5,
-               thumb_every: int = 1) -> TrackedClip:
+               thumb_every: int = 1, min_tracked_fraction: float = DEFAULT_MIN_TRACKED_FRACTION) -> TrackedClip:
     """Decode a clip once, track its markers and (optionally) keep small thumbnails.
 
     Frames are streamed (``vid2sid_ros.io.video.iter_video``), so memory stays small.
@@ -64,6 +66,9 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
         start_frame: skip this many frames at the start.
         thumb_scale: keep frames resized by this factor for reports (None: none).
         thumb_every: keep a thumbnail of every ``thumb_every``-th frame (frames 0, n, 2n...).
+        min_tracked_fraction: warn about a marker valid in fewer than this fraction of the frames
+            (:func:`vid2sid_ros.perception.quality.check_tracking`, which also warns about jumps and
+            blobs unlike a marker; its summary is ``trajectory.meta["tracking"]``).
 
     Raises:
         vid2sid_ros.io.video.VideoError: missing/corrupt file (names it).
@@ -109,31 +114,19 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     traj = Trajectory(time=times, keypoints=kp, valid=valid, names=tracker.names, source="real",
                       trial_id=path.stem, meta={"video": str(path), "fps": rate,
                                                 "occluded": {m.name: int(c) for m, c in zip(tracker.markers,
-                                                                                             tracker.occluded)}})
+                                                                                             tracker.occluded)},
+                                                 "blobs": tracker.frame_log()})
     warnings = [uneven.removeprefix(f"{path}: ")] if uneven else []
     if declared > 0 and T < declared:
         warnings.append(f"decoded {T} of {declared} frames the container declares: the file may be truncated")
     for k, n in enumerate(tracker.names):
-        frac = float(valid[:, k].mean())
-        if frac == 0:
+        if not valid[:, k].any():
             raise ClipError(f"{path}: marker '{n}' was not found in any of {T} frames; check the HSV range "
                                  f"in trial.tracker (OpenCV H 0-180; red wraps, e.g. hsv_lower [170, ..] to "
                                  f"hsv_upper [10, ..])")
-        if frac < 1:
-            lost = np.flatnonzero(~valid[:, k])
-            hidden = tracker.occluded[k] if k < len(tracker.occluded) else 0
-            warnings.append(f"marker '{n}' lost in {lost.size} of {T} frames (first at frame {int(lost[0])})"
-                            + (f", {hidden} of them partly hidden (footprint departs from the recent one)"
-                               if hidden else "") + "; those samples are excluded from every error")
-        step = np.linalg.norm(np.diff(kp[:, k], axis=0), axis=1)
-        good = step[np.isfinite(step)]
-        if good.size > 10:
-            typical = float(np.percentile(good, 90))
-            jumps = np.flatnonzero(step > 4 * max(typical, 1.0))
-            if jumps.size:
-                warnings.append(f"marker '{n}' jumps {float(step[jumps[0]]):.0f} px between frames {int(jumps[0])} "
-                                f"and {int(jumps[0]) + 1} (90th percentile step {typical:.1f} px): frames may be "
-                                f"missing from the clip or another object was tracked ({jumps.size} such jump(s))")
+    check = check_tracking(traj, min_fraction=min_tracked_fraction)
+    warnings.extend(check.warnings)
+    traj = traj._with(meta={**dict(traj.meta), "tracking": check.to_dict()})
     return TrackedClip(traj, rate, size, path, np.stack(thumbs) if thumbs else None,
                        float(thumb_scale or 1.0), tuple(warnings), max(int(thumb_every), 1))
 

@@ -554,9 +554,13 @@ def load_real_trial_from_lab_bag(cfg: LabBagConfig | Mapping[str, Any], *, rig: 
     tr, te = pack(train)
     ho, he = pack(cfg.holdout)
     RealTrial = _real_trial_class()
+    from ..perception.quality import check_trials, min_tracked_fraction
+
+    tracking, tracked_warnings = check_trials(tr + ho, min_fraction=min_tracked_fraction(getattr(rig, "config", None)))
     return RealTrial(tr, te, ho, he, frames={i: t.frames for i, t in trials.items() if t.frames is not None},
                      source=f"bag {cfg.path}",
-                     meta={"warnings": list(dict.fromkeys(w for t in trials.values() for w in t.warnings)),
+                     meta={"warnings": list(dict.fromkeys(w for t in trials.values() for w in t.warnings))
+                           + tracked_warnings, "tracking": tracking,
                            "dropped_frames": {i: int(t.trajectory.meta.get("dropped_frames", 0))
                                               for i, t in trials.items()},
                            "camera_info": next((t.extra.get("camera_info") for t in trials.values()), None)})

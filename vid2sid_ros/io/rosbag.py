@@ -510,8 +510,13 @@ def load_real_trial_from_bag(path: str | Path, *, rig: Any = None, tracker: Any 
     if not train_ids:
         raise BagError(f"bag {path}: no training trial left (holdout: {list(holdout)})")
     frames = {t: trials[t].frames for t in trials if trials[t].frames is not None}
+    from ..perception.quality import check_trials, min_tracked_fraction
+
+    used = [trials[t].trajectory for t in list(train_ids) + list(holdout)]
+    tracking, tracked_warnings = check_trials(used, min_fraction=min_tracked_fraction(getattr(rig, "config", None)))
     return RealTrial([trials[t].trajectory for t in train_ids], [trials[t].excitation for t in train_ids],
                      [trials[t].trajectory for t in holdout], [trials[t].excitation for t in holdout],
                      frames=frames, source=f"bag {path}",
-                     meta={"warnings": [w for t in trials.values() for w in t.warnings],
+                     meta={"warnings": [w for t in trials.values() for w in t.warnings] + tracked_warnings,
+                           "tracking": tracking,
                            "dropped_frames": {t: int(v.trajectory.meta["dropped_frames"]) for t, v in trials.items()}})

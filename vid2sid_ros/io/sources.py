@@ -254,11 +254,14 @@ def _video_load(block: dict, ctx: SourceContext) -> Recording:
     rig = ctx.rig
     if rig is None or not getattr(rig, "tracker", None):
         raise SourceError(f"{ctx.where}: the rig has no tracker configuration to track the video with")
+    from ..perception.quality import min_tracked_fraction
+
     start, stop = _frames_of(ctx)
     try:
         clip = track_clip(block["path"], rig.tracker, fps=block.get("fps"), start_frame=int(start),
                           max_frames=None if stop is None else int(stop) - int(start),
-                          thumb_scale=0.5 if ctx.keep_frames else None)
+                          thumb_scale=0.5 if ctx.keep_frames else None,
+                          min_tracked_fraction=min_tracked_fraction(getattr(rig, "config", None), ctx.where))
     except (ClipError, VideoError) as err:
         raise SourceError(f"{ctx.where}: {err}") from None
     except ValueError as err:  # tracker config errors
@@ -380,8 +383,10 @@ def _sim_load(block: dict, ctx: SourceContext) -> Recording:
         tr = tracker.track(noisy, time=gt.time, invalid_frames=dropped, source="real", trial_id=trial.name)
         if set(tr.names) != set(gt.names):
             raise SourceError(f"{ctx.where}: tracker keypoints {tr.names} differ from the twin's {gt.names}")
-        traj = Trajectory(gt.time, tr.keypoints, tr.valid, tuple(tr.names), "real", trial.name, gt.steps).select(
-            gt.names)
+        # the tracker's per-frame record and the dropped frames go with it: the tracking check names the causes
+        traj = Trajectory(gt.time, tr.keypoints, tr.valid, tuple(tr.names), "real", trial.name, gt.steps,
+                          {"blobs": tr.meta.get("blobs", {}), "dropped": np.asarray(dropped, bool).tolist()}
+                          ).select(gt.names)
         frames = np.asarray(noisy) if ctx.keep_frames else None
     elif noise == "keypoint":
         kp = gt.keypoints + rng.normal(0.0, float(block.get("keypoint_sigma_px", 0.5)), size=gt.keypoints.shape)

@@ -4,7 +4,9 @@ Two trackers share one call shape (``track(frames, *, time, fps, invalid_frames,
 source, trial_id) -> Trajectory``): :class:`~vid2sid_ros.perception.markers.MarkerTracker`
 for rigid rigs with colour/ArUco markers and
 :class:`~vid2sid_ros.perception.centerline.CenterlineTracker` for soft bodies.
-:func:`make_tracker` is the one place that maps a rig's ``tracker`` config to a tracker.
+:func:`make_tracker` is the one place that maps a rig's ``tracker`` config to a tracker;
+:func:`vid2sid_ros.perception.quality.check_tracking` is the one check of what a trial's
+measurements lost (every trial source runs it).
 """
 
 from __future__ import annotations

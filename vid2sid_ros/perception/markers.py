@@ -15,21 +15,29 @@ thousand frames per second (see ``bench/bench_finger.py``).
 
 A marker is reported invalid (NaN position, ``valid=False``) when no blob reaches
 ``min_area_px``, when its blob touches the image border (partly out of frame, so the
-centroid would be biased), when the frame was dropped, or when the blob's footprint
-departs from the marker's recent one (partly hidden behind something, so the centroid
-is biased; half a disc puts it 0.42 radius off). Positions are never invented or
-interpolated.
+centroid would be biased), when the frame was dropped, or when the blob looks partly
+hidden behind something (the centroid is then biased; half a disc puts it 0.42 radius
+off). Positions are never invented or interpolated. Why each frame was lost is kept
+(:meth:`MarkerTracker.frame_log`, ``meta["blobs"]`` of a tracked trajectory).
 
-The footprint of a blob is its area (px²) and its elongation ``sqrt(λ_max / λ_min)`` of
-the second central moments (1 for a disc, ~1.9 for a half disc). The reference is the
-median over the last ``footprint_window`` accepted detections of that marker (once at
-least 3 are known); a detection whose area ratio to it leaves
-``[1 - footprint_tolerance, 1 / (1 - footprint_tolerance)]`` or whose elongation exceeds
-it by more than the factor ``1 + footprint_tolerance`` is invalid and counted in
+Partly hidden: occlusion can only REMOVE pixels, and it removes them from one side, so
+the blob both shrinks and loses its central symmetry. A fully visible marker stays
+centrally symmetric however it appears: a larger or smaller disc (nearer or farther), an
+ellipse (perspective), a streak (motion blur; a streak thresholded at high coverage is a
+symmetric lens). The test is therefore: area below ``(1 - footprint_tolerance)`` times the
+marker's recent area AND asymmetry above the recent one by more than
+:data:`ASYMMETRY_TOLERANCE`. The asymmetry is ``|E[|d|² d]| / E[|d|²]^{3/2}`` over the blob's
+pixels, d = pixel − centroid (from the third central moments; 0 for any centrally symmetric
+shape, ~0.09 for a half disc, ~0.06 for a disc with 30 % cut off by a chord, at most ~0.03
+for a whole disc of radius 2.5 px sampled at any sub-pixel position). The reference is the
+median over the last ``footprint_window`` accepted detections of that marker (once at least
+3 are known); a detection that fails it is invalid and counted in
 :attr:`MarkerTracker.occluded` (``meta["occluded"]`` of a tracked trajectory). After
 ``footprint_window`` flagged detections in a row the reference is rebuilt from the new
-footprint (the marker really changed size, e.g. it came closer), and that is counted in
-:attr:`MarkerTracker.footprint_resets`.
+footprint (the marker's look really changed, e.g. a lit side turned away), and that is
+counted in :attr:`MarkerTracker.footprint_resets`. The footprint of earlier versions (area
+ratio in both directions, elongation) rejected fully visible markers that came closer or
+moved fast (motion blur) for ``footprint_window - 1`` frames.
 """
 
 from __future__ import annotations
@@ -43,7 +51,13 @@ import numpy as np
 
 from ..core.trajectory import Trajectory
 
-__all__ = ["MarkerSpec", "ArucoMarkerSpec", "MarkerTracker", "MarkerTrackerError"]
+__all__ = ["MarkerSpec", "ArucoMarkerSpec", "MarkerTracker", "MarkerTrackerError", "ASYMMETRY_TOLERANCE",
+           "LOST_NOT_FOUND", "LOST_BORDER", "LOST_HIDDEN"]
+
+#: a partly hidden blob's asymmetry exceeds the marker's recent one by more than this (see module doc)
+ASYMMETRY_TOLERANCE = 0.035
+#: why a colour marker was lost in a frame (:meth:`MarkerTracker.frame_log` ``status``; "" = found)
+LOST_NOT_FOUND, LOST_BORDER, LOST_HIDDEN = "not found", "at the image border", "partly hidden"
 
 
 class MarkerTrackerError(ValueError):
@@ -51,13 +65,15 @@ class MarkerTrackerError(ValueError):
 
 
 class _Blob(NamedTuple):
-    """One detected blob: centroid (px), bounding box (x, y, w, h) px, area (px²), elongation (>= 1)."""
+    """One detected blob: centroid (px), bounding box (x, y, w, h) px, area (px²), elongation (>= 1),
+    asymmetry (>= 0, see the module doc)."""
 
     cx: float
     cy: float
     bbox: tuple[int, int, int, int]
     area: float
     elongation: float
+    asymmetry: float = 0.0
 
 
 def _elongation(m: Mapping[str, float]) -> float:
@@ -66,6 +82,15 @@ def _elongation(m: Mapping[str, float]) -> float:
     root = float(np.hypot(a - c, 2.0 * b))
     lmax, lmin = 0.5 * (a + c + root), 0.5 * (a + c - root)
     return float(np.sqrt(lmax / lmin)) if lmin > 1e-9 * max(lmax, 1e-12) else float("inf")
+
+
+def _asymmetry(m: Mapping[str, float]) -> float:
+    """``|E[|d|² d]| / E[|d|²]^{3/2}`` of ``cv2.moments`` output (0 for a centrally symmetric shape)."""
+    area, spread = m["m00"], m["mu20"] + m["mu02"]
+    if area <= 0 or spread <= 0:
+        return 0.0
+    skew = float(np.hypot(m["mu30"] + m["mu12"], m["mu21"] + m["mu03"])) / area
+    return skew / (spread / area) ** 1.5
 
 
 def _triple(value: Any, what: str, name: str) -> tuple[int, int, int]:
@@ -166,9 +191,10 @@ class MarkerTracker:
         aruco: ArUco markers, appended after the colour markers.
         roi_radius_px: half-size of the search window around a marker's last
             position (px); 0 disables windowed search (always full frame).
-        footprint_tolerance: allowed relative change of a colour marker's footprint
-            against its recent median (dimensionless, in (0, 1); default 0.3: area
-            within [0.7, 1.43] x, elongation at most 1.3 x); ``None`` disables the check.
+        footprint_tolerance: relative area loss against a colour marker's recent median
+            beyond which a blob that also turned lopsided is called partly hidden
+            (dimensionless, in (0, 1); default 0.3: area below 0.7 x; see the module
+            doc); ``None`` disables the check.
         footprint_window: number of recent accepted detections the reference footprint
             is the median of (frames, >= 3).
 
@@ -176,6 +202,7 @@ class MarkerTracker:
         occluded: per colour marker, detections made invalid by the footprint check
             since the last :meth:`reset` (frames).
         footprint_resets: per colour marker, times the reference footprint was rebuilt.
+        The per-frame record since the last :meth:`reset` is :meth:`frame_log`.
 
     Raises:
         MarkerTrackerError: no markers, duplicate keypoint names, or a footprint setting
@@ -274,6 +301,20 @@ class MarkerTracker:
         self._flagged_run = [0] * n
         self.occluded: list[int] = [0] * n
         self.footprint_resets: list[int] = [0] * n
+        self._log: list[list[tuple[str, float, float]]] = [[] for _ in range(n)]
+
+    def frame_log(self) -> dict[str, dict[str, list]]:
+        """What each colour marker's blob looked like in every frame since the last :meth:`reset`.
+
+        Returns:
+            ``{name: {"status": [...], "area": [...], "elongation": [...]}}``, one entry per
+            :meth:`detect` call: ``status`` is ``""`` (found and valid) or why the marker was
+            lost (:data:`LOST_NOT_FOUND`, :data:`LOST_BORDER`, :data:`LOST_HIDDEN`); ``area`` the
+            blob's area (px², NaN when no blob), ``elongation`` ``sqrt(λ_max / λ_min)`` of its
+            second moments (1 for a disc; NaN when no blob). ArUco markers are not logged.
+        """
+        return {m.name: {"status": [e[0] for e in log], "area": [e[1] for e in log],
+                         "elongation": [e[2] for e in log]} for m, log in zip(self.markers, self._log)}
 
     def _footprint_ok(self, k: int, blob: _Blob) -> bool:
         """Compare ``blob`` with marker k's recent footprint; record it when accepted (see module doc)."""
@@ -283,9 +324,8 @@ class MarkerTracker:
             return True
         if len(hist) >= 3:
             ref_area = float(np.median([h[0] for h in hist]))
-            ref_elong = float(np.median([h[1] for h in hist]))
-            ratio = blob.area / ref_area
-            if not (1.0 - tol <= ratio <= 1.0 / (1.0 - tol)) or blob.elongation > ref_elong * (1.0 + tol):
+            ref_asym = float(np.median([h[1] for h in hist]))
+            if blob.area < (1.0 - tol) * ref_area and blob.asymmetry > ref_asym + ASYMMETRY_TOLERANCE:
                 self._flagged_run[k] += 1
                 if self._flagged_run[k] < self.footprint_window:
                     self.occluded[k] += 1
@@ -293,7 +333,7 @@ class MarkerTracker:
                 hist.clear()  # persistently different: the marker itself changed; start a new reference
                 self.footprint_resets[k] += 1
         self._flagged_run[k] = 0
-        hist.append((blob.area, blob.elongation))
+        hist.append((blob.area, blob.asymmetry))
         return True
 
     @staticmethod
@@ -322,7 +362,7 @@ class MarkerTracker:
         x, y, w, h = (int(v) for v in stats[best, :4])
         m = cv2.moments((labels[y:y + h, x:x + w] == best).astype(np.uint8), True)
         return _Blob(float(cents[best, 0]), float(cents[best, 1]), (x, y, w, h), float(areas[best - 1]),
-                     _elongation(m))
+                     _elongation(m), _asymmetry(m))
 
     def _blob(self, rgb: np.ndarray, spec: MarkerSpec) -> _Blob | None:
         """Largest in-range blob of a (small) image, or None.
@@ -338,7 +378,8 @@ class MarkerTracker:
         m = cv2.moments(mask[y:y + h, x:x + w], True)
         area = m["m00"]
         if area >= 0.6 * w * h and area >= spec.min_area_px and (spec.max_area_px is None or area <= spec.max_area_px):
-            return _Blob(x + m["m10"] / area, y + m["m01"] / area, (x, y, w, h), float(area), _elongation(m))
+            return _Blob(x + m["m10"] / area, y + m["m01"] / area, (x, y, w, h), float(area), _elongation(m),
+                         _asymmetry(m))
         return self._largest_component(mask, spec)
 
     def _coarse_search(self, frame: np.ndarray, spec: MarkerSpec) -> tuple[float, float] | None:
@@ -385,12 +426,14 @@ class MarkerTracker:
             coarse = self._coarse_search(frame, spec)
             if coarse is None:
                 self._last[k] = self._prev[k] = None
+                self._log[k].append((LOST_NOT_FOUND, np.nan, np.nan))
                 return None
             found = self._search_window(frame, spec, coarse, max(r, 8) * 2)
             if found is None:  # a large blob: measure it on the full frame
                 found = self._largest_component(spec.mask(cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)), spec)
                 if found is None:
                     self._last[k] = self._prev[k] = None
+                    self._log[k].append((LOST_NOT_FOUND, np.nan, np.nan))
                     return None
             self._prev[k] = None
         else:
@@ -398,11 +441,13 @@ class MarkerTracker:
         cx, cy = found.cx, found.cy
         bx, by, bw, bh = found.bbox
         self._last[k] = (cx, cy)
+        status = ""
         if bx == 0 or by == 0 or bx + bw >= W or by + bh >= H:
-            return None  # touches the image border: partly out of frame, centroid biased
-        if not self._footprint_ok(k, found):
-            return None  # partly hidden: footprint departs from the recent one, centroid biased
-        return cx, cy
+            status = LOST_BORDER  # partly out of frame, centroid biased
+        elif not self._footprint_ok(k, found):
+            status = LOST_HIDDEN  # shrank and turned lopsided: centroid biased
+        self._log[k].append((status, found.area, found.elongation))
+        return None if status else (cx, cy)
 
     def _detect_aruco(self, frame: np.ndarray) -> dict[int, tuple[float, float]]:
         out: dict[int, tuple[float, float]] = {}
@@ -468,7 +513,9 @@ class MarkerTracker:
             source, trial_id: copied into the trajectory.
 
         Returns:
-            :class:`~vid2sid_ros.core.trajectory.Trajectory` with K = len(names).
+            :class:`~vid2sid_ros.core.trajectory.Trajectory` with K = len(names); ``meta``:
+            ``lost`` and ``occluded`` frame counts per keypoint, ``blobs`` = :meth:`frame_log`
+            (a dropped frame's status is the tracker's own; ``valid`` is False there).
 
         Raises:
             MarkerTrackerError: on a malformed frame, no frames, or a length mismatch.
@@ -496,6 +543,6 @@ class MarkerTracker:
             if t.shape[0] != T:
                 raise MarkerTrackerError(f"time has {t.shape[0]} entries for {T} frames")
         meta = {"tracker": "markers", "lost": {n: int((~valid[:, k]).sum()) for k, n in enumerate(self.names)},
-                "occluded": {m.name: int(c) for m, c in zip(self.markers, self.occluded)}}
+                "occluded": {m.name: int(c) for m, c in zip(self.markers, self.occluded)}, "blobs": self.frame_log()}
         return Trajectory(time=t, keypoints=kp, valid=valid, names=self.names, source=source,
                           trial_id=trial_id, meta=meta)

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from ..calibration.rationale import unit_text
 from .run import RunSummary, finite, stop_kind
 
-__all__ = ["ParameterRow", "Insight", "parameter_rows", "insights", "stop_sentence", "AT_BOUND_FRACTION",
+__all__ = ["ParameterRow", "Insight", "parameter_rows", "insights", "stop_sentence", "tracked_lines", "AT_BOUND_FRACTION",
            "STRONG_CORRELATION"]
 
 #: a value within this fraction of the normalised range of a bound is "at the bound"
@@ -87,7 +87,7 @@ class ParameterRow:
 
 @dataclass
 class Insight:
-    """One finding: ``kind`` (at_bound | unconverged | poorly_identifiable | start_identifiability |
+    """One finding: ``kind`` (at_bound | unconverged | tracking | poorly_identifiable | start_identifiability |
     correlated | residual | holdout | no_improvement | failures), one-line ``title`` and details."""
 
     kind: str
@@ -208,6 +208,35 @@ def _residual_items(diag: Any) -> list[str]:
     return [str(diag)]
 
 
+def tracked_lines(result: Mapping[str, Any]) -> list[str]:
+    """``trial 't0': tip 82 %, mid 100 % of 120 frames`` per trial of ``result["tracking"]`` (the
+    fraction of frames each keypoint was measured in, :mod:`vid2sid_ros.perception.quality`)."""
+    out = []
+    for trial, t in (result.get("tracking") or {}).items():
+        tracked = t.get("tracked") if isinstance(t, Mapping) else None
+        if not isinstance(tracked, Mapping) or not tracked:
+            continue
+        parts = ", ".join(f"{n} {100 * float(f):.0f} %" for n, f in tracked.items() if finite(f) is not None)
+        out.append(f"trial '{trial}': {parts} of {t.get('frames', '?')} frames")
+    return out
+
+
+def _tracking_insights(result: Mapping[str, Any]) -> list[Insight]:
+    """The tracking warnings; the tracked fractions as one info item when a sample was lost anywhere."""
+    out = []
+    lossy = any(finite(f) is not None and float(f) < 1.0 for t in (result.get("tracking") or {}).values()
+                if isinstance(t, Mapping) for f in (t.get("tracked") or {}).values())
+    if lossy:
+        out.append(Insight("tracking", "Share of frames each keypoint was tracked in: "
+                           + "; ".join(tracked_lines(result)), severity="info"))
+    for trial, t in (result.get("tracking") or {}).items():
+        for w in (t.get("warnings") or []) if isinstance(t, Mapping) else []:
+            out.append(Insight("tracking", f"Tracking, trial '{trial}': {w}",
+                               "The calibration fits only what the tracker measured: lost samples are left out, "
+                               "and samples of another object are fitted as if they were the marker."))
+    return out
+
+
 def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[Insight]:
     """What a person should look at first, most important first (see the module docstring)."""
     rows = rows if rows is not None else parameter_rows(run)
@@ -220,6 +249,7 @@ def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[In
         out.append(Insight("unconverged", f"The run stopped {what} without converging",
                            stop_sentence(run) + ". The identified values are the best seen so far, not a converged "
                            "fit; intervals are unreliable. Give it a larger budget or more iterations (or --resume)."))
+    out.extend(_tracking_insights(res))  # what the measurements lost comes before what was fitted to them
     for r in rows:
         if r.at_bound:
             b = r.lower if r.at_bound == "lower" else r.upper

@@ -2,7 +2,8 @@
 
 :func:`run_summary_lines` turns a finished run directory into the lines ``vid2sid
 calibrate`` (and the bringup) print last: the stop reason (converged / budget /
-iterations / interrupted) first, then the errors, the residual diagnosis's warnings (the
+iterations / interrupted) first, then the errors, the share of frames each keypoint was
+tracked in (per trial), the residual diagnosis's warnings (the
 model is probably wrong: before any claim that the parameters are physical), the
 parameters with units and their intervals labelled for what they are (Gauss–Newton,
 unreliable and why), the other warnings (insights about those parameters), and where
@@ -23,7 +24,7 @@ from typing import Any, Mapping, TextIO
 from ..calibration.rationale import unit_text
 from ..core.trajectory import format_error
 
-from .insights import insights, parameter_rows, stop_sentence
+from .insights import insights, parameter_rows, stop_sentence, tracked_lines
 from .run import RunSummary, load_run, stop_kind
 
 __all__ = ["run_summary_lines", "CalibrationTerminal", "moved_parameters", "unit_text"]
@@ -55,6 +56,7 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     h = res.get("holdout_mae_px")
     txt += f"; holdout MAE {format_error(h, hu)}" if h is not None else "; no holdout trial"
     lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
+    lines.extend(f"tracked: {t}" for t in tracked_lines(res))  # share of frames each keypoint was measured in
     rows = parameter_rows(r)
     found = [i for i in insights(r, rows) if i.kind != "unconverged"]
     # the residual diagnosis says whether the parameters can be read as physical: before any of them
@@ -89,9 +91,10 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
             if p.truth_inside is not None:
                 line += ", interval contains it" if p.truth_inside else ", interval MISSES it"
         lines.append(line)
-    for i in found:  # about the parameters above (bounds, identifiability, correlations, ...)
-        if i.kind != "residual" and not (i.kind == "start_identifiability" and i.severity == "info"):
-            warn(i.title)  # a start-point warning the check at the result cleared is in the report only
+    for i in found:  # about the parameters above (bounds, identifiability, correlations, ...) and the tracking
+        if i.kind != "residual" and not (i.kind in ("start_identifiability", "tracking") and i.severity == "info"):
+            warn(i.title)  # a start-point warning the check at the result cleared is in the report only;
+            # the tracked fractions are the "tracked:" lines
     kind = stop_kind(r.stopped)
     if kind == "interrupted" and resume_command:
         lines.append(f"continue this run: {resume_command}")

@@ -297,6 +297,12 @@ def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, chec
         except ValueError as err:
             raise RigConfigError(f"{file}:tracker: {err}") from None
         rig.tracker = dict(doc["tracker"])
+    from ..perception.quality import min_tracked_fraction
+
+    try:  # checked now, used by every trial source when it is read
+        min_tracked_fraction(doc, str(file))
+    except ValueError as err:
+        raise RigConfigError(str(err)) from None
     named = _named_excitations(doc, rig, file, base)
     rig.named_excitations = dict(named)
     rig.keypoints = tuple(doc["keypoints"]) if doc.get("keypoints") else rig.keypoints  # trial sources default to them

@@ -276,6 +276,13 @@ KEYS: tuple[Key, ...] = (
     Key("proposer_options.*", "string | number | boolean | list | mapping | null", doc="One option."),
     Key("fallback", "string | null", default=None, doc="Proposer used for an iteration when the main one fails."),
     Key("out", "string", default="runs/<rig>_<proposer>", doc="Run directory of `vid2sid calibrate`."),
+    Key("tracking", "mapping", default={}, doc="What every trial source reports about its measurements "
+        "(`vid2sid_ros/perception/quality.py`): the tracked fraction per keypoint (in `result.json` `tracking`, the "
+        "terminal summary and the report), jumps between frames, and colour blobs unlike a marker (elongated, "
+        "or far from the marker's usual size), each a warning naming the keypoint and the frames."),
+    Key("tracking.min_tracked_fraction", "number", "1", default=0.9, doc="Warn about a keypoint valid in fewer "
+        "than this fraction of its trial's frames (lost, at the image border, partly hidden, dropped frames), "
+        "in [0, 1]; 0 = never."),
     Key("noise", "mapping", doc="Sensor noise of stand-in (sim2sim) video: `SensorNoiseModel` fields."),
     Key("noise.*", "string | number | boolean | list | null", doc="One field."),
     Key("render", "mapping", default={}, doc="Rendering of a model file's twin (MuJoCo's offscreen renderer)."),

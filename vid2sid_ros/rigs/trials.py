@@ -26,7 +26,8 @@ from ..core.trial import RealTrial
 from ..io.sources import SOURCES, Recording, SourceContext, SourceError
 from .schema import RigConfigError
 
-__all__ = ["build_real_trial", "split_recording", "load_recording", "clip_real_trial", "MIN_TRAIN_FRAMES"]
+__all__ = ["build_real_trial", "split_recording", "load_recording", "checked_recording", "clip_real_trial",
+           "MIN_TRAIN_FRAMES"]
 
 #: fewest valid training frames a trial part must keep
 MIN_TRAIN_FRAMES = 10
@@ -43,9 +44,29 @@ def load_recording(rig: Rig, trial: TrialSpec, *, keep_frames: bool = False) -> 
     ctx = SourceContext(where=f"{trial.where}.source.{kind}", base_dir=base, rig=rig, trial=trial,
                         keep_frames=keep_frames)
     try:
-        return SOURCES[kind].load(trial.source[kind], ctx)
+        rec = SOURCES[kind].load(trial.source[kind], ctx)
     except SourceError as err:
         raise RigConfigError(str(err)) from None
+    return checked_recording(rig, rec)
+
+
+def checked_recording(rig: Rig, rec: Recording) -> Recording:
+    """``rec`` after the one tracking check every source gets
+    (:func:`~vid2sid_ros.perception.quality.check_tracking` on the whole recording, threshold
+    ``tracking.min_tracked_fraction`` of the rig config): its summary in
+    ``rec.meta["tracking"]`` and ``trajectory.meta["tracking"]``, its warnings appended to
+    ``rec.warnings``. A source that already ran it (a tracked clip) keeps its own."""
+    from ..perception.quality import check_tracking, min_tracked_fraction
+
+    traj = rec.trajectory
+    done = (traj.meta or {}).get("tracking")
+    if not isinstance(done, dict):
+        chk = check_tracking(traj, min_fraction=min_tracked_fraction(rig.config, rig.where))
+        done = chk.to_dict()
+        rec.warnings = list(rec.warnings) + chk.warnings
+        rec.trajectory = traj._with(meta={**dict(traj.meta or {}), "tracking": done})
+    rec.meta = {**dict(rec.meta or {}), "tracking": done}
+    return rec
 
 
 def _parts(rig: Rig, trial: TrialSpec) -> list[tuple[str, Excitation]]:
@@ -150,10 +171,11 @@ def build_real_trial(rig: Rig, *, keep_frames: bool = False,
         raise RigConfigError(f"{rig.source or rig.name}: trials: the rig has no trials")
     parts: dict[str, list[tuple[Trajectory, Excitation]]] = {"train": [], "holdout": []}
     frames: dict[str, np.ndarray] = {}
-    meta: dict[str, Any] = {"trials": {}, "warnings": []}
+    meta: dict[str, Any] = {"trials": {}, "warnings": [], "tracking": {}}
     truth = None
     for trial in rig.trials:
-        rec = (recordings or {}).get(trial.name) or load_recording(rig, trial, keep_frames=keep_frames)
+        rec = (recordings or {}).get(trial.name)
+        rec = checked_recording(rig, rec) if rec is not None else load_recording(rig, trial, keep_frames=keep_frames)
         if rec.truth is not None:
             truth = rec.truth
         split = split_recording(rig, trial, rec)
@@ -167,6 +189,8 @@ def build_real_trial(rig: Rig, *, keep_frames: bool = False,
             if rec.frames is not None and label == "train":
                 frames[traj.trial_id] = rec.frames
         meta["warnings"] += [f"trial '{trial.name}': {w}" for w in rec.warnings]
+        if isinstance(rec.meta.get("tracking"), dict):
+            meta["tracking"][trial.name] = rec.meta["tracking"]
     if len(rig.trials) == 1:  # the single-clip keys the demo and report read
         only = next(iter(meta["trials"].values()))
         meta.update({k: only[k] for k in ("fps", "frames", "retimed", "slots", "train_frames") if k in only})
