@@ -173,30 +173,6 @@ def test_check_trials_keys_by_trial_and_keeps_a_summary_already_made():
     assert warnings[0].startswith("trial 't0': marker 'tip' tracked in 50 %") and warnings[1] == "trial 't1': w"
 
 
-def test_the_offset_advice_never_says_to_free_marker_offsets_that_are_free():
-    """Regression: with the marker offsets free (and run to their bound by a blob that was the upper arm),
-    the only advice was "free the marker offsets"."""
-    from vid2sid_ros.calibration.diagnosis import _offset_advice
-    from vid2sid_ros.calibration.nuisance import add_measurement_nuisances
-    from vid2sid_ros.core.excitation import Excitation
-    from vid2sid_ros.core.parameters import ParameterSet, ParameterSpec
-
-    phys = ParameterSet([ParameterSpec("k", "N/m", 1.0, 10.0, 2.0)])
-    exc = [Excitation("e", 30.0, np.ones((10, 1)), ("u",))]
-    assert "free the marker offsets or the camera pose" in _offset_advice(phys, {"k": 2.0}, "tip")
-    with_off = add_measurement_nuisances(phys, {"marker_offsets": True, "latency": False}, keypoints=["tip"],
-                                         excitations=exc, real_trial=True)
-    assert "marker_offset.tip.x" in with_off.free_names
-    values = with_off.complete({"marker_offset.tip.x": 5.0, "marker_offset.tip.y": 1.0})
-    text = _offset_advice(with_off, values, "tip")
-    assert "free the marker offsets" not in text
-    assert text.startswith("its marker offsets are already free and at a bound (marker_offset.tip.x: widen "
-                           "nuisance.marker_offsets.bounds")
-    assert "not another object of its colour" in text
-    inside = _offset_advice(with_off, with_off.complete({}), "tip")
-    assert inside.startswith("its marker offsets are already free; check that the tracker follows the marker")
-
-
 def test_a_fast_but_smooth_step_response_is_not_a_jump():
     """A rig at rest, then a step response (100 px in about 6 frames, speed rising and falling frame by
     frame), then at rest: 90 % of the steps are noise, so "4 x the 90th-percentile step" alone called the

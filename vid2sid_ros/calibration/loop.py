@@ -193,7 +193,7 @@ class CalibrationConfig:
     video: bool | None = None
     resume: bool = False
     resume_changed: bool = False
-    max_rationale_chars: int = 4000
+    max_rationale_chars: int = 20000
     start: dict[str, float] | None = None
     nuisance: dict[str, Any] | None = None
     noise: dict[str, float] | None = None

@@ -30,6 +30,21 @@ from .run import RunSummary, load_run, stop_kind
 __all__ = ["run_summary_lines", "CalibrationTerminal", "moved_parameters", "unit_text"]
 
 
+def _tracked_summary(res: Mapping[str, Any]) -> list[str]:
+    """One ``tracked:`` line per trial when there are at most two, else one line for all of them
+    (the lowest share and where); every trial's shares are in the report and ``result.json``."""
+    per = tracked_lines(res)
+    if len(per) <= 2:
+        return [f"tracked: {t}" for t in per]
+    shares = [(float(f), trial, n) for trial, t in (res.get("tracking") or {}).items() if isinstance(t, Mapping)
+              for n, f in (t.get("tracked") or {}).items() if isinstance(f, (int, float)) and math.isfinite(f)]
+    if not shares:
+        return []
+    low, trial, name = min(shares)
+    return [f"tracked: {len(per)} trials, every keypoint in {100 * low:.0f} % or more of its frames "
+            f"(lowest: '{name}' in trial '{trial}')"]
+
+
 def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None = None,
                       resume_command: str | None = None, go_on: Mapping[str, str] | None = None) -> list[str]:
     """Lines of the final summary (no trailing newlines).
@@ -56,7 +71,7 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     h = res.get("holdout_mae_px")
     txt += f"; holdout MAE {format_error(h, hu)}" if h is not None else "; no holdout trial"
     lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
-    lines.extend(f"tracked: {t}" for t in tracked_lines(res))  # share of frames each keypoint was measured in
+    lines.extend(_tracked_summary(res))  # share of frames each keypoint was measured in
     rows = parameter_rows(r)
     found = [i for i in insights(r, rows) if i.kind != "unconverged"]
     # the residual diagnosis says whether the parameters can be read as physical: before any of them

@@ -269,7 +269,7 @@ KEYS: tuple[Key, ...] = (
         "charged to the budget), `guess` (a named start plugin, e.g. `pendulum_circle`) or a parameter value."),
     Key("calibration.*", "string | number | boolean | list | mapping | null", doc="Other `CalibrationConfig` "
         "fields (identifiability_step, identifiability_scheme, condition_threshold, target_error_px, video, "
-        "max_rationale_chars: longest proposer rationale stored, default 4000 characters)."),
+        "max_rationale_chars: longest proposer rationale stored, default 20000 characters)."),
     Key("proposer", "string", default="reasoner", doc="Proposer name (reasoner, gemini, openai-compatible, random, "
         "nelder-mead, golden-cd, bo, cmaes)."),
     Key("proposer_options", "mapping", default={}, doc="Keyword arguments of the proposer."),
