@@ -1,0 +1,130 @@
+"""The rollout executor: the same results on every backend, a dead worker retried once, then a failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.calibration.batch import ObjectiveState, evaluate_batch
+from vid2sid_ros.calibration.executor import (RAY_INSTALL_HINT, ExecutorError, TaskFailure, make_executor)
+from vid2sid_ros.calibration.identifiability import check_identifiability
+from vid2sid_ros.calibration.objective import TrialObjective
+from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
+from vid2sid_ros.rigs import load_rig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _objective(rig_name: str) -> TrialObjective:
+    rig = load_rig(rig_name)
+    truth = draw_ground_truth(rig.parameters, 3)
+    real = make_sim2sim_trial(rig, truth, seed=3, noise="keypoint")
+    return TrialObjective(rig.make_twin(), real.train_excitations[:1], real.train[:1], rig.parameters)
+
+
+@pytest.fixture(scope="module", params=["finger", str(ROOT / "examples/rigs/spherical_pendulum/rig.yaml")],
+                ids=["finger", "spherical_pendulum"])
+def objective(request) -> TrialObjective:
+    return _objective(request.param)
+
+
+@pytest.mark.parametrize("backend", ["threads", "pool"])
+def test_identifiability_jacobian_is_the_serial_one(objective, backend):
+    point = objective.parameters.nominal()
+    serial = check_identifiability(objective, point, warn=False)
+    with make_executor(backend, 2) as ex:
+        other = check_identifiability(objective, point, warn=False, executor=ex)
+    assert other.singular_values == serial.singular_values
+    assert other.sensitivity_px == serial.sensitivity_px
+    assert other.interval == serial.interval
+    assert other.rollouts > 0
+
+
+def test_batch_on_a_pool_equals_serial_and_keeps_its_workers(objective):
+    params = objective.parameters
+    pts = [params.from_unit_vector(np.full(len(params.free_names), u), params.nominal()) for u in (0.3, 0.5, 0.7)]
+    ref = [objective.evaluate(p)[0] for p in pts]
+    state = ObjectiveState(objective)
+    with make_executor("pool", 2) as ex:
+        got = evaluate_batch(objective, pts, ex, state=state)
+        pool = ex._procs
+        again = evaluate_batch(objective, pts[:1], ex, state=state)
+        assert ex._procs is pool  # the same state: the same workers, twins built once
+    for a, b in zip(ref, got + again[:0]):
+        assert a.error_px == b.error_px
+        np.testing.assert_array_equal(a.sim[0].keypoints, b.sim[0].keypoints)
+    assert again[0].error_px == ref[0].error_px
+
+
+# -- worker death ----------------------------------------------------------------------------------------
+def _die_once(marker_dir: str, item: int) -> int:
+    """Kill this worker the first time ``item`` 3 runs (a marker file says it already died once)."""
+    mark = Path(marker_dir) / f"died_{item}"
+    if item == 3 and not mark.exists():
+        mark.write_text("x")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item * item
+
+
+def _always_die(_state: object, item: int) -> int:
+    if item == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item + 100
+
+
+def test_pool_worker_killed_mid_task_is_retried_once_and_the_run_completes(tmp_path):
+    with make_executor("pool", 2) as ex:
+        done = []
+        out = ex.map(_die_once, list(range(6)), state=str(tmp_path), on_done=lambda i, r: done.append(i))
+        assert out == [i * i for i in range(6)]
+        assert sorted(done) == list(range(6))
+        assert ex.retries >= 1
+        assert (tmp_path / "died_3").exists()
+
+
+def test_pool_worker_that_dies_twice_is_a_failure_and_the_others_finish():
+    with make_executor("pool", 2) as ex:
+        out = ex.map(_always_die, [0, 1, 2, 3, 4])
+    assert [o for i, o in enumerate(out) if i != 2] == [100, 101, 103, 104]
+    assert isinstance(out[2], TaskFailure) and out[2].item == 2 and "died twice" in out[2].message
+
+
+def _raise(_state: object, item: int) -> int:
+    if item == 1:
+        raise KeyError("task 1 is bad")
+    return item
+
+
+@pytest.mark.parametrize("backend", ["serial", "threads", "pool"])
+def test_an_exception_in_a_task_is_raised_like_a_serial_loop(backend):
+    with make_executor(backend, 2) as ex, pytest.raises(KeyError, match="task 1 is bad"):
+        ex.map(_raise, [0, 1, 2])
+
+
+def test_bad_settings_are_one_line_errors():
+    with pytest.raises(ExecutorError, match="expected one of serial, threads, pool, ray, got 'gpu'"):
+        make_executor("gpu")
+    with pytest.raises(ExecutorError, match="--workers: expected a whole number >= 1, got 0"):
+        make_executor("pool", 0)
+    with pytest.raises(ExecutorError, match="--ray-address is for --executor ray"):
+        make_executor("pool", 2, ray_address="auto")
+
+
+def test_ray_missing_says_how_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *a, **k):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(ExecutorError) as err:
+        make_executor("ray", 2)
+    assert str(err.value) == RAY_INSTALL_HINT and "pip install -r requirements-ray.txt" in str(err.value)
