@@ -62,14 +62,21 @@ def _twin_memo(twin: Any) -> dict[int, Any]:
     return memo
 
 
-def _evaluate(objective: Any, values: Mapping[str, float]) -> Evaluation:
-    """Executor task: one evaluation (never raises: TrialObjective.evaluate records failures)."""
-    return objective.evaluate(values)[0]
+def _evaluate(objective: Any, values: Mapping[str, float]) -> tuple[Evaluation, list | None]:
+    """Executor task: one evaluation and the rollouts it cached (never raises: TrialObjective.evaluate
+    records failures)."""
+    ev = objective.evaluate(values)[0]
+    return ev, objective.cached(objective.physics_key(values))
 
 
 def evaluate_batch(objective: Any, points: Sequence[Mapping[str, float]], executor: Executor | None = None,
                    *, state: ObjectiveState | None = None) -> list[Evaluation]:
     """``[objective.evaluate(p)[0] for p in points]`` on ``executor`` (serial when None).
+
+    Exactly the serial loop's results, rollout counts included: a point whose physics is in the
+    objective's rollout cache (a measurement-nuisance probe, a point evaluated before) or repeats an
+    earlier point of the batch is evaluated here, in order, after the workers' rollouts of the points
+    before it were adopted into the cache; only the others go to the workers.
 
     Args:
         objective: a TrialObjective. points: parameter dicts (SI).
@@ -80,8 +87,31 @@ def evaluate_batch(objective: Any, points: Sequence[Mapping[str, float]], execut
         One Evaluation per point, in order; a point whose worker died twice is a failed
         Evaluation (``error_px=inf``, the message says so, ``rollouts=objective.cost``).
     """
-    if executor is None or executor.backend == "serial":
+    points = list(points)
+    if executor is None or executor.backend == "serial" or len(points) < 2:
         return [objective.evaluate(p)[0] for p in points]
-    out = executor.map(_evaluate, list(points), state=state if state is not None else ObjectiveState(objective))
-    return [Evaluation(objective.parameters.complete(r.item), math.inf, failed=True, message=r.message,
-                       rollouts=objective.cost) if isinstance(r, TaskFailure) else r for r in out]
+    keys = [objective.physics_key(p) for p in points]
+    seen = set()
+    remote = []
+    for i, k in enumerate(keys):
+        if k not in seen and objective.cached(k) is None:
+            remote.append(i)
+        seen.add(k)
+    done = executor.map(_evaluate, [points[i] for i in remote],
+                        state=state if state is not None else ObjectiveState(objective))
+    far = dict(zip(remote, done))
+    out: list[Evaluation] = []
+    for i, p in enumerate(points):
+        if i not in far:
+            out.append(objective.evaluate(p)[0])
+            continue
+        r = far[i]
+        if isinstance(r, TaskFailure):
+            out.append(Evaluation(objective.parameters.complete(r.item), math.inf, failed=True, message=r.message,
+                                  rollouts=objective.cost))
+            continue
+        ev, rollouts = r
+        if rollouts is not None:
+            objective.adopt(keys[i], rollouts)
+        out.append(ev)
+    return out

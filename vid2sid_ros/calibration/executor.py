@@ -22,7 +22,7 @@ once per rollout):
 Results come back in item order whatever order they finish in; ``on_done(index, result)``
 is called in the calling thread as each finishes (to persist it at once). A worker process
 that dies while a task runs (killed, out of memory, a lost node) is not fatal: the tasks it was
-running are retried once on a fresh worker; a task whose worker dies a second time comes back as
+running are retried once, one at a time, on a fresh worker; a task whose worker dies a second time comes back as
 a :class:`TaskFailure` and the other tasks carry on. An exception raised by ``fn`` itself is
 re-raised by :meth:`Executor.map`, as in a serial loop (``fn`` decides what is a failure).
 
@@ -219,15 +219,20 @@ class Executor:
                      on_done: Callable[[int, Any], None] | None, *, broken: tuple,
                      rebuild: Callable[[], None] | None = None) -> list[Any]:
         """At most ``workers`` tasks in flight (so a dead worker can only have been running those);
-        a task lost with a broken pool is retried once, then a :class:`TaskFailure`."""
+        a task lost with a broken pool is retried once, alone (so that a second death is its own and
+        not that of a task which happened to run beside the culprit), then a :class:`TaskFailure`."""
         results: list[Any] = [None] * len(items)
         attempts = [0] * len(items)
         todo = list(range(len(items)))[::-1]
         flight: dict[Future, int] = {}
         error: BaseException | None = None
         while todo or flight:
-            while todo and len(flight) < self.workers and error is None:
-                i = todo.pop()
+            while todo and error is None and len(flight) < self.workers:
+                i = todo[-1]
+                solo = any(attempts[k] > 1 for k in flight.values())
+                if solo or (attempts[i] and flight):  # a retry runs alone: a second death is its own
+                    break
+                todo.pop()
                 attempts[i] += 1
                 flight[submit(items[i])] = i
             if not flight:

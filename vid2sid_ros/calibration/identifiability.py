@@ -641,6 +641,7 @@ def check_identifiability(
     twin_camera: Any | None = None,
     refine: int = 0,
     executor: Any | None = None,
+    executor_state: Any | None = None,
 ) -> IdentifiabilityReport:
     """Sensitivity of the keypoint trajectories to each free parameter at ``point``.
 
@@ -666,7 +667,8 @@ def check_identifiability(
             the interval's σ comes from the residuals at the last iterate.
         executor: a :class:`~vid2sid_ros.calibration.executor.Executor` for the finite-difference
             probes (:func:`~vid2sid_ros.calibration.batch.evaluate_batch`; default serial): the
-            same Jacobian on every backend.
+            same Jacobian on every backend. executor_state: the objective's
+            :class:`~vid2sid_ros.calibration.batch.ObjectiveState` to reuse (its workers kept alive).
 
     Returns:
         IdentifiabilityReport; warns :class:`IdentifiabilityWarning` when poorly conditioned.
@@ -686,7 +688,7 @@ def check_identifiability(
     def ev_many(points: Sequence[Mapping[str, float]]) -> list[Evaluation]:
         from .batch import evaluate_batch
 
-        out = evaluate_batch(objective, points, executor)
+        out = evaluate_batch(objective, points, executor, state=executor_state)
         count["rollouts"] += sum(e.rollouts for e in out)
         return out
 

@@ -58,7 +58,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -705,6 +705,8 @@ class _Session:
         self.iteration = 0  # the iteration being run (evaluations are credited to it)
         self.best_iteration = 0
         self.rig: Rig | None = None  # the target when it is a rig (its tracker films the twin)
+        self.executor: Any = None  # where batched evaluations run (calibration.executor); None: serially
+        self.executor_state: Any = None
 
     @property
     def remaining(self) -> int:
@@ -717,6 +719,20 @@ class _Session:
 
     def evaluate(self, values: Mapping[str, float]) -> Evaluation:
         """The metered callback handed to proposers (``context.evaluate``)."""
+        full = self.complete_values(values)
+        cost = self.objective.cost
+        if self.remaining < cost:
+            raise BudgetExhausted(f"rollout budget exhausted: {self.remaining} rollout(s) left, an evaluation "
+                                  f"costs {cost} (budget {self.cfg.rollout_budget})")
+        ev, _ = self.objective.evaluate(full)
+        return self._charge(ev)
+
+    def complete_values(self, values: Mapping[str, float]) -> dict[str, float]:
+        """``values`` over the current point, free ones clipped to their bounds.
+
+        Raises:
+            TypeError, ParameterSpecError, ValueError: not a mapping, an unknown name, a non-finite value.
+        """
         if not isinstance(values, Mapping):
             raise TypeError(f"evaluate() expects a mapping {{name: value}}, got {type(values).__name__}")
         unknown = [k for k in values if k not in self.params]
@@ -729,11 +745,10 @@ class _Session:
                 raise ValueError(f"evaluate(): parameter '{k}' is not finite ({v!r})")
             if not self.params[k].frozen:
                 full[k] = self.params[k].clip(x)
-        cost = self.objective.cost
-        if self.remaining < cost:
-            raise BudgetExhausted(f"rollout budget exhausted: {self.remaining} rollout(s) left, an evaluation "
-                                  f"costs {cost} (budget {self.cfg.rollout_budget})")
-        ev, _ = self.objective.evaluate(full)
+        return full
+
+    def _charge(self, ev: Evaluation) -> Evaluation:
+        """Charge and log one charged evaluation."""
         self.used += ev.rollouts
         self.iter_evals.append(ev)
         self.iter_log.append({"values": {n: ev.values[n] for n in self.params.free_names}, "error_px": _num(ev.error_px),
@@ -741,6 +756,18 @@ class _Session:
                               **({"message": ev.message} if ev.message else {})})
         self.consider_best(ev.values, ev.error_px, ev.per_keypoint_px)
         return ev
+
+    def evaluate_many(self, points: Sequence[Mapping[str, float]]) -> list[Evaluation]:
+        """``[self.evaluate(p) for p in points]``, the rollouts run on the session's executor
+        (:func:`~vid2sid_ros.calibration.batch.evaluate_batch`); serially where the budget might not
+        pay for every point (so ``BudgetExhausted`` comes where the loop would raise it)."""
+        points = [self.complete_values(p) for p in points]
+        if self.executor is None or self.remaining < self.objective.cost * len(points):
+            return [self.evaluate(p) for p in points]
+        from .batch import evaluate_batch
+
+        return [self._charge(ev) for ev in evaluate_batch(self.objective, points, self.executor,
+                                                          state=self.executor_state)]
 
     def diagnostic_eval(self, values: Mapping[str, float]) -> Evaluation:
         ev, _ = self.objective.evaluate(values)
@@ -759,6 +786,7 @@ def run_calibration(
     parameters: ParameterSet | None = None,
     on_iteration: Callable[[IterationRecord], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
+    executor: Any = None,
 ) -> CalibrationResult:
     """Calibrate ``target``'s free parameters to ``real`` (see the module docstring).
 
@@ -776,6 +804,9 @@ def run_calibration(
         on_warning: called at once with each up-front warning (rollout budget); default
             ``warnings.warn(..., RolloutBudgetWarning)``. The text also goes into
             iteration 0's notes.
+        executor: a :class:`~vid2sid_ros.calibration.executor.Executor` for the batched evaluations
+            (the identifiability checks' and a proposer's finite differences, ``context.evaluate_many``);
+            None runs them serially. The results are the same on every backend.
 
     Returns:
         CalibrationResult.
@@ -821,6 +852,10 @@ def run_calibration(
         rd.mkdir(parents=True, exist_ok=True)
     s = _Session(twin, params, real, cfg, rd)
     s.rig = target if isinstance(target, Rig) else None
+    if executor is not None and executor.backend != "serial":
+        from .batch import ObjectiveState
+
+        s.executor, s.executor_state = executor, ObjectiveState(s.objective)
     s.current = params.complete(cfg.start or {}) if cfg.start else params.nominal()
     if cfg.start:
         s.current = params.clip(s.current)
@@ -838,7 +873,8 @@ def run_calibration(
         if cfg.identifiability:
             start_report = check_identifiability(s.objective, s.current, parameters=params,
                                                  step=cfg.identifiability_step, scheme=cfg.identifiability_scheme,
-                                                 condition_threshold=cfg.condition_threshold)
+                                                 condition_threshold=cfg.condition_threshold,
+                                                 executor=s.executor, executor_state=s.executor_state)
             s.diagnostic += start_report.rollouts
         t0 = time.perf_counter()
         if s.remaining < s.objective.cost:
@@ -884,7 +920,7 @@ def run_calibration(
                               history=tuple(history), iteration=it, evaluate=s.evaluate,
                               rollouts_remaining=s.remaining, iterations_remaining=cfg.iterations - it + 1,
                               videos=videos, rig=rig_info, rng_seed=cfg.seed,
-                              excitations=tuple(real.train_excitations))
+                              excitations=tuple(real.train_excitations), evaluate_many=s.evaluate_many)
         before, error_before = dict(s.current), current_eval.error_px
         proposal, who, budget_out = _ask(proposer, fallback, ctx, notes)
         made = proposal is not None
@@ -1151,7 +1187,8 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         final_report = check_identifiability(s.objective, best_vals, parameters=params, step=cfg.identifiability_step,
                                              scheme=cfg.identifiability_scheme,
                                              condition_threshold=cfg.condition_threshold, twin_camera=camera,
-                                             refine=FINAL_REFINE)
+                                             refine=FINAL_REFINE, executor=s.executor,
+                                             executor_state=s.executor_state)
         if camera is None:
             final_report.measurement_bias = {"applied": False, "reason": why_not}
         s.diagnostic += final_report.rollouts

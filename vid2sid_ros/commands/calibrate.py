@@ -75,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="show library messages (Python warnings, OpenCV/FFmpeg) on the terminal instead of "
                              "only in RUN_DIR/run.log")
     parser.add_argument("--no-report", action="store_true", help="do not write RUN_DIR/report.html")
+    from .executor_args import add_executor_arguments
+
+    add_executor_arguments(parser, what="the finite-difference rollouts")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     doc = __doc__ or ""
     start = doc.find("Config file")
@@ -218,6 +221,9 @@ def run(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
             raise ConfigError(f"{src}:proposer_options: for '{name}': {err}") from None
         out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
+        from .executor_args import executor_from_args
+
+        executor = executor_from_args(args)  # a bad --executor/--workers, Ray missing: one line, before any work
         keep = bool(getattr(proposer, "wants_video", False))
         if args.real:  # a real-trial JSON (vid2sid track --excitation) or a rosbag2 directory/file
             kind = "trajectory" if Path(args.real).suffix.lower() == ".json" else "bag"
@@ -294,7 +300,8 @@ def run(args: argparse.Namespace) -> int:
                 result = run_calibration(rig, real, proposer, ccfg, out, fallback=fallback,
                                          on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet,
                                                                               measurement_unit(real.train)),
-                                         on_warning=lambda w: print(f"warning: {w}", flush=True))
+                                         on_warning=lambda w: print(f"warning: {w}", flush=True),
+                                         executor=executor)
         except CalibrationError as err:
             failure = (2, f"vid2sid calibrate: {err}")
         except OSError as err:  # disk full, directory removed or made read-only mid-run
@@ -312,6 +319,7 @@ def run(args: argparse.Namespace) -> int:
                 failure = (interrupt_exit_code(err),
                            f"\nstopped: interrupted ({interrupt_name(err)}) before iteration 0 was saved; nothing to "
                            f"resume: start again with {resume.removesuffix(' --resume')}")
+    executor.close()
     if failure is not None:
         _log_warnings(caught, log_path, verbose=args.verbose, identifiability=IdentifiabilityWarning)
         print(failure[1], file=sys.stderr)
