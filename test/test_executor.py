@@ -128,3 +128,33 @@ def test_ray_missing_says_how_to_install(monkeypatch):
     with pytest.raises(ExecutorError) as err:
         make_executor("ray", 2)
     assert str(err.value) == RAY_INSTALL_HINT and "pip install -r requirements-ray.txt" in str(err.value)
+
+
+# -- a whole calibration ----------------------------------------------------------------------------------
+def _calibrate(rig_name: str, executor):
+    from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+    from vid2sid_ros.calibration.proposers import make_proposer
+
+    rig = load_rig(rig_name)
+    real = make_sim2sim_trial(rig, draw_ground_truth(rig.parameters, 1), seed=1, noise="keypoint")
+    cfg = CalibrationConfig(iterations=2, rollout_budget=None, seed=1, diagnosis=False, tracker_bias=False)
+    return run_calibration(rig, real, make_proposer("reasoner"), cfg, None, executor=executor)
+
+
+def _record(r) -> dict:
+    d = dict(vars(r))
+    d.pop("wall_s", None)
+    return d
+
+
+def test_calibration_on_threads_and_pool_gives_the_serial_iterations():
+    """The finger, whole (the user rig's Jacobians are compared above: its 8-parameter calibration is slow)."""
+    rig_name = "finger"
+    ref = _calibrate(rig_name, None)
+    for backend in ("threads", "pool"):
+        with make_executor(backend, 2) as ex:
+            got = _calibrate(rig_name, ex)
+        assert [_record(r) for r in got.history] == [_record(r) for r in ref.history], backend
+        assert got.values == ref.values and got.rollouts == ref.rollouts
+        assert got.diagnostic_rollouts == ref.diagnostic_rollouts
+        assert got.final_identifiability.interval == ref.final_identifiability.interval
