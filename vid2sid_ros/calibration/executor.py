@@ -35,6 +35,7 @@ import copy
 import multiprocessing
 import os
 import threading
+from pathlib import Path
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -353,8 +354,11 @@ def _start_ray(address: str | None) -> None:
     if ray.is_initialized():
         return
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    if address is None:  # a private local Ray: this machine only
+    if address is None:  # a private local Ray: this machine only, its workers import this copy of vid2sid_ros
         kw["_node_ip_address"] = "127.0.0.1"
+        here = str(Path(__file__).resolve().parents[2])
+        kw["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
+            [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}}
     else:
         kw["address"] = address
     try:
