@@ -158,3 +158,31 @@ def test_calibration_on_threads_and_pool_gives_the_serial_iterations():
         assert got.values == ref.values and got.rollouts == ref.rollouts
         assert got.diagnostic_rollouts == ref.diagnostic_rollouts
         assert got.final_identifiability.interval == ref.final_identifiability.interval
+
+
+def test_commands_refuse_bad_executor_settings_in_one_line(tmp_path, capsys):
+    from vid2sid_ros.cli import main
+
+    assert main(["calibrate", "--rig", "toy", "--executor", "pool", "--workers", "0", "--out",
+                 str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "vid2sid calibrate: --workers: expected a whole number >= 1, got 0"
+    assert not (tmp_path / "c").exists()
+    assert main(["benchmark", "sim2sim", "--rig", "toy", "--executor", "threads", "--seeds", "1", "--methods",
+                 "random", "--out", str(tmp_path / "b"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vid2sid benchmark: --executor threads runs one calibration's finite differences")
+    assert len(err.splitlines()) == 1
+
+
+def test_benchmark_command_on_a_pool_writes_every_cell(tmp_path, capsys):
+    from vid2sid_ros.cli import main
+
+    out = tmp_path / "b"
+    assert main(["benchmark", "sim2sim", "--rig", "toy", "--executor", "pool", "--workers", "2", "--seeds", "2",
+                 "--methods", "random", "--budget", "8", "--iterations", "2", "--noise", "keypoint",
+                 "--out", str(out), "--no-progress"]) == 0
+    assert sorted(p.parent.parent.name for p in out.glob("seed_*/random/cell.json")) == ["seed_0", "seed_1"]
+    import json
+
+    assert json.loads((out / "results.json").read_text())["executor"]["backend"] == "pool"
