@@ -28,3 +28,48 @@ def test_building_the_finger_rig_does_not_import_scipy_signal():
                          env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__)
                                                                               .resolve().parents[1])})
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_every_rollout_is_in_one_phase_with_its_wall_and_cpu_time(tmp_path):
+    import json
+
+    from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+    from vid2sid_ros.calibration.proposers import make_proposer
+    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.report import run_summary_lines
+    from vid2sid_ros.sim.toy import make_rig
+
+    rig = make_rig()
+    real = make_sim2sim_trial(rig, {"stiffness": 0.8, "damping": 0.05, "gain": 0.5}, noise="none")
+    res = run_calibration(rig, real, make_proposer("reasoner"), CalibrationConfig(iterations=2, rollout_budget=30),
+                          tmp_path / "run")
+    phases = json.loads((tmp_path / "run" / "result.json").read_text())["phases"]
+    assert list(phases) == ["start", "iterations", "best_point", "final_identifiability", "holdout", "diagnosis",
+                            "trial_curves", "write"]
+    assert sum(p["charged_rollouts"] for p in phases.values()) == res.rollouts > 0
+    assert sum(p["diagnostic_rollouts"] for p in phases.values()) == res.diagnostic_rollouts > 0
+    assert phases["iterations"]["charged_rollouts"] == res.rollouts  # iteration 0 included
+    assert phases["start"]["diagnostic_rollouts"] == res.identifiability.rollouts
+    assert phases["final_identifiability"]["diagnostic_rollouts"] == res.final_identifiability.rollouts
+    assert all(p["wall_s"] >= 0 and p["cpu_s"] >= 0 for p in phases.values())
+    line = next(x for x in run_summary_lines(tmp_path / "run") if x.startswith("time: "))
+    assert f"for {res.rollouts} charged rollouts, diagnostics {res.diagnostic_rollouts} rollouts" in line
+
+
+def test_phase_ledger_adds_a_phase_met_twice_and_charges_each_rollout_once():
+    from vid2sid_ros.calibration.phases import PhaseLedger
+
+    t = iter([0.0, 1.0, 1.0, 3.0, 3.0, 3.5]).__next__
+    c = iter([0.0, 0.5, 0.5, 1.0, 1.0, 1.25]).__next__
+    meters = [(0, 0)]
+    led = PhaseLedger(lambda: meters[-1], clock=t, cpu=c)
+    led.start("a")
+    meters.append((4, 1))
+    led.start("b")
+    meters.append((4, 9))
+    led.start("a")
+    meters.append((6, 9))
+    led.stop()
+    led.stop()
+    assert led.to_dict() == {"a": {"wall_s": 1.5, "cpu_s": 0.75, "charged_rollouts": 6, "diagnostic_rollouts": 1},
+                             "b": {"wall_s": 2.0, "cpu_s": 0.5, "charged_rollouts": 0, "diagnostic_rollouts": 8}}

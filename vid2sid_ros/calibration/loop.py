@@ -282,6 +282,8 @@ class CalibrationResult:
         diagnosis: the residual diagnosis at ``values``
             (:meth:`vid2sid_ros.calibration.diagnosis.Diagnosis.to_dict`: ``misspecified``,
             ``kinds``, ``summary``, ``findings``...), None when switched off.
+        phases: wall time, CPU time (s) and charged / diagnostic rollouts of each phase of this
+            process's part of the run (:class:`~vid2sid_ros.calibration.phases.PhaseLedger`).
     """
 
     values: dict[str, float]
@@ -307,6 +309,7 @@ class CalibrationResult:
     unit: str = "px"
     holdout_unit: str = "px"
     diagnosis: dict[str, Any] | None = None
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (history as record dicts)."""
@@ -706,6 +709,9 @@ class _Session:
         self.best_iteration = 0
         self.rig: Rig | None = None  # the target when it is a rig (its tracker films the twin)
         self.executor: Any = None  # where batched evaluations run (calibration.executor); None: serially
+        from .phases import PhaseLedger
+
+        self.phases = PhaseLedger(lambda: (self.used, self.diagnostic))
         self.executor_state: Any = None
 
     @property
@@ -861,6 +867,7 @@ def run_calibration(
         s.current = params.clip(s.current)
     wants_video = cfg.video if cfg.video is not None else bool(getattr(proposer, "wants_video", False))
     t_start = time.perf_counter()
+    s.phases.start("start")  # calibration.phases: wall, CPU and rollouts per phase into result.json
     meta_path = rd / "run.json" if rd is not None else None
     signature = _signature(proposer.name, cfg, params, real)
 
@@ -868,6 +875,7 @@ def run_calibration(
     start_report: IdentifiabilityReport | None
     if pre is not None:
         history, start_report, prior_wall, current_eval = _resume_session(s, pre, rd)
+        s.phases.start("iterations")
     else:  # a new run: the start point is evaluated and recorded as iteration 0
         history, start_report, prior_wall = [], None, 0.0
         if cfg.identifiability:
@@ -876,6 +884,7 @@ def run_calibration(
                                                  condition_threshold=cfg.condition_threshold,
                                                  executor=s.executor, executor_state=s.executor_state)
             s.diagnostic += start_report.rollouts
+        s.phases.start("iterations")
         t0 = time.perf_counter()
         if s.remaining < s.objective.cost:
             raise CalibrationError(f"rollout budget {cfg.rollout_budget} cannot pay for one evaluation "
@@ -1175,9 +1184,11 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
     params, cfg, rd = s.params, s.cfg, s.run_dir
     best_err, best_vals, _ = s.best
     best_vals = params.complete(best_vals)
+    s.phases.start("best_point")
     best_eval = s.diagnostic_eval(best_vals)  # per-keypoint numbers and a fresh state (not charged)
     final_report = None
     uncertainty: dict[str, float] = {}
+    s.phases.start("final_identifiability")
     if cfg.final_identifiability:
         camera, why_not = None, "calibration.tracker_bias is false"
         if cfg.tracker_bias is not False:
@@ -1195,6 +1206,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         uncertainty = dict(final_report.uncertainty)
     holdout = None
     holdout_unit = s.objective.unit
+    s.phases.start("holdout")
     if s.real.holdout:
         hobj = TrialObjective(s.twin, s.real.holdout_excitations, s.real.holdout, params, noise=cfg.noise)
         holdout_unit = hobj.unit
@@ -1202,6 +1214,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         s.diagnostic += hev.rollouts
         holdout = None if hev.failed else hev.error_px
     diagnosis = None
+    s.phases.start("diagnosis")
     if cfg.diagnosis:
         from .diagnosis import diagnose
 
@@ -1214,12 +1227,14 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
                          "summary": f"residual diagnosis failed: {type(err).__name__}: {err}",
                          "text": f"residual diagnosis failed: {type(err).__name__}: {err}"}
     curves = None
+    s.phases.start("trial_curves")
     if rd is not None:  # real vs initial vs calibrated twin per trial, for the report (diagnostic rollouts)
         objectives = [("train", s.objective)]
         if s.real.holdout:
             objectives.append(("holdout", hobj))  # the holdout objective scored above
         curves, spent = trial_curves(objectives, history[0].values, best_vals)
         s.diagnostic += spent
+    s.phases.start("write")
     measurement = MeasurementModel(params)
     physics_vals, nuisance_vals = measurement.split(best_vals)
     identified = measurement.physics_only().with_nominal(physics_vals)  # what the twin and result.yaml hold
@@ -1272,6 +1287,10 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
             except Exception as err:  # noqa: BLE001 - the parameter YAML is the primary result
                 result.stopped += f"; model export failed: {type(err).__name__}: {err}"
         save_trial_curves(rd, curves)
+    s.phases.stop()
+    result.phases = s.phases.to_dict()
+    if rd is not None:
         _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info),
-                                          "intervals": _stated_intervals(final_report)})
+                                          "intervals": _stated_intervals(final_report), "phases": result.phases,
+                                          **({"executor": s.executor.describe()} if s.executor is not None else {})})
     return result
