@@ -186,3 +186,17 @@ def test_benchmark_command_on_a_pool_writes_every_cell(tmp_path, capsys):
     import json
 
     assert json.loads((out / "results.json").read_text())["executor"]["backend"] == "pool"
+
+
+def test_a_worker_never_serves_a_point_from_its_own_cache(objective):
+    """The calling objective decides what is cached: a worker's copy rolls out every point it is sent."""
+    params = objective.parameters
+    pts = [params.from_unit_vector(np.full(len(params.free_names), u), params.nominal()) for u in (0.2, 0.6)]
+    with make_executor("threads", 2) as ex:
+        state = ObjectiveState(objective)
+        for _ in range(2):
+            objective.clear_cache()
+            evs = evaluate_batch(objective, pts, ex, state=state)
+            assert [e.rollouts for e in evs] == [objective.cost] * 2
+        again = evaluate_batch(objective, pts, ex, state=state)  # now in the calling objective's cache
+        assert [e.rollouts for e in again] == [0, 0]

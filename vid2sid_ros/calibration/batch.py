@@ -64,7 +64,9 @@ def _twin_memo(twin: Any) -> dict[int, Any]:
 
 def _evaluate(objective: Any, values: Mapping[str, float]) -> tuple[Evaluation, list | None]:
     """Executor task: one evaluation and the rollouts it cached (never raises: TrialObjective.evaluate
-    records failures)."""
+    records failures). The worker's copy rolls out afresh: a point its cache still held but the calling
+    objective's did not would otherwise cost no rollout here and a full set serially."""
+    objective.clear_cache()
     ev = objective.evaluate(values)[0]
     return ev, objective.cached(objective.physics_key(values))
 

@@ -138,6 +138,10 @@ class TrialObjective:
         """The cached rollouts (one per excitation, None where not rolled out) at ``key``, or None."""
         return self._cache.get(key)
 
+    def clear_cache(self) -> None:
+        """Forget every cached rollout (the next evaluation of any point rolls out)."""
+        self._cache.clear()
+
     def adopt(self, key: tuple, rollouts: list) -> None:
         """Store rollouts made elsewhere (a worker's copy of this objective) at ``key``, as if this
         objective had rolled them out now: most recently used, the oldest use evicted first."""
