@@ -12,9 +12,10 @@ whether the results are identical to serial:
   serial vs pool(W) vs ray-local(W) (Ray only when installed);
 - ``sweep``: a small sim2sim benchmark (``--sweep-rig``, seeds x methods) serial vs pool(W).
 
-Each backend row is measured twice with the same executor: ``cold`` includes starting the
-workers (thread twin copies, forked processes, Ray actors), ``warm`` reuses them (what every
-iteration after the first of a calibration sees). CPU is this process plus its finished child
+Each backend row runs its case ``--repeat`` + 1 times with the same executor: ``cold`` is the
+first (it includes starting the workers: thread twin copies, forked processes, Ray actors),
+``warm`` the fastest of the others, which reuse them (what every iteration after the first of a
+calibration sees). CPU is this process plus its finished child
 processes (``resource.RUSAGE_CHILDREN``; Ray's actors are not children and are not counted).
 Timings depend on what else the machine runs; the ratios are measured in the same run.
 
@@ -58,17 +59,20 @@ def _objective(rig_name: str, seed: int = 1) -> TrialObjective:
     return TrialObjective(rig.make_twin(), real.train_excitations[:1], real.train[:1], rig.parameters)
 
 
-def _measure(run, backend: str, workers: int):
-    """(cold wall, warm wall, cold CPU, result) of ``run(executor)`` on a fresh executor."""
+def _measure(run, backend: str, workers: int, repeat: int):
+    """(cold wall, warm wall, CPU per run, result) of ``run(executor)`` on a fresh executor: the first run
+    (cold), then the fastest of ``repeat`` more (warm); CPU is the mean over all runs."""
     ex = make_executor(backend, workers if backend != "serial" else None)
     c0, t0 = _cpu(), time.perf_counter()
     out = run(ex)
     cold = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    run(ex)
-    warm = time.perf_counter() - t1
+    warm = []
+    for _ in range(repeat):
+        t1 = time.perf_counter()
+        run(ex)
+        warm.append(time.perf_counter() - t1)
     ex.close()
-    return cold, warm, _cpu() - c0, out
+    return cold, min(warm), (_cpu() - c0) / (repeat + 1), out
 
 
 def _fd_probes(obj: TrialObjective):
@@ -117,11 +121,11 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def _rows(case: str, run, backends: list[str], workers: int) -> list[str]:
+def _rows(case: str, run, backends: list[str], workers: int, repeat: int = 3) -> list[str]:
     ref = None
     out = []
     for b in backends:
-        cold, warm, cpu, res = _measure(run, b, workers)
+        cold, warm, cpu, res = _measure(run, b, workers, repeat)
         if ref is None:
             ref = (cold, warm, res)
         same = "yes" if _same(res, ref[2]) else "NO"
@@ -142,11 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default="reasoner,random")
     ap.add_argument("--budget", type=int, default=16)
     ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="warm runs per row (the fastest is printed)")
     ap.add_argument("--tiny", action="store_true", help="smoke size: toy rig everywhere, one seed, tiny budget")
     a = ap.parse_args(argv)
     if a.tiny:
         a.fd_rig = a.pool_rig = a.sweep_rig = "toy"
-        a.seeds, a.methods, a.budget, a.iterations = 1, "random", 6, 2
+        a.seeds, a.methods, a.budget, a.iterations, a.repeat = 1, "random", 6, 2, 1
     try:
         import ray  # noqa: F401
 
@@ -155,18 +160,20 @@ def main(argv: list[str] | None = None) -> int:
         ray_ok = False
     print(f"{len(os.sched_getaffinity(0))} CPUs; load average {os.getloadavg()[0]:.1f} (other work on this machine "
           "slows every row alike)")
-    print("| case | backend | cold wall s | warm wall s | CPU s (cold+warm) | cold vs serial | warm vs serial "
+    print("| case | backend | cold wall s | warm wall s (best) | CPU s per run | cold vs serial | warm vs serial "
           "| same results |")
     print("|---|---|---|---|---|---|---|---|")
     fd = _objective(a.fd_rig)
     _rows(f"reasoner FD ({a.fd_rig}, {len(fd.parameters.free_names)} columns)", _fd_probes(fd),
-          ["serial", "threads"], a.workers)
-    _rows(f"identifiability ({a.fd_rig})", _jacobian(fd), ["serial", "threads"], a.workers)
+          ["serial", "threads"], a.workers, a.repeat)
+    _rows(f"identifiability ({a.fd_rig})", _jacobian(fd), ["serial", "threads"], a.workers, a.repeat)
     pool = _objective(a.pool_rig)
     pool.evaluate(pool.parameters.nominal())  # compile PyElastica's numba kernels before timing anything
-    _rows(f"FD Jacobian ({a.pool_rig})", _jacobian(pool), ["serial", "pool"] + (["ray"] if ray_ok else []), a.workers)
+    _rows(f"FD Jacobian ({a.pool_rig})", _jacobian(pool), ["serial", "pool"] + (["ray"] if ray_ok else []), a.workers,
+          a.repeat)
     _rows(f"sweep ({a.sweep_rig}, {a.seeds} seeds x {a.methods})",
-          _sweep(a.sweep_rig, a.seeds, a.methods.split(","), a.budget, a.iterations), ["serial", "pool"], a.workers)
+          _sweep(a.sweep_rig, a.seeds, a.methods.split(","), a.budget, a.iterations), ["serial", "pool"], a.workers,
+          1)
     return 0
 
 
