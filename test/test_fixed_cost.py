@@ -73,3 +73,31 @@ def test_phase_ledger_adds_a_phase_met_twice_and_charges_each_rollout_once():
     led.stop()
     assert led.to_dict() == {"a": {"wall_s": 1.5, "cpu_s": 0.75, "charged_rollouts": 6, "diagnostic_rollouts": 1},
                              "b": {"wall_s": 2.0, "cpu_s": 0.5, "charged_rollouts": 0, "diagnostic_rollouts": 8}}
+
+
+def test_calibrate_command_adds_the_load_and_report_phases(tmp_path, capsys):
+    import json
+
+    from vid2sid_ros.cli import main
+
+    out = tmp_path / "run"
+    assert main(["calibrate", "--rig", "toy", "--iterations", "2", "--out", str(out), "--quiet"]) == 0
+    res = json.loads((out / "result.json").read_text())
+    phases = res["phases"]
+    assert list(phases)[0] == "load" and list(phases)[-1] == "report"
+    assert sum(p["charged_rollouts"] for p in phases.values()) == res["rollouts"]
+    assert sum(p["diagnostic_rollouts"] for p in phases.values()) == res["diagnostic_rollouts"]
+    assert phases["load"]["charged_rollouts"] == phases["report"]["charged_rollouts"] == 0
+    assert any(line.startswith("time: ") and "longest phase" in line for line in capsys.readouterr().out.splitlines())
+
+
+def test_add_phase_leaves_a_file_that_is_not_a_result_alone(tmp_path):
+    from vid2sid_ros.commands.phases_file import add_phase
+
+    f = tmp_path / "result.json"
+    f.write_text("[1, 2]")
+    add_phase(f, "report", {"wall_s": 1.0})
+    assert f.read_text() == "[1, 2]"
+    f.write_text('{"phases": {"a": {}}}')
+    add_phase(f, "report", {"wall_s": 1.0})
+    assert __import__("json").loads(f.read_text()) == {"phases": {"a": {}, "report": {"wall_s": 1.0}}}

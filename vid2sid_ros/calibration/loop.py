@@ -793,6 +793,7 @@ def run_calibration(
     on_iteration: Callable[[IterationRecord], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
     executor: Any = None,
+    phases: Any = None,
 ) -> CalibrationResult:
     """Calibrate ``target``'s free parameters to ``real`` (see the module docstring).
 
@@ -813,6 +814,8 @@ def run_calibration(
         executor: a :class:`~vid2sid_ros.calibration.executor.Executor` for the batched evaluations
             (the identifiability checks' and a proposer's finite differences, ``context.evaluate_many``);
             None runs them serially. The results are the same on every backend.
+        phases: a :class:`~vid2sid_ros.calibration.phases.PhaseLedger` the caller started (loading the rig
+            and the real trial): the run's phases are added to it and ``result.json`` holds them all.
 
     Returns:
         CalibrationResult.
@@ -858,6 +861,9 @@ def run_calibration(
         rd.mkdir(parents=True, exist_ok=True)
     s = _Session(twin, params, real, cfg, rd)
     s.rig = target if isinstance(target, Rig) else None
+    if phases is not None:  # the caller's earlier phases (loading) go into result.json too
+        phases.count_with(lambda: (s.used, s.diagnostic))
+        s.phases = phases
     if executor is not None and executor.backend != "serial":
         from .batch import ObjectiveState
 

@@ -21,13 +21,14 @@ class PhaseLedger:
     """Consecutive phases of one run (module docstring).
 
     Args:
-        counts: ``() -> (charged rollouts, diagnostic rollouts)`` so far (the session's meters).
+        counts: ``() -> (charged rollouts, diagnostic rollouts)`` so far (the session's meters);
+            None counts none (phases before a calibration session exists, :meth:`count_with`).
         clock, cpu: wall and CPU clocks in s (injectable for tests).
     """
 
-    def __init__(self, counts: Callable[[], tuple[int, int]], *, clock: Callable[[], float] = time.perf_counter,
-                 cpu: Callable[[], float] = time.process_time) -> None:
-        self._counts, self._clock, self._cpu = counts, clock, cpu
+    def __init__(self, counts: Callable[[], tuple[int, int]] | None = None, *,
+                 clock: Callable[[], float] = time.perf_counter, cpu: Callable[[], float] = time.process_time) -> None:
+        self._counts, self._clock, self._cpu = counts or (lambda: (0, 0)), clock, cpu
         self.phases: dict[str, dict[str, float]] = {}
         self._open: tuple[str, float, float, int, int] | None = None
 
@@ -50,6 +51,15 @@ class PhaseLedger:
         row["charged_rollouts"] += charged - r0
         row["diagnostic_rollouts"] += diagnostic - d0
         self._open = None
+
+    def count_with(self, counts: Callable[[], tuple[int, int]]) -> None:
+        """Read the rollout meters from ``counts`` from now on (a calibration session adopting a ledger its
+        caller started: the open phase keeps the counts it started with, from the old meters)."""
+        if self._open is not None:  # rebase the open phase: what it counted so far carries over
+            name, w0, c0, r0, d0 = self._open
+            (r_old, d_old), (r_new, d_new) = self._counts(), counts()
+            self._open = (name, w0, c0, r_new - (r_old - r0), d_new - (d_old - d0))
+        self._counts = counts
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """``{phase: {"wall_s", "cpu_s", "charged_rollouts", "diagnostic_rollouts"}}`` in run order (s, s, counts)."""

@@ -185,7 +185,10 @@ def run(args: argparse.Namespace) -> int:
     from ..core.parameters import ParameterSpecError
     from ..calibration.start import StartError, generic_start, parse_start
     from ..rigs import RigConfigError, UnknownRigError, build_real_trial, load_rig
+    from ..calibration.phases import PhaseLedger
 
+    ledger = PhaseLedger()
+    ledger.start("load")  # the rig config, the real trial (a sim2sim stand-in renders and tracks here)
     try:
         if not (args.config or args.rig):
             raise ConfigError("name a rig: a rig config file (vid2sid calibrate RIG.yaml) or --rig NAME")
@@ -301,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
                                          on_iteration=lambda r: _print_record(r, ccfg.rollout_budget, args.quiet,
                                                                               measurement_unit(real.train)),
                                          on_warning=lambda w: print(f"warning: {w}", flush=True),
-                                         executor=executor)
+                                         executor=executor, phases=ledger)
         except CalibrationError as err:
             failure = (2, f"vid2sid calibrate: {err}")
         except OSError as err:  # disk full, directory removed or made read-only mid-run
@@ -329,11 +332,16 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_report:
         from ..report import ReportError, write_report
 
+        ledger.start("report")
         try:
             with library_output_to(log_path, verbose=args.verbose):
                 report = write_report(out)
         except (ReportError, OSError, ValueError) as err:  # the calibration result stands without its report
             print(f"vid2sid calibrate: report not written: {err}", file=sys.stderr)
+        ledger.stop()
+        from .phases_file import add_phase
+
+        add_phase(out / "result.json", "report", ledger.to_dict().get("report"))
     from ..report import run_summary_lines
 
     print()
