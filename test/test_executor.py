@@ -200,3 +200,15 @@ def test_a_worker_never_serves_a_point_from_its_own_cache(objective):
             assert [e.rollouts for e in evs] == [objective.cost] * 2
         again = evaluate_batch(objective, pts, ex, state=state)  # now in the calling objective's cache
         assert [e.rollouts for e in again] == [0, 0]
+
+
+@pytest.mark.filterwarnings("ignore::vid2sid_ros.calibration.identifiability.IdentifiabilityWarning")
+def test_a_user_rig_calibration_on_threads_gives_the_serial_iterations():
+    """A rig config's URDF arm (UserModelTwin: its MjSpec is copied per thread), whole."""
+    name = str(ROOT / "examples/rigs/urdf_arm/rig.yaml")
+    ref = _calibrate(name, None)
+    with make_executor("threads", 2) as ex:
+        got = _calibrate(name, ex)
+    assert [_record(r) for r in got.history] == [_record(r) for r in ref.history]
+    assert got.values == ref.values and (got.rollouts, got.diagnostic_rollouts) == (ref.rollouts,
+                                                                                   ref.diagnostic_rollouts)
