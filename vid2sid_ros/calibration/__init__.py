@@ -11,7 +11,10 @@ The pipeline, by module:
 - :mod:`.baselines` — the black-box baselines;
 - :mod:`.identifiability` — can the excitation tell the parameters apart;
 - :mod:`.loop` — :func:`run_calibration`: budget, history, resume, result files;
-- :mod:`.sim2sim` and :mod:`.benchmark` — hidden-truth validation across methods.
+- :mod:`.sim2sim` and :mod:`.benchmark` — hidden-truth validation across methods;
+- :mod:`.executor`, :mod:`.batch` and :mod:`.sweep` — independent rollouts and benchmark cells on
+  threads, processes or a Ray cluster, with the serial results;
+- :mod:`.phases` — wall time, CPU time and rollouts of each phase of a run.
 
 The main names are importable from here lazily (``from vid2sid_ros.calibration import
 run_calibration``) so that importing the package stays cheap.
@@ -38,6 +41,9 @@ _EXPORTS = {
     "draw_ground_truth": ".sim2sim",
     "make_sim2sim_trial": ".sim2sim",
     "run_benchmark": ".benchmark",
+    "make_executor": ".executor",
+    "Executor": ".executor",
+    "ExecutorError": ".executor",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -44,22 +44,19 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..core.parameters import relative_parameter_error
 from ..core.rig import Rig
-from .identifiability import IdentifiabilityWarning, check_identifiability
-from .loop import CalibrationConfig, CalibrationError, check_run_dir, run_calibration
-from .objective import TrialObjective
+from .loop import CalibrationConfig, CalibrationError, check_run_dir
 from .observation import jsonable
 from .proposers import make_proposer
-from .sim2sim import check_camera_noise, draw_ground_truth, make_sim2sim_trial
-from .start import StartConfig, StartError, check_start_budget, generic_start, parse_start
+from .sim2sim import check_camera_noise
+from .start import StartConfig, StartError, check_start_budget, parse_start
 
 __all__ = ["run_benchmark", "format_results_markdown", "resolve_rig", "DEFAULT_METHODS"]
 
@@ -137,6 +134,7 @@ def run_benchmark(
     nuisance: Mapping[str, Any] | None = None,
     nominal_identifiability: bool = True,
     diagnosis: bool = True,
+    executor: Any = None,
 ) -> dict[str, Any]:
     """Run the sim2sim benchmark (module docstring) and write ``out/results.{json,md}``.
 
@@ -158,6 +156,10 @@ def run_benchmark(
         nominal_identifiability: run the identifiability check at the nominal point per seed
             (``identifiability_nominal`` in the per-seed record; 4n + 1 evaluations, diagnostic).
         diagnosis: the residual diagnosis after each calibration (diagnostic rollouts).
+        executor: where the seeds and cells run (:mod:`~vid2sid_ros.calibration.sweep`: each finished
+            cell persisted at once, a rerun on the same ``out`` resumes, a cell whose worker died
+            twice recorded as failed); None: serially. ``threads`` is refused (cells hold whole
+            calibrations: use ``pool`` or ``ray``).
 
     Returns:
         The ``results.json`` content.
@@ -204,96 +206,48 @@ def run_benchmark(
                 rd = out_dir / f"seed_{seed}" / m
                 check_run_dir(rd, proposer_name=m, real=None, parameters=rig_obj.parameters,
                               config=CalibrationConfig(resume=(rd / "run.json").is_file(), nuisance=nuisance))
+    from .sweep import SweepSettings, run_sweep
+
     params = rig_obj.parameters
-    free = params.free_names
     t_all = time.perf_counter()
-    per_seed: list[dict[str, Any]] = []
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=len(seed_list) * len(methods), desc=f"sim2sim {rig_obj.name}", unit="run")
+    settings = SweepSettings(rig=rig_obj, budget=budget, iterations=iterations, noise=noise_mode,
+                             truth_range=truth_range, final_identifiability=final_identifiability,
+                             proposer_options=dict(proposer_options or {}), mis=dict(mis or {}),
+                             nuisance=None if nuisance is None else dict(nuisance),
+                             nominal_identifiability=nominal_identifiability, diagnosis=diagnosis,
+                             start=start_cfg, out_dir=out_dir, detected_as=DETECTED_AS)
+    if executor is not None and executor.backend == "threads":
+        raise CalibrationError("--executor threads runs one calibration's finite differences; a benchmark sweep "
+                               "runs its cells on a process pool or Ray: use pool or ray (or serial)")
+
+    def cell_done(rec: dict[str, Any]) -> None:
+        if bar is not None:
+            bar.set_postfix_str(f"seed {rec['seed']} {rec['method']}")
+            bar.update(1)
+        if on_result:
+            on_result(rec)
+
+    def partial(per_seed: list[dict[str, Any]]) -> None:  # partial results survive an interruption
+        if out_dir is not None:
+            _write(out_dir, _summarise(rig_obj, methods, per_seed, budget, iterations, noise_mode, truth_range,
+                                       time.perf_counter() - t_all, mis, failures))
+
+    failures: list[dict[str, Any]] = []
     try:
-        for seed in seed_list:
-            truth = draw_ground_truth(params, seed, low=truth_range[0], high=truth_range[1])
-            twin = rig_obj.make_twin()
-            real = make_sim2sim_trial(rig_obj, truth, seed=seed, noise=noise_mode, twin=twin, misspecify=mis or None)
-            if out_dir is not None:  # the first seed's stand-in was built (a camera seeing nothing is refused there)
-                out_dir.mkdir(parents=True, exist_ok=True)
-            caught: list = []
-            ident = None
-            if nominal_identifiability:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always", IdentifiabilityWarning)
-                    ident = check_identifiability(TrialObjective(twin, real.train_excitations, real.train, params),
-                                                  params.nominal())
-            seed_rec: dict[str, Any] = {"seed": seed, "truth": {n: truth[n] for n in free},
-                                        "tracking": real.meta.get("tracking"),
-                                        "identifiability_nominal": ident.to_dict() if ident else None, "methods": {},
-                                        **({"misspecification": real.meta.get("misspecification")} if mis else {})}
-            if caught:
-                seed_rec["identifiability_warning"] = str(caught[0].message)
-            seed_params, seed_budget, spent = params, budget, 0
-            if start_cfg is not None:  # the rig's start stage, once per seed: the same start for every method
-                started = generic_start(twin, real, params, start_cfg, seed=seed, budget=budget,
-                                        where=f"{rig_obj.where}:calibration.start")
-                seed_params, spent = started.parameters, int(started.rollouts)
-                seed_budget = None if budget is None else budget - spent
-                seed_rec["start"] = {"kind": start_cfg.kind, "guess": start_cfg.guess, "rollouts": spent,
-                                     "training_error": started.error, "notes": list(started.notes),
-                                     "values": {n: float(seed_params[n].nominal) for n in free}}
-            for m in methods:
-                if bar is not None:
-                    bar.set_postfix_str(f"seed {seed} {m}")
-                proposer = make_proposer(m, **dict((proposer_options or {}).get(m, {})))
-                cfg = CalibrationConfig(iterations=iterations, rollout_budget=seed_budget, seed=seed,
-                                        identifiability=False, final_identifiability=final_identifiability,
-                                        diagnosis=diagnosis,
-                                        nuisance=None if nuisance is None else dict(nuisance))
-                run_dir = out_dir / f"seed_{seed}" / m if out_dir is not None else None
-                if run_dir is not None and (run_dir / "run.json").exists():
-                    cfg.resume = True  # re-running a benchmark continues/reuses finished runs
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", IdentifiabilityWarning)
-                    res = run_calibration(rig_obj, real, proposer, cfg, run_dir,
-                                          parameters=seed_params if start_cfg is not None else None)
-                rel = relative_parameter_error(res.values, truth, free)
-                rec = {"method": m, "seed": seed, "values": {n: res.values[n] for n in free},
-                       "rel_error": rel, "mean_rel_error": float(np.mean(list(rel.values()))),
-                       "train_mae_px": res.error_px, "holdout_mae_px": res.holdout_mae_px,
-                       "initial_train_mae_px": res.initial_error_px, "rollouts": res.rollouts + spent,
-                       "start_rollouts": spent,
-                       "iterations": res.iterations, "wall_s": res.wall_s, "stopped": res.stopped,
-                       "uncertainty": res.uncertainty,
-                       "interval": dict(res.final_identifiability.interval) if res.final_identifiability else {},
-                       "measurement_bias": (dict(res.final_identifiability.measurement_bias)
-                                            if res.final_identifiability else {}),
-                       "nuisance": {k: v for k, v in res.values.items() if k not in params.names}}
-                diag = res.diagnosis or {}
-                kinds = list(diag.get("kinds") or [])
-                rec["diagnosis"] = {"misspecified": diag.get("misspecified"), "kinds": kinds,
-                                    "verdict": diag.get("verdict"), "recommendation": diag.get("recommendation"),
-                                    "summary": diag.get("text") or diag.get("summary")}
-                rec["detected"] = ({k: DETECTED_AS[k] in kinds for k in mis} if mis else None)
-                rec["false_alarm"] = bool(diag.get("misspecified")) if not mis else None
-                lat = (real.meta.get("misspecification") or {}).get("applied", {}).get("latency")
-                if lat is not None and "latency" in res.values:
-                    rate = float(real.train_excitations[0].rate)
-                    rec["latency_error_frames"] = abs(float(res.values["latency"]) - float(lat["realised_s"])) * rate
-                seed_rec["methods"][m] = rec
-                if on_result:
-                    on_result(rec)
-                if bar is not None:
-                    bar.update(1)
-            per_seed.append(seed_rec)
-            if out_dir is not None:  # partial results survive an interruption
-                _write(out_dir, _summarise(rig_obj, methods, per_seed, budget, iterations, noise_mode, truth_range,
-                                           time.perf_counter() - t_all, mis))
+        per_seed = run_sweep(settings, seed_list, methods, executor, on_cell=cell_done, on_change=partial,
+                             failures=failures)
     finally:
         if bar is not None:
             bar.close()
     results = _summarise(rig_obj, methods, per_seed, budget, iterations, noise_mode, truth_range,
-                         time.perf_counter() - t_all, mis)
+                         time.perf_counter() - t_all, mis, failures)
+    if executor is not None:
+        results["executor"] = executor.describe()
     if out_dir is not None:
         _write(out_dir, results)
     return results
@@ -306,7 +260,7 @@ def _mean(xs: Sequence[float | None]) -> float | None:
 
 def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]], budget: int, iterations: int,
                noise: str, truth_range: tuple[float, float], wall: float,
-               mis: Mapping[str, float] | None = None) -> dict[str, Any]:
+               mis: Mapping[str, float] | None = None, failures: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     free = rig.parameters.free_names
     summary: dict[str, Any] = {}
     for m in methods:
@@ -338,7 +292,8 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
     return jsonable({
         "rig": rig.name, "free_parameters": free, "methods": summary, "budget_rollouts": budget,
         "iterations": iterations, "noise": noise, "truth_range_normalised": list(truth_range),
-        "seeds": [s["seed"] for s in per_seed], "wall_s_total": wall, "misspecification": dict(mis or {}),
+        "seeds": [s["seed"] for s in per_seed], "wall_s_total": wall,
+        "failed_cells": list(failures or []), "misspecification": dict(mis or {}),
         "protocol": ("hidden truth uniform in normalised [{:.2f}, {:.2f}] per free parameter; real side: twin at the "
                      "truth{}; sim side: projected ground-truth keypoints; calibration from the nominal values on the "
                      "training excitations; scores at the best parameters seen; holdout on the holdout excitations"
@@ -351,8 +306,11 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
 
 
 def _write(out_dir: Path, results: Mapping[str, Any]) -> None:
-    (out_dir / "results.json").write_text(json.dumps(results, indent=1))
-    (out_dir / "results.md").write_text(format_results_markdown(results))
+    """``results.json`` and ``results.md``, each written atomically (a reader never sees half a file)."""
+    for name, text in (("results.json", json.dumps(results, indent=1)), ("results.md", format_results_markdown(results))):
+        tmp = out_dir / (name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, out_dir / name)
 
 
 def _f(x: Any, fmt: str) -> str:

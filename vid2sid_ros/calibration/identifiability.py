@@ -192,6 +192,7 @@ def finite_difference_jacobian(
     scheme: str = "central",
     base: Evaluation | None = None,
     return_error: bool = False,
+    evaluate_many: Callable[[Sequence[Mapping[str, float]]], Sequence[Evaluation]] | None = None,
 ) -> tuple:
     """Finite-difference sensitivity of a vector of keypoint samples to normalised parameters.
 
@@ -205,6 +206,10 @@ def finite_difference_jacobian(
             which also evaluates at ±2·step) or ``"forward"`` (n + 1).
         base: evaluation at ``point`` if already available (forward scheme reuses it).
         return_error: also return the finite-difference error estimate ``E``.
+        evaluate_many: ``[values] -> [Evaluation]`` in the same order, for the probes (all
+            planned before any is evaluated, so an executor can run them concurrently);
+            default: ``evaluate`` on each in turn. Every probe is evaluated, also the ±2·step
+            pair of a column whose ±step pair failed.
 
     Returns:
         ``(J, base_evaluation, evaluations)``, plus ``E`` with ``return_error``: J shape
@@ -230,49 +235,56 @@ def finite_difference_jacobian(
         evals.append(base)
     y0 = vectorise(base) if not base.failed else None
     n = len(u0)
-    cols = []
-    errs: list[np.ndarray | None] = []
-
-    def probe(j: int, uj: float) -> Evaluation:
-        """Evaluate ``point`` with normalised coordinate ``j`` moved to ``uj`` (recorded in ``evals``)."""
-        u = u0.copy()
-        u[j] = uj
-        e = evaluate(parameters.from_unit_vector(u, point))
-        evals.append(e)
-        return e
-
-    def probe_pair(j: int, lo: float, hi: float) -> list[np.ndarray | None]:
-        """Keypoint vectors at coordinate ``j`` = ``lo`` then ``hi`` (None where a rollout failed)."""
-        return [None if e.failed else vectorise(e) for e in (probe(j, lo), probe(j, hi))]
-
+    # every probe is planned first and evaluated in one batch (``evaluate_many``: an executor),
+    # in the order a column-by-column loop would: (lo, hi[, lo2, hi2]) per column, or one forward probe
+    plan: list[tuple[int, float]] = []
     for j in range(n):
         if scheme == "central":
-            lo, hi = max(u0[j] - step, 0.0), min(u0[j] + step, 1.0)
-            pair = probe_pair(j, lo, hi)
-            if pair[0] is None or pair[1] is None or hi == lo:
-                cols.append(None)
-                errs.append(None)
-                continue
-            d1 = (pair[1] - pair[0]) / (hi - lo)
-            cols.append(d1)
-            if not return_error:
-                errs.append(None)
-                continue
-            # the same central difference over twice the step: D(2h) - D(h) = f‴·h²/2 for a smooth
-            # response (Richardson; 3x the error of D(h)), while a jump of size a in the response
-            # (e.g. a changed integration step count) shows up as ~a/(4h), half its effect on D(h).
-            # Curvature (f''), which the central difference cancels, does not enter.
-            lo2, hi2 = max(u0[j] - 2 * step, 0.0), min(u0[j] + 2 * step, 1.0)
-            pair2 = probe_pair(j, lo2, hi2)
-            if pair2[0] is None or pair2[1] is None or hi2 - lo2 <= hi - lo:
-                errs.append(None)
-            else:
-                errs.append((pair2[1] - pair2[0]) / (hi2 - lo2) - d1)
+            plan += [(j, max(u0[j] - step, 0.0)), (j, min(u0[j] + step, 1.0))]
+            if return_error:
+                plan += [(j, max(u0[j] - 2 * step, 0.0)), (j, min(u0[j] + 2 * step, 1.0))]
         else:
+            plan.append((j, u0[j] + (step if u0[j] + step <= 1.0 else -step)))
+
+    def at(j: int, uj: float) -> dict[str, float]:
+        u = u0.copy()
+        u[j] = uj
+        return parameters.from_unit_vector(u, point)
+
+    points = [at(j, uj) for j, uj in plan]
+    probes = list(evaluate_many(points)) if evaluate_many is not None else [evaluate(p) for p in points]
+    evals += probes
+    got = {k: (None if e.failed else vectorise(e)) for k, e in zip(plan, probes)}
+    cols: list[np.ndarray | None] = []
+    errs: list[np.ndarray | None] = []
+    for j in range(n):
+        if scheme == "forward":
             h = step if u0[j] + step <= 1.0 else -step
-            e = probe(j, u0[j] + h)
-            cols.append(None if (e.failed or y0 is None) else (vectorise(e) - y0) / h)
+            y = got[(j, u0[j] + h)]
+            cols.append(None if (y is None or y0 is None) else (y - y0) / h)
             errs.append(None)
+            continue
+        lo, hi = max(u0[j] - step, 0.0), min(u0[j] + step, 1.0)
+        pair = got[(j, lo)], got[(j, hi)]
+        if pair[0] is None or pair[1] is None or hi == lo:
+            cols.append(None)
+            errs.append(None)
+            continue
+        d1 = (pair[1] - pair[0]) / (hi - lo)
+        cols.append(d1)
+        if not return_error:
+            errs.append(None)
+            continue
+        # the same central difference over twice the step: D(2h) - D(h) = f‴·h²/2 for a smooth
+        # response (Richardson; 3x the error of D(h)), while a jump of size a in the response
+        # (e.g. a changed integration step count) shows up as ~a/(4h), half its effect on D(h).
+        # Curvature (f''), which the central difference cancels, does not enter.
+        lo2, hi2 = max(u0[j] - 2 * step, 0.0), min(u0[j] + 2 * step, 1.0)
+        pair2 = got[(j, lo2)], got[(j, hi2)]
+        if pair2[0] is None or pair2[1] is None or hi2 - lo2 <= hi - lo:
+            errs.append(None)
+        else:
+            errs.append((pair2[1] - pair2[0]) / (hi2 - lo2) - d1)
     m = next((c.shape[0] for c in cols if c is not None), 0 if y0 is None else y0.shape[0])
     J = np.full((m, n), np.nan)
     E = np.zeros((m, n))
@@ -628,6 +640,8 @@ def check_identifiability(
     warn: bool = True,
     twin_camera: Any | None = None,
     refine: int = 0,
+    executor: Any | None = None,
+    executor_state: Any | None = None,
 ) -> IdentifiabilityReport:
     """Sensitivity of the keypoint trajectories to each free parameter at ``point``.
 
@@ -651,6 +665,10 @@ def check_identifiability(
             towards the interval's centre, each one evaluation (``objective.cost`` rollouts,
             counted), skipped once the step is within a tenth of the interval's half-width;
             the interval's σ comes from the residuals at the last iterate.
+        executor: a :class:`~vid2sid_ros.calibration.executor.Executor` for the finite-difference
+            probes (:func:`~vid2sid_ros.calibration.batch.evaluate_batch`; default serial): the
+            same Jacobian on every backend. executor_state: the objective's
+            :class:`~vid2sid_ros.calibration.batch.ObjectiveState` to reuse (its workers kept alive).
 
     Returns:
         IdentifiabilityReport; warns :class:`IdentifiabilityWarning` when poorly conditioned.
@@ -667,8 +685,16 @@ def check_identifiability(
     def vec(e: Evaluation) -> np.ndarray:
         return trajectory_vector(e.sim, objective.real)
 
+    def ev_many(points: Sequence[Mapping[str, float]]) -> list[Evaluation]:
+        from .batch import evaluate_batch
+
+        out = evaluate_batch(objective, points, executor, state=executor_state)
+        count["rollouts"] += sum(e.rollouts for e in out)
+        return out
+
     J, base, _, E = finite_difference_jacobian(ev, parameters, point, vec, step=step, scheme=scheme,
-                                               return_error=True)
+                                               return_error=True,
+                                               evaluate_many=ev_many if executor is not None else None)
     sim = None if base.failed else list(base.sim)
     bias_info: dict[str, Any] = {}
     bias = None

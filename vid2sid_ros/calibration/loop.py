@@ -311,6 +311,8 @@ class CalibrationResult:
         diagnosis: the residual diagnosis at ``values``
             (:meth:`vid2sid_ros.calibration.diagnosis.Diagnosis.to_dict`: ``misspecified``,
             ``kinds``, ``summary``, ``findings``...), None when switched off.
+        phases: wall time, CPU time (s) and charged / diagnostic rollouts of each phase of this
+            process's part of the run (:class:`~vid2sid_ros.calibration.phases.PhaseLedger`).
     """
 
     values: dict[str, float]
@@ -337,6 +339,7 @@ class CalibrationResult:
     holdout_unit: str = "px"
     diagnosis: dict[str, Any] | None = None
     artefacts_missing: list[dict[str, str]] = field(default_factory=list)
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (history as record dicts)."""
@@ -756,6 +759,11 @@ class _Session:
         self.best_iteration = 0
         self.rig: Rig | None = None  # the target when it is a rig (its tracker films the twin)
         self.unobservable: list[str] = []  # free nuisances held at their start value (no training effect)
+        self.executor: Any = None  # where batched evaluations run (calibration.executor); None: serially
+        from .phases import PhaseLedger
+
+        self.phases = PhaseLedger(lambda: (self.used, self.diagnostic))
+        self.executor_state: Any = None
 
     @property
     def remaining(self) -> int:
@@ -768,6 +776,20 @@ class _Session:
 
     def evaluate(self, values: Mapping[str, float]) -> Evaluation:
         """The metered callback handed to proposers (``context.evaluate``)."""
+        full = self.complete_values(values)
+        cost = self.objective.cost
+        if self.remaining < cost:
+            raise BudgetExhausted(f"rollout budget exhausted: {self.remaining} rollout(s) left, an evaluation "
+                                  f"costs {cost} (budget {self.cfg.rollout_budget})")
+        ev, _ = self.objective.evaluate(full)
+        return self._charge(ev)
+
+    def complete_values(self, values: Mapping[str, float]) -> dict[str, float]:
+        """``values`` over the current point, free ones clipped to their bounds.
+
+        Raises:
+            TypeError, ParameterSpecError, ValueError: not a mapping, an unknown name, a non-finite value.
+        """
         if not isinstance(values, Mapping):
             raise TypeError(f"evaluate() expects a mapping {{name: value}}, got {type(values).__name__}")
         unknown = [k for k in values if k not in self.params]
@@ -780,11 +802,10 @@ class _Session:
                 raise ValueError(f"evaluate(): parameter '{k}' is not finite ({v!r})")
             if not self.params[k].frozen:
                 full[k] = self.params[k].clip(x)
-        cost = self.objective.cost
-        if self.remaining < cost:
-            raise BudgetExhausted(f"rollout budget exhausted: {self.remaining} rollout(s) left, an evaluation "
-                                  f"costs {cost} (budget {self.cfg.rollout_budget})")
-        ev, _ = self.objective.evaluate(full)
+        return full
+
+    def _charge(self, ev: Evaluation) -> Evaluation:
+        """Charge and log one charged evaluation."""
         self.used += ev.rollouts
         self.iter_evals.append(ev)
         self.iter_log.append({"values": {n: ev.values[n] for n in self.params.free_names}, "error_px": _num(ev.error_px),
@@ -792,6 +813,18 @@ class _Session:
                               **({"message": ev.message} if ev.message else {})})
         self.consider_best(ev.values, ev.error_px, ev.per_keypoint_px)
         return ev
+
+    def evaluate_many(self, points: Sequence[Mapping[str, float]]) -> list[Evaluation]:
+        """``[self.evaluate(p) for p in points]``, the rollouts run on the session's executor
+        (:func:`~vid2sid_ros.calibration.batch.evaluate_batch`); serially where the budget might not
+        pay for every point (so ``BudgetExhausted`` comes where the loop would raise it)."""
+        points = [self.complete_values(p) for p in points]
+        if self.executor is None or self.remaining < self.objective.cost * len(points):
+            return [self.evaluate(p) for p in points]
+        from .batch import evaluate_batch
+
+        return [self._charge(ev) for ev in evaluate_batch(self.objective, points, self.executor,
+                                                          state=self.executor_state)]
 
     def diagnostic_eval(self, values: Mapping[str, float]) -> Evaluation:
         ev, _ = self.diag_objective.evaluate(values)
@@ -810,6 +843,8 @@ def run_calibration(
     parameters: ParameterSet | None = None,
     on_iteration: Callable[[IterationRecord], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
+    executor: Any = None,
+    phases: Any = None,
 ) -> CalibrationResult:
     """Calibrate ``target``'s free parameters to ``real`` (see the module docstring).
 
@@ -827,6 +862,11 @@ def run_calibration(
         on_warning: called at once with each up-front warning (rollout budget); default
             ``warnings.warn(..., RolloutBudgetWarning)``. The text also goes into
             iteration 0's notes.
+        executor: a :class:`~vid2sid_ros.calibration.executor.Executor` for the batched evaluations
+            (the identifiability checks' and a proposer's finite differences, ``context.evaluate_many``);
+            None runs them serially. The results are the same on every backend.
+        phases: a :class:`~vid2sid_ros.calibration.phases.PhaseLedger` the caller started (loading the rig
+            and the real trial): the run's phases are added to it and ``result.json`` holds them all.
 
     Returns:
         CalibrationResult.
@@ -888,11 +928,19 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
         _warn(w, on_warning)
     s = _Session(twin, params, real, cfg, rd)
     s.rig = target if isinstance(target, Rig) else None
+    if phases is not None:  # the caller's earlier phases (loading) go into result.json too
+        phases.count_with(lambda: (s.used, s.diagnostic))
+        s.phases = phases
+    if executor is not None and executor.backend != "serial":
+        from .batch import ObjectiveState
+
+        s.executor, s.executor_state = executor, ObjectiveState(s.objective)
     s.current = params.complete(cfg.start or {}) if cfg.start else params.nominal()
     if cfg.start:
         s.current = params.clip(s.current)
     wants_video = cfg.video if cfg.video is not None else bool(getattr(proposer, "wants_video", False))
     t_start = time.perf_counter()
+    s.phases.start("start")  # calibration.phases: wall, CPU and rollouts per phase into result.json
     meta_path = rd / "run.json" if rd is not None else None
     signature = _signature(proposer.name, cfg, params, real)
 
@@ -911,12 +959,14 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
             _atomic_json(meta_path, meta)
         params = _hold_unobservable(s, _read_meta(rd / "run.json").get("unobservable_on_training") or [])
         history, start_report, prior_wall, current_eval = _resume_session(s, pre, rd)
+        s.phases.start("iterations")
     else:  # a new run: the start point is evaluated and recorded as iteration 0
         history, start_report, prior_wall = [], None, 0.0
         if cfg.identifiability:
             start_report = check_identifiability(s.diag_objective, s.current, parameters=params,
                                                  step=cfg.identifiability_step, scheme=cfg.identifiability_scheme,
-                                                 condition_threshold=cfg.condition_threshold, warn=False)
+                                                 condition_threshold=cfg.condition_threshold, warn=False,
+                                                 executor=s.executor, executor_state=s.executor_state)
             s.diagnostic += start_report.rollouts
         # every free parameter must change the training rollouts (a physics one that does not is refused);
         # a nuisance only the holdout sees is held at its start value for every proposer
@@ -934,6 +984,7 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
         _warn_identifiability(start_report, s.unobservable)  # after a refusal it would give the wrong advice
         if rd is not None:  # every refusal check has passed: now the run directory may be written
             rd.mkdir(parents=True, exist_ok=True)
+        s.phases.start("iterations")
         t0 = time.perf_counter()
         if s.remaining < s.objective.cost:
             raise CalibrationError(f"rollout budget {cfg.rollout_budget} cannot pay for one evaluation "
@@ -980,7 +1031,7 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
                               history=tuple(history), iteration=it, evaluate=s.evaluate,
                               rollouts_remaining=s.remaining, iterations_remaining=cfg.iterations - it + 1,
                               videos=videos, rig=rig_info, rng_seed=cfg.seed,
-                              excitations=tuple(real.train_excitations))
+                              excitations=tuple(real.train_excitations), evaluate_many=s.evaluate_many)
         before, error_before = dict(s.current), current_eval.error_px
         proposal, who, budget_out = _ask(proposer, fallback, ctx, notes)
         made = proposal is not None
@@ -1191,7 +1242,11 @@ def _write_run_results(s: _Session, result: CalibrationResult, history: list[Ite
                                               "summary": diagnosis["text"],
                                               "findings": diagnosis["findings"]}), **doc}
     atomic_write_text(rd / "result.yaml", yaml.safe_dump(doc, sort_keys=False))
+    s.phases.stop()  # the run's phases end with its artefacts written
+    result.phases = s.phases.to_dict()
     _atomic_json(rd / "result.json", {**result.to_dict(), "rig": dict(rig_info),
+                                      "phases": result.phases,
+                                      **({"executor": s.executor.describe()} if s.executor is not None else {}),
                                       "intervals": _stated_intervals(final_report),
                                       "unobservable_on_training": list(s.unobservable),
                                       # what each trial's source lost (perception.quality.check_tracking)
@@ -1395,9 +1450,11 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
     params, cfg, rd = s.params, s.cfg, s.run_dir
     best_err, best_vals, _ = s.best
     best_vals = params.complete(best_vals)
+    s.phases.start("best_point")
     best_eval = s.diagnostic_eval(best_vals)  # per-keypoint numbers and a fresh state (not charged)
     final_report = None
     uncertainty: dict[str, float] = {}
+    s.phases.start("final_identifiability")
     if cfg.final_identifiability:
         camera, why_not = None, "calibration.tracker_bias is false"
         if cfg.tracker_bias is not False:
@@ -1407,13 +1464,15 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         final_report = check_identifiability(s.objective, best_vals, parameters=params, step=cfg.identifiability_step,
                                              scheme=cfg.identifiability_scheme,
                                              condition_threshold=cfg.condition_threshold, twin_camera=camera,
-                                             refine=FINAL_REFINE)
+                                             refine=FINAL_REFINE, executor=s.executor,
+                                             executor_state=s.executor_state)
         if camera is None:
             final_report.measurement_bias = {"applied": False, "reason": why_not}
         s.diagnostic += final_report.rollouts
         uncertainty = dict(final_report.uncertainty)
     holdout = None
     holdout_unit = s.objective.unit
+    s.phases.start("holdout")
     if s.real.holdout:
         hobj = TrialObjective(s.twin, s.real.holdout_excitations, s.real.holdout, params, noise=cfg.noise)
         holdout_unit = hobj.unit
@@ -1421,6 +1480,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         s.diagnostic += hev.rollouts
         holdout = None if hev.failed else hev.error_px
     diagnosis = None
+    s.phases.start("diagnosis")
     if cfg.diagnosis:
         from .diagnosis import diagnose
 
@@ -1433,12 +1493,14 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
                          "summary": f"residual diagnosis failed: {type(err).__name__}: {err}",
                          "text": f"residual diagnosis failed: {type(err).__name__}: {err}"}
     curves = None
+    s.phases.start("trial_curves")
     if rd is not None:  # real vs initial vs calibrated twin per trial, for the report (diagnostic rollouts)
         objectives = [("train", s.objective)]
         if s.real.holdout:
             objectives.append(("holdout", hobj))  # the holdout objective scored above
         curves, spent = trial_curves(objectives, history[0].values, best_vals)
         s.diagnostic += spent
+    s.phases.start("write")
     measurement = MeasurementModel(params)
     physics_vals, nuisance_vals = measurement.split(best_vals)
     identified = measurement.physics_only().with_nominal(physics_vals)  # what the twin and result.yaml hold
@@ -1458,4 +1520,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
     if rd is not None:
         _write_run_results(s, result, history, identified, nuisance_vals, uncertainty, final_report, diagnosis,
                            curves, physics_vals, rig_info, holdout, stopped)
+    s.phases.stop()  # (already stopped when the results were written)
+    if not result.phases:
+        result.phases = s.phases.to_dict()
     return result

@@ -152,6 +152,27 @@ class TrialObjective:
             hit = [None] * len(self.excitations)
         self._cache[key] = [_PAID if r is None else r for r in hit]
 
+    def physics_key(self, values: Mapping[str, float]) -> tuple:
+        """The rollout cache's key of ``values``: the twin's (physics) values, sorted by name."""
+        twin_values, _ = self.measurement.split(self.parameters.complete(values))
+        return tuple(sorted((k, float(v)) for k, v in twin_values.items()))
+
+    def cached(self, key: tuple) -> list | None:
+        """The cached rollouts (one per excitation, None where not rolled out) at ``key``, or None."""
+        return self._cache.get(key)
+
+    def clear_cache(self) -> None:
+        """Forget every cached rollout (the next evaluation of any point rolls out)."""
+        self._cache.clear()
+
+    def adopt(self, key: tuple, rollouts: list) -> None:
+        """Store rollouts made elsewhere (a worker's copy of this objective) at ``key``, as if this
+        objective had rolled them out now: most recently used, the oldest use evicted first."""
+        self._cache.pop(key, None)
+        while len(self._cache) >= self.cache_points:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[key] = list(rollouts)
+
     @property
     def cost(self) -> int:
         """Rollouts per evaluation (one per excitation)."""

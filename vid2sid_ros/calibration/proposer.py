@@ -82,6 +82,9 @@ class ProposalContext:
         rng_seed: seed for stochastic proposers (deterministic runs).
         excitations: the commanded training excitations, aligned with ``real`` (for
             signatures such as the lag behind the command); may be empty.
+        evaluate_many: ``[values] -> [Evaluation]``: the same as ``evaluate`` on each in turn
+            (same results, same charges, ``BudgetExhausted`` where ``evaluate`` would raise it),
+            run concurrently on the calibration's executor; None where searching is not allowed.
     """
 
     parameters: ParameterSet
@@ -97,6 +100,7 @@ class ProposalContext:
     rig: Mapping[str, Any] = field(default_factory=dict)
     rng_seed: int = 0
     excitations: Sequence[Any] = ()
+    evaluate_many: Callable[[Sequence[Mapping[str, float]]], list[Evaluation]] | None = None
 
 
 @dataclass

@@ -400,7 +400,9 @@ class Reasoner:
         # measurement nuisances first: their probes re-use the anchor's rollouts, still in the objective's cache
         # before the physics probes push it out (a latency probed last paid a full rollout set)
         meas = [s.target.startswith(MEASUREMENT_PREFIX) for s in params.free]
-        for j in sorted(range(n), key=lambda j: not meas[j]):
+        order = sorted(range(n), key=lambda j: not meas[j])
+        steps, points = {}, []
+        for j in order:
             h = self.fd_step if anchor.u[j] + self.fd_step <= 1.0 else -self.fd_step
             u = anchor.u.copy()
             u[j] += h
@@ -409,7 +411,12 @@ class Reasoner:
             # so a latency probe paid a full rollout set instead of none)
             values = {k: anchor.values[k] for k in names}
             values[names[j]] = params[names[j]].from_unit(u[j])
-            ev = ctx.evaluate(values)
+            steps[j] = h
+            points.append(values)
+        # the columns' rollouts in one batch (the calibration's executor), charged as one by one
+        evs = ctx.evaluate_many(points) if ctx.evaluate_many is not None else [ctx.evaluate(v) for v in points]
+        for j, ev in zip(order, evs):
+            h = steps[j]
             p = _Point.of(ev, ctx, excitations, params)
             probes.append(p)
             if p.failed:

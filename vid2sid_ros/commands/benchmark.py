@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calibrate without the latency nuisance (to measure what the diagnosis says without it)")
     parser.add_argument("--out", default=None, help="output directory (default runs/bench_<rig>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from .executor_args import add_executor_arguments
+
+    add_executor_arguments(parser, what="the seeds and cells (seed x method)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,12 +68,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"vid2sid benchmark: {err}", file=sys.stderr)
         return 2
     out = args.out or f"runs/bench_{rig.name}"
+    from ..calibration.executor import ExecutorError
+    from .executor_args import executor_from_args
+
+    try:
+        executor = executor_from_args(args)
+    except ExecutorError as err:
+        print(f"vid2sid benchmark: {err}", file=sys.stderr)
+        return 2
     try:
         results = run_benchmark(rig, methods, args.seeds, budget=args.budget, iterations=args.iterations,
                                 noise=args.noise, out=out, final_identifiability=args.final_identifiability,
                                 progress=not args.no_progress, misspecify=args.misspecify,
                                 # None: the rig config's nuisance: block (run_benchmark reads it)
-                                nuisance={**dict(rig.nuisance or {}), "latency": False} if args.no_latency else None)
+                                nuisance={**dict(rig.nuisance or {}), "latency": False} if args.no_latency else None,
+                                executor=executor)
     except CalibrationError as err:  # e.g. --out holds runs made with another budget or iteration count
         print(f"vid2sid benchmark: {err}" + ("" if "cannot resume" not in str(err) else
               f" (--out {out} holds a benchmark with other settings: choose another --out)"), file=sys.stderr)
@@ -82,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"vid2sid benchmark: cannot write to {out}: {err}", file=sys.stderr)
         return 2
+    finally:
+        executor.close()
     from ..calibration.benchmark import format_results_markdown
     from ..report import ReportError, write_benchmark_report
 

@@ -92,6 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "or the real data changed since the interrupted run (refused otherwise); recorded in "
                              "RUN_DIR/run.json")
     parser.add_argument("--no-report", action="store_true", help="do not write RUN_DIR/report.html")
+    from .executor_args import add_executor_arguments
+
+    add_executor_arguments(parser, what="the finite-difference rollouts")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     doc = __doc__ or ""
     start = doc.find("Usage::")
@@ -212,7 +215,10 @@ def run(args: argparse.Namespace) -> int:
     from ..core.parameters import ParameterSpecError
     from ..calibration.start import StartError, generic_start, parse_start
     from ..rigs import RigConfigError, UnknownRigError, build_real_trial, load_rig
+    from ..calibration.phases import PhaseLedger
 
+    ledger = PhaseLedger()
+    ledger.start("load")  # the rig config, the real trial (a sim2sim stand-in renders and tracks here)
     try:
         if not (args.config or args.rig):
             raise ConfigError("name a rig: a rig config file (vid2sid calibrate RIG.yaml) or --rig NAME")
@@ -249,6 +255,9 @@ def run(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
             raise ConfigError(f"{src}:proposer_options: for '{name}': {err}") from None
         out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
+        from .executor_args import executor_from_args
+
+        executor = executor_from_args(args)  # a bad --executor/--workers, Ray missing: one line, before any work
         keep = bool(getattr(proposer, "wants_video", False))
         if args.real:  # a real-trial JSON (vid2sid track --excitation) or a rosbag2 directory/file
             kind = "trajectory" if Path(args.real).suffix.lower() == ".json" else "bag"
@@ -294,12 +303,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"vid2sid calibrate: cannot use {out} as the run directory (--out): {err.strerror or err}",
                   file=sys.stderr)
             return EXIT_REFUSED
-    with lock:  # held until the run, its result files and its report are written
-        return _run_locked(args, rig, real, proposer, fallback, ccfg, name, out)
+    try:
+        with lock:  # held until the run, its result files and its report are written
+            return _run_locked(args, rig, real, proposer, fallback, ccfg, name, out, executor=executor, ledger=ledger)
+    finally:
+        executor.close()  # idempotent: also after a refusal before the run
 
 
-def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, name: str, out: Path) -> int:
-    """The run proper, with ``out``'s run lock held: checks, calibration, report, exit code."""
+def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, name: str, out: Path, *,
+                executor, ledger) -> int:
+    """The run proper, with ``out``'s run lock held: checks, calibration, report, exit code.
+
+    ``executor`` (:mod:`vid2sid_ros.calibration.executor`) runs the batched rollouts and is closed
+    here; ``ledger`` (:class:`~vid2sid_ros.calibration.phases.PhaseLedger`) times the phases."""
     from ..calibration.identifiability import IdentifiabilityWarning
     from ..calibration.loop import CalibrationError, run_calibration
     from ..calibration.objective import measurement_unit
@@ -349,7 +365,8 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
             term.start()  # the bar writes to the terminal's own stderr, not to the library log below
             with library_output_to(log_path, verbose=args.verbose >= 2):  # restored before anything is printed
                 result = run_calibration(rig, real, proposer, ccfg, out, fallback=fallback,
-                                         on_iteration=term.iteration, on_warning=term.warning)
+                                         on_iteration=term.iteration, on_warning=term.warning,
+                                         executor=executor, phases=ledger)
         except CalibrationError as err:
             failure = (2, f"vid2sid calibrate: {err}")
         except OSError as err:  # disk full, directory removed or made read-only mid-run
@@ -369,6 +386,7 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
                            f"resume: start again with {resume.removesuffix(' --resume')}")
         finally:
             term.close()
+    executor.close()
     if failure is not None:
         _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning,
                       show_identifiability=True)  # no summary follows to carry them
@@ -380,6 +398,7 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
     if not args.no_report:
         from ..report import ReportError, write_report
 
+        ledger.start("report")
         try:
             with library_output_to(log_path, verbose=args.verbose >= 2):
                 report = write_report(out)
@@ -394,6 +413,10 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
             except OSError as err2:
                 print(f"vid2sid calibrate: cannot record the missing report in {out / 'result.yaml'}: "
                       f"{err2.strerror or err2}", file=sys.stderr)
+        ledger.stop()
+        from .phases_file import add_phase
+
+        add_phase(out / "result.json", "report", ledger.to_dict().get("report"))
     from ..report import run_summary_lines
 
     print()

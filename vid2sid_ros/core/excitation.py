@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Excitation", "ExcitationError", "build_excitation", "build_excitation_sets", "EXCITATION_KINDS"]
+__all__ = ["Excitation", "ExcitationError", "build_excitation", "build_excitation_sets", "EXCITATION_KINDS", "linear_chirp"]
 
 
 class ExcitationError(ValueError):
@@ -152,14 +152,25 @@ def _sine(cfg):
     return _num(cfg, "amplitude", 0.5) * np.sin(2 * np.pi * _num(cfg, "frequency", 1.0) * t + _num(cfg, "phase", 0.0))
 
 
+def linear_chirp(t: np.ndarray, f0: float, t1: float, f1: float, phi_deg: float = 0.0) -> np.ndarray:
+    """``cos(2π (f0 t + ½ β t²) + φ)`` with ``β = (f1 − f0) / t1``: a linear chirp, instantaneous frequency
+    ``f0 + β t`` Hz at time ``t`` s, shape of ``t``.
+
+    The arithmetic of ``scipy.signal.chirp(t, f0, t1, f1, method="linear", phi=phi_deg)`` step by step (bit for
+    bit the same values): importing ``scipy.signal`` costs more CPU than a short calibration's rollouts.
+    """
+    t = np.asarray(t)
+    f0, t1, f1 = float(f0), float(t1), float(f1)
+    beta = (f1 - f0) / t1
+    phase = 2 * np.pi * (f0 * t + 0.5 * beta * t * t)
+    return np.cos(phase + np.deg2rad(phi_deg))
+
+
 def _chirp(cfg):
     # Linear chirp, instantaneous frequency f0 + (f1 - f0) t / duration (scipy.signal.chirp, method='linear').
-    from scipy.signal import chirp
-
     t = _t(cfg)
     dur = t[-1] if len(t) > 1 else 1.0
-    return _num(cfg, "amplitude", 0.5) * chirp(t, f0=_num(cfg, "f0", 0.2), t1=dur, f1=_num(cfg, "f1", 3.0),
-                                               method="linear", phi=-90)
+    return _num(cfg, "amplitude", 0.5) * linear_chirp(t, _num(cfg, "f0", 0.2), dur, _num(cfg, "f1", 3.0), -90)
 
 
 def _step(cfg):

@@ -84,6 +84,12 @@ PARAMS = [
     Param("final_identifiability", True, "check identifiability at the result: Gauss–Newton intervals and the "
           "correlation matrix for the report (diagnostic rollouts, not charged to the budget)"),
     Param("trials", "latest", "real trials fitted when the request names none", choices=("latest", "all")),
+    Param("executor", "serial", "where a session's finite-difference rollouts run (same results on each): serial, "
+          "threads (MuJoCo twins), pool (worker processes), ray", choices=("serial", "threads", "pool", "ray"),
+          read_only=True),
+    Param("workers", 0, "concurrent workers of the executor (0: this machine's CPUs)", "", 0, 1024, read_only=True),
+    Param("ray_address", "", "executor ray: the cluster to join (auto or HOST:PORT; empty: a private local Ray on "
+          "127.0.0.1)", read_only=True),
 ]
 
 
@@ -115,6 +121,10 @@ class CalibratorNode(Node):
         self.results: list[Any] = []
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="calibrator")
         self._twin = self._pool.submit(self._rig.make_twin).result()
+        from ..calibration.executor import make_executor
+
+        # a bad combination or Ray missing stops the node here, in one line (ExecutorError)
+        self._executor = make_executor(p["executor"], p["workers"] or None, ray_address=p["ray_address"] or None)
         #: values last applied to the twin node by this calibrator (start of new sessions)
         self.applied: dict[str, float] = self.parameters.nominal()
         group = MutuallyExclusiveCallbackGroup()
@@ -254,7 +264,8 @@ class CalibratorNode(Node):
             self.get_logger().info(f"iteration {rec.iteration} ({rec.proposer}): error {rec.error_px:.3f} px")
 
         def run():
-            return run_calibration(self._twin, real, proposer, cfg, run_dir, parameters=params, on_iteration=progress)
+            return run_calibration(self._twin, real, proposer, cfg, run_dir, parameters=params, on_iteration=progress,
+                                   executor=self._executor)
 
         result = self._pool.submit(run).result()
         self.results.append(result)
@@ -327,6 +338,8 @@ class CalibratorNode(Node):
     def destroy_node(self) -> None:
         if getattr(self, "_pool", None) is not None:  # absent when __init__ failed
             self._pool.shutdown(wait=False, cancel_futures=True)
+        if getattr(self, "_executor", None) is not None:
+            self._executor.close()
         if getattr(self, "_client_node", None) is not None:
             self._client_node.destroy_node()
         super().destroy_node()

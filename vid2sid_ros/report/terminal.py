@@ -72,6 +72,11 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     txt += f"; holdout MAE {format_error(h, hu)}" if h is not None else "; no holdout trial"
     lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
     lines.extend(_tracked_summary(res))  # share of frames each keypoint was measured in
+    from ..calibration.phases import phase_summary_line
+
+    timing = phase_summary_line(res.get("phases"))
+    if timing:
+        lines.append(timing)
     rows = parameter_rows(r)
     found = [i for i in insights(r, rows) if i.kind != "unconverged"]
     # the residual diagnosis says whether the parameters can be read as physical: before any of them

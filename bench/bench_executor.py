@@ -1,0 +1,181 @@
+"""The rollout executor side by side: serial against threads / a process pool / Ray, in one run.
+
+Prints one Markdown table of wall and CPU time per case and backend, the ratio to serial, and
+whether the results are identical to serial:
+
+- ``reasoner FD``: one reasoner iteration's finite-difference columns (one forward probe per
+  free parameter, :func:`~vid2sid_ros.calibration.batch.evaluate_batch`) on the ``--fd-rig``
+  (default finger): serial vs threads(W);
+- ``identifiability``: the identifiability check's central-difference Jacobian with its error
+  estimate (4n probes) on the same rig: serial vs threads(W);
+- ``FD Jacobian``: the identifiability Jacobian on ``--pool-rig`` (default tentacle):
+  serial vs pool(W) vs ray-local(W) (Ray only when installed);
+- ``sweep``: a small sim2sim benchmark (``--sweep-rig``, seeds x methods) serial vs pool(W).
+
+Each backend row runs its case ``--repeat`` + 1 times with the same executor: ``cold`` is the
+first (it includes starting the workers: thread twin copies, forked processes, Ray actors),
+``warm`` the fastest of the others, which reuse them (what every iteration after the first of a
+calibration sees). CPU is this process plus its finished child
+processes (``resource.RUSAGE_CHILDREN``; Ray's actors are not children and are not counted).
+Timings depend on what else the machine runs; the ratios are measured in the same run.
+
+    nice .venv/bin/python bench/bench_executor.py --workers 2
+    .venv/bin/python bench/bench_executor.py --tiny          # a smoke run (toy rig, seconds)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+os.environ.setdefault("ROS_DOMAIN_ID", "109")
+os.environ.setdefault("MUJOCO_GL", "egl")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from vid2sid_ros.calibration.batch import ObjectiveState, evaluate_batch  # noqa: E402
+from vid2sid_ros.calibration.executor import make_executor  # noqa: E402
+from vid2sid_ros.calibration.identifiability import check_identifiability  # noqa: E402
+from vid2sid_ros.calibration.objective import TrialObjective  # noqa: E402
+from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial  # noqa: E402
+from vid2sid_ros.rigs import load_rig  # noqa: E402
+
+
+def _cpu() -> float:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _objective(rig_name: str, seed: int = 1) -> TrialObjective:
+    rig = load_rig(rig_name)
+    real = make_sim2sim_trial(rig, draw_ground_truth(rig.parameters, seed), seed=seed, noise="keypoint")
+    return TrialObjective(rig.make_twin(), real.train_excitations[:1], real.train[:1], rig.parameters)
+
+
+def _measure(run, backend: str, workers: int, repeat: int):
+    """(cold wall, warm wall, CPU per run, result) of ``run(executor)`` on a fresh executor: the first run
+    (cold), then the fastest of ``repeat`` more (warm); CPU is the mean over all runs."""
+    ex = make_executor(backend, workers if backend != "serial" else None)
+    c0, t0 = _cpu(), time.perf_counter()
+    out = run(ex)
+    cold = time.perf_counter() - t0
+    warm = []
+    for _ in range(repeat):
+        t1 = time.perf_counter()
+        run(ex)
+        warm.append(time.perf_counter() - t1)
+    ex.close()
+    return cold, min(warm), (_cpu() - c0) / (repeat + 1), out
+
+
+def _fd_probes(obj: TrialObjective):
+    params = obj.parameters
+    base = params.nominal()
+    pts = []
+    for name in params.free_names:
+        v = dict(base)
+        v[name] = params[name].from_unit(min(params[name].to_unit(base[name]) + 0.01, 1.0))
+        pts.append(v)
+    state = ObjectiveState(obj)
+
+    def run(ex):
+        obj.clear_cache()  # every measurement rolls out (no probe served from an earlier one)
+        evs = evaluate_batch(obj, pts, ex, state=state)
+        return [np.concatenate([np.asarray(t.keypoints).ravel() for t in e.sim]) for e in evs]
+
+    return run
+
+
+def _jacobian(obj: TrialObjective):
+    def run(ex):
+        obj.clear_cache()
+        rep = check_identifiability(obj, obj.parameters.nominal(), warn=False, executor=ex)
+        return rep.singular_values, rep.sensitivity_px
+
+    return run
+
+
+def _sweep(rig_name: str, seeds: int, methods: list[str], budget: int, iterations: int):
+    from vid2sid_ros.calibration.benchmark import run_benchmark
+
+    def run(ex):
+        with tempfile.TemporaryDirectory() as tmp:  # a fresh directory: nothing resumed
+            res = run_benchmark(rig_name, methods, seeds, budget=budget, iterations=iterations, noise="keypoint",
+                                out=tmp, progress=False, executor=ex)
+        return {(s["seed"], m): {k: v for k, v in r.items() if k != "wall_s"}
+                for s in res["per_seed"] for m, r in s["methods"].items()}
+
+    return run
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, list) and a and isinstance(a[0], np.ndarray):
+        return len(a) == len(b) and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))
+    return a == b
+
+
+def _rows(case: str, run, backends: list[str], workers: int, repeat: int = 3) -> list[str]:
+    ref = None
+    out = []
+    for b in backends:
+        cold, warm, cpu, res = _measure(run, b, workers, repeat)
+        if ref is None:
+            ref = (cold, warm, res)
+        same = "yes" if _same(res, ref[2]) else "NO"
+        label = b if b == "serial" else f"{b}({workers})"
+        out.append(f"| {case} | {label} | {cold:.2f} | {warm:.2f} | {cpu:.2f} | {ref[0] / cold:.2f}x "
+                   f"| {ref[1] / warm:.2f}x | {same} |")
+        print(out[-1], flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--fd-rig", default="finger", help="rig of the reasoner-FD and identifiability rows (MuJoCo)")
+    ap.add_argument("--pool-rig", default="tentacle", help="rig of the pool/Ray Jacobian row")
+    ap.add_argument("--sweep-rig", default="finger")
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--methods", default="reasoner,random")
+    ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="warm runs per row (the fastest is printed)")
+    ap.add_argument("--tiny", action="store_true", help="smoke size: toy rig everywhere, one seed, tiny budget")
+    a = ap.parse_args(argv)
+    if a.tiny:
+        a.fd_rig = a.pool_rig = a.sweep_rig = "toy"
+        a.seeds, a.methods, a.budget, a.iterations, a.repeat = 1, "random", 6, 2, 1
+    try:
+        import ray  # noqa: F401
+
+        ray_ok = not a.tiny
+    except ImportError:
+        ray_ok = False
+    print(f"{len(os.sched_getaffinity(0))} CPUs; load average {os.getloadavg()[0]:.1f} (other work on this machine "
+          "slows every row alike)")
+    print("| case | backend | cold wall s | warm wall s (best) | CPU s per run | cold vs serial | warm vs serial "
+          "| same results |")
+    print("|---|---|---|---|---|---|---|---|")
+    fd = _objective(a.fd_rig)
+    _rows(f"reasoner FD ({a.fd_rig}, {len(fd.parameters.free_names)} columns)", _fd_probes(fd),
+          ["serial", "threads"], a.workers, a.repeat)
+    _rows(f"identifiability ({a.fd_rig})", _jacobian(fd), ["serial", "threads"], a.workers, a.repeat)
+    pool = _objective(a.pool_rig)
+    pool.evaluate(pool.parameters.nominal())  # compile PyElastica's numba kernels before timing anything
+    _rows(f"FD Jacobian ({a.pool_rig})", _jacobian(pool), ["serial", "pool"] + (["ray"] if ray_ok else []), a.workers,
+          a.repeat)
+    _rows(f"sweep ({a.sweep_rig}, {a.seeds} seeds x {a.methods})",
+          _sweep(a.sweep_rig, a.seeds, a.methods.split(","), a.budget, a.iterations), ["serial", "pool"], a.workers,
+          1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

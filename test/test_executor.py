@@ -1,0 +1,214 @@
+"""The rollout executor: the same results on every backend, a dead worker retried once, then a failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.calibration.batch import ObjectiveState, evaluate_batch
+from vid2sid_ros.calibration.executor import (RAY_INSTALL_HINT, ExecutorError, TaskFailure, make_executor)
+from vid2sid_ros.calibration.identifiability import check_identifiability
+from vid2sid_ros.calibration.objective import TrialObjective
+from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
+from vid2sid_ros.rigs import load_rig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _objective(rig_name: str) -> TrialObjective:
+    rig = load_rig(rig_name)
+    truth = draw_ground_truth(rig.parameters, 3)
+    real = make_sim2sim_trial(rig, truth, seed=3, noise="keypoint")
+    return TrialObjective(rig.make_twin(), real.train_excitations[:1], real.train[:1], rig.parameters)
+
+
+@pytest.fixture(scope="module", params=["finger", str(ROOT / "examples/rigs/spherical_pendulum/rig.yaml")],
+                ids=["finger", "spherical_pendulum"])
+def objective(request) -> TrialObjective:
+    return _objective(request.param)
+
+
+@pytest.mark.parametrize("backend", ["threads", "pool"])
+def test_identifiability_jacobian_is_the_serial_one(objective, backend):
+    point = objective.parameters.nominal()
+    serial = check_identifiability(objective, point, warn=False)
+    with make_executor(backend, 2) as ex:
+        other = check_identifiability(objective, point, warn=False, executor=ex)
+    assert other.singular_values == serial.singular_values
+    assert other.sensitivity_px == serial.sensitivity_px
+    assert other.interval == serial.interval
+    assert other.rollouts > 0
+
+
+def test_batch_on_a_pool_equals_serial_and_keeps_its_workers(objective):
+    params = objective.parameters
+    pts = [params.from_unit_vector(np.full(len(params.free_names), u), params.nominal()) for u in (0.3, 0.5, 0.7)]
+    ref = [objective.evaluate(p)[0] for p in pts]
+    state = ObjectiveState(objective)
+    with make_executor("pool", 2) as ex:
+        got = evaluate_batch(objective, pts, ex, state=state)
+        pool = ex._procs
+        again = evaluate_batch(objective, pts[:1], ex, state=state)
+        assert ex._procs is pool  # the same state: the same workers, twins built once
+    for a, b in zip(ref, got + again[:0]):
+        assert a.error_px == b.error_px
+        np.testing.assert_array_equal(a.sim[0].keypoints, b.sim[0].keypoints)
+    assert again[0].error_px == ref[0].error_px
+
+
+# -- worker death ----------------------------------------------------------------------------------------
+def _die_once(marker_dir: str, item: int) -> int:
+    """Kill this worker the first time ``item`` 3 runs (a marker file says it already died once)."""
+    mark = Path(marker_dir) / f"died_{item}"
+    if item == 3 and not mark.exists():
+        mark.write_text("x")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item * item
+
+
+def _always_die(_state: object, item: int) -> int:
+    if item == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item + 100
+
+
+def test_pool_worker_killed_mid_task_is_retried_once_and_the_run_completes(tmp_path):
+    with make_executor("pool", 2) as ex:
+        done = []
+        out = ex.map(_die_once, list(range(6)), state=str(tmp_path), on_done=lambda i, r: done.append(i))
+        assert out == [i * i for i in range(6)]
+        assert sorted(done) == list(range(6))
+        assert ex.retries >= 1
+        assert (tmp_path / "died_3").exists()
+
+
+def test_pool_worker_that_dies_twice_is_a_failure_and_the_others_finish():
+    with make_executor("pool", 2) as ex:
+        out = ex.map(_always_die, [0, 1, 2, 3, 4])
+    assert [o for i, o in enumerate(out) if i != 2] == [100, 101, 103, 104]
+    assert isinstance(out[2], TaskFailure) and out[2].item == 2 and "died twice" in out[2].message
+
+
+def _raise(_state: object, item: int) -> int:
+    if item == 1:
+        raise KeyError("task 1 is bad")
+    return item
+
+
+@pytest.mark.parametrize("backend", ["serial", "threads", "pool"])
+def test_an_exception_in_a_task_is_raised_like_a_serial_loop(backend):
+    with make_executor(backend, 2) as ex, pytest.raises(KeyError, match="task 1 is bad"):
+        ex.map(_raise, [0, 1, 2])
+
+
+def test_bad_settings_are_one_line_errors():
+    with pytest.raises(ExecutorError, match="expected one of serial, threads, pool, ray, got 'gpu'"):
+        make_executor("gpu")
+    with pytest.raises(ExecutorError, match="--workers: expected a whole number >= 1, got 0"):
+        make_executor("pool", 0)
+    with pytest.raises(ExecutorError, match="--ray-address is for --executor ray"):
+        make_executor("pool", 2, ray_address="auto")
+
+
+def test_ray_missing_says_how_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *a, **k):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(ExecutorError) as err:
+        make_executor("ray", 2)
+    assert str(err.value) == RAY_INSTALL_HINT and "pip install -r requirements-ray.txt" in str(err.value)
+
+
+# -- a whole calibration ----------------------------------------------------------------------------------
+def _calibrate(rig_name: str, executor):
+    from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+    from vid2sid_ros.calibration.proposers import make_proposer
+
+    rig = load_rig(rig_name)
+    real = make_sim2sim_trial(rig, draw_ground_truth(rig.parameters, 1), seed=1, noise="keypoint")
+    cfg = CalibrationConfig(iterations=2, rollout_budget=None, seed=1, diagnosis=False, tracker_bias=False)
+    return run_calibration(rig, real, make_proposer("reasoner"), cfg, None, executor=executor)
+
+
+def _record(r) -> dict:
+    d = dict(vars(r))
+    d.pop("wall_s", None)
+    return d
+
+
+def test_calibration_on_threads_and_pool_gives_the_serial_iterations():
+    """The finger, whole (the user rig's Jacobians are compared above: its 8-parameter calibration is slow)."""
+    rig_name = "finger"
+    ref = _calibrate(rig_name, None)
+    for backend in ("threads", "pool"):
+        with make_executor(backend, 2) as ex:
+            got = _calibrate(rig_name, ex)
+        assert [_record(r) for r in got.history] == [_record(r) for r in ref.history], backend
+        assert got.values == ref.values and got.rollouts == ref.rollouts
+        assert got.diagnostic_rollouts == ref.diagnostic_rollouts
+        assert got.final_identifiability.interval == ref.final_identifiability.interval
+
+
+def test_commands_refuse_bad_executor_settings_in_one_line(tmp_path, capsys):
+    from vid2sid_ros.cli import main
+
+    assert main(["calibrate", "--rig", "toy", "--executor", "pool", "--workers", "0", "--out",
+                 str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "vid2sid calibrate: --workers: expected a whole number >= 1, got 0"
+    assert not (tmp_path / "c").exists()
+    assert main(["benchmark", "sim2sim", "--rig", "toy", "--executor", "threads", "--seeds", "1", "--methods",
+                 "random", "--out", str(tmp_path / "b"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vid2sid benchmark: --executor threads runs one calibration's finite differences")
+    assert len(err.splitlines()) == 1
+
+
+def test_benchmark_command_on_a_pool_writes_every_cell(tmp_path, capsys):
+    from vid2sid_ros.cli import main
+
+    out = tmp_path / "b"
+    assert main(["benchmark", "sim2sim", "--rig", "toy", "--executor", "pool", "--workers", "2", "--seeds", "2",
+                 "--methods", "random", "--budget", "8", "--iterations", "2", "--noise", "keypoint",
+                 "--out", str(out), "--no-progress"]) == 0
+    assert sorted(p.parent.parent.name for p in out.glob("seed_*/random/cell.json")) == ["seed_0", "seed_1"]
+    import json
+
+    assert json.loads((out / "results.json").read_text())["executor"]["backend"] == "pool"
+
+
+def test_a_worker_never_serves_a_point_from_its_own_cache(objective):
+    """The calling objective decides what is cached: a worker's copy rolls out every point it is sent."""
+    params = objective.parameters
+    pts = [params.from_unit_vector(np.full(len(params.free_names), u), params.nominal()) for u in (0.2, 0.6)]
+    with make_executor("threads", 2) as ex:
+        state = ObjectiveState(objective)
+        for _ in range(2):
+            objective.clear_cache()
+            evs = evaluate_batch(objective, pts, ex, state=state)
+            assert [e.rollouts for e in evs] == [objective.cost] * 2
+        again = evaluate_batch(objective, pts, ex, state=state)  # now in the calling objective's cache
+        assert [e.rollouts for e in again] == [0, 0]
+
+
+@pytest.mark.filterwarnings("ignore::vid2sid_ros.calibration.identifiability.IdentifiabilityWarning")
+def test_a_user_rig_calibration_on_threads_gives_the_serial_iterations():
+    """A rig config's URDF arm (UserModelTwin: its MjSpec is copied per thread), whole."""
+    name = str(ROOT / "examples/rigs/urdf_arm/rig.yaml")
+    ref = _calibrate(name, None)
+    with make_executor("threads", 2) as ex:
+        got = _calibrate(name, ex)
+    assert [_record(r) for r in got.history] == [_record(r) for r in ref.history]
+    assert got.values == ref.values and (got.rollouts, got.diagnostic_rollouts) == (ref.rollouts,
+                                                                                   ref.diagnostic_rollouts)

@@ -1,0 +1,103 @@
+"""The fixed cost of a calibration: no heavy import for the chirp, every phase's wall and CPU time and every
+rollout (charged and diagnostic) in result.json."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.core.excitation import linear_chirp
+
+
+@pytest.mark.parametrize("f0, f1, t1, phi", [(0.2, 3.0, 4.0, -90.0), (1.0, 0.5, 2.5, 0.0), (0.0, 7.3, 1.0, 33.0)])
+def test_linear_chirp_is_scipys_bit_for_bit(f0, f1, t1, phi):
+    from scipy.signal import chirp
+
+    t = np.arange(0, 301) / 75.0
+    np.testing.assert_array_equal(linear_chirp(t, f0, t1, f1, phi), chirp(t, f0=f0, t1=t1, f1=f1, method="linear",
+                                                                         phi=phi))
+
+
+def test_building_the_finger_rig_does_not_import_scipy_signal():
+    code = ("import sys\nfrom vid2sid_ros.sim.mujoco_finger import make_rig\nrig = make_rig()\n"
+            "assert rig.excitations['train'], 'no excitation'\nprint('scipy.signal' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__)
+                                                                              .resolve().parents[1])})
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_every_rollout_is_in_one_phase_with_its_wall_and_cpu_time(tmp_path):
+    import json
+
+    from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+    from vid2sid_ros.calibration.proposers import make_proposer
+    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.report import run_summary_lines
+    from vid2sid_ros.sim.toy import make_rig
+
+    rig = make_rig()
+    real = make_sim2sim_trial(rig, {"stiffness": 0.8, "damping": 0.05, "gain": 0.5}, noise="none")
+    res = run_calibration(rig, real, make_proposer("reasoner"), CalibrationConfig(iterations=2, rollout_budget=30),
+                          tmp_path / "run")
+    phases = json.loads((tmp_path / "run" / "result.json").read_text())["phases"]
+    assert list(phases) == ["start", "iterations", "best_point", "final_identifiability", "holdout", "diagnosis",
+                            "trial_curves", "write"]
+    assert sum(p["charged_rollouts"] for p in phases.values()) == res.rollouts > 0
+    assert sum(p["diagnostic_rollouts"] for p in phases.values()) == res.diagnostic_rollouts > 0
+    assert phases["iterations"]["charged_rollouts"] == res.rollouts  # iteration 0 included
+    assert phases["start"]["diagnostic_rollouts"] == res.identifiability.rollouts
+    assert phases["final_identifiability"]["diagnostic_rollouts"] == res.final_identifiability.rollouts
+    assert all(p["wall_s"] >= 0 and p["cpu_s"] >= 0 for p in phases.values())
+    line = next(x for x in run_summary_lines(tmp_path / "run") if x.startswith("time: "))
+    assert f"for {res.rollouts} charged rollouts, diagnostics {res.diagnostic_rollouts} rollouts" in line
+
+
+def test_phase_ledger_adds_a_phase_met_twice_and_charges_each_rollout_once():
+    from vid2sid_ros.calibration.phases import PhaseLedger
+
+    t = iter([0.0, 1.0, 1.0, 3.0, 3.0, 3.5]).__next__
+    c = iter([0.0, 0.5, 0.5, 1.0, 1.0, 1.25]).__next__
+    meters = [(0, 0)]
+    led = PhaseLedger(lambda: meters[-1], clock=t, cpu=c)
+    led.start("a")
+    meters.append((4, 1))
+    led.start("b")
+    meters.append((4, 9))
+    led.start("a")
+    meters.append((6, 9))
+    led.stop()
+    led.stop()
+    assert led.to_dict() == {"a": {"wall_s": 1.5, "cpu_s": 0.75, "charged_rollouts": 6, "diagnostic_rollouts": 1},
+                             "b": {"wall_s": 2.0, "cpu_s": 0.5, "charged_rollouts": 0, "diagnostic_rollouts": 8}}
+
+
+def test_calibrate_command_adds_the_load_and_report_phases(tmp_path, capsys):
+    import json
+
+    from vid2sid_ros.cli import main
+
+    out = tmp_path / "run"
+    assert main(["calibrate", "--rig", "toy", "--iterations", "2", "--out", str(out), "--quiet"]) == 0
+    res = json.loads((out / "result.json").read_text())
+    phases = res["phases"]
+    assert list(phases)[0] == "load" and list(phases)[-1] == "report"
+    assert sum(p["charged_rollouts"] for p in phases.values()) == res["rollouts"]
+    assert sum(p["diagnostic_rollouts"] for p in phases.values()) == res["diagnostic_rollouts"]
+    assert phases["load"]["charged_rollouts"] == phases["report"]["charged_rollouts"] == 0
+    assert any(line.startswith("time: ") and "longest phase" in line for line in capsys.readouterr().out.splitlines())
+
+
+def test_add_phase_leaves_a_file_that_is_not_a_result_alone(tmp_path):
+    from vid2sid_ros.commands.phases_file import add_phase
+
+    f = tmp_path / "result.json"
+    f.write_text("[1, 2]")
+    add_phase(f, "report", {"wall_s": 1.0})
+    assert f.read_text() == "[1, 2]"
+    f.write_text('{"phases": {"a": {}}}')
+    add_phase(f, "report", {"wall_s": 1.0})
+    assert __import__("json").loads(f.read_text()) == {"phases": {"a": {}, "report": {"wall_s": 1.0}}}

@@ -1,0 +1,396 @@
+"""One rollout executor: run independent tasks (twin evaluations, benchmark cells) serially,
+on threads, on a process pool, or on a Ray cluster, with the same results on every backend.
+
+A task is ``fn(state, item)``: ``fn`` a module-level function, ``item`` a picklable value,
+``state`` the object every task of one :meth:`Executor.map` call shares (an objective with its
+twin, a benchmark's settings). Each worker gets its own copy of ``state`` once and keeps it for
+every later task with the same state object (a twin is built, or copied, once per worker, not
+once per rollout):
+
+- ``serial``: every task in this thread, on ``state`` itself (no copy).
+- ``threads``: a thread pool; each thread works on its own copy of the state
+  (``state.for_worker()`` when the state defines it, else :func:`copy.deepcopy`). MuJoCo
+  releases the interpreter lock inside ``mj_step``, so MuJoCo twins (whose rollouts call it many
+  times per frame) run concurrently; a twin whose stepping is Python (PyElastica) gains nothing.
+- ``pool``: worker processes forked from this one (``multiprocessing`` ``fork`` start method):
+  each inherits the state as it is when the pool starts (nothing is pickled but items and
+  results), and calls ``for_worker()`` once. The pool is kept while the same state is mapped.
+- ``ray``: Ray actors (``ray.remote`` classes), one per worker, each built once from the state
+  (serialised with cloudpickle by Ray) on ``ray.init(address=...)``; an actor that dies is
+  restarted once by Ray itself (``max_restarts=1``, ``max_task_retries=1``).
+
+Results come back in item order whatever order they finish in; ``on_done(index, result)``
+is called in the calling thread as each finishes (to persist it at once). A worker process
+that dies while a task runs (killed, out of memory, a lost node) is not fatal: the tasks it was
+running are retried once, one at a time, on a fresh worker; a task whose worker dies a second time comes back as
+a :class:`TaskFailure` and the other tasks carry on. An exception raised by ``fn`` itself is
+re-raised by :meth:`Executor.map`, as in a serial loop (``fn`` decides what is a failure).
+
+Nothing here knows about twins or calibration: the callers pass a function and a state.
+"""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import os
+import threading
+from pathlib import Path
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+__all__ = ["BACKENDS", "Executor", "ExecutorError", "TaskFailure", "make_executor", "RAY_INSTALL_HINT"]
+
+#: the backends :func:`make_executor` accepts
+BACKENDS = ("serial", "threads", "pool", "ray")
+#: the one line printed when ``ray`` is asked for but not installed
+RAY_INSTALL_HINT = ("--executor ray needs Ray, which is not installed: "
+                    "pip install -r requirements-ray.txt (or choose --executor serial|threads|pool)")
+
+
+class ExecutorError(ValueError):
+    """A bad backend, worker count or Ray address, or Ray missing (one line, names the fix)."""
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """A task whose worker died on its first run and on its retry.
+
+    Attributes:
+        item: the task's item. message: what happened (one line). attempts: runs tried (2).
+    """
+
+    item: Any
+    message: str
+    attempts: int = 2
+
+
+def _worker_copy(state: Any) -> Any:
+    """The copy of ``state`` a worker works on: ``state.for_worker()`` if defined, else a deep copy."""
+    build = getattr(state, "for_worker", None)
+    return build() if callable(build) else copy.deepcopy(state)
+
+
+# ---- process-pool worker side (module globals: one state per worker process) ---------------------------
+
+_PROCESS_STATE: list[Any] = [None]
+
+
+def _process_init(state: Any) -> None:
+    """Pool initializer: the forked worker's own copy of the state, built once."""
+    _PROCESS_STATE[0] = _worker_copy(state)
+
+
+def _process_call(fn: Callable[[Any, Any], Any], item: Any) -> Any:
+    return fn(_PROCESS_STATE[0], item)
+
+
+class Executor:
+    """Runs ``fn(state, item)`` for many items (module docstring); use :func:`make_executor`.
+
+    Attributes:
+        backend: one of :data:`BACKENDS`. workers: concurrent tasks (1 for ``serial``).
+        retries: tasks re-run after a worker died, over this executor's life.
+    """
+
+    def __init__(self, backend: str, workers: int, ray_address: str | None = None) -> None:
+        self.backend = backend
+        self.workers = workers
+        self.ray_address = ray_address
+        self.retries = 0
+        self._state: Any = None  # the state the live pool/threads/actors were built from (kept alive: ids stay unique)
+        self._generation = 0
+        self._threads: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._procs: ProcessPoolExecutor | None = None
+        self._actors: list[Any] = []
+        self._lock = threading.Lock()
+
+    # -- public -----------------------------------------------------------------------------------------
+    def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any], *, state: Any = None,
+            on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """``[fn(copy of state, item) for item in items]``, run on this executor's workers.
+
+        Args:
+            fn: a module-level function ``(state, item) -> result`` (pickled by reference for
+                ``pool``/``ray``); results must be picklable for those backends.
+            items: the tasks' inputs, picklable for ``pool``/``ray``.
+            state: shared by every task (module docstring: copied once per worker).
+            on_done: ``(index, result)`` called in this thread as each task finishes.
+
+        Returns:
+            One result per item, in item order; a :class:`TaskFailure` where a worker died twice.
+
+        Raises:
+            Whatever ``fn`` raised (the first such task, after the others in flight finished).
+        """
+        items = list(items)
+        if not items:
+            return []
+        if self.backend == "serial" or self.workers <= 1 and self.backend != "ray":
+            out = []
+            for i, item in enumerate(items):
+                out.append(fn(state, item))
+                if on_done is not None:
+                    on_done(i, out[-1])
+            return out
+        self._use_state(state)
+        if self.backend == "threads":
+            return self._run_bounded(lambda item: self._threads.submit(self._thread_call, fn, item),  # type: ignore[union-attr]
+                                     items, on_done, broken=())
+        if self.backend == "pool":
+            return self._run_pool(fn, items, on_done)
+        return self._run_ray(fn, items, on_done)
+
+    def close(self) -> None:
+        """Stop the workers (idempotent); the executor can be used again (workers are rebuilt)."""
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+            self._threads = None
+        if self._procs is not None:
+            self._procs.shutdown(wait=True, cancel_futures=True)
+            self._procs = None
+        if self._actors:
+            import ray
+
+            for a in self._actors:
+                ray.kill(a)
+            self._actors = []
+        self._state = None
+
+    def describe(self) -> dict[str, Any]:
+        """``{"backend", "workers", "retries"[, "ray_address"]}`` for result files."""
+        d: dict[str, Any] = {"backend": self.backend, "workers": self.workers, "retries": self.retries}
+        if self.backend == "ray":
+            d["ray_address"] = self.ray_address
+        return d
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- state and workers ------------------------------------------------------------------------------
+    def _use_state(self, state: Any) -> None:
+        """(Re)build the workers when ``state`` is not the one they hold."""
+        if self._state is state and (self._threads or self._procs or self._actors):
+            return
+        self.close()
+        self._state = state
+        self._generation += 1
+        if self.backend == "threads":
+            self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="vid2sid-exec")
+        elif self.backend == "pool":
+            self._procs = self._new_pool()
+        elif self.backend == "ray":
+            self._actors = _ray_actors(state, self.workers, self.ray_address)
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_process_init, initargs=(self._state,))
+
+    def _thread_call(self, fn: Callable[[Any, Any], Any], item: Any) -> Any:
+        local = self._local
+        if getattr(local, "generation", None) != self._generation:
+            with self._lock:  # one copy at a time: deepcopy reads the shared state
+                local.state = _worker_copy(self._state)
+            local.generation = self._generation
+        return fn(local.state, item)
+
+    def _run_pool(self, fn: Callable[[Any, Any], Any], items: list[Any],
+                  on_done: Callable[[int, Any], None] | None) -> list[Any]:
+        def submit(item: Any) -> Future:
+            try:
+                return self._procs.submit(_process_call, fn, item)  # type: ignore[union-attr]
+            except BrokenProcessPool:  # a worker died between tasks: a fresh pool
+                self._procs = self._new_pool()
+                return self._procs.submit(_process_call, fn, item)
+
+        return self._run_bounded(submit, items, on_done, broken=(BrokenProcessPool,), rebuild=self._rebuild_pool)
+
+    def _rebuild_pool(self) -> None:
+        if self._procs is not None:
+            self._procs.shutdown(wait=False, cancel_futures=True)
+        self._procs = self._new_pool()
+
+    def _run_bounded(self, submit: Callable[[Any], Future], items: list[Any],
+                     on_done: Callable[[int, Any], None] | None, *, broken: tuple,
+                     rebuild: Callable[[], None] | None = None) -> list[Any]:
+        """At most ``workers`` tasks in flight (so a dead worker can only have been running those);
+        a task lost with a broken pool is retried once, alone (so that a second death is its own and
+        not that of a task which happened to run beside the culprit), then a :class:`TaskFailure`."""
+        results: list[Any] = [None] * len(items)
+        attempts = [0] * len(items)
+        todo = list(range(len(items)))[::-1]
+        flight: dict[Future, int] = {}
+        error: BaseException | None = None
+        while todo or flight:
+            while todo and error is None and len(flight) < self.workers:
+                i = todo[-1]
+                solo = any(attempts[k] > 1 for k in flight.values())
+                if solo or (attempts[i] and flight):  # a retry runs alone: a second death is its own
+                    break
+                todo.pop()
+                attempts[i] += 1
+                flight[submit(items[i])] = i
+            if not flight:
+                break
+            done, _ = wait(list(flight), return_when=FIRST_COMPLETED)
+            lost = []
+            for fut in done:
+                i = flight.pop(fut)
+                exc = fut.exception()
+                if exc is None:
+                    results[i] = fut.result()
+                    if on_done is not None:
+                        on_done(i, results[i])
+                elif broken and isinstance(exc, broken):
+                    lost.append(i)
+                elif error is None:
+                    error = exc
+            if lost:  # the pool is broken: every task still in flight is lost with it
+                for fut, i in list(flight.items()):
+                    fut.cancel()
+                    lost.append(i)
+                flight.clear()
+                if rebuild is not None:
+                    rebuild()
+                for i in sorted(lost, reverse=True):
+                    if attempts[i] >= 2:
+                        results[i] = TaskFailure(items[i], f"worker died twice while running this task ({exc_line(broken)})")
+                        if on_done is not None:
+                            on_done(i, results[i])
+                    else:
+                        self.retries += 1
+                        todo.append(i)
+        if error is not None:
+            raise error
+        return results
+
+    def _run_ray(self, fn: Callable[[Any, Any], Any], items: list[Any],
+                 on_done: Callable[[int, Any], None] | None) -> list[Any]:
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        results: list[Any] = [None] * len(items)
+        todo = list(range(len(items)))[::-1]
+        idle = list(self._actors)
+        flight: dict[Any, tuple[int, Any]] = {}
+        while todo or flight:
+            while todo and idle:
+                i, actor = todo.pop(), idle.pop()
+                flight[actor.run.remote(fn, items[i])] = (i, actor)
+            ready, _ = ray.wait(list(flight), num_returns=1)
+            for ref in ready:
+                i, actor = flight.pop(ref)
+                try:
+                    results[i] = ray.get(ref)
+                except RayTaskError as err:  # fn raised: as in a serial loop
+                    raise err.as_instanceof_cause() from None
+                except RayActorError as err:  # died, restarted by Ray, died again on the retry
+                    self.retries += 1
+                    results[i] = TaskFailure(items[i], f"Ray worker died twice while running this task: "
+                                                       f"{str(err).splitlines()[0]}")
+                    actor = _ray_actor(self._state)  # a fresh actor for the remaining tasks
+                    self._actors.append(actor)
+                if on_done is not None:
+                    on_done(i, results[i])
+                idle.append(actor)
+        return results
+
+
+def exc_line(kinds: tuple) -> str:
+    """Names of the exception kinds that mark a lost worker, for a failure message."""
+    return ", ".join(k.__name__ for k in kinds) or "worker lost"
+
+
+# ---- Ray ----------------------------------------------------------------------------------------------
+
+_RAY_WORKER: list[Any] = [None]
+
+
+def _ray_actor_class() -> Any:
+    """The Ray actor class (built once, on first use: Ray is imported only here)."""
+    if _RAY_WORKER[0] is None:
+        import ray
+
+        @ray.remote(max_restarts=1, max_task_retries=1)
+        class _Worker:
+            """Holds one worker's copy of the state; runs tasks on it."""
+
+            def __init__(self, state: Any) -> None:
+                self.state = _worker_copy(state)
+
+            def run(self, fn: Callable[[Any, Any], Any], item: Any) -> Any:
+                return fn(self.state, item)
+
+            def pid(self) -> int:
+                return os.getpid()
+
+        _RAY_WORKER[0] = _Worker
+    return _RAY_WORKER[0]
+
+
+def _ray_actor(state_ref: Any) -> Any:
+    return _ray_actor_class().remote(state_ref)
+
+
+def _ray_actors(state: Any, workers: int, address: str | None) -> list[Any]:
+    import ray
+
+    ref = ray.put(state)
+    return [_ray_actor(ref) for _ in range(workers)]
+
+
+def _start_ray(address: str | None) -> None:
+    """Connect to (``auto`` / ``HOST:PORT``) or start (None: a local Ray on 127.0.0.1) a Ray cluster."""
+    try:
+        import ray
+    except ImportError:
+        raise ExecutorError(RAY_INSTALL_HINT) from None
+    if ray.is_initialized():
+        return
+    kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if address is None:  # a private local Ray: this machine only, its workers import this copy of vid2sid_ros
+        kw["_node_ip_address"] = "127.0.0.1"
+        here = str(Path(__file__).resolve().parents[2])
+        kw["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
+            [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}}
+    else:
+        kw["address"] = address
+    try:
+        ray.init(**kw)
+    except (ConnectionError, ValueError, RuntimeError) as err:
+        raise ExecutorError(f"--ray-address {address}: cannot connect to a Ray cluster: "
+                            f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+
+
+def make_executor(backend: str = "serial", workers: int | None = None, *, ray_address: str | None = None) -> Executor:
+    """An :class:`Executor` (module docstring).
+
+    Args:
+        backend: ``serial`` | ``threads`` | ``pool`` | ``ray``.
+        workers: concurrent tasks (default: the CPUs this process may use; 1 for ``serial``).
+        ray_address: ``ray`` only: ``auto`` (the cluster ``ray start`` made on this machine),
+            ``HOST:PORT`` (a cluster's head), or None (start a private local Ray on 127.0.0.1).
+
+    Raises:
+        ExecutorError: an unknown backend, ``workers`` < 1, ``ray_address`` without ``ray``,
+            or ``ray`` not installed (the message says ``pip install -r requirements-ray.txt``)
+            or its cluster unreachable.
+    """
+    if backend not in BACKENDS:
+        raise ExecutorError(f"--executor: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ExecutorError(f"--workers: expected a whole number >= 1, got {workers!r}")
+    if ray_address is not None and backend != "ray":
+        raise ExecutorError(f"--ray-address is for --executor ray, not {backend}")
+    if backend == "serial":
+        return Executor("serial", 1)
+    n = workers if workers is not None else max(1, len(os.sched_getaffinity(0)))
+    if backend == "ray":
+        _start_ray(ray_address)
+    return Executor(backend, n, ray_address)
