@@ -35,12 +35,20 @@ CASES = [
     ("bench_pendulum.py", [], "holdout"),
     ("bench_ros_pipeline.py", ["--rates", "30", "--duration", "2", "--propose-calls", "1"], "Hz"),
     ("bench_tentacle.py", ["--repeats", "1", "--skip-cold", "--rig", "tentacle"], "tentacle"),
+    ("bench_run_dir_race.py", ["--races", "1", "--iterations", "1", "--work", "{out}"], "race"),
+    ("bench_track_memory.py", ["--seconds", "1", "--width", "320", "--height", "240", "--work", "{out}"],
+     "peak RSS"),
 ]
+
+#: scripts whose smoke run is a test of its own (it checks more than the exit code)
+COVERED_ELSEWHERE = {"bench_executor.py": "test_bench_executor.py"}
 
 
 def test_every_bench_script_has_a_smoke_case():
     scripts = {p.name for p in BENCH.glob("bench_*.py")}
-    assert scripts == {c[0] for c in CASES}, "add a smoke case for each new bench script"
+    assert scripts == {c[0] for c in CASES} | set(COVERED_ELSEWHERE), "add a smoke case for each new bench script"
+    for test in COVERED_ELSEWHERE.values():
+        assert (Path(__file__).parent / test).is_file()
 
 
 @pytest.mark.parametrize("script,args,expect", CASES, ids=[c[0] for c in CASES])

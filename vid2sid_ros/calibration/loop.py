@@ -882,7 +882,7 @@ def run_calibration(
     try:
         with run_dir_lock(run_dir):  # one run per directory, taken before anything in it is looked at
             return _run_calibration(target, real, proposer, config, run_dir, fallback=fallback, parameters=parameters,
-                                    on_iteration=on_iteration, on_warning=on_warning)
+                                    on_iteration=on_iteration, on_warning=on_warning, executor=executor, phases=phases)
     except RunDirBusy as err:
         raise CalibrationError(str(err)) from None
 
@@ -890,7 +890,8 @@ def run_calibration(
 def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, config: CalibrationConfig | None,
                      run_dir: str | Path | None, *, fallback: Proposer | None, parameters: ParameterSet | None,
                      on_iteration: Callable[[IterationRecord], None] | None,
-                     on_warning: Callable[[str], None] | None) -> CalibrationResult:
+                     on_warning: Callable[[str], None] | None, executor: Any = None,
+                     phases: Any = None) -> CalibrationResult:
     """:func:`run_calibration` with the run directory's lock held."""
     cfg = config or CalibrationConfig()
     twin, params, rig_info = _resolve(target, parameters)
