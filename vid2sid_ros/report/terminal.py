@@ -31,18 +31,22 @@ __all__ = ["run_summary_lines", "CalibrationTerminal", "moved_parameters", "unit
 
 
 def _tracked_summary(res: Mapping[str, Any]) -> list[str]:
-    """One ``tracked:`` line per trial when there are at most two, else one line for all of them
-    (the lowest share and where); every trial's shares are in the report and ``result.json``."""
-    per = tracked_lines(res)
+    """The ``tracked:`` lines of the trials whose tracking was warned about (a share below the rig's
+    ``tracking.min_tracked_fraction``, jumps, blobs unlike a marker): one per trial when there are at
+    most two, else one line for all of them (the lowest share and where). Trials tracked well are
+    not listed here: their shares are in the report and ``result.json``."""
+    tracking = {k: t for k, t in (res.get("tracking") or {}).items()
+                if isinstance(t, Mapping) and t.get("warnings")}
+    per = tracked_lines({"tracking": tracking})
     if len(per) <= 2:
         return [f"tracked: {t}" for t in per]
-    shares = [(float(f), trial, n) for trial, t in (res.get("tracking") or {}).items() if isinstance(t, Mapping)
+    shares = [(float(f), trial, n) for trial, t in tracking.items()
               for n, f in (t.get("tracked") or {}).items() if isinstance(f, (int, float)) and math.isfinite(f)]
     if not shares:
         return []
     low, trial, name = min(shares)
-    return [f"tracked: {len(per)} trials, every keypoint in {100 * low:.0f} % or more of its frames "
-            f"(lowest: '{name}' in trial '{trial}')"]
+    return [f"tracked: {len(per)} trials warned about, lowest share {100 * low:.0f} % ('{name}' in trial "
+            f"'{trial}')"]
 
 
 def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None = None,
