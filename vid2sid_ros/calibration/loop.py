@@ -131,7 +131,9 @@ class CalibrationConfig:
         condition_threshold: condition number above which the check warns.
         target_error_px: stop early once the best training MAE is at or below this.
         stop_when_converged: stop (``stopped = "converged"``) after an iteration whose
-            proposal says ``converged``; False spends every iteration anyway.
+            proposal says ``converged`` (its convergence test passed), or (``stopped = "stalled:
+            <why>"``, not converged) whose proposal says it has no move left; False spends
+            every iteration anyway.
         video: write side-by-side videos for the proposer (None: ``proposer.wants_video``).
         resume: continue the run found in ``run_dir``.
         start: start values ``{name: value}`` (default: the spec's nominal values).
@@ -943,6 +945,9 @@ def run_calibration(
         converged = bool(getattr(proposal, "converged", False)) and ev is not None and not ev.failed
         if converged:
             extra["converged"] = True
+        stall = "" if converged else str(getattr(proposal, "stalled", "") or "")
+        if stall:
+            extra["stalled"] = stall
         if proposal.diagnosis:
             extra["diagnosis"] = dict(proposal.diagnosis)
         if proposal.excitation_change:
@@ -969,6 +974,9 @@ def run_calibration(
             break
         if converged and cfg.stop_when_converged:  # the proposer's own test: more iterations change nothing
             stopped = "converged"
+            break
+        if stall and cfg.stop_when_converged:  # no move left, and the convergence test fails: say so
+            stopped = f"stalled: {stall}"
             break
     else:
         stopped = "iterations done"

@@ -176,6 +176,8 @@ def stop_sentence(run_or_stopped: RunSummary | str, iterations_done: int | None 
         return f"stopped: iterations ({it}, {ro}) — NOT converged"
     if kind == "interrupted":
         return f"stopped: interrupted after {it}, {ro}"
+    if kind == "stalled":
+        return f"stopped: {stopped} ({it}, {ro}) — NOT converged"
     return f"stopped: {stopped} ({it}, {ro})"
 
 
@@ -208,9 +210,9 @@ def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[In
     res = run.result
     out: list[Insight] = []
     kind = stop_kind(run.stopped)
-    if kind in ("budget", "iterations", "interrupted"):
+    if kind in ("budget", "iterations", "interrupted", "stalled"):
         what = {"budget": "at its rollout budget", "iterations": "at its iteration limit",
-                "interrupted": "when interrupted"}[kind]
+                "interrupted": "when interrupted", "stalled": "with no step left that lowers the error"}[kind]
         out.append(Insight("unconverged", f"The run stopped {what} without converging",
                            stop_sentence(run) + ". The identified values are the best seen so far, not a converged "
                            "fit; intervals are unreliable. Give it a larger budget or more iterations (or --resume)."))
