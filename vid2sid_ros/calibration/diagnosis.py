@@ -332,14 +332,18 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *,
     # -- lag / latency --------------------------------------------------------------------
     delta, share = _shift_fit(pairs)
     stats["lag"] = {"shift_s": delta, "shift_frames": delta * rate, "share_removed": share}
+    lat = next((s for s in params.free if s.target == MEASUREMENT_PREFIX + "latency"), None)
     if abs(delta) * rate >= THRESHOLDS["lag_frames"] and share >= THRESHOLDS["lag_share"]:
         direction = "later than" if delta > 0 else "earlier than"
+        # never advise freeing what is free already
+        cause = ("a camera latency (free the 'latency' nuisance)" if lat is None else
+                 f"a camera latency beyond what the free '{lat.name}' nuisance reached (bounds {1000 * lat.lower:.3g} "
+                 f"to {1000 * lat.upper:.3g} ms: widen them if it sits at one)")
         findings.append(Finding("latency", "warning",
                                 f"The robot moves {abs(delta) * 1000:.1f} ms ({abs(delta) * rate:.2f} frame) {direction} "
                                 f"the twin in every trial: shifting the twin by that much would remove "
-                                f"{100 * share:.0f} % of the squared residual — a camera latency (free the 'latency' "
-                                f"nuisance) or a delay in the drive.", {"shift_s": delta, "share_removed": share}))
-    lat = next((s for s in params.free if s.target == MEASUREMENT_PREFIX + "latency"), None)
+                                f"{100 * share:.0f} % of the squared residual — {cause} or a delay in the drive.",
+                                {"shift_s": delta, "share_removed": share}))
     if lat is not None:
         tau = float(full[lat.name])
         stats["latency_identified_s"] = tau
@@ -398,11 +402,16 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *,
         if float(np.linalg.norm(mean)) >= THRESHOLDS["offset_min"] and b_share >= THRESHOLDS["offset_share"]:
             axes = "xyz"
             parts = ", ".join(f"{axes[i]} {-mean[i]:+.2f}" for i in range(mean.size))
+            # never advise freeing what is free already
+            todo = [what for what, pre in (("the marker offsets", f"{MEASUREMENT_PREFIX}offset[{name}]"),
+                                           ("the camera pose", "camera.")) if not any(
+                s.target.startswith(pre) for s in params.free)]
+            fix = f"free {' or '.join(todo)}" if todo else "the marker offsets and the camera pose are free already"
             findings.append(Finding("offset", "warning",
                                     f"Keypoint '{name}' of the robot sits at a constant offset from the twin's "
                                     f"({parts} {unit}, {100 * b_share:.0f} % of its squared residual): a marker off "
-                                    f"its model site or a camera pose/offset error (free the marker offsets or the "
-                                    f"camera pose).", {"keypoint": name, "offset": (-mean).tolist(), "share": b_share}))
+                                    f"its model site or a camera pose/offset error ({fix}).",
+                                    {"keypoint": name, "offset": (-mean).tolist(), "share": b_share}))
     stats["offset"] = bias_stats
 
     # -- friction-like: residual along the motion vs sign of motion ------------------------------
