@@ -1079,7 +1079,8 @@ def _report_from_dict(d: Mapping[str, Any]) -> IdentifiabilityReport:
                                  [list(map(float, row)) for row in d.get("correlation") or []],
                                  {k: [float(a), float(b)] for k, (a, b) in (d.get("interval") or {}).items()},
                                  {k: float(v) for k, v in (d.get("centre") or {}).items()},
-                                 dict(d.get("measurement_bias") or {}))
+                                 dict(d.get("measurement_bias") or {}), dict(d.get("interval_kind") or {}),
+                                 dict(d.get("interval_note") or {}))
 
 
 def _stated_intervals(report: IdentifiabilityReport | None) -> dict[str, dict[str, Any]]:
@@ -1090,8 +1091,10 @@ def _stated_intervals(report: IdentifiabilityReport | None) -> dict[str, dict[st
     method = ("95 %, Gauss–Newton at the least-squares optimum" +
               (", the twin filmed like the robot (tracker bias included)" if filmed else "") +
               ", local (linearised)")
+    kinds, notes = report.interval_kind or {}, report.interval_note or {}
     return {n: {"lower": lo, "upper": hi, "method": method,
-                **({"centre": float(report.centre[n])} if n in (report.centre or {}) else {})}
+                **({"centre": float(report.centre[n])} if n in (report.centre or {}) else {}),
+                **({"kind": kinds[n]} if n in kinds else {}), **({"note": notes[n]} if n in notes else {})}
             for n, (lo, hi) in report.interval.items()}
 
 
@@ -1218,6 +1221,8 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
             "measurement_unit": s.objective.unit, "real_source": s.real.source,
             "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()
                             if n not in nuisance_vals},
+            "interval_95": {n: {k: v for k, v in iv.items() if k != "method"}
+                            for n, iv in _stated_intervals(final_report).items()},
             "identifiability_warning": final_report.warning if final_report else None})
         if nuisance_vals:  # identified with the physics, reported apart, never written into the model
             doc["nuisance"] = jsonable({n: {"value": v, "unit": params[n].unit, "meaning": params[n].meaning,

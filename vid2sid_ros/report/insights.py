@@ -53,6 +53,11 @@ class ParameterRow:
     #: measurement-consistent residual; may differ from ``final``, the identified value)
     centre: float | None = None
     interval_method: str = ""
+    #: ``two-sided`` | ``one-sided (lower bound)`` | ``one-sided (upper bound)`` | ``not identified`` | ...
+    #: (:func:`~vid2sid_ros.calibration.identifiability.stated_interval`); "" when the run states none
+    interval_kind: str = ""
+    #: why the interval is not simply ``centre ± 1.96σ`` (extended to the value, truncated at a bound), or ""
+    interval_note: str = ""
     reliable: bool = False
     unreliable_because: list[str] = field(default_factory=list)
     truth: float | None = None
@@ -78,6 +83,10 @@ class ParameterRow:
             return "no interval (" + (self.interval_method or "not computed") + ")"
         lo, hi = self.interval
         txt = f"[{lo:.{digits}g}, {hi:.{digits}g}] ({self.interval_method}"
+        if self.interval_kind and self.interval_kind != "two-sided":
+            txt += f"; {self.interval_kind}"
+        if self.interval_note:
+            txt += f"; {self.interval_note}"
         if not self.reliable:
             txt += "; UNRELIABLE: " + ", ".join(self.unreliable_because)
         return txt + ")"
@@ -125,6 +134,8 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
             row.interval = (float(g["lower"]), float(g["upper"]))
             row.interval_method = str(g.get("method") or "interval supplied by the run")
             row.centre = finite(g.get("centre"))
+            row.interval_kind = str(g.get("kind") or "")
+            row.interval_note = str(g.get("note") or "")
         elif row.std is not None:
             row.interval = (final - Z95 * row.std, final + Z95 * row.std)
             row.interval_method = "Gauss–Newton ±1.96σ, local (linearised at the result)"
