@@ -112,3 +112,28 @@ def test_a_stop_reason_that_mentions_convergence_is_not_a_convergence():
     s = "stalled: no step along the Gauss-Newton direction lowers the training MAE (not converged)"
     assert stop_kind(s) == "stalled" and not is_converged(s)
     assert stop_kind("rollout budget exhausted") == "budget"
+
+
+def test_a_stalled_proposal_stops_the_loop_as_not_converged():
+    """A proposer with no move left whose convergence test fails: the loop stops with 'stalled: <why>',
+    and the summary line says NOT converged (the word 'converged' in the reason does not make it one)."""
+    from vid2sid_ros.calibration.proposer import Proposal
+    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.report.insights import stop_sentence
+    from vid2sid_ros.sim.toy import make_rig
+
+    class Stuck:
+        name = "stuck"
+        wants_video = False
+
+        def propose(self, ctx):
+            return Proposal(values=dict(ctx.current), rationale="no step lowers the error", confidence=0.1,
+                            stalled="every step rejected (not converged)")
+
+    rig = make_rig()
+    real = make_sim2sim_trial(rig, {"stiffness": 0.25, "damping": 0.012, "gain": 0.14}, seed=4, noise="keypoint")
+    res = run_calibration(rig, real, Stuck(), CalibrationConfig(iterations=5, rollout_budget=20, identifiability=False,
+                                                                final_identifiability=False, diagnosis=False))
+    assert res.stopped == "stalled: every step rejected (not converged)" and res.iterations == 1
+    assert res.history[-1].extra["stalled"] == "every step rejected (not converged)"
+    assert stop_sentence(res.stopped, 1, 5, res.rollouts, 20).endswith("NOT converged")
