@@ -119,8 +119,7 @@ class Proposal:
         extra: JSON-ready extras for the iteration record (token usage, cost in USD,
             model name, fallback reason...); the loop copies them into
             ``IterationRecord.extra``.
-        converged: the proposer judges the fit converged at ``values`` (its own test, e.g.
-            the reasoner's predicted least-squares gain below a fraction); the loop
+        converged: the proposer judges the fit converged at ``values`` (its own test); the loop
             records the iteration and stops with ``stopped = "converged"`` instead of
             spending further iterations. Set it only after a convergence test (the
             reasoner's: :func:`~vid2sid_ros.calibration.reasoner.first_order_test` on a freshly

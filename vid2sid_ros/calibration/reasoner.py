@@ -35,11 +35,19 @@ Per iteration:
    ``diagnosis_min_step`` (the signature model has nothing left to say: under sensor
    noise the signatures' floor can stay above ``signature_tolerance``, and tiny steps
    accepted for "closer signatures" would otherwise stall the run in the diagnosis); repeated rejections (or a long way
-   travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities; when a refinement
-   step is predicted to gain less than ``converged_fraction`` of the squared residual
-   the reasoner holds its parameters and spends no more rollouts — judged on sensitivities
-   measured within ``refresh_travel`` of the point (farther ones, carried there by secant
-   updates, are re-measured first when the budget pays for that and a step after it).
+   travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities.
+5. **Convergence**: when a damped step is predicted to gain less than ``converged_fraction``
+   of the squared residual, the sensitivities are re-measured at the point if they were
+   carried there by secant updates, and :func:`first_order_test` decides: the Bates–Watts
+   relative offset of the bounded Gauss–Newton step against the residual noise (or a
+   predicted decrease below the simulation's resolution). Passed: the reasoner holds its
+   parameters and says ``converged``. Failed: it goes on (a damped step on the fresh
+   sensitivities, else the undamped Gauss–Newton step halved on each rejection, else
+   sensitivities re-measured with half the finite-difference step) and reports ``stalled``
+   only when no move is left; a test the budget cannot pay for is no convergence.
+6. **Latency**: a free latency nuisance costs no rollout, so it is searched over its whole
+   range (:meth:`Reasoner._scan_latency`) whenever the sensitivities are measured and at
+   every refinement iteration, before the local steps.
 
 Each accepted move gets a rationale naming the signature it corrects and the
 parameter it moves, with units, e.g. "the twin's dominant frequency of tip in
