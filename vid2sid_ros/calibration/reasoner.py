@@ -362,7 +362,7 @@ class Reasoner:
                     break
                 # not converged: go on along the undamped Gauss-Newton direction, halving it on each rejection;
                 # when every length is rejected, re-measure the sensitivities with half the finite-difference step
-                if fo.backtracks > 5 or not np.max(np.abs(test.step)) > 0:
+                if fo.backtracks > 6 or not np.max(np.abs(test.step)) > 0:
                     if fo.fd_step / 2 < self.min_fd_step:
                         fo.stalled = (f"no step along the Gauss-Newton direction lowers the training MAE "
                                       f"({format_error(anchor.error, self._unit)}), with sensitivities measured down "
@@ -378,23 +378,29 @@ class Reasoner:
                     remeasured = min(remeasured, 1)
                     continue
                 J = fo.J.copy()
-                lam = max(lam / 10.0, 1e-7)
-                radius = max(radius, self.initial_radius)
-                # the damped step on the fresh sensitivities first; when it still promises little, the undamped one
-                mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
-                                                         allow_diagnosis=False)
-                if step is not None and predicted >= self.converged_fraction * anchor.ssr:
-                    lines.append(f"Not converged yet: {test.text(self._unit)}; a damped least-squares step on the "
-                                 "freshly measured sensitivities.")
-                else:
-                    step = test.step * 0.5 ** fo.backtracks
+                gauss_newton = True  # a rejection of the step below counts as a backtrack
+                step = None
+                if fo.backtracks == 0:
+                    # first a damped step on the fresh sensitivities, with less damping and the trust region reset
+                    lam = max(lam / 10.0, 1e-7)
+                    radius = max(radius, self.initial_radius)
+                    mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
+                                                             allow_diagnosis=False)
+                    if step is not None and predicted >= self.converged_fraction * anchor.ssr:
+                        lines.append(f"Not converged yet: {test.text(self._unit)}; a damped least-squares step on "
+                                     "the freshly measured sensitivities.")
+                    else:
+                        step = None
+                if step is None:  # then the undamped Gauss-Newton step, halved on each rejection
+                    k = max(fo.backtracks - 1, 0)
+                    step = test.step * 0.5 ** k
                     big = float(np.max(np.abs(step)))
                     if big > self.max_radius:
                         step = step * (self.max_radius / big)
-                    mode, gauss_newton = "refinement", True
+                    mode = "refinement"
                     predicted = float(anchor.ssr - np.sum((anchor.r + J @ step) ** 2))
                     lines.append(f"Not converged yet: {test.text(self._unit)}; taking "
-                                 f"{'the' if fo.backtracks == 0 else f'1/{2 ** fo.backtracks} of the'} undamped "
+                                 f"{'the' if k == 0 else f'1/{2 ** k} of the'} undamped "
                                  "Gauss-Newton step on the freshly measured sensitivities.")
             if steps >= quota:
                 break  # the quota is spent: the test above was the last thing this proposal could do
