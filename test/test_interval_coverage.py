@@ -112,8 +112,14 @@ def test_interval_maps_through_the_log_scale_and_std_holds_it_symmetrically():
     lo, hi = rep.interval["c"]
     centre = 0.01 * 100.0 ** (params["c"].to_unit(0.1) - 0.03)
     assert rep.centre["c"] == pytest.approx(centre, rel=1e-6)
-    assert lo < centre < hi < 0.1  # the reported 0.1 lies outside: the optimum is 0.03 (normalised) lower
-    assert np.sqrt(lo * hi) == pytest.approx(centre, rel=1e-9)  # symmetric in log: geometric centre
+    # the Gauss-Newton interval about the optimum (0.03 normalised lower) would leave the reported 0.1 outside:
+    # the stated interval is extended to it, and its note says where the optimum is
+    assert lo < centre < hi and hi == pytest.approx(0.1)
+    assert "extended to the identified value" in rep.interval_note["c"] and rep.interval_kind["c"] == "two-sided"
+    c_u, h_u = rep.interval_raw["c"]
+    spec = params["c"]
+    assert lo == pytest.approx(spec.from_unit(c_u - h_u))
+    assert np.sqrt(spec.from_unit(c_u - h_u) * spec.from_unit(c_u + h_u)) == pytest.approx(centre, rel=1e-9)  # log
     assert rep.uncertainty["c"] == pytest.approx(max(hi - 0.1, 0.1 - lo) / Z95)
     d = rep.to_dict()
     assert d["interval"]["c"] == [lo, hi] and d["centre"]["c"] == rep.centre["c"]

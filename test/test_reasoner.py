@@ -144,7 +144,12 @@ def test_a_stalled_signature_diagnosis_hands_over_to_refinement_on_the_finger():
     res = run_calibration(rig, truth, make_proposer("reasoner"), CalibrationConfig(iterations=8, rollout_budget=40,
                                                                                    **FAST))
     assert "latency" in res.values  # the default measurement model (commanded excitations): latency free
-    assert res.stopped.startswith("converged") and res.rollouts < 40
+    # converged only on the first-order test (fresh Jacobian); else the stop says it ran out (was: "converged" on a
+    # damped step's small predicted gain)
+    if res.stopped.startswith("converged"):
+        assert "relative offset" in res.history[-1].rationale and res.rollouts < 40
+    else:
+        assert res.stopped in ("iterations done", "rollout budget exhausted")
     assert res.error_px < 0.65
     for name in ("joint_damping", "joint_friction", "actuator_gain", "joint_stiffness"):
         assert res.values[name] == pytest.approx(truth.truth[name], rel=0.05), name
@@ -216,17 +221,21 @@ def test_convergence_is_not_called_on_sensitivities_carried_far_by_secant_update
     ``refresh_travel`` are now re-measured before convergence is declared."""
     ctx, ev0, spent = _stale_context(toy_case, travel=1.0)
     prop = make_proposer("reasoner").propose(ctx)
-    assert "re-measuring them here before calling it converged" in prop.rationale
+    assert "re-measuring them here for the convergence test" in prop.rationale
     assert sum(spent) >= len(ctx.parameters.free_names)  # the finite differences were paid for
     assert prop.best_evaluation is not None and prop.best_evaluation.error_px < 0.5 * ev0.error_px
-    # measured close by (travel below refresh_travel), the same model is trusted: converged, nothing spent
+    assert not prop.converged
+    # measured close by (travel below refresh_travel) but carried by secants all the same: never trusted for a
+    # convergence call (was: "converged", nothing spent, on a Jacobian that predicted no gain)
     ctx, ev0, spent = _stale_context(toy_case, travel=0.1)
     prop = make_proposer("reasoner").propose(ctx)
-    assert prop.converged and sum(spent) == 0
-    # and far away but without the budget for the measurement and a step after it: converged, nothing spent
-    ctx, ev0, spent = _stale_context(toy_case, travel=1.0, budget=len(ctx.parameters.free_names) + 1)
+    assert not prop.converged and sum(spent) >= len(ctx.parameters.free_names)
+    assert prop.best_evaluation is not None and prop.best_evaluation.error_px < 0.5 * ev0.error_px
+    # without the budget for the measurement: not converged, nothing spent, and the rationale says why
+    ctx, ev0, spent = _stale_context(toy_case, travel=1.0, budget=len(ctx.parameters.free_names) - 1)
     prop = make_proposer("reasoner").propose(ctx)
-    assert prop.converged and sum(spent) == 0
+    assert not prop.converged and sum(spent) == 0
+    assert "cannot pay for: not converged" in prop.rationale
 
 
 def test_a_latency_probe_costs_no_rollout_and_the_diagnosis_leaves_latency_alone(toy_case):
@@ -240,16 +249,18 @@ def test_a_latency_probe_costs_no_rollout_and_the_diagnosis_leaves_latency_alone
     assert "latency" in rig.parameters.names or "latency" in res.values  # on by default (commanded excitation)
     evals = res.history[1].extra["evaluations"]
     nominal = rig.parameters.nominal()
-    probe = [e for e in evals if e["values"]["latency"] != 0.0 and all(
-        e["values"][n] == nominal[n] for n in rig.parameters.free_names)]
-    assert len(probe) == 1 and probe[0]["rollouts"] == 0, evals[:5]
-    assert evals[0] is probe[0]  # probed first, while the anchor's rollouts are surely cached
-    physics_probes = evals[1:4]  # one parameter moved, the others exactly at the anchor
+    physics = [n for n in rig.parameters.free_names if n != "latency"]
+    # the latency's global search and its finite-difference probe: the anchor's physics, no rollout, first (while
+    # the anchor's rollouts are surely cached)
+    k = next(i for i, e in enumerate(evals) if any(e["values"][n] != nominal[n] for n in physics))
+    assert k >= 21 and all(e["rollouts"] == 0 for e in evals[:k]), evals[:k]
+    lat0 = evals[k]["values"]["latency"]  # where the search left it
+    physics_probes = evals[k:k + len(physics)]  # one parameter moved, the others exactly at the anchor
     for j, e in enumerate(physics_probes):
-        moved = [n for n in rig.parameters.free_names if e["values"][n] != nominal[n]]
-        assert moved == [rig.parameters.free_names[j]], e
-    diag_steps = [e for e in evals[4:] if e is not probe[0]]
-    assert diag_steps and all(e["values"]["latency"] == 0.0 for e in diag_steps)
+        moved = [n for n in rig.parameters.free_names if e["values"][n] != nominal[n] and n != "latency"]
+        assert moved == [physics[j]] and e["values"]["latency"] == lat0, e
+    diag_steps = evals[k + len(physics):]
+    assert diag_steps and all(e["values"]["latency"] == lat0 for e in diag_steps)
     assert "Diagnosis from signatures" in res.history[1].rationale
 
 

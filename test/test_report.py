@@ -73,7 +73,7 @@ def toy_runs(tmp_path_factory):
     rig, real = _toy_real()
     base = tmp_path_factory.mktemp("runs")
     runs = {}
-    for name, iters, budget in (("reasoner", 8, 60), ("random", 20, 6)):
+    for name, iters, budget in (("reasoner", 8, 80), ("random", 20, 6)):
         rd = base / name
         rd.mkdir()
         real.save(rd / "real_trial.json")
@@ -332,3 +332,8 @@ def test_an_identified_value_outside_its_interval_is_explained_in_the_terminal(t
     run.result["intervals"][name].update(lower=0.9 * final, upper=1.3 * final)   # inside: nothing added
     line = next(ln for ln in run_summary_lines(run) if ln.strip().startswith(f"{name} ="))
     assert "centred on" not in line
+    # what the loop states now: the interval extended to the value, the centre and the reason in its note
+    note = f"the least-squares optimum with the tracker's bias modelled is {1.2 * final:.4g}; the interval is extended"
+    run.result["intervals"][name].update(lower=final, upper=1.3 * final, kind="two-sided", note=note)
+    line = next(ln for ln in run_summary_lines(run) if ln.strip().startswith(f"{name} ="))
+    assert f"[{final:.4g}, {1.3 * final:.4g}]" in line and note in line

@@ -214,7 +214,7 @@ class NelderMead(_BlackBox):
             x = np.clip(res.x, 0.0, 1.0)
             step *= 0.5
             if step < self.xatol:
-                return f"converged after {restart + 1} restart(s)"
+                return f"the simplex shrank below xatol = {self.xatol:g} (normalised) after {restart + 1} restart(s)"
         return "restart limit reached"
 
 

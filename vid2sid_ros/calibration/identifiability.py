@@ -78,6 +78,8 @@ __all__ = ["correlation_time", "residual_correlation_time", "residual_blocks",
     "IdentifiabilityReport",
     "finite_difference_jacobian",
     "analyse_jacobian",
+    "stated_interval",
+    "state_intervals",
     "check_identifiability",
     "unit_derivatives",
 ]
@@ -122,6 +124,11 @@ class IdentifiabilityReport:
             docstring), clipped to the bounds; empty when no residuals were available.
         centre: ``{name: value}`` the interval's centre: the least-squares optimum one
             Gauss–Newton step from the analysed point (with the tracker bias, when measured).
+        interval_kind: ``{name: kind}`` (:func:`stated_interval`): ``two-sided``,
+            ``one-sided (lower bound)``, ``one-sided (upper bound)``, ``not identified`` or
+            ``zero width (no residual noise)``.
+        interval_note: ``{name: why}`` when the interval is not simply ``centre ± 1.96σ``
+            (extended to hold the identified value, truncated at a bound).
         measurement_bias: how the twin's tracker bias was measured (``applied``, ``source``,
             ``rms_px``, ``rollouts``) or why not (``applied: False``, ``reason``); empty when the
             caller did not ask (:func:`check_identifiability` ``twin_camera``).
@@ -142,6 +149,10 @@ class IdentifiabilityReport:
     interval: dict[str, list[float]] = field(default_factory=dict)
     centre: dict[str, float] = field(default_factory=dict)
     measurement_bias: dict[str, Any] = field(default_factory=dict)
+    interval_kind: dict[str, str] = field(default_factory=dict)
+    interval_note: dict[str, str] = field(default_factory=dict)
+    #: ``{name: (centre, half-width)}`` of the Gauss-Newton interval in normalised coordinates (not serialised)
+    interval_raw: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
 
     @property
     def identifiable(self) -> bool:
@@ -158,7 +169,8 @@ class IdentifiabilityReport:
                 "uncertainty": dict(self.uncertainty), "rollouts": self.rollouts, "step": self.step,
                 "scheme": self.scheme, "correlation": [list(map(float, row)) for row in self.correlation],
                 "interval": {k: [float(a), float(b)] for k, (a, b) in self.interval.items()},
-                "centre": dict(self.centre), "measurement_bias": dict(self.measurement_bias)}
+                "centre": dict(self.centre), "measurement_bias": dict(self.measurement_bias),
+                "interval_kind": dict(self.interval_kind), "interval_note": dict(self.interval_note)}
 
 
 def default_min_effect(unit: str) -> float:
@@ -475,6 +487,7 @@ def analyse_jacobian(
     uncertainty: dict[str, float] = {}
     interval: dict[str, list[float]] = {}
     centre_values: dict[str, float] = {}
+    raw: dict[str, tuple[float, float]] = {}
     if residuals is not None and Js.size:
         residuals = np.asarray(residuals, float)
         aligned = residuals.shape[0] == J.shape[0]
@@ -520,17 +533,12 @@ def analyse_jacobian(
             var_u = np.clip(np.diag(cov_u), 0.0, None)
             half = Z95 * np.sqrt(var_u)
             for j, spec in enumerate(parameters.free):
-                if not (math.isfinite(centre_u[j]) and math.isfinite(half[j])):
+                if not math.isfinite(centre_u[j]):
                     continue
-                # from_unit clips to [0, 1], i.e. the interval to the bounds (the scale is monotone)
-                lo, hi = spec.from_unit(centre_u[j] - half[j]), spec.from_unit(centre_u[j] + half[j])
-                v = float(full_point[spec.name])
-                interval[spec.name] = [lo, hi]
+                raw[spec.name] = (float(centre_u[j]), float(half[j]))
                 centre_values[spec.name] = spec.from_unit(centre_u[j])
-                # the smallest interval symmetric about the reported value that holds the 95 % interval
-                uncertainty[spec.name] = max(abs(hi - v), abs(v - lo)) / Z95
         except np.linalg.LinAlgError:
-            uncertainty, interval, centre_values = {}, {}, {}
+            uncertainty, interval, centre_values, raw = {}, {}, {}, {}
     correlation: list[list[float]] = []
     if Js.size and n > 1:
         try:
@@ -543,9 +551,100 @@ def analyse_jacobian(
     report = IdentifiabilityReport(names, dict(parameters.complete(point)), sensitivity, [float(s) for s in S], cond,
                                    weak, message, uncertainty, rollouts, step, scheme, correlation, interval,
                                    centre_values, dict(measurement_bias or {}))
+    report.interval_raw = raw
+    state_intervals(report, parameters, report.point)
     if warn and message:
         warnings.warn(message, IdentifiabilityWarning, stacklevel=2)
     return report
+
+
+def stated_interval(spec: Any, value: float, centre_u: float, half_u: float, *,
+                    biased: bool = False) -> tuple[float, float, str, str]:
+    """The 95 % interval a report states for one parameter: it holds the value, and is never zero-width on a bound.
+
+    From the Gauss–Newton interval ``c ± h`` in normalised coordinates (``h = 1.96 σ``):
+
+    - the identified value ``v`` outside it (a budget-stopped run, or the optimum moved by the
+      tracker-bias correction): the interval is extended to ``v`` and the note names the centre;
+    - reaching past a bound: cut at the bound (``one-sided``); lying wholly beyond it (the data put
+      the optimum outside the search range), the Gaussian of the estimate truncated to the range
+      gives the one-sided interval ``[bound, q]`` with 95 % of its mass (for a centre more than 30 σ
+      away, the truncated tail is exponential with scale ``σ² / d``: ``q = −ln(0.05) σ² / d``);
+    - covering the whole range (or ``σ`` not finite): ``not identified``, the search bounds.
+
+    Args:
+        spec: the parameter's :class:`~vid2sid_ros.core.parameters.ParameterSpec`.
+        value: the identified value, its unit.
+        centre_u, half_u: ``c`` and ``h`` (normalised units).
+        biased: the centre includes the tracker-bias correction (named in the note).
+
+    Returns:
+        ``(lower, upper, kind, note)`` in the parameter's unit; kind ``two-sided`` |
+        ``one-sided (lower bound)`` | ``one-sided (upper bound)`` | ``not identified`` |
+        ``zero width (no residual noise)``; note "" when the interval is simply ``c ± h``.
+    """
+    from scipy.stats import norm
+
+    v_u = float(np.clip(spec.to_unit(float(value)), 0.0, 1.0))
+    if not (math.isfinite(centre_u) and math.isfinite(half_u)) or half_u >= 0.5:
+        return (min(spec.lower, value), max(spec.upper, value), "not identified",
+                "the 95 % interval spans the whole search range: the data do not determine it")
+    notes = []
+    a, b = centre_u - half_u, centre_u + half_u
+    if not a <= v_u <= b:
+        what = "the least-squares optimum" + (" with the tracker's bias modelled" if biased else "")
+        notes.append(f"{what} is {spec.from_unit(float(np.clip(centre_u, 0.0, 1.0))):.4g}"
+                     f"{' (beyond the bound)' if not 0.0 <= centre_u <= 1.0 else ''}; the interval is extended to "
+                     "the identified value")
+        a, b = min(a, v_u), max(b, v_u)
+    kind = "two-sided"
+    sigma = half_u / Z95
+    if a <= 0.0 and b >= 1.0:
+        return (min(spec.lower, value), max(spec.upper, value), "not identified",
+                "the 95 % interval spans the whole search range: the data do not determine it")
+    for side, at_bound, beyond in (("lower", a <= 0.0, b <= 0.0), ("upper", b >= 1.0, a >= 1.0)):
+        if not at_bound:
+            continue
+        kind = f"one-sided ({side} bound)"
+        if beyond and sigma > 0:  # wholly beyond the bound: the truncated Gaussian's 95 % from the bound
+            d = -centre_u if side == "lower" else centre_u - 1.0  # distance beyond the bound, > 0
+            z0, z1 = d / sigma, (d + 1.0) / sigma
+            if z0 > 30.0:
+                q = -math.log(0.05) * sigma / z0
+            else:
+                p0, p1 = norm.sf(z0), norm.sf(z1)
+                q = float(norm.isf(p0 - 0.95 * (p0 - p1))) * sigma - d
+            q = float(np.clip(q, 0.0, 1.0))
+            a, b = (0.0, max(q, v_u)) if side == "lower" else (min(1.0 - q, v_u), 1.0)
+            notes.append(f"the data put the optimum beyond the {side} bound: the interval is the estimate's "
+                         "Gaussian truncated to the search range")
+        elif beyond:
+            a, b = (0.0, v_u) if side == "lower" else (v_u, 1.0)
+    lo, hi = spec.from_unit(float(np.clip(a, 0.0, 1.0))), spec.from_unit(float(np.clip(b, 0.0, 1.0)))
+    lo, hi = min(lo, value), max(hi, value)  # always holds the value (also one outside its own bounds)
+    if not hi > lo:
+        kind = "zero width (no residual noise)"
+    return lo, hi, kind, "; ".join(notes)
+
+
+def state_intervals(report: IdentifiabilityReport, parameters: ParameterSet, values: Mapping[str, float]) -> None:
+    """Fill ``report.interval``, ``interval_kind``, ``interval_note`` and ``uncertainty`` for ``values``.
+
+    From ``report.interval_raw`` through :func:`stated_interval`; ``uncertainty`` is the std of the
+    smallest interval symmetric about the value that holds the stated interval,
+    ``max(|hi − v|, |v − lo|) / 1.96``.
+    """
+    biased = bool((report.measurement_bias or {}).get("applied"))
+    report.interval, report.interval_kind, report.interval_note, report.uncertainty = {}, {}, {}, {}
+    for name, (c, h) in (report.interval_raw or {}).items():
+        spec = parameters[name]
+        v = float(values[name])
+        lo, hi, kind, note = stated_interval(spec, v, c, h, biased=biased)
+        report.interval[name] = [lo, hi]
+        report.interval_kind[name] = kind
+        if note:
+            report.interval_note[name] = note
+        report.uncertainty[name] = max(abs(hi - v), abs(v - lo)) / Z95
 
 
 def _weak_message(weak: Sequence[Mapping[str, Any]], sensitivity: Mapping[str, float], cond: float,
@@ -753,8 +852,7 @@ def check_identifiability(
         sim_at = add_bias(list(e.sim), bias) if bias is not None else list(e.sim)
         centred = analyse(at, residual_vector(sim_at, objective.real), False)
     if centred is not report:
-        v0 = parameters.complete(point)
-        report.interval, report.centre = centred.interval, centred.centre
-        report.uncertainty = {k: max(abs(hi - v0[k]), abs(v0[k] - lo)) / Z95 for k, (lo, hi) in centred.interval.items()}
+        report.centre, report.interval_raw = centred.centre, centred.interval_raw
+        state_intervals(report, parameters, parameters.complete(point))
     report.rollouts = count["rollouts"]
     return report

@@ -148,7 +148,9 @@ class CalibrationConfig:
         condition_threshold: condition number above which the check warns.
         target_error_px: stop early once the best training MAE is at or below this.
         stop_when_converged: stop (``stopped = "converged"``) after an iteration whose
-            proposal says ``converged``; False spends every iteration anyway.
+            proposal says ``converged`` (its convergence test passed), or (``stopped = "stalled:
+            <why>"``, not converged) whose proposal says it has no move left; False spends
+            every iteration anyway.
         video: write side-by-side videos for the proposer (None: ``proposer.wants_video``).
         resume: continue the run found in ``run_dir``.
         max_rationale_chars: longest proposer rationale stored, characters; a longer one is cut
@@ -1094,6 +1096,9 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
         converged = bool(getattr(proposal, "converged", False)) and ev is not None and not ev.failed
         if converged:
             extra["converged"] = True
+        stall = "" if converged else str(getattr(proposal, "stalled", "") or "")
+        if stall:
+            extra["stalled"] = stall
         if proposal.diagnosis:
             extra["diagnosis"] = dict(proposal.diagnosis)
         if proposal.excitation_change:
@@ -1120,6 +1125,9 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
             break
         if converged and cfg.stop_when_converged:  # the proposer's own test: more iterations change nothing
             stopped = "converged"
+            break
+        if stall and cfg.stop_when_converged:  # no move left, and the convergence test fails: say so
+            stopped = f"stalled: {stall}"
             break
     else:
         stopped = "iterations done"
@@ -1230,6 +1238,8 @@ def _write_run_results(s: _Session, result: CalibrationResult, history: list[Ite
         "measurement_unit": s.objective.unit, "real_source": s.real.source,
         "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()
                         if n not in nuisance_vals},
+        "interval_95": {n: {k: v for k, v in iv.items() if k != "method"}
+                        for n, iv in _stated_intervals(final_report).items()},
         "identifiability_warning": final_report.warning if final_report else None,
         **({"unobservable_on_training": list(s.unobservable)} if s.unobservable else {})})
     if nuisance_vals:  # identified with the physics, reported apart, never written into the model
@@ -1383,7 +1393,8 @@ def _report_from_dict(d: Mapping[str, Any]) -> IdentifiabilityReport:
                                  [list(map(float, row)) for row in d.get("correlation") or []],
                                  {k: [float(a), float(b)] for k, (a, b) in (d.get("interval") or {}).items()},
                                  {k: float(v) for k, v in (d.get("centre") or {}).items()},
-                                 dict(d.get("measurement_bias") or {}))
+                                 dict(d.get("measurement_bias") or {}), dict(d.get("interval_kind") or {}),
+                                 dict(d.get("interval_note") or {}))
 
 
 def _stated_intervals(report: IdentifiabilityReport | None) -> dict[str, dict[str, Any]]:
@@ -1394,8 +1405,10 @@ def _stated_intervals(report: IdentifiabilityReport | None) -> dict[str, dict[st
     method = ("95 %, Gauss–Newton at the least-squares optimum" +
               (", the twin filmed like the robot (tracker bias included)" if filmed else "") +
               ", local (linearised)")
+    kinds, notes = report.interval_kind or {}, report.interval_note or {}
     return {n: {"lower": lo, "upper": hi, "method": method,
-                **({"centre": float(report.centre[n])} if n in (report.centre or {}) else {})}
+                **({"centre": float(report.centre[n])} if n in (report.centre or {}) else {}),
+                **({"kind": kinds[n]} if n in kinds else {}), **({"note": notes[n]} if n in notes else {})}
             for n, (lo, hi) in report.interval.items()}
 
 

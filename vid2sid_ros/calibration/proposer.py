@@ -123,10 +123,14 @@ class Proposal:
         extra: JSON-ready extras for the iteration record (token usage, cost in USD,
             model name, fallback reason...); the loop copies them into
             ``IterationRecord.extra``.
-        converged: the proposer judges the fit converged at ``values`` (its own test, e.g.
-            the reasoner's predicted least-squares gain below a fraction); the loop
+        converged: the proposer judges the fit converged at ``values`` (its own test); the loop
             records the iteration and stops with ``stopped = "converged"`` instead of
-            spending further iterations.
+            spending further iterations. Set it only after a convergence test (the
+            reasoner's: :func:`~vid2sid_ros.calibration.reasoner.first_order_test` on a freshly
+            measured Jacobian).
+        stalled: why the proposer has no move left although its convergence test fails
+            (e.g. every step rejected at the smallest finite-difference step), or ""; the loop
+            stops with ``stopped = "stalled: <why>"`` (not converged).
         state: optional JSON-serialisable proposer memory (e.g. the reasoner's
             Jacobian). The loop stores it with the iteration (record
             ``extra["proposer_state"]``, kept in ``run_dir/proposer_state/``) and hands it
@@ -144,6 +148,7 @@ class Proposal:
     extra: dict[str, Any] = field(default_factory=dict)
     state: dict[str, Any] | None = None
     converged: bool = False
+    stalled: str = ""
 
 
 @runtime_checkable

@@ -35,11 +35,19 @@ Per iteration:
    ``diagnosis_min_step`` (the signature model has nothing left to say: under sensor
    noise the signatures' floor can stay above ``signature_tolerance``, and tiny steps
    accepted for "closer signatures" would otherwise stall the run in the diagnosis); repeated rejections (or a long way
-   travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities; when a refinement
-   step is predicted to gain less than ``converged_fraction`` of the squared residual
-   the reasoner holds its parameters and spends no more rollouts — judged on sensitivities
-   measured within ``refresh_travel`` of the point (farther ones, carried there by secant
-   updates, are re-measured first when the budget pays for that and a step after it).
+   travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities.
+5. **Convergence**: when a damped step is predicted to gain less than ``converged_fraction``
+   of the squared residual, the sensitivities are re-measured at the point if they were
+   carried there by secant updates, and :func:`first_order_test` decides: the Bates–Watts
+   relative offset of the bounded Gauss–Newton step against the residual noise (or a
+   predicted decrease below the simulation's resolution). Passed: the reasoner holds its
+   parameters and says ``converged``. Failed: it goes on (a damped step on the fresh
+   sensitivities, else the undamped Gauss–Newton step halved on each rejection, else
+   sensitivities re-measured with half the finite-difference step) and reports ``stalled``
+   only when no move is left; a test the budget cannot pay for is no convergence.
+6. **Latency**: a free latency nuisance costs no rollout, so it is searched over its whole
+   range (:meth:`Reasoner._scan_latency`) whenever the sensitivities are measured and at
+   every refinement iteration, before the local steps.
 
 Each accepted move gets a rationale naming the signature it corrects and the
 parameter it moves, with units, e.g. "the twin's dominant frequency of tip in
@@ -63,13 +71,13 @@ import numpy as np
 
 from ..core.parameters import ParameterSet
 from ..core.trajectory import display_unit, format_error
-from .nuisance import MEASUREMENT_PREFIX
+from .nuisance import LATENCY, MEASUREMENT_PREFIX
 from .objective import measurement_unit, residual_vector
 from .proposer import BudgetExhausted, Evaluation, Proposal, ProposalContext
 from .rationale import lead_with_moves
 from .signatures import SIGNATURES, SignatureDiscrepancy, compare_signatures, measure_all
 
-__all__ = ["Reasoner"]
+__all__ = ["Reasoner", "first_order_test", "FirstOrderTest"]
 
 
 def _unit_str(unit: str) -> str:
@@ -105,7 +113,12 @@ class Reasoner:
         diagnosis_slack: a diagnosis step that brings the signatures closer is accepted
             while the training MAE stays below this multiple of the best seen.
         converged_fraction: a refinement step predicted to lower the squared residual by
-            less than this fraction means convergence: the reasoner holds (no rollouts).
+            less than this fraction calls the convergence test (:meth:`first_order_test`).
+        converged_offset: the test's threshold on the Bates–Watts relative offset of the
+            Gauss–Newton step (the step's length in standard errors, RMS over the parameters).
+        min_fd_step: smallest finite-difference step (normalised units): when every length
+            of the Gauss–Newton step is rejected, the sensitivities are re-measured with half
+            the step, down to this; below it the reasoner reports a stall (not converged).
         diagnosis_min_step: a diagnosis step whose largest component is below this
             (normalised units, ∞-norm; 0.005 = 0.5 % of a range) ends the diagnosis phase
             without a rollout: the reasoner refines on the trajectories from there.
@@ -121,7 +134,8 @@ class Reasoner:
                  refresh_distance: float = 2.0,
                  diagnosis_slack: float = 1.5,
                  converged_fraction: float = 1e-3, evaluations_per_iteration: int | None = None,
-                 diagnosis_min_step: float = 0.005) -> None:
+                 diagnosis_min_step: float = 0.005, converged_offset: float = 0.25,
+                 min_fd_step: float = 1e-4) -> None:
         if not 0 < fd_step < 0.5:
             raise ValueError(f"Reasoner: fd_step must be in (0, 0.5), got {fd_step}")
         if not 0 <= diagnosis_min_step < 0.5:
@@ -141,6 +155,12 @@ class Reasoner:
         self.diagnosis_slack = diagnosis_slack
         self.evaluations_per_iteration = evaluations_per_iteration
         self.converged_fraction = converged_fraction
+        if not 0 < converged_offset < 1:
+            raise ValueError(f"Reasoner: converged_offset must be in (0, 1), got {converged_offset}")
+        if not 0 < min_fd_step <= fd_step:
+            raise ValueError(f"Reasoner: min_fd_step must be in (0, fd_step], got {min_fd_step}")
+        self.converged_offset = float(converged_offset)
+        self.min_fd_step = float(min_fd_step)
 
     # -- state ------------------------------------------------------------------------
     def _load_state(self, ctx: ProposalContext) -> dict[str, Any] | None:
@@ -189,6 +209,9 @@ class Reasoner:
         diag_failures = 0
         phase = "diagnose"
         converged = False
+        # the convergence test's memory: the Jacobian last measured by finite differences and where,
+        # the finite-difference step, the Gauss-Newton backtracking count, a test still owed
+        fo = _FirstOrder(fd_step=self.fd_step)
         if state is not None and state.get("m") == anchor.r.size and state.get("names") == names:
             J = np.asarray(state["J"], float)
             Js = np.asarray(state["Js"], float) if state.get("Js") else np.zeros((0, n))
@@ -201,6 +224,7 @@ class Reasoner:
             phase = str(state.get("phase", phase))
             converged = bool(state.get("converged", False)) and np.array_equal(
                 np.asarray(state.get("u_anchor", []), float), anchor.u)
+            fo = _FirstOrder.restore(state, self.fd_step, J, anchor.u)
             u_prev = np.asarray(state.get("u_anchor", anchor.u), float)
             if not np.array_equal(u_prev, anchor.u):
                 lines.append("The current parameters were set by another proposer; my sensitivities were measured "
@@ -210,7 +234,23 @@ class Reasoner:
         # re-measured even while every step is accepted (a valley crept along in tiny steps)
         stale = (failures >= self.refresh_after or (travel >= self.refresh_travel and failures >= 1)
                  or travel >= self.refresh_distance)
-        need_fd = J is None or (stale and not converged)
+        need_fd = J is None or ((stale or fo.pending) and not converged)
+        if not converged and (phase == "refine" or need_fd):
+            # the latency costs no rollout: searched over its whole range whenever the sensitivities are measured and
+            # at every refinement iteration, so that a local optimum near 0 (a shift by a whole period of the motion
+            # looks as good) never holds it. Not at every diagnosis step: while the signatures still disagree, the
+            # shift that best hides wrong physics drifts (to a bound) and the diagnosis steps follow it
+            # while the physics is still off (diagnosis phase), a shift is taken only when it explains much of the
+            # misfit (a fifth of the training MAE): one that explains little is as likely to hide wrong physics
+            moved, paid = self._scan_latency(ctx, anchor, excitations, lines,
+                                             min_gain=0.0 if phase == "refine" else 0.2)
+            evals_left -= math.ceil(paid / cost)
+            if moved is not None:
+                if J is not None:
+                    J, Js = self._broyden(J, Js, anchor, moved, sig_keys)
+                    travel += float(np.max(np.abs(moved.u - anchor.u)))
+                tried.append(moved)
+                anchor = best = moved
         # a probe of a measurement nuisance (latency, marker offset) re-uses the anchor's rollouts: free
         n_paid = sum(1 for s in free if not s.target.startswith(MEASUREMENT_PREFIX))
         if need_fd and evals_left < n_paid + (1 if J is None else 2):
@@ -227,9 +267,10 @@ class Reasoner:
                                  "by secants along the steps since: re-measuring them at the current point.")
             travel = 0.0
             try:
-                J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations)
+                J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations, fo.fd_step)
             except BudgetExhausted:
                 return self._finish(ctx, anchor, best, tried, lines, diagnosis, None, radius, lam, failures, sig_keys)
+            fo.measured(J, anchor.u)
             evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / cost)
             failures = 0
             tried.extend(probes)
@@ -248,12 +289,15 @@ class Reasoner:
             J, Js = self._broyden(J, Js, anchor, best, sig_keys)
             travel += float(np.max(np.abs(best.u - anchor.u)))
             anchor = best
-        remeasured = False  # at most one re-measurement before a convergence call per proposal
+        want_test = None  # a Jacobian re-measured for the convergence test, not tested yet
+        tested = None  # the Jacobian the last convergence test used (a fresh one, re-measured for it, is tested)
+        remeasured = 0  # re-measurements for a convergence call in this proposal (at most two)
         if converged and quota > 0:
             lines.append(f"Converged earlier: the least-squares model predicts no useful improvement of the "
                          f"{format_error(anchor.error, self._unit)} training MAE; holding the parameters and saving the rollouts.")
             quota = 0
-        for _ in range(quota):
+        steps = 0  # evaluated steps; a re-measurement or a convergence test takes no slot of the quota
+        while steps < quota or (steps == quota and fo.fresh_at(anchor.u) and fo.J is not tested):
             sig_table = anchor.sig_table(sig_keys)
             mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
                                                      allow_diagnosis=(phase == "diagnose"))
@@ -265,49 +309,104 @@ class Reasoner:
                 phase = "refine"
                 mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
                                                          allow_diagnosis=False)
-            if (step is None or np.max(np.abs(step)) < 1e-6
+            gauss_newton = False
+            if (step is None or np.max(np.abs(step)) < 1e-6 or steps >= quota
+                    or (want_test is not None and fo.J is want_test)
                     or (mode == "refinement" and predicted < self.converged_fraction * anchor.ssr)):
-                dead = _dead_columns(J, names)
-                # (the far case only when the budget pays for the measurement and a step or two after it)
-                far = travel >= self.refresh_travel and evals_left >= n_paid + 2
-                if (dead and travel > 0.0 or far) and not remeasured:
-                    # convergence is judged on fresh sensitivities: a parameter that did nothing where they
-                    # were measured (a damping before anything moves) may matter here, and a Jacobian carried
-                    # far by secant updates can predict no gain where there is one (a camera pose pushed
-                    # against its bounds while the physics was still wrong)
-                    if dead:
-                        lines.append(f"{', '.join(dead)} had no measurable effect where I measured my "
-                                     f"sensitivities, {travel:.2f} (normalised) away; re-measuring them here before "
-                                     "calling it converged.")
-                    else:
-                        lines.append(f"My sensitivities were measured {travel:.2f} (normalised) away and only "
-                                     "updated by secants since; re-measuring them here before calling it converged.")
-                    remeasured = True
-                    try:
-                        J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations)
-                    except BudgetExhausted:
+                # the damped step promises little: the convergence test, on sensitivities measured here
+                if not fo.fresh_at(anchor.u):
+                    if evals_left >= n_paid and remeasured < 2:
+                        if travel > 0.0:
+                            lines.append(f"My sensitivities were measured {travel:.2f} (normalised) away and only "
+                                         "updated by secants since; re-measuring them here for the convergence test.")
+                        else:
+                            lines.append("My sensitivities here were updated by secants since they were measured; "
+                                         "re-measuring them for the convergence test.")
+                        remeasured += 1
+                        try:
+                            J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations, fo.fd_step)
+                        except BudgetExhausted:
+                            break
+                        fo.measured(J, anchor.u)
+                        want_test = fo.J  # re-measured for the test: the test comes next, whatever the damped step says
+                        evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / cost)
+                        tried.extend(probes)
+                        travel, failures = 0.0, 0
+                        lines.append(self._sensitivity_summary(params, anchor, Js, sig_keys, J))
+                        better = [p for p in probes if not p.failed and p.error < anchor.error]
+                        if better:  # a probe is better: no optimum here; steps go on from the best probe
+                            cand = min(better, key=lambda p: p.error)
+                            J, Js = self._broyden(J, Js, anchor, cand, sig_keys)
+                            travel += float(np.max(np.abs(cand.u - anchor.u)))
+                            anchor, want_test = cand, None
+                            if anchor.error < best.error:
+                                best = anchor
+                        radius = max(radius, self.initial_radius)
+                        continue
+                    fo.pending = True
+                    why = (f"which the remaining budget ({evals_left} evaluation(s)) cannot pay for"
+                           if evals_left < n_paid else "which I leave to the next iteration (two re-measurements "
+                                                      "in this one already)")
+                    lines.append(f"The least-squares model predicts little further gain (training MAE "
+                                 f"{format_error(anchor.error, self._unit)}), but only on sensitivities carried here "
+                                 f"by secant updates; the convergence test needs them re-measured ({n_paid} "
+                                 f"evaluation(s)), {why}: not converged.")
+                    break
+                tested, want_test = fo.J, None
+                test = first_order_test(anchor.r, fo.J, anchor.u, floor=self._floor(ctx, anchor),
+                                        threshold=self.converged_offset)
+                if test.passed:
+                    lines.append(f"Converged: {test.text(self._unit)} (training MAE "
+                                 f"{format_error(anchor.error, self._unit)}); holding the parameters.")
+                    converged = True
+                    break
+                # not converged: go on along the undamped Gauss-Newton direction, halving it on each rejection;
+                # when every length is rejected, re-measure the sensitivities with half the finite-difference step
+                if fo.backtracks > 6 or not np.max(np.abs(test.step)) > 0:
+                    if fo.fd_step / 2 < self.min_fd_step:
+                        fo.stalled = (f"no step along the Gauss-Newton direction lowers the training MAE "
+                                      f"({format_error(anchor.error, self._unit)}), with sensitivities measured down "
+                                      f"to a {fo.fd_step:.2g} (normalised) finite-difference step; "
+                                      f"{test.text(self._unit)}")
+                        lines.append(f"Stalled, not converged: {fo.stalled}.")
                         break
-                    evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / cost)
-                    tried.extend(probes)
-                    travel, failures = 0.0, 0
-                    lines.append(self._sensitivity_summary(params, anchor, Js, sig_keys, J))
-                    better = [p for p in probes if not p.failed and p.error < anchor.error]
-                    if better:
-                        cand = min(better, key=lambda p: p.error)
-                        J, Js = self._broyden(J, Js, anchor, cand, sig_keys)
-                        travel += float(np.max(np.abs(cand.u - anchor.u)))
-                        anchor = cand
-                        if anchor.error < best.error:
-                            best = anchor
-                    radius = max(radius, self.initial_radius)
+                    fo.fd_step /= 2
+                    fo.backtracks = 0
+                    fo.J = None  # forces the re-measurement above, with the smaller step
+                    lines.append(f"Every length of the Gauss-Newton step was rejected: re-measuring my sensitivities "
+                                 f"with a finite-difference step of {fo.fd_step:.2g} (normalised).")
+                    remeasured = min(remeasured, 1)
                     continue
-                lines.append(f"Converged: the trajectory least-squares model predicts less than "
-                             f"{100 * self.converged_fraction:.2g} % further reduction of the squared residual "
-                             f"(training MAE {format_error(anchor.error, self._unit)}); holding the parameters.")
-                converged = True
-                break
+                J = fo.J.copy()
+                gauss_newton = True  # a rejection of the step below counts as a backtrack
+                step = None
+                if fo.backtracks == 0:
+                    # first a damped step on the fresh sensitivities, with less damping and the trust region reset
+                    lam = max(lam / 10.0, 1e-7)
+                    radius = max(radius, self.initial_radius)
+                    mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
+                                                             allow_diagnosis=False)
+                    if step is not None and predicted >= self.converged_fraction * anchor.ssr:
+                        lines.append(f"Not converged yet: {test.text(self._unit)}; a damped least-squares step on "
+                                     "the freshly measured sensitivities.")
+                    else:
+                        step = None
+                if step is None:  # then the undamped Gauss-Newton step, halved on each rejection
+                    k = max(fo.backtracks - 1, 0)
+                    step = test.step * 0.5 ** k
+                    big = float(np.max(np.abs(step)))
+                    if big > self.max_radius:
+                        step = step * (self.max_radius / big)
+                    mode = "refinement"
+                    predicted = float(anchor.ssr - np.sum((anchor.r + J @ step) ** 2))
+                    lines.append(f"Not converged yet: {test.text(self._unit)}; taking "
+                                 f"{'the' if k == 0 else f'1/{2 ** k} of the'} undamped "
+                                 "Gauss-Newton step on the freshly measured sensitivities.")
+            if steps >= quota:
+                break  # the quota is spent: the test above was the last thing this proposal could do
             u_new = np.clip(anchor.u + step, 0.0, 1.0)
             values = params.from_unit_vector(u_new, ctx.current)
+            steps += 1
             try:
                 ev = ctx.evaluate({k: values[k] for k in names})
             except BudgetExhausted:
@@ -337,6 +436,8 @@ class Reasoner:
             J, Js = self._broyden(J, Js, anchor, cand, sig_keys)
             if accept and mode == "diagnosis":
                 diag_failures = 0
+            if gauss_newton:
+                fo.backtracks = 0 if accept else fo.backtracks + 1
             if accept:
                 ratio = ((anchor.ssr - cand.ssr) / predicted) if predicted > 0 else 1.0
                 lines.append(explanation)
@@ -371,9 +472,88 @@ class Reasoner:
                 best = anchor
         # propose where the reasoning stands (the loop keeps the best point seen separately)
         return self._finish(ctx, anchor, anchor, tried, lines, diagnosis, (J, Js), radius, lam, failures, sig_keys,
-                            phase, converged, travel, diag_failures)
+                            phase, converged, travel, diag_failures, fo)
 
     # -- pieces -----------------------------------------------------------------------
+    def _scan_latency(self, ctx: ProposalContext, anchor: "_Point", excitations: Sequence[Any],
+                      lines: list[str], min_gain: float = 0.0) -> tuple["_Point | None", int]:
+        """Global search of the free latency nuisance over its whole range, the other parameters held.
+
+        A latency is a time shift of the twin's trajectory (:mod:`~vid2sid_ros.calibration.nuisance`):
+        every value re-uses the anchor's rollouts, so the search is a dense grid over the bounds
+        (spacing 1/8 of a frame period, at least 21 points, at most 201) followed by a bounded
+        Brent refinement (``scipy.optimize.minimize_scalar``) between the best grid point's
+        neighbours, all on the training MAE. A derivative-based step from 0 stops in the nearest
+        dip of the (periodic) misfit; the grid sees every dip.
+
+        Args:
+            min_gain: the move is taken only when it lowers the training MAE by more than this
+                fraction (0: any decrease).
+
+        Returns:
+            ``(the best point found, when it lowers the anchor's training MAE enough, else None;
+            rollouts paid — 0 unless the anchor's rollouts were no longer cached)``.
+        """
+        from scipy.optimize import minimize_scalar
+
+        params = ctx.parameters
+        spec = next((s for s in params.free if s.target == MEASUREMENT_PREFIX + LATENCY), None)
+        if spec is None or not spec.upper > spec.lower:
+            return None, 0
+        rate = next((float(e.rate) for e in excitations if e is not None and getattr(e, "rate", None)), 0.0)
+        lo, hi = float(spec.lower), float(spec.upper)
+        n = int(min(201, max(21, math.ceil((hi - lo) * rate * 8) + 1))) if rate > 0 else 21
+        base = {k: anchor.values[k] for k in params.free_names}
+        seen: dict[float, tuple[float, Evaluation]] = {}
+        paid = 0
+
+        def mae(x: float) -> float:
+            nonlocal paid
+            x = float(spec.clip(float(x)))
+            if x not in seen:
+                ev = ctx.evaluate({**base, spec.name: x})
+                paid += int(ev.rollouts)
+                seen[x] = (math.inf if ev.failed else float(ev.error_px), ev)
+            return seen[x][0]
+
+        grid = np.linspace(lo, hi, n)
+        try:
+            errs = [mae(x) for x in grid]
+            k = int(np.argmin(errs))
+            if math.isfinite(errs[k]):
+                minimize_scalar(mae, bounds=(float(grid[max(k - 1, 0)]), float(grid[min(k + 1, n - 1)])),
+                                method="bounded", options={"xatol": (hi - lo) * 1e-5, "maxiter": 25})
+        except BudgetExhausted:
+            pass
+        if not seen:
+            return None, paid
+        x_best, (e_best, ev_best) = min(seen.items(), key=lambda kv: kv[1][0])
+        if not e_best < (1.0 - min_gain) * anchor.error:
+            return None, paid
+        p = _Point.of(ev_best, ctx, excitations, params)
+        if p.failed:
+            return None, paid
+        lines.append(f"I searched the {spec.name} over its whole range ({n} values from {_with_unit(lo, spec.unit)} "
+                     f"to {_with_unit(hi, spec.unit)}, then refined; no rollout: it shifts the measurement): "
+                     f"{_fmt(anchor.values[spec.name])} → {_with_unit(x_best, spec.unit)} lowers the training MAE "
+                     f"{self._num(anchor.error)} → {format_error(e_best, self._unit)}.")
+        return p, paid
+
+    @staticmethod
+    def _floor(ctx: ProposalContext, anchor: "_Point") -> float:
+        """Squared-residual change below the simulation's resolution: ``m (1e-9 e0)²``.
+
+        ``e0`` is the training MAE at the start of the run (the scale of the misfit, in the
+        measurement's unit). A rollout is deterministic, but its residual is a smooth function of
+        the parameters only down to ~1e-10 of ``e0`` (integrator and float64 round-off over
+        thousands of steps; measured on the toy rig: Gauss-Newton steps predicted at 1e-10 of
+        ``e0`` are rejected), so a predicted decrease below ``(1e-9 e0)²`` per residual is no
+        decrease a simulator can show, with or without noise: noise-free data end there.
+        """
+        e0 = next((float(r.error_px) for r in ctx.history if math.isfinite(r.error_px)), anchor.error)
+        e0 = max(e0, anchor.error) if math.isfinite(anchor.error) else e0
+        return float(anchor.r.size) * (1e-9 * e0) ** 2
+
     def _num(self, error: float) -> str:
         """An error as a bare number in the display unit of :attr:`_unit` (mm for m)."""
         f, u = display_unit(self._unit)
@@ -386,7 +566,9 @@ class Reasoner:
             return excs
         return [None] * len(ctx.real)
 
-    def _finite_differences(self, ctx: ProposalContext, anchor: "_Point", excitations: Sequence[Any]):
+    def _finite_differences(self, ctx: ProposalContext, anchor: "_Point", excitations: Sequence[Any],
+                            fd_step: float | None = None):
+        step = self.fd_step if fd_step is None else float(fd_step)
         params = ctx.parameters
         names = params.free_names
         n = len(names)
@@ -403,7 +585,7 @@ class Reasoner:
         order = sorted(range(n), key=lambda j: not meas[j])
         steps, points = {}, []
         for j in order:
-            h = self.fd_step if anchor.u[j] + self.fd_step <= 1.0 else -self.fd_step
+            h = step if anchor.u[j] + step <= 1.0 else -step
             u = anchor.u.copy()
             u[j] += h
             # only parameter j moves: the others keep the anchor's exact values (a unit-vector round trip
@@ -597,7 +779,7 @@ class Reasoner:
 
     def _finish(self, ctx, anchor: "_Point", best: "_Point", tried, lines, diagnosis, jac, radius, lam, failures,
                 sig_keys, phase: str = "diagnose", converged: bool = False, travel: float = 0.0,
-                diag_failures: int = 0) -> Proposal:
+                diag_failures: int = 0, fo: "_FirstOrder | None" = None) -> Proposal:
         names = ctx.parameters.free_names
         if best.error >= anchor.error and best is not anchor:
             best = anchor
@@ -609,6 +791,8 @@ class Reasoner:
                      "radius": float(radius), "lambda": float(lam), "failures": int(failures), "phase": phase, "travel": float(travel),
                      "diag_failures": int(diag_failures),
                      "converged": bool(converged)}
+            if fo is not None:
+                state.update(fo.to_state(J, best.u))
         start_error = float(ctx.current_eval.error_px)
         improved = best.error < start_error
         if not lines:
@@ -634,7 +818,8 @@ class Reasoner:
                                                  f"{format_error(best.error, self._unit)}" if improved else ""))
         return Proposal(values={n: best.values[n] for n in names}, rationale=rationale, confidence=conf,
                         diagnosis=dict(diagnosis), best_evaluation=best.evaluation if best.evaluation is not
-                        ctx.current_eval else None, state=state, converged=bool(converged))
+                        ctx.current_eval else None, state=state, converged=bool(converged),
+                        stalled=fo.stalled if fo is not None and not converged else "")
 
 
 def net_diagnosis(diagnosis: Mapping[str, str], before: Mapping[str, float],
@@ -708,6 +893,141 @@ class _Point:
 
     def sig_vector(self, keys: Sequence[Sequence[str]]) -> np.ndarray:
         return np.array([self.sig_full[tuple(k)].d if tuple(k) in self.sig_full else np.nan for k in keys])
+
+
+class FirstOrderTest:
+    """The result of :func:`first_order_test` (see there).
+
+    Attributes:
+        passed: the fit is at a first-order optimum as far as the noise can tell.
+        offset: the Bates–Watts relative offset ``ρ`` (dimensionless; inf without a noise estimate).
+        predicted: predicted decrease of the squared residual by the Gauss–Newton step (unit²).
+        noise: the residual standard deviation estimate ``s`` (the measurement's unit).
+        step: the box-constrained Gauss–Newton step, shape (n,), normalised units.
+        gradient: the projected gradient ``‖P(Jᵀr)‖∞`` (unit² per normalised unit).
+        threshold: the bound on ``ρ`` used.
+        floor: predicted decreases at or below this (unit²) are below the simulation's resolution.
+    """
+
+    def __init__(self, passed: bool, offset: float, predicted: float, noise: float, step: np.ndarray,
+                 gradient: float, threshold: float, floor: float) -> None:
+        self.passed, self.offset, self.predicted, self.noise = passed, offset, predicted, noise
+        self.step, self.gradient, self.threshold, self.floor = step, gradient, threshold, floor
+
+    def text(self, unit: str) -> str:
+        """One clause for a rationale, naming the test, its numbers and its source."""
+        if self.predicted <= self.floor:
+            return (f"the Gauss-Newton step on freshly measured sensitivities predicts a decrease of the squared "
+                    f"residual of {self.predicted:.3g} {unit}², below the simulation's resolution "
+                    f"({self.floor:.3g} {unit}²)")
+        return (f"the Gauss-Newton step on freshly measured sensitivities has a relative offset of {self.offset:.3g} "
+                f"{'≤' if self.passed else '>'} {self.threshold:.3g} (Bates & Watts: its predicted decrease of the "
+                f"squared residual, {self.predicted:.3g} {unit}², per parameter, against the residual noise "
+                f"{self.noise:.3g} {unit}; projected gradient {self.gradient:.3g})")
+
+
+def first_order_test(r: np.ndarray, J: np.ndarray, u: np.ndarray, *, floor: float = 0.0,
+                     threshold: float = 0.25) -> FirstOrderTest:
+    """First-order optimality of a bounded least-squares fit, judged against its own noise.
+
+    The Gauss–Newton step ``δ = argmin ‖r + J δ‖²`` inside the box ``0 ≤ u + δ ≤ 1`` (BVLS,
+    ``scipy.optimize.lsq_linear``) predicts the decrease ``P = ‖r‖² − ‖r + J δ‖²``; ``P = 0``
+    exactly when the projected gradient ``Jᵀr`` vanishes (the first-order / KKT condition for a
+    box, Nocedal & Wright, *Numerical Optimization*, 2nd ed., §12.3 and §16.7; Dennis & Schnabel,
+    *Numerical Methods for Unconstrained Optimization*, §7.2, stop on a gradient scaled to the
+    function's size). The noise sets the scale: with ``m`` residuals, ``n`` parameters and
+    ``s² = (‖r‖² − P) / (m − n)`` the residual variance estimate, the relative offset
+    (Bates & Watts, "A relative offset convergence criterion for nonlinear least squares",
+    *Technometrics* 23, 1981; *Nonlinear Regression Analysis*, 1988, §2.2.3)
+
+        ``ρ = sqrt(P / n) / s``
+
+    is the remaining step's length in standard errors of the estimate (RMS over the parameters):
+    ``P / s²`` is its squared Mahalanobis length. The fit has converged when ``ρ ≤ threshold``
+    (a step that small moves the estimate by a small fraction of what the noise already leaves
+    uncertain), or when ``P ≤ floor`` (no decrease the arithmetic can show; noise-free data).
+    Bates & Watts suggest 0.001 for analytic derivatives; a forward-difference Jacobian of a
+    simulator (step 0.05 of a range) is a few % off, which alone keeps ``ρ`` near that size at
+    the optimum, so the default 0.25 asks for a remaining step under a quarter of a standard
+    error: the 95 % intervals (±1.96 standard errors) would move by under 13 % of their half-width.
+
+    Args:
+        r: residual vector, shape (m,), in the measurement's unit.
+        J: Jacobian ``∂r/∂u`` measured at ``u`` (finite differences), shape (m, n).
+        u: the point in normalised coordinates, shape (n,), in [0, 1].
+        floor: predicted decreases at or below this pass (unit²).
+        threshold: bound on ``ρ`` (dimensionless, > 0).
+
+    Returns:
+        :class:`FirstOrderTest`.
+    """
+    from scipy.optimize import lsq_linear
+
+    r = np.asarray(r, float)
+    J = np.asarray(J, float)
+    u = np.asarray(u, float)
+    m, n = J.shape
+    lo = -u
+    hi = np.maximum(1.0 - u, lo + 1e-15)
+    scale = np.sqrt(np.sum(J ** 2, axis=0))
+    live = scale > 0
+    step = np.zeros(n)
+    ssr = float(r @ r)
+    if live.any():
+        # a ridge of 1e-12 of each column's squared norm only keeps exactly dependent columns from a huge step
+        reg = 1e-6 * np.diag(scale[live])
+        res = lsq_linear(np.vstack([J[:, live], reg]), np.concatenate([-r, np.zeros(int(live.sum()))]),
+                         bounds=(lo[live], hi[live]), method="bvls")
+        step[live] = np.asarray(res.x, float)
+    predicted = max(ssr - float(np.sum((r + J @ step) ** 2)), 0.0)
+    g = J.T @ r
+    # projected gradient: a component pushing out through an active bound is no first-order descent direction
+    g = np.where(((u <= 0.0) & (g > 0)) | ((u >= 1.0) & (g < 0)), 0.0, g)
+    s2 = max(ssr - predicted, 0.0) / max(m - n, 1)
+    noise = math.sqrt(s2)
+    offset = math.sqrt(predicted / max(n, 1)) / noise if noise > 0 else (0.0 if predicted == 0 else math.inf)
+    passed = predicted <= floor or offset <= threshold
+    return FirstOrderTest(bool(passed), float(offset), float(predicted), noise, step,
+                          float(np.max(np.abs(g))) if g.size else 0.0, float(threshold), float(floor))
+
+
+class _FirstOrder:
+    """The reasoner's convergence-test memory within and across proposals.
+
+    ``J``/``u``: the Jacobian last measured by finite differences and where (a secant-updated
+    or carried Jacobian is never used for the test); ``fd_step``: the finite-difference step
+    (halved when every length of a Gauss–Newton step was rejected); ``backtracks``: rejected
+    Gauss–Newton steps at this point; ``pending``: a test owed that the budget could not pay
+    for (re-measure first next time); ``stalled``: why no step is left, or "".
+    """
+
+    def __init__(self, fd_step: float) -> None:
+        self.J: np.ndarray | None = None
+        self.u: np.ndarray | None = None
+        self.fd_step = float(fd_step)
+        self.backtracks = 0
+        self.pending = False
+        self.stalled = ""
+
+    def measured(self, J: np.ndarray, u: np.ndarray) -> None:
+        self.J, self.u, self.pending = np.array(J, float), np.array(u, float), False
+
+    def fresh_at(self, u: np.ndarray) -> bool:
+        return self.J is not None and self.u is not None and np.array_equal(self.u, u)
+
+    def to_state(self, J: np.ndarray, u: np.ndarray) -> dict[str, Any]:
+        fresh = self.fresh_at(u) and self.J is not None and np.array_equal(self.J, J)
+        return {"fresh": bool(fresh), "fd_step": self.fd_step, "backtracks": int(self.backtracks),
+                "pending": bool(self.pending)}
+
+    @classmethod
+    def restore(cls, state: Mapping[str, Any], fd_step: float, J: np.ndarray, u: np.ndarray) -> "_FirstOrder":
+        fo = cls(float(state.get("fd_step", fd_step)))
+        fo.backtracks = int(state.get("backtracks", 0))
+        fo.pending = bool(state.get("pending", False))
+        if state.get("fresh") and np.array_equal(np.asarray(state.get("u_anchor", []), float), u):
+            fo.measured(J, u)
+        return fo
 
 
 def _dead_columns(J: np.ndarray, names: Sequence[str]) -> list[str]:

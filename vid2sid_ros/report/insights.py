@@ -55,6 +55,11 @@ class ParameterRow:
     #: measurement-consistent residual; may differ from ``final``, the identified value)
     centre: float | None = None
     interval_method: str = ""
+    #: ``two-sided`` | ``one-sided (lower bound)`` | ``one-sided (upper bound)`` | ``not identified`` | ...
+    #: (:func:`~vid2sid_ros.calibration.identifiability.stated_interval`); "" when the run states none
+    interval_kind: str = ""
+    #: why the interval is not simply ``centre ± 1.96σ`` (extended to the value, truncated at a bound), or ""
+    interval_note: str = ""
     reliable: bool = False
     unreliable_because: list[str] = field(default_factory=list)
     truth: float | None = None
@@ -80,6 +85,10 @@ class ParameterRow:
             return "no interval (" + (self.interval_method or "not computed") + ")"
         lo, hi = self.interval
         txt = f"[{lo:.{digits}g}, {hi:.{digits}g}] ({self.interval_method}"
+        if self.interval_kind and self.interval_kind != "two-sided":
+            txt += f"; {self.interval_kind}"
+        if self.interval_note:
+            txt += f"; {self.interval_note}"
         if not self.reliable:
             txt += "; UNRELIABLE: " + ", ".join(self.unreliable_because)
         return txt + ")"
@@ -129,6 +138,8 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
             row.interval = (float(g["lower"]), float(g["upper"]))
             row.interval_method = str(g.get("method") or "interval supplied by the run")
             row.centre = finite(g.get("centre"))
+            row.interval_kind = str(g.get("kind") or "")
+            row.interval_note = str(g.get("note") or "")
         elif row.std is not None:
             row.interval = (final - Z95 * row.std, final + Z95 * row.std)
             row.interval_method = "Gauss–Newton ±1.96σ, local (linearised at the result)"
@@ -182,6 +193,8 @@ def stop_sentence(run_or_stopped: RunSummary | str, iterations_done: int | None 
         return f"stopped: iterations ({it}, {ro}) — NOT converged"
     if kind == "interrupted":
         return f"stopped: interrupted after {it}, {ro}"
+    if kind == "stalled":
+        return f"stopped: {stopped} ({it}, {ro}) — NOT converged"
     return f"stopped: {stopped} ({it}, {ro})"
 
 
@@ -243,9 +256,9 @@ def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[In
     res = run.result
     out: list[Insight] = []
     kind = stop_kind(run.stopped)
-    if kind in ("budget", "iterations", "interrupted"):
+    if kind in ("budget", "iterations", "interrupted", "stalled"):
         what = {"budget": "at its rollout budget", "iterations": "at its iteration limit",
-                "interrupted": "when interrupted"}[kind]
+                "interrupted": "when interrupted", "stalled": "with no step left that lowers the error"}[kind]
         out.append(Insight("unconverged", f"The run stopped {what} without converging",
                            stop_sentence(run) + ". The identified values are the best seen so far, not a converged "
                            "fit; intervals are unreliable. Give it a larger budget or more iterations (or --resume)."))

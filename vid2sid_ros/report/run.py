@@ -114,9 +114,18 @@ class RunSummary:
 
 
 def stop_kind(stopped: str) -> str:
-    """The stop reason as one word: converged | budget | iterations | interrupted | target | other."""
-    s = (stopped or "").lower()
-    for key, kind in (("converged", "converged"), ("target", "target"), ("budget", "budget"),
+    """The stop reason as one word: converged | budget | iterations | interrupted | target | stalled | other.
+
+    ``converged`` only for a stop reason that starts with it (the loop writes exactly
+    ``"converged"`` after a proposer's convergence test passed, plus any appended note): a
+    reason that merely mentions the word ("stalled: ... not converged") is not a convergence.
+    """
+    s = (stopped or "").lower().strip()
+    if s.startswith("converged"):
+        return "converged"
+    if s.startswith("stalled"):
+        return "stalled"
+    for key, kind in (("target", "target"), ("budget", "budget"),
                       ("interrupt", "interrupted"), ("iterations", "iterations")):
         if key in s:
             return kind

@@ -103,7 +103,11 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
         line = f"  {p.name:>{width}s} = {p.final:.6g} {unit_text(p.unit)}".rstrip()
         if p.interval is not None:
             line += f"  95 % [{p.interval[0]:.4g}, {p.interval[1]:.4g}]"
-            if not p.interval[0] <= p.final <= p.interval[1] and p.centre is not None:
+            if p.interval_kind and p.interval_kind != "two-sided":
+                line += f" {p.interval_kind}"
+            if p.interval_note:
+                line += f" ({p.interval_note})"
+            elif not p.interval[0] <= p.final <= p.interval[1] and p.centre is not None:  # a run from older code
                 line += (f" (centred on {p.centre:.4g}, the optimum once the tracker's bias is modelled: "
                          "the identified value lies outside it)")
             line += "" if p.reliable else f" UNRELIABLE ({'; '.join(p.unreliable_because)})"
