@@ -38,4 +38,4 @@ def test_a_lag_beyond_a_free_latency_is_not_answered_with_free_the_latency():
     d = diagnose(obj, {**truth, "latency": 0.01}, parameters=params, probe=False)
     lag = [f.message for f in d.findings if f.kind == "latency" and f.severity == "warning"]
     assert lag, [f.message for f in d.findings]
-    assert "free the 'latency'" not in lag[0] and "widen them" in lag[0]
+    assert "free the 'latency'" not in lag[0] and "on its upper bound" in lag[0] and "widen them" in lag[0]

@@ -68,6 +68,14 @@ def _latency_note(ctx: ProbeContext) -> list[Finding]:
     if lat is None:
         return []
     tau = float(ctx.full[lat.name])
+    span = float(lat.upper - lat.lower)
+    at = ("upper" if lat.upper - tau <= 0.005 * span else "lower" if tau - lat.lower <= 0.005 * span else None)
+    if at is not None:  # free already: never "free the latency"; a latency on its bound may be larger still
+        return [Finding("latency", "warning",
+                        f"The '{lat.name}' nuisance sits on its {at} bound ({tau * 1000:.1f} ms, {tau * ctx.rate:.2f} "
+                        f"frame; bounds {1000 * lat.lower:.3g} to {1000 * lat.upper:.3g} ms): the video's delay may "
+                        "lie beyond it; widen them (nuisance.latency.bounds) and calibrate again.",
+                        {"latency_s": tau, "latency_frames": tau * ctx.rate, "at_bound": at})]
     if abs(tau) * ctx.rate < THRESHOLDS["latency_note_frames"]:
         return []
     return [Finding("latency", "note", f"The video lags the commands by {tau * 1000:.1f} ms ({tau * ctx.rate:.2f} "
