@@ -76,20 +76,28 @@ def run_node(make_node: Any, args: Any = None) -> None:
 
     ``rclpy.init``, build the node with ``make_node()``, spin it on its own executor
     (:func:`make_executor`), return on Ctrl-C or an external shutdown (SIGTERM), then
-    destroy the node and shut rclpy down.
+    destroy the node and shut rclpy down. Signals are handled in every phase of start-up
+    (:mod:`vid2sid_ros.nodes.startup`): rclpy's signal handlers are installed only once
+    the node is built, so a signal can never invalidate the context under a half-built
+    node; a signal during the imports or the construction ends the process at once, cleanly.
 
     Raises:
         SystemExit: code 2 when the node cannot be built from its input (a bad rig config,
             parameter, file or model: :data:`_BAD_INPUT`), after one line on stderr naming the
-            node and the error (rclpy is shut down first).
+            node and the error (rclpy is shut down first); code 143 after SIGTERM (128 + 15;
+            SIGINT returns normally: status 0).
     """
     import rclpy
-    from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException
+    from rclpy.signals import SignalHandlerOptions, install_signal_handlers
 
-    rclpy.init(args=args)
+    from .startup import StartupInterrupted, exit_status, raise_on_signal, received_signal
+
     node = None
+    executor = None
     try:
+        raise_on_signal(True)  # construction: a signal raises StartupInterrupted here (or at once if one came)
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
         try:
             node = make_node()
         except _BAD_INPUT as err:  # a bad rig config / parameter: one line, not a traceback (exit 2)
@@ -99,22 +107,24 @@ def run_node(make_node: Any, args: Any = None) -> None:
             name = module.rsplit(".", 1)[-1]
             print(f"vid2sid_ros {name}: {err}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
-        if not rclpy.ok():  # SIGINT/SIGTERM arrived while the node was being built
-            return
         executor = make_executor(node)
         executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
+        raise_on_signal(False)  # spinning: signals only recorded by ours, acted on by rclpy's (chained)
+        install_signal_handlers(SignalHandlerOptions.ALL)
+        if received_signal() is None:  # none between the end of construction and rclpy's handlers
+            executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException, StartupInterrupted):
         pass
-    except RCLError:
-        # SIGINT/SIGTERM while the node was being built: rclpy's signal handler has shut the
-        # context down, and the executor cannot be created on it; that is a clean stop
-        if rclpy.ok():
-            raise
     finally:
+        raise_on_signal(False)
+        if executor is not None:
+            executor.shutdown(timeout_sec=0)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+    status = exit_status(received_signal())
+    if status:
+        raise SystemExit(status)
 
 
 def create_stream_publisher(node: Any, msg_type: Any, topic: str, qos: QoSProfile = STREAM_QOS):
