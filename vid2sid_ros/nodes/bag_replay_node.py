@@ -25,7 +25,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_srvs.srv import Trigger
 
 from ..io.rosbag import DEFAULT_TOPICS, BagError, bag_topics, check_topic_types, read_messages
-from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, s_from_stamp, stamp_from_s, run_node
+from .common import ExcitationCommand, create_stream_publisher, qos_params, qos_profile, s_from_stamp, stamp_from_s, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -45,7 +45,7 @@ PARAMS = [
     Param("autostart", True, "start replaying once the node is up (after start_delay)"),
     Param("start_delay", 1.0, "delay before the first message, for subscribers to connect", "s", 0.0, 60.0),
     Param("tick", 0.002, "timer period of the replay clock", "s", 0.0005, 0.1, read_only=True),
-]
+] + qos_params(("images", "streams"))
 
 
 class BagReplayNode(Node):
@@ -55,10 +55,10 @@ class BagReplayNode(Node):
         super().__init__("bag_replay_node", **kwargs)
         declare(self, PARAMS)
         self._p = values(self, PARAMS)
-        self._pub_img = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
-        self._pub_info = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], STREAM_QOS)
-        self._pub_cmd = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
-        self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], STREAM_QOS)
+        self._pub_img = create_stream_publisher(self, Image, TOPICS["real_image"], qos_profile(self, "images", publisher=True))
+        self._pub_info = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], qos_profile(self, "images", publisher=True))
+        self._pub_cmd = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], qos_profile(self, "streams"))
+        self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], qos_profile(self, "streams"))
         self.error: str | None = None
         self.published = {"image": 0, "camera_info": 0, "command": 0, "trial_end": 0}
         self.finished = False

@@ -27,7 +27,7 @@ times the CPU per callback of the command stream: :func:`~vid2sid_ros.nodes.comm
 The calibration runs on a dedicated worker thread (which owns the evaluation twin) while
 the service callback waits for it, so requests are served one at a time, in order; the
 commands of a trial streaming meanwhile wait in a deep subscription queue
-(:data:`~vid2sid_ros.nodes.common.COMMAND_QOS`) and none is lost. The twin's parameter
+(``qos.commands.depth``) and none is lost. The twin's parameter
 service is called through a small client node of the calibrator's own
 (``<name>_param_client``, no parameters of its own), spun only while it waits for the
 reply, so the reply never waits for the busy executor. If the node is spun by a
@@ -59,7 +59,7 @@ from rclpy.node import Node
 
 from ..core.excitation import Excitation
 from ..core.trajectory import Trajectory
-from .common import COMMAND_QOS, LATCHED_QOS, ExcitationCommand, ParameterUpdate, TrajectoryMsg, run_node, \
+from .common import ExcitationCommand, create_qos_subscription, qos_params, qos_profile, ParameterUpdate, TrajectoryMsg, run_node, \
     create_stream_publisher, excitation_from_commands, parameter_update_msg, resolve_rig, \
     ros_param_name, trajectory_from_msg
 from .graph import TOPICS
@@ -84,7 +84,7 @@ PARAMS = [
     Param("final_identifiability", True, "check identifiability at the result: Gauss–Newton intervals and the "
           "correlation matrix for the report (diagnostic rollouts, not charged to the budget)"),
     Param("trials", "latest", "real trials fitted when the request names none", choices=("latest", "all")),
-]
+] + qos_params(("commands", "results"))
 
 
 def _session_name(trial_ids: list[str], proposer: str, names: list[str]) -> str:
@@ -118,11 +118,11 @@ class CalibratorNode(Node):
         #: values last applied to the twin node by this calibrator (start of new sessions)
         self.applied: dict[str, float] = self.parameters.nominal()
         group = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self._on_command, COMMAND_QOS,
+        create_qos_subscription(self, ExcitationCommand, TOPICS["excitation"], self._on_command, "commands",
                                  callback_group=group)
-        self.create_subscription(TrajectoryMsg, TOPICS["real_trajectory"], self._on_real, LATCHED_QOS,
+        create_qos_subscription(self, TrajectoryMsg, TOPICS["real_trajectory"], self._on_real, "results",
                                  callback_group=group)
-        self._pub = create_stream_publisher(self, ParameterUpdate, TOPICS["parameter_update"], LATCHED_QOS)
+        self._pub = create_stream_publisher(self, ParameterUpdate, TOPICS["parameter_update"], qos_profile(self, "results"))
         self._reentrant = ReentrantCallbackGroup()
         self.create_service(Propose, TOPICS["propose"], self._srv_propose, callback_group=self._reentrant)
         # no global arguments: a process-wide ``-r __node:=...`` must not give it the calibrator's name

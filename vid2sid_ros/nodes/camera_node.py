@@ -17,7 +17,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from ..io.image_msg import array_to_image
-from .common import STREAM_QOS, camera_info_msg, create_stream_publisher, run_node
+from .common import camera_info_msg, create_stream_publisher, qos_params, qos_profile, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -35,7 +35,7 @@ PARAMS = [
     Param("camera_info_file", "", "camera_calibration CameraInfo YAML of this camera, published beside the images "
           "on camera_info; empty = uncalibrated (K all zero, image size only)", read_only=True),
     Param("reopen_interval", 2.0, "retry period when the source cannot be opened", "s", 0.1, 3600.0),
-]
+] + qos_params(("images",))
 
 
 def open_capture(source: str, fps: float = 0.0, width: int = 0, height: int = 0):
@@ -68,8 +68,8 @@ class CameraNode(Node):
         super().__init__("camera_node", **kwargs)
         declare(self, PARAMS)
         self._p = values(self, PARAMS)
-        self._pub = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
-        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, Image, TOPICS["real_image"], qos_profile(self, "images", publisher=True))
+        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], qos_profile(self, "images", publisher=True))
         self._intrinsics = None
         if self._p["camera_info_file"]:
             from types import SimpleNamespace

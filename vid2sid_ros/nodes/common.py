@@ -28,7 +28,8 @@ from ..core.trajectory import Trajectory  # noqa: E402
 from ..calibration.loop import CalibrationError  # noqa: E402
 from ..sim.base import TwinError  # noqa: E402
 
-__all__ = ["stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
+__all__ = ["QOS_KINDS", "qos_params", "qos_profile", "describe_qos", "AdaptiveSubscription",
+           "create_qos_subscription", "stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
            "excitation_from_commands", "excitation_to_commands", "parameter_update_msg", "BufferQueue",
            "STREAM_QOS", "COMMAND_QOS", "LATCHED_QOS", "ros_param_name", "msgtype_of", "resolve_rig", "make_executor",
            "create_stream_publisher", "camera_info_msg", "image_marker_msg", "KEYPOINT_COLOURS"]
@@ -41,6 +42,143 @@ STREAM_QOS = QoSProfile(depth=120, reliability=ReliabilityPolicy.RELIABLE, histo
 COMMAND_QOS = QoSProfile(depth=10000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 #: trajectories and parameter updates: few, must all arrive.
 LATCHED_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
+#: QoS of the graph's topics by kind: ``(depth, reliability)``, the defaults of the nodes'
+#: ``qos.<kind>.depth`` / ``qos.<kind>.reliability`` parameters (history KEEP_LAST, volatile).
+#: ``auto`` (images and camera_info, subscriptions only): start RELIABLE (what this graph's own
+#: publishers offer, no loss under load) and switch to BEST_EFFORT, which matches both kinds of
+#: publisher, as soon as a publisher offering BEST_EFFORT (sensor-data QoS, what many camera
+#: drivers offer) is discovered -- the way ``ros2 bag record`` adapts to the offered QoS.
+QOS_KINDS: dict[str, tuple[int, str, str]] = {
+    "images": (120, "auto", "images and camera_info (2 s at 60 Hz)"),
+    "streams": (120, "reliable", "commands, keypoints, image markers, trial-end notices"),
+    "commands": (10000, "reliable", "the command stream of a node whose service calls block for seconds "
+                                    "(2.8 min at 60 Hz)"),
+    "results": (50, "reliable", "trajectories and parameter updates (few, each must arrive)"),
+}
+_RELIABILITY = {"reliable": ReliabilityPolicy.RELIABLE, "best_effort": ReliabilityPolicy.BEST_EFFORT}
+
+
+def qos_params(kinds: Sequence[str]):
+    """The ``qos.<kind>.depth`` / ``qos.<kind>.reliability`` parameters of a node using ``kinds``
+    (:data:`QOS_KINDS`; read-only: QoS is fixed when a topic is created)."""
+    from .params import Param
+
+    out = []
+    for k in kinds:
+        depth, rel, what = QOS_KINDS[k]
+        choices = ("auto", "reliable", "best_effort") if k == "images" else ("reliable", "best_effort")
+        out.append(Param(f"qos.{k}.depth", depth, f"history depth (KEEP_LAST) of the {what} topics", "messages",
+                         1, 1_000_000, read_only=True))
+        out.append(Param(f"qos.{k}.reliability", rel, f"reliability of the {what} topics"
+                         + ("; auto: subscriptions adapt to the publishers (best_effort once a best-effort "
+                            "publisher is seen), publishers are reliable" if k == "images" else ""),
+                         choices=choices, read_only=True))
+    return out
+
+
+def qos_profile(node: Any, kind: str, *, publisher: bool = False) -> QoSProfile:
+    """The QoS of a ``kind`` topic from the node's ``qos.<kind>.*`` parameters (``auto``:
+    RELIABLE, adapted later by :class:`AdaptiveSubscription`; a reliable publisher also
+    serves best-effort subscribers)."""
+    depth = int(node.get_parameter(f"qos.{kind}.depth").value)
+    rel = str(node.get_parameter(f"qos.{kind}.reliability").value)
+    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
+                      reliability=_RELIABILITY.get(rel, ReliabilityPolicy.RELIABLE))
+
+
+def describe_qos(qos: Any) -> str:
+    """One-line QoS profile: ``reliability, durability, history depth`` (history and depth are
+    left out when unknown: DDS discovery does not carry a remote endpoint's history)."""
+    def name(v):
+        return getattr(v, "name", str(v)).lower()
+
+    text = f"{name(qos.reliability)}, {name(qos.durability)}"
+    return text + (f", {name(qos.history)} {int(qos.depth)}" if name(qos.history) != "unknown" else "")
+
+
+class AdaptiveSubscription:
+    """A subscription whose QoS mismatches are said once, and which adapts ``auto`` reliability.
+
+    Created by :func:`create_qos_subscription`. On an incompatible-QoS event (a publisher
+    the subscription cannot match) it logs one warning naming the topic, the subscription's
+    profile and the publishers' offered profiles; with ``auto`` reliability it re-creates
+    itself BEST_EFFORT (which matches reliable and best-effort publishers alike) from the
+    node's QoS timer, outside the event's own callback.
+    """
+
+    def __init__(self, node: Any, msg_type: Any, topic: str, callback: Any, qos: QoSProfile, *, auto: bool,
+                 **kwargs: Any) -> None:
+        self.node, self.msg_type, self.topic, self.callback = node, msg_type, topic, callback
+        self.qos, self.auto, self.kwargs = qos, auto, kwargs
+        #: the warning logged at the first mismatch (None: none seen); mismatch events counted
+        self.mismatch: str | None = None
+        self.mismatch_count = 0
+        self.adapted = False
+        self._pending = False
+        self.subscription = self._create()
+
+    def _create(self):
+        from rclpy.event_handler import SubscriptionEventCallbacks
+
+        return self.node.create_subscription(
+            self.msg_type, self.topic, self.callback, self.qos,
+            event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible), **self.kwargs)
+
+    def _offered(self) -> str:
+        try:
+            infos = self.node.get_publishers_info_by_topic(self.subscription.topic_name)
+        except Exception:  # noqa: BLE001 - graph introspection is best effort
+            return "unknown"
+        return "; ".join(f"{i.node_namespace.rstrip('/')}/{i.node_name}: {describe_qos(i.qos_profile)}"
+                         for i in infos) or "unknown"
+
+    def _on_incompatible(self, info: Any) -> None:
+        kind = getattr(info, "last_policy_kind", None)
+        policy = str(getattr(kind, "name", kind)).replace("RMW_QOS_POLICY_", "").lower()
+        can_adapt = self.auto and not self.adapted and self.qos.reliability == ReliabilityPolicy.RELIABLE
+        self.mismatch_count += 1
+        if self.mismatch is None:
+            self.mismatch = (
+                f"QoS mismatch on {self.subscription.topic_name}: this subscription requests "
+                f"[{describe_qos(self.qos)}], publisher(s) offer [{self._offered()}] (incompatible policy: {policy})"
+                + ("; switching the subscription to best_effort, which matches both" if can_adapt else
+                   "; no messages from that publisher (set this node's qos.*.reliability to match)"))
+            self.node.get_logger().warning(self.mismatch)
+        if can_adapt:
+            self._pending = True
+
+    def adapt(self) -> None:
+        """Re-create the subscription BEST_EFFORT if a mismatch asked for it (the node's QoS timer)."""
+        if not self._pending:
+            return
+        self._pending = False
+        self.adapted = True
+        old = self.subscription
+        self.qos = QoSProfile(depth=self.qos.depth, history=self.qos.history,
+                              reliability=ReliabilityPolicy.BEST_EFFORT, durability=self.qos.durability)
+        self.subscription = self._create()
+        self.node.destroy_subscription(old)
+        self.node.get_logger().info(f"{self.subscription.topic_name}: subscribed best_effort "
+                                    f"[{describe_qos(self.qos)}]")
+
+
+def create_qos_subscription(node: Any, msg_type: Any, topic: str, callback: Any, kind: str,
+                            **kwargs: Any) -> AdaptiveSubscription:
+    """A subscription of a ``kind`` topic (:data:`QOS_KINDS`) with the node's ``qos.<kind>.*``
+    parameters, mismatches logged once and ``auto`` reliability adapted (:class:`AdaptiveSubscription`).
+
+    ``kwargs`` go to ``node.create_subscription`` (``callback_group``, ``raw``). The node gets
+    one 0.25 s timer (in the first subscription's callback group) that applies adaptations.
+    """
+    auto = str(node.get_parameter(f"qos.{kind}.reliability").value) == "auto"
+    sub = AdaptiveSubscription(node, msg_type, topic, callback, qos_profile(node, kind), auto=auto, **kwargs)
+    subs = node.__dict__.setdefault("_vid2sid_qos_subscriptions", [])
+    subs.append(sub)
+    if len(subs) == 1:
+        node.create_timer(0.25, lambda: [s.adapt() for s in subs], callback_group=kwargs.get("callback_group"))
+    return sub
 
 
 def make_executor(node: Any, *, context: Any = None, max_threads: int | None = None):

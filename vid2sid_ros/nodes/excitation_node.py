@@ -63,7 +63,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from ..core.excitation import Excitation, ExcitationError, build_excitation
-from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, resolve_rig, run_node
+from .common import ExcitationCommand, qos_params, qos_profile, create_stream_publisher, resolve_rig, run_node
 from .graph import TOPICS
 from .params import RIG_CONFIG, Param, declare, values
 
@@ -108,7 +108,7 @@ PARAMS = [
           choices=("hold", "zero", "home"), read_only=True),
     Param("home", [0.0], "home command per command joint (one value: all) for on_stop: home", "command units",
           read_only=True),
-]
+] + qos_params(("streams",))
 
 
 class CommandLimits:
@@ -244,9 +244,9 @@ class ExcitationNode(Node):
         self._exc = resolve_excitation(p["rig_config"] or p["rig"], p["excitation"], p["excitation_config"],
                                        p["rate"])
         self.add_on_set_parameters_callback(self._on_params)
-        self._pub = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], qos_profile(self, "streams"))
         self._setup_robot_interface(p)
-        self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], STREAM_QOS)
+        self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], qos_profile(self, "streams"))
         self.create_service(Trigger, TOPICS["start"], self._srv_start)
         self.create_service(Trigger, TOPICS["stop"], self._srv_stop)
         self._lock = threading.Lock()
@@ -301,13 +301,13 @@ class ExcitationNode(Node):
             raise ValueError(f"parameter home: {bad.replace('step 0: ', '')}")
         self._held: np.ndarray | None = None  # the last command the robot got
         if self.interface == "excitation_command":
-            self._pub_rig = create_stream_publisher(self, ExcitationCommand, topic, STREAM_QOS)
+            self._pub_rig = create_stream_publisher(self, ExcitationCommand, topic, qos_profile(self, "streams"))
         elif self.interface == "forward":
-            self._pub_rig = create_stream_publisher(self, Float64MultiArray, topic, STREAM_QOS)
+            self._pub_rig = create_stream_publisher(self, Float64MultiArray, topic, qos_profile(self, "streams"))
         else:
             from trajectory_msgs.msg import JointTrajectory
 
-            self._pub_rig = create_stream_publisher(self, JointTrajectory, topic, STREAM_QOS)
+            self._pub_rig = create_stream_publisher(self, JointTrajectory, topic, qos_profile(self, "streams"))
         self.command_topic = topic
 
     def robot_values(self, exc: Excitation | None = None) -> np.ndarray:

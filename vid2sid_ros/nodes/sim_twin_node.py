@@ -24,7 +24,7 @@ Twin work runs on dedicated worker threads (one for the lockstep twin, one for
 rollouts): each owns its twin and thus its OpenGL context, which must stay on the
 thread that created it; the spin thread only enqueues. The node spins a single-threaded
 executor (:func:`~vid2sid_ros.nodes.common.make_executor`): while a rollout request is
-served, commands wait in a deep subscription queue (:data:`~vid2sid_ros.nodes.common.COMMAND_QOS`)
+served, commands wait in a deep subscription queue (``qos.commands.depth``)
 and none is lost; the lockstep worker keeps stepping the ones already queued.
 """
 
@@ -41,7 +41,8 @@ from sensor_msgs.msg import CameraInfo, Image
 from ..core.excitation import ExcitationError
 from ..core.parameters import ParameterSet
 from ..io.image_msg import array_to_image
-from .common import COMMAND_QOS, STREAM_QOS, ExcitationCommand, camera_info_msg, create_stream_publisher, excitation_from_commands, run_node, \
+from .common import ExcitationCommand, camera_info_msg, create_qos_subscription, create_stream_publisher, \
+    qos_params, qos_profile, excitation_from_commands, run_node, \
     resolve_rig, ros_param_name, stamp_from_s, trajectory_to_msg
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
@@ -62,7 +63,7 @@ PARAMS = [
           choices=("next_trial", "immediately")),
     Param("rollout_excitation", "train:0", "default profile of /vid2sid/sim/rollout when the request names none "
           "('<set>:<index>' or a profile name of the rig)"),
-]
+] + qos_params(("images", "streams", "commands"))
 
 
 def twin_parameter_params(parameters: ParameterSet, values_: dict[str, float] | None = None) -> list[Param]:
@@ -86,9 +87,9 @@ class SimTwinNode(Node):
         self._param_names = {ros_param_name(s.name, s.kind): s.name for s in self.parameters}
         declare(self, twin_parameter_params(self.parameters), on_change=self._on_twin_params)
         twin_kw = {k: p[k] for k in ("width", "height") if p[k] > 0}
-        self._pub = create_stream_publisher(self, Image, TOPICS["sim_image"], STREAM_QOS)
-        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["sim_camera_info"], STREAM_QOS)
-        self._pub_rollout = create_stream_publisher(self, Image, TOPICS["sim_rollout_image"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, Image, TOPICS["sim_image"], qos_profile(self, "images", publisher=True))
+        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["sim_camera_info"], qos_profile(self, "images", publisher=True))
+        self._pub_rollout = create_stream_publisher(self, Image, TOPICS["sim_rollout_image"], qos_profile(self, "images", publisher=True))
         self.lockstep = LockstepTwin(lambda: self._rig.make_twin(**twin_kw), self._publish_frame, self.get_logger(),
                                      render=lambda: bool(self.get_parameter("publish_frames").value),
                                      name=self.get_name())
@@ -97,10 +98,10 @@ class SimTwinNode(Node):
         self._rollout_twin = self._rollout_pool.submit(lambda: self._rig.make_twin(**twin_kw)).result()
         self.keypoint_names = tuple(self.lockstep.twin.keypoint_names)
         group = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self.lockstep.submit, COMMAND_QOS,
+        create_qos_subscription(self, ExcitationCommand, TOPICS["excitation"], self.lockstep.submit, "commands",
                                  callback_group=group)
-        self.create_subscription(ExcitationCommand, TOPICS["trial_end"], lambda _m: self.lockstep.end_trial(),
-                                 STREAM_QOS, callback_group=group)
+        create_qos_subscription(self, ExcitationCommand, TOPICS["trial_end"], lambda _m: self.lockstep.end_trial(),
+                                "streams", callback_group=group)
         self.create_service(Rollout, TOPICS["rollout"], self._srv_rollout, callback_group=ReentrantCallbackGroup())
         self.get_logger().info(f"twin of rig '{self._rig.name}' ready ({type(self.lockstep.stepper).__name__}); "
                                "parameters: " + ", ".join(f"{n}={v:.4g}" for n, v in self.lockstep.applied.items()))
