@@ -223,13 +223,14 @@ def run_node(make_node: Any, args: Any = None) -> None:
         SystemExit: code 2 when the node cannot be built from its input (a bad rig config,
             parameter, file or model: :data:`_BAD_INPUT`), after one line on stderr naming the
             node and the error (rclpy is shut down first); code 143 after SIGTERM (128 + 15;
-            SIGINT returns normally: status 0).
+            SIGINT: status 0). Run as a program (the executables), the process then ends at
+            once (:func:`~vid2sid_ros.nodes.startup.fast_exit`); called in-process it returns.
     """
     import rclpy
     from rclpy.executors import ExternalShutdownException
     from rclpy.signals import SignalHandlerOptions, install_signal_handlers
 
-    from .startup import StartupInterrupted, exit_status, raise_on_signal, received_signal
+    from .startup import StartupInterrupted, exit_status, fast_exit, raise_on_signal, received_signal
 
     node = None
     executor = None
@@ -238,21 +239,33 @@ def run_node(make_node: Any, args: Any = None) -> None:
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
         try:
             node = make_node()
-        except _BAD_INPUT as err:  # a bad rig config / parameter: one line, not a traceback (exit 2)
+        except BaseException as err:
+            raise_on_signal(False)
+            if received_signal() is not None:  # interrupted, whatever the exception it became on the way
+                raise StartupInterrupted(received_signal()) from None  # (an ImportError from a C extension...)
+            if not isinstance(err, _BAD_INPUT):
+                raise
+            # a bad rig config / parameter: one line, not a traceback (exit 2)
             module = getattr(make_node, "__module__", None) or "node"
             if module == "__main__":  # python -m vid2sid_ros.nodes.X
                 module = getattr(sys.modules["__main__"].__spec__, "name", None) or sys.argv[0]
             name = module.rsplit(".", 1)[-1]
             print(f"vid2sid_ros {name}: {err}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
+        raise_on_signal(False)  # from here signals are only recorded (no exception inside rclpy objects)
         executor = make_executor(node)
         executor.add_node(node)
-        raise_on_signal(False)  # spinning: signals only recorded by ours, acted on by rclpy's (chained)
-        install_signal_handlers(SignalHandlerOptions.ALL)
-        if received_signal() is None:  # none between the end of construction and rclpy's handlers
-            executor.spin()
+        install_signal_handlers(SignalHandlerOptions.ALL)  # they shut the context down, then chain to ours
+        # spin until rclpy's handler shuts the context down; the recorded signal is checked at
+        # least every 0.25 s as well, so a signal is never missed whatever rclpy's handler saw
+        while rclpy.ok() and received_signal() is None:
+            executor.spin_once(timeout_sec=0.25)
     except (KeyboardInterrupt, ExternalShutdownException, StartupInterrupted):
         pass
+    except BaseException:
+        if received_signal() is None:
+            raise
+        # a signal during start-up that surfaced as another exception (rclpy.init, an import): a clean stop
     finally:
         raise_on_signal(False)
         if executor is not None:
@@ -260,9 +273,7 @@ def run_node(make_node: Any, args: Any = None) -> None:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
-    status = exit_status(received_signal())
-    if status:
-        raise SystemExit(status)
+    fast_exit(exit_status(received_signal()))
 
 
 def create_stream_publisher(node: Any, msg_type: Any, topic: str, qos: QoSProfile = STREAM_QOS):
