@@ -30,7 +30,8 @@ PARAMS = [
     Param("width", 0, "output width; 0 = the source's", "px", 0, 8192, read_only=True),
     Param("height", 0, "output height; 0 = the source's", "px", 0, 8192, read_only=True),
     Param("encoding", "rgb8", "image encoding of the published frames", choices=("rgb8", "bgr8")),
-    Param("frame_id", "real_camera", "header.frame_id of the published frames"),
+    Param("frame_id", "real_camera_optical_frame", "header.frame_id of the published frames and their camera_info "
+          "(the camera's optical frame, REP 103: z forward, x right, y down)"),
     Param("loop", False, "restart a video file when it ends"),
     Param("camera_info_file", "", "camera_calibration CameraInfo YAML of this camera, published beside the images "
           "on camera_info; empty = uncalibrated (K all zero, image size only)", read_only=True),

@@ -28,7 +28,7 @@ from ..core.trajectory import Trajectory  # noqa: E402
 from ..calibration.loop import CalibrationError  # noqa: E402
 from ..sim.base import TwinError  # noqa: E402
 
-__all__ = ["QOS_KINDS", "qos_params", "qos_profile", "describe_qos", "AdaptiveSubscription",
+__all__ = ["publish_camera_tf", "CAMERA_TF_TOPIC", "QOS_KINDS", "qos_params", "qos_profile", "describe_qos", "AdaptiveSubscription",
            "create_qos_subscription", "stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
            "excitation_from_commands", "excitation_to_commands", "parameter_update_msg", "BufferQueue",
            "STREAM_QOS", "COMMAND_QOS", "LATCHED_QOS", "ros_param_name", "msgtype_of", "resolve_rig", "make_executor",
@@ -179,6 +179,64 @@ def create_qos_subscription(node: Any, msg_type: Any, topic: str, callback: Any,
     if len(subs) == 1:
         node.create_timer(0.25, lambda: [s.adapt() for s in subs], callback_group=kwargs.get("callback_group"))
     return sub
+
+
+#: where the camera transforms go when ``tf2_msgs`` is not installed (the PyPI ``ros-*`` wheels have
+#: no ``ros-tf2-msgs``): one ``geometry_msgs/TransformStamped`` per message, transient local
+CAMERA_TF_TOPIC = "vid2sid/camera_transforms"
+
+
+def publish_camera_tf(node: Any, camera_at: Any, world_frame: str, optical_frames: Sequence[str]):
+    """Latch the static transforms world -> ``<camera>_link`` -> ``<camera>_optical_frame`` of each
+    optical frame id in ``optical_frames``, all at the pose of ``camera_at()`` (a
+    :class:`~vid2sid_ros.core.camera.PinholeCamera`: the rig config's camera, REP 103).
+
+    On ``/tf_static`` as ``tf2_msgs/TFMessage`` (transient local, depth 1: what tf2's static
+    broadcaster offers) where ``tf2_msgs`` is importable; otherwise on :data:`CAMERA_TF_TOPIC`
+    as ``geometry_msgs/TransformStamped`` messages, logged once. Sets
+    ``node.static_transforms``; returns the publisher, or None when the twin has no camera pose
+    (a camera of the model file itself), which is logged once.
+    """
+    from geometry_msgs.msg import TransformStamped
+    from rclpy.qos import DurabilityPolicy
+
+    from ..core.camera import camera_frames
+
+    cam = camera_at() if callable(camera_at) else None
+    if cam is None or not hasattr(cam, "roll"):
+        node.get_logger().info("no camera pose in the rig config (the model's own camera): no camera transforms")
+        return None
+    frames = []
+    for optical in dict.fromkeys(optical_frames):  # unique, in order
+        for parent, child, t, q in camera_frames(cam, world_frame, optical):
+            if (parent, child) not in [(f[0], f[1]) for f in frames]:
+                frames.append((parent, child, t, q))
+    node.static_transforms = frames
+    stamp = node.get_clock().now().to_msg()
+    msgs = []
+    for parent, child, t, q in frames:
+        m = TransformStamped()
+        m.header.stamp, m.header.frame_id, m.child_frame_id = stamp, parent, child
+        m.transform.translation.x, m.transform.translation.y, m.transform.translation.z = t
+        (m.transform.rotation.x, m.transform.rotation.y, m.transform.rotation.z,
+         m.transform.rotation.w) = q
+        msgs.append(m)
+    try:
+        from tf2_msgs.msg import TFMessage
+    except ImportError:
+        qos = QoSProfile(depth=max(len(msgs), 1), history=HistoryPolicy.KEEP_LAST,
+                         reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        pub = create_stream_publisher(node, TransformStamped, CAMERA_TF_TOPIC, qos)
+        for m in msgs:
+            pub.publish(m)
+        node.get_logger().info(f"camera transforms on {pub.topic_name} (geometry_msgs/TransformStamped): tf2_msgs "
+                               "is not installed, so /tf_static is not published")
+        return pub
+    qos = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    pub = create_stream_publisher(node, TFMessage, "/tf_static", qos)
+    pub.publish(TFMessage(transforms=msgs))
+    return pub
 
 
 def make_executor(node: Any, *, context: Any = None, max_threads: int | None = None):

@@ -44,6 +44,7 @@ TOPICS = {
     "real_image": "/vid2sid/real/image_raw",
     "sim_image": "/vid2sid/sim/image_raw",
     "sim_rollout_image": "/vid2sid/sim/rollout/image_raw",
+    "sim_rollout_camera_info": "/vid2sid/sim/rollout/camera_info",
     "real_camera_info": "/vid2sid/real/camera_info",
     "sim_camera_info": "/vid2sid/sim/camera_info",
     "real_image_markers": "/vid2sid/real/image_markers",

@@ -41,7 +41,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from ..core.excitation import ExcitationError
 from ..core.parameters import ParameterSet
 from ..io.image_msg import array_to_image
-from .common import ExcitationCommand, camera_info_msg, create_qos_subscription, create_stream_publisher, \
+from .common import ExcitationCommand, camera_info_msg, publish_camera_tf, create_qos_subscription, create_stream_publisher, \
     qos_params, qos_profile, excitation_from_commands, run_node, \
     resolve_rig, ros_param_name, stamp_from_s, trajectory_to_msg
 from .graph import TOPICS
@@ -57,7 +57,13 @@ PARAMS = [
     RIG_CONFIG,
     Param("width", 0, "render width; 0 = the twin's default", "px", 0, 4096, read_only=True),
     Param("height", 0, "render height; 0 = the twin's default", "px", 0, 4096, read_only=True),
-    Param("frame_id", "sim_camera", "header.frame_id of the rendered frames"),
+    Param("frame_id", "sim_camera_optical_frame", "header.frame_id of the rendered frames and their camera_info "
+          "(the camera's optical frame, REP 103: z forward, x right, y down)"),
+    Param("world_frame", "world", "tf frame of the rig's world, parent of the camera frames", read_only=True),
+    Param("real_frame_id", "real_camera_optical_frame", "optical frame id of the real camera (its images' "
+          "frame_id); its static transform is published from the rig config's camera pose too", read_only=True),
+    Param("publish_tf", True, "publish the static transforms world -> <camera>_link -> <camera>_optical_frame of "
+          "the real and the sim camera from the rig config's camera pose", read_only=True),
     Param("publish_frames", True, "render and publish a frame per command step"),
     Param("apply_parameters", "next_trial", "when a parameter change reaches the lockstep twin",
           choices=("next_trial", "immediately")),
@@ -90,6 +96,8 @@ class SimTwinNode(Node):
         self._pub = create_stream_publisher(self, Image, TOPICS["sim_image"], qos_profile(self, "images", publisher=True))
         self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["sim_camera_info"], qos_profile(self, "images", publisher=True))
         self._pub_rollout = create_stream_publisher(self, Image, TOPICS["sim_rollout_image"], qos_profile(self, "images", publisher=True))
+        self._info_pub_rollout = create_stream_publisher(self, CameraInfo, TOPICS["sim_rollout_camera_info"],
+                                                         qos_profile(self, "images", publisher=True))
         self.lockstep = LockstepTwin(lambda: self._rig.make_twin(**twin_kw), self._publish_frame, self.get_logger(),
                                      render=lambda: bool(self.get_parameter("publish_frames").value),
                                      name=self.get_name())
@@ -97,6 +105,12 @@ class SimTwinNode(Node):
         self._rollout_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sim_twin_rollout")
         self._rollout_twin = self._rollout_pool.submit(lambda: self._rig.make_twin(**twin_kw)).result()
         self.keypoint_names = tuple(self.lockstep.twin.keypoint_names)
+        #: the static transforms published (parent, child, translation m, quaternion xyzw); [] when none
+        self.static_transforms: list = []
+        self._tf = None
+        if p["publish_tf"]:
+            self._tf = publish_camera_tf(self, getattr(self._rollout_twin, "camera_at", None), p["world_frame"],
+                                         (p["real_frame_id"], self.get_parameter("frame_id").value))
         group = MutuallyExclusiveCallbackGroup()
         create_qos_subscription(self, ExcitationCommand, TOPICS["excitation"], self.lockstep.submit, "commands",
                                  callback_group=group)
@@ -168,6 +182,8 @@ class SimTwinNode(Node):
                 img.header.stamp = stamp_from_s(t0 + (k + 1) * exc.period)
                 img.header.frame_id = self.get_parameter("frame_id").value
                 self._pub_rollout.publish(img)
+                self._info_pub_rollout.publish(camera_info_msg(getattr(self._rollout_twin, "camera", None),
+                                                               img.header.stamp, img.header.frame_id))
         return response
 
     def destroy_node(self) -> None:

@@ -39,7 +39,8 @@ PARAMS = [
     RIG_CONFIG,
     Param("width", 0, "camera width; 0 = the twin's default", "px", 0, 4096, read_only=True),
     Param("height", 0, "camera height; 0 = the twin's default", "px", 0, 4096, read_only=True),
-    Param("frame_id", "real_camera", "header.frame_id of the published frames"),
+    Param("frame_id", "real_camera_optical_frame", "header.frame_id of the published frames and their camera_info "
+          "(the camera's optical frame, REP 103: z forward, x right, y down)"),
     Param("noise", True, "apply the rig's sensor noise model (config 'noise' of the rig) to the renders",
           read_only=True),
     Param("noise_seed", 0, "seed of the sensor noise", "", 0, 2**31 - 1, read_only=True),
