@@ -93,6 +93,43 @@ def test_a_signal_during_construction_stops_it_at_once_with_the_signals_status(m
             signal.signal(s, h)
 
 
+def test_sigint_mid_trial_still_sends_the_trial_end_notice(ros):
+    """(was: rclpy's handler shut the context down first: a SIGINT mid-trial published no trial_end and
+    logged nothing about the robot's state)"""
+    from vid2sid_ros.nodes.common import STREAM_QOS, ExcitationCommand
+
+    ends, commands = [], []
+    listener = ros.node("trial_listener")
+    listener.create_subscription(ExcitationCommand, "/vid2sid/excitation/trial_end", ends.append, STREAM_QOS)
+    listener.create_subscription(ExcitationCommand, "/vid2sid/excitation", commands.append, STREAM_QOS)
+    proc = subprocess.Popen([sys.executable, "-m", "vid2sid_ros.nodes.excitation_node", "--ros-args",
+                             "--params-file", str(REPO / "config" / "finger.yaml"), "-p", "autostart:=true",
+                             "-p", "start_delay:=0.5", "-p", "excitation_config:='{kind: sine, frequency: 1.0, "
+                             "amplitude: 0.2, duration: 30.0, rate: 30.0}'"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert ros.spin_until(lambda: len(commands) >= 10, timeout=60.0), "no trial started"
+        proc.send_signal(signal.SIGINT)
+        assert ros.spin_until(lambda: bool(ends), timeout=10.0), "no trial-end notice after SIGINT"
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, out
+        assert ends[0].trial_id == commands[0].trial_id and 10 <= ends[0].step < 900
+        assert "node shutting down after" in out and "on_stop hold: the robot holds the last command" in out, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_malformed_ros_arguments_are_one_line_and_exit_2():
+    """(was: a traceback from rclpy.init: "Failed to parse global arguments")"""
+    proc = subprocess.run([sys.executable, "-m", "vid2sid_ros.nodes.excitation_node", "--ros-args", "-p",
+                           "excitation_config:={kind: sine}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "vid2sid_ros excitation_node: bad ROS arguments: " in proc.stderr, proc.stderr
+
+
 def test_a_node_given_a_bad_rig_config_says_so_in_one_line_and_exits_2(tmp_path):
     """`ros2 run vid2sid_ros calibrator_node --ros-args -p rig_config:=BAD` (was: a traceback from __init__)."""
     bad = tmp_path / "bad_rig.yaml"

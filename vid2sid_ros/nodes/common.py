@@ -267,15 +267,24 @@ def make_executor(node: Any, *, context: Any = None, max_threads: int | None = N
 _BAD_INPUT = (ValueError, KeyError, OSError, TwinError, CalibrationError)
 
 
+def _program_name(make_node: Any) -> str:
+    """The node module's short name, for one-line errors (``python -m`` runs it as ``__main__``)."""
+    module = getattr(make_node, "__module__", None) or "node"
+    if module == "__main__":  # python -m vid2sid_ros.nodes.X
+        module = getattr(sys.modules["__main__"].__spec__, "name", None) or sys.argv[0]
+    return module.rsplit(".", 1)[-1]
+
+
 def run_node(make_node: Any, args: Any = None) -> None:
     """The body of every node's ``main(args=None)`` (the ros2/demos pattern, in one place).
 
     ``rclpy.init``, build the node with ``make_node()``, spin it on its own executor
-    (:func:`make_executor`), return on Ctrl-C or an external shutdown (SIGTERM), then
-    destroy the node and shut rclpy down. Signals are handled in every phase of start-up
-    (:mod:`vid2sid_ros.nodes.startup`): rclpy's signal handlers are installed only once
-    the node is built, so a signal can never invalidate the context under a half-built
-    node; a signal during the imports or the construction ends the process at once, cleanly.
+    (:func:`make_executor`), return on SIGINT/SIGTERM (or an external shutdown), then destroy
+    the node -- with the context still valid, so it can publish its last messages -- and
+    shut rclpy down. Signals are handled in every phase (:mod:`vid2sid_ros.nodes.startup`):
+    rclpy's own handlers are never installed, so a signal can never invalidate the context
+    under a half-built node or before the node's goodbye; a signal during the imports or the
+    construction ends the process at once, cleanly.
 
     Raises:
         SystemExit: code 2 when the node cannot be built from its input (a bad rig config,
@@ -285,8 +294,9 @@ def run_node(make_node: Any, args: Any = None) -> None:
             once (:func:`~vid2sid_ros.nodes.startup.fast_exit`); called in-process it returns.
     """
     import rclpy
+    from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException
-    from rclpy.signals import SignalHandlerOptions, install_signal_handlers
+    from rclpy.signals import SignalHandlerOptions
 
     from .startup import StartupInterrupted, exit_status, fast_exit, raise_on_signal, received_signal
 
@@ -294,7 +304,12 @@ def run_node(make_node: Any, args: Any = None) -> None:
     executor = None
     try:
         raise_on_signal(True)  # construction: a signal raises StartupInterrupted here (or at once if one came)
-        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        try:
+            rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        except RCLError as err:  # malformed --ros-args (rcl says which): one line, exit 2
+            print(f"vid2sid_ros {_program_name(make_node)}: bad ROS arguments: {str(err).splitlines()[0]}",
+                  file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
         try:
             node = make_node()
         except BaseException as err:
@@ -304,18 +319,15 @@ def run_node(make_node: Any, args: Any = None) -> None:
             if not isinstance(err, _BAD_INPUT):
                 raise
             # a bad rig config / parameter: one line, not a traceback (exit 2)
-            module = getattr(make_node, "__module__", None) or "node"
-            if module == "__main__":  # python -m vid2sid_ros.nodes.X
-                module = getattr(sys.modules["__main__"].__spec__, "name", None) or sys.argv[0]
-            name = module.rsplit(".", 1)[-1]
-            print(f"vid2sid_ros {name}: {err}", file=sys.stderr, flush=True)
+            print(f"vid2sid_ros {_program_name(make_node)}: {err}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
         raise_on_signal(False)  # from here signals are only recorded (no exception inside rclpy objects)
         executor = make_executor(node)
         executor.add_node(node)
-        install_signal_handlers(SignalHandlerOptions.ALL)  # they shut the context down, then chain to ours
-        # spin until rclpy's handler shuts the context down; the recorded signal is checked at
-        # least every 0.25 s as well, so a signal is never missed whatever rclpy's handler saw
+        # spin until a signal is recorded (checked at least every 0.25 s) or the context is shut
+        # down from elsewhere. rclpy's own handlers are not installed: they would shut the context
+        # down at once, and destroy_node could then no longer publish what a stop owes the graph
+        # (the excitation node's trial-end notice and on_stop command, the recorder's last messages)
         while rclpy.ok() and received_signal() is None:
             executor.spin_once(timeout_sec=0.25)
     except (KeyboardInterrupt, ExternalShutdownException, StartupInterrupted):

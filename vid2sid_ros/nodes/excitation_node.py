@@ -71,8 +71,8 @@ __all__ = ["ExcitationNode", "PARAMS", "make_node", "main", "resolve_excitation"
            "COMMAND_INTERFACES"]
 
 #: command_interface -> default command topic
-COMMAND_INTERFACES = {"excitation_command": TOPICS["rig_command"], "forward": "/forward_position_controller/commands",
-                      "joint_trajectory": "/joint_trajectory_controller/joint_trajectory"}
+COMMAND_INTERFACES = {"excitation_command": TOPICS["rig_command"], "forward": "forward_position_controller/commands",
+                      "joint_trajectory": "joint_trajectory_controller/joint_trajectory"}
 _INF = float("inf")
 
 PARAMS = [
@@ -344,26 +344,35 @@ class ExcitationNode(Node):
         self.robot_commands.append(self._held)
         return True
 
-    def _safe_stop(self, *, can_spin: bool = True) -> None:
-        """Send the on_stop command (ramped at max_rate when the node keeps spinning)."""
-        if self._on_stop == "hold" or self._held is None or self.interface == "excitation_command":
-            return
+    def _safe_stop(self, *, can_spin: bool = True) -> str:
+        """Send the on_stop command (ramped at max_rate when the node keeps spinning).
+
+        Returns:
+            the robot's commanded state after the stop, in words (logged with the stop).
+        """
+        held = "none sent yet" if self._held is None else \
+            "[" + ", ".join(f"{j}={v:.6g}" for j, v in zip(self.command_joints, self._held)) + "]"
+        if self._on_stop == "hold" or self._held is None:
+            return f"on_stop hold: the robot holds the last command {held}"
+        if self.interface == "excitation_command":
+            return (f"on_stop {self._on_stop} does not apply to the excitation_command interface (the stand-in "
+                    f"rig): it holds the last command {held}")
         target = np.zeros_like(self._held) if self._on_stop == "zero" else self._home.copy()
         ramp = self.limits.ramp(self._held, target, self._exc.period)
         if not can_spin:
             if len(ramp) == 1:
                 try:
                     self._send_robot(ramp[0])
+                    return f"on_stop {self._on_stop}: sent {target.tolist()} (no ramp needed)"
                 except Exception:  # noqa: BLE001 - the context may be gone at node death
-                    pass
-            else:
-                self.get_logger().warning(f"node stopping: {self._on_stop} needs a {len(ramp)}-step ramp at max_rate; "
-                                          "the controller holds the last command")
-            return
+                    return f"on_stop {self._on_stop}: could not be sent at shutdown; the robot holds {held}"
+            return (f"node stopping: on_stop {self._on_stop} needs a {len(ramp)}-step ramp at max_rate; the "
+                    f"controller holds the last command {held}")
         self._ramp = ramp
         if self._ramp_timer is None:
             self._ramp_timer = self.create_timer(self._exc.period, self._ramp_tick)
         self._ramp_tick()
+        return f"on_stop {self._on_stop}: ramping from {held} to {target.tolist()} in {len(ramp)} step(s) at max_rate"
 
     def _ramp_tick(self) -> None:
         if self._ramp and self._timer is None:
@@ -444,11 +453,21 @@ class ExcitationNode(Node):
             end.trial_id, end.step, end.period = self._trial_id, self._step, float(self._exc.period)
             end.actuator_names = list(self._exc.actuator_names)
             self._pub_end.publish(end)
+            if reason == "node shutting down":  # the process ends next: let the notice reach its readers
+                try:
+                    from rclpy.duration import Duration
+
+                    self._pub_end.wait_for_all_acked(Duration(seconds=0.5))
+                except Exception:  # noqa: BLE001 - best effort at node death
+                    pass
             self.completed_trials.append(self._trial_id)
-        self._safe_stop(can_spin=reason != "node shutting down")
+        state = self._safe_stop(can_spin=reason != "node shutting down")
         late = (f"; {self._late_commands} command(s) published more than one period after their scheduled time "
                 "(timer jitter; the stamps keep the schedule)") if self._late_commands else ""
-        self.get_logger().info(f"trial {self._trial_id} {reason} after {self._step} steps{late}")
+        #: the last stop's robot state, in words
+        self.stop_state = state
+        log = self.get_logger().info if reason == "completed" else self.get_logger().warning
+        log(f"trial {self._trial_id} {reason} after {self._step} steps (trial-end notice sent); {state}{late}")
         if self._pending_autostart > 0 and reason == "completed":
             self._delay_timer.reset()
 
