@@ -50,7 +50,7 @@ def test_best_effort_camera_driver_feeds_the_tracker(ros):
     ros.executor.add_node(tracker)
     (pub_node, real, sim, cmd, end, array_to_image, Image, to_cmds, stamp_from_s,
      ExcitationCommand) = _drive(ros, exc, frames, qos_profile_sensor_data)
-    subs = {s.topic: s for s in tracker._vid2sid_qos_subscriptions}
+    subs = {s.subscription.topic_name: s for s in tracker._vid2sid_qos_subscriptions}
     real_sub = subs["/vid2sid/real/image_raw"]
     # the tracker sees the best-effort publisher, says so once and re-subscribes best_effort
     assert ros.spin_until(lambda: real_sub.adapted and real.get_subscription_count() >= 1
@@ -93,7 +93,7 @@ def test_explicit_reliable_subscription_names_the_mismatch_once(ros):
     ros.executor.add_node(tracker)
     pub_node = ros.node("camera_driver")
     pub_node.create_publisher(Image, "/vid2sid/real/image_raw", qos_profile_sensor_data)
-    real_sub = {s.topic: s for s in tracker._vid2sid_qos_subscriptions}["/vid2sid/real/image_raw"]
+    real_sub = {s.subscription.topic_name: s for s in tracker._vid2sid_qos_subscriptions}["/vid2sid/real/image_raw"]
     assert ros.spin_until(lambda: real_sub.mismatch is not None, timeout=20.0)
     ros.spin_until(lambda: False, timeout=1.0)
     assert not real_sub.adapted and real_sub.qos.reliability == ReliabilityPolicy.RELIABLE

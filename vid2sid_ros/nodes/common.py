@@ -28,7 +28,7 @@ from ..core.trajectory import Trajectory  # noqa: E402
 from ..calibration.loop import CalibrationError  # noqa: E402
 from ..sim.base import TwinError  # noqa: E402
 
-__all__ = ["publish_camera_tf", "CAMERA_TF_TOPIC", "QOS_KINDS", "qos_params", "qos_profile", "describe_qos", "AdaptiveSubscription",
+__all__ = ["wait_for_subscribers", "publish_camera_tf", "CAMERA_TF_TOPIC", "QOS_KINDS", "qos_params", "qos_profile", "describe_qos", "AdaptiveSubscription",
            "create_qos_subscription", "stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
            "excitation_from_commands", "excitation_to_commands", "parameter_update_msg", "BufferQueue",
            "STREAM_QOS", "COMMAND_QOS", "LATCHED_QOS", "ros_param_name", "msgtype_of", "resolve_rig", "make_executor",
@@ -237,6 +237,34 @@ def publish_camera_tf(node: Any, camera_at: Any, world_frame: str, optical_frame
     pub = create_stream_publisher(node, TFMessage, "/tf_static", qos)
     pub.publish(TFMessage(transforms=msgs))
     return pub
+
+
+def wait_for_subscribers(node: Any, publisher: Any, names: Sequence[str], timeout: float) -> list[str]:
+    """Wait until every node in ``names`` (in ``node``'s namespace) has a subscription matched
+    to ``publisher``, at most ``timeout`` s; returns the names still missing ([] = ready).
+
+    Graph queries only (no spinning), polled every 50 ms: call it before the first message
+    of a trial so that no subscriber misses its beginning.
+    """
+    import time
+
+    wanted = [n for n in names if n]
+    if not wanted:
+        return []
+    ns = node.get_namespace()
+    deadline = time.monotonic() + float(timeout)
+    while True:
+        try:
+            infos = node.get_subscriptions_info_by_topic(publisher.topic_name)
+        except Exception:  # noqa: BLE001 - a context going down: report them all missing
+            return wanted
+        present = {i.node_name for i in infos if i.node_namespace == ns}
+        missing = [n for n in wanted if n not in present]
+        if not missing and publisher.get_subscription_count() >= len(wanted):
+            return []
+        if time.monotonic() >= deadline:
+            return missing or ["(a subscriber discovered but not yet matched)"]
+        time.sleep(0.05)
 
 
 def make_executor(node: Any, *, context: Any = None, max_threads: int | None = None):

@@ -63,7 +63,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from ..core.excitation import Excitation, ExcitationError, build_excitation
-from .common import ExcitationCommand, qos_params, qos_profile, create_stream_publisher, resolve_rig, run_node
+from .common import ExcitationCommand, qos_params, qos_profile, wait_for_subscribers, create_stream_publisher, resolve_rig, run_node
 from .graph import TOPICS
 from .params import RIG_CONFIG, Param, declare, values
 
@@ -89,6 +89,11 @@ PARAMS = [
     Param("autostart", False, "start a trial as soon as the node is up (after start_delay)"),
     Param("start_delay", 1.0, "delay before an autostarted trial, for subscribers to connect", "s", 0.0, 60.0),
     Param("num_trials", 1, "trials run back to back when autostarted", "", 1, 1000),
+    Param("wait_for", [""], "nodes (in this namespace) whose command subscription must be matched before a "
+          "trial's first command, e.g. [sim_twin_node, tracker_node, calibrator_node, recorder_node]; "
+          "empty = none", read_only=True),
+    Param("wait_timeout", 30.0, "longest wait for 'wait_for' before a trial is refused naming the missing nodes",
+          "s", 0.0, 3600.0),
     Param("command_interface", "excitation_command", "how the robot is commanded: excitation_command, forward "
           "(std_msgs/Float64MultiArray) or joint_trajectory (trajectory_msgs/JointTrajectory)",
           choices=tuple(COMMAND_INTERFACES), read_only=True),
@@ -410,7 +415,10 @@ class ExcitationNode(Node):
     def _autostart(self) -> None:
         if self._timer is None and self._pending_autostart > 0:
             self._pending_autostart -= 1
-            self.start_trial()
+            try:
+                self.start_trial()
+            except RuntimeError:  # refused (limits, subscribers): logged by start_trial
+                self._pending_autostart = 0
         if self._pending_autostart <= 0:
             self._delay_timer.cancel()
 
@@ -421,6 +429,17 @@ class ExcitationNode(Node):
             RuntimeError: a trial is running, or the profile breaks a command limit (the
                 message names step, joint, value and limit; nothing is published).
         """
+        if self._timer is not None:
+            raise RuntimeError(f"trial {self._trial_id} is still running")
+        missing = wait_for_subscribers(self, self._pub, self.get_parameter("wait_for").value,
+                                       self.get_parameter("wait_timeout").value)
+        if missing:
+            why = (f"trial refused (nothing published): no command subscription of {', '.join(missing)} on "
+                   f"{self._pub.topic_name} after {self.get_parameter('wait_timeout').value:g} s (wait_for); "
+                   "is that node running in this namespace?")
+            self.refused.append(why)
+            self.get_logger().error(why)
+            raise RuntimeError(why)
         with self._lock:
             if self._timer is not None:
                 raise RuntimeError(f"trial {self._trial_id} is still running")
