@@ -46,7 +46,7 @@ from .common import ExcitationCommand, camera_info_msg, publish_camera_tf, creat
     resolve_rig, ros_param_name, stamp_from_s, trajectory_to_msg
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
-from .params import RIG_CONFIG, Param, declare, values
+from .params import RIG_CONFIG, Param, declare, unused_overrides, values
 
 __all__ = ["SimTwinNode", "PARAMS", "make_node", "main", "twin_parameter_params"]
 
@@ -92,6 +92,8 @@ class SimTwinNode(Node):
         self.parameters: ParameterSet = self._rig.parameters
         self._param_names = {ros_param_name(s.name, s.kind): s.name for s in self.parameters}
         declare(self, twin_parameter_params(self.parameters), on_change=self._on_twin_params)
+        #: physics.* / nuisance.* values given for parameters this rig does not have (warned once)
+        self.ignored_parameters = unused_overrides(self, ("physics.", "nuisance."))
         twin_kw = {k: p[k] for k in ("width", "height") if p[k] > 0}
         self._pub = create_stream_publisher(self, Image, TOPICS["sim_image"], qos_profile(self, "images", publisher=True))
         self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["sim_camera_info"], qos_profile(self, "images", publisher=True))

@@ -30,7 +30,7 @@ from .common import ExcitationCommand, camera_info_msg, create_qos_subscription,
     stamp_from_s, run_node
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
-from .params import RIG_CONFIG, Param, declare, values
+from .params import RIG_CONFIG, Param, declare, unused_overrides, values
 
 __all__ = ["StandInRigNode", "PARAMS", "make_node", "main"]
 
@@ -61,6 +61,8 @@ class StandInRigNode(Node):
                         s.unit, s.lower, s.upper, read_only=True) for s in self._rig.parameters]
         declare(self, hidden)
         self.hidden = {s.name: float(self.get_parameter(f"hidden.{s.name}").value) for s in self._rig.parameters}
+        #: hidden.* values given for parameters this rig does not have (warned once, not applied)
+        self.ignored_hidden = unused_overrides(self, ("hidden.",))
         self._rng = np.random.default_rng(p["noise_seed"])
         self._jitter = float(p["stamp_jitter"])
         model = self._make_noise(p) if p["noise"] else None
