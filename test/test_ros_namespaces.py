@@ -39,7 +39,7 @@ def test_two_namespaced_graphs_calibrate_side_by_side(tmp_path):
                  "joint_armature": 0.0004})
         assert graphs["robot1"]["tracker_node"].resolve_topic_name("vid2sid/real/image_raw") == \
             "/robot1/vid2sid/real/image_raw"
-        trials = {ns: c.start_trial(timeout=30.0) for ns, c in clients.items()}
+        trials = {ns: c.start_trial(timeout=120.0) for ns, c in clients.items()}
         for ns, c in clients.items():
             real, sim = c.wait_trajectories(trials[ns], timeout=120.0)
             assert real.num_steps == sim.num_steps == 60

@@ -80,8 +80,10 @@ class GraphClient:
             raise GraphClientError(f"service {name} did not answer within {timeout:g} s")
         return fut.result()
 
-    def start_trial(self, timeout: float = 10.0) -> str:
-        """Start the excitation node's next trial; returns its trial id.
+    def start_trial(self, timeout: float = 60.0) -> str:
+        """Start the excitation node's next trial; returns its trial id. The node answers once its
+        subscribers are matched (its ``wait_for``, at most ``wait_timeout``, 30 s in the configs),
+        hence the default ``timeout`` of 60 s.
 
         Raises:
             GraphClientError: unavailable, or the node refused (its message).
