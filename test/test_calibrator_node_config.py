@@ -77,6 +77,6 @@ def test_a_refused_session_leaves_no_session_directory(ros, tmp_path):
     real = make_sim2sim_trial(make_rig(), TRUTH, noise="none")
     renamed = dataclasses.replace(real.train[0], names=("elbow", "hand"))  # keypoints the twin does not have
     _give_trial(node, renamed, real.train_excitations[0])
-    resp = node._srv_propose(Propose.Request(iterations=1, apply=False), Propose.Response())
+    resp = node.serve(Propose.Request(iterations=1, apply=False), Propose.Response())
     assert not resp.accepted and "differ from the twin's" in resp.message, resp.message
     assert not (tmp_path / "sessions").exists()

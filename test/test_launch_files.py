@@ -66,7 +66,8 @@ def test_plan_nodes_executables_and_configs_exist(graph):
         assert "def main(args=None)" in src and "def make_node(" in src
         for f in node.parameters:
             data = yaml.safe_load(Path(f).read_text())
-            assert node.name in data and "ros__parameters" in data[node.name], f"{f} has no section {node.name}"
+            key = f"/**/{node.name}"  # any namespace (a bare node name only matches the root namespace)
+            assert key in data and "ros__parameters" in data[key], f"{f} has no section {key}"
         # the bringup passes exactly these params files, in this order
         cli = node_cli_args(spec, cfg_dir)
         assert [cli[i + 1] for i, a in enumerate(cli) if a == "--params-file"] == list(node.parameters)
@@ -97,6 +98,7 @@ def test_node_parameters_in_configs_are_declared():
         if not isinstance(data, dict) or not all(isinstance(v, dict) and "ros__parameters" in v for v in data.values()):
             continue  # not a ROS params file
         for node, section in data.items():
+            node = node.rsplit("/", 1)[-1]
             for key in section["ros__parameters"]:
                 if key.startswith(("physics.", "nuisance.", "hidden.")):
                     continue  # declared from the rig's parameter spec
@@ -182,7 +184,8 @@ def _run_launch_file(fname, given=None):
 def test_launch_file_runs_and_builds_the_graph_table(fake_launch, fname):
     graphs = EXPECTED[fname]
     declared, nodes = _run_launch_file(fname)
-    want_args = {a.name for g in graphs for a in GRAPH_ARGUMENTS[g]} | ({"stand_in"} if len(graphs) > 1 else set())
+    want_args = ({a.name for g in graphs for a in GRAPH_ARGUMENTS[g]} | {"namespace"}
+                 | ({"stand_in"} if len(graphs) > 1 else set()))
     assert set(declared) == want_args
     assert all(v["description"] for v in declared.values())
     cfg_dir = fake_launch / "config"
@@ -194,6 +197,13 @@ def test_launch_file_runs_and_builds_the_graph_table(fake_launch, fname):
         assert all(Path(p).is_file() for p in n["parameters"])
         assert n["remappings"] == list(s.remappings)
         assert (ROOT / "scripts" / s.executable).is_file(), f"no scripts/{s.executable} for ros2 run"
+        assert n["namespace"] == ""  # the root namespace by default
+
+
+@pytest.mark.parametrize("fname", sorted(EXPECTED))
+def test_namespace_argument_moves_every_node(fake_launch, fname):
+    _, nodes = _run_launch_file(fname, {"namespace": "robot1"})
+    assert nodes and {n["namespace"] for n in nodes} == {"robot1"}
 
 
 @pytest.mark.parametrize("fname", sorted(f for f, g in EXPECTED.items() if len(g) > 1))

@@ -118,7 +118,7 @@ def test_camera_publishes_video_file_frames_with_capture_stamps(ros, tmp_path):
     assert ros.spin_until(lambda: len(got) >= 6, timeout=10.0)
     m = got[0]
     assert (m.encoding, m.width, m.height, m.step, m.is_bigendian) == ("rgb8", 32, 24, 96, 0)
-    assert m.header.frame_id == "real_camera"
+    assert m.header.frame_id == "real_camera_optical_frame"  # REP 103 (was: real_camera)
     rgb = image_to_array(m)
     assert rgb[..., 0].mean() > 150 and rgb[..., 2].mean() < 60  # red stays red after BGR -> rgb8
     stamps = [s.header.stamp.sec + 1e-9 * s.header.stamp.nanosec for s in got]

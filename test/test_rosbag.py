@@ -166,3 +166,26 @@ def test_typestore_registers_every_vid2sid_message():
     store = make_typestore()
     for n in ("ExcitationCommand", "Keypoints", "Trajectory", "ParameterUpdate"):
         assert f"vid2sid_ros/msg/{n}" in store.fielddefs
+
+
+def test_mcap_channels_carry_the_topic_type_hash_like_rosbag2(tmp_path):
+    """(was: only offered_qos_profiles in the channel metadata; rosbag2's MCAP storage plugin reads
+    topic_type_hash there)"""
+    from mcap.reader import make_reader
+
+    bag = tmp_path / "bag"
+    kp = Keypoints(source="real", trial_id="t", step=0, names=["a"], x=[1.0], y=[2.0], valid=[True])
+    with BagWriter(bag, compression=True) as w:
+        w.write("/vid2sid/real/keypoints", "vid2sid_ros/msg/Keypoints", serialize_message(kp), 5)
+        w.write("/vid2sid/real/image_raw", "sensor_msgs/msg/Image", serialize_message(_image(1, 12.0, "bgr8")), 6)
+    meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    want = {t["topic_metadata"]["name"]: t["topic_metadata"]["type_description_hash"]
+            for t in meta["topics_with_message_count"]}
+    with open(bag / "bag.mcap", "rb") as f:
+        channels = make_reader(f).get_summary().channels.values()
+        got = {c.topic: c.metadata for c in channels}
+    assert set(got) == set(want)
+    for topic, md in got.items():
+        assert md["topic_type_hash"] == want[topic] and md["topic_type_hash"].startswith("RIHS01_"), md
+        assert "reliability" in md["offered_qos_profiles"]
+    assert list(read_messages(bag))[0].msg.names == ["a"]  # rosbags still reads it

@@ -48,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="let the nodes import a module:function rig reference (sets VID2SID_ALLOW_CODE=1 for "
                              "this process; runs that code)")
     parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0 = run until Ctrl-C)")
+    parser.add_argument("--namespace", default="", help="namespace of the whole graph (e.g. robot1: topics and "
+                        "services under /robot1/...); empty = the root namespace")
     parser.add_argument("--threads", type=int, default=8, help="executor threads")
     parser.add_argument("--calibrate", type=int, default=0, metavar="N",
                         help="run a trial, then an N-iteration calibration through /vid2sid/propose (applied to the "
@@ -121,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     try:
         bringup = Bringup(graph, arguments=arguments, overrides=overrides, context=rclpy.get_default_context(),
-                          num_threads=args.threads)
+                          num_threads=args.threads, namespace=args.namespace)
     except Exception as err:  # noqa: BLE001 - one clear line for a bad config
         print(f"vid2sid bringup: cannot start graph {graph!r}: {type(err).__name__}: {err}", file=sys.stderr)
         rclpy.try_shutdown()
@@ -173,7 +175,7 @@ def _calibrate(bringup, iterations: int, timeout: float) -> int:
         rig = resolve_rig(exc_node.get_parameter("rig").value)
         profiles = [f"train:{i}" for i in range(len(rig.excitations.get("train", ()))) or 1]
     bringup["calibrator_node"].set_parameters([Parameter("trials", value="all")])
-    client = GraphClient(rclpy.get_default_context(), "vid2sid_bringup_client")
+    client = GraphClient(rclpy.get_default_context(), "vid2sid_bringup_client", namespace=bringup.namespace)
     trials = []
     try:
         for prof in profiles:

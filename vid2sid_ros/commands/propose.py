@@ -5,6 +5,7 @@ The request fields are those of ``srv/Propose.srv``::
     vid2sid propose                                  # one proposal from the node's default proposer
     vid2sid propose --iterations 10 --apply          # a 10-iteration calibration, applied to the twin
     vid2sid propose --proposer cmaes --names joint_stiffness,joint_damping --trial-id finger_0
+    vid2sid propose --namespace robot1 --apply       # the graph launched with namespace:=robot1
 
 is what ``ros2 service call /vid2sid/propose vid2sid_ros/srv/Propose "{iterations: 10, apply: true}"``
 does on a ROS 2 install. Prints every response field; exit 0 when the proposal was accepted,
@@ -28,7 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--names", default="", help="comma-separated parameters to propose for; empty = all free")
     parser.add_argument("--apply", action="store_true", help="apply an accepted proposal to the twin")
     parser.add_argument("--iterations", type=int, default=0, help="0 or 1: one proposal; N > 1: an N-iteration run")
-    parser.add_argument("--timeout", type=float, default=600.0, help="longest wait for the answer, s (default 600)")
+    parser.add_argument("--namespace", default="", help="namespace of the graph (its launch / bringup `namespace` "
+                        "argument, e.g. robot1); empty = the root namespace")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="longest wait for the answer, s (default 120 + 60 per iteration asked for; a busy "
+                             "calibrator answers at once)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +54,12 @@ def run(args: argparse.Namespace) -> int:
 
     context = rclpy.Context()
     rclpy.init(context=context)
-    client = GraphClient(context, "vid2sid_propose_client")
+    try:
+        client = GraphClient(context, "vid2sid_propose_client", namespace=args.namespace)
+    except Exception as err:  # noqa: BLE001 - an invalid namespace: one line
+        print(f"vid2sid propose: --namespace {args.namespace!r}: {err}", file=sys.stderr)
+        rclpy.try_shutdown(context=context)
+        return 2
     try:
         r = client.propose(proposer=args.proposer, trial_id=args.trial_id,
                            names=[n.strip() for n in args.names.split(",") if n.strip()], apply=args.apply,

@@ -44,7 +44,7 @@ import numpy as np
 
 __all__ = ["PinholeCamera", "CameraError", "CAMERA_FIELDS", "load_camera_info", "camera_from_config",
            "rpy_to_matrix", "matrix_to_rpy", "look_at_rpy", "look_at_rotation", "BODY_TO_OPTICAL",
-           "rotation_vector_to_matrix", "moved_pose"]
+           "rotation_vector_to_matrix", "moved_pose", "camera_frames", "link_frame_of"]
 
 
 #: largest image side, px: a rendered trial holds frames x height x width x 3 bytes (16384 is the usual
@@ -608,3 +608,35 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
         return PinholeCamera(position=position, **angles, **kw)
     except CameraError as err:
         raise CameraError(f"{source}:{key}: {err}") from None
+
+
+def link_frame_of(optical_frame: str) -> str:
+    """The camera body frame beside an optical frame id: ``front_optical_frame`` -> ``front_link``
+    (REP 103's ``<camera>_link`` / ``<camera>_optical_frame`` pair); any other id gets ``_link`` appended."""
+    base = optical_frame[:-len("_optical_frame")] if optical_frame.endswith("_optical_frame") else optical_frame
+    return f"{base}_link"
+
+
+def camera_frames(camera: "PinholeCamera", world_frame: str, optical_frame: str
+                  ) -> list[tuple[str, str, tuple[float, float, float], tuple[float, float, float, float]]]:
+    """Static transforms of a camera for tf (REP 103 / REP 105): world -> camera body -> optical.
+
+    Returns ``[(parent, child, translation (x, y, z) m, rotation quaternion (x, y, z, w))]``:
+
+    * ``world_frame`` -> :func:`link_frame_of` ``(optical_frame)``: the camera's ``position`` and
+      body rotation ``Rz(yaw) Ry(pitch) Rx(roll)`` (x along the optical axis, z up);
+    * the link -> ``optical_frame``: no translation, the fixed rotation :data:`BODY_TO_OPTICAL`
+      (z forward, x right, y down; the quaternion (-0.5, 0.5, -0.5, 0.5)).
+    """
+    from scipy.spatial.transform import Rotation
+
+    def quat(m: np.ndarray) -> np.ndarray:
+        q = Rotation.from_matrix(m).as_quat()
+        return -q if q[3] < 0 else q  # the w >= 0 representative
+
+    link = link_frame_of(optical_frame)
+    body = quat(rpy_to_matrix(camera.roll, camera.pitch, camera.yaw))
+    optical = quat(BODY_TO_OPTICAL)
+    pos = tuple(float(v) for v in camera.position)
+    return [(world_frame, link, pos, tuple(float(q) for q in body)),
+            (link, optical_frame, (0.0, 0.0, 0.0), tuple(float(q) for q in optical))]

@@ -138,6 +138,28 @@ def make_typestore(msg_dir: str | Path | None = None):
     return store
 
 
+def _channels_with_type_hash(storage: Any) -> None:
+    """Make a ``rosbags`` MCAP storage write each channel's metadata the way rosbag2's MCAP
+    storage plugin does: ``offered_qos_profiles`` *and* ``topic_type_hash`` (the type's
+    ``RIHS01_<sha256>`` description hash, also in ``metadata.yaml``), which rosbag2 reads
+    back from the channel (``rosbags`` itself writes only the QoS)."""
+    from io import BytesIO
+
+    from rosbags.rosbag2 import storage_mcap as sm
+
+    def add_connection(connection: Any, offered_qos_profiles: str) -> None:
+        meta = BytesIO()
+        for key, value in (("offered_qos_profiles", offered_qos_profiles), ("topic_type_hash", connection.digest)):
+            sm.write_string(meta, key)
+            sm.write_string(meta, value)
+        storage.channels.append(sm.Channel(connection.id, connection.msgtype, connection.topic,
+                                           connection.ext.serialization_format, meta.getvalue()))
+        storage.channel_stats[connection.id] = 0
+        sm.write_channel(storage.chunk.bio, storage.channels[-1], storage.schemas)
+
+    storage.add_connection = add_connection
+
+
 class BagWriter:
     """Writes a rosbag2 (version 9, MCAP) bag message by message.
 
@@ -179,6 +201,8 @@ class BagWriter:
             self._writer.open()
         except Exception as err:  # WriterError, OSError
             raise BagError(f"cannot create bag {self.path}: {err}") from None
+        if storage == "mcap":
+            _channels_with_type_hash(self._writer.storage)
         self.chunk_bytes = int(chunk_bytes)
         self._connections: dict[str, Any] = {}
         self._types: dict[str, str] = {}

@@ -25,13 +25,13 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_srvs.srv import Trigger
 
 from ..io.rosbag import DEFAULT_TOPICS, BagError, bag_topics, check_topic_types, read_messages
-from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, s_from_stamp, stamp_from_s, run_node
+from .common import ExcitationCommand, create_stream_publisher, qos_params, qos_profile, wait_for_subscribers, s_from_stamp, stamp_from_s, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
 
 __all__ = ["BagReplayNode", "PARAMS", "make_node", "main", "REPLAY_START"]
 
-REPLAY_START = "/vid2sid/replay/start"
+REPLAY_START = "vid2sid/replay/start"
 
 PARAMS = [
     Param("bag_path", "", "rosbag2 directory of a recorded real trial", read_only=True),
@@ -47,8 +47,13 @@ PARAMS = [
           "topic before the replay starts (under `ros2 launch` every node is its own process and a twin takes "
           "seconds to build); empty = do not wait"),
     Param("start_delay", 1.0, "delay before the first message, for subscribers to connect", "s", 0.0, 60.0),
+    Param("wait_for", [""], "nodes (in this namespace) whose command subscription must be matched before the "
+          "replay starts, e.g. [sim_twin_node, tracker_node, calibrator_node, recorder_node]; empty = none",
+          read_only=True),
+    Param("wait_timeout", 30.0, "longest wait for 'wait_for' before the replay is refused naming the missing "
+          "nodes", "s", 0.0, 3600.0),
     Param("tick", 0.002, "timer period of the replay clock", "s", 0.0005, 0.1, read_only=True),
-]
+] + qos_params(("images", "streams"))
 
 
 class BagReplayNode(Node):
@@ -58,10 +63,10 @@ class BagReplayNode(Node):
         super().__init__("bag_replay_node", **kwargs)
         declare(self, PARAMS)
         self._p = values(self, PARAMS)
-        self._pub_img = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
-        self._pub_info = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], STREAM_QOS)
-        self._pub_cmd = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
-        self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], STREAM_QOS)
+        self._pub_img = create_stream_publisher(self, Image, TOPICS["real_image"], qos_profile(self, "images", publisher=True))
+        self._pub_info = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], qos_profile(self, "images", publisher=True))
+        self._pub_cmd = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], qos_profile(self, "streams"))
+        self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], qos_profile(self, "streams"))
         self.error: str | None = None
         self.published = {"image": 0, "camera_info": 0, "command": 0, "trial_end": 0}
         self.finished = False
@@ -117,7 +122,11 @@ class BagReplayNode(Node):
                                                   callback_group=self._group)
             return
         self._start_timer.cancel()
-        self.start()
+        try:
+            self.start()
+        except RuntimeError as err:
+            self.error = str(err)
+            self.get_logger().error(f"replay not started: {err}")
 
     def start(self) -> str:
         """Begin replaying; returns a summary or raises RuntimeError."""
@@ -125,6 +134,11 @@ class BagReplayNode(Node):
             raise RuntimeError(self.error)
         if self._timer is not None:
             raise RuntimeError("replay already running")
+        missing = wait_for_subscribers(self, self._pub_cmd, self._p["wait_for"], self._p["wait_timeout"])
+        if missing:
+            raise RuntimeError(f"no command subscription of {', '.join(missing)} on {self._pub_cmd.topic_name} "
+                               f"after {self._p['wait_timeout']:g} s (wait_for); is that node running in this "
+                               "namespace?")
         self._iter = read_messages(self._p["bag_path"], list(self._expect), expect_types=self._expect, keep_raw=True)
         self._next = next(self._iter, None)
         if self._next is None:

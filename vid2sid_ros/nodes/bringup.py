@@ -36,7 +36,24 @@ from .common import make_executor
 from .graph import GRAPH_ARGUMENTS, GRAPHS, NodeSpec, argument_settings, argument_targets, find_config_dir, \
     graph_nodes
 
-__all__ = ["Bringup", "graph_for_config", "node_cli_args"]
+__all__ = ["Bringup", "graph_for_config", "node_cli_args", "namespace_of"]
+
+
+def namespace_of(name: str) -> str:
+    """A namespace argument as a node namespace: ``""`` -> ``"/"``, ``robot1`` -> ``"/robot1"``.
+
+    Raises:
+        ValueError: not a valid ROS namespace (the message names it and the rule).
+    """
+    from rclpy.validate_namespace import validate_namespace
+
+    ns = "/" + str(name).strip().strip("/")
+    try:
+        validate_namespace(ns)
+    except Exception as err:  # InvalidNamespaceException
+        raise ValueError(f"namespace {name!r} is not a valid ROS namespace (letters, digits and '_' "
+                         f"separated by '/', not starting with a digit): {err}") from None
+    return ns
 
 
 def node_cli_args(spec: NodeSpec, config_dir: Path) -> list[str]:
@@ -94,8 +111,10 @@ class Bringup:
 
     def __init__(self, graph: str, *, arguments: Mapping[str, str] | None = None,
                  overrides: Mapping[str, Mapping[str, Any]] | None = None, config_dir: str | Path | None = None,
-                 context: Context | None = None, num_threads: int = 8, exclude: tuple[str, ...] = ()) -> None:
+                 context: Context | None = None, num_threads: int = 8, exclude: tuple[str, ...] = (),
+                 namespace: str = "") -> None:
         self.graph = graph
+        self.namespace = namespace_of(namespace)
         self.specs = [s for s in graph_nodes(graph) if s.name not in exclude]
         self.config_dir = Path(config_dir) if config_dir is not None else find_config_dir()
         over: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (overrides or {}).items()}
@@ -124,6 +143,7 @@ class Bringup:
             for spec in self.specs:
                 mod = importlib.import_module(spec.module)
                 node = mod.make_node(context=self.context, cli_args=node_cli_args(spec, self.config_dir),
+                                     namespace=self.namespace,
                                      parameter_overrides=[Parameter(k, value=v) for k, v in over.get(spec.name, {}).items()])
                 self.nodes[spec.name] = node
                 self.executors[spec.name] = make_executor(node, context=self.context, max_threads=num_threads)

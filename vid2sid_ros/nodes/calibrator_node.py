@@ -22,17 +22,18 @@ process of its own under ``ros2 launch``); the calibrator sets its ROS parameter
 evaluations run on the calibrator's own headless twin instance (same rig, no
 rendering), so searching never disturbs the live lockstep twin.
 
-Threading: the node spins a single-threaded executor (a multi-threaded one costs several
-times the CPU per callback of the command stream: :func:`~vid2sid_ros.nodes.common.make_executor`).
-The calibration runs on a dedicated worker thread (which owns the evaluation twin) while
-the service callback waits for it, so requests are served one at a time, in order; the
-commands of a trial streaming meanwhile wait in a deep subscription queue
-(:data:`~vid2sid_ros.nodes.common.COMMAND_QOS`) and none is lost. The twin's parameter
-service is called through a small client node of the calibrator's own
-(``<name>_param_client``, no parameters of its own), spun only while it waits for the
-reply, so the reply never waits for the busy executor. If the node is spun by a
-multi-threaded executor instead, a request arriving while a calibration runs is answered
-at once with ``accepted: false`` and a "busy" message.
+Threading and load: the node spins a single-threaded executor (a multi-threaded one costs
+several times the CPU per callback of the command stream:
+:func:`~vid2sid_ros.nodes.common.make_executor`). The ``/vid2sid/propose`` callback
+puts the request in a bounded queue and returns; the answer is sent when the worker has it
+(:class:`_DeferredResponse`), so the executor stays free meanwhile (commands, trajectories,
+the twin's parameter-service replies, more requests). A worker thread serves the queue one
+request at a time, in arrival order, running the calibration on the evaluation twin's own thread. Every request is answered: served, queued
+(at most ``max_queued_requests`` wait), or refused at once with ``accepted: false`` and a
+message "busy: ... (queue depth N of max_queued_requests M)". The service's request reader
+is deep (:data:`SERVICE_QOS`), so a burst of calls all reach that queue. Accepted
+proposals are applied through the twin node's parameter service, called from the worker
+while this node's executor takes the reply (no helper node).
 
 Bad requests (unknown proposer, unknown or frozen parameter, no real trajectory yet)
 get ``accepted: false`` and a message naming the problem and the valid choices.
@@ -40,6 +41,7 @@ get ``accepted: false`` and a message naming the problem and the valid choices.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import json
 import math
@@ -48,18 +50,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import rclpy
 from ..core.yamlio import YAMLInputError, loads_yaml
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from ..core.excitation import Excitation
 from ..core.trajectory import Trajectory
-from .common import COMMAND_QOS, LATCHED_QOS, ExcitationCommand, ParameterUpdate, TrajectoryMsg, run_node, \
+from .common import ExcitationCommand, create_qos_subscription, qos_params, qos_profile, ParameterUpdate, TrajectoryMsg, run_node, \
     create_stream_publisher, excitation_from_commands, parameter_update_msg, resolve_rig, \
     ros_param_name, trajectory_from_msg
 from .graph import TOPICS
@@ -67,7 +68,12 @@ from .params import RIG_CONFIG, Param, declare, values
 
 from vid2sid_ros.srv import Propose  # noqa: E402  (interfaces checked by .common)
 
-__all__ = ["CalibratorNode", "PARAMS", "make_node", "main"]
+__all__ = ["CalibratorNode", "PARAMS", "SERVICE_QOS", "make_node", "main"]
+
+#: QoS of /vid2sid/propose: a deep request queue, so a burst of calls all reach the node's
+#: own bounded queue (served or refused "busy") instead of being lost in the DDS reader
+#: (the services default, depth 10, dropped all but 10 of a burst of 26)
+SERVICE_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
 
 PARAMS = [
     Param("rig", "finger", "built-in rig name of the rig being calibrated (or set rig_config)", read_only=True),
@@ -90,12 +96,73 @@ PARAMS = [
     Param("workers", 0, "concurrent workers of the executor (0: this machine's CPUs)", "", 0, 1024, read_only=True),
     Param("ray_address", "", "executor ray: the cluster to join (auto or HOST:PORT; empty: a private local Ray on "
           "127.0.0.1)", read_only=True),
-]
+    Param("max_queued_requests", 4, "Propose requests that may wait while one is served; one more is "
+          "answered at once 'busy' with the queue's depth", "requests", 0, 1000),
+] + qos_params(("commands", "results"))
 
 
 def _session_name(trial_ids: list[str], proposer: str, names: list[str]) -> str:
     raw = "+".join(trial_ids) + f"__{proposer}" + (("__" + "-".join(sorted(names))) if names else "")
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", raw)[:180]
+
+
+class _DeferredResponse:
+    """The answer of a queued service request, sent when the worker has it.
+
+    The service callback returns this marker instead of a response; the service's
+    ``send_response`` (wrapped by :meth:`enable`) then keeps the request's header, and
+    :meth:`set_result` -- called by the worker thread -- sends the real response with it
+    through rclpy's public ``Service.send_response``, on the node's executor thread (answers
+    sent from the worker thread while the executor sent "busy" ones were lost: 8 of 50 in a
+    burst). Whichever comes second sends. (An
+    ``async`` callback awaiting a future would do the same, but rclpy's executor resumes a
+    waiting coroutine on every turn: a busy loop of the spin thread while a request waits.)
+    """
+
+    def __init__(self, service) -> None:
+        self._service = service
+        self._lock = threading.Lock()
+        self._header = None
+        self._response = None
+
+    @staticmethod
+    def enable(service) -> None:
+        """Let ``service``'s callback return a :class:`_DeferredResponse`."""
+        original = service.send_response
+        service.vid2sid_answers_sent = 0  # responses handed to the RMW (tests, diagnostics)
+
+        def send(response, header):
+            original(response, header)
+            service.vid2sid_answers_sent += 1
+
+        def send_response(response, header):
+            if isinstance(response, _DeferredResponse):
+                response._set_header(header)
+            else:
+                send(response, header)
+
+        service.send_response = send_response
+        service._vid2sid_send = send
+
+    def _set_header(self, header) -> None:
+        with self._lock:
+            self._header = header
+            response = self._response
+        if response is not None:
+            self._service._vid2sid_send(response, header)
+
+    def set_result(self, response, executor=None) -> None:
+        """Send ``response`` (from the worker thread): on ``executor``'s thread when given, where the
+        service's other answers are sent, else here."""
+        with self._lock:
+            self._response = response
+            header = self._header
+        if header is None:
+            return
+        if executor is not None:
+            executor.create_task(self._service._vid2sid_send, response, header)
+        else:
+            self._service._vid2sid_send(response, header)
 
 
 class CalibratorNode(Node):
@@ -128,18 +195,25 @@ class CalibratorNode(Node):
         #: values last applied to the twin node by this calibrator (start of new sessions)
         self.applied: dict[str, float] = self.parameters.nominal()
         group = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self._on_command, COMMAND_QOS,
+        create_qos_subscription(self, ExcitationCommand, TOPICS["excitation"], self._on_command, "commands",
                                  callback_group=group)
-        self.create_subscription(TrajectoryMsg, TOPICS["real_trajectory"], self._on_real, LATCHED_QOS,
+        create_qos_subscription(self, TrajectoryMsg, TOPICS["real_trajectory"], self._on_real, "results",
                                  callback_group=group)
-        self._pub = create_stream_publisher(self, ParameterUpdate, TOPICS["parameter_update"], LATCHED_QOS)
+        self._pub = create_stream_publisher(self, ParameterUpdate, TOPICS["parameter_update"], qos_profile(self, "results"))
         self._reentrant = ReentrantCallbackGroup()
-        self.create_service(Propose, TOPICS["propose"], self._srv_propose, callback_group=self._reentrant)
-        # no global arguments: a process-wide ``-r __node:=...`` must not give it the calibrator's name
-        self._client_node = rclpy.create_node(f"{self.get_name()}_param_client", namespace=self.get_namespace(),
-                                              context=self.context, use_global_arguments=False,
-                                              start_parameter_services=False)
-        self._set_client = self._client_node.create_client(SetParameters, f"/{p['twin_node']}/set_parameters")
+        #: waiting Propose requests: (request, response, future answered by the worker), at most max_queued_requests
+        self._queue: collections.deque = collections.deque()
+        self._queue_cv = threading.Condition(self._lock)
+        self._stopping = False
+        self._worker = threading.Thread(target=self._serve_requests, name=f"{self.get_name()}_propose", daemon=True)
+        self._worker.start()
+        self._propose_service = self.create_service(Propose, TOPICS["propose"], self._srv_propose,
+                                                    qos_profile=SERVICE_QOS, callback_group=self._reentrant)
+        _DeferredResponse.enable(self._propose_service)
+        # the twin's parameter service, called from the request worker while this node's executor
+        # stays free to take the reply (no helper node of its own)
+        self._set_client = self.create_client(SetParameters, f"{p['twin_node']}/set_parameters",
+                                              callback_group=self._reentrant)
 
     @staticmethod
     def _check(name, value):
@@ -193,17 +267,52 @@ class CalibratorNode(Node):
         return response
 
     def _srv_propose(self, request, response):
+        """Queue the request for the worker and return at once (the answer is sent later, see
+        :class:`_DeferredResponse`); refuse it at once, "busy" with the queue's depth, when
+        ``max_queued_requests`` already wait."""
+        bound = int(self.get_parameter("max_queued_requests").value)
+        deferred = _DeferredResponse(self._propose_service)
         with self._lock:
-            if self._busy:
-                return self._fail(response, "busy: a calibration is running; try again when it has finished")
-            self._busy = True
+            waiting = len(self._queue)
+            refused = waiting >= bound and (self._busy or waiting > 0)
+            if not refused:
+                self._queue.append((request, response, deferred))
+                self._queue_cv.notify()
+        if refused:
+            return self._fail(response, f"busy: a calibration is running and {waiting} request(s) wait "
+                              f"(queue depth {waiting} of max_queued_requests {bound}); try again later")
+        return deferred
+
+    def _serve_requests(self) -> None:
+        """Worker thread: answer the queued requests one at a time, in arrival order."""
+        while True:
+            with self._lock:
+                while not self._queue and not self._stopping:
+                    self._queue_cv.wait()
+                if self._stopping:
+                    pending, self._queue = list(self._queue), collections.deque()
+                else:
+                    pending = []
+                    request, response, done = self._queue.popleft()
+                    self._busy = True
+            if pending or self._stopping:
+                for _req, resp, fut in pending:
+                    fut.set_result(self._fail(resp, "the calibrator is shutting down; request not served"))
+                return
+            try:
+                answer = self.serve(request, response)
+            finally:
+                with self._lock:
+                    self._busy = False
+            done.set_result(answer, self.executor)
+
+    def serve(self, request, response):
+        """Answer one Propose request here and now (the worker's step; tests call it directly):
+        the response, with ``accepted: false`` and the reason when the calibration failed."""
         try:
             return self._propose(request, response)
         except Exception as err:  # noqa: BLE001 - always answer, never kill the node
             return self._fail(response, f"calibration failed: {type(err).__name__}: {err}")
-        finally:
-            with self._lock:
-                self._busy = False
 
     def _propose(self, request, response):
         from ..calibration.loop import CalibrationConfig, load_history, run_calibration
@@ -318,13 +427,9 @@ class CalibratorNode(Node):
                                                value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
                                                                     double_value=float(v))))
         fut = self._set_client.call_async(req)
-        executor = SingleThreadedExecutor(context=self.context)  # takes the reply on this thread
-        try:
-            executor.add_node(self._client_node)
-            executor.spin_until_future_complete(fut, timeout_sec=timeout)
-        finally:
-            executor.remove_node(self._client_node)
-            executor.shutdown(timeout_sec=0)
+        replied = threading.Event()
+        fut.add_done_callback(lambda _f: replied.set())  # this node's executor takes the reply
+        replied.wait(timeout)
         if not fut.done():
             self._set_client.remove_pending_request(fut)
             return False, f"{self._set_client.srv_name} did not answer within {timeout:g} s"
@@ -336,12 +441,14 @@ class CalibratorNode(Node):
         return True, ""
 
     def destroy_node(self) -> None:
-        if getattr(self, "_pool", None) is not None:  # absent when __init__ failed
+        if getattr(self, "_worker", None) is not None:  # absent when __init__ failed
+            with self._lock:
+                self._stopping = True
+                self._queue_cv.notify_all()
+        if getattr(self, "_pool", None) is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         if getattr(self, "_executor", None) is not None:
             self._executor.close()
-        if getattr(self, "_client_node", None) is not None:
-            self._client_node.destroy_node()
         super().destroy_node()
 
 

@@ -17,7 +17,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from ..io.image_msg import array_to_image
-from .common import STREAM_QOS, camera_info_msg, create_stream_publisher, run_node
+from .common import camera_info_msg, create_stream_publisher, qos_params, qos_profile, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -30,12 +30,13 @@ PARAMS = [
     Param("width", 0, "output width; 0 = the source's", "px", 0, 8192, read_only=True),
     Param("height", 0, "output height; 0 = the source's", "px", 0, 8192, read_only=True),
     Param("encoding", "rgb8", "image encoding of the published frames", choices=("rgb8", "bgr8")),
-    Param("frame_id", "real_camera", "header.frame_id of the published frames"),
+    Param("frame_id", "real_camera_optical_frame", "header.frame_id of the published frames and their camera_info "
+          "(the camera's optical frame, REP 103: z forward, x right, y down)"),
     Param("loop", False, "restart a video file when it ends"),
     Param("camera_info_file", "", "camera_calibration CameraInfo YAML of this camera, published beside the images "
           "on camera_info; empty = uncalibrated (K all zero, image size only)", read_only=True),
     Param("reopen_interval", 2.0, "retry period when the source cannot be opened", "s", 0.1, 3600.0),
-]
+] + qos_params(("images",))
 
 
 def open_capture(source: str, fps: float = 0.0, width: int = 0, height: int = 0):
@@ -68,8 +69,8 @@ class CameraNode(Node):
         super().__init__("camera_node", **kwargs)
         declare(self, PARAMS)
         self._p = values(self, PARAMS)
-        self._pub = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
-        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, Image, TOPICS["real_image"], qos_profile(self, "images", publisher=True))
+        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], qos_profile(self, "images", publisher=True))
         self._intrinsics = None
         if self._p["camera_info_file"]:
             from types import SimpleNamespace

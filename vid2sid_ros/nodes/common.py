@@ -28,7 +28,8 @@ from ..core.trajectory import Trajectory  # noqa: E402
 from ..calibration.loop import CalibrationError  # noqa: E402
 from ..sim.base import TwinError  # noqa: E402
 
-__all__ = ["stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
+__all__ = ["wait_for_subscribers", "publish_camera_tf", "CAMERA_TF_TOPIC", "QOS_KINDS", "qos_params", "qos_profile", "describe_qos", "AdaptiveSubscription",
+           "create_qos_subscription", "stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
            "excitation_from_commands", "excitation_to_commands", "parameter_update_msg", "BufferQueue",
            "STREAM_QOS", "COMMAND_QOS", "LATCHED_QOS", "ros_param_name", "msgtype_of", "resolve_rig", "make_executor",
            "create_stream_publisher", "camera_info_msg", "image_marker_msg", "KEYPOINT_COLOURS"]
@@ -41,6 +42,229 @@ STREAM_QOS = QoSProfile(depth=120, reliability=ReliabilityPolicy.RELIABLE, histo
 COMMAND_QOS = QoSProfile(depth=10000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 #: trajectories and parameter updates: few, must all arrive.
 LATCHED_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
+#: QoS of the graph's topics by kind: ``(depth, reliability)``, the defaults of the nodes'
+#: ``qos.<kind>.depth`` / ``qos.<kind>.reliability`` parameters (history KEEP_LAST, volatile).
+#: ``auto`` (images and camera_info, subscriptions only): start RELIABLE (what this graph's own
+#: publishers offer, no loss under load) and switch to BEST_EFFORT, which matches both kinds of
+#: publisher, as soon as a publisher offering BEST_EFFORT (sensor-data QoS, what many camera
+#: drivers offer) is discovered -- the way ``ros2 bag record`` adapts to the offered QoS.
+QOS_KINDS: dict[str, tuple[int, str, str]] = {
+    "images": (120, "auto", "images and camera_info (2 s at 60 Hz)"),
+    "streams": (120, "reliable", "commands, keypoints, image markers, trial-end notices"),
+    "commands": (10000, "reliable", "the command stream of a node whose service calls block for seconds "
+                                    "(2.8 min at 60 Hz)"),
+    "results": (50, "reliable", "trajectories and parameter updates (few, each must arrive)"),
+}
+_RELIABILITY = {"reliable": ReliabilityPolicy.RELIABLE, "best_effort": ReliabilityPolicy.BEST_EFFORT}
+
+
+def qos_params(kinds: Sequence[str]):
+    """The ``qos.<kind>.depth`` / ``qos.<kind>.reliability`` parameters of a node using ``kinds``
+    (:data:`QOS_KINDS`; read-only: QoS is fixed when a topic is created)."""
+    from .params import Param
+
+    out = []
+    for k in kinds:
+        depth, rel, what = QOS_KINDS[k]
+        choices = ("auto", "reliable", "best_effort") if k == "images" else ("reliable", "best_effort")
+        out.append(Param(f"qos.{k}.depth", depth, f"history depth (KEEP_LAST) of the {what} topics", "messages",
+                         1, 1_000_000, read_only=True))
+        out.append(Param(f"qos.{k}.reliability", rel, f"reliability of the {what} topics"
+                         + ("; auto: subscriptions adapt to the publishers (best_effort once a best-effort "
+                            "publisher is seen), publishers are reliable" if k == "images" else ""),
+                         choices=choices, read_only=True))
+    return out
+
+
+def qos_profile(node: Any, kind: str, *, publisher: bool = False) -> QoSProfile:
+    """The QoS of a ``kind`` topic from the node's ``qos.<kind>.*`` parameters (``auto``:
+    RELIABLE, adapted later by :class:`AdaptiveSubscription`; a reliable publisher also
+    serves best-effort subscribers)."""
+    depth = int(node.get_parameter(f"qos.{kind}.depth").value)
+    rel = str(node.get_parameter(f"qos.{kind}.reliability").value)
+    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
+                      reliability=_RELIABILITY.get(rel, ReliabilityPolicy.RELIABLE))
+
+
+def describe_qos(qos: Any) -> str:
+    """One-line QoS profile: ``reliability, durability, history depth`` (history and depth are
+    left out when unknown: DDS discovery does not carry a remote endpoint's history)."""
+    def name(v):
+        return getattr(v, "name", str(v)).lower()
+
+    text = f"{name(qos.reliability)}, {name(qos.durability)}"
+    return text + (f", {name(qos.history)} {int(qos.depth)}" if name(qos.history) != "unknown" else "")
+
+
+class AdaptiveSubscription:
+    """A subscription whose QoS mismatches are said once, and which adapts ``auto`` reliability.
+
+    Created by :func:`create_qos_subscription`. On an incompatible-QoS event (a publisher
+    the subscription cannot match) it logs one warning naming the topic, the subscription's
+    profile and the publishers' offered profiles; with ``auto`` reliability it re-creates
+    itself BEST_EFFORT (which matches reliable and best-effort publishers alike) from the
+    node's QoS timer, outside the event's own callback.
+    """
+
+    def __init__(self, node: Any, msg_type: Any, topic: str, callback: Any, qos: QoSProfile, *, auto: bool,
+                 **kwargs: Any) -> None:
+        self.node, self.msg_type, self.topic, self.callback = node, msg_type, topic, callback
+        self.qos, self.auto, self.kwargs = qos, auto, kwargs
+        #: the warning logged at the first mismatch (None: none seen); mismatch events counted
+        self.mismatch: str | None = None
+        self.mismatch_count = 0
+        self.adapted = False
+        self._pending = False
+        self.subscription = self._create()
+
+    def _create(self):
+        from rclpy.event_handler import SubscriptionEventCallbacks
+
+        return self.node.create_subscription(
+            self.msg_type, self.topic, self.callback, self.qos,
+            event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible), **self.kwargs)
+
+    def _offered(self) -> str:
+        try:
+            infos = self.node.get_publishers_info_by_topic(self.subscription.topic_name)
+        except Exception:  # noqa: BLE001 - graph introspection is best effort
+            return "unknown"
+        return "; ".join(f"{i.node_namespace.rstrip('/')}/{i.node_name}: {describe_qos(i.qos_profile)}"
+                         for i in infos) or "unknown"
+
+    def _on_incompatible(self, info: Any) -> None:
+        kind = getattr(info, "last_policy_kind", None)
+        policy = str(getattr(kind, "name", kind)).replace("RMW_QOS_POLICY_", "").lower()
+        can_adapt = self.auto and not self.adapted and self.qos.reliability == ReliabilityPolicy.RELIABLE
+        self.mismatch_count += 1
+        if self.mismatch is None:
+            self.mismatch = (
+                f"QoS mismatch on {self.subscription.topic_name}: this subscription requests "
+                f"[{describe_qos(self.qos)}], publisher(s) offer [{self._offered()}] (incompatible policy: {policy})"
+                + ("; switching the subscription to best_effort, which matches both" if can_adapt else
+                   "; no messages from that publisher (set this node's qos.*.reliability to match)"))
+            self.node.get_logger().warning(self.mismatch)
+        if can_adapt:
+            self._pending = True
+
+    def adapt(self) -> None:
+        """Re-create the subscription BEST_EFFORT if a mismatch asked for it (the node's QoS timer)."""
+        if not self._pending:
+            return
+        self._pending = False
+        self.adapted = True
+        old = self.subscription
+        self.qos = QoSProfile(depth=self.qos.depth, history=self.qos.history,
+                              reliability=ReliabilityPolicy.BEST_EFFORT, durability=self.qos.durability)
+        self.subscription = self._create()
+        self.node.destroy_subscription(old)
+        self.node.get_logger().info(f"{self.subscription.topic_name}: subscribed best_effort "
+                                    f"[{describe_qos(self.qos)}]")
+
+
+def create_qos_subscription(node: Any, msg_type: Any, topic: str, callback: Any, kind: str,
+                            **kwargs: Any) -> AdaptiveSubscription:
+    """A subscription of a ``kind`` topic (:data:`QOS_KINDS`) with the node's ``qos.<kind>.*``
+    parameters, mismatches logged once and ``auto`` reliability adapted (:class:`AdaptiveSubscription`).
+
+    ``kwargs`` go to ``node.create_subscription`` (``callback_group``, ``raw``). The node gets
+    one 0.25 s timer (in the first subscription's callback group) that applies adaptations.
+    """
+    auto = str(node.get_parameter(f"qos.{kind}.reliability").value) == "auto"
+    sub = AdaptiveSubscription(node, msg_type, topic, callback, qos_profile(node, kind), auto=auto, **kwargs)
+    subs = node.__dict__.setdefault("_vid2sid_qos_subscriptions", [])
+    subs.append(sub)
+    if len(subs) == 1:
+        node.create_timer(0.25, lambda: [s.adapt() for s in subs], callback_group=kwargs.get("callback_group"))
+    return sub
+
+
+#: where the camera transforms go when ``tf2_msgs`` is not installed (the PyPI ``ros-*`` wheels have
+#: no ``ros-tf2-msgs``): one ``geometry_msgs/TransformStamped`` per message, transient local
+CAMERA_TF_TOPIC = "vid2sid/camera_transforms"
+
+
+def publish_camera_tf(node: Any, camera_at: Any, world_frame: str, optical_frames: Sequence[str]):
+    """Latch the static transforms world -> ``<camera>_link`` -> ``<camera>_optical_frame`` of each
+    optical frame id in ``optical_frames``, all at the pose of ``camera_at()`` (a
+    :class:`~vid2sid_ros.core.camera.PinholeCamera`: the rig config's camera, REP 103).
+
+    On ``/tf_static`` as ``tf2_msgs/TFMessage`` (transient local, depth 1: what tf2's static
+    broadcaster offers) where ``tf2_msgs`` is importable; otherwise on :data:`CAMERA_TF_TOPIC`
+    as ``geometry_msgs/TransformStamped`` messages, logged once. Sets
+    ``node.static_transforms``; returns the publisher, or None when the twin has no camera pose
+    (a camera of the model file itself), which is logged once.
+    """
+    from geometry_msgs.msg import TransformStamped
+    from rclpy.qos import DurabilityPolicy
+
+    from ..core.camera import camera_frames
+
+    cam = camera_at() if callable(camera_at) else None
+    if cam is None or not hasattr(cam, "roll"):
+        node.get_logger().info("no camera pose in the rig config (the model's own camera): no camera transforms")
+        return None
+    frames = []
+    for optical in dict.fromkeys(optical_frames):  # unique, in order
+        for parent, child, t, q in camera_frames(cam, world_frame, optical):
+            if (parent, child) not in [(f[0], f[1]) for f in frames]:
+                frames.append((parent, child, t, q))
+    node.static_transforms = frames
+    stamp = node.get_clock().now().to_msg()
+    msgs = []
+    for parent, child, t, q in frames:
+        m = TransformStamped()
+        m.header.stamp, m.header.frame_id, m.child_frame_id = stamp, parent, child
+        m.transform.translation.x, m.transform.translation.y, m.transform.translation.z = t
+        (m.transform.rotation.x, m.transform.rotation.y, m.transform.rotation.z,
+         m.transform.rotation.w) = q
+        msgs.append(m)
+    try:
+        from tf2_msgs.msg import TFMessage
+    except ImportError:
+        qos = QoSProfile(depth=max(len(msgs), 1), history=HistoryPolicy.KEEP_LAST,
+                         reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        pub = create_stream_publisher(node, TransformStamped, CAMERA_TF_TOPIC, qos)
+        for m in msgs:
+            pub.publish(m)
+        node.get_logger().info(f"camera transforms on {pub.topic_name} (geometry_msgs/TransformStamped): tf2_msgs "
+                               "is not installed, so /tf_static is not published")
+        return pub
+    qos = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    pub = create_stream_publisher(node, TFMessage, "/tf_static", qos)
+    pub.publish(TFMessage(transforms=msgs))
+    return pub
+
+
+def wait_for_subscribers(node: Any, publisher: Any, names: Sequence[str], timeout: float) -> list[str]:
+    """Wait until every node in ``names`` (in ``node``'s namespace) has a subscription matched
+    to ``publisher``, at most ``timeout`` s; returns the names still missing ([] = ready).
+
+    Graph queries only (no spinning), polled every 50 ms: call it before the first message
+    of a trial so that no subscriber misses its beginning.
+    """
+    import time
+
+    wanted = [n for n in names if n]
+    if not wanted:
+        return []
+    ns = node.get_namespace()
+    deadline = time.monotonic() + float(timeout)
+    while True:
+        try:
+            infos = node.get_subscriptions_info_by_topic(publisher.topic_name)
+        except Exception:  # noqa: BLE001 - a context going down: report them all missing
+            return wanted
+        present = {i.node_name for i in infos if i.node_namespace == ns}
+        missing = [n for n in wanted if n not in present]
+        if not missing and publisher.get_subscription_count() >= len(wanted):
+            return []
+        if time.monotonic() >= deadline:
+            return missing or ["(a subscriber discovered but not yet matched)"]
+        time.sleep(0.05)
 
 
 def make_executor(node: Any, *, context: Any = None, max_threads: int | None = None):
@@ -71,50 +295,83 @@ def make_executor(node: Any, *, context: Any = None, max_threads: int | None = N
 _BAD_INPUT = (ValueError, KeyError, OSError, TwinError, CalibrationError)
 
 
+def _program_name(make_node: Any) -> str:
+    """The node module's short name, for one-line errors (``python -m`` runs it as ``__main__``)."""
+    module = getattr(make_node, "__module__", None) or "node"
+    if module == "__main__":  # python -m vid2sid_ros.nodes.X
+        module = getattr(sys.modules["__main__"].__spec__, "name", None) or sys.argv[0]
+    return module.rsplit(".", 1)[-1]
+
+
 def run_node(make_node: Any, args: Any = None) -> None:
     """The body of every node's ``main(args=None)`` (the ros2/demos pattern, in one place).
 
     ``rclpy.init``, build the node with ``make_node()``, spin it on its own executor
-    (:func:`make_executor`), return on Ctrl-C or an external shutdown (SIGTERM), then
-    destroy the node and shut rclpy down.
+    (:func:`make_executor`), return on SIGINT/SIGTERM (or an external shutdown), then destroy
+    the node -- with the context still valid, so it can publish its last messages -- and
+    shut rclpy down. Signals are handled in every phase (:mod:`vid2sid_ros.nodes.startup`):
+    rclpy's own handlers are never installed, so a signal can never invalidate the context
+    under a half-built node or before the node's goodbye; a signal during the imports or the
+    construction ends the process at once, cleanly.
 
     Raises:
         SystemExit: code 2 when the node cannot be built from its input (a bad rig config,
             parameter, file or model: :data:`_BAD_INPUT`), after one line on stderr naming the
-            node and the error (rclpy is shut down first).
+            node and the error (rclpy is shut down first); code 143 after SIGTERM (128 + 15;
+            SIGINT: status 0). Run as a program (the executables), the process then ends at
+            once (:func:`~vid2sid_ros.nodes.startup.fast_exit`); called in-process it returns.
     """
     import rclpy
     from rclpy._rclpy_pybind11 import RCLError
     from rclpy.executors import ExternalShutdownException
+    from rclpy.signals import SignalHandlerOptions
 
-    rclpy.init(args=args)
+    from .startup import StartupInterrupted, exit_status, fast_exit, raise_on_signal, received_signal
+
     node = None
+    executor = None
     try:
+        raise_on_signal(True)  # construction: a signal raises StartupInterrupted here (or at once if one came)
+        try:
+            rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        except RCLError as err:  # malformed --ros-args (rcl says which): one line, exit 2
+            print(f"vid2sid_ros {_program_name(make_node)}: bad ROS arguments: {str(err).splitlines()[0]}",
+                  file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
         try:
             node = make_node()
-        except _BAD_INPUT as err:  # a bad rig config / parameter: one line, not a traceback (exit 2)
-            module = getattr(make_node, "__module__", None) or "node"
-            if module == "__main__":  # python -m vid2sid_ros.nodes.X
-                module = getattr(sys.modules["__main__"].__spec__, "name", None) or sys.argv[0]
-            name = module.rsplit(".", 1)[-1]
-            print(f"vid2sid_ros {name}: {err}", file=sys.stderr, flush=True)
+        except BaseException as err:
+            raise_on_signal(False)
+            if received_signal() is not None:  # interrupted, whatever the exception it became on the way
+                raise StartupInterrupted(received_signal()) from None  # (an ImportError from a C extension...)
+            if not isinstance(err, _BAD_INPUT):
+                raise
+            # a bad rig config / parameter: one line, not a traceback (exit 2)
+            print(f"vid2sid_ros {_program_name(make_node)}: {err}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
-        if not rclpy.ok():  # SIGINT/SIGTERM arrived while the node was being built
-            return
+        raise_on_signal(False)  # from here signals are only recorded (no exception inside rclpy objects)
         executor = make_executor(node)
         executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
+        # spin until a signal is recorded (checked at least every 0.25 s) or the context is shut
+        # down from elsewhere. rclpy's own handlers are not installed: they would shut the context
+        # down at once, and destroy_node could then no longer publish what a stop owes the graph
+        # (the excitation node's trial-end notice and on_stop command, the recorder's last messages)
+        while rclpy.ok() and received_signal() is None:
+            executor.spin_once(timeout_sec=0.25)
+    except (KeyboardInterrupt, ExternalShutdownException, StartupInterrupted):
         pass
-    except RCLError:
-        # SIGINT/SIGTERM while the node was being built: rclpy's signal handler has shut the
-        # context down, and the executor cannot be created on it; that is a clean stop
-        if rclpy.ok():
+    except BaseException:
+        if received_signal() is None:
             raise
+        # a signal during start-up that surfaced as another exception (rclpy.init, an import): a clean stop
     finally:
+        raise_on_signal(False)
+        if executor is not None:
+            executor.shutdown(timeout_sec=0)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+    fast_exit(exit_status(received_signal()))
 
 
 def create_stream_publisher(node: Any, msg_type: Any, topic: str, qos: QoSProfile = STREAM_QOS):

@@ -63,7 +63,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from ..core.excitation import Excitation, ExcitationError, build_excitation
-from .common import STREAM_QOS, ExcitationCommand, create_stream_publisher, resolve_rig, run_node
+from .common import ExcitationCommand, qos_params, qos_profile, wait_for_subscribers, create_stream_publisher, resolve_rig, run_node
 from .graph import TOPICS
 from .params import RIG_CONFIG, Param, declare, values
 
@@ -71,8 +71,8 @@ __all__ = ["ExcitationNode", "PARAMS", "make_node", "main", "resolve_excitation"
            "COMMAND_INTERFACES"]
 
 #: command_interface -> default command topic
-COMMAND_INTERFACES = {"excitation_command": TOPICS["rig_command"], "forward": "/forward_position_controller/commands",
-                      "joint_trajectory": "/joint_trajectory_controller/joint_trajectory"}
+COMMAND_INTERFACES = {"excitation_command": TOPICS["rig_command"], "forward": "forward_position_controller/commands",
+                      "joint_trajectory": "joint_trajectory_controller/joint_trajectory"}
 _INF = float("inf")
 
 PARAMS = [
@@ -89,6 +89,11 @@ PARAMS = [
     Param("autostart", False, "start a trial as soon as the node is up (after start_delay)"),
     Param("start_delay", 1.0, "delay before an autostarted trial, for subscribers to connect", "s", 0.0, 60.0),
     Param("num_trials", 1, "trials run back to back when autostarted", "", 1, 1000),
+    Param("wait_for", [""], "nodes (in this namespace) whose command subscription must be matched before a "
+          "trial's first command, e.g. [sim_twin_node, tracker_node, calibrator_node, recorder_node]; "
+          "empty = none", read_only=True),
+    Param("wait_timeout", 30.0, "longest wait for 'wait_for' before a trial is refused naming the missing nodes",
+          "s", 0.0, 3600.0),
     Param("command_interface", "excitation_command", "how the robot is commanded: excitation_command, forward "
           "(std_msgs/Float64MultiArray) or joint_trajectory (trajectory_msgs/JointTrajectory)",
           choices=tuple(COMMAND_INTERFACES), read_only=True),
@@ -108,7 +113,7 @@ PARAMS = [
           choices=("hold", "zero", "home"), read_only=True),
     Param("home", [0.0], "home command per command joint (one value: all) for on_stop: home", "command units",
           read_only=True),
-]
+] + qos_params(("streams",))
 
 
 class CommandLimits:
@@ -244,9 +249,9 @@ class ExcitationNode(Node):
         self._exc = resolve_excitation(p["rig_config"] or p["rig"], p["excitation"], p["excitation_config"],
                                        p["rate"])
         self.add_on_set_parameters_callback(self._on_params)
-        self._pub = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, ExcitationCommand, TOPICS["excitation"], qos_profile(self, "streams"))
         self._setup_robot_interface(p)
-        self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], STREAM_QOS)
+        self._pub_end = create_stream_publisher(self, ExcitationCommand, TOPICS["trial_end"], qos_profile(self, "streams"))
         self.create_service(Trigger, TOPICS["start"], self._srv_start)
         self.create_service(Trigger, TOPICS["stop"], self._srv_stop)
         self._lock = threading.Lock()
@@ -301,13 +306,13 @@ class ExcitationNode(Node):
             raise ValueError(f"parameter home: {bad.replace('step 0: ', '')}")
         self._held: np.ndarray | None = None  # the last command the robot got
         if self.interface == "excitation_command":
-            self._pub_rig = create_stream_publisher(self, ExcitationCommand, topic, STREAM_QOS)
+            self._pub_rig = create_stream_publisher(self, ExcitationCommand, topic, qos_profile(self, "streams"))
         elif self.interface == "forward":
-            self._pub_rig = create_stream_publisher(self, Float64MultiArray, topic, STREAM_QOS)
+            self._pub_rig = create_stream_publisher(self, Float64MultiArray, topic, qos_profile(self, "streams"))
         else:
             from trajectory_msgs.msg import JointTrajectory
 
-            self._pub_rig = create_stream_publisher(self, JointTrajectory, topic, STREAM_QOS)
+            self._pub_rig = create_stream_publisher(self, JointTrajectory, topic, qos_profile(self, "streams"))
         self.command_topic = topic
 
     def robot_values(self, exc: Excitation | None = None) -> np.ndarray:
@@ -344,26 +349,35 @@ class ExcitationNode(Node):
         self.robot_commands.append(self._held)
         return True
 
-    def _safe_stop(self, *, can_spin: bool = True) -> None:
-        """Send the on_stop command (ramped at max_rate when the node keeps spinning)."""
-        if self._on_stop == "hold" or self._held is None or self.interface == "excitation_command":
-            return
+    def _safe_stop(self, *, can_spin: bool = True) -> str:
+        """Send the on_stop command (ramped at max_rate when the node keeps spinning).
+
+        Returns:
+            the robot's commanded state after the stop, in words (logged with the stop).
+        """
+        held = "none sent yet" if self._held is None else \
+            "[" + ", ".join(f"{j}={v:.6g}" for j, v in zip(self.command_joints, self._held)) + "]"
+        if self._on_stop == "hold" or self._held is None:
+            return f"on_stop hold: the robot holds the last command {held}"
+        if self.interface == "excitation_command":
+            return (f"on_stop {self._on_stop} does not apply to the excitation_command interface (the stand-in "
+                    f"rig): it holds the last command {held}")
         target = np.zeros_like(self._held) if self._on_stop == "zero" else self._home.copy()
         ramp = self.limits.ramp(self._held, target, self._exc.period)
         if not can_spin:
             if len(ramp) == 1:
                 try:
                     self._send_robot(ramp[0])
+                    return f"on_stop {self._on_stop}: sent {target.tolist()} (no ramp needed)"
                 except Exception:  # noqa: BLE001 - the context may be gone at node death
-                    pass
-            else:
-                self.get_logger().warning(f"node stopping: {self._on_stop} needs a {len(ramp)}-step ramp at max_rate; "
-                                          "the controller holds the last command")
-            return
+                    return f"on_stop {self._on_stop}: could not be sent at shutdown; the robot holds {held}"
+            return (f"node stopping: on_stop {self._on_stop} needs a {len(ramp)}-step ramp at max_rate; the "
+                    f"controller holds the last command {held}")
         self._ramp = ramp
         if self._ramp_timer is None:
             self._ramp_timer = self.create_timer(self._exc.period, self._ramp_tick)
         self._ramp_tick()
+        return f"on_stop {self._on_stop}: ramping from {held} to {target.tolist()} in {len(ramp)} step(s) at max_rate"
 
     def _ramp_tick(self) -> None:
         if self._ramp and self._timer is None:
@@ -401,7 +415,10 @@ class ExcitationNode(Node):
     def _autostart(self) -> None:
         if self._timer is None and self._pending_autostart > 0:
             self._pending_autostart -= 1
-            self.start_trial()
+            try:
+                self.start_trial()
+            except RuntimeError:  # refused (limits, subscribers): logged by start_trial
+                self._pending_autostart = 0
         if self._pending_autostart <= 0:
             self._delay_timer.cancel()
 
@@ -412,6 +429,17 @@ class ExcitationNode(Node):
             RuntimeError: a trial is running, or the profile breaks a command limit (the
                 message names step, joint, value and limit; nothing is published).
         """
+        if self._timer is not None:
+            raise RuntimeError(f"trial {self._trial_id} is still running")
+        missing = wait_for_subscribers(self, self._pub, self.get_parameter("wait_for").value,
+                                       self.get_parameter("wait_timeout").value)
+        if missing:
+            why = (f"trial refused (nothing published): no command subscription of {', '.join(missing)} on "
+                   f"{self._pub.topic_name} after {self.get_parameter('wait_timeout').value:g} s (wait_for); "
+                   "is that node running in this namespace?")
+            self.refused.append(why)
+            self.get_logger().error(why)
+            raise RuntimeError(why)
         with self._lock:
             if self._timer is not None:
                 raise RuntimeError(f"trial {self._trial_id} is still running")
@@ -444,11 +472,21 @@ class ExcitationNode(Node):
             end.trial_id, end.step, end.period = self._trial_id, self._step, float(self._exc.period)
             end.actuator_names = list(self._exc.actuator_names)
             self._pub_end.publish(end)
+            if reason == "node shutting down":  # the process ends next: let the notice reach its readers
+                try:
+                    from rclpy.duration import Duration
+
+                    self._pub_end.wait_for_all_acked(Duration(seconds=0.5))
+                except Exception:  # noqa: BLE001 - best effort at node death
+                    pass
             self.completed_trials.append(self._trial_id)
-        self._safe_stop(can_spin=reason != "node shutting down")
+        state = self._safe_stop(can_spin=reason != "node shutting down")
         late = (f"; {self._late_commands} command(s) published more than one period after their scheduled time "
                 "(timer jitter; the stamps keep the schedule)") if self._late_commands else ""
-        self.get_logger().info(f"trial {self._trial_id} {reason} after {self._step} steps{late}")
+        #: the last stop's robot state, in words
+        self.stop_state = state
+        log = self.get_logger().info if reason == "completed" else self.get_logger().warning
+        log(f"trial {self._trial_id} {reason} after {self._step} steps (trial-end notice sent); {state}{late}")
         if self._pending_autostart > 0 and reason == "completed":
             self._delay_timer.reset()
 

@@ -36,28 +36,32 @@ __all__ = ["NodeSpec", "GraphArgument", "GRAPHS", "GRAPH_ARGUMENTS", "TOPICS", "
 
 PACKAGE = "vid2sid_ros"
 
-#: topic and service names of the graph
+#: topic and service names of the graph, relative (REP 135 / ROS 2 name resolution): they resolve
+#: into the node's namespace, so ``-r __ns:=/robot1`` (the launch files' and the bringup's
+#: ``namespace`` argument) moves the whole graph to ``/robot1/vid2sid/...``; in the root namespace
+#: they are ``/vid2sid/...``
 TOPICS = {
-    "excitation": "/vid2sid/excitation",
-    "rig_command": "/vid2sid/real/command",
-    "trial_end": "/vid2sid/excitation/trial_end",
-    "real_image": "/vid2sid/real/image_raw",
-    "sim_image": "/vid2sid/sim/image_raw",
-    "sim_rollout_image": "/vid2sid/sim/rollout/image_raw",
-    "real_camera_info": "/vid2sid/real/camera_info",
-    "sim_camera_info": "/vid2sid/sim/camera_info",
-    "real_image_markers": "/vid2sid/real/image_markers",
-    "sim_image_markers": "/vid2sid/sim/image_markers",
-    "real_keypoints": "/vid2sid/real/keypoints",
-    "sim_keypoints": "/vid2sid/sim/keypoints",
-    "real_trajectory": "/vid2sid/real/trajectory",
-    "sim_trajectory": "/vid2sid/sim/trajectory",
-    "parameter_update": "/vid2sid/parameter_update",
-    "propose": "/vid2sid/propose",
-    "rollout": "/vid2sid/sim/rollout",
-    "start": "/vid2sid/excitation/start",
-    "stop": "/vid2sid/excitation/stop",
-    "recorder_stop": "/vid2sid/recorder/stop",
+    "excitation": "vid2sid/excitation",
+    "rig_command": "vid2sid/real/command",
+    "trial_end": "vid2sid/excitation/trial_end",
+    "real_image": "vid2sid/real/image_raw",
+    "sim_image": "vid2sid/sim/image_raw",
+    "sim_rollout_image": "vid2sid/sim/rollout/image_raw",
+    "sim_rollout_camera_info": "vid2sid/sim/rollout/camera_info",
+    "real_camera_info": "vid2sid/real/camera_info",
+    "sim_camera_info": "vid2sid/sim/camera_info",
+    "real_image_markers": "vid2sid/real/image_markers",
+    "sim_image_markers": "vid2sid/sim/image_markers",
+    "real_keypoints": "vid2sid/real/keypoints",
+    "sim_keypoints": "vid2sid/sim/keypoints",
+    "real_trajectory": "vid2sid/real/trajectory",
+    "sim_trajectory": "vid2sid/sim/trajectory",
+    "parameter_update": "vid2sid/parameter_update",
+    "propose": "vid2sid/propose",
+    "rollout": "vid2sid/sim/rollout",
+    "start": "vid2sid/excitation/start",
+    "stop": "vid2sid/excitation/stop",
+    "recorder_stop": "vid2sid/recorder/stop",
 }
 
 

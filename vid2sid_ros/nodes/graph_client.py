@@ -20,10 +20,23 @@ from .graph import TOPICS
 
 from vid2sid_ros.srv import Propose  # noqa: E402  (interfaces checked by .common)
 
-__all__ = ["GraphClient", "GraphClientError", "PROPOSE_FIELDS"]
+__all__ = ["GraphClient", "GraphClientError", "PROPOSE_FIELDS", "propose_timeout"]
 
 #: request fields of /vid2sid/propose (srv/Propose.srv), in file order
 PROPOSE_FIELDS = ("proposer", "trial_id", "names", "apply", "iterations")
+
+
+#: default wait for a Propose answer: a fixed part (discovery, trial set-up, the final
+#: identifiability check, the answer of a busy node) plus a part per iteration asked for
+PROPOSE_BASE_S = 120.0
+PROPOSE_PER_ITERATION_S = 60.0
+
+
+def propose_timeout(iterations: int) -> float:
+    """Default longest wait for ``/vid2sid/propose`` asking ``iterations`` (0 counts as 1), s:
+    :data:`PROPOSE_BASE_S` + :data:`PROPOSE_PER_ITERATION_S` per iteration. A busy calibrator
+    answers at once (refused with its queue depth), so the wait is for the work asked for."""
+    return PROPOSE_BASE_S + PROPOSE_PER_ITERATION_S * max(int(iterations), 1)
 
 
 class GraphClientError(RuntimeError):
@@ -36,10 +49,12 @@ class GraphClient:
     Args:
         context: the rclpy context (initialised by the caller).
         name: node name of the client.
+        namespace: the graph's namespace (``robot1`` or ``/robot1``; empty = the root): the
+            client's relative names resolve into it, like the graph's own.
     """
 
-    def __init__(self, context: Any, name: str = "vid2sid_client") -> None:
-        self.node = Node(name, context=context)
+    def __init__(self, context: Any, name: str = "vid2sid_client", namespace: str = "") -> None:
+        self.node = Node(name, context=context, namespace="/" + str(namespace).strip().strip("/"))
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         self.real: dict[str, Any] = {}
@@ -65,8 +80,10 @@ class GraphClient:
             raise GraphClientError(f"service {name} did not answer within {timeout:g} s")
         return fut.result()
 
-    def start_trial(self, timeout: float = 10.0) -> str:
-        """Start the excitation node's next trial; returns its trial id.
+    def start_trial(self, timeout: float = 60.0) -> str:
+        """Start the excitation node's next trial; returns its trial id. The node answers once its
+        subscribers are matched (its ``wait_for``, at most ``wait_timeout``, 30 s in the configs),
+        hence the default ``timeout`` of 60 s.
 
         Raises:
             GraphClientError: unavailable, or the node refused (its message).
@@ -91,8 +108,13 @@ class GraphClient:
         return self.real[trial_id], self.sim[trial_id]
 
     def propose(self, *, proposer: str = "", trial_id: str = "", names: Sequence[str] = (), apply: bool = False,
-                iterations: int = 0, timeout: float = 600.0):
-        """Call ``/vid2sid/propose`` with the fields of ``srv/Propose.srv``; returns the response."""
+                iterations: int = 0, timeout: float | None = None):
+        """Call ``/vid2sid/propose`` with the fields of ``srv/Propose.srv``; returns the response.
+
+        ``timeout`` (s): None = :func:`propose_timeout` of ``iterations``.
+        """
+        if timeout is None:
+            timeout = propose_timeout(iterations)
         req = Propose.Request(proposer=proposer, trial_id=trial_id, names=list(names), apply=bool(apply),
                               iterations=int(iterations))
         return self._call(Propose, TOPICS["propose"], req, timeout)

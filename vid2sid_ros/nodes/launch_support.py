@@ -15,7 +15,10 @@ from typing import Any, Mapping
 
 from .graph import GRAPH_ARGUMENTS, GRAPHS, argument_settings, graph_nodes
 
-__all__ = ["NodeLaunch", "launch_plan", "generate_launch_description"]
+__all__ = ["NodeLaunch", "launch_plan", "generate_launch_description", "NAMESPACE_DESCRIPTION"]
+
+NAMESPACE_DESCRIPTION = ("namespace of the whole graph, e.g. robot1: nodes, topics and services move to "
+                         "/robot1/... (two robots on one ROS graph); empty = the root namespace")
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,9 @@ def generate_launch_description(graph: str, *, stand_in_graph: str | None = None
     """LaunchDescription of ``graph`` (ROS 2 ``launch`` required).
 
     Declares every argument of the graph(s) (``ros2 launch vid2sid_ros <file> -s`` lists
-    them) and, when ``stand_in_graph`` is given, a ``stand_in`` argument that swaps the
-    camera for the stand-in rig.
+    them), a ``namespace`` argument (empty = the root namespace; every node, topic and
+    service of the graph moves into it) and, when ``stand_in_graph`` is given, a ``stand_in``
+    argument that swaps the camera for the stand-in rig.
     """
     from ament_index_python.packages import get_package_share_directory
     from launch import LaunchDescription
@@ -82,11 +86,15 @@ def generate_launch_description(graph: str, *, stand_in_graph: str | None = None
             chosen = stand_in_graph
         config_dir = os.path.join(get_package_share_directory("vid2sid_ros"), "config")
         values = {a.name: LaunchConfiguration(a.name).perform(context) for a in GRAPH_ARGUMENTS[chosen]}
-        return [Node(package=n.package, executable=n.executable, name=n.name, parameters=list(n.parameters),
-                     remappings=list(n.remappings), output="screen", emulate_tty=True)
+        namespace = LaunchConfiguration("namespace").perform(context).strip()
+        return [Node(package=n.package, executable=n.executable, name=n.name, namespace=namespace,
+                     parameters=list(n.parameters), remappings=list(n.remappings), output="screen",
+                     emulate_tty=True)
                 for n in launch_plan(chosen, config_dir, values)]
 
     actions = [DeclareLaunchArgument(name, default_value="", description=desc) for name, desc in declared.items()]
+    actions.append(DeclareLaunchArgument(
+        "namespace", default_value="", description=NAMESPACE_DESCRIPTION))
     if stand_in_graph:
         actions.append(DeclareLaunchArgument(
             "stand_in", default_value="false",

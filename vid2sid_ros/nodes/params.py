@@ -19,7 +19,7 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-__all__ = ["Param", "declare", "values", "ParamValidator", "RIG_CONFIG"]
+__all__ = ["Param", "declare", "values", "ParamValidator", "RIG_CONFIG", "unused_overrides"]
 
 
 @dataclass(frozen=True)
@@ -137,3 +137,19 @@ def values(node: Node, params: Iterable[Param] | Iterable[str]) -> dict[str, Any
 RIG_CONFIG = Param("rig_config", "", "rig config file (RIG.yaml, docs/rig_config.md); when set it is used instead "
                    "of 'rig'", read_only=True)
 
+
+
+def unused_overrides(node: Node, prefixes: Sequence[str]) -> list[str]:
+    """Names of parameter values given to ``node`` (params files, ``-p``, overrides) under
+    ``prefixes`` (e.g. ``hidden.``) that it never declared, and therefore ignores (rclpy drops
+    undeclared overrides without a word); one warning naming them is logged when there are any.
+
+    A params file written for one rig and used with another (``rig_config:=``) gives such names.
+    """
+    given = getattr(node, "_parameter_overrides", {}) or {}
+    unused = sorted(n for n in given if n.startswith(tuple(prefixes)) and not node.has_parameter(n))
+    if unused:
+        node.get_logger().warning(
+            f"ignored: {', '.join(unused)} (the rig has no such parameter; its parameters: "
+            + ", ".join(sorted(n for n in node._parameters if n.startswith(tuple(prefixes)))) + ")")
+    return unused

@@ -29,7 +29,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import ImageMarker
 
 from ..io.rosbag import BagError, BagWriter, make_typestore
-from .common import STREAM_QOS, ExcitationCommand, Keypoints, ParameterUpdate, TrajectoryMsg, run_node
+from .common import STREAM_QOS, ExcitationCommand, create_qos_subscription, qos_params, Keypoints, ParameterUpdate, TrajectoryMsg, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
 
@@ -62,7 +62,14 @@ PARAMS = [
     Param("compression", True, "zstd-compress the MCAP chunks", read_only=True),
     Param("chunk_kib", 256, "close and fsync an MCAP chunk once this many KiB are pending (and at every trial end)",
           read_only=True, lower=4, upper=65536),
-]
+] + qos_params(("images", "streams", "results"))
+
+
+def _qos_kind(key: str) -> str:
+    """QoS kind (:data:`~vid2sid_ros.nodes.common.QOS_KINDS`) of a recorded topic key."""
+    if key.endswith(("_image", "_camera_info")):
+        return "images"
+    return "results" if key.endswith("_trajectory") or key == "parameter_update" else "streams"
 
 
 class RecorderNode(Node):
@@ -91,8 +98,8 @@ class RecorderNode(Node):
             cls, typename = RECORDED[key]
             topic = self.resolve_topic_name(TOPICS[key])
             self.writer.counts.setdefault(topic, 0)  # counted from the start; declared in the bag on first message
-            self.create_subscription(cls, TOPICS[key], lambda data, t=topic, n=typename: self._write(t, n, data),
-                                     STREAM_QOS, callback_group=group, raw=True)
+            create_qos_subscription(self, cls, TOPICS[key], lambda data, t=topic, n=typename: self._write(t, n, data),
+                                    _qos_kind(key), callback_group=group, raw=True)
         self.create_service(Trigger, TOPICS["recorder_stop"], self._srv_stop, callback_group=group)
         self.get_logger().info(f"recording {len(p['topics'])} topics to {path}")
 

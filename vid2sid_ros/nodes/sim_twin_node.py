@@ -24,7 +24,7 @@ Twin work runs on dedicated worker threads (one for the lockstep twin, one for
 rollouts): each owns its twin and thus its OpenGL context, which must stay on the
 thread that created it; the spin thread only enqueues. The node spins a single-threaded
 executor (:func:`~vid2sid_ros.nodes.common.make_executor`): while a rollout request is
-served, commands wait in a deep subscription queue (:data:`~vid2sid_ros.nodes.common.COMMAND_QOS`)
+served, commands wait in a deep subscription queue (``qos.commands.depth``)
 and none is lost; the lockstep worker keeps stepping the ones already queued.
 """
 
@@ -41,11 +41,12 @@ from sensor_msgs.msg import CameraInfo, Image
 from ..core.excitation import ExcitationError
 from ..core.parameters import ParameterSet
 from ..io.image_msg import array_to_image
-from .common import COMMAND_QOS, STREAM_QOS, ExcitationCommand, camera_info_msg, create_stream_publisher, excitation_from_commands, run_node, \
+from .common import ExcitationCommand, camera_info_msg, publish_camera_tf, create_qos_subscription, create_stream_publisher, \
+    qos_params, qos_profile, excitation_from_commands, run_node, \
     resolve_rig, ros_param_name, stamp_from_s, trajectory_to_msg
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
-from .params import RIG_CONFIG, Param, declare, values
+from .params import RIG_CONFIG, Param, declare, unused_overrides, values
 
 __all__ = ["SimTwinNode", "PARAMS", "make_node", "main", "twin_parameter_params"]
 
@@ -56,13 +57,19 @@ PARAMS = [
     RIG_CONFIG,
     Param("width", 0, "render width; 0 = the twin's default", "px", 0, 4096, read_only=True),
     Param("height", 0, "render height; 0 = the twin's default", "px", 0, 4096, read_only=True),
-    Param("frame_id", "sim_camera", "header.frame_id of the rendered frames"),
+    Param("frame_id", "sim_camera_optical_frame", "header.frame_id of the rendered frames and their camera_info "
+          "(the camera's optical frame, REP 103: z forward, x right, y down)"),
+    Param("world_frame", "world", "tf frame of the rig's world, parent of the camera frames", read_only=True),
+    Param("real_frame_id", "real_camera_optical_frame", "optical frame id of the real camera (its images' "
+          "frame_id); its static transform is published from the rig config's camera pose too", read_only=True),
+    Param("publish_tf", True, "publish the static transforms world -> <camera>_link -> <camera>_optical_frame of "
+          "the real and the sim camera from the rig config's camera pose", read_only=True),
     Param("publish_frames", True, "render and publish a frame per command step"),
     Param("apply_parameters", "next_trial", "when a parameter change reaches the lockstep twin",
           choices=("next_trial", "immediately")),
     Param("rollout_excitation", "train:0", "default profile of /vid2sid/sim/rollout when the request names none "
           "('<set>:<index>' or a profile name of the rig)"),
-]
+] + qos_params(("images", "streams", "commands"))
 
 
 def twin_parameter_params(parameters: ParameterSet, values_: dict[str, float] | None = None) -> list[Param]:
@@ -85,10 +92,14 @@ class SimTwinNode(Node):
         self.parameters: ParameterSet = self._rig.parameters
         self._param_names = {ros_param_name(s.name, s.kind): s.name for s in self.parameters}
         declare(self, twin_parameter_params(self.parameters), on_change=self._on_twin_params)
+        #: physics.* / nuisance.* values given for parameters this rig does not have (warned once)
+        self.ignored_parameters = unused_overrides(self, ("physics.", "nuisance."))
         twin_kw = {k: p[k] for k in ("width", "height") if p[k] > 0}
-        self._pub = create_stream_publisher(self, Image, TOPICS["sim_image"], STREAM_QOS)
-        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["sim_camera_info"], STREAM_QOS)
-        self._pub_rollout = create_stream_publisher(self, Image, TOPICS["sim_rollout_image"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, Image, TOPICS["sim_image"], qos_profile(self, "images", publisher=True))
+        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["sim_camera_info"], qos_profile(self, "images", publisher=True))
+        self._pub_rollout = create_stream_publisher(self, Image, TOPICS["sim_rollout_image"], qos_profile(self, "images", publisher=True))
+        self._info_pub_rollout = create_stream_publisher(self, CameraInfo, TOPICS["sim_rollout_camera_info"],
+                                                         qos_profile(self, "images", publisher=True))
         self.lockstep = LockstepTwin(lambda: self._rig.make_twin(**twin_kw), self._publish_frame, self.get_logger(),
                                      render=lambda: bool(self.get_parameter("publish_frames").value),
                                      name=self.get_name())
@@ -96,11 +107,17 @@ class SimTwinNode(Node):
         self._rollout_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sim_twin_rollout")
         self._rollout_twin = self._rollout_pool.submit(lambda: self._rig.make_twin(**twin_kw)).result()
         self.keypoint_names = tuple(self.lockstep.twin.keypoint_names)
+        #: the static transforms published (parent, child, translation m, quaternion xyzw); [] when none
+        self.static_transforms: list = []
+        self._tf = None
+        if p["publish_tf"]:
+            self._tf = publish_camera_tf(self, getattr(self._rollout_twin, "camera_at", None), p["world_frame"],
+                                         (p["real_frame_id"], self.get_parameter("frame_id").value))
         group = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self.lockstep.submit, COMMAND_QOS,
+        create_qos_subscription(self, ExcitationCommand, TOPICS["excitation"], self.lockstep.submit, "commands",
                                  callback_group=group)
-        self.create_subscription(ExcitationCommand, TOPICS["trial_end"], lambda _m: self.lockstep.end_trial(),
-                                 STREAM_QOS, callback_group=group)
+        create_qos_subscription(self, ExcitationCommand, TOPICS["trial_end"], lambda _m: self.lockstep.end_trial(),
+                                "streams", callback_group=group)
         self.create_service(Rollout, TOPICS["rollout"], self._srv_rollout, callback_group=ReentrantCallbackGroup())
         self.get_logger().info(f"twin of rig '{self._rig.name}' ready ({type(self.lockstep.stepper).__name__}); "
                                "parameters: " + ", ".join(f"{n}={v:.4g}" for n, v in self.lockstep.applied.items()))
@@ -167,6 +184,8 @@ class SimTwinNode(Node):
                 img.header.stamp = stamp_from_s(t0 + (k + 1) * exc.period)
                 img.header.frame_id = self.get_parameter("frame_id").value
                 self._pub_rollout.publish(img)
+                self._info_pub_rollout.publish(camera_info_msg(getattr(self._rollout_twin, "camera", None),
+                                                               img.header.stamp, img.header.frame_id))
         return response
 
     def destroy_node(self) -> None:

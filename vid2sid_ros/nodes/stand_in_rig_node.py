@@ -25,11 +25,12 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from ..io.image_msg import array_to_image
-from .common import STREAM_QOS, ExcitationCommand, camera_info_msg, create_stream_publisher, resolve_rig, \
+from .common import ExcitationCommand, camera_info_msg, create_qos_subscription, create_stream_publisher, \
+    qos_params, qos_profile, resolve_rig, \
     stamp_from_s, run_node
 from .graph import TOPICS
 from .lockstep_twin import LockstepTwin
-from .params import RIG_CONFIG, Param, declare, values
+from .params import RIG_CONFIG, Param, declare, unused_overrides, values
 
 __all__ = ["StandInRigNode", "PARAMS", "make_node", "main"]
 
@@ -38,13 +39,14 @@ PARAMS = [
     RIG_CONFIG,
     Param("width", 0, "camera width; 0 = the twin's default", "px", 0, 4096, read_only=True),
     Param("height", 0, "camera height; 0 = the twin's default", "px", 0, 4096, read_only=True),
-    Param("frame_id", "real_camera", "header.frame_id of the published frames"),
+    Param("frame_id", "real_camera_optical_frame", "header.frame_id of the published frames and their camera_info "
+          "(the camera's optical frame, REP 103: z forward, x right, y down)"),
     Param("noise", True, "apply the rig's sensor noise model (config 'noise' of the rig) to the renders",
           read_only=True),
     Param("noise_seed", 0, "seed of the sensor noise", "", 0, 2**31 - 1, read_only=True),
     Param("drop_frames", False, "let the noise model drop frames (drop_prob) like a lossy camera", read_only=True),
     Param("stamp_jitter", 0.0, "standard deviation of the capture-stamp jitter", "s", 0.0, 0.1, read_only=True),
-]
+] + qos_params(("images", "streams"))
 
 
 class StandInRigNode(Node):
@@ -59,23 +61,25 @@ class StandInRigNode(Node):
                         s.unit, s.lower, s.upper, read_only=True) for s in self._rig.parameters]
         declare(self, hidden)
         self.hidden = {s.name: float(self.get_parameter(f"hidden.{s.name}").value) for s in self._rig.parameters}
+        #: hidden.* values given for parameters this rig does not have (warned once, not applied)
+        self.ignored_hidden = unused_overrides(self, ("hidden.",))
         self._rng = np.random.default_rng(p["noise_seed"])
         self._jitter = float(p["stamp_jitter"])
         model = self._make_noise(p) if p["noise"] else None
         self._noise = model.stream() if model is not None else None
         self._noise_trial = ""
         twin_kw = {k: p[k] for k in ("width", "height") if p[k] > 0}
-        self._pub = create_stream_publisher(self, Image, TOPICS["real_image"], STREAM_QOS)
-        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], STREAM_QOS)
+        self._pub = create_stream_publisher(self, Image, TOPICS["real_image"], qos_profile(self, "images", publisher=True))
+        self._info_pub = create_stream_publisher(self, CameraInfo, TOPICS["real_camera_info"], qos_profile(self, "images", publisher=True))
         self.lockstep = LockstepTwin(lambda: self._rig.make_twin(**twin_kw), self._publish, self.get_logger(),
                                      postprocess=self._apply_noise if self._noise is not None else None,
                                      name=self.get_name())
         self.lockstep.set_parameters(self.hidden)
         group = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(ExcitationCommand, TOPICS["rig_command"], self.lockstep.submit, STREAM_QOS,
+        create_qos_subscription(self, ExcitationCommand, TOPICS["rig_command"], self.lockstep.submit, "streams",
                                  callback_group=group)
-        self.create_subscription(ExcitationCommand, TOPICS["trial_end"], lambda _m: self.lockstep.end_trial(),
-                                 STREAM_QOS, callback_group=group)
+        create_qos_subscription(self, ExcitationCommand, TOPICS["trial_end"], lambda _m: self.lockstep.end_trial(),
+                                "streams", callback_group=group)
         self.get_logger().info("stand-in rig '%s' at hidden parameters: %s" % (
             self._rig.name, ", ".join(f"{n}={v:.4g}" for n, v in self.hidden.items())))
 

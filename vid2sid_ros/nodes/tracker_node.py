@@ -44,7 +44,7 @@ from ..core.lockstep import LockstepStream, assign_steps
 from ..core.trajectory import Trajectory
 from ..io.image_msg import ImageEncodingError, image_to_array
 from ..io.rosbag import reset_tracker, rig_tracker, tracker_names
-from .common import LATCHED_QOS, STREAM_QOS, BufferQueue, ExcitationCommand, Keypoints, TrajectoryMsg, run_node, \
+from .common import BufferQueue, create_qos_subscription, qos_params, qos_profile, ExcitationCommand, Keypoints, TrajectoryMsg, run_node, \
     create_stream_publisher, image_marker_msg, keypoints_msg, resolve_rig, s_from_stamp, trajectory_to_msg
 from .graph import TOPICS
 from .params import RIG_CONFIG, Param, declare, values
@@ -60,7 +60,7 @@ PARAMS = [
           "0 = one command period", "s", 0.0, 60.0),
     Param("trial_grace", 2.0, "longest wait after the trial-end notice for frames still in flight; the "
           "trajectories are published as soon as both streams hold every step", "s", 0.0, 60.0),
-]
+] + qos_params(("images", "streams", "results"))
 
 
 class IndexedLockstepStream(LockstepStream):
@@ -146,20 +146,22 @@ class TrackerNode(Node):
         self.decode_errors = 0
         from visualization_msgs.msg import ImageMarker
 
-        self._marker_pub = {s: create_stream_publisher(self, ImageMarker, TOPICS[f"{s}_image_markers"], STREAM_QOS)
+        self._marker_pub = {s: create_stream_publisher(self, ImageMarker, TOPICS[f"{s}_image_markers"],
+                                                      qos_profile(self, "streams"))
                             for s in self.SOURCES}
-        self._kp_pub = {s: create_stream_publisher(self, Keypoints, TOPICS[f"{s}_keypoints"], STREAM_QOS)
+        self._kp_pub = {s: create_stream_publisher(self, Keypoints, TOPICS[f"{s}_keypoints"], qos_profile(self, "streams"))
                         for s in self.SOURCES}
-        self._traj_pub = {s: create_stream_publisher(self, TrajectoryMsg, TOPICS[f"{s}_trajectory"], LATCHED_QOS)
+        self._traj_pub = {s: create_stream_publisher(self, TrajectoryMsg, TOPICS[f"{s}_trajectory"],
+                                                    qos_profile(self, "results"))
                           for s in self.SOURCES}
         group = MutuallyExclusiveCallbackGroup()
         for s in self.SOURCES:
-            self.create_subscription(Image, TOPICS[f"{s}_image"], lambda m, s=s: self._on_image(s, m), STREAM_QOS,
-                                     callback_group=group, raw=True)
-        self.create_subscription(ExcitationCommand, TOPICS["excitation"], self._on_command, STREAM_QOS,
-                                 callback_group=group)
-        self.create_subscription(ExcitationCommand, TOPICS["trial_end"], self._on_trial_end, STREAM_QOS,
-                                 callback_group=group)
+            create_qos_subscription(self, Image, TOPICS[f"{s}_image"], lambda m, s=s: self._on_image(s, m), "images",
+                                    callback_group=group, raw=True)
+        create_qos_subscription(self, ExcitationCommand, TOPICS["excitation"], self._on_command, "streams",
+                                callback_group=group)
+        create_qos_subscription(self, ExcitationCommand, TOPICS["trial_end"], self._on_trial_end, "streams",
+                                callback_group=group)
         self.create_timer(0.1, self._check_trials, callback_group=group)
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._work, name=f"{self.get_name()}_worker", daemon=True)
