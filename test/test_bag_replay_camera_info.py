@@ -113,7 +113,7 @@ def test_autostart_waits_for_the_named_subscribers(ros, tmp_path):
     _bag(bag)
     node = BagReplayNode(context=ros.context, parameter_overrides=[
         Parameter("bag_path", value=str(bag)), Parameter("start_delay", value=0.2),
-        Parameter("wait_for", value="late_twin")])
+        Parameter("wait_for", value=["late_twin"])])
     ros.nodes.append(node)
     ros.executor.add_node(node)
     ros.spin_until(lambda: False, timeout=1.5)  # well past start_delay: nobody named has subscribed

@@ -18,6 +18,8 @@ reported as a finished one).
 
 from __future__ import annotations
 
+import time
+
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
@@ -42,10 +44,7 @@ PARAMS = [
           read_only=True),
     Param("camera_info_topic", DEFAULT_TOPICS["real_camera_info"], "CameraInfo topic IN THE BAG (optional in the "
           "bag; republished on /vid2sid/real/camera_info)", read_only=True),
-    Param("autostart", True, "start replaying once the node is up (after wait_for, then start_delay)"),
-    Param("wait_for", "", "comma-separated names of the nodes that must subscribe to the replayed camera or command "
-          "topic before the replay starts (under `ros2 launch` every node is its own process and a twin takes "
-          "seconds to build); empty = do not wait"),
+    Param("autostart", True, "start replaying once the node is up (after start_delay, then wait_for)"),
     Param("start_delay", 1.0, "delay before the first message, for subscribers to connect", "s", 0.0, 60.0),
     Param("wait_for", [""], "nodes (in this namespace) whose command subscription must be matched before the "
           "replay starts, e.g. [sim_twin_node, tracker_node, calibrator_node, recorder_node]; empty = none",
@@ -78,9 +77,10 @@ class BagReplayNode(Node):
         self.create_service(Trigger, REPLAY_START, self._srv_start, callback_group=self._group)
         self._timer = None
         self._check_bag()
-        self._wait_for = [n.strip() for n in self._p["wait_for"].split(",") if n.strip()]
-        self._waiting_since = self.get_clock().now().nanoseconds
+        self._wait_for = [n for n in self._p["wait_for"] if n]
+        self._waiting_since = time.monotonic()
         if self.error is None and self._p["autostart"]:
+            # polled every 0.1 s (never blocking the executor) until wait_for's nodes subscribe, then start_delay
             period = 0.1 if self._wait_for else max(self._p["start_delay"], 1e-3)
             self._start_timer = self.create_timer(period, self._autostart, callback_group=self._group)
 
@@ -102,25 +102,20 @@ class BagReplayNode(Node):
             self.error = str(err)
             self.get_logger().error(f"replay unavailable: {err}; the graph keeps running")
 
-    def _missing_subscribers(self) -> list[str]:
-        """Names in ``wait_for`` not (yet) subscribed to the replayed camera or command topic."""
-        subscribed = {info.node_name for pub in (self._pub_img, self._pub_cmd)
-                      for info in self.get_subscriptions_info_by_topic(pub.topic_name)}
-        return [n for n in self._wait_for if n not in subscribed]
-
     def _autostart(self) -> None:
-        if self._wait_for:  # polled every 0.1 s until every named node subscribes, then start_delay
-            missing = self._missing_subscribers()
-            if missing:
-                waited = (self.get_clock().now().nanoseconds - self._waiting_since) * 1e-9
+        if self._wait_for:  # one graph query per tick: the executor keeps spinning meanwhile
+            missing = wait_for_subscribers(self, self._pub_cmd, self._wait_for, 0.0)
+            waited = time.monotonic() - self._waiting_since
+            if missing and waited < self._p["wait_timeout"]:
                 self.get_logger().info(f"replay waits for {', '.join(missing)} to subscribe ({waited:.0f} s)",
                                        throttle_duration_sec=10.0)
                 return
             self._wait_for = []
             self._start_timer.cancel()
-            self._start_timer = self.create_timer(max(self._p["start_delay"], 1e-3), self._autostart,
-                                                  callback_group=self._group)
-            return
+            if not missing:  # matched: start_delay, then start() (whose own wait then passes at once)
+                self._start_timer = self.create_timer(max(self._p["start_delay"], 1e-3), self._autostart,
+                                                      callback_group=self._group)
+                return
         self._start_timer.cancel()
         try:
             self.start()
