@@ -104,3 +104,13 @@ def test_a_bad_render_maxgeom_is_one_line(tmp_path):
     with pytest.raises(RigConfigError) as info:
         load_rig(_rig(tmp_path, 3, render="render: {maxgeom: 12.5}"))
     assert "render.maxgeom" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("bad", ["50000000", "2147483648", "1e12", ".nan"])
+def test_a_huge_render_maxgeom_is_refused_in_one_line(tmp_path, bad):
+    """Was: 50000000 ended in mujoco.FatalError (could not allocate), 2147483648 in a raw pybind message."""
+    from vid2sid_ros.rigs import RigConfigError, load_rig
+
+    with pytest.raises(RigConfigError) as info:
+        load_rig(_rig(tmp_path, 3, render=f"render: {{maxgeom: {bad}}}"))
+    assert "render.maxgeom" in str(info.value) and "\n" not in str(info.value)

@@ -37,3 +37,21 @@ def test_every_form_of_the_key_is_redacted(echo):
 def test_ordinary_text_is_left_alone():
     text = "the training MAE went 13.077 -> 8.706 px; stiffness 0.465 N*m/rad"
     assert redact(text) == text
+
+
+def test_a_key_in_a_variable_named_by_api_key_env_is_redacted(monkeypatch):
+    """Was: only GEMINI_API_KEY / GOOGLE_API_KEY / OPENAI_API_KEY were redacted; a key the user keeps in
+    another variable (``proposer_options.api_key_env``) reached the terminal, run.log, result.json,
+    iterations.jsonl and the report whole and in base64."""
+    import base64
+
+    from vid2sid_ros.calibration.openai_compat import OpenAICompatibleProposer
+    from vid2sid_ros.calibration.vlm_common import redact
+
+    key = "sk-FAKEkey1234567890abcdefSECRET"
+    monkeypatch.setenv("LAB_VLM_TOKEN", key)
+    echo = f"401: Incorrect API key provided: {key}. b64 {base64.b64encode(key.encode()).decode()} hex {key.encode().hex()}"
+    OpenAICompatibleProposer(api_key_env="LAB_VLM_TOKEN", base_url="http://127.0.0.1:9/v1", model="m")
+    out = redact(echo)
+    assert "FAKEkey" not in out and base64.b64encode(key.encode()).decode()[:12] not in out
+    assert key.encode().hex()[:16] not in out and out.count("[REDACTED]") >= 3

@@ -147,3 +147,18 @@ def test_a_directory_holding_only_the_lock_file_counts_as_empty_for_demo(tmp_pat
     assert _is_replaceable(rd)
     (rd / "notes.txt").write_text("mine")
     assert not _is_replaceable(rd)
+
+
+def test_a_symlink_planted_as_the_lock_file_is_refused_and_its_target_kept(tmp_path):
+    """Was: the lock followed a symlink at RUN_DIR/.vid2sid.lock and truncated its target."""
+    from vid2sid_ros.calibration.run_lock import run_dir_lock
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".vid2sid.lock").symlink_to(victim)
+    with pytest.raises(OSError):
+        with run_dir_lock(run):
+            pass
+    assert victim.read_text() == "precious\n"

@@ -37,6 +37,7 @@ from .vlm_common import (
     RetryPolicy,
     TokenUsage,
     VLMProposer,
+    register_secret_env,
 )
 
 __all__ = ["OpenAICompatibleProposer", "OpenAICompatConfig", "HTTPStatusError", "urllib_transport"]
@@ -185,6 +186,7 @@ class OpenAICompatibleProposer(VLMProposer):
                 raise TypeError(f"OpenAICompatibleProposer: unknown option(s) {bad}; valid: {', '.join(sorted(valid))}")
             cfg = dataclasses.replace(cfg, **overrides)
         self.config = cfg
+        register_secret_env(cfg.api_key_env)  # a key in a variable of the user's choosing is redacted too
         super().__init__(options=cfg.prompt_options(), max_reasks=cfg.max_reasks,
                          retry=RetryPolicy(max_retries=cfg.max_retries, initial_delay_s=cfg.initial_backoff_s,
                                            max_delay_s=cfg.max_backoff_s),

@@ -65,7 +65,9 @@ def _describe(holder: dict | None) -> str:
 def _acquire(path: Path, command: str | None) -> int:
     """A descriptor of ``path`` holding an exclusive flock; RunDirBusy when taken."""
     for _ in range(20):  # the file may be replaced between open and flock: retry on another inode
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        # O_NOFOLLOW: a symlink planted as the lock file is refused (ELOOP), never truncated through
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0),
+                     0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

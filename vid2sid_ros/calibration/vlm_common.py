@@ -56,6 +56,7 @@ from .rationale import truncate_text
 
 __all__ = [
     "SECRET_ENV_VARS",
+    "register_secret_env",
     "redact",
     "ReplyError",
     "ReplyProblem",
@@ -77,7 +78,7 @@ log = logging.getLogger(__name__)
 #: longest reply text parsed, characters (longer replies are unusable: re-asked, then the fallback)
 MAX_REPLY_CHARS = 1_000_000
 #: longest rationale (and chain-of-thought text) kept from a reply, characters (the rest is cut, marked)
-MAX_RATIONALE_CHARS = 4000
+MAX_RATIONALE_CHARS = 20000
 
 #: environment variables whose values are never written anywhere.
 SECRET_ENV_VARS: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY")
@@ -97,7 +98,7 @@ SECRET_FRAGMENT = 8
 
 
 def _secret_forms(sec: str) -> set[str]:
-    """The forms a service can echo a secret in: itself, URL-encoded, and base64 (standard and
+    """The forms a service can echo a secret in: itself, URL-encoded, hex, and base64 (standard and
     URL-safe) at each of the three byte alignments it can have inside a longer encoded text
     (only the characters that depend on the secret's bytes alone)."""
     import base64
@@ -105,6 +106,7 @@ def _secret_forms(sec: str) -> set[str]:
 
     forms = {sec, urllib.parse.quote(sec, safe=""), urllib.parse.quote_plus(sec, safe="")}
     raw = sec.encode("utf-8")
+    forms |= {raw.hex(), raw.hex().upper()}  # a hex dump of the request or the error body
     for enc in (base64.b64encode, base64.urlsafe_b64encode):
         for k in range(3):  # k bytes of other data before the secret in the encoded text
             e = enc(b"\0" * k + raw).decode("ascii")
@@ -143,17 +145,31 @@ def _redact_secret(s: str, sec: str) -> str:
     return "".join(out)
 
 
+#: environment variables a configured proposer reads its key from (``api_key_env``), beside SECRET_ENV_VARS
+_REGISTERED_SECRET_VARS: set[str] = set()
+
+
+def register_secret_env(name: str) -> None:
+    """Redact the value of environment variable ``name`` too, from now on in this process: a
+    proposer configured to read its key from a variable of the user's choosing
+    (``proposer_options.api_key_env``) registers it, so every :func:`redact` call knows it."""
+    if isinstance(name, str) and name.strip():
+        _REGISTERED_SECRET_VARS.add(name.strip())
+
+
 def redact(text: object, extra_secrets: Sequence[str] = ()) -> str:
     """``str(text)`` with API keys removed.
 
-    Removes the current values of :data:`SECRET_ENV_VARS` (and ``extra_secrets``)
-    wherever they occur, in every form a service can echo them in (exact, any run of
-    :data:`SECRET_FRAGMENT` or more of their characters such as a prefix, URL-encoded,
-    base64 standard or URL-safe at any alignment), plus anything shaped like a Google API
+    Removes the current values of :data:`SECRET_ENV_VARS`, of the variables a proposer
+    registered (:func:`register_secret_env`) and of ``extra_secrets`` wherever they occur, in
+    every form a service can echo them in (exact, any run of :data:`SECRET_FRAGMENT` or more of
+    their characters such as a prefix, URL-encoded, hex, base64 standard or URL-safe at any
+    alignment), plus anything shaped like a Google API
     key, a ``key=`` query parameter or an ``Authorization``/``x-goog-api-key`` header value.
     """
     s = str(text)
-    secrets = [os.environ.get(v, "") for v in SECRET_ENV_VARS] + list(extra_secrets)
+    names = list(SECRET_ENV_VARS) + sorted(_REGISTERED_SECRET_VARS)
+    secrets = [os.environ.get(v, "") for v in names] + list(extra_secrets)
     s = _SECRET_PATTERNS[0].sub("[REDACTED]", s)  # key-shaped text first: a fragment cut out would hide its shape
     for pat in _SECRET_PATTERNS[1:]:
         s = pat.sub(lambda m: m.group(1) + "[REDACTED]", s)

@@ -517,13 +517,23 @@ def _resolve_csv(cfg: Any, base: Path) -> Any:
     return cfg
 
 
+def _actuator_name(entry: Any) -> str:
+    """An ``actuators`` entry's name: the entry itself (a name), or its ``name`` (a mapping that adds
+    an actuator to the model, ``{name, joint, kind, gear}``)."""
+    if isinstance(entry, Mapping):
+        return str(entry.get("name", ""))
+    return str(entry)
+
+
 def _actuators(rig: Rig, doc: Mapping[str, Any]) -> tuple[str, ...]:
+    """The excitation column names: the config's ``actuators`` (names, or the names of the mappings that
+    add actuators), else the built-in rig's excitations' columns, else ``("u0",)``."""
     if doc.get("actuators"):
-        return tuple(doc["actuators"])
+        return tuple(_actuator_name(a) for a in doc["actuators"])
     for sets in rig.excitations.values():
         for e in sets:
             return tuple(e.actuator_names)
-    return tuple(rig.config.get("actuators") or ()) or ("u0",)
+    return tuple(_actuator_name(a) for a in (rig.config.get("actuators") or ())) or ("u0",)
 
 
 def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str, base: Path) -> list[TrialSpec]:

@@ -288,7 +288,7 @@ KEYS: tuple[Key, ...] = (
     Key("render", "mapping", default={}, doc="Rendering of a model file's twin (MuJoCo's offscreen renderer)."),
     Key("render.maxgeom", "integer", "", "4 x (geoms + sites + bodies) + 32 x tendons + 100",
         "Size of the scene's geom buffer; raise it when run.log says MuJoCo's \"Pre-allocated visual geom buffer "
-        "is full\" (a whole number >= 100)."),
+        "is full\" (a whole number from 100 to 200000)."),
     Key("report", "mapping", default={}, doc="Report options (`title`)."),
     Key("report.*", "string | number | boolean | list | null", doc="One option."),
 )

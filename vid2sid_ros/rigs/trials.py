@@ -78,6 +78,11 @@ def _parts(rig: Rig, trial: TrialSpec) -> list[tuple[str, Excitation]]:
     return out
 
 
+#: relative difference of an excitation's rate and a recording's below which they are one rate: times
+#: written with 6 decimals (0.033333 s) give a 30 Hz file 30.0003 Hz (1e-5); 1e-4 drifts one frame in 10 000
+RATE_TOLERANCE = 1e-4
+
+
 def _fit_excitation(exc: Excitation, slots: int, rec: Recording, trial: TrialSpec) -> Excitation:
     """The part's excitation over the recording's ``slots`` (free motion: zeros resized; commanded:
     the recording's own commands when it has them, else the configured ones, which must cover it)."""
@@ -86,7 +91,7 @@ def _fit_excitation(exc: Excitation, slots: int, rec: Recording, trial: TrialSpe
         if src.num_steps < slots:
             raise RigConfigError(f"{trial.where}.source: the recorded commands cover {src.num_steps} of {slots} slots")
         return Excitation(exc.name, src.rate, src.values[:slots], src.actuator_names, dict(exc.meta))
-    if abs(exc.rate - rec.rate) > 1e-6 * rec.rate:
+    if abs(exc.rate - rec.rate) > RATE_TOLERANCE * rec.rate:
         raise RigConfigError(f"{trial.where}.excitation: rate {exc.rate:g} Hz differs from the recording's "
                              f"{rec.rate:g} Hz; give one command row per frame (set 'rate' in the excitation)")
     if (exc.meta or {}).get("kind") == "free_decay":

@@ -961,14 +961,20 @@ def build_user_twin(*, model_path: str | Path | Mapping[str, Any], parameters: P
                          image_size=image_size, render=extra.get("render") or None)
 
 
+#: largest render.maxgeom taken (a scene geom is about 0.5 kB: 200 000 is about 100 MB)
+MAX_MAXGEOM = 200_000
+
+
 def _maxgeom(render: Mapping[str, Any] | None, source: str) -> int | None:
     """The ``render.maxgeom`` of a rig config (None: the renderer's default).
 
     Raises:
-        UserModelError: not a whole number >= 100 (naming ``file:render.maxgeom``)."""
+        UserModelError: not a whole number in [100, :data:`MAX_MAXGEOM`] (naming ``file:render.maxgeom``)."""
     value = (render or {}).get("maxgeom")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 100:
-        raise UserModelError(f"{source}:render.maxgeom: expected a whole number >= 100 (scene geoms), got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value != int(value)
+            or not 100 <= value <= MAX_MAXGEOM):
+        raise UserModelError(f"{source}:render.maxgeom: expected a whole number from 100 to {MAX_MAXGEOM} (scene "
+                             f"geoms), got {value!r}")
     return int(value)
