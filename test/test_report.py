@@ -112,10 +112,13 @@ def test_write_report_has_every_section_with_plotly_inlined_once(toy_runs):
     # one plot per trial (train and holdout), holdout shaded
     assert sum(1 for a in p.find("div") if a.get("id", "").startswith("trial-")) == len(real.train) + len(real.holdout)
     assert "holdout (not fitted)" in doc
-    # overlay video: embedded WebM that decodes as EBML, plus an MPEG-4 fallback
+    # overlay video: one embedded WebM (VP9 or VP8, both play in Chromium and Firefox), no MPEG-4 Part 2
+    # fallback (Chromium cannot play it); it shows the twin's renders, training and holdout
     srcs = p.find("source")
-    assert [s["type"] for s in srcs] == ["video/webm", "video/mp4"]
+    assert [s["type"] for s in srcs] == ["video/webm"]
     assert base64.b64decode(srcs[0]["src"].split(",", 1)[1])[:4] == WEBM_MAGIC
+    cap = " ".join(p.text)
+    assert "rendered through the rig's camera" in cap and "then the holdout" in cap
     # parameter table: truth and error columns on a sim2sim run, every parameter listed
     assert "truth (sim2sim)" in p.text and "error" in p.text
     assert all(n in p.text for n in load_run(rd).parameters.names)

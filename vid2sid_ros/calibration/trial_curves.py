@@ -33,10 +33,12 @@ import numpy as np
 from .objective import TrialObjective
 from .observation import jsonable
 
-__all__ = ["trial_curves", "save_trial_curves", "TRIALS_FILE"]
+__all__ = ["trial_curves", "save_trial_curves", "render_trials", "TRIALS_FILE", "RENDERS_FILE"]
 
 #: file name of the per-trial curves inside a run directory
 TRIALS_FILE = "trials.json"
+#: file name of the twin's rendered frames per trial (initial / calibrated), for the report's overlay video
+RENDERS_FILE = "twin_renders.npz"
 
 
 def _curves(objective: TrialObjective, values: Mapping[str, float]) -> tuple[list[dict | None], str, int]:
@@ -100,3 +102,80 @@ def save_trial_curves(run_dir: str | Path, doc: Mapping[str, Any]) -> Path:
     tmp.write_text(json.dumps(doc), encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def _thumbs(frames: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
+    """``frames[rows]`` resized to ``width`` px (aspect kept, even height), (n, h, width, 3) uint8."""
+    import cv2
+
+    H, W = frames.shape[1:3]
+    h = max(2, int(round(H * width / W)) // 2 * 2)
+    return np.stack([cv2.resize(np.ascontiguousarray(frames[r]), (width, h), interpolation=cv2.INTER_AREA)
+                     for r in rows])
+
+
+def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Mapping[str, float],
+                  calibrated: Mapping[str, float], path: str | Path, *, real_frames: Mapping[str, np.ndarray]
+                  | None = None, width: int = 240, max_frames: int = 150) -> tuple[Path | None, int, str]:
+    """Render the twin at the initial and the calibrated values on every trial, for the report.
+
+    The twin is rendered through its own camera (the rig's, as configured: fitted camera
+    nuisances move the measured keypoints, not this render). Frames are thinned to at most
+    ``max_frames`` per trial and shrunk to ``width`` px, then stored losslessly in one
+    ``.npz`` (``path``, written atomically) with, per trial index ``i`` in ``trials.json``
+    order: ``i_initial``, ``i_calibrated`` (n, h, width, 3) uint8 RGB, ``i_steps`` (n,) the
+    command steps shown and, when ``real_frames`` holds the trial's camera frames row-aligned
+    with its trajectory, ``i_real``; ``i_size`` = (W, H) px of the camera image the frames were shrunk from.
+
+    Args:
+        objectives: as :func:`trial_curves`.
+        initial, calibrated: parameter values (SI).
+        path: the ``.npz`` to write.
+        real_frames: ``{trial_id: (T, H, W, 3) uint8}`` (``RealTrial.frames``).
+        width: frame width in px. max_frames: frames kept per trial.
+
+    Returns:
+        ``(path or None, rollouts spent, why not written)`` — never raises on a twin that
+        cannot render (no OpenGL, no ``render=True`` support): the reason is returned.
+    """
+    arrays: dict[str, np.ndarray] = {}
+    spent, i, why = 0, 0, ""
+    for _split, obj in objectives:
+        measurement = obj.measurement
+        for traj, exc in zip(obj.real, obj.excitations):
+            T = traj.num_frames
+            stride = max(1, int(np.ceil(T / max_frames)))
+            steps = np.asarray(traj.steps if traj.steps is not None else np.arange(T))[::stride]
+            for label, values in (("initial", initial), ("calibrated", calibrated)):
+                try:
+                    obj.twin.set_parameters(measurement.split(obj.parameters.complete(values))[0])
+                    res = obj.twin.rollout(exc, render=True)
+                    spent += 1
+                except Exception as err:  # noqa: BLE001 - a render problem never loses the calibration
+                    why = f"{label} twin on '{exc.name}': {type(err).__name__}: {err}"
+                    continue
+                if res.frames is None or res.diverged:
+                    why = f"{label} twin on '{exc.name}': " + ("no frames" if res.frames is None else "diverged")
+                    continue
+                st = np.asarray(res.trajectory.steps if res.trajectory.steps is not None
+                                else np.arange(res.trajectory.num_frames))
+                row = {int(v): r for r, v in enumerate(st)}
+                rows = np.array([row.get(int(v), -1) for v in steps])
+                if (rows < 0).any() or rows.max() >= len(res.frames):
+                    why = f"{label} twin on '{exc.name}': rendered frames do not cover the trial's steps"
+                    continue
+                arrays[f"{i}_{label}"] = _thumbs(res.frames, rows, width)
+                arrays[f"{i}_size"] = np.array(res.frames.shape[2:0:-1], np.int64)  # camera image (W, H) px
+            arrays[f"{i}_steps"] = steps.astype(np.int64)
+            rf = (real_frames or {}).get(traj.trial_id) if traj.trial_id else None
+            if rf is not None and len(rf) == T:
+                arrays[f"{i}_real"] = _thumbs(np.asarray(rf), np.arange(0, T, stride), width)
+                arrays.setdefault(f"{i}_size", np.array(np.asarray(rf).shape[2:0:-1], np.int64))
+            i += 1
+    if not any(k.endswith(("_initial", "_calibrated", "_real")) for k in arrays):
+        return None, spent, why or "nothing rendered"
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, path)
+    return path, spent, why

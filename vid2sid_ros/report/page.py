@@ -32,7 +32,7 @@ from .figures import _shown_unit
 from .figures import (convergence_iterations_figure, convergence_rollouts_figure, correlation_figure, figure_html,
                       interval_figure, panel_figure, trial_figure)
 from .insights import Insight, ParameterRow, insights, parameter_rows, stop_sentence
-from .media import overlay_video
+from .media import encode_webm, load_renders, overlay_frames
 from .run import ReportError, ReportSection, RunSummary, TrajectoryPanel, load_run, load_trajectories
 
 __all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_html", "SECTION_IDS"]
@@ -233,27 +233,34 @@ def _trials_html(run: RunSummary) -> str:
 def _overlay_html(run: RunSummary) -> str:
     if not run.trials:
         return "<p class=\"muted\">No overlay video: no per-trial curves in this run (trials.json).</p>"
-    images = [t for t in run.trials if getattr(t.real, "kind", "image") == "image"]
-    if not images:
+    if not any(t.real.kind == "image" for t in run.trials):
         return ("<p class=\"muted\">No overlay video: the trials measure 3-D points or joint positions, not image "
                 "keypoints; the trial plots above compare them.</p>")
-    t = images[0]
-    bg = None
-    real_video = run.path / "videos" / "real.mp4"
-    if real_video.is_file():
-        try:
-            from ..io.video import read_video
+    from ..calibration.trial_curves import RENDERS_FILE
 
-            clip = read_video(real_video, check_length=False)
-            bg = clip.frames if clip.num_frames >= t.real.num_frames else None
-        except Exception:  # noqa: BLE001 - fall back to the keypoint canvas
-            bg = None
-    files = overlay_video(t, run.path / "report_media", background=bg, log_path=run.path / "report.log")
-    if not files:
-        return "<p class=\"warn\">Overlay video could not be encoded (no VP8 or MPEG-4 encoder in OpenCV).</p>"
-    return video_html(files, f"trial '{t.name}': filled white dots = real tracked keypoints, grey rings = initial "
-                             f"twin, red rings = calibrated twin" + (" over the real camera frames" if bg is not None
-                                                                      else " (keypoints only, no frames kept)"))
+    renders = load_renders(run.path / RENDERS_FILE)
+    frames, fps, shown = overlay_frames(run.trials, renders)
+    path, codec = encode_webm(frames, fps, run.path / "report_media", log_path=run.path / "report.log")
+    what = ("Left: the real keypoints (white dots, linked in chain order) "
+            + ("on the camera footage" if shown["footage"] else
+               "(no camera footage kept in this run: the real trial was not a video, or its frames were not kept)")
+            + "; middle: the twin at the initial values; right: the twin at the calibrated values — "
+            + ("each rendered through the rig's camera as configured (fitted camera nuisances move the measured "
+               "keypoints, not the render), " if shown["renders"] else "(the twin could not be rendered here: "
+               "keypoints only), ")
+            + "the twin's keypoints as rings over the real dots. "
+            + ("Training trials first, then the holdout (labelled, not fitted)." if shown["holdout"]
+               else "Training trials only: this run has no holdout trial."))
+    if path is None:  # no WebM encoder: a strip of still frames instead of an unplayable file
+        import cv2
+
+        idx = np.linspace(0, len(frames) - 1, min(4, len(frames))).astype(int)
+        ok, png = cv2.imencode(".png", cv2.cvtColor(np.concatenate([frames[i] for i in idx]), cv2.COLOR_RGB2BGR))
+        img = (f"<img alt=\"overlay frames\" src=\"data:image/png;base64,{base64.b64encode(png.tobytes()).decode()}\">"
+               if ok else "")
+        return (img + f"<p class=\"warn\">No video: this OpenCV build has no WebM (VP9/VP8) encoder; "
+                      f"{len(idx)} still frames instead.</p><p class=\"muted\">{e(what)}</p>")
+    return video_html([path], f"{what} WebM/{'VP9' if codec == 'VP90' else 'VP8'}, embedded in this file.")
 
 
 def _methods_html(loaded: Sequence[RunSummary], main: RunSummary, columns: Sequence[str]) -> str:
