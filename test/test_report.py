@@ -25,6 +25,9 @@ from vid2sid_ros.io.video import write_video
 from vid2sid_ros.report import (SECTION_IDS, ReportError, ReportSection, TrajectoryPanel, insights, load_run,
                                 load_trajectories, parameter_rows, render_report, run_summary_lines,
                                 save_trajectories, write_benchmark_report, write_report)
+from vid2sid_ros.report.figures import error_axis_top, holdout_span, interval_figure
+from vid2sid_ros.report.insights import Insight
+from vid2sid_ros.report.page import group_insights, interval_digits, stop_badge, trials_caption
 
 WEBM_MAGIC = b"\x1a\x45\xdf\xa3"  # EBML header
 
@@ -111,7 +114,7 @@ def test_write_report_has_every_section_with_plotly_inlined_once(toy_runs):
                 assert attrs[k].startswith("data:"), (tag, attrs[k][:60])
     # one plot per trial (train and holdout), holdout shaded
     assert sum(1 for a in p.find("div") if a.get("id", "").startswith("trial-")) == len(real.train) + len(real.holdout)
-    assert "holdout (not fitted)" in doc
+    assert sum(1 for t in p.text if t.endswith("(holdout: not fitted, predicted)")) == len(real.holdout)
     # overlay video: one embedded WebM (VP9 or VP8, both play in Chromium and Firefox), no MPEG-4 Part 2
     # fallback (Chromium cannot play it); it shows the twin's renders, training and holdout
     srcs = p.find("source")
@@ -140,7 +143,9 @@ def test_budget_stopped_run_says_so_and_marks_intervals_unreliable(toy_runs):
     out = write_report(rd)
     doc, p = _parse(out)
     title = next(t for t in p.text if t.startswith("Insights ("))
-    assert int(title[len("Insights ("):-1]) == len(found) >= 1
+    # the count is of insights as listed: the residual diagnosis's findings fold under its first line
+    assert int(title[len("Insights ("):-1]) == len(group_insights(found)) >= 1
+    assert len(p.find("li")) - sum(len(sub) for _, sub in group_insights(found)) == len(group_insights(found))
     assert "NOT converged" in doc and "UNRELIABLE" in doc
     lines = run_summary_lines(rd, report=out, resume_command="vid2sid calibrate --resume --out X")
     assert "NOT converged" in lines[0] and "budget" in lines[0]
@@ -335,3 +340,69 @@ def test_an_identified_value_outside_its_interval_is_explained_in_the_terminal(t
     run.result["intervals"][name].update(lower=0.9 * final, upper=1.3 * final)   # inside: nothing added
     line = next(ln for ln in run_summary_lines(run) if ln.strip().startswith(f"{name} ="))
     assert "centred on" not in line
+
+
+def test_interval_digits_tell_the_bounds_from_the_value():
+    # "[1.6, 1.61]" around 1.6049 cannot show the value inside: enough digits must
+    lo, v, hi = interval_digits(1.60012, 1.6049, 1.60987)
+    assert (lo, v, hi) == ("1.600", "1.605", "1.610")
+    assert float(lo) < float(v) < float(hi)
+    assert interval_digits(2.0, 3.0, 4.0) == ("2.00", "3.00", "4.00")
+    lo, v, hi = interval_digits(0.99999991, 0.99999995, 0.99999999)
+    assert float(lo) < float(v) < float(hi)
+
+
+def test_residual_findings_count_as_one_insight_and_the_badge_agrees(toy_runs):
+    items = [Insight("residual", "Residual diagnosis: the model is probably wrong"),
+             Insight("residual", "Residual diagnosis: periodic residual at 2 Hz"),
+             Insight("residual", "Residual diagnosis: drift"),
+             Insight("correlated", "a and b are correlated (ρ = +0.990)")]
+    groups = group_insights(items)
+    assert [(g.kind, len(sub)) for g, sub in groups] == [("residual", 2), ("correlated", 0)]
+    runs, _ = toy_runs
+    run = load_run(runs["reasoner"][0])
+    assert run.converged
+    assert stop_badge(run, [])[0] == "good"
+    cls, text = stop_badge(run, groups)  # converged beside "model is probably wrong": not green
+    assert cls == "bad" and "put the result in doubt" in text
+
+
+def test_holdout_shading_and_error_scale():
+    t = np.linspace(0.0, 10.0, 101)
+    assert holdout_span(t, "holdout", None) is None  # a holdout trial: its title says so, no shading of all of it
+    assert holdout_span(t, "train", 6.0) == (6.0, 10.0)  # only the part after the split
+    assert holdout_span(t, "train", 12.0) is None and holdout_span(t, "train", -1.0) is None
+    cal = np.full(50, 2.0)
+    cal[10] = np.nan
+    top, ini = error_axis_top(cal, np.full(50, 60.0))
+    assert top == pytest.approx(2.4) and ini == pytest.approx(60.0)  # scaled to the calibrated residual
+    assert error_axis_top(cal, np.full(50, 1.0))[1] is None
+
+
+def test_captions_fit_joint_and_mocap_trials():
+    joints = trials_caption({"joints"})
+    assert "image y" not in joints and "rad" in joints and "every joint" in joints
+    assert "mm" in trials_caption({"points"}) and "image y" not in trials_caption({"points"})
+    assert "image y grows downwards" in trials_caption({"image"})
+
+
+def test_every_joint_is_drawn_for_joint_trials():
+    from vid2sid_ros.report.figures import trial_figure
+    from vid2sid_ros.report.run import TrialCurves
+
+    T, K = 40, 5
+    q = np.cumsum(np.full((T, K, 1), 0.01), axis=0)
+    real = Trajectory(np.arange(T) / 20.0, q, np.ones((T, K), bool), tuple(f"j{k}" for k in range(K)), "real",
+                      kind="joints", unit="rad")
+    fig = trial_figure(TrialCurves("chirp", "train", None, real, None, real), title="arm")
+    titles = [a.text for a in fig.layout.annotations]
+    assert [f"j{k} position [rad]" for k in range(K)] == titles[:K]
+
+
+def test_interval_bar_is_visible_when_narrower_than_its_marker(toy_runs):
+    runs, _ = toy_runs
+    rows = [r for r in parameter_rows(load_run(runs["reasoner"][0])) if not r.frozen and r.interval is not None]
+    assert rows
+    fig = interval_figure(rows)
+    bars = [tr for tr in fig.data if tr.error_x is not None and tr.error_x.array is not None]
+    assert len(bars) == len(rows) and all(b.error_x.width >= 5 and b.error_x.thickness >= 2 for b in bars)

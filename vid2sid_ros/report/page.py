@@ -35,7 +35,8 @@ from .insights import Insight, ParameterRow, insights, parameter_rows, stop_sent
 from .media import encode_webm, load_renders, overlay_frames
 from .run import ReportError, ReportSection, RunSummary, TrajectoryPanel, load_run, load_trajectories
 
-__all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_html", "SECTION_IDS"]
+__all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_html", "interval_digits",
+           "group_insights", "stop_badge", "SECTION_IDS"]
 
 #: section ids of a calibration report (the headless-browser test looks for each)
 SECTION_IDS = ("summary", "insights", "trials", "overlay", "parameters", "intervals", "correlation", "convergence",
@@ -126,16 +127,73 @@ def _section(sid: str, title: str, content: str) -> str:
 
 
 # -- sections ---------------------------------------------------------------------------
-def _insights_html(items: Sequence[Insight]) -> str:
-    if not items:
+def group_insights(items: Sequence[Insight]) -> list[tuple[Insight, list[Insight]]]:
+    """Insights as a reader counts them: the residual diagnosis's findings folded under its first
+    line (one insight, not a header plus its items); every other insight on its own."""
+    out: list[tuple[Insight, list[Insight]]] = []
+    for it in items:
+        if it.kind == "residual" and out and out[-1][0].kind == "residual":
+            out[-1][1].append(it)
+        else:
+            out.append((it, []))
+    return out
+
+
+def _insights_html(groups: Sequence[tuple[Insight, list[Insight]]]) -> str:
+    if not groups:
         return "<p class=\"ok\">Nothing to flag: converged, no parameter at a bound, no poorly identifiable " \
                "combination found.</p>"
     li = []
-    for it in items:
+    for it, sub in groups:
         cls = "warn" if it.severity == "warning" else "muted"
+        inner = "".join(f"<li>{e(x.title.removeprefix('Residual diagnosis: '))}</li>" for x in sub)
         li.append(f"<li data-kind=\"{e(it.kind)}\"><span class=\"{cls}\"><b>{e(it.title)}</b></span>"
-                  + (f"<br><span class=\"muted\">{e(it.detail)}</span>" if it.detail else "") + "</li>")
+                  + (f"<br><span class=\"muted\">{e(it.detail)}</span>" if it.detail else "")
+                  + (f"<ul>{inner}</ul>" if inner else "") + "</li>")
     return "<ul class=\"insights\">" + "".join(li) + "</ul>"
+
+
+#: insight kinds that say the fit or the model is in doubt: a converged run with one of these is not "good"
+DOUBT_KINDS = ("residual", "holdout", "no_improvement", "at_bound", "poorly_identifiable", "failures")
+
+
+def stop_badge(run: RunSummary, groups: Sequence[tuple[Insight, list[Insight]]]) -> tuple[str, str]:
+    """``(css class, text)`` of the stop badge, agreeing with the insights: green only when the run
+    converged and no insight puts the fit or the model in doubt."""
+    text = stop_sentence(run)
+    doubts = [it for it, _ in groups if it.severity == "warning" and it.kind in DOUBT_KINDS]
+    if run.converged and not doubts:
+        return "good", text
+    if run.converged:
+        return "bad", f"{text} — but {len(doubts)} insight(s) below put the result in doubt"
+    return "bad", text
+
+
+def interval_digits(lower: float, value: float | None, upper: float, *, start: int = 3, most: int = 12
+                    ) -> tuple[str, str, str]:
+    """``lower``, ``value`` and ``upper`` printed with the fewest significant digits (at least
+    ``start``) that tell them apart, so a reader sees whether the value lies inside: ``[1.6, 1.61]``
+    around 1.6049 becomes ``[1.600, 1.610]`` with value ``1.605``. Equal numbers stay equal."""
+    vals = [lower, value if value is not None else lower, upper]
+    for d in range(start, most + 1):
+        txt = [f"{v:#.{d}g}".rstrip(".") for v in vals]  # '#': trailing zeros kept, digits line up
+        if all((txt[i] != txt[j]) == (vals[i] != vals[j]) for i, j in ((0, 1), (1, 2), (0, 2))):
+            break
+    a, v, b = txt
+    return a, (v if value is not None else ""), b
+
+
+def _interval_cell(r: ParameterRow) -> str:
+    """``[lo, hi]`` with digits that place the identified value, plus why it is unreliable."""
+    if r.interval is None:
+        return "none: " + (r.interval_method or "not computed")
+    lo, _, hi = interval_digits(r.interval[0], r.final, r.interval[1])
+    txt = f"[{lo}, {hi}]"
+    if not (r.interval[0] <= r.final <= r.interval[1]):
+        txt += " — the identified value lies outside (the interval is centred on the least-squares optimum)"
+    if not r.reliable:
+        txt += "; UNRELIABLE: " + ", ".join(r.unreliable_because)
+    return txt
 
 
 def _parameters_html(rows: Sequence[ParameterRow]) -> str:
@@ -146,21 +204,26 @@ def _parameters_html(rows: Sequence[ParameterRow]) -> str:
     out, cls = [], []
     for r in rows:
         kind = r.kind + (" (frozen)" if r.frozen else "")
-        interval = r.interval_text()
-        row = [r.name, kind, r.unit, r.initial, r.final]
+        final = r.final
+        if r.interval is not None:  # the identified value with the digits its interval needs
+            final = interval_digits(r.interval[0], r.final, r.interval[1])[1]
+        row = [r.name, kind, r.unit, r.initial, final]
         if has_truth:
             err = r.rel_error
             row += [r.truth, "n/a (frozen)" if r.frozen else (f"{100 * err:.2f} %" if err is not None else "n/a")]
         row += [f"[{fmt(r.lower)}, {fmt(r.upper)}]" + (f" — at the {r.at_bound} bound" if r.at_bound else ""),
-                interval + ("" if r.truth_inside is None else
-                            ("; contains the truth" if r.truth_inside else "; does NOT contain the truth")),
+                _interval_cell(r) + ("" if r.truth_inside is None else
+                                     ("; contains the truth" if r.truth_inside else "; does NOT contain the truth")),
                 r.meaning]
         out.append(row)
         cls.append("bad" if (r.at_bound or (r.interval is not None and not r.reliable)) else "")
-    note = ("<p class=\"muted\">Interval: ±1.96 σ of the Gauss–Newton (linearised least-squares) covariance at "
+    methods = sorted({r.interval_method for r in rows if r.interval is not None and r.interval_method})
+    how = ("Intervals: " + "; ".join(methods) + ". " if methods else "")
+    note = (f"<p class=\"muted\">{e(how)}±1.96 σ of the Gauss–Newton (linearised least-squares) covariance at "
             "the identified point, cov = s²(JᵀJ)⁻¹ times the residuals' autocorrelation time (Ljung, System "
             "Identification, §9.3); it is local and assumes a converged fit and a right model — a lower bound when "
-            "the residual diagnosis reports a misspecification. Rows shaded: unreliable interval or value at a "
+            "the residual diagnosis reports a misspecification. Digits: as many as it takes to tell the bounds from "
+            "the identified value. Rows shaded: unreliable interval or value at a "
             "bound. Kind \"nuisance\": measurement parameters (latency, camera, marker offsets) identified with "
             "the physics, never written into the model. \"n/a\": not computed for this row.</p>")
     return table(hdr, out, row_classes=cls) + note
@@ -207,13 +270,26 @@ def _trial_title(run: RunSummary, t, i: int) -> str:
     return f"{rig} — trial {i + 1} '{t.name}' ({t.split}); keypoints {kp}"
 
 
+def trials_caption(kinds: set[str]) -> str:
+    """The trial plots' legend, in the terms of the trials' measurement kinds (image, points, joints)."""
+    what = {"image": "image keypoints in px (image y grows downwards: its axis is drawn reversed)",
+            "points": "3-D marker positions in mm (mocap)",
+            "joints": "joint positions in rad (m for prismatic joints), every joint drawn"}
+    meas = "; ".join(what[k] for k in ("image", "points", "joints") if k in kinds)
+    return ("Dots: the real measurement — " + meas + "; dashed grey: the twin at the initial values; red: the "
+            "calibrated twin; error row: its axis is scaled to the calibrated twin (the initial twin's larger error "
+            "runs off the top; its peak is in the row's title); bottom: the commanded excitation (actuator units); "
+            "holdout trials are marked in their title (not fitted: predicted from the training fit). Drag to zoom, "
+            "double-click to reset.")
+
+
 def _trials_html(run: RunSummary) -> str:
     if not run.trials:
         return "<p class=\"muted\">No per-trial curves in this run directory (trials.json is written by the " \
                "calibration loop at the end of a run; this run predates it or was interrupted).</p>"
     parts = []
     for i, t in enumerate(run.trials):
-        lim = 3
+        lim = len(t.real.names) if t.real.kind == "joints" else 3
         note = ""
         if len(t.real.names) > lim:
             from .figures import pick_keypoints
@@ -221,13 +297,12 @@ def _trials_html(run: RunSummary) -> str:
             shown = [t.real.names[k] for k in pick_keypoints(t.real.names, lim)]
             note = (f"<p class=\"muted\">Showing keypoints {', '.join(shown)} of {len(t.real.names)}; the error row "
                     "averages all of them.</p>")
-        parts.append(f"<h3>{e(t.name)} ({e(t.split)})</h3>" + note
-                     + figure_html(trial_figure(t, title=_trial_title(run, t, i)), f"trial-{i}"))
+        split = "holdout: not fitted, predicted" if t.split == "holdout" else t.split
+        parts.append(f"<h3>{e(t.name)} ({e(split)})</h3>" + note
+                     + figure_html(trial_figure(t, title=_trial_title(run, t, i), limit=lim), f"trial-{i}"))
         if t.message:
             parts.append(f"<p class=\"warn\">{e(t.message)}</p>")
-    return ("<p class=\"muted\">Dots: real (tracked) keypoints; dashed grey: the twin at the initial values; red: "
-            "the calibrated twin; bottom: the commanded excitation (actuator units); shaded: holdout (not fitted). "
-            "Image y grows downwards. Drag to zoom, double-click to reset.</p>" + "".join(parts))
+    return f"<p class=\"muted\">{e(trials_caption({t.real.kind for t in run.trials}))}</p>" + "".join(parts)
 
 
 def _overlay_html(run: RunSummary) -> str:
@@ -322,15 +397,15 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
     title = title or f"{rig_name}: calibration report"
     res = m.result
     rows = parameter_rows(m)
-    found = insights(m, rows)
-    converged = m.converged
+    found = group_insights(insights(m, rows))
+    badge, badge_text = stop_badge(m, found)
     body = [f"<h1>{e(title)}</h1>",
             f"<p class=\"muted\">vid2sid report generated {e(_dt.datetime.now().strftime('%Y-%m-%d %H:%M'))} from "
             f"{e(m.path)}; proposer <b>{e(m.label)}</b>; real trial: {e(res.get('real_source') or '')}</p>"]
     summary = []
     if desc:
         summary.append(f"<p>{e(desc)}</p>")
-    summary.append(f"<p class=\"stop {'good' if converged else 'bad'}\">{e(stop_sentence(m))}</p>")
+    summary.append(f"<p class=\"stop {badge}\">{e(badge_text)}</p>")
     unit = _shown_unit(str(res.get("unit") or "px"))
     uf = 1000.0 if res.get("unit") == "m" else 1.0
 
