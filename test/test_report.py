@@ -27,7 +27,7 @@ from vid2sid_ros.report import (SECTION_IDS, ReportError, ReportSection, Traject
                                 save_trajectories, write_benchmark_report, write_report)
 from vid2sid_ros.report.figures import error_axis_top, holdout_span, interval_figure
 from vid2sid_ros.report.insights import Insight
-from vid2sid_ros.report.page import group_insights, interval_digits, stop_badge, trials_caption
+from vid2sid_ros.report.page import group_insights, interval_digits, stop_badge, tracking_rows, trials_caption
 
 WEBM_MAGIC = b"\x1a\x45\xdf\xa3"  # EBML header
 
@@ -406,3 +406,16 @@ def test_interval_bar_is_visible_when_narrower_than_its_marker(toy_runs):
     fig = interval_figure(rows)
     bars = [tr for tr in fig.data if tr.error_x is not None and tr.error_x.array is not None]
     assert len(bars) == len(rows) and all(b.error_x.width >= 5 and b.error_x.thickness >= 2 for b in bars)
+
+
+def test_tracking_rows_count_tracked_and_lost_frames():
+    from vid2sid_ros.report.run import TrialCurves
+
+    T = 10
+    valid = np.ones((T, 2), bool)
+    valid[:3, 1] = False  # the tip lost in 3 frames
+    valid[5] = False  # one frame rejected: no keypoint at all
+    real = Trajectory(np.arange(T) / 10.0, np.zeros((T, 2, 2)), valid, ("base", "tip"), "real")
+    rows = tracking_rows([TrialCurves("chirp", "train", None, real, None, None)])
+    assert rows == [["chirp", "train", "base", 10, 9, 90.0], ["chirp", "train", "tip", 10, 6, 60.0],
+                    ["chirp", "train", "(no keypoint: frame rejected or lost)", 10, 1, 10.0]]

@@ -17,7 +17,8 @@ from ..core.trajectory import Trajectory, align
 from .insights import ParameterRow
 from .run import RunSummary, TrajectoryPanel, TrialCurves
 
-__all__ = ["figure_html", "trial_figure", "holdout_span", "error_axis_top", "panel_figure", "interval_figure", "correlation_figure",
+__all__ = ["figure_html", "trial_figure", "holdout_span", "error_axis_top", "panel_figure", "interval_figure",
+           "correlation_figure",
            "convergence_iterations_figure", "convergence_rollouts_figure", "distribution_figure",
            "pick_keypoints"]
 

@@ -36,11 +36,11 @@ from .media import encode_webm, load_renders, overlay_frames
 from .run import ReportError, ReportSection, RunSummary, TrajectoryPanel, load_run, load_trajectories
 
 __all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_html", "interval_digits",
-           "group_insights", "stop_badge", "SECTION_IDS"]
+           "group_insights", "stop_badge", "tracking_rows", "SECTION_IDS"]
 
 #: section ids of a calibration report (the headless-browser test looks for each)
-SECTION_IDS = ("summary", "insights", "trials", "overlay", "parameters", "intervals", "correlation", "convergence",
-               "iterations")
+SECTION_IDS = ("summary", "insights", "trials", "overlay", "tracking", "parameters", "intervals", "correlation",
+               "convergence", "iterations")
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;
@@ -338,6 +338,90 @@ def _overlay_html(run: RunSummary) -> str:
     return video_html([path], f"{what} WebM/{'VP9' if codec == 'VP90' else 'VP8'}, embedded in this file.")
 
 
+def tracking_rows(trials: Sequence[Any]) -> list[list[Any]]:
+    """Per trial and keypoint: ``[trial, split, keypoint, frames, tracked frames, tracked %]`` from the
+    real trajectory's validity mask, plus one row per trial for the frames where no keypoint was found
+    (``"(no keypoint: frame rejected or lost)"``)."""
+    rows = []
+    for t in trials:
+        v = np.asarray(t.real.valid, bool)
+        T = int(v.shape[0])
+        for k, name in enumerate(t.real.names):
+            n = int(v[:, k].sum())
+            rows.append([t.name, t.split, name, T, n, round(100.0 * n / max(T, 1), 1)])
+        lost = int((~v.any(axis=1)).sum()) if v.ndim == 2 else 0
+        rows.append([t.name, t.split, "(no keypoint: frame rejected or lost)", T, lost,
+                     round(100.0 * lost / max(T, 1), 1)])
+    return rows
+
+
+def _flat(d: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """A nested mapping as ``[(dotted key, scalar or text)]`` (lists shortened), for an unknown layout."""
+    if isinstance(d, Mapping):
+        out = []
+        for k, v in d.items():
+            out += _flat(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(d, (list, tuple)):
+        if all(isinstance(x, (int, float)) for x in d) and len(d) <= 8:
+            return [(prefix, ", ".join(fmt(x) for x in d))]
+        return [(prefix, f"{len(d)} entries")]
+    return [(prefix, d)]
+
+
+def _contact_sheet(run: RunSummary, renders: Mapping[str, np.ndarray], n: int = 6) -> str:
+    """Up to ``n`` real frames of the first trial with footage, the tracked keypoints drawn (a PNG)."""
+    import cv2
+
+    from .media import _draw_chain, _frame_map, _points  # noqa: PLC2701 - the overlay's own drawing
+
+    for i, t in enumerate(run.trials):
+        frames = renders.get(f"{i}_real")
+        if frames is None or t.real.kind != "image":
+            continue
+        to_px, h, _ = _frame_map(t, dict(renders), i, frames.shape[2])
+        steps = renders.get(f"{i}_steps")
+        row = {int(s): r for r, s in enumerate(t.real.steps if t.real.steps is not None else range(t.real.num_frames))}
+        tiles = []
+        for j in np.linspace(0, len(frames) - 1, min(n, len(frames))).astype(int):
+            img = np.ascontiguousarray(frames[j])
+            r = row.get(int(steps[j])) if steps is not None and j < len(steps) else None
+            if r is not None:
+                _draw_chain(img, _points(t.real, r, to_px), (255, 255, 0), filled=True)
+                ok = int(t.real.valid[r].sum())
+                cv2.putText(img, f"t={float(t.real.time[r]):.2f} s  {ok}/{t.real.num_keypoints}", (4, h - 6),
+                            cv2.FONT_HERSHEY_SIMPLEX, 0.38, (255, 255, 0), 1, cv2.LINE_AA)
+            tiles.append(img)
+        while len(tiles) % 3:
+            tiles.append(np.zeros_like(tiles[0]))
+        sheet = np.concatenate([np.concatenate(tiles[k:k + 3], axis=1) for k in range(0, len(tiles), 3)])
+        ok, png = cv2.imencode(".png", cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR))
+        if ok:
+            return (f"<figure><img alt=\"tracked keypoints on the real frames\" src=\"data:image/png;base64,"
+                    f"{base64.b64encode(png.tobytes()).decode('ascii')}\"><figcaption class=\"muted\">Detections on "
+                    f"real frames of '{e(t.name)}' (yellow; count of keypoints found per frame).</figcaption></figure>")
+    return ("<p class=\"muted\">No contact sheet of detections: this run kept no camera frames (the real trial was "
+            "not a video, or its frames were not kept).</p>")
+
+
+def _tracking_html(run: RunSummary) -> str:
+    if not run.trials:
+        return "<p class=\"muted\">No tracking summary: no per-trial curves in this run (trials.json).</p>"
+    from ..calibration.trial_curves import RENDERS_FILE
+
+    rows = tracking_rows(run.trials)
+    parts = [table(["trial", "split", "keypoint", "frames", "tracked", "tracked [%]"], rows,
+                   row_classes=["bad" if r[5] < 80.0 and not r[2].startswith("(") else "" for r in rows]),
+             "<p class=\"muted\">Tracked: frames where the keypoint was measured (valid) in the real trial; rows "
+             "shaded below 80 %. Frames without any keypoint were rejected by the tracker or lost; they carry no "
+             "weight in the fit.</p>"]
+    given = run.result.get("tracking")
+    if isinstance(given, Mapping) and given:
+        parts.append("<h3>Tracker report</h3>" + table(["entry", "value"], _flat(given)))
+    parts.append(_contact_sheet(run, load_renders(run.path / RENDERS_FILE)))
+    return "".join(parts)
+
+
 def _methods_html(loaded: Sequence[RunSummary], main: RunSummary, columns: Sequence[str]) -> str:
     u = _shown_unit(str(main.result.get("unit") or "px"))
     hdr = ["method", f"start MAE [{u}]", f"training MAE [{u}]", f"holdout MAE [{u}]", "rollouts", "stopped", "wall [s]"] + \
@@ -433,6 +517,7 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
     for caption, files in videos:
         ov += f"<h3>{e(caption.split(':')[0])}</h3>" + video_html([Path(f) for f in files], caption)
     body.append(_section("overlay", "Overlay video", ov))
+    body.append(_section("tracking", "Tracking quality", _tracking_html(m)))
     if trajectories:
         parts = []
         for i, p in enumerate(trajectories):
