@@ -8,6 +8,7 @@ tentacle, benchmark and demo reports is test/test_report_browser.py.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import re
 import subprocess
@@ -107,7 +108,10 @@ def test_write_report_has_every_section_with_plotly_inlined_once(toy_runs):
     ids = [a.get("id") for a in p.find("section")]
     assert all(s in ids for s in SECTION_IDS), ids
     assert doc.count("Plotly.newPlot") >= 3 + len(res.history) * 0  # trials, intervals, heatmap, convergence x2
-    assert len(re.findall(r"plotly\.js v\d", doc)) == 1  # the bundle once, not per figure
+    # the bundle once, gzip-compressed (not per figure), and it is plotly.js
+    gz = re.findall(r'<script type="application/gzip-base64" id="vid2sid-plotly-gz">([^<]*)</script>', doc)
+    assert len(gz) == 1 and len(re.findall(r"plotly\.js v\d", gzip.decompress(base64.b64decode(gz[0])).decode())) == 1
+    assert "plotly.js v" not in doc  # not inlined a second time uncompressed
     for tag, attrs in p.tags:  # offline: nothing fetched
         for k in ("src", "href"):
             if k in attrs:

@@ -36,11 +36,18 @@ def _go():
 
 
 def figure_html(fig, div_id: str) -> str:
-    """The figure as an HTML ``<div>`` (plotly.js must already be on the page)."""
+    """The figure as an HTML ``<div>``; its script waits for the page's ``window.vid2sidPlotly``
+    (see :func:`vid2sid_ros.report.page.html_page`)."""
     import plotly.io as pio
 
-    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
+    div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id,
+                      config={"displaylogo": False, "responsive": True})
+    # the page inflates plotly.js asynchronously (report.page.html_page): draw once it is there
+    head, sep, rest = div.partition("<script>")
+    script, sep2, tail = rest.partition("</script>")
+    if not (sep and sep2):
+        return div
+    return f"{head}<script>window.vid2sidPlotly.then(() => {{{script}}});</script>{tail}"
 
 
 def _integer_axis(n_max: int) -> dict:
