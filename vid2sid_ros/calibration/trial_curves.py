@@ -116,7 +116,7 @@ def _thumbs(frames: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
 
 def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Mapping[str, float],
                   calibrated: Mapping[str, float], path: str | Path, *, real_frames: Mapping[str, np.ndarray]
-                  | None = None, width: int = 240, max_frames: int = 150) -> tuple[Path | None, int, str]:
+                  | None = None, width: int = 200, max_frames: int = 100) -> tuple[Path | None, int, str]:
     """Render the twin at the initial and the calibrated values on every trial, for the report.
 
     The twin is rendered through its own camera (the rig's, as configured: fitted camera

@@ -550,6 +550,8 @@ def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int, f
     s, every = clip.thumb_scale, clip.thumb_every
     frames = clip.thumbnails.copy()
     idx = np.arange(0, clip.trajectory.num_frames, every)[: len(frames)]
+    sub = max(1, int(np.ceil(len(idx) / 330)))  # at most 330 frames: the report's size budget
+    idx, frames, every = idx[::sub], np.ascontiguousarray(frames[: len(idx)][::sub]), every * sub
     real_kp = clip.trajectory.keypoints[idx] * s
     slots = frame_slot[idx]
     sim_kp = np.full(real_kp.shape, np.nan)

@@ -40,6 +40,11 @@ def figure_html(fig, div_id: str) -> str:
     (see :func:`vid2sid_ros.report.page.html_page`)."""
     import plotly.io as pio
 
+    for tr in fig.data:  # float32 (7 digits; plotly writes typed arrays): half the bytes of float64
+        for attr in ("x", "y"):
+            v = getattr(tr, attr, None)
+            if isinstance(v, np.ndarray) and v.dtype == np.float64:
+                setattr(tr, attr, v.astype(np.float32))
     div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id,
                       config={"displaylogo": False, "responsive": True})
     # the page inflates plotly.js asynchronously (report.page.html_page): draw once it is there

@@ -145,7 +145,7 @@ def _label(img: np.ndarray, text: str, *, y: int = 14, color=(255, 255, 255)) ->
 
 
 def overlay_frames(trials: list[TrialCurves], renders: dict[str, np.ndarray] | None = None, *,
-                   width: int = 240, max_frames: int = 150) -> tuple[np.ndarray, float, dict[str, bool]]:
+                   width: int = 200, max_frames: int = 160) -> tuple[np.ndarray, float, dict[str, bool]]:
     """The overlay video's frames: per trial (training and holdout, in order) three panels side by
     side — real (camera footage when kept, else a dark canvas) with the tracked keypoints (white
     dots), the twin at the initial values and the twin at the calibrated values (their renders
@@ -156,7 +156,8 @@ def overlay_frames(trials: list[TrialCurves], renders: dict[str, np.ndarray] | N
         trials: the trials of ``trials.json``; only image-keypoint trials are drawn.
         renders: :func:`load_renders` of the run (keys ``{i}_initial``, ``{i}_calibrated``,
             ``{i}_real``, ``{i}_steps`` with ``i`` the trial's index in ``trials``).
-        width: width of one panel, px. max_frames: frames per trial at most.
+        width: width of one panel, px. max_frames: frames of the whole video at most (shared by the
+            trials, at least 20 each): the report's size budget (WebM bytes grow with the duration).
 
     Returns:
         ``(frames (N, H, 3*width, 3) uint8 RGB, fps, shown)`` with ``shown`` saying what the video
@@ -177,6 +178,7 @@ def overlay_frames(trials: list[TrialCurves], renders: dict[str, np.ndarray] | N
         to_px, h, _ = _frame_map(t, renders, i, width)
         sizes.append(h)
     H = max(sizes)
+    max_frames = max(20, max_frames // len(items))  # per trial
     for (i, t), h0 in zip(items, sizes):
         to_px, h, _ = _frame_map(t, renders, i, width)
         real = t.real
@@ -190,9 +192,15 @@ def overlay_frames(trials: list[TrialCurves], renders: dict[str, np.ndarray] | N
         shown["holdout"] |= hold
         shown["footage"] |= f"{i}_real" in renders
         shown["renders"] |= f"{i}_initial" in renders or f"{i}_calibrated" in renders
+        picked = list(range(0, T, stride))
+        if srow:  # the frames the renders hold (the calibration thinned them), thinned again to max_frames
+            rrow = _step_rows(real)
+            held = [rrow[v] for v in srow if v in rrow]
+            every = max(1, int(np.ceil(len(held) / max_frames)))
+            picked, stride = held[::every], max(1, int(round(T / max(len(held[::every]), 1))))
         if T > 1:
             dts.append(float(np.median(np.diff(real.time))) * stride)
-        for r in range(0, T, stride):
+        for r in picked:
             st = int(steps[r])
             j = srow.get(st)
             rp = _points(real, r, to_px)
@@ -239,7 +247,7 @@ def encode_webm(frames: np.ndarray, fps: float, out_dir: str | Path, *,
 
 
 def overlay_video(trial: TrialCurves | list[TrialCurves], out_dir: str | Path, *,
-                  renders: dict[str, np.ndarray] | None = None, width: int = 240, max_frames: int = 150,
+                  renders: dict[str, np.ndarray] | None = None, width: int = 200, max_frames: int = 160,
                   log_path: str | Path | None = None) -> list[Path]:
     """Write ``overlay.webm`` (:func:`overlay_frames`, :func:`encode_webm`) into ``out_dir``.
 
