@@ -423,3 +423,25 @@ def test_tracking_rows_count_tracked_and_lost_frames():
     rows = tracking_rows([TrialCurves("chirp", "train", None, real, None, None)])
     assert rows == [["chirp", "train", "base", 10, 9, 90.0], ["chirp", "train", "tip", 10, 6, 60.0],
                     ["chirp", "train", "(no keypoint: frame rejected or lost)", 10, 1, 10.0]]
+
+
+def test_a_twin_that_cannot_render_leaves_no_renders_and_says_why(tmp_path):
+    from vid2sid_ros.calibration.objective import TrialObjective
+    from vid2sid_ros.calibration.trial_curves import render_trials
+
+    rig, real = _toy_real()
+    twin = rig.make_twin()
+    obj = TrialObjective(twin, real.train_excitations, real.train, rig.parameters)
+    ok_path, spent, why = render_trials([("train", obj)], rig.parameters.complete({}), rig.parameters.complete({}),
+                                        tmp_path / "r.npz")
+    assert ok_path == tmp_path / "r.npz" and spent == 2 * len(real.train) and why == ""
+    with np.load(ok_path) as z:
+        assert z["0_initial"].shape[2] == 200 and z["0_initial"].shape == z["0_calibrated"].shape
+        assert len(z["0_size"]) == 2 and len(z["0_steps"]) == len(z["0_initial"]) <= 100
+
+    def no_gl(exc, *, render=False):
+        raise RuntimeError("no OpenGL context")
+
+    twin.rollout = no_gl
+    path, spent, why = render_trials([("train", obj)], {}, {}, tmp_path / "none.npz")
+    assert path is None and spent == 0 and "no OpenGL context" in why and not (tmp_path / "none.npz").exists()
