@@ -119,6 +119,7 @@ def test_write_report_has_every_section_with_plotly_inlined_once(toy_runs):
     # one plot per trial (train and holdout), holdout shaded
     assert sum(1 for a in p.find("div") if a.get("id", "").startswith("trial-")) == len(real.train) + len(real.holdout)
     assert sum(1 for t in p.text if t.endswith("(holdout: not fitted, predicted)")) == len(real.holdout)
+    assert "holdout (not fitted)" in doc  # the shading's label
     # overlay video: one embedded WebM (VP9 or VP8, both play in Chromium and Firefox), no MPEG-4 Part 2
     # fallback (Chromium cannot play it); it shows the twin's renders, training and holdout
     srcs = p.find("source")
@@ -373,7 +374,9 @@ def test_residual_findings_count_as_one_insight_and_the_badge_agrees(toy_runs):
 
 def test_holdout_shading_and_error_scale():
     t = np.linspace(0.0, 10.0, 101)
-    assert holdout_span(t, "holdout", None) is None  # a holdout trial: its title says so, no shading of all of it
+    scored = t >= 6.0  # a recording split in time: the holdout trial is unscored before the split
+    assert holdout_span(t, "holdout", None, scored) == (6.0, 10.0)  # only the held-out part is shaded
+    assert holdout_span(t, "holdout", None, np.ones(101, bool)) == (0.0, 10.0)  # a whole holdout trial
     assert holdout_span(t, "train", 6.0) == (6.0, 10.0)  # only the part after the split
     assert holdout_span(t, "train", 12.0) is None and holdout_span(t, "train", -1.0) is None
     cal = np.full(50, 2.0)

@@ -100,13 +100,22 @@ def _shown_unit(unit: str) -> str:
     return "mm" if unit == "m" else unit
 
 
-def holdout_span(t: np.ndarray, split: str, split_time: float | None) -> tuple[float, float] | None:
-    """The time span (s) to shade as holdout: the part of a training trial after ``split_time``
-    (None when the split lies outside the trial); a holdout trial is not shaded (its title says
-    it is held out: shading all of it marks nothing)."""
-    if split == "holdout" or split_time is None or len(t) < 2:
+def holdout_span(t: np.ndarray, split: str, split_time: float | None,
+                 scored: np.ndarray | None = None) -> tuple[float, float] | None:
+    """The time span (s) to shade as holdout (None: nothing to shade).
+
+    A holdout trial is shaded from its first scored frame (``scored``: (T,) bool, a real keypoint
+    measured there): a recording split in time is stored as one holdout trial whose training part
+    is unscored, so only the held-out part is shaded. A training trial is shaded after
+    ``split_time`` when that lies inside it.
+    """
+    if len(t) < 2:
         return None
-    if not (float(t[0]) < float(split_time) < float(t[-1])):
+    if split == "holdout":
+        if scored is None or not np.any(scored):
+            return None
+        return float(t[int(np.argmax(scored))]), float(t[-1])
+    if split_time is None or not (float(t[0]) < float(split_time) < float(t[-1])):
         return None
     return float(split_time), float(t[-1])
 
@@ -194,7 +203,7 @@ def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = N
             fig.add_trace(go.Scatter(x=te, y=exc.values[:, a], name=f"command {an}", mode="lines",
                                      line={"shape": "hv", "width": 1.2, "color": _PALETTE[a % len(_PALETTE)]}),
                           row=row, col=1)
-    span = holdout_span(t, trial.split, split_time)
+    span = holdout_span(t, trial.split, split_time, real.valid.any(axis=1))
     if span is not None:
         fig.add_vrect(x0=span[0], x1=span[1], fillcolor=HOLDOUT, line_width=0, layer="below",
                       annotation_text="holdout (not fitted)", annotation_position="top left")

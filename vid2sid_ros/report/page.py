@@ -304,7 +304,8 @@ def trials_caption(kinds: set[str]) -> str:
     return ("Dots: the real measurement — " + meas + "; dashed grey: the twin at the initial values; red: the "
             "calibrated twin; error row: its axis is scaled to the calibrated twin (the initial twin's larger error "
             "runs off the top; its peak is in the row's title); bottom: the commanded excitation (actuator units); "
-            "holdout trials are marked in their title (not fitted: predicted from the training fit). Drag to zoom, "
+            "shaded: the holdout (not fitted: predicted from the training fit; a recording split in time is shaded "
+            "from the split). Drag to zoom, "
             "double-click to reset.")
 
 
