@@ -1256,7 +1256,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         s.diagnostic += spent
         # the twin as the report's overlay video shows it (diagnostic rollouts; a twin that cannot render: none)
         _, spent, _why = render_trials(objectives, history[0].values, best_vals, rd / RENDERS_FILE,
-                                       real_frames=s.real.frames)
+                                       real_frames=s.real.frames, frame_info=s.real.meta.get("trials"))
         s.diagnostic += spent
     measurement = MeasurementModel(params)
     physics_vals, nuisance_vals = measurement.split(best_vals)

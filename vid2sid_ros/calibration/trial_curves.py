@@ -114,9 +114,33 @@ def _thumbs(frames: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
                      for r in rows])
 
 
+def _footage(traj, steps: np.ndarray, objectives, real_frames: Mapping[str, np.ndarray],
+             frame_info: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """``(frames, index of the frame shown at each of ``steps``, frame scale)`` of the camera footage of
+    ``traj``, or None: none kept, or a retimed recording (time slots are not video rows)."""
+    rec = str((traj.meta or {}).get("trial") or "")
+    rf = real_frames.get(traj.trial_id) if traj.trial_id else None
+    if rf is None and rec:  # a time split: the recording's frames are kept under its training part's id
+        for _s, obj in objectives:
+            for t in obj.real:
+                if (t.meta or {}).get("trial") == rec and t.trial_id in real_frames:
+                    rf = real_frames[t.trial_id]
+    if rf is None or len(rf) == 0:
+        return None
+    info = frame_info.get(rec) if isinstance(frame_info.get(rec), Mapping) else {}
+    if info.get("retimed"):
+        return None
+    every = max(1, int(info.get("frame_every") or 1))
+    idx = np.asarray(steps, np.int64) // every  # recording row = time slot when not retimed
+    if idx.min() < 0 or idx.max() >= len(rf):
+        return None
+    return np.asarray(rf), idx, float(info.get("frame_scale") or 1.0)
+
+
 def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Mapping[str, float],
                   calibrated: Mapping[str, float], path: str | Path, *, real_frames: Mapping[str, np.ndarray]
-                  | None = None, width: int = 200, max_frames: int = 100) -> tuple[Path | None, int, str]:
+                  | None = None, frame_info: Mapping[str, Any] | None = None, width: int = 200,
+                  max_frames: int = 100) -> tuple[Path | None, int, str]:
     """Render the twin at the initial and the calibrated values on every trial, for the report.
 
     The twin is rendered through its own camera (the rig's, as configured: fitted camera
@@ -131,7 +155,10 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
         objectives: as :func:`trial_curves`.
         initial, calibrated: parameter values (SI).
         path: the ``.npz`` to write.
-        real_frames: ``{trial_id: (T, H, W, 3) uint8}`` (``RealTrial.frames``).
+        real_frames: ``{trial_id: (N, H, W, 3) uint8}`` (``RealTrial.frames``): the camera frames
+            of a trial (row-aligned with it), or a recording's thumbnails (a time split's parts share them).
+        frame_info: ``RealTrial.meta["trials"]``: per recording ``frame_every`` (``frames[i]`` is row
+            ``i * frame_every``), ``frame_scale`` (thumbnail size / camera image) and ``retimed``.
         width: frame width in px. max_frames: frames kept per trial.
 
     Returns:
@@ -167,10 +194,12 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
                 arrays[f"{i}_{label}"] = _thumbs(res.frames, rows, width)
                 arrays[f"{i}_size"] = np.array(res.frames.shape[2:0:-1], np.int64)  # camera image (W, H) px
             arrays[f"{i}_steps"] = steps.astype(np.int64)
-            rf = (real_frames or {}).get(traj.trial_id) if traj.trial_id else None
-            if rf is not None and len(rf) == T:
-                arrays[f"{i}_real"] = _thumbs(np.asarray(rf), np.arange(0, T, stride), width)
-                arrays.setdefault(f"{i}_size", np.array(np.asarray(rf).shape[2:0:-1], np.int64))
+            footage = _footage(traj, steps, objectives, real_frames or {}, frame_info or {})
+            if footage is not None:
+                rf, idx, scale = footage
+                arrays[f"{i}_real"] = _thumbs(rf, idx, width)
+                arrays.setdefault(f"{i}_size", np.array([round(rf.shape[2] / scale), round(rf.shape[1] / scale)],
+                                                        np.int64))
             i += 1
     if not any(k.endswith(("_initial", "_calibrated", "_real")) for k in arrays):
         return None, spent, why or "nothing rendered"

@@ -235,7 +235,8 @@ def run(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
             raise ConfigError(f"{src}:proposer_options: for '{name}': {err}") from None
         out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
-        keep = bool(getattr(proposer, "wants_video", False))
+        # camera frames: for a proposer that watches video, and for the report's overlay (a video trial's footage)
+        keep = bool(getattr(proposer, "wants_video", False)) or any(t.kind == "video" for t in rig.trials or ())
         if args.real:  # a real-trial JSON (vid2sid track --excitation) or a rosbag2 directory/file
             kind = "trajectory" if Path(args.real).suffix.lower() == ".json" else "bag"
             real = build_real(rig, {**cfg, "real": {kind: str(Path(args.real).resolve())}}, ccfg.seed,
