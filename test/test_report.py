@@ -448,3 +448,24 @@ def test_a_twin_that_cannot_render_leaves_no_renders_and_says_why(tmp_path):
     twin.rollout = no_gl
     path, spent, why = render_trials([("train", obj)], {}, {}, tmp_path / "none.npz")
     assert path is None and spent == 0 and "no OpenGL context" in why and not (tmp_path / "none.npz").exists()
+
+
+def test_footage_of_a_time_split_recording_reaches_its_holdout_part():
+    from types import SimpleNamespace
+
+    from vid2sid_ros.calibration.trial_curves import _footage
+
+    T = 20
+    kp = np.zeros((T, 1, 2))
+    train = Trajectory(np.arange(10) / 10.0, kp[:10], np.ones((10, 1), bool), ("tip",), "real", "clip_train",
+                       np.arange(10), {"trial": "clip"})
+    hold = Trajectory(np.arange(T) / 10.0, kp, np.ones((T, 1), bool), ("tip",), "real", "clip_holdout",
+                      np.arange(T), {"trial": "clip"})
+    thumbs = np.arange(10, dtype=np.uint8)[:, None, None, None] * np.ones((10, 4, 6, 3), np.uint8)  # every 2nd row
+    objectives = [("train", SimpleNamespace(real=[train])), ("holdout", SimpleNamespace(real=[hold]))]
+    info = {"clip": {"frame_every": 2, "frame_scale": 0.5}}
+    frames, idx, scale = _footage(hold, np.array([0, 5, 19]), objectives, {"clip_train": thumbs}, info)
+    assert frames is thumbs and idx.tolist() == [0, 2, 9] and scale == 0.5
+    assert _footage(hold, np.arange(T), objectives, {"clip_train": thumbs},
+                    {"clip": {**info["clip"], "retimed": True}}) is None  # slots are not video rows
+    assert _footage(hold, np.array([25]), objectives, {"clip_train": thumbs}, info) is None  # beyond the frames
