@@ -426,6 +426,14 @@ def test_tracking_rows_count_tracked_and_lost_frames():
     rows = tracking_rows([TrialCurves("chirp", "train", None, real, None, None)])
     assert rows == [["chirp", "train", "base", 10, 9, 90.0], ["chirp", "train", "tip", 10, 6, 60.0],
                     ["chirp", "train", "(no keypoint: frame rejected or lost)", 10, 1, 10.0]]
+    # a time split's holdout trial: the training part before the split is unscored, not lost
+    hv = np.ones((T, 2), bool)
+    hv[:4] = False
+    hv[7, 0] = False
+    held = Trajectory(np.arange(T) / 10.0, np.zeros((T, 2, 2)), hv, ("base", "tip"), "real")
+    rows = tracking_rows([TrialCurves("chirp_holdout", "holdout", None, held, None, None)])
+    assert rows[:2] == [["chirp_holdout", "holdout", "base", 6, 5, 83.3], ["chirp_holdout", "holdout", "tip", 6, 6, 100.0]]
+    assert rows[2][4] == 0
 
 
 def test_a_twin_that_cannot_render_leaves_no_renders_and_says_why(tmp_path):

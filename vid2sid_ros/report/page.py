@@ -367,10 +367,13 @@ def _overlay_html(run: RunSummary) -> str:
 def tracking_rows(trials: Sequence[Any]) -> list[list[Any]]:
     """Per trial and keypoint: ``[trial, split, keypoint, frames, tracked frames, tracked %]`` from the
     real trajectory's validity mask, plus one row per trial for the frames where no keypoint was found
-    (``"(no keypoint: frame rejected or lost)"``)."""
+    (``"(no keypoint: frame rejected or lost)"``). A holdout trial counts from its first scored frame
+    (a recording split in time is stored as one holdout trial, unscored before the split)."""
     rows = []
     for t in trials:
         v = np.asarray(t.real.valid, bool)
+        if t.split == "holdout" and v.ndim == 2 and v.any():  # a time split's holdout: from its first scored
+            v = v[int(np.argmax(v.any(axis=1))):]  # frame (the training part before it is unscored, not lost)
         T = int(v.shape[0])
         for k, name in enumerate(t.real.names):
             n = int(v[:, k].sum())
