@@ -432,7 +432,8 @@ def test_tracking_rows_count_tracked_and_lost_frames():
     hv[7, 0] = False
     held = Trajectory(np.arange(T) / 10.0, np.zeros((T, 2, 2)), hv, ("base", "tip"), "real")
     rows = tracking_rows([TrialCurves("chirp_holdout", "holdout", None, held, None, None)])
-    assert rows[:2] == [["chirp_holdout", "holdout", "base", 6, 5, 83.3], ["chirp_holdout", "holdout", "tip", 6, 6, 100.0]]
+    assert rows[:2] == [["chirp_holdout", "holdout", "base", 6, 5, 83.3],
+                        ["chirp_holdout", "holdout", "tip", 6, 6, 100.0]]
     assert rows[2][4] == 0
 
 

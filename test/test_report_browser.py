@@ -1,6 +1,7 @@
 """Reports as a reader opens them: headless Chromium, offline, every section of the report present.
 
-Two reports are made here (and a screenshot of the calibration's, ``--screenshot``) — a tentacle calibration stopped at its budget (unconverged) and a
+Two reports are made here (and a screenshot of the calibration's, ``--screenshot``) — a
+tentacle calibration stopped at its budget (unconverged) and a
 sim2sim benchmark — and each is opened in
 Debian's ``chromium`` (``apt-get install -y chromium``; tools/setup_env.sh installs it when
 running as root). A page fails on a console error or uncaught exception, an image that does

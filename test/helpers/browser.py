@@ -2,7 +2,8 @@
 
 :func:`probe_page` copies the page with a probe script put first in its head, loads it with
 ``chromium --headless --dump-dom`` (``file://``, no network, no server) and returns what
-the probe saw after the load (and after the report's plotly.js bundle is inflated): console errors and uncaught exceptions, every ``<video>``
+the probe saw after the load (and after the report's plotly.js bundle is inflated): console
+errors and uncaught exceptions, every ``<video>``
 (decoded its first frame or not), every ``<img>`` (decoded or not), every plotly figure
 (drew its SVG or not) and the ids of the ``<section>`` elements.
 """
