@@ -8,6 +8,7 @@ tentacle, benchmark and demo reports is test/test_report_browser.py.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import re
 import subprocess
@@ -25,6 +26,9 @@ from vid2sid_ros.io.video import write_video
 from vid2sid_ros.report import (SECTION_IDS, ReportError, ReportSection, TrajectoryPanel, insights, load_run,
                                 load_trajectories, parameter_rows, render_report, run_summary_lines,
                                 save_trajectories, write_benchmark_report, write_report)
+from vid2sid_ros.report.figures import error_axis_top, holdout_span, interval_figure
+from vid2sid_ros.report.insights import Insight
+from vid2sid_ros.report.page import group_insights, interval_digits, stop_badge, tracking_rows, trials_caption
 
 WEBM_MAGIC = b"\x1a\x45\xdf\xa3"  # EBML header
 
@@ -104,18 +108,25 @@ def test_write_report_has_every_section_with_plotly_inlined_once(toy_runs):
     ids = [a.get("id") for a in p.find("section")]
     assert all(s in ids for s in SECTION_IDS), ids
     assert doc.count("Plotly.newPlot") >= 3 + len(res.history) * 0  # trials, intervals, heatmap, convergence x2
-    assert len(re.findall(r"plotly\.js v\d", doc)) == 1  # the bundle once, not per figure
+    # the bundle once, gzip-compressed (not per figure), and it is plotly.js
+    gz = re.findall(r'<script type="application/gzip-base64" id="vid2sid-plotly-gz">([^<]*)</script>', doc)
+    assert len(gz) == 1 and len(re.findall(r"plotly\.js v\d", gzip.decompress(base64.b64decode(gz[0])).decode())) == 1
+    assert "plotly.js v" not in doc  # not inlined a second time uncompressed
     for tag, attrs in p.tags:  # offline: nothing fetched
         for k in ("src", "href"):
             if k in attrs:
                 assert attrs[k].startswith("data:"), (tag, attrs[k][:60])
     # one plot per trial (train and holdout), holdout shaded
     assert sum(1 for a in p.find("div") if a.get("id", "").startswith("trial-")) == len(real.train) + len(real.holdout)
-    assert "holdout (not fitted)" in doc
-    # overlay video: embedded WebM that decodes as EBML, plus an MPEG-4 fallback
+    assert sum(1 for t in p.text if t.endswith("(holdout: not fitted, predicted)")) == len(real.holdout)
+    assert "holdout (not fitted)" in doc  # the shading's label
+    # overlay video: one embedded WebM (VP9 or VP8, both play in Chromium and Firefox), no MPEG-4 Part 2
+    # fallback (Chromium cannot play it); it shows the twin's renders, training and holdout
     srcs = p.find("source")
-    assert [s["type"] for s in srcs] == ["video/webm", "video/mp4"]
+    assert [s["type"] for s in srcs] == ["video/webm"]
     assert base64.b64decode(srcs[0]["src"].split(",", 1)[1])[:4] == WEBM_MAGIC
+    cap = " ".join(p.text)
+    assert "rendered through the rig's camera" in cap and "then the holdout" in cap
     # parameter table: truth and error columns on a sim2sim run, every parameter listed
     assert "truth (sim2sim)" in p.text and "error" in p.text
     assert all(n in p.text for n in load_run(rd).parameters.names)
@@ -137,7 +148,9 @@ def test_budget_stopped_run_says_so_and_marks_intervals_unreliable(toy_runs):
     out = write_report(rd)
     doc, p = _parse(out)
     title = next(t for t in p.text if t.startswith("Insights ("))
-    assert int(title[len("Insights ("):-1]) == len(found) >= 1
+    # the count is of insights as listed: the residual diagnosis's findings fold under its first line
+    assert int(title[len("Insights ("):-1]) == len(group_insights(found)) >= 1
+    assert len(p.find("li")) - sum(len(sub) for _, sub in group_insights(found)) == len(group_insights(found))
     assert "NOT converged" in doc and "UNRELIABLE" in doc
     lines = run_summary_lines(rd, report=out, resume_command="vid2sid calibrate --resume --out X")
     assert "NOT converged" in lines[0] and "budget" in lines[0]
@@ -337,3 +350,136 @@ def test_an_identified_value_outside_its_interval_is_explained_in_the_terminal(t
     run.result["intervals"][name].update(lower=final, upper=1.3 * final, kind="two-sided", note=note)
     line = next(ln for ln in run_summary_lines(run) if ln.strip().startswith(f"{name} ="))
     assert f"[{final:.4g}, {1.3 * final:.4g}]" in line and note in line
+
+
+def test_interval_digits_tell_the_bounds_from_the_value():
+    # "[1.6, 1.61]" around 1.6049 cannot show the value inside: enough digits must
+    lo, v, hi = interval_digits(1.60012, 1.6049, 1.60987)
+    assert (lo, v, hi) == ("1.600", "1.605", "1.610")
+    assert float(lo) < float(v) < float(hi)
+    assert interval_digits(2.0, 3.0, 4.0) == ("2.00", "3.00", "4.00")
+    lo, v, hi = interval_digits(0.99999991, 0.99999995, 0.99999999)
+    assert float(lo) < float(v) < float(hi)
+
+
+def test_residual_findings_count_as_one_insight_and_the_badge_agrees(toy_runs):
+    items = [Insight("residual", "Residual diagnosis: the model is probably wrong"),
+             Insight("residual", "Residual diagnosis: periodic residual at 2 Hz"),
+             Insight("residual", "Residual diagnosis: drift"),
+             Insight("correlated", "a and b are correlated (ρ = +0.990)")]
+    groups = group_insights(items)
+    assert [(g.kind, len(sub)) for g, sub in groups] == [("residual", 2), ("correlated", 0)]
+    runs, _ = toy_runs
+    run = load_run(runs["reasoner"][0])
+    assert run.converged
+    assert stop_badge(run, [])[0] == "good"
+    cls, text = stop_badge(run, groups)  # converged beside "model is probably wrong": not green
+    assert cls == "bad" and "put the result in doubt" in text
+
+
+def test_holdout_shading_and_error_scale():
+    t = np.linspace(0.0, 10.0, 101)
+    scored = t >= 6.0  # a recording split in time: the holdout trial is unscored before the split
+    assert holdout_span(t, "holdout", None, scored) == (6.0, 10.0)  # only the held-out part is shaded
+    assert holdout_span(t, "holdout", None, np.ones(101, bool)) == (0.0, 10.0)  # a whole holdout trial
+    assert holdout_span(t, "train", 6.0) == (6.0, 10.0)  # only the part after the split
+    assert holdout_span(t, "train", 12.0) is None and holdout_span(t, "train", -1.0) is None
+    cal = np.full(50, 2.0)
+    cal[10] = np.nan
+    top, ini = error_axis_top(cal, np.full(50, 60.0))
+    assert top == pytest.approx(2.4) and ini == pytest.approx(60.0)  # scaled to the calibrated residual
+    assert error_axis_top(cal, np.full(50, 1.0))[1] is None
+
+
+def test_captions_fit_joint_and_mocap_trials():
+    joints = trials_caption({"joints"})
+    assert "image y" not in joints and "rad" in joints and "every joint" in joints
+    assert "mm" in trials_caption({"points"}) and "image y" not in trials_caption({"points"})
+    assert "image y grows downwards" in trials_caption({"image"})
+
+
+def test_every_joint_is_drawn_for_joint_trials():
+    from vid2sid_ros.report.figures import trial_figure
+    from vid2sid_ros.report.run import TrialCurves
+
+    T, K = 40, 5
+    q = np.cumsum(np.full((T, K, 1), 0.01), axis=0)
+    real = Trajectory(np.arange(T) / 20.0, q, np.ones((T, K), bool), tuple(f"j{k}" for k in range(K)), "real",
+                      kind="joints", unit="rad")
+    fig = trial_figure(TrialCurves("chirp", "train", None, real, None, real), title="arm")
+    titles = [a.text for a in fig.layout.annotations]
+    assert [f"j{k} position [rad]" for k in range(K)] == titles[:K]
+
+
+def test_interval_bar_is_visible_when_narrower_than_its_marker(toy_runs):
+    runs, _ = toy_runs
+    rows = [r for r in parameter_rows(load_run(runs["reasoner"][0])) if not r.frozen and r.interval is not None]
+    assert rows
+    fig = interval_figure(rows)
+    bars = [tr for tr in fig.data if tr.error_x is not None and tr.error_x.array is not None]
+    assert len(bars) == len(rows) and all(b.error_x.width >= 5 and b.error_x.thickness >= 2 for b in bars)
+
+
+def test_tracking_rows_count_tracked_and_lost_frames():
+    from vid2sid_ros.report.run import TrialCurves
+
+    T = 10
+    valid = np.ones((T, 2), bool)
+    valid[:3, 1] = False  # the tip lost in 3 frames
+    valid[5] = False  # one frame rejected: no keypoint at all
+    real = Trajectory(np.arange(T) / 10.0, np.zeros((T, 2, 2)), valid, ("base", "tip"), "real")
+    rows = tracking_rows([TrialCurves("chirp", "train", None, real, None, None)])
+    assert rows == [["chirp", "train", "base", 10, 9, 90.0], ["chirp", "train", "tip", 10, 6, 60.0],
+                    ["chirp", "train", "(no keypoint: frame rejected or lost)", 10, 1, 10.0]]
+    # a time split's holdout trial: the training part before the split is unscored, not lost
+    hv = np.ones((T, 2), bool)
+    hv[:4] = False
+    hv[7, 0] = False
+    held = Trajectory(np.arange(T) / 10.0, np.zeros((T, 2, 2)), hv, ("base", "tip"), "real")
+    rows = tracking_rows([TrialCurves("chirp_holdout", "holdout", None, held, None, None)])
+    assert rows[:2] == [["chirp_holdout", "holdout", "base", 6, 5, 83.3],
+                        ["chirp_holdout", "holdout", "tip", 6, 6, 100.0]]
+    assert rows[2][4] == 0
+
+
+def test_a_twin_that_cannot_render_leaves_no_renders_and_says_why(tmp_path):
+    from vid2sid_ros.calibration.objective import TrialObjective
+    from vid2sid_ros.calibration.trial_curves import render_trials
+
+    rig, real = _toy_real()
+    twin = rig.make_twin()
+    obj = TrialObjective(twin, real.train_excitations, real.train, rig.parameters)
+    ok_path, spent, why = render_trials([("train", obj)], rig.parameters.complete({}), rig.parameters.complete({}),
+                                        tmp_path / "r.npz")
+    assert ok_path == tmp_path / "r.npz" and spent == 2 * len(real.train) and why == ""
+    with np.load(ok_path) as z:
+        assert z["0_initial"].shape[2] == 200 and z["0_initial"].shape == z["0_calibrated"].shape
+        assert len(z["0_size"]) == 2 and len(z["0_steps"]) == len(z["0_initial"]) <= 100
+
+    def no_gl(exc, *, render=False):
+        raise RuntimeError("no OpenGL context")
+
+    twin.rollout = no_gl
+    path, spent, why = render_trials([("train", obj)], {}, {}, tmp_path / "none.npz")
+    assert path is None and spent == 0 and "no OpenGL context" in why and not (tmp_path / "none.npz").exists()
+
+
+def test_footage_of_a_time_split_recording_reaches_its_holdout_part():
+    from types import SimpleNamespace
+
+    from vid2sid_ros.calibration.trial_curves import _footage
+
+    T = 20
+    kp = np.zeros((T, 1, 2))
+    train = Trajectory(np.arange(10) / 10.0, kp[:10], np.ones((10, 1), bool), ("tip",), "real", "clip_train",
+                       np.arange(10), {"trial": "clip"})
+    hold = Trajectory(np.arange(T) / 10.0, kp, np.ones((T, 1), bool), ("tip",), "real", "clip_holdout",
+                      np.arange(T), {"trial": "clip"})
+    thumbs = np.arange(10, dtype=np.uint8)[:, None, None, None] * np.ones((10, 4, 6, 3), np.uint8)  # every 2nd row
+    objectives = [("train", SimpleNamespace(real=[train])), ("holdout", SimpleNamespace(real=[hold]))]
+    info = {"clip": {"frame_every": 2, "frame_scale": 0.5}}
+    frames, idx, scale = _footage(hold, np.array([0, 5, 19]), objectives, {"clip_train": thumbs}, info)
+    assert frames is thumbs and idx.tolist() == [0, 2, 9] and scale == 0.5
+    assert _footage(hold, np.arange(T), objectives, {"clip_train": thumbs},
+                    {"clip": {**info["clip"], "retimed": True}}) is None  # slots are not video rows
+    assert _footage(hold, np.array([25]), objectives, {"clip_train": thumbs}, info) is None  # beyond the frames

@@ -1,6 +1,7 @@
 """Reports as a reader opens them: headless Chromium, offline, every section of the report present.
 
-Two reports are made here — a tentacle calibration stopped at its budget (unconverged) and a
+Two reports are made here (and a screenshot of the calibration's, ``--screenshot``) — a
+tentacle calibration stopped at its budget (unconverged) and a
 sim2sim benchmark — and each is opened in
 Debian's ``chromium`` (``apt-get install -y chromium``; tools/setup_env.sh installs it when
 running as root). A page fails on a console error or uncaught exception, an image that does
@@ -20,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers.browser import chromium, probe_page  # noqa: E402
+from helpers.browser import chromium, probe_page, screenshot  # noqa: E402
 
 from vid2sid_ros.cli import main  # noqa: E402
 from vid2sid_ros.report import SECTION_IDS  # noqa: E402
@@ -74,6 +75,16 @@ def test_unconverged_tentacle_says_so_in_terminal_and_report(tmp_path, capsys):
     assert "stopped at its rollout budget without converging" in doc and "UNRELIABLE" in doc
     found = probe_page(out / "report.html", tmp_path)
     _assert_clean(found, SECTION_IDS)
+    # the overlay video reached a playable state (HAVE_CURRENT_DATA or more) and is the WebM one
+    assert [v["readyState"] >= 2 and v["src"].startswith("data:video/webm") for v in found["videos"]] == [True]
+    # every figure drew: trials (train and holdout), intervals, convergence x2 at least
+    assert len(found["plots"]) >= 5
+    # the page as a reader sees it (kept in the test's folder; look at it when the report changes)
+    png = screenshot(out / "report.html", tmp_path / "report.png", tmp_path)
+    import cv2
+
+    img = cv2.imread(str(png))
+    assert img is not None and img.shape[1] >= 1000 and img.std() > 10  # not a blank page
 
 
 def test_benchmark_report_in_chromium(tmp_path):

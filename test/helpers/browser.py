@@ -2,7 +2,8 @@
 
 :func:`probe_page` copies the page with a probe script put first in its head, loads it with
 ``chromium --headless --dump-dom`` (``file://``, no network, no server) and returns what
-the probe saw after the load: console errors and uncaught exceptions, every ``<video>``
+the probe saw after the load (and after the report's plotly.js bundle is inflated): console
+errors and uncaught exceptions, every ``<video>``
 (decoded its first frame or not), every ``<img>`` (decoded or not), every plotly figure
 (drew its SVG or not) and the ids of the ``<section>`` elements.
 """
@@ -16,7 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["chromium", "probe_page"]
+__all__ = ["chromium", "probe_page", "screenshot"]
 
 _PROBE = r"""<script>
 window.__errors = [];
@@ -26,10 +27,14 @@ window.addEventListener('unhandledrejection', e => window.__errors.push('unhandl
 const __ce = console.error;
 console.error = function (...a) { window.__errors.push('console.error: ' + a.join(' ')); __ce.apply(console, a); };
 window.addEventListener('load', async () => {
+  if (window.vid2sidPlotly) {  // the report inflates plotly.js asynchronously; its figures draw after
+    try { await window.vid2sidPlotly; } catch (e) { window.__errors.push('plotly.js did not load: ' + e); }
+    await new Promise(r => setTimeout(r, 500));
+  }
   const vids = [...document.querySelectorAll('video')];
   const videos = await Promise.all(vids.map(v => new Promise(res => {
     const done = ok => res({ok: ok && v.videoWidth > 0, width: v.videoWidth, error: v.error && v.error.message,
-                            src: (v.currentSrc || '').slice(0, 24)});
+                            readyState: v.readyState, src: (v.currentSrc || '').slice(0, 24)});
     if (v.readyState >= 2) return done(true);
     v.addEventListener('loadeddata', () => done(true));
     v.addEventListener('error', () => done(false), true);
@@ -87,3 +92,26 @@ def probe_page(html: Path, work: Path, *, timeout: float = 60.0) -> dict:
     found["stderr_errors"] = [ln for ln in proc.stderr.splitlines()
                               if "CONSOLE" in ln and ("Uncaught" in ln or "ERROR" in ln.split("CONSOLE")[0])]
     return found
+
+
+def screenshot(html: Path, png: Path, work: Path, *, width: int = 1100, height: int = 1400,
+               timeout: float = 90.0) -> Path:
+    """Save a PNG of ``html`` as headless Chromium draws it (``--screenshot``, ``file://``, no
+    network), after scripts ran (``--virtual-time-budget``: the plots are drawn).
+
+    Raises:
+        RuntimeError: Chromium missing or no PNG written (stderr tail).
+    """
+    exe = chromium()
+    if exe is None:
+        raise RuntimeError("chromium is not installed")
+    png = Path(png).resolve()
+    proc = subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-extensions", "--disable-background-networking", "--disable-sync",
+                           "--hide-scrollbars", f"--user-data-dir={Path(work) / 'chromium-shot'}",
+                           f"--window-size={width},{height}", "--virtual-time-budget=20000",
+                           f"--screenshot={png}", Path(html).resolve().as_uri()],
+                          capture_output=True, text=True, timeout=timeout, env=dict(os.environ, HOME=str(work)))
+    if not png.is_file() or png.stat().st_size == 0:
+        raise RuntimeError(f"{html}: chromium wrote no screenshot: {proc.stderr[-1500:]}")
+    return png

@@ -83,7 +83,7 @@ from .identifiability import IdentifiabilityReport, check_identifiability
 from .nuisance import MeasurementModel, add_measurement_nuisances, offset_unit
 from .objective import TrialObjective, measurement_unit
 from .observation import RealTrial, jsonable
-from .trial_curves import save_trial_curves, trial_curves
+from .trial_curves import RENDERS_FILE, render_trials, save_trial_curves, trial_curves
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
 from .rationale import ensure_lead, truncate_text
 from .run_lock import RunDirBusy, run_dir_lock
@@ -1513,6 +1513,10 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         if s.real.holdout:
             objectives.append(("holdout", hobj))  # the holdout objective scored above
         curves, spent = trial_curves(objectives, history[0].values, best_vals)
+        s.diagnostic += spent
+        # the twin as the report's overlay video shows it (diagnostic rollouts; a twin that cannot render: none)
+        _, spent, _why = render_trials(objectives, history[0].values, best_vals, rd / RENDERS_FILE,
+                                       real_frames=s.real.frames, frame_info=s.real.meta.get("trials"))
         s.diagnostic += spent
     s.phases.start("write")
     measurement = MeasurementModel(params)

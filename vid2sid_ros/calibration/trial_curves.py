@@ -33,10 +33,12 @@ from ..core.files import atomic_write_text
 from .objective import TrialObjective
 from .observation import jsonable
 
-__all__ = ["trial_curves", "save_trial_curves", "TRIALS_FILE"]
+__all__ = ["trial_curves", "save_trial_curves", "render_trials", "TRIALS_FILE", "RENDERS_FILE"]
 
 #: file name of the per-trial curves inside a run directory
 TRIALS_FILE = "trials.json"
+#: file name of the twin's rendered frames per trial (initial / calibrated), for the report's overlay video
+RENDERS_FILE = "twin_renders.npz"
 
 
 def _curves(objective: TrialObjective, values: Mapping[str, float]) -> tuple[list[dict | None], str, int]:
@@ -98,3 +100,109 @@ def save_trial_curves(run_dir: str | Path, doc: Mapping[str, Any]) -> Path:
     path = Path(run_dir) / TRIALS_FILE
     atomic_write_text(path, json.dumps(doc))
     return path
+
+
+def _thumbs(frames: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
+    """``frames[rows]`` resized to ``width`` px (aspect kept, even height), (n, h, width, 3) uint8."""
+    import cv2
+
+    H, W = frames.shape[1:3]
+    h = max(2, int(round(H * width / W)) // 2 * 2)
+    return np.stack([cv2.resize(np.ascontiguousarray(frames[r]), (width, h), interpolation=cv2.INTER_AREA)
+                     for r in rows])
+
+
+def _footage(traj, steps: np.ndarray, objectives, real_frames: Mapping[str, np.ndarray],
+             frame_info: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """``(frames, index of the frame shown at each of ``steps``, frame scale)`` of the camera footage of
+    ``traj``, or None: none kept, or a retimed recording (time slots are not video rows)."""
+    rec = str((traj.meta or {}).get("trial") or "")
+    rf = real_frames.get(traj.trial_id) if traj.trial_id else None
+    if rf is None and rec:  # a time split: the recording's frames are kept under its training part's id
+        for _s, obj in objectives:
+            for t in obj.real:
+                if (t.meta or {}).get("trial") == rec and t.trial_id in real_frames:
+                    rf = real_frames[t.trial_id]
+    if rf is None or len(rf) == 0:
+        return None
+    info = frame_info.get(rec) if isinstance(frame_info.get(rec), Mapping) else {}
+    if info.get("retimed"):
+        return None
+    every = max(1, int(info.get("frame_every") or 1))
+    idx = np.asarray(steps, np.int64) // every  # recording row = time slot when not retimed
+    if idx.min() < 0 or idx.max() >= len(rf):
+        return None
+    return np.asarray(rf), idx, float(info.get("frame_scale") or 1.0)
+
+
+def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Mapping[str, float],
+                  calibrated: Mapping[str, float], path: str | Path, *, real_frames: Mapping[str, np.ndarray]
+                  | None = None, frame_info: Mapping[str, Any] | None = None, width: int = 200,
+                  max_frames: int = 100) -> tuple[Path | None, int, str]:
+    """Render the twin at the initial and the calibrated values on every trial, for the report.
+
+    The twin is rendered through its own camera (the rig's, as configured: fitted camera
+    nuisances move the measured keypoints, not this render). Frames are thinned to at most
+    ``max_frames`` per trial and shrunk to ``width`` px, then stored losslessly in one
+    ``.npz`` (``path``, written atomically) with, per trial index ``i`` in ``trials.json``
+    order: ``i_initial``, ``i_calibrated`` (n, h, width, 3) uint8 RGB, ``i_steps`` (n,) the
+    command steps shown and, when ``real_frames`` holds the trial's camera frames row-aligned
+    with its trajectory, ``i_real``; ``i_size`` = (W, H) px of the camera image the frames were shrunk from.
+
+    Args:
+        objectives: as :func:`trial_curves`.
+        initial, calibrated: parameter values (SI).
+        path: the ``.npz`` to write.
+        real_frames: ``{trial_id: (N, H, W, 3) uint8}`` (``RealTrial.frames``): the camera frames
+            of a trial (row-aligned with it), or a recording's thumbnails (a time split's parts share them).
+        frame_info: ``RealTrial.meta["trials"]``: per recording ``frame_every`` (``frames[i]`` is row
+            ``i * frame_every``), ``frame_scale`` (thumbnail size / camera image) and ``retimed``.
+        width: frame width in px. max_frames: frames kept per trial.
+
+    Returns:
+        ``(path or None, rollouts spent, why not written)`` — never raises on a twin that
+        cannot render (no OpenGL, no ``render=True`` support): the reason is returned.
+    """
+    arrays: dict[str, np.ndarray] = {}
+    spent, i, why = 0, 0, ""
+    for _split, obj in objectives:
+        measurement = obj.measurement
+        for traj, exc in zip(obj.real, obj.excitations):
+            T = traj.num_frames
+            stride = max(1, int(np.ceil(T / max_frames)))
+            steps = np.asarray(traj.steps if traj.steps is not None else np.arange(T))[::stride]
+            for label, values in (("initial", initial), ("calibrated", calibrated)):
+                try:
+                    obj.twin.set_parameters(measurement.split(obj.parameters.complete(values))[0])
+                    res = obj.twin.rollout(exc, render=True)
+                    spent += 1
+                except Exception as err:  # noqa: BLE001 - a render problem never loses the calibration
+                    why = f"{label} twin on '{exc.name}': {type(err).__name__}: {err}"
+                    continue
+                if res.frames is None or res.diverged:
+                    why = f"{label} twin on '{exc.name}': " + ("no frames" if res.frames is None else "diverged")
+                    continue
+                st = np.asarray(res.trajectory.steps if res.trajectory.steps is not None
+                                else np.arange(res.trajectory.num_frames))
+                row = {int(v): r for r, v in enumerate(st)}
+                rows = np.array([row.get(int(v), -1) for v in steps])
+                if (rows < 0).any() or rows.max() >= len(res.frames):
+                    why = f"{label} twin on '{exc.name}': rendered frames do not cover the trial's steps"
+                    continue
+                arrays[f"{i}_{label}"] = _thumbs(res.frames, rows, width)
+                arrays[f"{i}_size"] = np.array(res.frames.shape[2:0:-1], np.int64)  # camera image (W, H) px
+            arrays[f"{i}_steps"] = steps.astype(np.int64)
+            footage = _footage(traj, steps, objectives, real_frames or {}, frame_info or {})
+            if footage is not None:
+                rf, idx, scale = footage
+                arrays[f"{i}_real"] = _thumbs(rf, idx, width)
+                arrays.setdefault(f"{i}_size", np.array([round(rf.shape[2] / scale), round(rf.shape[1] / scale)],
+                                                        np.int64))
+            i += 1
+    if not any(k.endswith(("_initial", "_calibrated", "_real")) for k in arrays):
+        return None, spent, why or "nothing rendered"
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, path)
+    return path, spent, why

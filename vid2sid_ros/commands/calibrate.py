@@ -258,7 +258,8 @@ def run(args: argparse.Namespace) -> int:
         from .executor_args import executor_from_args
 
         executor = executor_from_args(args)  # a bad --executor/--workers, Ray missing: one line, before any work
-        keep = bool(getattr(proposer, "wants_video", False))
+        # camera frames: for a proposer that watches video, and for the report's overlay (a video trial's footage)
+        keep = bool(getattr(proposer, "wants_video", False)) or any(t.kind == "video" for t in rig.trials or ())
         if args.real:  # a real-trial JSON (vid2sid track --excitation) or a rosbag2 directory/file
             kind = "trajectory" if Path(args.real).suffix.lower() == ".json" else "bag"
             real = build_real(rig, {**cfg, "real": {kind: str(Path(args.real).resolve())}}, ccfg.seed,

@@ -14,7 +14,7 @@ The README's main job on real input, end to end, offline (no API key):
 6. write ``report.html`` (one self-contained file) and print the key numbers.
 
 Run directories: ``<out>/<method>/`` (``iterations.jsonl``, ``result.yaml``, calibrated
-model), ``<out>/drag_*`` (damping model test), ``<out>/overlay.{webm,mp4}``,
+model), ``<out>/drag_*`` (damping model test), ``<out>/overlay.webm``,
 ``<out>/summary.json``, ``<out>/report.html``.
 """
 
@@ -545,7 +545,7 @@ def _background_drift(clip, region, best: dict[str, float], no_drift, log, keypo
 
 
 def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int, frame_slot: np.ndarray) -> list[Path]:
-    """Thumbnails with the twin (string + ring) and the tracked apple (dot); WebM/VP8 + MP4.
+    """Thumbnails with the twin (string + ring) and the tracked apple (dot); WebM/VP8.
 
     ``frame_slot`` maps each video frame to its time slot (the sim row drawn on it)."""
     import cv2
@@ -556,6 +556,8 @@ def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int, f
     s, every = clip.thumb_scale, clip.thumb_every
     frames = clip.thumbnails.copy()
     idx = np.arange(0, clip.trajectory.num_frames, every)[: len(frames)]
+    sub = max(1, int(np.ceil(len(idx) / 330)))  # at most 330 frames: the report's size budget
+    idx, frames, every = idx[::sub], np.ascontiguousarray(frames[: len(idx)][::sub]), every * sub
     real_kp = clip.trajectory.keypoints[idx] * s
     slots = frame_slot[idx]
     sim_kp = np.full(real_kp.shape, np.nan)
@@ -576,11 +578,9 @@ def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int, f
     tr = Trajectory(idx / clip.fps, real_kp, valid_r, clip.trajectory.names, "real")
     ts = Trajectory(idx / clip.fps, sim_kp, np.all(np.isfinite(sim_kp), axis=2), sim.names, "sim")
     fps = clip.fps / every
-    paths = [write_side_by_side(out / "overlay.webm", frames, None, fps, traj_a=tr, traj_b=ts,
-                                labels=("real", "twin"), codec="VP80"),
-             write_side_by_side(out / "overlay.mp4", frames, None, fps, traj_a=tr, traj_b=ts,
-                                labels=("real", "twin"), codec="mp4v")]
-    return paths
+    # WebM only (VP8: Chromium, Firefox and Safari play it); no MPEG-4 Part 2 copy, which Chromium cannot play
+    return [write_side_by_side(out / "overlay.webm", frames, None, fps, traj_a=tr, traj_b=ts,
+                               labels=("real", "twin"), codec="VP80")]
 
 
 def _unfinished(state: dict[str, Any], err: BaseException) -> int:

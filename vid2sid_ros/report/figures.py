@@ -17,7 +17,8 @@ from ..core.trajectory import Trajectory, align
 from .insights import ParameterRow
 from .run import RunSummary, TrajectoryPanel, TrialCurves
 
-__all__ = ["figure_html", "trial_figure", "panel_figure", "interval_figure", "correlation_figure",
+__all__ = ["figure_html", "trial_figure", "holdout_span", "error_axis_top", "panel_figure", "interval_figure",
+           "correlation_figure",
            "convergence_iterations_figure", "convergence_rollouts_figure", "distribution_figure",
            "pick_keypoints"]
 
@@ -35,11 +36,23 @@ def _go():
 
 
 def figure_html(fig, div_id: str) -> str:
-    """The figure as an HTML ``<div>`` (plotly.js must already be on the page)."""
+    """The figure as an HTML ``<div>``; its script waits for the page's ``window.vid2sidPlotly``
+    (see :func:`vid2sid_ros.report.page.html_page`)."""
     import plotly.io as pio
 
-    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
+    for tr in fig.data:  # float32 (7 digits; plotly writes typed arrays): half the bytes of float64
+        for attr in ("x", "y"):
+            v = getattr(tr, attr, None)
+            if isinstance(v, np.ndarray) and v.dtype == np.float64:
+                setattr(tr, attr, v.astype(np.float32))
+    div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id,
+                      config={"displaylogo": False, "responsive": True})
+    # the page inflates plotly.js asynchronously (report.page.html_page): draw once it is there
+    head, sep, rest = div.partition("<script>")
+    script, sep2, tail = rest.partition("</script>")
+    if not (sep and sep2):
+        return div
+    return f"{head}<script>window.vid2sidPlotly.then(() => {{{script}}});</script>{tail}"
 
 
 def _integer_axis(n_max: int) -> dict:
@@ -87,14 +100,50 @@ def _shown_unit(unit: str) -> str:
     return "mm" if unit == "m" else unit
 
 
-def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = None, limit: int = 3):
-    """Per trial: x(t), y(t) of up to ``limit`` keypoints (real dots, initial twin dashed,
-    calibrated twin solid), the pixel error of both twins, and the commanded excitation
-    underneath; a holdout trial (or the part after ``split_time``) is shaded."""
+def holdout_span(t: np.ndarray, split: str, split_time: float | None,
+                 scored: np.ndarray | None = None) -> tuple[float, float] | None:
+    """The time span (s) to shade as holdout (None: nothing to shade).
+
+    A holdout trial is shaded from its first scored frame (``scored``: (T,) bool, a real keypoint
+    measured there): a recording split in time is stored as one holdout trial whose training part
+    is unscored, so only the held-out part is shaded. A training trial is shaded after
+    ``split_time`` when that lies inside it.
+    """
+    if len(t) < 2:
+        return None
+    if split == "holdout":
+        if scored is None or not np.any(scored):
+            return None
+        return float(t[int(np.argmax(scored))]), float(t[-1])
+    if split_time is None or not (float(t[0]) < float(split_time) < float(t[-1])):
+        return None
+    return float(split_time), float(t[-1])
+
+
+def error_axis_top(calibrated: np.ndarray | None, initial: np.ndarray | None) -> tuple[float, float | None] | None:
+    """``(axis top, initial twin's max or None)`` for the error panel: 1.2 × the calibrated twin's
+    99th-percentile error (so its residual is legible), the initial twin's max when it runs
+    above that; None when there is no calibrated error to scale to."""
+    if calibrated is None or not np.isfinite(calibrated).any():
+        return None
+    top = 1.2 * float(np.nanpercentile(calibrated, 99))
+    if not top > 0:
+        return None
+    ini = float(np.nanmax(initial)) if initial is not None and np.isfinite(initial).any() else None
+    return top, (ini if ini is not None and ini > top else None)
+
+
+def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = None, limit: int | None = None):
+    """Per trial: every coordinate of up to ``limit`` keypoints (default 3 image or 3-D points,
+    every joint of a joint-space trial; real dots, initial twin dashed, calibrated twin solid),
+    the error of both twins (axis scaled to the calibrated twin), and the commanded excitation
+    underneath; the holdout part of a trial split at ``split_time`` is shaded."""
     from plotly.subplots import make_subplots
 
     go = _go()
     real = trial.real
+    if limit is None:
+        limit = len(real.names) if real.kind == "joints" else 3
     ks = pick_keypoints(real.names, limit)
     t, ini, ini_err = _pair(real, trial.initial)
     _, cal, cal_err = _pair(real, trial.calibrated)
@@ -104,7 +153,9 @@ def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = N
     n_rows = D * len(ks) + 2
     heights = [1.0] * (D * len(ks)) + [0.9, 0.9]
     titles = [f"{real.names[k]} {a} [{_shown_unit(units[k])}]" for k in ks for a, _ in axes] + \
-        [f"keypoint error [{_shown_unit(real.unit_label)}]", "commanded excitation"]
+        [f"{'joint' if real.kind == 'joints' else 'keypoint'} error, mean over "
+         f"{'joints' if real.kind == 'joints' else 'keypoints'} [{_shown_unit(real.unit_label)}]",
+         "commanded excitation"]
     fig = make_subplots(rows=n_rows, cols=1, shared_xaxes=True, vertical_spacing=0.025, row_heights=heights,
                         subplot_titles=titles)
     legend = set()
@@ -129,14 +180,21 @@ def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = N
             if flip:
                 fig.update_yaxes(autorange="reversed", row=row, col=1)  # image y grows downwards
             row += 1
+    means = {}
     for err, name, color, dash in ((ini_err, "initial twin", INITIAL, "dash"),
                                    (cal_err, "calibrated twin", CALIBRATED, None)):
         if err is not None:
             ok = np.isfinite(err)
             mean = np.where(ok.any(axis=1), np.where(ok, err, 0.0).sum(axis=1) / np.maximum(ok.sum(axis=1), 1),
-                            np.nan)  # mean over the keypoints valid in both, NaN where none is
-            add(row, t, mean * _scale(real.unit_label), name, mode="lines",
-                line={"color": color, "dash": dash, "width": 1.2})
+                            np.nan) * _scale(real.unit_label)  # mean over the keypoints valid in both
+            means[name] = mean
+            add(row, t, mean, name, mode="lines", line={"color": color, "dash": dash, "width": 1.2})
+    top = error_axis_top(means.get("calibrated twin"), means.get("initial twin"))
+    if top is not None:  # scaled to the calibrated residual; the initial twin's larger error runs off the top
+        fig.update_yaxes(range=[0.0, top[0]], row=row, col=1)
+        if top[1] is not None:
+            fig.layout.annotations[D * len(ks)].text += (f" — scaled to the calibrated twin; the initial twin's "
+                                                         f"(dashed) reaches {top[1]:.3g}")
     row += 1
     if trial.excitation is not None:
         exc = trial.excitation
@@ -145,9 +203,9 @@ def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = N
             fig.add_trace(go.Scatter(x=te, y=exc.values[:, a], name=f"command {an}", mode="lines",
                                      line={"shape": "hv", "width": 1.2, "color": _PALETTE[a % len(_PALETTE)]}),
                           row=row, col=1)
-    shade_from = t[0] if trial.split == "holdout" and len(t) else split_time
-    if shade_from is not None and len(t):
-        fig.add_vrect(x0=float(shade_from), x1=float(t[-1]), fillcolor=HOLDOUT, line_width=0, layer="below",
+    span = holdout_span(t, trial.split, split_time, real.valid.any(axis=1))
+    if span is not None:
+        fig.add_vrect(x0=span[0], x1=span[1], fillcolor=HOLDOUT, line_width=0, layer="below",
                       annotation_text="holdout (not fitted)", annotation_position="top left")
     fig.update_xaxes(title_text="time [s]", row=n_rows, col=1)
     fig.update_layout(title={"text": title, "font": {"size": 14}}, height=170 * n_rows + 120,
@@ -206,9 +264,16 @@ def interval_figure(rows: Sequence[ParameterRow]):
         c = CALIBRATED if r.reliable else "#ff7f0e"
         if r.interval is not None:
             lo, hi = u(r, r.interval[0]), u(r, r.interval[1])
-            fig.add_trace(go.Scatter(x=[lo, hi], y=[r.name, r.name], mode="lines", line={"color": c, "width": 6},
-                                     opacity=0.55, showlegend=False,
-                                     hovertext=f"{r.name}: {r.interval_text()} {r.unit}", hoverinfo="text"))
+            if lo is None or hi is None:
+                continue
+            # the bar with end caps, drawn around its midpoint: a narrow interval (under the marker) still
+            # shows its caps; the caps are pinned inside the plotted range with the bar clipped there
+            mid = 0.5 * (lo + hi)
+            fig.add_trace(go.Scatter(x=[mid], y=[r.name], mode="markers", marker={"size": 1, "color": c},
+                                     error_x={"type": "data", "symmetric": False, "array": [hi - mid],
+                                              "arrayminus": [mid - lo], "color": c, "thickness": 3, "width": 7},
+                                     showlegend=False, hovertext=f"{r.name}: {r.interval_text()} {r.unit}",
+                                     hoverinfo="text"))
     fig.add_trace(go.Scatter(x=[u(r, r.initial) for r in free], y=names, mode="markers", name="initial",
                              marker={"symbol": "circle-open", "size": 10, "color": INITIAL},
                              hovertext=[f"initial {r.initial:.4g} {r.unit}" if r.initial is not None else ""

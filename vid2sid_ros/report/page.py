@@ -32,14 +32,15 @@ from .figures import _shown_unit
 from .figures import (convergence_iterations_figure, convergence_rollouts_figure, correlation_figure, figure_html,
                       interval_figure, panel_figure, trial_figure)
 from .insights import Insight, ParameterRow, insights, parameter_rows, stop_sentence
-from .media import overlay_video
+from .media import encode_webm, load_renders, overlay_frames
 from .run import ReportError, ReportSection, RunSummary, TrajectoryPanel, load_run, load_trajectories
 
-__all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_html", "SECTION_IDS"]
+__all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_html", "interval_digits",
+           "group_insights", "stop_badge", "tracking_rows", "SECTION_IDS"]
 
 #: section ids of a calibration report (the headless-browser test looks for each)
-SECTION_IDS = ("summary", "insights", "trials", "overlay", "parameters", "intervals", "correlation", "convergence",
-               "iterations")
+SECTION_IDS = ("summary", "insights", "trials", "overlay", "tracking", "parameters", "intervals", "correlation",
+               "convergence", "iterations")
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;
@@ -111,13 +112,38 @@ def video_html(paths: Sequence[Path], caption: str) -> str:
             "</figcaption></figure>")
 
 
-def html_page(title: str, body: Sequence[str]) -> str:
-    """The complete page: head with CSS and the inlined plotly.js bundle, then ``body``."""
+#: the page's plotly.js loader: the bundle is stored gzip-compressed (1.5 MB instead of 4.8 MB) and
+#: inflated with the browser's DecompressionStream (Chromium 80+, Firefox 113+, Safari 16.4+); every
+#: figure's script waits for ``window.vid2sidPlotly``
+_PLOTLY_LOADER = """window.vid2sidPlotly = (async () => {
+  const b64 = document.getElementById('vid2sid-plotly-gz').textContent.trim();
+  const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+  const code = await new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'))).text();
+  const s = document.createElement('script');
+  s.textContent = code;
+  document.head.appendChild(s);
+  return window.Plotly;
+})();"""
+
+
+def _plotly_gz() -> str:
+    """plotly.js (the installed plotly's bundle), gzip-compressed and base64-encoded."""
+    import gzip
+
     from plotly.offline import get_plotlyjs
 
+    return base64.b64encode(gzip.compress(get_plotlyjs().encode("utf-8"), 9, mtime=0)).decode("ascii")
+
+
+def html_page(title: str, body: Sequence[str]) -> str:
+    """The complete page: head with CSS and the inlined (gzip-compressed) plotly.js bundle, then ``body``.
+
+    The figures of :func:`~vid2sid_ros.report.figures.figure_html` draw once the bundle is
+    inflated (``window.vid2sidPlotly``, a promise)."""
     return "\n".join([f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{e(title)}</title>"
                       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-                      f"<style>{CSS}</style><script type=\"text/javascript\">{get_plotlyjs()}</script></head><body>",
+                      f"<style>{CSS}</style><script type=\"application/gzip-base64\" id=\"vid2sid-plotly-gz\">"
+                      f"{_plotly_gz()}</script><script type=\"text/javascript\">{_PLOTLY_LOADER}</script></head><body>",
                       *body, "</body></html>"])
 
 
@@ -126,16 +152,73 @@ def _section(sid: str, title: str, content: str) -> str:
 
 
 # -- sections ---------------------------------------------------------------------------
-def _insights_html(items: Sequence[Insight]) -> str:
-    if not items:
+def group_insights(items: Sequence[Insight]) -> list[tuple[Insight, list[Insight]]]:
+    """Insights as a reader counts them: the residual diagnosis's findings folded under its first
+    line (one insight, not a header plus its items); every other insight on its own."""
+    out: list[tuple[Insight, list[Insight]]] = []
+    for it in items:
+        if it.kind == "residual" and out and out[-1][0].kind == "residual":
+            out[-1][1].append(it)
+        else:
+            out.append((it, []))
+    return out
+
+
+def _insights_html(groups: Sequence[tuple[Insight, list[Insight]]]) -> str:
+    if not groups:
         return "<p class=\"ok\">Nothing to flag: converged, no parameter at a bound, no poorly identifiable " \
                "combination found.</p>"
     li = []
-    for it in items:
+    for it, sub in groups:
         cls = "warn" if it.severity == "warning" else "muted"
+        inner = "".join(f"<li>{e(x.title.removeprefix('Residual diagnosis: '))}</li>" for x in sub)
         li.append(f"<li data-kind=\"{e(it.kind)}\"><span class=\"{cls}\"><b>{e(it.title)}</b></span>"
-                  + (f"<br><span class=\"muted\">{e(it.detail)}</span>" if it.detail else "") + "</li>")
+                  + (f"<br><span class=\"muted\">{e(it.detail)}</span>" if it.detail else "")
+                  + (f"<ul>{inner}</ul>" if inner else "") + "</li>")
     return "<ul class=\"insights\">" + "".join(li) + "</ul>"
+
+
+#: insight kinds that say the fit or the model is in doubt: a converged run with one of these is not "good"
+DOUBT_KINDS = ("residual", "holdout", "no_improvement", "at_bound", "poorly_identifiable", "failures")
+
+
+def stop_badge(run: RunSummary, groups: Sequence[tuple[Insight, list[Insight]]]) -> tuple[str, str]:
+    """``(css class, text)`` of the stop badge, agreeing with the insights: green only when the run
+    converged and no insight puts the fit or the model in doubt."""
+    text = stop_sentence(run)
+    doubts = [it for it, _ in groups if it.severity == "warning" and it.kind in DOUBT_KINDS]
+    if run.converged and not doubts:
+        return "good", text
+    if run.converged:
+        return "bad", f"{text} — but {len(doubts)} insight(s) below put the result in doubt"
+    return "bad", text
+
+
+def interval_digits(lower: float, value: float | None, upper: float, *, start: int = 3, most: int = 12
+                    ) -> tuple[str, str, str]:
+    """``lower``, ``value`` and ``upper`` printed with the fewest significant digits (at least
+    ``start``) that tell them apart, so a reader sees whether the value lies inside: ``[1.6, 1.61]``
+    around 1.6049 becomes ``[1.600, 1.610]`` with value ``1.605``. Equal numbers stay equal."""
+    vals = [lower, value if value is not None else lower, upper]
+    for d in range(start, most + 1):
+        txt = [f"{v:#.{d}g}".rstrip(".") for v in vals]  # '#': trailing zeros kept, digits line up
+        if all((txt[i] != txt[j]) == (vals[i] != vals[j]) for i, j in ((0, 1), (1, 2), (0, 2))):
+            break
+    a, v, b = txt
+    return a, (v if value is not None else ""), b
+
+
+def _interval_cell(r: ParameterRow) -> str:
+    """``[lo, hi]`` with digits that place the identified value, plus why it is unreliable."""
+    if r.interval is None:
+        return "none: " + (r.interval_method or "not computed")
+    lo, _, hi = interval_digits(r.interval[0], r.final, r.interval[1])
+    txt = f"[{lo}, {hi}]"
+    if not (r.interval[0] <= r.final <= r.interval[1]):
+        txt += " — the identified value lies outside (the interval is centred on the least-squares optimum)"
+    if not r.reliable:
+        txt += "; UNRELIABLE: " + ", ".join(r.unreliable_because)
+    return txt
 
 
 def _parameters_html(rows: Sequence[ParameterRow]) -> str:
@@ -146,21 +229,26 @@ def _parameters_html(rows: Sequence[ParameterRow]) -> str:
     out, cls = [], []
     for r in rows:
         kind = r.kind + (" (frozen)" if r.frozen else "")
-        interval = r.interval_text()
-        row = [r.name, kind, r.unit, r.initial, r.final]
+        final = r.final
+        if r.interval is not None:  # the identified value with the digits its interval needs
+            final = interval_digits(r.interval[0], r.final, r.interval[1])[1]
+        row = [r.name, kind, r.unit, r.initial, final]
         if has_truth:
             err = r.rel_error
             row += [r.truth, "n/a (frozen)" if r.frozen else (f"{100 * err:.2f} %" if err is not None else "n/a")]
         row += [f"[{fmt(r.lower)}, {fmt(r.upper)}]" + (f" — at the {r.at_bound} bound" if r.at_bound else ""),
-                interval + ("" if r.truth_inside is None else
-                            ("; contains the truth" if r.truth_inside else "; does NOT contain the truth")),
+                _interval_cell(r) + ("" if r.truth_inside is None else
+                                     ("; contains the truth" if r.truth_inside else "; does NOT contain the truth")),
                 r.meaning]
         out.append(row)
         cls.append("bad" if (r.at_bound or (r.interval is not None and not r.reliable)) else "")
-    note = ("<p class=\"muted\">Interval: ±1.96 σ of the Gauss–Newton (linearised least-squares) covariance at "
+    methods = sorted({r.interval_method for r in rows if r.interval is not None and r.interval_method})
+    how = ("Intervals: " + "; ".join(methods) + ". " if methods else "")
+    note = (f"<p class=\"muted\">{e(how)}±1.96 σ of the Gauss–Newton (linearised least-squares) covariance at "
             "the identified point, cov = s²(JᵀJ)⁻¹ times the residuals' autocorrelation time (Ljung, System "
             "Identification, §9.3); it is local and assumes a converged fit and a right model — a lower bound when "
-            "the residual diagnosis reports a misspecification. Rows shaded: unreliable interval or value at a "
+            "the residual diagnosis reports a misspecification. Digits: as many as it takes to tell the bounds from "
+            "the identified value. Rows shaded: unreliable interval or value at a "
             "bound. Kind \"nuisance\": measurement parameters (latency, camera, marker offsets) identified with "
             "the physics, never written into the model. \"n/a\": not computed for this row.</p>")
     return table(hdr, out, row_classes=cls) + note
@@ -207,13 +295,27 @@ def _trial_title(run: RunSummary, t, i: int) -> str:
     return f"{rig} — trial {i + 1} '{t.name}' ({t.split}); keypoints {kp}"
 
 
+def trials_caption(kinds: set[str]) -> str:
+    """The trial plots' legend, in the terms of the trials' measurement kinds (image, points, joints)."""
+    what = {"image": "image keypoints in px (image y grows downwards: its axis is drawn reversed)",
+            "points": "3-D marker positions in mm (mocap)",
+            "joints": "joint positions in rad (m for prismatic joints), every joint drawn"}
+    meas = "; ".join(what[k] for k in ("image", "points", "joints") if k in kinds)
+    return ("Dots: the real measurement — " + meas + "; dashed grey: the twin at the initial values; red: the "
+            "calibrated twin; error row: its axis is scaled to the calibrated twin (the initial twin's larger error "
+            "runs off the top; its peak is in the row's title); bottom: the commanded excitation (actuator units); "
+            "shaded: the holdout (not fitted: predicted from the training fit; a recording split in time is shaded "
+            "from the split). Drag to zoom, "
+            "double-click to reset.")
+
+
 def _trials_html(run: RunSummary) -> str:
     if not run.trials:
         return "<p class=\"muted\">No per-trial curves in this run directory (trials.json is written by the " \
                "calibration loop at the end of a run; this run predates it or was interrupted).</p>"
     parts = []
     for i, t in enumerate(run.trials):
-        lim = 3
+        lim = len(t.real.names) if t.real.kind == "joints" else 3
         note = ""
         if len(t.real.names) > lim:
             from .figures import pick_keypoints
@@ -221,39 +323,132 @@ def _trials_html(run: RunSummary) -> str:
             shown = [t.real.names[k] for k in pick_keypoints(t.real.names, lim)]
             note = (f"<p class=\"muted\">Showing keypoints {', '.join(shown)} of {len(t.real.names)}; the error row "
                     "averages all of them.</p>")
-        parts.append(f"<h3>{e(t.name)} ({e(t.split)})</h3>" + note
-                     + figure_html(trial_figure(t, title=_trial_title(run, t, i)), f"trial-{i}"))
+        split = "holdout: not fitted, predicted" if t.split == "holdout" else t.split
+        parts.append(f"<h3>{e(t.name)} ({e(split)})</h3>" + note
+                     + figure_html(trial_figure(t, title=_trial_title(run, t, i), limit=lim), f"trial-{i}"))
         if t.message:
             parts.append(f"<p class=\"warn\">{e(t.message)}</p>")
-    return ("<p class=\"muted\">Dots: real (tracked) keypoints; dashed grey: the twin at the initial values; red: "
-            "the calibrated twin; bottom: the commanded excitation (actuator units); shaded: holdout (not fitted). "
-            "Image y grows downwards. Drag to zoom, double-click to reset.</p>" + "".join(parts))
+    return f"<p class=\"muted\">{e(trials_caption({t.real.kind for t in run.trials}))}</p>" + "".join(parts)
 
 
 def _overlay_html(run: RunSummary) -> str:
     if not run.trials:
         return "<p class=\"muted\">No overlay video: no per-trial curves in this run (trials.json).</p>"
-    images = [t for t in run.trials if getattr(t.real, "kind", "image") == "image"]
-    if not images:
+    if not any(t.real.kind == "image" for t in run.trials):
         return ("<p class=\"muted\">No overlay video: the trials measure 3-D points or joint positions, not image "
                 "keypoints; the trial plots above compare them.</p>")
-    t = images[0]
-    bg = None
-    real_video = run.path / "videos" / "real.mp4"
-    if real_video.is_file():
-        try:
-            from ..io.video import read_video
+    from ..calibration.trial_curves import RENDERS_FILE
 
-            clip = read_video(real_video, check_length=False)
-            bg = clip.frames if clip.num_frames >= t.real.num_frames else None
-        except Exception:  # noqa: BLE001 - fall back to the keypoint canvas
-            bg = None
-    files = overlay_video(t, run.path / "report_media", background=bg, log_path=run.path / "report.log")
-    if not files:
-        return "<p class=\"warn\">Overlay video could not be encoded (no VP8 or MPEG-4 encoder in OpenCV).</p>"
-    return video_html(files, f"trial '{t.name}': filled white dots = real tracked keypoints, grey rings = initial "
-                             f"twin, red rings = calibrated twin" + (" over the real camera frames" if bg is not None
-                                                                      else " (keypoints only, no frames kept)"))
+    renders = load_renders(run.path / RENDERS_FILE)
+    frames, fps, shown = overlay_frames(run.trials, renders)
+    path, codec = encode_webm(frames, fps, run.path / "report_media", log_path=run.path / "report.log")
+    what = ("Left: the real keypoints (white dots, linked in chain order) "
+            + ("on the camera footage" if shown["footage"] else
+               "(no camera footage kept in this run: the real trial was not a video, or its frames were not kept)")
+            + "; middle: the twin at the initial values; right: the twin at the calibrated values — "
+            + ("each rendered through the rig's camera as configured (fitted camera nuisances move the measured "
+               "keypoints, not the render), " if shown["renders"] else "(the twin could not be rendered here: "
+               "keypoints only), ")
+            + "the twin's keypoints as rings over the real dots. "
+            + ("Training trials first, then the holdout (labelled, not fitted)." if shown["holdout"]
+               else "Training trials only: this run has no holdout trial."))
+    if path is None:  # no WebM encoder: a strip of still frames instead of an unplayable file
+        import cv2
+
+        idx = np.linspace(0, len(frames) - 1, min(4, len(frames))).astype(int)
+        ok, png = cv2.imencode(".png", cv2.cvtColor(np.concatenate([frames[i] for i in idx]), cv2.COLOR_RGB2BGR))
+        img = (f"<img alt=\"overlay frames\" src=\"data:image/png;base64,{base64.b64encode(png.tobytes()).decode()}\">"
+               if ok else "")
+        return (img + f"<p class=\"warn\">No video: this OpenCV build has no WebM (VP9/VP8) encoder; "
+                      f"{len(idx)} still frames instead.</p><p class=\"muted\">{e(what)}</p>")
+    return video_html([path], f"{what} WebM/{'VP9' if codec == 'VP90' else 'VP8'}, embedded in this file.")
+
+
+def tracking_rows(trials: Sequence[Any]) -> list[list[Any]]:
+    """Per trial and keypoint: ``[trial, split, keypoint, frames, tracked frames, tracked %]`` from the
+    real trajectory's validity mask, plus one row per trial for the frames where no keypoint was found
+    (``"(no keypoint: frame rejected or lost)"``). A holdout trial counts from its first scored frame
+    (a recording split in time is stored as one holdout trial, unscored before the split)."""
+    rows = []
+    for t in trials:
+        v = np.asarray(t.real.valid, bool)
+        if t.split == "holdout" and v.ndim == 2 and v.any():  # a time split's holdout: from its first scored
+            v = v[int(np.argmax(v.any(axis=1))):]  # frame (the training part before it is unscored, not lost)
+        T = int(v.shape[0])
+        for k, name in enumerate(t.real.names):
+            n = int(v[:, k].sum())
+            rows.append([t.name, t.split, name, T, n, round(100.0 * n / max(T, 1), 1)])
+        lost = int((~v.any(axis=1)).sum()) if v.ndim == 2 else 0
+        rows.append([t.name, t.split, "(no keypoint: frame rejected or lost)", T, lost,
+                     round(100.0 * lost / max(T, 1), 1)])
+    return rows
+
+
+def _flat(d: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """A nested mapping as ``[(dotted key, scalar or text)]`` (lists shortened), for an unknown layout."""
+    if isinstance(d, Mapping):
+        out = []
+        for k, v in d.items():
+            out += _flat(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(d, (list, tuple)):
+        if all(isinstance(x, (int, float)) for x in d) and len(d) <= 8:
+            return [(prefix, ", ".join(fmt(x) for x in d))]
+        return [(prefix, f"{len(d)} entries")]
+    return [(prefix, d)]
+
+
+def _contact_sheet(run: RunSummary, renders: Mapping[str, np.ndarray], n: int = 6) -> str:
+    """Up to ``n`` real frames of the first trial with footage, the tracked keypoints drawn (a PNG)."""
+    import cv2
+
+    from .media import _draw_chain, _frame_map, _points  # noqa: PLC2701 - the overlay's own drawing
+
+    for i, t in enumerate(run.trials):
+        frames = renders.get(f"{i}_real")
+        if frames is None or t.real.kind != "image":
+            continue
+        to_px, h, _ = _frame_map(t, dict(renders), i, frames.shape[2])
+        steps = renders.get(f"{i}_steps")
+        row = {int(s): r for r, s in enumerate(t.real.steps if t.real.steps is not None else range(t.real.num_frames))}
+        tiles = []
+        for j in np.linspace(0, len(frames) - 1, min(n, len(frames))).astype(int):
+            img = np.ascontiguousarray(frames[j])
+            r = row.get(int(steps[j])) if steps is not None and j < len(steps) else None
+            if r is not None:
+                _draw_chain(img, _points(t.real, r, to_px), (255, 255, 0), filled=True)
+                ok = int(t.real.valid[r].sum())
+                cv2.putText(img, f"t={float(t.real.time[r]):.2f} s  {ok}/{t.real.num_keypoints}", (4, h - 6),
+                            cv2.FONT_HERSHEY_SIMPLEX, 0.38, (255, 255, 0), 1, cv2.LINE_AA)
+            tiles.append(img)
+        while len(tiles) % 3:
+            tiles.append(np.zeros_like(tiles[0]))
+        sheet = np.concatenate([np.concatenate(tiles[k:k + 3], axis=1) for k in range(0, len(tiles), 3)])
+        ok, jpg = cv2.imencode(".jpg", cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 80])
+        if ok:  # JPEG: camera frames (noise) compress 5-10x better than as PNG
+            return (f"<figure><img alt=\"tracked keypoints on the real frames\" src=\"data:image/jpeg;base64,"
+                    f"{base64.b64encode(jpg.tobytes()).decode('ascii')}\"><figcaption class=\"muted\">Detections on "
+                    f"real frames of '{e(t.name)}' (yellow; count of keypoints found per frame).</figcaption></figure>")
+    return ("<p class=\"muted\">No contact sheet of detections: this run kept no camera frames (the real trial was "
+            "not a video, or its frames were not kept).</p>")
+
+
+def _tracking_html(run: RunSummary) -> str:
+    if not run.trials:
+        return "<p class=\"muted\">No tracking summary: no per-trial curves in this run (trials.json).</p>"
+    from ..calibration.trial_curves import RENDERS_FILE
+
+    rows = tracking_rows(run.trials)
+    parts = [table(["trial", "split", "keypoint", "frames", "tracked", "tracked [%]"], rows,
+                   row_classes=["bad" if r[5] < 80.0 and not r[2].startswith("(") else "" for r in rows]),
+             "<p class=\"muted\">Tracked: frames where the keypoint was measured (valid) in the real trial; rows "
+             "shaded below 80 %. Frames without any keypoint were rejected by the tracker or lost; they carry no "
+             "weight in the fit.</p>"]
+    given = run.result.get("tracking")
+    if isinstance(given, Mapping) and given:
+        parts.append("<h3>Tracker report</h3>" + table(["entry", "value"], _flat(given)))
+    parts.append(_contact_sheet(run, load_renders(run.path / RENDERS_FILE)))
+    return "".join(parts)
 
 
 def _methods_html(loaded: Sequence[RunSummary], main: RunSummary, columns: Sequence[str]) -> str:
@@ -315,15 +510,15 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
     title = title or f"{rig_name}: calibration report"
     res = m.result
     rows = parameter_rows(m)
-    found = insights(m, rows)
-    converged = m.converged
+    found = group_insights(insights(m, rows))
+    badge, badge_text = stop_badge(m, found)
     body = [f"<h1>{e(title)}</h1>",
             f"<p class=\"muted\">vid2sid report generated {e(_dt.datetime.now().strftime('%Y-%m-%d %H:%M'))} from "
             f"{e(m.path)}; proposer <b>{e(m.label)}</b>; real trial: {e(res.get('real_source') or '')}</p>"]
     summary = []
     if desc:
         summary.append(f"<p>{e(desc)}</p>")
-    summary.append(f"<p class=\"stop {'good' if converged else 'bad'}\">{e(stop_sentence(m))}</p>")
+    summary.append(f"<p class=\"stop {badge}\">{e(badge_text)}</p>")
     unit = _shown_unit(str(res.get("unit") or "px"))
     uf = 1000.0 if res.get("unit") == "m" else 1.0
 
@@ -351,6 +546,7 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
     for caption, files in videos:
         ov += f"<h3>{e(caption.split(':')[0])}</h3>" + video_html([Path(f) for f in files], caption)
     body.append(_section("overlay", "Overlay video", ov))
+    body.append(_section("tracking", "Tracking quality", _tracking_html(m)))
     if trajectories:
         parts = []
         for i, p in enumerate(trajectories):
