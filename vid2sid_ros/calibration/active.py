@@ -1,0 +1,388 @@
+"""Active learning: calibrate, design the trial that separates what the data cannot, run it, go on.
+
+:func:`run_active_calibration` wraps :func:`~vid2sid_ros.calibration.loop.run_calibration`
+for any proposer (reasoner, VLMs, baselines, least-squares peers) in phases:
+
+1. phase 0 calibrates on the training trials for ``after_iteration`` iterations, then the
+   identifiability check at its best point (``final_identifiability``) decides;
+2. when the check reports a weak direction (``trigger: flagged``, the default) or always
+   (``trigger: always``, the fixed-iteration mode), :func:`~vid2sid_ros.calibration.design.
+   design_excitation` chooses the next excitation (D-optimal for the parameters of the weak
+   directions) within the rig's limits, its rollouts charged to the budget;
+3. with a stand-in real rig (sim2sim), the stand-in runs the designed excitation at once: the
+   new trial is saved (``active_trial_K.json``, the extended real trial) and recorded
+   (``active_learning.jsonl``, flushed and fsynced) the moment it completes, and the next
+   phase calibrates on the extended data from the previous phase's best point with the rest
+   of the budget and iterations (up to ``max_trials`` designed trials);
+4. with recorded data (video, bag, mocap: no stand-in), the design is a recommendation only:
+   the exact profile is saved (``designed_excitation.csv`` and ``designed_trial.yaml``, a
+   ``trials:`` entry to paste into the rig config) after the calibration.
+
+Each phase is its own run directory (``RUN/phase_K``, resumable like any run); on
+``resume`` a designed trial already recorded is loaded from its file, never run again.
+``RUN/active_learning.json`` sums up: rollouts charged (calibration + design), design
+rollouts apart, robot (stand-in) trials run, the warning before and after, each design's
+rationale.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..core.excitation import Excitation
+from ..core.files import atomic_write_text
+from ..core.trajectory import Trajectory
+from .design import CRITERIA, DesignResult, ExcitationLimits, ExcitationRefused, design_excitation
+from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_calibration
+from .objective import TrialObjective
+from .observation import RealTrial
+
+__all__ = ["sim2sim_stand_in", "ActiveLearningConfig", "ActiveResult", "run_active_calibration", "parse_active_learning",
+           "flagged_parameters", "TRIGGERS"]
+
+TRIGGERS = ("flagged", "always")
+#: a parameter is flagged when its loading on a weak direction is at least this (unit-norm loadings)
+FLAG_LOADING = 0.3
+
+
+@dataclass(frozen=True)
+class ActiveLearningConfig:
+    """The ``calibration.active_learning`` block of a rig config.
+
+    Attributes:
+        enabled: design trials at all.
+        max_trials: designed trials at most.
+        after_iteration: proposal iterations of each phase before the next design.
+        criterion: :data:`~vid2sid_ros.calibration.design.CRITERIA`.
+        trigger: ``flagged`` (design only when the identifiability check reports a weak
+            direction) or ``always`` (design at ``after_iteration`` regardless).
+        design_budget: most design rollouts per design (None: up to half the remaining budget).
+        limits: the excitation limits block (``max_amplitude``, ``frequency_hz``, ``max_duration_s``;
+            :meth:`~vid2sid_ros.calibration.design.ExcitationLimits.from_rig`).
+    """
+
+    enabled: bool = False
+    max_trials: int = 1
+    after_iteration: int = 4
+    criterion: str = "d_optimal"
+    trigger: str = "flagged"
+    design_budget: int | None = None
+    limits: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_active_learning(raw: Any, *, source: str = "calibration.active_learning") -> ActiveLearningConfig:
+    """Validate the config block (None or ``false``: off; ``true``: on with defaults).
+
+    Raises:
+        CalibrationError: one line naming ``source.KEY`` and what was expected.
+    """
+    if raw is None or raw is False:
+        return ActiveLearningConfig()
+    if raw is True:
+        return ActiveLearningConfig(enabled=True)
+    if not isinstance(raw, Mapping):
+        raise CalibrationError(f"{source}: expected true/false or a mapping, got {raw!r}")
+    keys = {"enabled", "max_trials", "after_iteration", "criterion", "trigger", "design_budget", "max_amplitude",
+            "frequency_hz", "max_duration_s"}
+    unknown = sorted(k for k in raw if k not in keys)
+    if unknown:
+        raise CalibrationError(f"{source}: unknown key(s) {unknown}; valid: {', '.join(sorted(keys))}")
+    d = dict(raw)
+    en = d.get("enabled", True)
+    if not isinstance(en, bool):
+        raise CalibrationError(f"{source}.enabled: expected true or false, got {en!r}")
+    for key, lo in (("max_trials", 1), ("after_iteration", 0)):
+        v = d.get(key, getattr(ActiveLearningConfig, key))
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise CalibrationError(f"{source}.{key}: expected an integer >= {lo}, got {v!r}")
+    if d.get("criterion", "d_optimal") not in CRITERIA:
+        raise CalibrationError(f"{source}.criterion: expected one of {', '.join(CRITERIA)}, got {d['criterion']!r}")
+    if d.get("trigger", "flagged") not in TRIGGERS:
+        raise CalibrationError(f"{source}.trigger: expected one of {', '.join(TRIGGERS)}, got {d['trigger']!r}")
+    db = d.get("design_budget")
+    if db is not None and (isinstance(db, bool) or not isinstance(db, int) or db < 1):
+        raise CalibrationError(f"{source}.design_budget: expected an integer >= 1 (rollouts) or null, got {db!r}")
+    limits = {k: d[k] for k in ("max_amplitude", "frequency_hz", "max_duration_s") if k in d}
+    return ActiveLearningConfig(en, int(d.get("max_trials", 1)), int(d.get("after_iteration", 4)),
+                                d.get("criterion", "d_optimal"), d.get("trigger", "flagged"), db, limits)
+
+
+def flagged_parameters(report: Any) -> list[str]:
+    """Parameters with a loading >= :data:`FLAG_LOADING` on any weak direction of an identifiability report."""
+    out: list[str] = []
+    for w in (getattr(report, "weak_directions", None) or []):
+        for name, load in (w.get("combination") or {}).items():
+            if abs(float(load)) >= FLAG_LOADING and name not in out:
+                out.append(name)
+    return out
+
+
+@dataclass
+class ActiveResult:
+    """Outcome of :func:`run_active_calibration`.
+
+    Attributes:
+        result: the last phase's calibration result (values, errors, final identifiability).
+        phases: every phase's result, phase 0 first.
+        designs: one record per design (``DesignResult.to_dict()`` plus ``applied``, ``trial``,
+            ``warning_before``).
+        rollouts: rollouts charged to the budget (every phase's plus every design's).
+        design_rollouts: of which design rollouts.
+        robot_trials: designed trials run on the (stand-in) real rig.
+        warning_before, warning_after: the identifiability warning on the original data (at the
+            first phase's result) and on the final data (at the final result); None = none.
+        real: the real trial the last phase fitted (extended by the designed trials).
+        files: written files.
+    """
+
+    result: CalibrationResult
+    phases: list[CalibrationResult]
+    designs: list[dict[str, Any]]
+    rollouts: int
+    design_rollouts: int
+    robot_trials: int
+    warning_before: str | None
+    warning_after: str | None
+    real: RealTrial
+    files: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        r = self.result
+        return {"values": dict(r.values), "error": r.error_px, "unit": r.unit, "rollouts_charged": self.rollouts,
+                "design_rollouts": self.design_rollouts, "robot_trials": self.robot_trials,
+                "warning_before": self.warning_before, "warning_after": self.warning_after,
+                "phases": [{"rollouts": p.rollouts, "iterations": p.iterations, "stopped": p.stopped,
+                            "error": p.error_px, "training_trials": n}
+                           for p, n in zip(self.phases, self._trial_counts())],
+                "designs": self.designs, "files": dict(self.files)}
+
+    def _trial_counts(self) -> list[int]:
+        base = len(self.real.train) - self.robot_trials
+        counts, k = [], 0
+        for i in range(len(self.phases)):
+            counts.append(base + k)
+            if i < len(self.designs) and self.designs[i].get("applied"):
+                k += 1
+        return counts
+
+
+def sim2sim_stand_in(rig: Any, truth: Mapping[str, float], *, seed: int = 0, noise: str = "keypoint",
+                     **kwargs: Any) -> Callable[[Excitation], Trajectory]:
+    """``excitation -> trajectory`` of the sim2sim stand-in real rig at ``truth`` (the benchmark's stand-in).
+
+    Each call runs :func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial` on ``rig`` with
+    the one excitation as its only training trial; the noise seed differs per call (``seed``,
+    then ``seed + 1000 k``), so a designed trial's noise is independent of the others'.
+
+    Raises:
+        Sim2SimError: as ``make_sim2sim_trial`` (a diverged rollout at the truth...).
+    """
+    from .sim2sim import make_sim2sim_trial
+
+    calls = {"k": 0}
+
+    def run(exc: Excitation) -> Trajectory:
+        calls["k"] += 1
+        one = replace(rig, excitations={"train": [exc], "holdout": []}, trials=[])
+        trial = make_sim2sim_trial(one, truth, seed=int(seed) + 1000 * calls["k"], noise=noise, **kwargs)
+        return trial.train[0]
+
+    return run
+
+
+def _append_jsonl(path: Path, record: Mapping[str, Any]) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a torn last line: the design is made again
+    return out
+
+
+def _extended(real: RealTrial, traj: Trajectory, exc: Excitation) -> RealTrial:
+    return RealTrial(list(real.train) + [traj], list(real.train_excitations) + [exc], list(real.holdout),
+                     list(real.holdout_excitations), frames=dict(real.frames), source=real.source,
+                     truth=real.truth, meta={**dict(real.meta), "designed_trials": int(
+                         (real.meta or {}).get("designed_trials", 0)) + 1})
+
+
+def _csv_text(exc: Excitation) -> str:
+    rows = ["time," + ",".join(exc.actuator_names)]
+    rows += [f"{t:.6f}," + ",".join(f"{v:.9g}" for v in row) for t, row in zip(exc.time, exc.values)]
+    return "\n".join(rows) + "\n"
+
+
+def _trial_block(design: DesignResult, csv_name: str) -> str:
+    prof = {k: v for k, v in design.profile.items() if k != "name"}
+    inline = ", ".join(f"{k}: {json.dumps(v)}" for k, v in prof.items())
+    return ("# a designed trial: record it on the robot, then add this entry to the rig config's trials:\n"
+            "# " + design.rationale.replace("\n", " ") + "\n"
+            f"- name: {design.profile.get('name', 'designed')}\n"
+            "  source: {video: PATH/TO/RECORDING}   # the recording of this trial\n"
+            f"  excitation: {{{inline}}}\n"
+            f"  # the same commands sample by sample: {csv_name} ({{kind: csv, path: {csv_name}}})\n")
+
+
+def run_active_calibration(
+    target: Any,
+    real: RealTrial,
+    make_proposer: Callable[[], Any],
+    config: CalibrationConfig,
+    active: ActiveLearningConfig,
+    run_dir: str | Path | None = None,
+    *,
+    stand_in: Callable[[Excitation], Trajectory] | None = None,
+    limits: ExcitationLimits | None = None,
+    on_design: Callable[[dict[str, Any]], None] | None = None,
+    **run_kwargs: Any,
+) -> ActiveResult:
+    """Calibrate in phases with designed trials between them (module docstring).
+
+    Args:
+        target: the rig or twin (as :func:`~vid2sid_ros.calibration.loop.run_calibration`).
+        real: the recorded training/holdout trials.
+        make_proposer: builds a fresh proposer per phase (a phase's proposer state is its own).
+        config: budgets for the whole calibration: ``rollout_budget`` (required: the designs are
+            charged to it) and ``iterations`` are shared by all phases and designs.
+        active: the switch and its settings (``enabled`` False: one plain calibration).
+        run_dir: the run directory (phases in ``phase_K``); None writes nothing.
+        stand_in: ``excitation -> real trajectory`` of the (stand-in) real rig; None = recorded
+            data, the design is a recommendation only.
+        limits: the rig's excitation limits (default :meth:`ExcitationLimits.from_rig` of the twin,
+            the training excitations and ``active.limits``).
+        on_design: called with each design record the moment it is recorded.
+        run_kwargs: passed on to every ``run_calibration`` (fallback, parameters, on_iteration...).
+
+    Returns:
+        ActiveResult.
+
+    Raises:
+        CalibrationError: no rollout budget, or as ``run_calibration``.
+        ExcitationRefused: the rig's limits cannot be established (bad ``limits`` block).
+    """
+    if not active.enabled:
+        res = run_calibration(target, real, make_proposer(), config, run_dir, **run_kwargs)
+        rep = res.final_identifiability or res.identifiability
+        w = rep.warning if rep else None
+        return ActiveResult(res, [res], [], res.rollouts, 0, 0, w, w, real)
+    if config.rollout_budget is None:
+        raise CalibrationError("active learning needs a rollout budget (calibration.rollout_budget): the designed "
+                               "trials are charged to it")
+    rd = Path(run_dir) if run_dir is not None else None
+    if rd is not None:
+        rd.mkdir(parents=True, exist_ok=True)
+    records = _read_jsonl(rd / "active_learning.jsonl") if rd is not None else []
+    twin = target.make_twin() if hasattr(target, "make_twin") else target
+    if limits is None:
+        limits = ExcitationLimits.from_rig(twin, real.train_excitations, active.limits)
+    spec = run_kwargs.get("parameters") or getattr(target, "parameters", None) or twin.parameters
+    budget, iterations = int(config.rollout_budget), int(config.iterations)
+    phases: list[CalibrationResult] = []
+    designs: list[dict[str, Any]] = []
+    files: dict[str, str] = {}
+    spent, design_spent, robot = 0, 0, 0
+    start = config.start
+    warning_before = None
+    k = 0
+    while True:
+        last = k >= active.max_trials or stand_in is None
+        iters = iterations if last else min(active.after_iteration, iterations)
+        cfg = replace(config, iterations=iters, rollout_budget=max(budget - spent, 1), start=start,
+                      final_identifiability=True,
+                      resume=bool(config.resume or (rd is not None and (rd / f"phase_{k}" / "run.json").exists())))
+        res = run_calibration(target, real, make_proposer(), cfg, rd / f"phase_{k}" if rd else None, **run_kwargs)
+        phases.append(res)
+        spent += res.rollouts
+        iterations -= res.iterations
+        report = res.final_identifiability
+        if k == 0:
+            warning_before = report.warning if report else None
+        flagged = flagged_parameters(report) if report else []
+        trigger = bool(flagged) or active.trigger == "always"
+        if k >= active.max_trials or not trigger or budget - spent < 4 * (len(real.train) + 1):
+            if not last and not trigger:
+                designs.append({"applied": False, "reason": "the identifiability check flags no parameter"})
+            break
+        objective = TrialObjective(twin, real.train_excitations, real.train, spec, noise=config.noise)
+        allowance = active.design_budget or (budget - spent) // 2
+        flagged = [n for n in flagged if n not in objective.measurement.names]  # a nuisance is not designed for
+        rec = records[k] if k < len(records) else None
+        if rec is not None and rd is not None and (rd / rec.get("trial_file", "")).is_file():
+            real = RealTrial.load(rd / rec["trial_file"])  # resumed: the designed trial is never run again
+            design_spent += int(rec["rollouts"])
+            spent += int(rec["rollouts"])
+            robot += 1 if rec.get("applied") else 0
+            designs.append(rec)
+        else:
+            try:
+                design = design_excitation(objective, res.values, limits, flagged=flagged or None,
+                                           criterion=active.criterion, max_rollouts=allowance)
+            except ValueError as err:
+                designs.append({"applied": False, "reason": f"design failed: {err}"})
+                break
+            design_spent += design.rollouts
+            spent += design.rollouts
+            rec = {"design": k + 1, **design.to_dict(), "warning": report.warning if report else None}
+            if stand_in is None:
+                rec.update(applied=False, reason="recorded data: the designed trial is a recommendation")
+                if rd is not None:
+                    files["designed_excitation"] = str(atomic_write_text(rd / "designed_excitation.csv",
+                                                                         _csv_text(design.excitation)))
+                    files["designed_trial"] = str(atomic_write_text(rd / "designed_trial.yaml",
+                                                                    _trial_block(design, "designed_excitation.csv")))
+                designs.append(rec)
+                if rd is not None:
+                    _append_jsonl(rd / "active_learning.jsonl", rec)
+                if on_design:
+                    on_design(rec)
+                break
+            traj = stand_in(design.excitation)
+            real = _extended(real, traj, design.excitation)
+            robot += 1
+            rec.update(applied=True, trial=design.excitation.name, trial_file=f"active_trial_{k + 1}.json")
+            if rd is not None:
+                real.save(rd / rec["trial_file"])
+                _append_jsonl(rd / "active_learning.jsonl", rec)
+            designs.append(rec)
+            if on_design:
+                on_design(rec)
+        start = {n: res.values[n] for n in spec.free_names}
+        k += 1
+    final = phases[-1]
+    rep = final.final_identifiability
+    out = ActiveResult(final, phases, designs, spent, design_spent, robot, warning_before,
+                       rep.warning if rep else None, real, files)
+    if rd is not None:
+        files["active_learning"] = str(rd / "active_learning.json")
+        atomic_write_text(rd / "active_learning.json", json.dumps(_jsonable(out.to_dict()), indent=1))
+    return out
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, (np.floating, np.integer)):
+        return _jsonable(x.item())
+    return x
