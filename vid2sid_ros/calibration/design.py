@@ -73,7 +73,8 @@ class ExcitationLimits:
     """What a designed or requested excitation may command on this rig.
 
     Attributes:
-        amplitude: (A,) largest |command| per actuator, in the actuator's units.
+        amplitude: (A,) largest |command| per actuator, in the actuator's units (column order of the
+            rig's excitations; a column named like no MuJoCo actuator is the model's actuator at its position).
         actuator_names: A names (order of ``amplitude``).
         frequency_hz: (low, high) of any commanded frequency, Hz.
         max_duration_s: longest trial, s.
@@ -124,6 +125,8 @@ class ExcitationLimits:
             if isinstance(model, mujoco.MjModel):
                 for i, name in enumerate(names):
                     aid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, name)
+                    if aid < 0 and len(names) == model.nu:  # generic column names (u0, u1...): by position
+                        aid = i
                     if aid >= 0 and model.actuator_ctrllimited[aid]:
                         lo, hi = model.actuator_ctrlrange[aid]
                         amp[i] = min(amp[i], max(abs(lo), abs(hi)))

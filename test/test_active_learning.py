@@ -1,0 +1,179 @@
+"""Experiment design and active learning: the criterion on a linear model, limits, a sim2sim run that adds and resumes a trial."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.calibration.design import (ExcitationLimits, ExcitationRefused, information_criterion,
+                                            profile_from_change, validate_profile)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _limits(amp=0.3, band=(0.1, 4.0), dur=4.0):
+    return ExcitationLimits((amp,), ("tau",), band, dur, 30.0)
+
+
+def test_d_optimal_criterion_on_a_linear_model_has_the_known_answer():
+    """y = a·x1 + b·x2 with training rows x1 = x2 (a and b trade off exactly): the candidate that adds the
+    orthogonal row wins; log det equals the closed form; D_s with b nuisance is the Schur complement."""
+    J0 = np.array([[1.0, 1.0], [2.0, 2.0]])
+    parallel = np.array([[1.0, 1.0]])
+    orthogonal = np.array([[1.0, -1.0]])
+    F0 = J0.T @ J0
+    assert information_criterion(F0, [0, 1]) == -math.inf  # singular: nothing separates a from b
+    d_par = information_criterion(F0 + parallel.T @ parallel, [0, 1])
+    d_ort = information_criterion(F0 + orthogonal.T @ orthogonal, [0, 1])
+    assert d_par == -math.inf and d_ort > d_par
+    F = F0 + orthogonal.T @ orthogonal  # [[6, 4], [4, 6]]: det 20
+    assert d_ort == pytest.approx(math.log(20.0))
+    # D_s for a alone, b estimated too: F_aa - F_ab^2 / F_bb = 6 - 16/6
+    assert information_criterion(F, [0]) == pytest.approx(math.log(6 - 16 / 6))
+    # invariance to scaling a parameter: log det shifts by a constant, the ranking stays
+    S = np.diag([10.0, 1.0])
+    assert information_criterion(S @ F @ S, [0, 1]) - d_ort == pytest.approx(2 * math.log(10.0))
+
+
+def test_out_of_limit_amplitude_and_band_are_clipped_and_recorded():
+    prof, exc, notes = validate_profile({"kind": "chirp", "amplitude": 2.0, "f0": 0.01, "f1": 30.0,
+                                         "duration": 3.0, "rate": 30.0}, _limits())
+    assert prof["amplitude"] == pytest.approx(0.3) and prof["f0"] == 0.1 and prof["f1"] == 4.0
+    assert np.max(np.abs(exc.values)) <= 0.3 + 1e-12
+    assert any("amplitude 2 " in n and "clipped to 0.3" in n for n in notes)
+    assert any("f1 30 Hz clipped to 4 Hz" in n for n in notes)
+
+
+@pytest.mark.parametrize("cfg, why", [
+    ({"kind": "chirp", "amplitude": 0.1, "f0": 5.0, "f1": 9.0, "duration": 2.0}, "empty after clipping"),
+    ({"kind": "sine", "amplitude": 0.1, "frequency": 1.0, "duration": 60.0}, "at most 4 s"),
+    ({"kind": "sine", "amplitude": 0.1, "duration": 2.0, "actuator": "elbow"}, "names actuator 'elbow'"),
+    ({"kind": "teleport", "duration": 2.0}, "unknown excitation kind"),
+    ({"kind": "step", "amplitude": 0.1, "offset": 0.5, "duration": 2.0}, "nothing left to excite"),
+])
+def test_requests_clipping_cannot_repair_are_refused_with_the_reason(cfg, why):
+    with pytest.raises(ExcitationRefused, match=why):
+        validate_profile(cfg, _limits())
+
+
+def test_a_vlm_excitation_change_goes_through_the_same_validation():
+    from vid2sid_ros.core.excitation import build_excitation
+
+    base = build_excitation({"kind": "sine", "amplitude": 0.03, "frequency": 0.1, "duration": 4.0}, ("tau",))
+    prof = profile_from_change({"amplitude_gain": 40.0, "frequency_low_hz": 0.5, "frequency_high_hz": 50.0},
+                               base, _limits())
+    out, exc, notes = validate_profile(prof, _limits())
+    assert out["amplitude"] == pytest.approx(0.3) and out["f1"] == 4.0 and len(notes) == 2
+    with pytest.raises(ExcitationRefused, match="finite number"):
+        profile_from_change({"amplitude_gain": float("nan")}, base, _limits())
+
+
+def test_limits_come_from_the_actuator_ctrlrange_and_the_config(tmp_path):
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_active_learning as bench
+
+    rig = bench.load_hinge(tmp_path)
+    twin = rig.make_twin()
+    lim = ExcitationLimits.from_rig(twin, rig.excitations["train"], {})
+    assert lim.amplitude == (1.0,) and lim.source["amplitude[u0]"] == "actuator ctrlrange"
+    assert lim.frequency_hz[1] == pytest.approx(6.0)  # 15 Hz capped at a fifth of the 30 Hz rate
+    lim = ExcitationLimits.from_rig(twin, rig.excitations["train"], {"max_amplitude": 0.2})
+    assert lim.amplitude == (0.2,)
+    with pytest.raises(ExcitationRefused, match="max_amplitude"):
+        ExcitationLimits.from_rig(twin, rig.excitations["train"], {"max_amplitude": -1})
+
+
+def test_parse_active_learning_refuses_bad_settings_in_one_line():
+    from vid2sid_ros.calibration.active import parse_active_learning
+    from vid2sid_ros.calibration.loop import CalibrationError
+
+    assert parse_active_learning(None).enabled is False and parse_active_learning(True).enabled is True
+    assert parse_active_learning({"max_trials": 2}).max_trials == 2
+    for bad, key in (({"max_trials": 0}, "max_trials"), ({"criterion": "e"}, "criterion"),
+                     ({"enabled": "yes"}, "enabled"), ({"colour": 1}, "unknown key")):
+        with pytest.raises(CalibrationError, match=key):
+            parse_active_learning(bad)
+
+
+def test_sim2sim_active_learning_adds_a_designed_trial_persists_it_and_resumes(tmp_path):
+    """The hinge's slow sine hides gain vs stiffness (the warning fires); one designed trial is run by the
+    stand-in, saved with its record the moment it completes, clears the warning and lowers the parameter
+    error; a resumed run loads the trial instead of running the stand-in again."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_active_learning as bench
+    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration, sim2sim_stand_in
+    from vid2sid_ros.calibration.loop import CalibrationConfig
+    from vid2sid_ros.calibration.proposers import make_proposer
+    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
+
+    rig = bench.load_hinge(tmp_path)
+    truth = draw_ground_truth(rig.parameters, 0)
+    real = make_sim2sim_trial(rig, truth, seed=0, noise="keypoint", keypoint_sigma_px=0.5)
+    cfg = CalibrationConfig(iterations=6, rollout_budget=100, seed=0, diagnosis=False,
+                            nuisance=dict(rig.nuisance or {}))
+    al = parse_active_learning({"after_iteration": 2, "max_amplitude": 0.3, "frequency_hz": [0.1, 4.0]})
+    calls = []
+    inner = sim2sim_stand_in(rig, truth, seed=0, noise="keypoint", keypoint_sigma_px=0.5)
+
+    def stand_in(exc):
+        calls.append(exc.name)
+        return inner(exc)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        off = run_active_calibration(rig, real, lambda: make_proposer("least-squares"), cfg,
+                                     parse_active_learning(False), tmp_path / "off")
+        on = run_active_calibration(rig, real, lambda: make_proposer("least-squares"), cfg, al, tmp_path / "on",
+                                    stand_in=stand_in)
+    assert len(calls) == 1 and on.robot_trials == 1 and len(on.real.train) == 2
+    assert on.warning_before is not None and on.warning_after is None
+    assert 0 < on.design_rollouts < on.rollouts <= 100
+    assert on.rollouts == sum(p.rollouts for p in on.phases) + on.design_rollouts
+    err = {k: np.mean([abs(r.result.values[n] - truth[n]) / truth[n] for n in rig.parameters.free_names])
+           for k, r in (("off", off), ("on", on))}
+    assert err["on"] < 0.5 * err["off"], err
+    rec = [json.loads(x) for x in (tmp_path / "on" / "active_learning.jsonl").read_text().splitlines()]
+    assert len(rec) == 1 and rec[0]["applied"] and rec[0]["rationale"].count("condition number") == 2
+    saved = (tmp_path / "on" / rec[0]["trial_file"])
+    assert saved.is_file()
+    summary = json.loads((tmp_path / "on" / "active_learning.json").read_text())
+    assert summary["design_rollouts"] == on.design_rollouts and summary["robot_trials"] == 1
+    # resume: the recorded trial is loaded, the stand-in is not run again, the result is the same
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = run_active_calibration(rig, real, lambda: make_proposer("least-squares"),
+                                       CalibrationConfig(**{**cfg.to_dict(), "resume": True}), al, tmp_path / "on",
+                                       stand_in=stand_in)
+    assert len(calls) == 1 and len(again.real.train) == 2
+    assert again.result.values == pytest.approx(on.result.values)
+
+
+def test_recorded_data_gets_a_recommendation_saved_in_the_run(tmp_path):
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_active_learning as bench
+    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration
+    from vid2sid_ros.calibration.loop import CalibrationConfig
+    from vid2sid_ros.calibration.proposers import make_proposer
+    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
+    from vid2sid_ros.core.excitation import build_excitation
+
+    rig = bench.load_hinge(tmp_path)
+    real = make_sim2sim_trial(rig, draw_ground_truth(rig.parameters, 1), seed=1, noise="keypoint")
+    cfg = CalibrationConfig(iterations=2, rollout_budget=80, seed=0, diagnosis=False,
+                            nuisance=dict(rig.nuisance or {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_active_calibration(rig, real, lambda: make_proposer("least-squares"), cfg,
+                                     parse_active_learning({"max_amplitude": 0.3}), tmp_path / "run")
+    assert res.robot_trials == 0 and len(res.real.train) == 1 and not res.designs[0]["applied"]
+    csv = tmp_path / "run" / "designed_excitation.csv"
+    exc = build_excitation({"kind": "csv", "path": str(csv)})
+    assert exc.rate == pytest.approx(30.0) and np.max(np.abs(exc.values)) <= 0.3 + 1e-9
+    block = (tmp_path / "run" / "designed_trial.yaml").read_text()
+    assert "excitation: {" in block and "condition number" in block
