@@ -44,7 +44,7 @@ from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_ca
 from .objective import TrialObjective
 from .observation import RealTrial
 
-__all__ = ["sim2sim_stand_in", "ActiveLearningConfig", "ActiveResult", "run_active_calibration", "parse_active_learning",
+__all__ = ["recommend_trial", "sim2sim_stand_in", "ActiveLearningConfig", "ActiveResult", "run_active_calibration", "parse_active_learning",
            "flagged_parameters", "TRIGGERS"]
 
 TRIGGERS = ("flagged", "always")
@@ -386,3 +386,50 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, (np.floating, np.integer)):
         return _jsonable(x.item())
     return x
+
+
+def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, config: CalibrationConfig,
+                    active: ActiveLearningConfig, run_dir: str | Path, *,
+                    parameters: Any = None) -> dict[str, Any] | None:
+    """After a finished calibration: design the next trial at its result and save it as a recommendation.
+
+    For ``vid2sid calibrate`` (recorded or stand-in data alike, the trial is not run): when the
+    result's identifiability check flags parameters (or ``active.trigger == "always"``), the
+    designed profile is written to ``RUN/designed_excitation.csv`` and ``RUN/designed_trial.yaml``
+    (a ``trials:`` entry to paste), the record to ``RUN/active_learning.jsonl`` and under
+    ``designed_trial`` in ``RUN/result.json``. Its design rollouts come after the calibration's
+    budget was spent: they are reported apart (``design_rollouts``), not charged.
+
+    Returns:
+        The design record (``rationale``, ``profile``, ``rollouts``, ``files``), or None when nothing
+        is flagged (active learning off, or the check found no weak direction).
+
+    Raises:
+        ExcitationRefused: the rig's limits cannot be established (bad ``limits`` block).
+    """
+    if not active.enabled:
+        return None
+    report = result.final_identifiability or result.identifiability
+    twin = target.make_twin() if hasattr(target, "make_twin") else target
+    spec = parameters or getattr(target, "parameters", None) or twin.parameters
+    objective = TrialObjective(twin, real.train_excitations, real.train, spec, noise=config.noise)
+    flagged = [n for n in (flagged_parameters(report) if report else []) if n not in objective.measurement.names]
+    if not flagged and active.trigger != "always":
+        return None
+    limits = ExcitationLimits.from_rig(twin, real.train_excitations, active.limits)
+    design = design_excitation(objective, result.values, limits, flagged=flagged or None, criterion=active.criterion,
+                               max_rollouts=active.design_budget)
+    rd = Path(run_dir)
+    rec = {"design": 1, **design.to_dict(), "applied": False,
+           "reason": "a recommendation: record this trial on the rig and add it to the rig config's trials",
+           "design_rollouts": design.rollouts, "charged": False}
+    rec["files"] = {"csv": str(atomic_write_text(rd / "designed_excitation.csv", _csv_text(design.excitation))),
+                    "trial": str(atomic_write_text(rd / "designed_trial.yaml",
+                                                   _trial_block(design, "designed_excitation.csv")))}
+    _append_jsonl(rd / "active_learning.jsonl", _jsonable(rec))
+    res_json = rd / "result.json"
+    if res_json.is_file():
+        data = json.loads(res_json.read_text(encoding="utf-8"))
+        data["designed_trial"] = _jsonable(rec)
+        atomic_write_text(res_json, json.dumps(data, indent=1))
+    return rec
