@@ -177,3 +177,67 @@ def test_recorded_data_gets_a_recommendation_saved_in_the_run(tmp_path):
     assert exc.rate == pytest.approx(30.0) and np.max(np.abs(exc.values)) <= 0.3 + 1e-9
     block = (tmp_path / "run" / "designed_trial.yaml").read_text()
     assert "excitation: {" in block and "condition number" in block
+
+
+class _Asker:
+    """A stand-in for a VLM: keeps the current values and asks for an excitation change."""
+
+    name = "asker"
+
+    def __init__(self, change):
+        self.change = change
+
+    def propose(self, ctx):
+        from vid2sid_ros.calibration.proposer import Proposal
+
+        return Proposal({n: ctx.current[n] for n in ctx.parameters.free_names}, "the motion is too small to see",
+                        0.3, excitation_change=dict(self.change))
+
+
+def _hinge_run(tmp_path, change, label, *, stand_in_calls):
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_active_learning as bench
+    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration, sim2sim_stand_in
+    from vid2sid_ros.calibration.loop import CalibrationConfig
+    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
+
+    rig = bench.load_hinge(tmp_path)
+    truth = draw_ground_truth(rig.parameters, 2)
+    real = make_sim2sim_trial(rig, truth, seed=2, noise="keypoint")
+    inner = sim2sim_stand_in(rig, truth, seed=2, noise="keypoint")
+
+    def stand_in(exc):
+        stand_in_calls.append(exc)
+        return inner(exc)
+
+    cfg = CalibrationConfig(iterations=2, rollout_budget=40, seed=0, diagnosis=False,
+                            nuisance=dict(rig.nuisance or {}), identifiability=False)
+    al = parse_active_learning({"after_iteration": 1, "trigger": "flagged", "max_amplitude": 0.3,
+                                "frequency_hz": [0.1, 4.0], "design_budget": 1})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run_active_calibration(rig, real, lambda: _Asker(change), cfg, al, tmp_path / label, stand_in=stand_in)
+
+
+def test_a_proposers_excitation_change_is_clipped_and_applied_through_the_same_path(tmp_path):
+    calls = []
+    res = _hinge_run(tmp_path, {"amplitude_gain": 100.0, "frequency_low_hz": 0.5, "frequency_high_hz": 60.0},
+                     "clip", stand_in_calls=calls)
+    assert len(calls) == 1 and res.robot_trials == 1 and len(res.real.train) == 2
+    sent = calls[0]
+    assert np.max(np.abs(sent.values)) <= 0.3 + 1e-12  # never beyond the limit, even asked 100x
+    rec = res.designs[0]
+    assert rec["applied"] and rec["criterion"] == "proposer_request" and rec["rollouts"] == 0
+    assert "clipped to 0.3" in rec["rationale"] and "f1 60 Hz clipped to 4 Hz" in rec["rationale"]
+    assert "asker at iteration 1" in rec["rationale"]
+
+
+def test_a_proposers_excitation_change_that_cannot_be_repaired_is_refused_and_never_sent(tmp_path):
+    calls = []
+    res = _hinge_run(tmp_path, {"amplitude_gain": 1.0, "frequency_low_hz": 20.0, "frequency_high_hz": 30.0},
+                     "refuse", stand_in_calls=calls)
+    refused = [d for d in res.designs if d.get("source") == "proposer request"]
+    assert refused and not refused[0]["applied"] and "empty after clipping" in refused[0]["reason"]
+    assert all(np.max(np.abs(e.values)) <= 0.3 + 1e-12 for e in calls)  # only a D-optimal design, if any
+    lines = (tmp_path / "refuse" / "active_learning.jsonl").read_text().splitlines()
+    assert any("refused" in json.loads(x).get("reason", "") for x in lines)

@@ -3,7 +3,9 @@
 :func:`run_active_calibration` wraps :func:`~vid2sid_ros.calibration.loop.run_calibration`
 for any proposer (reasoner, VLMs, baselines, least-squares peers) in phases:
 
-1. phase 0 calibrates on the training trials for ``after_iteration`` iterations, then the
+1. phase 0 calibrates on the training trials for ``after_iteration`` iterations (with the
+   same share of the rollout budget as of the iterations: proposers that spread their budget
+   over the run's iterations would otherwise spend all of it before the design), then the
    identifiability check at its best point (``final_identifiability``) decides;
 2. when the check reports a weak direction (``trigger: flagged``, the default) or always
    (``trigger: always``, the fixed-iteration mode), :func:`~vid2sid_ros.calibration.design.
@@ -39,7 +41,8 @@ import numpy as np
 from ..core.excitation import Excitation
 from ..core.files import atomic_write_text
 from ..core.trajectory import Trajectory
-from .design import CRITERIA, DesignResult, ExcitationLimits, ExcitationRefused, design_excitation
+from .design import (CRITERIA, DesignResult, ExcitationLimits, ExcitationRefused, design_excitation,
+                     profile_from_change, validate_profile)
 from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_calibration
 from .objective import TrialObjective
 from .observation import RealTrial
@@ -305,7 +308,10 @@ def run_active_calibration(
     while True:
         last = k >= active.max_trials or stand_in is None
         iters = iterations if last else min(active.after_iteration, iterations)
-        cfg = replace(config, iterations=iters, rollout_budget=max(budget - spent, 1), start=start,
+        # a phase before a design gets its share of the remaining budget, in proportion to its iterations
+        # (proposers that spread their budget over the run's iterations would otherwise spend it all here)
+        share = budget - spent if last else max(1, (budget - spent) * iters // max(iterations, 1))
+        cfg = replace(config, iterations=iters, rollout_budget=max(share, 1), start=start,
                       final_identifiability=True,
                       resume=bool(config.resume or (rd is not None and (rd / f"phase_{k}" / "run.json").exists())))
         res = run_calibration(target, real, make_proposer(), cfg, rd / f"phase_{k}" if rd else None, **run_kwargs)
@@ -316,7 +322,12 @@ def run_active_calibration(
         if k == 0:
             warning_before = report.warning if report else None
         flagged = flagged_parameters(report) if report else []
-        trigger = bool(flagged) or active.trigger == "always"
+        request, refused = _proposer_request(res, real, limits)
+        if refused is not None:  # recorded, never rolled out; the D-optimal design may still run
+            designs.append(refused)
+            if rd is not None and _jsonable(refused) not in records:  # once, also when resumed
+                _append_jsonl(rd / "active_learning.jsonl", _jsonable(refused))
+        trigger = bool(flagged) or active.trigger == "always" or request is not None
         if k >= active.max_trials or not trigger or budget - spent < 4 * (len(real.train) + 1):
             if not last and not trigger:
                 designs.append({"applied": False, "reason": "the identifiability check flags no parameter"})
@@ -324,7 +335,7 @@ def run_active_calibration(
         objective = TrialObjective(twin, real.train_excitations, real.train, spec, noise=config.noise)
         allowance = active.design_budget or (budget - spent) // 2
         flagged = [n for n in flagged if n not in objective.measurement.names]  # a nuisance is not designed for
-        rec = records[k] if k < len(records) else None
+        rec = next((r for r in records if r.get("design") == k + 1 and r.get("trial_file")), None)
         if rec is not None and rd is not None and (rd / rec.get("trial_file", "")).is_file():
             real = RealTrial.load(rd / rec["trial_file"])  # resumed: the designed trial is never run again
             design_spent += int(rec["rollouts"])
@@ -333,8 +344,8 @@ def run_active_calibration(
             designs.append(rec)
         else:
             try:
-                design = design_excitation(objective, res.values, limits, flagged=flagged or None,
-                                           criterion=active.criterion, max_rollouts=allowance)
+                design = request or design_excitation(objective, res.values, limits, flagged=flagged or None,
+                                                      criterion=active.criterion, max_rollouts=allowance)
             except ValueError as err:
                 designs.append({"applied": False, "reason": f"design failed: {err}"})
                 break
@@ -386,6 +397,32 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, (np.floating, np.integer)):
         return _jsonable(x.item())
     return x
+
+
+def _proposer_request(res: CalibrationResult, real: RealTrial, limits: ExcitationLimits
+                      ) -> tuple[DesignResult | None, dict[str, Any] | None]:
+    """The last ``excitation_change`` a proposer asked for in this phase, validated like a design.
+
+    Returns ``(design, None)`` for a request within the limits (clips noted), ``(None, record)``
+    for a refused one (the record says why; nothing is rolled out), ``(None, None)`` without one.
+    """
+    for r in reversed(res.history):
+        change = (r.extra or {}).get("excitation_change_requested")
+        if not change:
+            continue
+        who = f"{r.proposer} at iteration {r.iteration}"
+        try:
+            prof = profile_from_change(change, real.train_excitations[0], limits)
+            prof, exc, notes = validate_profile(prof, limits)
+        except ExcitationRefused as err:
+            return None, {"applied": False, "source": "proposer request", "requested": dict(change),
+                          "reason": f"excitation_change of {who} refused: {err}", "rollouts": 0}
+        clip = f"; {'; '.join(notes)}" if notes else ""
+        rationale = (f"excitation_change requested by {who} ({r.rationale.strip()[:200]}): a chirp "
+                     f"{prof['f0']:g}–{prof['f1']:g} Hz, amplitude {prof['amplitude']:g}{clip}")
+        return DesignResult(prof, exc, "proposer_request", [], math.nan, math.nan, math.nan, math.nan, [], 0,
+                            rationale, notes), None
+    return None, None
 
 
 def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, config: CalibrationConfig,
