@@ -313,7 +313,7 @@ def run_active_calibration(
         share = budget - spent if last else max(1, (budget - spent) * iters // max(iterations, 1))
         cfg = replace(config, iterations=iters, rollout_budget=max(share, 1), start=start,
                       final_identifiability=True,
-                      resume=bool(config.resume or (rd is not None and (rd / f"phase_{k}" / "run.json").exists())))
+                      resume=bool(rd is not None and (rd / f"phase_{k}" / "run.json").exists()))
         res = run_calibration(target, real, make_proposer(), cfg, rd / f"phase_{k}" if rd else None, **run_kwargs)
         phases.append(res)
         spent += res.rollouts

@@ -46,6 +46,7 @@ import json
 import math
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -137,6 +138,7 @@ def run_benchmark(
     nuisance: Mapping[str, Any] | None = None,
     nominal_identifiability: bool = True,
     diagnosis: bool = True,
+    active_learning: Any = None,
 ) -> dict[str, Any]:
     """Run the sim2sim benchmark (module docstring) and write ``out/results.{json,md}``.
 
@@ -158,6 +160,11 @@ def run_benchmark(
         nominal_identifiability: run the identifiability check at the nominal point per seed
             (``identifiability_nominal`` in the per-seed record; 4n + 1 evaluations, diagnostic).
         diagnosis: the residual diagnosis after each calibration (diagnostic rollouts).
+        active_learning: an enabled :class:`~vid2sid_ros.calibration.active.ActiveLearningConfig`:
+            every calibration runs in phases with designed trials that the stand-in runs
+            (:func:`~vid2sid_ros.calibration.active.run_active_calibration`; the phases in
+            ``OUT/seed_K/METHOD/phase_J``); design rollouts are charged (``rollouts``) and reported
+            under ``active_learning`` in each record.
 
     Returns:
         The ``results.json`` content.
@@ -202,6 +209,8 @@ def run_benchmark(
         for seed in seed_list:
             for m in methods:
                 rd = out_dir / f"seed_{seed}" / m
+                if active_learning is not None and active_learning.enabled:
+                    rd = rd / "phase_0"  # the phases of an active-learning run are run directories of their own
                 check_run_dir(rd, proposer_name=m, real=None, parameters=rig_obj.parameters,
                               config=CalibrationConfig(resume=(rd / "run.json").is_file(), nuisance=nuisance))
     params = rig_obj.parameters
@@ -253,10 +262,15 @@ def run_benchmark(
                 run_dir = out_dir / f"seed_{seed}" / m if out_dir is not None else None
                 if run_dir is not None and (run_dir / "run.json").exists():
                     cfg.resume = True  # re-running a benchmark continues/reuses finished runs
+                al_rec: dict[str, Any] = {}
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", IdentifiabilityWarning)
-                    res = run_calibration(rig_obj, real, proposer, cfg, run_dir,
-                                          parameters=seed_params if start_cfg is not None else None)
+                    if active_learning is not None and active_learning.enabled:
+                        res, al_rec = _active_run(rig_obj, real, m, proposer_options, cfg, active_learning, run_dir,
+                                                  truth, seed, noise_mode, mis, seed_params if start_cfg else None)
+                    else:
+                        res = run_calibration(rig_obj, real, proposer, cfg, run_dir,
+                                              parameters=seed_params if start_cfg is not None else None)
                 rel = relative_parameter_error(res.values, truth, free)
                 rec = {"method": m, "seed": seed, "values": {n: res.values[n] for n in free},
                        "rel_error": rel, "mean_rel_error": float(np.mean(list(rel.values()))),
@@ -268,7 +282,9 @@ def run_benchmark(
                        "interval": dict(res.final_identifiability.interval) if res.final_identifiability else {},
                        "measurement_bias": (dict(res.final_identifiability.measurement_bias)
                                             if res.final_identifiability else {}),
-                       "nuisance": {k: v for k, v in res.values.items() if k not in params.names}}
+                       "nuisance": {k: v for k, v in res.values.items() if k not in params.names}, **al_rec}
+                if al_rec:  # the designs' rollouts are charged too
+                    rec["rollouts"] = al_rec["active_learning"]["rollouts_charged"] + spent
                 diag = res.diagnosis or {}
                 kinds = list(diag.get("kinds") or [])
                 rec["diagnosis"] = {"misspecified": diag.get("misspecified"), "kinds": kinds,
@@ -297,6 +313,22 @@ def run_benchmark(
     if out_dir is not None:
         _write(out_dir, results)
     return results
+
+
+def _active_run(rig: Rig, real: Any, method: str, proposer_options: Mapping[str, Mapping[str, Any]] | None,
+                cfg: CalibrationConfig, active: Any, run_dir: Path | None, truth: Mapping[str, float], seed: int,
+                noise: str, mis: Mapping[str, float] | None, parameters: Any) -> tuple[Any, dict[str, Any]]:
+    """One calibration with active learning: the stand-in runs the designed trials (calibration/active.py)."""
+    from .active import run_active_calibration, sim2sim_stand_in
+
+    stand_in = sim2sim_stand_in(rig, truth, seed=seed, noise=noise, misspecify=dict(mis) if mis else None)
+    out = run_active_calibration(rig, real, lambda: make_proposer(method, **dict((proposer_options or {}).get(
+        method, {}))), replace(cfg, resume=False), active, run_dir, stand_in=stand_in,
+        **({"parameters": parameters} if parameters is not None else {}))
+    return out.result, {"active_learning": {
+        "rollouts_charged": out.rollouts, "design_rollouts": out.design_rollouts, "robot_trials": out.robot_trials,
+        "warning_before": out.warning_before, "warning_after": out.warning_after,
+        "rationale": [d.get("rationale") or d.get("reason") for d in out.designs]}}
 
 
 def _mean(xs: Sequence[float | None]) -> float | None:
