@@ -241,3 +241,65 @@ def test_a_proposers_excitation_change_that_cannot_be_repaired_is_refused_and_ne
     assert all(np.max(np.abs(e.values)) <= 0.3 + 1e-12 for e in calls)  # only a D-optimal design, if any
     lines = (tmp_path / "refuse" / "active_learning.jsonl").read_text().splitlines()
     assert any("refused" in json.loads(x).get("reason", "") for x in lines)
+
+
+def _hinge_yaml(tmp_path, **al):
+    import yaml
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_active_learning as bench
+
+    (tmp_path / "hinge.xml").write_text(bench.HINGE_XML)
+    cfg = bench.hinge_config()
+    cfg["real"] = {"sim2sim": {"noise": "keypoint"}}
+    cfg["calibration"]["active_learning"] = {**cfg["calibration"]["active_learning"], **al}
+    (tmp_path / "hinge.yaml").write_text(yaml.safe_dump(cfg))
+    return tmp_path / "hinge.yaml"
+
+
+def _cli(*argv):
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "vid2sid_ros.cli", *map(str, argv)], capture_output=True, text=True,
+                          cwd=REPO, timeout=600)
+
+
+def test_calibrate_active_learning_flag_saves_the_recommendation_and_names_it_in_one_line(tmp_path):
+    """A rig config with the block switched off calibrates as before (the block is not a CalibrationConfig
+    field); --active-learning turns it on: the designed trial is in the run and on the terminal."""
+    cfg = _hinge_yaml(tmp_path, enabled=False)
+    out = tmp_path / "run"
+    p = _cli("calibrate", cfg, "--active-learning", "--proposer", "least-squares", "--budget", 20, "--iterations", 1,
+             "--out", out, "--no-report", "-q")
+    assert p.returncode == 0, p.stderr
+    lines = [x for x in p.stdout.splitlines() if x.startswith("active learning:")]
+    assert len(lines) == 1 and "designed_trial.yaml" in lines[0] and "condition number" in lines[0]
+    res = json.loads((out / "result.json").read_text())
+    assert res["designed_trial"]["applied"] is False and res["designed_trial"]["charged"] is False
+    assert (out / "designed_excitation.csv").is_file()
+    p = _cli("calibrate", cfg, "--proposer", "least-squares", "--budget", 20, "--iterations", 1,
+             "--out", tmp_path / "plain", "--no-report", "-q")
+    assert p.returncode == 0, p.stderr
+    assert "active learning" not in p.stdout and not (tmp_path / "plain" / "designed_trial.yaml").exists()
+
+
+def test_a_bad_active_learning_block_is_refused_in_one_line_naming_the_field(tmp_path):
+    cfg = _hinge_yaml(tmp_path, max_trials=0)
+    p = _cli("calibrate", cfg, "--proposer", "least-squares", "--out", tmp_path / "run", "-q")
+    assert p.returncode == 2 and "calibration.active_learning.max_trials" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_benchmark_active_learning_charges_the_design_and_reuses_it(tmp_path):
+    cfg = _hinge_yaml(tmp_path, after_iteration=1)
+    args = ("benchmark", "sim2sim", "--rig", cfg, "--methods", "least-squares", "--seeds", 1, "--budget", 60,
+            "--iterations", 3, "--noise", "keypoint", "--active-learning", "--out", tmp_path / "b", "--no-progress")
+    p = _cli(*args)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads((tmp_path / "b" / "results.json").read_text())["per_seed"][0]["methods"]["least-squares"]
+    al = rec["active_learning"]
+    assert al["robot_trials"] == 1 and 0 < al["design_rollouts"] <= rec["rollouts"] <= 60
+    p = _cli(*args)  # rerun: the phases are reused, the stand-in does not run the designed trial again
+    assert p.returncode == 0, p.stderr
+    lines = (tmp_path / "b" / "seed_0" / "least-squares" / "active_learning.jsonl").read_text().splitlines()
+    assert len(lines) == 1
