@@ -303,3 +303,71 @@ def test_benchmark_active_learning_charges_the_design_and_reuses_it(tmp_path):
     assert p.returncode == 0, p.stderr
     lines = (tmp_path / "b" / "seed_0" / "least-squares" / "active_learning.jsonl").read_text().splitlines()
     assert len(lines) == 1
+
+
+def test_separation_design_says_when_no_trial_can_tell_link_inertia_from_armature(tmp_path):
+    """About a single hinge without gravity a 20 % heavier link and a larger armature are the same effect: the
+    diagnosis reports them indistinguishable, and the separation criterion finds no candidate that separates
+    them by 3 σ — the rationale says the model cannot tell them apart (no trial is promised to)."""
+    from test_diagnosis_causes import _excitations, _real, _spec, _twin
+
+    from vid2sid_ros.calibration.design import design_separating_excitation, separation
+    from vid2sid_ros.calibration.objective import TrialObjective
+
+    params = _spec(free=("damping",))
+    excs = _excitations("slow_sine")
+    reals = _real(_twin(tmp_path, params), excs, {"damping": 0.02, "stiffness": 0.5, "armature": 0.0005},
+                  body_scale=1.2)
+    obj = TrialObjective(_twin(tmp_path, params), excs, reals, params)
+    lim = ExcitationLimits((0.3,), ("m",), (0.1, 4.0), 4.0, 30.0)
+    d = design_separating_excitation(obj, {"damping": 0.02}, lim)
+    assert d is not None and d.criterion == "separation"
+    assert "frozen parameter 'armature'" in d.flagged and "mass of body 'link' (mass and inertia together)" in d.flagged
+    scores = [c["score"] for c in d.candidates]
+    assert d.score_after == max(scores) < 3.0  # chosen by the criterion, and honest that it is not enough
+    assert "cannot tell them apart" in d.rationale and d.rollouts > 0
+    pair = next(p for c in d.candidates for p in c["pairs"]
+                if {p[0], p[1]} == {"frozen parameter 'armature'", "mass of body 'link' (mass and inertia together)"})
+    assert pair[2] < 3.0
+
+
+def test_separation_of_identical_predictions_is_zero_and_of_a_scaled_difference_grows():
+    """The pairwise distance after the linearised refit: identical predictions 0; a difference the free
+    parameter's column can absorb 0; an orthogonal difference its norm over σ."""
+    from types import SimpleNamespace
+
+    from vid2sid_ros.calibration import design
+
+    class Ctx:
+        def __init__(self, preds, col):
+            self.u0, self.sigma2, self.rollouts, self.params = np.array([0.5]), 4.0, 0, None
+            self.preds, self.col = preds, col
+            self.objective = SimpleNamespace(twin=SimpleNamespace(set_parameters=lambda v: None,
+                                                                   rollout=lambda e: SimpleNamespace(diverged=False,
+                                                                                                    trajectory=None)),
+                                             measurement=SimpleNamespace(split=lambda v: (v, {})))
+
+        def values_at(self, u):
+            return {}
+
+        def residual(self, parts, theta, u, objective=None):
+            if not parts:
+                return np.zeros(3) + (self.col * (u[0] - 0.5))
+            return self.preds[parts[0]] + 0.0 * theta[0]
+
+    def member(name):
+        return SimpleNamespace(parts=[name], refit=SimpleNamespace(theta=[0.0], u=np.array([0.5])),
+                               cause=SimpleNamespace(name=name))
+
+    orig = design.TrialObjective
+    design.TrialObjective = lambda *a, **k: None
+    try:
+        col = np.array([1.0, 0.0, 0.0])
+        same = Ctx({"a": np.array([1.0, 2.0, 3.0]), "b": np.array([1.0, 2.0, 3.0])}, col)
+        assert design.separation(same, [member("a"), member("b")], None)[0] == pytest.approx(0.0)
+        absorbed = Ctx({"a": np.array([5.0, 0.0, 0.0]), "b": np.zeros(3)}, col)
+        assert design.separation(absorbed, [member("a"), member("b")], None)[0] == pytest.approx(0.0, abs=1e-12)
+        apart = Ctx({"a": np.array([0.0, 6.0, 8.0]), "b": np.zeros(3)}, col)
+        assert design.separation(apart, [member("a"), member("b")], None)[0] == pytest.approx(10.0 / 2.0)
+    finally:
+        design.TrialObjective = orig

@@ -7,10 +7,13 @@ for any proposer (reasoner, VLMs, baselines, least-squares peers) in phases:
    same share of the rollout budget as of the iterations: proposers that spread their budget
    over the run's iterations would otherwise spend all of it before the design), then the
    identifiability check at its best point (``final_identifiability``) decides;
-2. when the check reports a weak direction (``trigger: flagged``, the default) or always
-   (``trigger: always``, the fixed-iteration mode), :func:`~vid2sid_ros.calibration.design.
-   design_excitation` chooses the next excitation (D-optimal for the parameters of the weak
-   directions) within the rig's limits, its rollouts charged to the budget;
+2. when the check reports a weak direction (``trigger: flagged``, the default), the residual
+   diagnosis reports indistinguishable causes, or always (``trigger: always``, the
+   fixed-iteration mode), the next excitation is designed within the rig's limits, its
+   rollouts charged to the budget: D-optimal for the parameters of the weak directions
+   (:func:`~vid2sid_ros.calibration.design.design_excitation`), or, for indistinguishable
+   causes and no flagged parameter (or ``criterion: separation``), the one that best separates
+   the causes' predictions (:func:`~vid2sid_ros.calibration.design.design_separating_excitation`);
 3. with a stand-in real rig (sim2sim), the stand-in runs the designed excitation at once: the
    new trial is saved (``active_trial_K.json``, the extended real trial) and recorded
    (``active_learning.jsonl``, flushed and fsynced) the moment it completes, and the next
@@ -42,7 +45,7 @@ from ..core.excitation import Excitation
 from ..core.files import atomic_write_text
 from ..core.trajectory import Trajectory
 from .design import (CRITERIA, DesignResult, ExcitationLimits, ExcitationRefused, design_excitation,
-                     profile_from_change, validate_profile)
+                     design_separating_excitation, profile_from_change, validate_profile)
 from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_calibration
 from .objective import TrialObjective
 from .observation import RealTrial
@@ -327,7 +330,8 @@ def run_active_calibration(
             designs.append(refused)
             if rd is not None and _jsonable(refused) not in records:  # once, also when resumed
                 _append_jsonl(rd / "active_learning.jsonl", _jsonable(refused))
-        trigger = bool(flagged) or active.trigger == "always" or request is not None
+        causes_tied = (res.diagnosis or {}).get("verdict") == "indistinguishable"
+        trigger = bool(flagged) or active.trigger == "always" or request is not None or causes_tied
         if k >= active.max_trials or not trigger or budget - spent < 4 * (len(real.train) + 1):
             if not last and not trigger:
                 designs.append({"applied": False, "reason": "the identifiability check flags no parameter"})
@@ -344,8 +348,12 @@ def run_active_calibration(
             designs.append(rec)
         else:
             try:
-                design = request or design_excitation(objective, res.values, limits, flagged=flagged or None,
-                                                      criterion=active.criterion, max_rollouts=allowance)
+                design = request
+                if design is None and (active.criterion == "separation" or (causes_tied and not flagged)):
+                    design = design_separating_excitation(objective, res.values, limits, parameters=spec)
+                if design is None:
+                    design = design_excitation(objective, res.values, limits, flagged=flagged or None,
+                                               criterion="d_optimal", max_rollouts=allowance)
             except ValueError as err:
                 designs.append({"applied": False, "reason": f"design failed: {err}"})
                 break

@@ -56,10 +56,11 @@ from .objective import TrialObjective, trajectory_vector
 from .proposer import Evaluation
 
 __all__ = ["ExcitationLimits", "ExcitationRefused", "DesignResult", "design_excitation", "validate_profile",
+           "design_separating_excitation", "indistinguishable_set", "separation",
            "profile_from_change", "candidate_profiles", "information_criterion", "CRITERIA"]
 
 #: design criteria by name (``calibration.active_learning.criterion``)
-CRITERIA = ("d_optimal",)
+CRITERIA = ("d_optimal", "separation")
 #: the highest frequency a design may ask for, as a fraction of the command rate (5 samples a period)
 MAX_FREQUENCY_OF_RATE = 0.2
 
@@ -436,8 +437,9 @@ def design_excitation(objective: TrialObjective, point: Mapping[str, float], lim
     Raises:
         ValueError: unknown criterion, unknown flagged names, or no candidate could be evaluated.
     """
-    if criterion not in CRITERIA:
-        raise ValueError(f"unknown design criterion {criterion!r}; valid: {', '.join(CRITERIA)}")
+    if criterion != "d_optimal":
+        raise ValueError(f"design_excitation: criterion must be 'd_optimal', got {criterion!r} (the separation of "
+                         "indistinguishable causes is design_separating_excitation)")
     params = objective.parameters
     names = [s.name for s in params.free if s.name not in objective.measurement.names]
     physics = params.with_frozen(free=names) if len(names) != len(params.free) else params
@@ -503,3 +505,154 @@ def _rationale(flagged: Sequence[str], prof: Mapping[str, Any], before: float, a
             f"separates them: condition number {cond0:.2g} → {cond1:.2g}{gain}. Chosen by D-optimal design "
             f"among {n_candidates} candidate excitations within the rig's limits, at the current estimate; "
             f"{rollouts} design rollouts.")
+
+
+# -- candidate causes the diagnosis cannot tell apart ------------------------------------------------------------
+def indistinguishable_set(objective: TrialObjective, values: Mapping[str, float],
+                          parameters: ParameterSet | None = None) -> tuple[Any, list[Any]]:
+    """The residual diagnosis's comparison at ``values``: ``(probe context, members)``.
+
+    ``members`` are the refitted :class:`~vid2sid_ros.calibration.diagnosis.compare.Score` objects
+    of an *indistinguishable* verdict (each with ``parts`` and ``refit.theta``/``refit.u``), empty
+    for any other verdict. Same steps and thresholds as :func:`~vid2sid_ros.calibration.diagnosis.
+    diagnose`; its rollouts are in ``context.rollouts``.
+    """
+    from .diagnosis.causes import candidate_causes
+    from .diagnosis.compare import THRESHOLDS, decide, free_columns, line_scan, refit, screen
+    from .diagnosis.context import ProbeContext
+
+    ctx = ProbeContext(objective, values, parameters if parameters is not None else objective.parameters, None)
+    if ctx.failed:
+        return ctx, []
+    causes = candidate_causes(ctx)
+    F = free_columns(ctx)
+    null = refit(ctx, [], [], F)
+    scores = screen(ctx, causes, F)
+    for s in [s for s in scores if s.share_linear > 0 and s.column is not None][: int(THRESHOLDS["refit_top"])]:
+        line_scan(ctx, s, F)
+        s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
+    dec = decide(ctx, scores, null)
+    members = [m for m in dec["set"] if m.refit is not None] if dec["verdict"] == "indistinguishable" else []
+    return ctx, members
+
+
+def separation(ctx: Any, members: Sequence[Any], exc: Excitation) -> tuple[float, list[tuple[str, str, float]]]:
+    """How far apart the members' predictions on ``exc`` are, after refitting the free parameters.
+
+    Each member's model (its cause at its fitted size, the free parameters at its refit) is rolled
+    out on ``exc``; the difference ``d_ab`` between two predictions has its component in the span of
+    the free parameters' and of one member's own size(s) sensitivity on ``exc`` removed (a
+    linearised refit of model a to model b's prediction: ``d − A A⁺ d``, ``A = [J_free, ∂y_a/∂θ_a]``;
+    the smaller of the two directions counts), and the rest is measured in noise units,
+    ``‖d⊥‖ / σ`` (σ: the diagnosis's noise estimate). The criterion
+    is the smallest over pairs: the designed trial must separate every pair.
+
+    Returns:
+        ``(min over pairs, [(cause a, cause b, distance)])``; ``(nan, [])`` when a rollout failed.
+        Rollouts are counted in ``ctx.rollouts``.
+    """
+    twin = ctx.objective.twin
+    twin.set_parameters(ctx.objective.measurement.split(ctx.values_at(ctx.u0))[0])
+    ctx.rollouts += 1
+    ref = twin.rollout(exc)
+    if ref.diverged:
+        return math.nan, []
+    obj = TrialObjective(twin, [exc], [ref.trajectory], ctx.params)
+    base = ctx.residual([], [], ctx.u0, objective=obj)
+    if base is None:
+        return math.nan, []
+    cols = []
+    for i, u in enumerate(ctx.u0):  # the free parameters' sensitivity on the candidate
+        h = 0.02 if u + 0.02 <= 1.0 else -0.02
+        uu = ctx.u0.copy()
+        uu[i] += h
+        r = ctx.residual([], [], uu, objective=obj)
+        if r is not None:
+            cols.append((r - base) / h)
+    preds, own = [], []
+    for m in members:  # each member's prediction and the sensitivity to its own size(s)
+        theta = np.asarray(m.refit.theta, float)
+        p = ctx.residual(m.parts, theta, m.refit.u, objective=obj)
+        preds.append(p)
+        mine = []
+        for k, part in enumerate(m.parts):
+            step = float(getattr(part, "step", 0.0) or 0.0) or 1e-3
+            tk = theta.copy()
+            tk[k] += step
+            q = ctx.residual(m.parts, tk, m.refit.u, objective=obj)
+            if q is not None and p is not None:
+                mine.append((q - p) / step)
+        own.append(mine)
+    if any(p is None for p in preds):
+        return math.nan, []
+    ok = np.all(np.isfinite(np.column_stack([base] + cols + preds + [c for o in own for c in o])), axis=1)
+    sigma = math.sqrt(ctx.sigma2) if ctx.sigma2 > 0 else 1.0
+
+    def left(d: np.ndarray, columns: list[np.ndarray]) -> float:
+        """‖d − A A⁺ d‖ / σ: what a refit of the columns cannot absorb."""
+        if columns:
+            A = np.column_stack(columns)[ok]
+            d = d - A @ np.linalg.lstsq(A, d, rcond=None)[0]
+        return float(np.linalg.norm(d) / sigma)
+
+    pairs = []
+    for i in range(len(members)):
+        for j in range(i + 1, len(members)):
+            d = (preds[i] - preds[j])[ok]
+            # model i refitted (free parameters and its own size) to model j's prediction, and the reverse
+            dist = min(left(d, cols + own[i]), left(d, cols + own[j]))
+            pairs.append((members[i].cause.name, members[j].cause.name, dist))
+    return (min(p[2] for p in pairs) if pairs else math.nan), pairs
+
+
+def design_separating_excitation(objective: TrialObjective, values: Mapping[str, float], limits: ExcitationLimits,
+                                 *, parameters: ParameterSet | None = None,
+                                 candidates: Sequence[Mapping[str, Any]] | None = None) -> DesignResult | None:
+    """The candidate whose trial best separates the causes the diagnosis reports as indistinguishable.
+
+    Criterion ``"separation"``: maximise, over the candidates within ``limits``, the smallest
+    pairwise distance between the members' predictions after refitting the free parameters, in
+    noise units (:func:`separation`). The diagnosis is re-run here (:func:`indistinguishable_set`);
+    its rollouts and each candidate's ``1 + F + 2C`` (F free parameters, C members) are design
+    rollouts.
+
+    Returns:
+        DesignResult (``score_before`` 0, ``score_after`` the chosen separation, σ; the condition
+        numbers NaN), or None when the diagnosis does not report an indistinguishable set.
+
+    Raises:
+        ValueError: no candidate could be evaluated.
+    """
+    ctx, members = indistinguishable_set(objective, values, parameters)
+    if len(members) < 2:
+        return None
+    notes: list[str] = []
+    table, best = [], None
+    for cfg in (candidates if candidates is not None else candidate_profiles(limits)):
+        try:
+            prof, exc, clip = validate_profile(cfg, limits)
+        except ExcitationRefused as err:
+            notes.append(f"candidate refused: {err}")
+            continue
+        notes.extend(clip)
+        score, pairs = separation(ctx, members, exc)
+        table.append({"profile": prof, "score": score if math.isfinite(score) else -math.inf,
+                      "condition": math.nan, "failed": not math.isfinite(score),
+                      "pairs": [list(p) for p in pairs]})
+        if math.isfinite(score) and (best is None or score > best[0]):
+            best = (score, prof, exc, pairs)
+    objective.twin.set_parameters(objective.measurement.split(objective.parameters.complete(values))[0])
+    if best is None:
+        raise ValueError("design: no candidate excitation could be evaluated for the indistinguishable causes")
+    score, prof, exc, pairs = best
+    names = [m.cause.name for m in members]
+    weakest = min(pairs, key=lambda p: p[2])
+    rationale = (f"{' and '.join(names)} explain the training residual equally well; a {_describe(prof)} separates "
+                 f"their predictions by {score:.3g} σ after refitting the free parameters (the closest pair, "
+                 f"{weakest[0]} vs {weakest[1]}). Chosen among {len(table)} candidate excitations within the rig's "
+                 f"limits; {ctx.rollouts} design rollouts.")
+    if score < 3.0:
+        rationale += (" No candidate separates them by 3 σ: on this rig they may be the same effect (e.g. a link's "
+                      "inertia about a single hinge and the joint's armature); the model cannot tell them apart.")
+    return DesignResult(prof, exc, "separation", names, 0.0, score, math.nan, math.nan, table, ctx.rollouts,
+                        rationale, notes)
