@@ -371,3 +371,22 @@ def test_separation_of_identical_predictions_is_zero_and_of_a_scaled_difference_
         assert design.separation(apart, [member("a"), member("b")], None)[0] == pytest.approx(10.0 / 2.0)
     finally:
         design.TrialObjective = orig
+
+
+def test_an_asymmetric_ctrlrange_clips_every_sample_into_it():
+    """A tendon that only pulls (ctrlrange [0, 1]): a chirp's negative half is clipped to 0, never sent."""
+    lim = ExcitationLimits((1.0,), ("tendon",), (0.1, 4.0), 4.0, 30.0, command_range=((0.0, 1.0),))
+    _, exc, notes = validate_profile({"kind": "chirp", "amplitude": 0.5, "f0": 0.5, "f1": 2.0, "duration": 2.0,
+                                      "rate": 30.0}, lim)
+    assert exc.values.min() == 0.0 and exc.values.max() <= 0.5
+    assert any("clipped to the actuator limits tendon [0, 1]" in n for n in notes)
+
+
+def test_candidates_fit_an_asymmetric_range_without_clipping():
+    from vid2sid_ros.calibration.design import candidate_profiles
+
+    lim = ExcitationLimits((1.0,), ("tendon",), (0.1, 4.0), 3.0, 30.0, command_range=((0.0, 1.0),))
+    for cfg in candidate_profiles(lim):
+        _, exc, notes = validate_profile(cfg, lim)
+        assert not notes, (cfg, notes)
+        assert exc.values.min() >= 0.0 and exc.values.max() <= 1.0 and np.ptp(exc.values) > 0.4

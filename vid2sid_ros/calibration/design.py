@@ -81,6 +81,8 @@ class ExcitationLimits:
         max_duration_s: longest trial, s.
         rate: command rate of a designed profile, Hz.
         source: where each limit came from (for the record).
+        command_range: (A,) ``(lower, upper)`` per actuator from an asymmetric ``ctrlrange`` (a
+            tendon that only pulls: [0, 1]); every sample is clipped into it (None: ± amplitude).
     """
 
     amplitude: tuple[float, ...]
@@ -89,6 +91,14 @@ class ExcitationLimits:
     max_duration_s: float
     rate: float
     source: dict[str, str] = field(default_factory=dict)
+    command_range: tuple[tuple[float, float], ...] | None = None
+
+    def range_of(self, i: int) -> tuple[float, float]:
+        """(lowest, highest) command of actuator ``i``: its ``ctrlrange`` when known, else ± its amplitude."""
+        if self.command_range is not None and i < len(self.command_range):
+            lo, hi = self.command_range[i]
+            return max(lo, -self.amplitude[i]), min(hi, self.amplitude[i])
+        return -self.amplitude[i], self.amplitude[i]
 
     @classmethod
     def from_rig(cls, twin: Twin, excitations: Sequence[Excitation],
@@ -119,6 +129,7 @@ class ExcitationLimits:
         rate = float(excitations[0].rate)
         src: dict[str, str] = {}
         amp = np.full(len(names), np.inf)
+        ranges = [(-math.inf, math.inf)] * len(names)
         model = getattr(twin, "model", None)
         try:
             import mujoco
@@ -131,6 +142,7 @@ class ExcitationLimits:
                     if aid >= 0 and model.actuator_ctrllimited[aid]:
                         lo, hi = model.actuator_ctrlrange[aid]
                         amp[i] = min(amp[i], max(abs(lo), abs(hi)))
+                        ranges[i] = (float(lo), float(hi))
                         src[f"amplitude[{name}]"] = "actuator ctrlrange"
         except ImportError:
             pass
@@ -159,7 +171,7 @@ class ExcitationLimits:
         if dur is not None and not _positive(dur):
             raise ExcitationRefused(f"calibration.active_learning.max_duration_s: expected a number > 0 s, got {dur!r}")
         max_dur = float(dur) if dur is not None else max(e.duration for e in excitations)
-        return cls(tuple(float(a) for a in amp), names, (float(band[0]), hi), max_dur, rate, src)
+        return cls(tuple(float(a) for a in amp), names, (float(band[0]), hi), max_dur, rate, src, tuple(ranges))
 
 
 def _positive(v: Any) -> bool:
@@ -243,11 +255,13 @@ def validate_profile(cfg: Mapping[str, Any], limits: ExcitationLimits) -> tuple[
     if exc.duration > limits.max_duration_s + 1e-9:
         raise ExcitationRefused(f"excitation request lasts {exc.duration:g} s; the rig allows at most "
                                 f"{limits.max_duration_s:g} s a trial")
-    bound = np.asarray(limits.amplitude)[None, :]
-    if np.any(np.abs(exc.values) > bound + 1e-12):
-        notes.append(f"{int(np.sum(np.abs(exc.values) > bound + 1e-12))} command sample(s) clipped to the "
-                     f"actuator limits {list(limits.amplitude)}")
-        exc = Excitation(exc.name, exc.rate, np.clip(exc.values, -bound, bound), exc.actuator_names,
+    rng = [limits.range_of(i) for i in range(len(limits.actuator_names))]
+    lo, hi = np.array([r[0] for r in rng])[None, :], np.array([r[1] for r in rng])[None, :]
+    over = (exc.values < lo - 1e-12) | (exc.values > hi + 1e-12)
+    if np.any(over):
+        notes.append(f"{int(np.sum(over))} command sample(s) clipped to the actuator limits "
+                     + ", ".join(f"{n} [{a:g}, {b:g}]" for n, (a, b) in zip(limits.actuator_names, rng)))
+        exc = Excitation(exc.name, exc.rate, np.clip(exc.values, lo, hi), exc.actuator_names,
                          {**dict(exc.meta), "clipped": True})
     return out, exc, notes
 
@@ -280,6 +294,9 @@ def profile_from_change(change: Mapping[str, Any], base: Excitation, limits: Exc
 def candidate_profiles(limits: ExcitationLimits, *, duration: float | None = None) -> list[dict[str, Any]]:
     """The candidate family, inside ``limits`` (first actuator), at most 7 profiles.
 
+    Centred on the middle of the actuator's command range (an asymmetric ``ctrlrange`` such as a
+    tendon's [0, 1] gives an ``offset``; a step then goes from its lower to its upper end).
+
     Linear chirps over the lower, middle and upper thirds of the allowed band (log spaced)
     and over the whole band at full amplitude, the whole band at half amplitude, a step
     (on at 0.2 s, off at half the duration) and a 3-tone multisine over the band. Every
@@ -287,10 +304,11 @@ def candidate_profiles(limits: ExcitationLimits, *, duration: float | None = Non
     """
     lo, hi = limits.frequency_hz
     dur = round(min(duration or limits.max_duration_s, limits.max_duration_s), 6)
-    amp = limits.amplitude[0]
+    c_lo, c_hi = limits.range_of(0)
+    amp, mid = 0.5 * (c_hi - c_lo), 0.5 * (c_hi + c_lo)  # about the middle of the command range
     act = limits.actuator_names[0]
     edges = np.geomspace(max(lo, 0.1), hi, 4)
-    common = {"duration": dur, "rate": limits.rate, "actuator": act}
+    common = {"duration": dur, "rate": limits.rate, "actuator": act, **({"offset": round(mid, 9)} if mid else {})}
     out = []
     for a, b in zip(edges[:-1], edges[1:]):
         out.append({"kind": "chirp", "amplitude": amp, "f0": round(float(a), 3), "f1": round(float(b), 3), **common})
@@ -298,7 +316,8 @@ def candidate_profiles(limits: ExcitationLimits, *, duration: float | None = Non
                 **common})
     out.append({"kind": "chirp", "amplitude": 0.5 * amp, "f0": round(float(edges[0]), 3),
                 "f1": round(float(hi), 3), **common})
-    out.append({"kind": "step", "amplitude": amp, "t_step": 0.2, "t_release": round(dur / 2, 3), **common})
+    out.append({"kind": "step", "t_step": 0.2, "t_release": round(dur / 2, 3), **common,
+                **({"amplitude": amp} if not mid else {"amplitude": c_hi - c_lo, "offset": round(c_lo, 9)})})
     out.append({"kind": "multisine", "amplitude": amp, "frequencies": [round(float(f), 3) for f in edges[1:]],
                 "seed": 0, **common})
     for i, c in enumerate(out):
