@@ -204,6 +204,15 @@ def sim2sim_stand_in(rig: Any, truth: Mapping[str, float], *, seed: int = 0, noi
     return run
 
 
+def _fitted_spec(spec: Any, config: CalibrationConfig, real: RealTrial) -> Any:
+    """The spec the calibration fitted: ``spec`` plus its measurement nuisances (latency, marker offsets)."""
+    from .nuisance import add_measurement_nuisances, offset_unit
+
+    return add_measurement_nuisances(spec, config.nuisance, keypoints=real.keypoint_names,
+                                     excitations=real.train_excitations, real_trial=real.truth is None,
+                                     unit=offset_unit(real.train), source="config")
+
+
 def _append_jsonl(path: Path, record: Mapping[str, Any]) -> None:
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")
@@ -336,7 +345,9 @@ def run_active_calibration(
             if not last and not trigger:
                 designs.append({"applied": False, "reason": "the identifiability check flags no parameter"})
             break
-        objective = TrialObjective(twin, real.train_excitations, real.train, spec, noise=config.noise)
+        fitted = _fitted_spec(spec, config, real)
+        objective = TrialObjective(twin, real.train_excitations, real.train, fitted, noise=config.noise)
+        at = {n: v for n, v in res.values.items() if n in fitted}
         allowance = active.design_budget or (budget - spent) // 2
         flagged = [n for n in flagged if n not in objective.measurement.names]  # a nuisance is not designed for
         rec = next((r for r in records if r.get("design") == k + 1 and r.get("trial_file")), None)
@@ -350,9 +361,9 @@ def run_active_calibration(
             try:
                 design = request
                 if design is None and (active.criterion == "separation" or (causes_tied and not flagged)):
-                    design = design_separating_excitation(objective, res.values, limits, parameters=spec)
+                    design = design_separating_excitation(objective, at, limits, parameters=fitted)
                 if design is None:
-                    design = design_excitation(objective, res.values, limits, flagged=flagged or None,
+                    design = design_excitation(objective, at, limits, flagged=flagged or None,
                                                criterion="d_optimal", max_rollouts=allowance)
             except ValueError as err:
                 designs.append({"applied": False, "reason": f"design failed: {err}"})
@@ -439,7 +450,8 @@ def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, con
     """After a finished calibration: design the next trial at its result and save it as a recommendation.
 
     For ``vid2sid calibrate`` (recorded or stand-in data alike, the trial is not run): when the
-    result's identifiability check flags parameters (or ``active.trigger == "always"``), the
+    result's identifiability check flags parameters (D-optimal design), its residual diagnosis
+    reports indistinguishable causes (separation design), or ``active.trigger == "always"``, the
     designed profile is written to ``RUN/designed_excitation.csv`` and ``RUN/designed_trial.yaml``
     (a ``trials:`` entry to paste), the record to ``RUN/active_learning.jsonl`` and under
     ``designed_trial`` in ``RUN/result.json``. Its design rollouts come after the calibration's
@@ -447,7 +459,7 @@ def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, con
 
     Returns:
         The design record (``rationale``, ``profile``, ``rollouts``, ``files``), or None when nothing
-        is flagged (active learning off, or the check found no weak direction).
+        is flagged (active learning off, no weak direction and no tied causes).
 
     Raises:
         ExcitationRefused: the rig's limits cannot be established (bad ``limits`` block).
@@ -456,14 +468,21 @@ def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, con
         return None
     report = result.final_identifiability or result.identifiability
     twin = target.make_twin() if hasattr(target, "make_twin") else target
-    spec = parameters or getattr(target, "parameters", None) or twin.parameters
+    spec = _fitted_spec(parameters or getattr(target, "parameters", None) or twin.parameters, config, real)
     objective = TrialObjective(twin, real.train_excitations, real.train, spec, noise=config.noise)
+    at = {n: v for n, v in result.values.items() if n in spec}
     flagged = [n for n in (flagged_parameters(report) if report else []) if n not in objective.measurement.names]
-    if not flagged and active.trigger != "always":
+    tied = (result.diagnosis or {}).get("verdict") == "indistinguishable"
+    if not flagged and not tied and active.trigger != "always":
         return None
     limits = ExcitationLimits.from_rig(twin, real.train_excitations, active.limits)
-    design = design_excitation(objective, result.values, limits, flagged=flagged or None, criterion=active.criterion,
-                               max_rollouts=active.design_budget)
+    if active.criterion == "separation" or (not flagged and (result.diagnosis or {}).get("verdict")
+                                            == "indistinguishable"):
+        design = design_separating_excitation(objective, at, limits, parameters=spec)
+        if design is None:
+            return None
+    else:
+        design = design_excitation(objective, at, limits, flagged=flagged or None, max_rollouts=active.design_budget)
     rd = Path(run_dir)
     rec = {"design": 1, **design.to_dict(), "applied": False,
            "reason": "a recommendation: record this trial on the rig and add it to the rig config's trials",
