@@ -390,3 +390,27 @@ def test_candidates_fit_an_asymmetric_range_without_clipping():
         _, exc, notes = validate_profile(cfg, lim)
         assert not notes, (cfg, notes)
         assert exc.values.min() >= 0.0 and exc.values.max() <= 1.0 and np.ptp(exc.values) > 0.4
+
+
+def test_a_design_that_leaves_no_budget_to_fit_its_trial_is_not_run_and_the_budget_holds(tmp_path):
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_active_learning as bench
+    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration
+    from vid2sid_ros.calibration.loop import CalibrationConfig
+    from vid2sid_ros.calibration.proposers import make_proposer
+    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
+
+    rig = bench.load_hinge(tmp_path)
+    truth = draw_ground_truth(rig.parameters, 0)
+    real = make_sim2sim_trial(rig, truth, seed=0, noise="keypoint")
+    calls = []
+    cfg = CalibrationConfig(iterations=2, rollout_budget=50, seed=0, diagnosis=False,
+                            nuisance=dict(rig.nuisance or {}))
+    al = parse_active_learning({"after_iteration": 1, "max_amplitude": 0.3, "design_budget": 10_000})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_active_calibration(rig, real, lambda: make_proposer("least-squares"), cfg, al, tmp_path / "run",
+                                     stand_in=lambda e: calls.append(e))
+    assert res.rollouts <= 50 and res.design_rollouts > 0
+    assert not calls and res.robot_trials == 0 and len(res.real.train) == 1
+    assert "designed but not run" in res.designs[-1]["reason"]

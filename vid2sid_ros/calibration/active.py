@@ -348,7 +348,7 @@ def run_active_calibration(
         fitted = _fitted_spec(spec, config, real)
         objective = TrialObjective(twin, real.train_excitations, real.train, fitted, noise=config.noise)
         at = {n: v for n, v in res.values.items() if n in fitted}
-        allowance = active.design_budget or (budget - spent) // 2
+        allowance = min(active.design_budget or (budget - spent) // 2, budget - spent)  # never over the budget
         flagged = [n for n in flagged if n not in objective.measurement.names]  # a nuisance is not designed for
         rec = next((r for r in records if r.get("design") == k + 1 and r.get("trial_file")), None)
         if rec is not None and rd is not None and (rd / rec.get("trial_file", "")).is_file():
@@ -361,7 +361,8 @@ def run_active_calibration(
             try:
                 design = request
                 if design is None and (active.criterion == "separation" or (causes_tied and not flagged)):
-                    design = design_separating_excitation(objective, at, limits, parameters=fitted)
+                    design = design_separating_excitation(objective, at, limits, parameters=fitted,
+                                                          max_rollouts=allowance)
                 if design is None:
                     design = design_excitation(objective, at, limits, flagged=flagged or None,
                                                criterion="d_optimal", max_rollouts=allowance)
@@ -383,6 +384,14 @@ def run_active_calibration(
                     _append_jsonl(rd / "active_learning.jsonl", rec)
                 if on_design:
                     on_design(rec)
+                break
+            need = 3 * (len(real.train) + 1)  # three evaluations of the extended data
+            if budget - spent < need:  # no robot time for a trial nobody can fit
+                rec.update(applied=False, reason=f"designed but not run: the {budget - spent} rollouts left cannot "
+                                                 f"pay for {need} (three evaluations of the extended data)")
+                designs.append(rec)
+                if rd is not None:
+                    _append_jsonl(rd / "active_learning.jsonl", _jsonable(rec))
                 break
             traj = stand_in(design.excitation)
             real = _extended(real, traj, design.excitation)

@@ -626,7 +626,8 @@ def separation(ctx: Any, members: Sequence[Any], exc: Excitation) -> tuple[float
 
 def design_separating_excitation(objective: TrialObjective, values: Mapping[str, float], limits: ExcitationLimits,
                                  *, parameters: ParameterSet | None = None,
-                                 candidates: Sequence[Mapping[str, Any]] | None = None) -> DesignResult | None:
+                                 candidates: Sequence[Mapping[str, Any]] | None = None,
+                                 max_rollouts: int | None = None) -> DesignResult | None:
     """The candidate whose trial best separates the causes the diagnosis reports as indistinguishable.
 
     Criterion ``"separation"``: maximise, over the candidates within ``limits``, the smallest
@@ -634,6 +635,9 @@ def design_separating_excitation(objective: TrialObjective, values: Mapping[str,
     noise units (:func:`separation`). The diagnosis is re-run here (:func:`indistinguishable_set`);
     its rollouts and each candidate's ``1 + F + 2C`` (F free parameters, C members) are design
     rollouts.
+
+    ``max_rollouts``: no further candidate is evaluated once the next one would take the design
+    rollouts (the diagnosis's included) over it.
 
     Returns:
         DesignResult (``score_before`` 0, ``score_after`` the chosen separation, σ; the condition
@@ -647,7 +651,12 @@ def design_separating_excitation(objective: TrialObjective, values: Mapping[str,
         return None
     notes: list[str] = []
     table, best = [], None
+    per_candidate = 1 + len(ctx.u0) + sum(1 + len(m.parts) for m in members)
     for cfg in (candidates if candidates is not None else candidate_profiles(limits)):
+        if max_rollouts is not None and ctx.rollouts + per_candidate > max_rollouts:
+            notes.append(f"design stopped after {len(table)} candidate(s): its rollout allowance ({max_rollouts}) "
+                         "is spent")
+            break
         try:
             prof, exc, clip = validate_profile(cfg, limits)
         except ExcitationRefused as err:
