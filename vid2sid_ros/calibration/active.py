@@ -301,118 +301,160 @@ def run_active_calibration(
     if config.rollout_budget is None:
         raise CalibrationError("active learning needs a rollout budget (calibration.rollout_budget): the designed "
                                "trials are charged to it")
-    rd = Path(run_dir) if run_dir is not None else None
-    if rd is not None:
-        rd.mkdir(parents=True, exist_ok=True)
-    records = _read_jsonl(rd / "active_learning.jsonl") if rd is not None else []
-    twin = target.make_twin() if hasattr(target, "make_twin") else target
-    if limits is None:
-        limits = ExcitationLimits.from_rig(twin, real.train_excitations, active.limits)
-    spec = run_kwargs.get("parameters") or getattr(target, "parameters", None) or twin.parameters
-    budget, iterations = int(config.rollout_budget), int(config.iterations)
-    phases: list[CalibrationResult] = []
-    designs: list[dict[str, Any]] = []
-    files: dict[str, str] = {}
-    spent, design_spent, robot = 0, 0, 0
-    start = config.start
-    warning_before = None
+    run = _ActiveRun(target, real, make_proposer, config, active, run_dir, stand_in, limits, on_design, run_kwargs)
     k = 0
     while True:
         last = k >= active.max_trials or stand_in is None
-        iters = iterations if last else min(active.after_iteration, iterations)
+        res = run.phase(k, last)
+        report = res.final_identifiability
+        flagged = flagged_parameters(report) if report else []
+        request = run.proposer_request(res)
+        tied = (res.diagnosis or {}).get("verdict") == "indistinguishable"
+        trigger = bool(flagged) or active.trigger == "always" or request is not None or tied
+        if k >= active.max_trials or not trigger or run.left < 4 * (len(run.real.train) + 1):
+            if not last and not trigger:
+                run.designs.append({"applied": False, "reason": "neither the identifiability check nor the residual "
+                                                                "diagnosis flags a problem"})
+            break
+        if not run.resume_design(k) and not run.design_and_apply(k, res, flagged, request, tied):
+            break
+        run.start = {n: res.values[n] for n in run.spec.free_names}
+        k += 1
+    return run.finish()
+
+
+class _ActiveRun:
+    """The state of one :func:`run_active_calibration`: budget spent, phases, designs, the growing real data."""
+
+    def __init__(self, target, real, make_proposer, config, active, run_dir, stand_in, limits, on_design,
+                 run_kwargs) -> None:
+        self.target, self.real, self.make_proposer = target, real, make_proposer
+        self.config, self.active, self.stand_in, self.on_design = config, active, stand_in, on_design
+        self.run_kwargs = run_kwargs
+        self.rd = Path(run_dir) if run_dir is not None else None
+        if self.rd is not None:
+            self.rd.mkdir(parents=True, exist_ok=True)
+        self.records = _read_jsonl(self.rd / "active_learning.jsonl") if self.rd is not None else []
+        self.twin = target.make_twin() if hasattr(target, "make_twin") else target
+        self.limits = limits or ExcitationLimits.from_rig(self.twin, real.train_excitations, active.limits)
+        self.spec = run_kwargs.get("parameters") or getattr(target, "parameters", None) or self.twin.parameters
+        self.budget, self.iterations = int(config.rollout_budget), int(config.iterations)
+        self.phases: list[CalibrationResult] = []
+        self.designs: list[dict[str, Any]] = []
+        self.files: dict[str, str] = {}
+        self.spent = self.design_spent = self.robot = 0
+        self.start = config.start
+        self.warning_before: str | None = None
+
+    @property
+    def left(self) -> int:
+        """Rollouts left in the budget."""
+        return self.budget - self.spent
+
+    def record(self, rec: dict[str, Any], *, once: bool = False) -> None:
+        """Keep a design record and append it to ``active_learning.jsonl`` (fsynced); ``once``: not twice."""
+        rec = _jsonable(rec)
+        self.designs.append(rec)
+        if self.rd is not None and not (once and rec in self.records):
+            _append_jsonl(self.rd / "active_learning.jsonl", rec)
+        if self.on_design and rec.get("design"):
+            self.on_design(rec)
+
+    def phase(self, k: int, last: bool) -> CalibrationResult:
+        """Phase ``k``: calibrate on the current data with its share of the budget (module docstring)."""
+        iters = self.iterations if last else min(self.active.after_iteration, self.iterations)
         # a phase before a design gets its share of the remaining budget, in proportion to its iterations
         # (proposers that spread their budget over the run's iterations would otherwise spend it all here)
-        share = budget - spent if last else max(1, (budget - spent) * iters // max(iterations, 1))
-        cfg = replace(config, iterations=iters, rollout_budget=max(share, 1), start=start,
+        share = self.left if last else max(1, self.left * iters // max(self.iterations, 1))
+        cfg = replace(self.config, iterations=iters, rollout_budget=max(share, 1), start=self.start,
                       final_identifiability=True,
-                      resume=bool(rd is not None and (rd / f"phase_{k}" / "run.json").exists()))
-        res = run_calibration(target, real, make_proposer(), cfg, rd / f"phase_{k}" if rd else None, **run_kwargs)
-        phases.append(res)
-        spent += res.rollouts
-        iterations -= res.iterations
-        report = res.final_identifiability
+                      resume=bool(self.rd is not None and (self.rd / f"phase_{k}" / "run.json").exists()))
+        res = run_calibration(self.target, self.real, self.make_proposer(), cfg,
+                              self.rd / f"phase_{k}" if self.rd else None, **self.run_kwargs)
+        self.phases.append(res)
+        self.spent += res.rollouts
+        self.iterations -= res.iterations
         if k == 0:
-            warning_before = report.warning if report else None
-        flagged = flagged_parameters(report) if report else []
-        request, refused = _proposer_request(res, real, limits)
-        if refused is not None:  # recorded, never rolled out; the D-optimal design may still run
-            designs.append(refused)
-            if rd is not None and _jsonable(refused) not in records:  # once, also when resumed
-                _append_jsonl(rd / "active_learning.jsonl", _jsonable(refused))
-        causes_tied = (res.diagnosis or {}).get("verdict") == "indistinguishable"
-        trigger = bool(flagged) or active.trigger == "always" or request is not None or causes_tied
-        if k >= active.max_trials or not trigger or budget - spent < 4 * (len(real.train) + 1):
-            if not last and not trigger:
-                designs.append({"applied": False, "reason": "the identifiability check flags no parameter"})
-            break
-        fitted = _fitted_spec(spec, config, real)
-        objective = TrialObjective(twin, real.train_excitations, real.train, fitted, noise=config.noise)
+            self.warning_before = res.final_identifiability.warning if res.final_identifiability else None
+        return res
+
+    def proposer_request(self, res: CalibrationResult) -> DesignResult | None:
+        """A proposer's valid ``excitation_change`` as a design; a refused one is recorded (never rolled out)."""
+        request, refused = _proposer_request(res, self.real, self.limits)
+        if refused is not None:
+            self.record(refused, once=True)
+        return request
+
+    def resume_design(self, k: int) -> bool:
+        """Load design ``k + 1``'s recorded trial (a resumed run never runs it again); False without one."""
+        rec = next((r for r in self.records if r.get("design") == k + 1 and r.get("trial_file")), None)
+        if rec is None or self.rd is None or not (self.rd / rec["trial_file"]).is_file():
+            return False
+        self.real = RealTrial.load(self.rd / rec["trial_file"])
+        self.design_spent += int(rec["rollouts"])
+        self.spent += int(rec["rollouts"])
+        self.robot += 1 if rec.get("applied") else 0
+        self.designs.append(rec)
+        return True
+
+    def design_and_apply(self, k: int, res: CalibrationResult, flagged: list[str], request: DesignResult | None,
+                         tied: bool) -> bool:
+        """Design trial ``k + 1`` and run it on the stand-in (or save the recommendation); True to go on."""
+        fitted = _fitted_spec(self.spec, self.config, self.real)
+        objective = TrialObjective(self.twin, self.real.train_excitations, self.real.train, fitted,
+                                   noise=self.config.noise)
         at = {n: v for n, v in res.values.items() if n in fitted}
-        allowance = min(active.design_budget or (budget - spent) // 2, budget - spent)  # never over the budget
+        allowance = min(self.active.design_budget or self.left // 2, self.left)  # never over the budget
         flagged = [n for n in flagged if n not in objective.measurement.names]  # a nuisance is not designed for
-        rec = next((r for r in records if r.get("design") == k + 1 and r.get("trial_file")), None)
-        if rec is not None and rd is not None and (rd / rec.get("trial_file", "")).is_file():
-            real = RealTrial.load(rd / rec["trial_file"])  # resumed: the designed trial is never run again
-            design_spent += int(rec["rollouts"])
-            spent += int(rec["rollouts"])
-            robot += 1 if rec.get("applied") else 0
-            designs.append(rec)
-        else:
-            try:
-                design = request
-                if design is None and (active.criterion == "separation" or (causes_tied and not flagged)):
-                    design = design_separating_excitation(objective, at, limits, parameters=fitted,
-                                                          max_rollouts=allowance)
-                if design is None:
-                    design = design_excitation(objective, at, limits, flagged=flagged or None,
-                                               criterion="d_optimal", max_rollouts=allowance)
-            except ValueError as err:
-                designs.append({"applied": False, "reason": f"design failed: {err}"})
-                break
-            design_spent += design.rollouts
-            spent += design.rollouts
-            rec = {"design": k + 1, **design.to_dict(), "warning": report.warning if report else None}
-            if stand_in is None:
-                rec.update(applied=False, reason="recorded data: the designed trial is a recommendation")
-                if rd is not None:
-                    files["designed_excitation"] = str(atomic_write_text(rd / "designed_excitation.csv",
-                                                                         _csv_text(design.excitation)))
-                    files["designed_trial"] = str(atomic_write_text(rd / "designed_trial.yaml",
-                                                                    _trial_block(design, "designed_excitation.csv")))
-                designs.append(rec)
-                if rd is not None:
-                    _append_jsonl(rd / "active_learning.jsonl", rec)
-                if on_design:
-                    on_design(rec)
-                break
-            need = 3 * (len(real.train) + 1)  # three evaluations of the extended data
-            if budget - spent < need:  # no robot time for a trial nobody can fit
-                rec.update(applied=False, reason=f"designed but not run: the {budget - spent} rollouts left cannot "
-                                                 f"pay for {need} (three evaluations of the extended data)")
-                designs.append(rec)
-                if rd is not None:
-                    _append_jsonl(rd / "active_learning.jsonl", _jsonable(rec))
-                break
-            traj = stand_in(design.excitation)
-            real = _extended(real, traj, design.excitation)
-            robot += 1
-            rec.update(applied=True, trial=design.excitation.name, trial_file=f"active_trial_{k + 1}.json")
-            if rd is not None:
-                real.save(rd / rec["trial_file"])
-                _append_jsonl(rd / "active_learning.jsonl", rec)
-            designs.append(rec)
-            if on_design:
-                on_design(rec)
-        start = {n: res.values[n] for n in spec.free_names}
-        k += 1
-    final = phases[-1]
-    rep = final.final_identifiability
-    out = ActiveResult(final, phases, designs, spent, design_spent, robot, warning_before,
-                       rep.warning if rep else None, real, files)
-    if rd is not None:
-        files["active_learning"] = str(rd / "active_learning.json")
-        atomic_write_text(rd / "active_learning.json", json.dumps(_jsonable(out.to_dict()), indent=1))
-    return out
+        try:
+            design = request
+            if design is None and (self.active.criterion == "separation" or (tied and not flagged)):
+                design = design_separating_excitation(objective, at, self.limits, parameters=fitted,
+                                                      max_rollouts=allowance)
+            if design is None:
+                design = design_excitation(objective, at, self.limits, flagged=flagged or None,
+                                           criterion="d_optimal", max_rollouts=allowance)
+        except ValueError as err:
+            self.designs.append({"applied": False, "reason": f"design failed: {err}"})
+            return False
+        self.design_spent += design.rollouts
+        self.spent += design.rollouts
+        report = res.final_identifiability
+        rec = {"design": k + 1, **design.to_dict(), "warning": report.warning if report else None}
+        if self.stand_in is None:
+            rec.update(applied=False, reason="recorded data: the designed trial is a recommendation")
+            if self.rd is not None:
+                self.files["designed_excitation"] = str(atomic_write_text(self.rd / "designed_excitation.csv",
+                                                                          _csv_text(design.excitation)))
+                self.files["designed_trial"] = str(atomic_write_text(
+                    self.rd / "designed_trial.yaml", _trial_block(design, "designed_excitation.csv")))
+            self.record(rec)
+            return False
+        need = 3 * (len(self.real.train) + 1)  # three evaluations of the extended data
+        if self.left < need:  # no robot time for a trial nobody can fit
+            rec.update(applied=False, reason=f"designed but not run: the {self.left} rollouts left cannot pay for "
+                                             f"{need} (three evaluations of the extended data)")
+            self.record(rec)
+            return False
+        traj = self.stand_in(design.excitation)
+        self.real = _extended(self.real, traj, design.excitation)
+        self.robot += 1
+        rec.update(applied=True, trial=design.excitation.name, trial_file=f"active_trial_{k + 1}.json")
+        if self.rd is not None:  # the trial first, then its record: a record always has its file
+            self.real.save(self.rd / rec["trial_file"])
+        self.record(rec)
+        return True
+
+    def finish(self) -> ActiveResult:
+        """The result, and ``active_learning.json`` (atomic)."""
+        final = self.phases[-1]
+        rep = final.final_identifiability
+        out = ActiveResult(final, self.phases, self.designs, self.spent, self.design_spent, self.robot,
+                           self.warning_before, rep.warning if rep else None, self.real, self.files)
+        if self.rd is not None:
+            self.files["active_learning"] = str(self.rd / "active_learning.json")
+            atomic_write_text(self.rd / "active_learning.json", json.dumps(_jsonable(out.to_dict()), indent=1))
+        return out
 
 
 def _jsonable(x: Any) -> Any:
