@@ -277,9 +277,13 @@ KEYS: tuple[Key, ...] = (
     Key("calibration.active_learning.after_iteration", "integer", "iterations", 4, "Proposal iterations before "
         "each design."),
     Key("calibration.active_learning.criterion", "string", default="d_optimal", doc="Design criterion: "
-        "`d_optimal` (log det of the information on the flagged parameters, normalised)."),
+        "`d_optimal` (log det of the information on the flagged parameters, normalised; causes the diagnosis ties "
+        "with no parameter flagged are separated anyway) or `separation` (always: the trial that best separates "
+        "the predictions of the causes the residual diagnosis cannot tell apart).",
+        choices=("d_optimal", "separation")),
     Key("calibration.active_learning.trigger", "string", default="flagged", doc="`flagged` (design only when the "
-        "identifiability check reports a weak direction) or `always` (at `after_iteration`)."),
+        "identifiability check reports a weak direction, the residual diagnosis ties causes, or the proposer asks "
+        "for an excitation change) or `always` (at `after_iteration`).", choices=("flagged", "always")),
     Key("calibration.active_learning.design_budget", "integer | null", "rollouts", None, "Most design rollouts "
         "per design (charged to `rollout_budget`); null = up to half the remaining budget."),
     Key("calibration.active_learning.max_amplitude", "number | list", "actuator units", None, "Largest "
