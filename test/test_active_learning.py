@@ -299,6 +299,9 @@ def test_benchmark_active_learning_charges_the_design_and_reuses_it(tmp_path):
     rec = json.loads((tmp_path / "b" / "results.json").read_text())["per_seed"][0]["methods"]["least-squares"]
     al = rec["active_learning"]
     assert al["robot_trials"] == 1 and 0 < al["design_rollouts"] <= rec["rollouts"] <= 60
+    md = (tmp_path / "b" / "results.md").read_text()
+    assert "Active learning (designed trials run by the stand-in" in md
+    assert f"| least-squares | {al['design_rollouts']} | 1 | " in md
     p = _cli(*args)  # rerun: the phases are reused, the stand-in does not run the designed trial again
     assert p.returncode == 0, p.stderr
     lines = (tmp_path / "b" / "seed_0" / "least-squares" / "active_learning.jsonl").read_text().splitlines()

@@ -364,6 +364,13 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
         else:
             summary[m]["false_alarms"] = int(sum(bool(r.get("false_alarm")) for r in recs))
         summary[m]["latency_free"] = int(sum("latency" in (r.get("nuisance") or {}) for r in recs))
+        al = [r["active_learning"] for r in recs if r.get("active_learning")]
+        if al:  # designed trials: design rollouts (included in rollouts), trials run, warnings before/after
+            summary[m]["active_learning"] = {
+                "design_rollouts": float(np.mean([a["design_rollouts"] for a in al])),
+                "robot_trials": int(sum(a["robot_trials"] for a in al)),
+                "warning_before": int(sum(a["warning_before"] is not None for a in al)),
+                "warning_after": int(sum(a["warning_after"] is not None for a in al))}
         lat = [r["latency_error_frames"] for r in recs if r.get("latency_error_frames") is not None]
         if lat:
             summary[m]["latency_error_frames"] = {"mean": float(np.mean(lat)), "max": float(np.max(lat))}
@@ -473,6 +480,15 @@ def format_results_markdown(results: Mapping[str, Any]) -> str:
                      f"| {_f(r['holdout_mae_px'], '.2f')} | {_f(r['train_mae_px'], '.2f')} | {_f(r['rollouts'], '.0f')} "
                      f"| {_f(r['iterations'], '.1f')} | {_f(r['wall_s'], '.1f')} | {detection_cell(r)} "
                      f"| {latency_error_cell(r)} |")
+    active = [m for m in order if methods[m].get("active_learning")]
+    if active:
+        lines += ["", "Active learning (designed trials run by the stand-in; their design rollouts are included in "
+                  "the rollouts above):", "", "| method | design rollouts (mean) | trials run | identifiability "
+                  "warning before → after (seeds) |", "|---|---|---|---|"]
+        for m in active:
+            a = methods[m]["active_learning"]
+            lines.append(f"| {m} | {a['design_rollouts']:.0f} | {a['robot_trials']} | {a['warning_before']} → "
+                         f"{a['warning_after']} |")
     lines += ["", "± = standard deviation over seeds of each seed's mean error (needs two seeds or more); n/a = not "
               "measured for that method (no holdout excitation, no evaluation, latency not free, or no latency injected)."]
     lines += ["", "Mean relative error per parameter:", "",
