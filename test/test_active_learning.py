@@ -144,6 +144,7 @@ def test_sim2sim_active_learning_adds_a_designed_trial_persists_it_and_resumes(t
     assert saved.is_file()
     summary = json.loads((tmp_path / "on" / "active_learning.json").read_text())
     assert summary["design_rollouts"] == on.design_rollouts and summary["robot_trials"] == 1
+    assert [p["training_trials"] for p in summary["phases"]] == [1, 2]
     # resume: the recorded trial is loaded, the stand-in is not run again, the result is the same
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -146,6 +146,7 @@ class ActiveResult:
             first phase's result) and on the final data (at the final result); None = none.
         real: the real trial the last phase fitted (extended by the designed trials).
         files: written files.
+        phase_trials: the number of training trials each phase fitted.
     """
 
     result: CalibrationResult
@@ -158,6 +159,7 @@ class ActiveResult:
     warning_after: str | None
     real: RealTrial
     files: dict[str, str] = field(default_factory=dict)
+    phase_trials: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -167,17 +169,8 @@ class ActiveResult:
                 "warning_before": self.warning_before, "warning_after": self.warning_after,
                 "phases": [{"rollouts": p.rollouts, "iterations": p.iterations, "stopped": p.stopped,
                             "error": p.error_px, "training_trials": n}
-                           for p, n in zip(self.phases, self._trial_counts())],
+                           for p, n in zip(self.phases, self.phase_trials or [len(self.real.train)] * len(self.phases))],
                 "designs": self.designs, "files": dict(self.files)}
-
-    def _trial_counts(self) -> list[int]:
-        base = len(self.real.train) - self.robot_trials
-        counts, k = [], 0
-        for i in range(len(self.phases)):
-            counts.append(base + k)
-            if i < len(self.designs) and self.designs[i].get("applied"):
-                k += 1
-        return counts
 
 
 def sim2sim_stand_in(rig: Any, truth: Mapping[str, float], *, seed: int = 0, noise: str = "keypoint",
@@ -340,6 +333,7 @@ class _ActiveRun:
         self.spec = run_kwargs.get("parameters") or getattr(target, "parameters", None) or self.twin.parameters
         self.budget, self.iterations = int(config.rollout_budget), int(config.iterations)
         self.phases: list[CalibrationResult] = []
+        self.phase_trials: list[int] = []
         self.designs: list[dict[str, Any]] = []
         self.files: dict[str, str] = {}
         self.spent = self.design_spent = self.robot = 0
@@ -372,6 +366,7 @@ class _ActiveRun:
         res = run_calibration(self.target, self.real, self.make_proposer(), cfg,
                               self.rd / f"phase_{k}" if self.rd else None, **self.run_kwargs)
         self.phases.append(res)
+        self.phase_trials.append(len(self.real.train))
         self.spent += res.rollouts
         self.iterations -= res.iterations
         if k == 0:
@@ -450,7 +445,8 @@ class _ActiveRun:
         final = self.phases[-1]
         rep = final.final_identifiability
         out = ActiveResult(final, self.phases, self.designs, self.spent, self.design_spent, self.robot,
-                           self.warning_before, rep.warning if rep else None, self.real, self.files)
+                           self.warning_before, rep.warning if rep else None, self.real, self.files,
+                           list(self.phase_trials))
         if self.rd is not None:
             self.files["active_learning"] = str(self.rd / "active_learning.json")
             atomic_write_text(self.rd / "active_learning.json", json.dumps(_jsonable(out.to_dict()), indent=1))
