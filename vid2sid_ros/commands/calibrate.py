@@ -319,6 +319,9 @@ def _recommend(args: argparse.Namespace, rig, real, result, ccfg, out: Path) -> 
     except (ExcitationRefused, ValueError, OSError) as err:
         print(f"vid2sid calibrate: active learning: no trial designed: {err}", file=sys.stderr)
         return
+    except Exception as err:  # noqa: BLE001 - the calibration is done and saved: a failed design never loses it
+        print(f"vid2sid calibrate: active learning: no trial designed: {type(err).__name__}: {err}", file=sys.stderr)
+        return
     if rec is None:
         print("active learning: the identifiability check flags no parameter; no trial designed")
     else:
