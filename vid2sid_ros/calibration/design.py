@@ -23,6 +23,15 @@ joint confidence ellipsoid of the estimate (Pukelsheim, *Optimal Design of Exper
 *Optimum Experimental Designs*, 1992, ch. 10 for D_s). The rationale also reports the
 condition number of the stacked, noise-scaled sensitivity before and after.
 
+Criterion ``"separation"`` (:func:`design_separating_excitation`). When the residual
+diagnosis reports candidate causes it cannot tell apart (a link's mass and a joint's armature),
+each candidate excitation is scored by the smallest pairwise distance between the causes'
+predicted trajectories on it, after a linearised refit of the free parameters and of one
+cause's size, in noise units (:func:`separation`); the candidate with the largest score is
+chosen (a maximin discrimination design; cf. Atkinson & Fedorov, *Biometrika* 62, 1975, on
+T-optimal designs for discriminating between models). Below 3 σ the rationale says that no
+candidate separates them.
+
 Cost: ``J₀`` takes ``(n + 1) · E`` rollouts (forward differences over the E training
 trials), each candidate ``n + 2`` (a reference rollout that fixes the samples, the base
 and one probe per parameter). All are *design rollouts*: charged to the calibration's
