@@ -418,3 +418,34 @@ def test_a_design_that_leaves_no_budget_to_fit_its_trial_is_not_run_and_the_budg
     assert res.rollouts <= 50 and res.design_rollouts > 0
     assert not calls and res.robot_trials == 0 and len(res.real.train) == 1
     assert "designed but not run" in res.designs[-1]["reason"]
+
+
+def test_with_nothing_flagged_the_rest_of_the_budget_is_spent_on_the_same_data(tmp_path):
+    """Regression: with active learning on and nothing to design, the run stopped after the first phase's share of
+    the budget (the finger's reasoner: 24 of 60 rollouts, 3.8 % error against 0.7 % without active learning)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_active_learning as bench
+    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration
+    from vid2sid_ros.calibration.loop import CalibrationConfig
+    from vid2sid_ros.calibration.proposers import make_proposer
+    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
+    from vid2sid_ros.rigs import load_rig
+
+    (tmp_path / "hinge.xml").write_text(bench.HINGE_XML)
+    cfg_doc = bench.hinge_config()
+    cfg_doc["excitations"]["train"] = [{"kind": "step", "amplitude": 0.3, "t_step": 0.2, "t_release": 2.0,
+                                        "duration": 4.0, "rate": 30.0}]  # well identified: no warning
+    rig = load_rig(cfg_doc, source=(str(tmp_path / "hinge.yaml"), tmp_path))
+    truth = draw_ground_truth(rig.parameters, 0)
+    real = make_sim2sim_trial(rig, truth, seed=0, noise="keypoint")
+    cfg = CalibrationConfig(iterations=6, rollout_budget=60, seed=0, diagnosis=False, stop_when_converged=False,
+                            nuisance=dict(rig.nuisance or {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_active_calibration(rig, real, lambda: make_proposer("nelder-mead"), cfg,
+                                     parse_active_learning({"after_iteration": 2}), tmp_path / "run",
+                                     stand_in=lambda e: pytest.fail("nothing flagged: no trial may run"))
+    assert res.warning_before is None and res.robot_trials == 0 and res.design_rollouts == 0
+    assert "neither the identifiability check" in res.designs[0]["reason"]
+    assert len(res.phases) == 2 and res.phases[0].rollouts <= 20 < res.rollouts <= 60
+    assert sum(p.iterations for p in res.phases) == 6

@@ -14,6 +14,8 @@ for any proposer (reasoner, VLMs, baselines, least-squares peers) in phases:
    (:func:`~vid2sid_ros.calibration.design.design_excitation`), or, for indistinguishable
    causes and no flagged parameter (or ``criterion: separation``), the one that best separates
    the causes' predictions (:func:`~vid2sid_ros.calibration.design.design_separating_excitation`);
+   when nothing is designed (no problem flagged, a design that failed or could not be run), a
+   last phase spends the rest of the budget and iterations on the same data;
 3. with a stand-in real rig (sim2sim), the stand-in runs the designed excitation at once: the
    new trial is saved (``active_trial_K.json``, the extended real trial) and recorded
    (``active_learning.jsonl``, flushed and fsynced) the moment it completes, and the next
@@ -304,15 +306,20 @@ def run_active_calibration(
         request = run.proposer_request(res)
         tied = (res.diagnosis or {}).get("verdict") == "indistinguishable"
         trigger = bool(flagged) or active.trigger == "always" or request is not None or tied
+        go_on = False
         if k >= active.max_trials or not trigger or run.left < 4 * (len(run.real.train) + 1):
             if not last and not trigger:
                 run.designs.append({"applied": False, "reason": "neither the identifiability check nor the residual "
                                                                 "diagnosis flags a problem"})
-            break
-        if not run.resume_design(k) and not run.design_and_apply(k, res, flagged, request, tied):
-            break
+        else:
+            go_on = run.resume_design(k) or run.design_and_apply(k, res, flagged, request, tied)
         run.start = {n: res.values[n] for n in run.spec.free_names}
         k += 1
+        if go_on:
+            continue
+        if not last and run.iterations > 0 and run.left >= len(run.real.train):
+            run.phase(k, True)  # no trial added: the rest of the budget and iterations on the same data
+        break
     return run.finish()
 
 
