@@ -46,6 +46,8 @@ import json
 import math
 import os
 import time
+import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -135,6 +137,7 @@ def run_benchmark(
     nominal_identifiability: bool = True,
     diagnosis: bool = True,
     executor: Any = None,
+    active_learning: Any = None,
 ) -> dict[str, Any]:
     """Run the sim2sim benchmark (module docstring) and write ``out/results.{json,md}``.
 
@@ -160,6 +163,11 @@ def run_benchmark(
             cell persisted at once, a rerun on the same ``out`` resumes, a cell whose worker died
             twice recorded as failed); None: serially. ``threads`` is refused (cells hold whole
             calibrations: use ``pool`` or ``ray``).
+        active_learning: an enabled :class:`~vid2sid_ros.calibration.active.ActiveLearningConfig`:
+            every calibration runs in phases with designed trials that the stand-in runs
+            (:func:`~vid2sid_ros.calibration.active.run_active_calibration`; the phases in
+            ``OUT/seed_K/METHOD/phase_J``); design rollouts are charged (``rollouts``) and reported
+            under ``active_learning`` in each record.
 
     Returns:
         The ``results.json`` content.
@@ -204,6 +212,8 @@ def run_benchmark(
         for seed in seed_list:
             for m in methods:
                 rd = out_dir / f"seed_{seed}" / m
+                if active_learning is not None and active_learning.enabled:
+                    rd = rd / "phase_0"  # the phases of an active-learning run are run directories of their own
                 check_run_dir(rd, proposer_name=m, real=None, parameters=rig_obj.parameters,
                               config=CalibrationConfig(resume=(rd / "run.json").is_file(), nuisance=nuisance))
     from .sweep import SweepSettings, run_sweep
@@ -220,7 +230,9 @@ def run_benchmark(
                              proposer_options=dict(proposer_options or {}), mis=dict(mis or {}),
                              nuisance=None if nuisance is None else dict(nuisance),
                              nominal_identifiability=nominal_identifiability, diagnosis=diagnosis,
-                             start=start_cfg, out_dir=out_dir, detected_as=DETECTED_AS)
+                             start=start_cfg, out_dir=out_dir, detected_as=DETECTED_AS,
+                             active_learning=active_learning if active_learning is not None and
+                             active_learning.enabled else None)
     if executor is not None and executor.backend == "threads":
         raise CalibrationError("--executor threads runs one calibration's finite differences; a benchmark sweep "
                                "runs its cells on a process pool or Ray: use pool or ray (or serial)")
@@ -251,6 +263,22 @@ def run_benchmark(
     if out_dir is not None:
         _write(out_dir, results)
     return results
+
+
+def _active_run(rig: Rig, real: Any, method: str, proposer_options: Mapping[str, Mapping[str, Any]] | None,
+                cfg: CalibrationConfig, active: Any, run_dir: Path | None, truth: Mapping[str, float], seed: int,
+                noise: str, mis: Mapping[str, float] | None, parameters: Any) -> tuple[Any, dict[str, Any]]:
+    """One calibration with active learning: the stand-in runs the designed trials (calibration/active.py)."""
+    from .active import run_active_calibration, sim2sim_stand_in
+
+    stand_in = sim2sim_stand_in(rig, truth, seed=seed, noise=noise, misspecify=dict(mis) if mis else None)
+    out = run_active_calibration(rig, real, lambda: make_proposer(method, **dict((proposer_options or {}).get(
+        method, {}))), replace(cfg, resume=False), active, run_dir, stand_in=stand_in,
+        **({"parameters": parameters} if parameters is not None else {}))
+    return out.result, {"active_learning": {
+        "rollouts_charged": out.rollouts, "design_rollouts": out.design_rollouts, "robot_trials": out.robot_trials,
+        "warning_before": out.warning_before, "warning_after": out.warning_after,
+        "rationale": [d.get("rationale") or d.get("reason") for d in out.designs]}}
 
 
 def _mean(xs: Sequence[float | None]) -> float | None:
@@ -286,6 +314,13 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
         else:
             summary[m]["false_alarms"] = int(sum(bool(r.get("false_alarm")) for r in recs))
         summary[m]["latency_free"] = int(sum("latency" in (r.get("nuisance") or {}) for r in recs))
+        al = [r["active_learning"] for r in recs if r.get("active_learning")]
+        if al:  # designed trials: design rollouts (included in rollouts), trials run, warnings before/after
+            summary[m]["active_learning"] = {
+                "design_rollouts": float(np.mean([a["design_rollouts"] for a in al])),
+                "robot_trials": int(sum(a["robot_trials"] for a in al)),
+                "warning_before": int(sum(a["warning_before"] is not None for a in al)),
+                "warning_after": int(sum(a["warning_after"] is not None for a in al))}
         lat = [r["latency_error_frames"] for r in recs if r.get("latency_error_frames") is not None]
         if lat:
             summary[m]["latency_error_frames"] = {"mean": float(np.mean(lat)), "max": float(np.max(lat))}
@@ -399,6 +434,15 @@ def format_results_markdown(results: Mapping[str, Any]) -> str:
                      f"| {_f(r['holdout_mae_px'], '.2f')} | {_f(r['train_mae_px'], '.2f')} | {_f(r['rollouts'], '.0f')} "
                      f"| {_f(r['iterations'], '.1f')} | {_f(r['wall_s'], '.1f')} | {detection_cell(r)} "
                      f"| {latency_error_cell(r)} |")
+    active = [m for m in order if methods[m].get("active_learning")]
+    if active:
+        lines += ["", "Active learning (designed trials run by the stand-in; their design rollouts are included in "
+                  "the rollouts above):", "", "| method | design rollouts (mean) | trials run | identifiability "
+                  "warning before → after (seeds) |", "|---|---|---|---|"]
+        for m in active:
+            a = methods[m]["active_learning"]
+            lines.append(f"| {m} | {a['design_rollouts']:.0f} | {a['robot_trials']} | {a['warning_before']} → "
+                         f"{a['warning_after']} |")
     lines += ["", "± = standard deviation over seeds of each seed's mean error (needs two seeds or more); n/a = not "
               "measured for that method (no holdout excitation, no evaluation, latency not free, or no latency injected)."]
     lines += ["", "Mean relative error per parameter:", "",

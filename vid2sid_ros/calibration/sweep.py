@@ -66,6 +66,7 @@ class SweepSettings:
     start: Any
     out_dir: Path | None
     detected_as: Mapping[str, str] = field(default_factory=dict)
+    active_learning: Any = None  # an enabled calibration.active.ActiveLearningConfig, or None
 
     def for_worker(self) -> "SweepSettings":
         """Workers share the settings as they are: every task builds its own twin from the rig."""
@@ -156,9 +157,16 @@ def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], Prepare
     run_dir = st.out_dir / f"seed_{seed}" / m if st.out_dir is not None else None
     if run_dir is not None and (run_dir / "run.json").exists():
         cfg.resume = True  # re-running a benchmark continues/reuses finished runs
+    al_rec: dict[str, Any] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdentifiabilityWarning)
-        res = run_calibration(st.rig, prep.real, proposer, cfg, run_dir, parameters=prep.parameters)
+        if st.active_learning is not None:  # phases with designed trials the stand-in runs (calibration/active.py)
+            from .benchmark import _active_run
+
+            res, al_rec = _active_run(st.rig, prep.real, m, st.proposer_options, cfg, st.active_learning, run_dir,
+                                      truth, seed, st.noise, st.mis, prep.parameters)
+        else:
+            res = run_calibration(st.rig, prep.real, proposer, cfg, run_dir, parameters=prep.parameters)
     real = prep.real
     rel = relative_parameter_error(res.values, truth, free)
     fin = res.final_identifiability
@@ -171,7 +179,9 @@ def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], Prepare
            "uncertainty": res.uncertainty,
            "interval": dict(fin.interval) if fin else {},
            "measurement_bias": dict(fin.measurement_bias) if fin else {},
-           "nuisance": {k: v for k, v in res.values.items() if k not in params.names}}
+           "nuisance": {k: v for k, v in res.values.items() if k not in params.names}, **al_rec}
+    if al_rec:  # the designs' rollouts are charged too
+        rec["rollouts"] = al_rec["active_learning"]["rollouts_charged"] + prep.spent
     diag = res.diagnosis or {}
     kinds = list(diag.get("kinds") or [])
     rec["diagnosis"] = {"misspecified": diag.get("misspecified"), "kinds": kinds,

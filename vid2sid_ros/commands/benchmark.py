@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "vid2sid_ros/calibration/misspecification.py)")
     parser.add_argument("--no-latency", action="store_true",
                         help="calibrate without the latency nuisance (to measure what the diagnosis says without it)")
+    parser.add_argument("--active-learning", action="store_true",
+                        help="design a trial when the identifiability check flags parameters; the stand-in runs it "
+                             "and it joins the training data (calibration.active_learning; docs/active_learning.md)")
     parser.add_argument("--out", default=None, help="output directory (default runs/bench_<rig>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     from .executor_args import add_executor_arguments
@@ -67,7 +70,20 @@ def run(args: argparse.Namespace) -> int:
     except (UnknownRigError, RigConfigError) as err:
         print(f"vid2sid benchmark: {err}", file=sys.stderr)
         return 2
-    out = args.out or f"runs/bench_{rig.name}"
+    active = None
+    if args.active_learning:
+        import dataclasses
+
+        from ..calibration.active import parse_active_learning
+
+        try:
+            active = dataclasses.replace(parse_active_learning(
+                dict(rig.config.get("calibration") or {}).get("active_learning"),
+                source=f"{rig.where}:calibration.active_learning"), enabled=True)
+        except CalibrationError as err:
+            print(f"vid2sid benchmark: {err}", file=sys.stderr)
+            return 2
+    out = args.out or f"runs/bench_{rig.name}" + ("_active" if active else "")
     from ..calibration.executor import ExecutorError
     from .executor_args import executor_from_args
 
@@ -82,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
                                 progress=not args.no_progress, misspecify=args.misspecify,
                                 # None: the rig config's nuisance: block (run_benchmark reads it)
                                 nuisance={**dict(rig.nuisance or {}), "latency": False} if args.no_latency else None,
-                                executor=executor)
+                                executor=executor, active_learning=active)
     except CalibrationError as err:  # e.g. --out holds runs made with another budget or iteration count
         print(f"vid2sid benchmark: {err}" + ("" if "cannot resume" not in str(err) else
               f" (--out {out} holds a benchmark with other settings: choose another --out)"), file=sys.stderr)

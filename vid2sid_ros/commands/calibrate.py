@@ -82,6 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="calibrate against a recorded rosbag2 (MCAP) or a real-trial JSON written by "
                              "`vid2sid track --excitation` (instead of the config's trials)")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
+    parser.add_argument("--active-learning", action="store_true",
+                        help="design the trial that separates parameters the identifiability check flags and save "
+                             "it in the run as a recommendation (calibration.active_learning; docs/active_learning.md)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only warnings and the final summary")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="-v: every iteration's rationale and trace, every file written; -vv: also library "
@@ -241,6 +244,12 @@ def run(args: argparse.Namespace) -> int:
         # calibration.start: the generic start stage (kind/points/guess) and start values (the loop's)
         start_cfg, start_values = parse_start(cal.pop("start", None), f"{src}:calibration.start", rig.parameters)
         cal["start"] = start_values or None
+        from ..calibration.active import parse_active_learning
+
+        active = parse_active_learning(cal.pop("active_learning", None), source=f"{src}:calibration.active_learning")
+        if getattr(args, "active_learning", False):
+            active = dataclasses.replace(active, enabled=True)
+        args.active = active
         ccfg = CalibrationConfig.from_dict(cal, source=src)
         name = args.proposer or cfg.get("proposer") or "reasoner"
         options = dict(cfg.get("proposer_options") or {})
@@ -309,6 +318,27 @@ def run(args: argparse.Namespace) -> int:
             return _run_locked(args, rig, real, proposer, fallback, ccfg, name, out, executor=executor, ledger=ledger)
     finally:
         executor.close()  # idempotent: also after a refusal before the run
+
+
+def _recommend(args: argparse.Namespace, rig, real, result, ccfg, out: Path) -> None:
+    """Active learning after the run: the designed trial saved as a recommendation, one line on the terminal."""
+    from ..calibration.active import recommend_trial
+    from ..calibration.design import ExcitationRefused
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rec = recommend_trial(rig, real, result, ccfg, args.active, out, parameters=rig.parameters)
+    except (ExcitationRefused, ValueError, OSError) as err:
+        print(f"vid2sid calibrate: active learning: no trial designed: {err}", file=sys.stderr)
+        return
+    except Exception as err:  # noqa: BLE001 - the calibration is done and saved: a failed design never loses it
+        print(f"vid2sid calibrate: active learning: no trial designed: {type(err).__name__}: {err}", file=sys.stderr)
+        return
+    if rec is None:
+        print("active learning: the identifiability check flags no parameter; no trial designed")
+    else:
+        print(f"active learning: next trial {rec['files']['trial']} ({rec['rationale'].split('. ')[0]})")
 
 
 def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, name: str, out: Path, *,
@@ -394,6 +424,8 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
         print(failure[1], file=sys.stderr)
         return failure[0]
     _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning)
+    if getattr(args, "active", None) is not None and args.active.enabled:
+        _recommend(args, rig, real, result, ccfg, out)
     report = None
     missing = list(result.artefacts_missing)
     if not args.no_report:

@@ -267,6 +267,32 @@ KEYS: tuple[Key, ...] = (
         "values `{PARAMETER: value}`."),
     Key("calibration.start.*", "string | number | integer | null", doc="`kind`, `points` (multistart rollouts "
         "charged to the budget), `guess` (a named start plugin, e.g. `pendulum_circle`) or a parameter value."),
+    Key("calibration.active_learning", "boolean | mapping", default=False, doc="Design the next trial when the "
+        "identifiability check flags parameters that trade off (docs/active_learning.md); `true` = on with defaults. "
+        "In sim2sim the stand-in runs it and it joins the training data; on recorded data it is saved as a "
+        "recommendation (`designed_excitation.csv`, `designed_trial.yaml`). `--active-learning` turns it on."),
+    Key("calibration.active_learning.enabled", "boolean", default=True, doc="Active learning on (when the block "
+        "is given)."),
+    Key("calibration.active_learning.max_trials", "integer", "trials", 1, "Designed trials at most."),
+    Key("calibration.active_learning.after_iteration", "integer", "iterations", 4, "Proposal iterations before "
+        "each design."),
+    Key("calibration.active_learning.criterion", "string", default="d_optimal", doc="Design criterion: "
+        "`d_optimal` (log det of the information on the flagged parameters, normalised; causes the diagnosis ties "
+        "with no parameter flagged are separated anyway) or `separation` (always: the trial that best separates "
+        "the predictions of the causes the residual diagnosis cannot tell apart).",
+        choices=("d_optimal", "separation")),
+    Key("calibration.active_learning.trigger", "string", default="flagged", doc="`flagged` (design only when the "
+        "identifiability check reports a weak direction, the residual diagnosis ties causes, or the proposer asks "
+        "for an excitation change) or `always` (at `after_iteration`).", choices=("flagged", "always")),
+    Key("calibration.active_learning.design_budget", "integer | null", "rollouts", None, "Most design rollouts "
+        "per design (charged to `rollout_budget`); null = up to half the remaining budget."),
+    Key("calibration.active_learning.max_amplitude", "number | list", "actuator units", None, "Largest "
+        "|command| a designed trial may send, per actuator; also capped by the actuator's `ctrlrange`; with "
+        "neither, the largest command of the rig's training trials."),
+    Key("calibration.active_learning.frequency_hz", "list", "Hz", [0.05, 15.0], "[low, high] band of designed "
+        "chirps and multisines (the top is capped at a fifth of the command rate)."),
+    Key("calibration.active_learning.max_duration_s", "number | null", "s", None, "Longest designed trial; null "
+        "= the longest training trial."),
     Key("calibration.*", "string | number | boolean | list | mapping | null", doc="Other `CalibrationConfig` "
         "fields (identifiability_step, identifiability_scheme, condition_threshold, target_error_px, video, "
         "max_rationale_chars: longest proposer rationale stored, default 20000 characters)."),

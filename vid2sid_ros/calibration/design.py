@@ -1,0 +1,695 @@
+"""Experiment design: the next excitation that tells poorly identified parameters apart.
+
+When the identifiability check (:mod:`~vid2sid_ros.calibration.identifiability`) reports a
+weak direction (two or more parameters trade off on the training trials), more iterations
+on the same data cannot recover the true parameters. :func:`design_excitation` chooses the
+next trial instead: from a family of candidate excitations within the rig's limits
+(:class:`ExcitationLimits`: chirp bands, multisines, a step, two amplitudes), the one whose
+rollout at the current estimate adds the most information about the flagged parameters.
+
+Criterion (``"d_optimal"``). With ``J₀`` (M₀ x n) the finite-difference sensitivity of the
+training trials' keypoints to the free parameters in normalised coordinates (0..1 across
+the bounds, :meth:`~vid2sid_ros.core.parameters.ParameterSet.to_unit_vector`) and ``J_c``
+(M_c x n) that of candidate ``c``, both divided by the keypoint noise σ, the information
+matrix of the extended data is ``F_c = J₀ᵀJ₀ + J_cᵀJ_c``. The design maximises
+``log det`` of the information on the flagged parameters ``a`` after the others ``b`` are
+estimated too (the Schur complement ``F_aa − F_ab F_bb⁻¹ F_ba``; D_s-optimality; plain
+D-optimality, ``log det F_c``, when every free parameter is flagged). D-optimality is
+chosen over E-optimality (largest smallest eigenvalue) because it is invariant to a
+rescaling of each parameter (its log det changes by a constant), so the choice does not
+depend on how the bounds normalise the parameters, and it shrinks the volume of the
+joint confidence ellipsoid of the estimate (Pukelsheim, *Optimal Design of Experiments*,
+1993, §6; Ljung, *System Identification*, 2nd ed., 1999, ch. 13; Atkinson & Donev,
+*Optimum Experimental Designs*, 1992, ch. 10 for D_s). The rationale also reports the
+condition number of the stacked, noise-scaled sensitivity before and after.
+
+Criterion ``"separation"`` (:func:`design_separating_excitation`). When the residual
+diagnosis reports candidate causes it cannot tell apart (a link's mass and a joint's armature),
+each candidate excitation is scored by the smallest pairwise distance between the causes'
+predicted trajectories on it, after a linearised refit of the free parameters and of one
+cause's size, in noise units (:func:`separation`); the candidate with the largest score is
+chosen (a maximin discrimination design; cf. Atkinson & Fedorov, *Biometrika* 62, 1975, on
+T-optimal designs for discriminating between models). Below 3 σ the rationale says that no
+candidate separates them.
+
+Cost: ``J₀`` takes ``(n + 1) · E`` rollouts (forward differences over the E training
+trials), each candidate ``n + 2`` (a reference rollout that fixes the samples, the base
+and one probe per parameter). All are *design rollouts*: charged to the calibration's
+budget by the caller (:mod:`~vid2sid_ros.calibration.active`) and reported apart.
+
+The linearised criterion is computed at the current estimate: a design is only as good as
+that estimate (the usual caveat of local optimal design, Pukelsheim §1.24).
+
+Limits and bad input: :func:`validate_profile` checks any requested profile (designed, a
+VLM's ``excitation_change`` via :func:`profile_from_change`, or the user's) against
+:class:`ExcitationLimits`: an amplitude over the actuator's limit is clipped, a frequency
+band outside the allowed band is clipped, a profile too long, for an unknown actuator, of
+an unknown kind or empty after clipping is refused (:class:`ExcitationRefused`); every
+clip is recorded as a note, and nothing refused is ever rolled out or sent to a robot.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..core.excitation import Excitation, ExcitationError, build_excitation
+from ..core.parameters import ParameterSet
+from ..core.trajectory import DEFAULT_NOISE
+from ..sim.base import Twin
+from .identifiability import finite_difference_jacobian
+from .objective import TrialObjective, trajectory_vector
+from .proposer import Evaluation
+
+__all__ = ["ExcitationLimits", "ExcitationRefused", "DesignResult", "design_excitation", "validate_profile",
+           "design_separating_excitation", "indistinguishable_set", "separation",
+           "profile_from_change", "candidate_profiles", "information_criterion", "CRITERIA"]
+
+#: design criteria by name (``calibration.active_learning.criterion``)
+CRITERIA = ("d_optimal", "separation")
+#: the highest frequency a design may ask for, as a fraction of the command rate (5 samples a period)
+MAX_FREQUENCY_OF_RATE = 0.2
+
+
+class ExcitationRefused(ValueError):
+    """A requested excitation is outside the rig's limits in a way clipping cannot repair (message says why)."""
+
+
+@dataclass(frozen=True)
+class ExcitationLimits:
+    """What a designed or requested excitation may command on this rig.
+
+    Attributes:
+        amplitude: (A,) largest |command| per actuator, in the actuator's units (column order of the
+            rig's excitations; a column named like no MuJoCo actuator is the model's actuator at its position).
+        actuator_names: A names (order of ``amplitude``).
+        frequency_hz: (low, high) of any commanded frequency, Hz.
+        max_duration_s: longest trial, s.
+        rate: command rate of a designed profile, Hz.
+        source: where each limit came from (for the record).
+        command_range: (A,) ``(lower, upper)`` per actuator from an asymmetric ``ctrlrange`` (a
+            tendon that only pulls: [0, 1]); every sample is clipped into it (None: ± amplitude).
+    """
+
+    amplitude: tuple[float, ...]
+    actuator_names: tuple[str, ...]
+    frequency_hz: tuple[float, float]
+    max_duration_s: float
+    rate: float
+    source: dict[str, str] = field(default_factory=dict)
+    command_range: tuple[tuple[float, float], ...] | None = None
+
+    def range_of(self, i: int) -> tuple[float, float]:
+        """(lowest, highest) command of actuator ``i``: its ``ctrlrange`` when known, else ± its amplitude."""
+        if self.command_range is not None and i < len(self.command_range):
+            lo, hi = self.command_range[i]
+            return max(lo, -self.amplitude[i]), min(hi, self.amplitude[i])
+        return -self.amplitude[i], self.amplitude[i]
+
+    @classmethod
+    def from_rig(cls, twin: Twin, excitations: Sequence[Excitation],
+                 config: Mapping[str, Any] | None = None) -> "ExcitationLimits":
+        """The limits of a rig: its actuators' ``ctrlrange``, the config, and what it already commanded.
+
+        Amplitude per actuator: the smallest of the MuJoCo actuator's ``ctrlrange`` (when
+        ``ctrllimited``) and ``config["max_amplitude"]``; with neither, the largest |command|
+        of ``excitations`` (a design never commands more than the robot already did). Frequency
+        band: ``config["frequency_hz"]`` (default 0.05..15 Hz), its top capped at
+        :data:`MAX_FREQUENCY_OF_RATE` x the rate. Duration: ``config["max_duration_s"]``, else the
+        longest of ``excitations``. Rate: that of the first excitation (30 Hz without one).
+
+        Args:
+            twin: the rig's twin (``model`` with ``actuator_ctrlrange`` is read when present).
+            excitations: the rig's training excitations (at least one), values (T, A).
+            config: the ``calibration.active_learning`` block (``max_amplitude``: number or
+                list per actuator; ``frequency_hz``: [low, high]; ``max_duration_s``).
+
+        Raises:
+            ExcitationRefused: no excitation to take names, rate or limits from, or a config
+                value that is not a positive number.
+        """
+        cfg = dict(config or {})
+        if not excitations:
+            raise ExcitationRefused("active learning needs at least one training excitation (its actuators and rate)")
+        names = tuple(excitations[0].actuator_names)
+        rate = float(excitations[0].rate)
+        src: dict[str, str] = {}
+        amp = np.full(len(names), np.inf)
+        ranges = [(-math.inf, math.inf)] * len(names)
+        model = getattr(twin, "model", None)
+        try:
+            import mujoco
+
+            if isinstance(model, mujoco.MjModel):
+                for i, name in enumerate(names):
+                    aid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, name)
+                    if aid < 0 and len(names) == model.nu:  # generic column names (u0, u1...): by position
+                        aid = i
+                    if aid >= 0 and model.actuator_ctrllimited[aid]:
+                        lo, hi = model.actuator_ctrlrange[aid]
+                        amp[i] = min(amp[i], max(abs(lo), abs(hi)))
+                        ranges[i] = (float(lo), float(hi))
+                        src[f"amplitude[{name}]"] = "actuator ctrlrange"
+        except ImportError:
+            pass
+        if cfg.get("max_amplitude") is not None:
+            raw = cfg["max_amplitude"]
+            vals = raw if isinstance(raw, (list, tuple)) else [raw] * len(names)
+            if len(vals) != len(names) or not all(_positive(v) for v in vals):
+                raise ExcitationRefused(f"calibration.active_learning.max_amplitude: expected a number > 0 or a list "
+                                        f"of {len(names)} (one per actuator {list(names)}), got {raw!r}")
+            for i, v in enumerate(vals):
+                if float(v) < amp[i]:
+                    amp[i] = float(v)
+                    src[f"amplitude[{names[i]}]"] = "calibration.active_learning.max_amplitude"
+        for i, name in enumerate(names):
+            if not math.isfinite(amp[i]):
+                amp[i] = max(float(np.max(np.abs(e.values[:, i]))) if e.values.shape[1] > i else 0.0
+                             for e in excitations)
+                src[f"amplitude[{name}]"] = "largest command of the rig's training trials"
+        band = cfg.get("frequency_hz", (0.05, 15.0))
+        if (not isinstance(band, (list, tuple)) or len(band) != 2 or not all(_positive(v) for v in band)
+                or float(band[0]) >= float(band[1])):
+            raise ExcitationRefused(f"calibration.active_learning.frequency_hz: expected [low, high] Hz with "
+                                    f"0 < low < high, got {band!r}")
+        hi = min(float(band[1]), MAX_FREQUENCY_OF_RATE * rate)
+        dur = cfg.get("max_duration_s")
+        if dur is not None and not _positive(dur):
+            raise ExcitationRefused(f"calibration.active_learning.max_duration_s: expected a number > 0 s, got {dur!r}")
+        max_dur = float(dur) if dur is not None else max(e.duration for e in excitations)
+        return cls(tuple(float(a) for a in amp), names, (float(band[0]), hi), max_dur, rate, src, tuple(ranges))
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def validate_profile(cfg: Mapping[str, Any], limits: ExcitationLimits) -> tuple[dict[str, Any], Excitation, list[str]]:
+    """Clip ``cfg`` into ``limits`` or refuse it; build the excitation.
+
+    Clipped (each recorded in the notes): an ``amplitude`` over the actuator's limit, a chirp's
+    ``f0``/``f1`` or a multisine's ``frequencies`` outside the band, a sine's ``frequency``;
+    an ``offset`` counts towards the amplitude (|offset| + amplitude <= limit). After building,
+    any sample still over the limit (a CSV profile) is clipped sample-wise.
+
+    Args:
+        cfg: an excitation config (:func:`~vid2sid_ros.core.excitation.build_excitation`).
+        limits: the rig's limits.
+
+    Returns:
+        ``(clipped_cfg, excitation, notes)``; excitation values (T, A) within the limits.
+
+    Raises:
+        ExcitationRefused: not a mapping, an unknown actuator, a duration over the limit,
+            a band empty after clipping, or a config the excitation builder refuses.
+    """
+    if not isinstance(cfg, Mapping):
+        raise ExcitationRefused(f"excitation request must be a mapping, got {type(cfg).__name__}")
+    out = dict(cfg)
+    notes: list[str] = []
+    act = out.get("actuator", limits.actuator_names[0])
+    if act not in limits.actuator_names:
+        raise ExcitationRefused(f"excitation request names actuator {act!r}; the rig has {list(limits.actuator_names)}")
+    amax = limits.amplitude[limits.actuator_names.index(act)]
+    dur = out.get("duration", 3.0)
+    if _positive(dur) and float(dur) > limits.max_duration_s + 1e-9:
+        raise ExcitationRefused(f"excitation request lasts {float(dur):g} s; the rig allows at most "
+                                f"{limits.max_duration_s:g} s a trial")
+    f_lo, f_hi = limits.frequency_hz
+    kind = out.get("kind")
+
+    def clip_f(key: str, v: Any) -> float:
+        x = float(v)
+        c = min(max(x, f_lo), f_hi)
+        if c != x:
+            notes.append(f"{key} {x:g} Hz clipped to {c:g} Hz (allowed {f_lo:g}..{f_hi:g} Hz)")
+        return c
+
+    try:
+        if kind == "chirp":
+            out["f0"], out["f1"] = clip_f("f0", out.get("f0", 0.2)), clip_f("f1", out.get("f1", 3.0))
+            if out["f0"] >= out["f1"]:
+                raise ExcitationRefused(f"chirp band {out['f0']:g}..{out['f1']:g} Hz is empty after clipping to the "
+                                        f"allowed {f_lo:g}..{f_hi:g} Hz")
+        elif kind == "sine":
+            out["frequency"] = clip_f("frequency", out.get("frequency", 1.0))
+        elif kind == "multisine":
+            freqs = sorted({clip_f("frequency", f) for f in out.get("frequencies", [0.5, 1.3, 2.7])})
+            out["frequencies"] = freqs
+        offset = abs(float(out.get("offset", 0.0)))
+        if kind in ("sine", "chirp", "step", "multisine"):
+            a = abs(float(out.get("amplitude", 0.5)))
+            if a + offset > amax + 1e-12:
+                new = max(amax - offset, 0.0)
+                notes.append(f"amplitude {a:g} (offset {offset:g}) clipped to {new:g}: actuator '{act}' allows "
+                             f"|command| <= {amax:g}")
+                out["amplitude"] = math.copysign(new, float(out.get("amplitude", 0.5)))
+                if new == 0.0:
+                    raise ExcitationRefused(f"excitation request's offset {offset:g} alone reaches actuator '{act}''s "
+                                            f"limit {amax:g}: nothing left to excite")
+    except (TypeError, ValueError) as err:
+        if isinstance(err, ExcitationRefused):
+            raise
+        raise ExcitationRefused(f"excitation request {dict(cfg)!r}: {err}") from None
+    try:
+        exc = build_excitation(out, limits.actuator_names)
+    except ExcitationError as err:
+        raise ExcitationRefused(f"excitation request refused: {err}") from None
+    if tuple(exc.actuator_names) != tuple(limits.actuator_names):
+        raise ExcitationRefused(f"excitation request commands {list(exc.actuator_names)}; the rig's actuators are "
+                                f"{list(limits.actuator_names)}")
+    if exc.duration > limits.max_duration_s + 1e-9:
+        raise ExcitationRefused(f"excitation request lasts {exc.duration:g} s; the rig allows at most "
+                                f"{limits.max_duration_s:g} s a trial")
+    rng = [limits.range_of(i) for i in range(len(limits.actuator_names))]
+    lo, hi = np.array([r[0] for r in rng])[None, :], np.array([r[1] for r in rng])[None, :]
+    over = (exc.values < lo - 1e-12) | (exc.values > hi + 1e-12)
+    if np.any(over):
+        notes.append(f"{int(np.sum(over))} command sample(s) clipped to the actuator limits "
+                     + ", ".join(f"{n} [{a:g}, {b:g}]" for n, (a, b) in zip(limits.actuator_names, rng)))
+        exc = Excitation(exc.name, exc.rate, np.clip(exc.values, lo, hi), exc.actuator_names,
+                         {**dict(exc.meta), "clipped": True})
+    return out, exc, notes
+
+
+def profile_from_change(change: Mapping[str, Any], base: Excitation, limits: ExcitationLimits) -> dict[str, Any]:
+    """A VLM's ``excitation_change`` as a chirp profile (to pass through :func:`validate_profile`).
+
+    ``{"amplitude_gain": g, "frequency_low_hz": f0, "frequency_high_hz": f1}`` becomes a linear
+    chirp over ``f0..f1`` (default: the allowed band) with amplitude ``g`` x the largest command
+    of ``base`` on its first actuator, lasting ``base``'s duration at the rig's rate.
+
+    Raises:
+        ExcitationRefused: ``change`` is not a mapping or holds a non-finite number.
+    """
+    if not isinstance(change, Mapping):
+        raise ExcitationRefused(f"excitation_change must be a mapping, got {type(change).__name__}")
+    vals = {}
+    for key, default in (("amplitude_gain", 1.0), ("frequency_low_hz", limits.frequency_hz[0]),
+                         ("frequency_high_hz", limits.frequency_hz[1])):
+        v = change.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ExcitationRefused(f"excitation_change.{key} must be a finite number, got {v!r}")
+        vals[key] = float(v)
+    amp = vals["amplitude_gain"] * float(np.max(np.abs(base.values[:, 0])) or limits.amplitude[0])
+    return {"kind": "chirp", "name": "requested_chirp", "amplitude": amp, "f0": vals["frequency_low_hz"],
+            "f1": vals["frequency_high_hz"], "duration": round(min(base.duration, limits.max_duration_s), 6),
+            "rate": limits.rate}
+
+
+def candidate_profiles(limits: ExcitationLimits, *, duration: float | None = None) -> list[dict[str, Any]]:
+    """The candidate family, inside ``limits`` (first actuator), at most 7 profiles.
+
+    Centred on the middle of the actuator's command range (an asymmetric ``ctrlrange`` such as a
+    tendon's [0, 1] gives an ``offset``; a step then goes from its lower to its upper end).
+
+    Linear chirps over the lower, middle and upper thirds of the allowed band (log spaced)
+    and over the whole band at full amplitude, the whole band at half amplitude, a step
+    (on at 0.2 s, off at half the duration) and a 3-tone multisine over the band. Every
+    entry is already within the limits (:func:`validate_profile` finds nothing to clip).
+    """
+    lo, hi = limits.frequency_hz
+    dur = round(min(duration or limits.max_duration_s, limits.max_duration_s), 6)
+    c_lo, c_hi = limits.range_of(0)
+    amp, mid = 0.5 * (c_hi - c_lo), 0.5 * (c_hi + c_lo)  # about the middle of the command range
+    act = limits.actuator_names[0]
+    edges = np.geomspace(max(lo, 0.1), hi, 4)
+    common = {"duration": dur, "rate": limits.rate, "actuator": act, **({"offset": round(mid, 9)} if mid else {})}
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        out.append({"kind": "chirp", "amplitude": amp, "f0": round(float(a), 3), "f1": round(float(b), 3), **common})
+    out.append({"kind": "chirp", "amplitude": amp, "f0": round(float(edges[0]), 3), "f1": round(float(hi), 3),
+                **common})
+    out.append({"kind": "chirp", "amplitude": 0.5 * amp, "f0": round(float(edges[0]), 3),
+                "f1": round(float(hi), 3), **common})
+    out.append({"kind": "step", "t_step": 0.2, "t_release": round(dur / 2, 3), **common,
+                **({"amplitude": amp} if not mid else {"amplitude": c_hi - c_lo, "offset": round(c_lo, 9)})})
+    out.append({"kind": "multisine", "amplitude": amp, "frequencies": [round(float(f), 3) for f in edges[1:]],
+                "seed": 0, **common})
+    for i, c in enumerate(out):
+        c["name"] = f"designed_{_describe(c).replace(' ', '_').replace('–', '-')}"
+    return out
+
+
+def _describe(cfg: Mapping[str, Any]) -> str:
+    k = cfg.get("kind")
+    a = f"{float(cfg.get('amplitude', 0.0)):.3g}"
+    if k == "chirp":
+        return f"chirp {float(cfg['f0']):.3g}–{float(cfg['f1']):.3g} Hz amplitude {a}"
+    if k == "step":
+        return f"step {a} at {float(cfg.get('t_step', 0.1)):g} s"
+    if k == "multisine":
+        return f"multisine {'/'.join(f'{f:.3g}' for f in cfg.get('frequencies', []))} Hz amplitude {a}"
+    if k == "sine":
+        return f"sine {float(cfg.get('frequency', 1.0)):.3g} Hz amplitude {a}"
+    return str(cfg.get("name") or k)
+
+
+def information_criterion(F: np.ndarray, flagged: Sequence[int]) -> float:
+    """log det of the information on parameters ``flagged`` with the others estimated (D_s; module docstring).
+
+    Args:
+        F: (n, n) information matrix ``JᵀJ`` (normalised parameters, noise-scaled rows).
+        flagged: indices of the parameters of interest (all of them: plain D-optimality).
+
+    Returns:
+        ``log det(F_aa − F_ab F_bb⁻¹ F_ba)`` (natural log); ``-inf`` when singular.
+    """
+    F = np.asarray(F, dtype=float)
+    a = list(flagged)
+    b = [i for i in range(F.shape[0]) if i not in a]
+    S = F[np.ix_(a, a)]
+    if b:
+        S = S - F[np.ix_(a, b)] @ np.linalg.pinv(F[np.ix_(b, b)]) @ F[np.ix_(b, a)]
+    sign, logdet = np.linalg.slogdet(0.5 * (S + S.T))
+    return float(logdet) if sign > 0 else -math.inf
+
+
+def _condition(J: np.ndarray) -> float:
+    s = np.linalg.svd(J, compute_uv=False) if J.size else np.zeros(1)
+    return float(s[0] / s[-1]) if s[-1] > 0 else math.inf
+
+
+@dataclass
+class DesignResult:
+    """The designed excitation and why.
+
+    Attributes:
+        profile: the chosen excitation config (within the limits; paste into ``excitation:``).
+        excitation: the built profile, values (T, A).
+        criterion: ``"d_optimal"``; flagged: the parameters it was computed for.
+        score_before, score_after: the criterion (log det, natural log) on the training trials
+            alone and with the designed trial added.
+        condition_before, condition_after: condition number of the noise-scaled sensitivity
+            of the training trials alone / with the designed trial.
+        candidates: one ``{"profile", "score", "condition", "failed"}`` per candidate.
+        rollouts: design rollouts spent (charge them to the budget).
+        rationale: plain words and numbers.
+        notes: clips and refusals.
+    """
+
+    profile: dict[str, Any]
+    excitation: Excitation
+    criterion: str
+    flagged: list[str]
+    score_before: float
+    score_after: float
+    condition_before: float
+    condition_after: float
+    candidates: list[dict[str, Any]]
+    rollouts: int
+    rationale: str
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (excitation as its profile; non-finite numbers as None)."""
+        def num(x: float) -> float | None:
+            return float(x) if math.isfinite(x) else None
+
+        return {"profile": dict(self.profile), "criterion": self.criterion, "flagged": list(self.flagged),
+                "score_before": num(self.score_before), "score_after": num(self.score_after),
+                "condition_before": num(self.condition_before), "condition_after": num(self.condition_after),
+                "candidates": [{**c, "score": num(c["score"]), "condition": num(c["condition"])}
+                               for c in self.candidates],
+                "rollouts": self.rollouts, "rationale": self.rationale, "notes": list(self.notes)}
+
+
+def _candidate_jacobian(twin: Twin, exc: Excitation, parameters: ParameterSet, point: Mapping[str, float],
+                        step: float) -> tuple[np.ndarray | None, int]:
+    """(J (M, n) px per normalised unit, rollouts) of one candidate; None when its rollout fails."""
+    twin.set_parameters(parameters.complete(point))
+    ref = twin.rollout(exc)
+    if ref.diverged:
+        return None, 1
+    real = ref.trajectory
+    obj = TrialObjective(twin, [exc], [real], parameters)
+    count = {"n": 1}
+
+    def ev(values: Mapping[str, float]) -> Evaluation:
+        e, _ = obj.evaluate(values)
+        count["n"] += e.rollouts
+        return e
+
+    J, base, _ = finite_difference_jacobian(ev, parameters, point, lambda e: trajectory_vector(e.sim, obj.real),
+                                            step=step, scheme="forward")
+    if base.failed:
+        return None, count["n"]
+    return J, count["n"]
+
+
+def design_excitation(objective: TrialObjective, point: Mapping[str, float], limits: ExcitationLimits, *,
+                      flagged: Sequence[str] | None = None, candidates: Sequence[Mapping[str, Any]] | None = None,
+                      step: float = 0.02, noise_px: float | None = None, criterion: str = "d_optimal",
+                      max_rollouts: int | None = None) -> DesignResult:
+    """Choose the candidate excitation that maximises the information criterion (module docstring).
+
+    Args:
+        objective: the training trials (twin, excitations, real trajectories, spec).
+        point: the current estimate (full or free-only values, SI).
+        limits: the rig's limits; every candidate passes :func:`validate_profile`.
+        flagged: names of the parameters to separate (default: every free physics parameter).
+        candidates: excitation configs (default :func:`candidate_profiles`); refused ones are noted
+            and skipped.
+        step: forward-difference step, normalised units.
+        noise_px: keypoint noise σ in the measurement unit (default that unit's
+            :data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`); scales every row alike.
+        criterion: one of :data:`CRITERIA`.
+        max_rollouts: stop evaluating candidates once this many design rollouts are spent.
+
+    Returns:
+        DesignResult (``rollouts`` = every twin rollout made, failed ones included).
+
+    Raises:
+        ValueError: unknown criterion, unknown flagged names, or no candidate could be evaluated.
+    """
+    if criterion != "d_optimal":
+        raise ValueError(f"design_excitation: criterion must be 'd_optimal', got {criterion!r} (the separation of "
+                         "indistinguishable causes is design_separating_excitation)")
+    params = objective.parameters
+    names = [s.name for s in params.free if s.name not in objective.measurement.names]
+    physics = params.with_frozen(free=names) if len(names) != len(params.free) else params
+    flagged = list(flagged) if flagged else list(names)
+    unknown = [n for n in flagged if n not in names]
+    if unknown:
+        raise ValueError(f"design: {unknown} are not free physics parameters ({names})")
+    idx = [names.index(n) for n in flagged]
+    point = params.complete(point)
+    sigma = float(noise_px if noise_px is not None else DEFAULT_NOISE.get(objective.unit, 1.0))
+    spent = {"n": 0}
+
+    def ev0(values: Mapping[str, float]) -> Evaluation:
+        e, _ = objective.evaluate(values)
+        spent["n"] += e.rollouts
+        return e
+
+    J0, _, _ = finite_difference_jacobian(ev0, physics, point, lambda e: trajectory_vector(e.sim, objective.real),
+                                          step=step, scheme="forward")
+    J0 = J0[np.all(np.isfinite(J0), axis=1)] / sigma
+    F0 = J0.T @ J0
+    before, cond0 = information_criterion(F0, idx), _condition(J0)
+    notes: list[str] = []
+    table: list[dict[str, Any]] = []
+    best: tuple[float, dict, Excitation, float] | None = None
+    for cfg in (candidates if candidates is not None else candidate_profiles(limits)):
+        if max_rollouts is not None and spent["n"] + len(names) + 2 > max_rollouts:
+            notes.append(f"design stopped after {len(table)} candidate(s): its rollout allowance "
+                         f"({max_rollouts}) is spent")
+            break
+        try:
+            prof, exc, clip_notes = validate_profile(cfg, limits)
+        except ExcitationRefused as err:
+            notes.append(f"candidate refused: {err}")
+            continue
+        notes.extend(f"{_describe(prof)}: {n}" for n in clip_notes)
+        Jc, cost = _candidate_jacobian(objective.twin, exc, physics, point, step)
+        spent["n"] += cost
+        if Jc is None:
+            table.append({"profile": prof, "score": -math.inf, "condition": math.inf, "failed": True})
+            continue
+        Jc = Jc[np.all(np.isfinite(Jc), axis=1)] / sigma
+        score = information_criterion(F0 + Jc.T @ Jc, idx)
+        cond = _condition(np.vstack([J0, Jc]))
+        table.append({"profile": prof, "score": score, "condition": cond, "failed": False})
+        if best is None or score > best[0]:
+            best = (score, prof, exc, cond)
+    objective.twin.set_parameters(objective.measurement.split(point)[0])
+    if best is None or not math.isfinite(best[0]):
+        raise ValueError("design: no candidate excitation could be evaluated at the current estimate"
+                         + (f" ({'; '.join(notes)})" if notes else ""))
+    score, prof, exc, cond = best
+    rationale = _rationale(flagged, prof, before, score, cond0, cond, len(table), spent["n"])
+    return DesignResult(prof, exc, criterion, flagged, before, score, cond0, cond, table, spent["n"], rationale, notes)
+
+
+def _rationale(flagged: Sequence[str], prof: Mapping[str, Any], before: float, after: float, cond0: float,
+               cond1: float, n_candidates: int, rollouts: int) -> str:
+    """One paragraph: what trades off, what separates it, by how much."""
+    who = (", ".join(flagged[:-1]) + " and " + flagged[-1]) if len(flagged) > 1 else flagged[0]
+    gain = "" if not math.isfinite(before) else f" (log det of the information {before:.1f} → {after:.1f})"
+    return (f"{who} trade off on the training trials (condition number {cond0:.2g}); a {_describe(prof)} "
+            f"separates them: condition number {cond0:.2g} → {cond1:.2g}{gain}. Chosen by D-optimal design "
+            f"among {n_candidates} candidate excitations within the rig's limits, at the current estimate; "
+            f"{rollouts} design rollouts.")
+
+
+# -- candidate causes the diagnosis cannot tell apart ------------------------------------------------------------
+def indistinguishable_set(objective: TrialObjective, values: Mapping[str, float],
+                          parameters: ParameterSet | None = None) -> tuple[Any, list[Any]]:
+    """The residual diagnosis's comparison at ``values``: ``(probe context, members)``.
+
+    ``members`` are the refitted :class:`~vid2sid_ros.calibration.diagnosis.compare.Score` objects
+    of an *indistinguishable* verdict (each with ``parts`` and ``refit.theta``/``refit.u``), empty
+    for any other verdict. Same steps and thresholds as :func:`~vid2sid_ros.calibration.diagnosis.
+    diagnose`; its rollouts are in ``context.rollouts``.
+    """
+    from .diagnosis.causes import candidate_causes
+    from .diagnosis.compare import THRESHOLDS, decide, free_columns, line_scan, refit, screen
+    from .diagnosis.context import ProbeContext
+
+    ctx = ProbeContext(objective, values, parameters if parameters is not None else objective.parameters, None)
+    if ctx.failed:
+        return ctx, []
+    causes = candidate_causes(ctx)
+    F = free_columns(ctx)
+    null = refit(ctx, [], [], F)
+    scores = screen(ctx, causes, F)
+    for s in [s for s in scores if s.share_linear > 0 and s.column is not None][: int(THRESHOLDS["refit_top"])]:
+        line_scan(ctx, s, F)
+        s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
+    dec = decide(ctx, scores, null)
+    members = [m for m in dec["set"] if m.refit is not None] if dec["verdict"] == "indistinguishable" else []
+    return ctx, members
+
+
+def separation(ctx: Any, members: Sequence[Any], exc: Excitation) -> tuple[float, list[tuple[str, str, float]]]:
+    """How far apart the members' predictions on ``exc`` are, after refitting the free parameters.
+
+    Each member's model (its cause at its fitted size, the free parameters at its refit) is rolled
+    out on ``exc``; the difference ``d_ab`` between two predictions has its component in the span of
+    the free parameters' and of one member's own size(s) sensitivity on ``exc`` removed (a
+    linearised refit of model a to model b's prediction: ``d − A A⁺ d``, ``A = [J_free, ∂y_a/∂θ_a]``;
+    the smaller of the two directions counts), and the rest is measured in noise units,
+    ``‖d⊥‖ / σ`` (σ: the diagnosis's noise estimate). The criterion
+    is the smallest over pairs: the designed trial must separate every pair.
+
+    Returns:
+        ``(min over pairs, [(cause a, cause b, distance)])``; ``(nan, [])`` when a rollout failed.
+        Rollouts are counted in ``ctx.rollouts``.
+    """
+    twin = ctx.objective.twin
+    twin.set_parameters(ctx.objective.measurement.split(ctx.values_at(ctx.u0))[0])
+    ctx.rollouts += 1
+    ref = twin.rollout(exc)
+    if ref.diverged:
+        return math.nan, []
+    obj = TrialObjective(twin, [exc], [ref.trajectory], ctx.params)
+    base = ctx.residual([], [], ctx.u0, objective=obj)
+    if base is None:
+        return math.nan, []
+    cols = []
+    for i, u in enumerate(ctx.u0):  # the free parameters' sensitivity on the candidate
+        h = 0.02 if u + 0.02 <= 1.0 else -0.02
+        uu = ctx.u0.copy()
+        uu[i] += h
+        r = ctx.residual([], [], uu, objective=obj)
+        if r is not None:
+            cols.append((r - base) / h)
+    preds, own = [], []
+    for m in members:  # each member's prediction and the sensitivity to its own size(s)
+        theta = np.asarray(m.refit.theta, float)
+        p = ctx.residual(m.parts, theta, m.refit.u, objective=obj)
+        preds.append(p)
+        mine = []
+        for k, part in enumerate(m.parts):
+            step = float(getattr(part, "step", 0.0) or 0.0) or 1e-3
+            tk = theta.copy()
+            tk[k] += step
+            q = ctx.residual(m.parts, tk, m.refit.u, objective=obj)
+            if q is not None and p is not None:
+                mine.append((q - p) / step)
+        own.append(mine)
+    if any(p is None for p in preds):
+        return math.nan, []
+    ok = np.all(np.isfinite(np.column_stack([base] + cols + preds + [c for o in own for c in o])), axis=1)
+    sigma = math.sqrt(ctx.sigma2) if ctx.sigma2 > 0 else 1.0
+
+    def left(d: np.ndarray, columns: list[np.ndarray]) -> float:
+        """‖d − A A⁺ d‖ / σ: what a refit of the columns cannot absorb."""
+        if columns:
+            A = np.column_stack(columns)[ok]
+            d = d - A @ np.linalg.lstsq(A, d, rcond=None)[0]
+        return float(np.linalg.norm(d) / sigma)
+
+    pairs = []
+    for i in range(len(members)):
+        for j in range(i + 1, len(members)):
+            d = (preds[i] - preds[j])[ok]
+            # model i refitted (free parameters and its own size) to model j's prediction, and the reverse
+            dist = min(left(d, cols + own[i]), left(d, cols + own[j]))
+            pairs.append((members[i].cause.name, members[j].cause.name, dist))
+    return (min(p[2] for p in pairs) if pairs else math.nan), pairs
+
+
+def design_separating_excitation(objective: TrialObjective, values: Mapping[str, float], limits: ExcitationLimits,
+                                 *, parameters: ParameterSet | None = None,
+                                 candidates: Sequence[Mapping[str, Any]] | None = None,
+                                 max_rollouts: int | None = None) -> DesignResult | None:
+    """The candidate whose trial best separates the causes the diagnosis reports as indistinguishable.
+
+    Criterion ``"separation"``: maximise, over the candidates within ``limits``, the smallest
+    pairwise distance between the members' predictions after refitting the free parameters, in
+    noise units (:func:`separation`). The diagnosis is re-run here (:func:`indistinguishable_set`);
+    its rollouts and each candidate's ``1 + F + 2C`` (F free parameters, C members) are design
+    rollouts.
+
+    ``max_rollouts``: no further candidate is evaluated once the next one would take the design
+    rollouts (the diagnosis's included) over it.
+
+    Returns:
+        DesignResult (``score_before`` 0, ``score_after`` the chosen separation, σ; the condition
+        numbers NaN), or None when the diagnosis does not report an indistinguishable set.
+
+    Raises:
+        ValueError: no candidate could be evaluated.
+    """
+    ctx, members = indistinguishable_set(objective, values, parameters)
+    if len(members) < 2:
+        return None
+    notes: list[str] = []
+    table, best = [], None
+    per_candidate = 1 + len(ctx.u0) + sum(1 + len(m.parts) for m in members)
+    for cfg in (candidates if candidates is not None else candidate_profiles(limits)):
+        if max_rollouts is not None and ctx.rollouts + per_candidate > max_rollouts:
+            notes.append(f"design stopped after {len(table)} candidate(s): its rollout allowance ({max_rollouts}) "
+                         "is spent")
+            break
+        try:
+            prof, exc, clip = validate_profile(cfg, limits)
+        except ExcitationRefused as err:
+            notes.append(f"candidate refused: {err}")
+            continue
+        notes.extend(clip)
+        score, pairs = separation(ctx, members, exc)
+        table.append({"profile": prof, "score": score if math.isfinite(score) else -math.inf,
+                      "condition": math.nan, "failed": not math.isfinite(score),
+                      "pairs": [list(p) for p in pairs]})
+        if math.isfinite(score) and (best is None or score > best[0]):
+            best = (score, prof, exc, pairs)
+    objective.twin.set_parameters(objective.measurement.split(objective.parameters.complete(values))[0])
+    if best is None:
+        raise ValueError("design: no candidate excitation could be evaluated for the indistinguishable causes")
+    score, prof, exc, pairs = best
+    names = [m.cause.name for m in members]
+    weakest = min(pairs, key=lambda p: p[2])
+    rationale = (f"{' and '.join(names)} explain the training residual equally well; a {_describe(prof)} separates "
+                 f"their predictions by {score:.3g} σ after refitting the free parameters (the closest pair, "
+                 f"{weakest[0]} vs {weakest[1]}). Chosen among {len(table)} candidate excitations within the rig's "
+                 f"limits; {ctx.rollouts} design rollouts.")
+    if score < 3.0:
+        rationale += (" No candidate separates them by 3 σ: on this rig they may be the same effect (e.g. a link's "
+                      "inertia about a single hinge and the joint's armature); the model cannot tell them apart.")
+    return DesignResult(prof, exc, "separation", names, 0.0, score, math.nan, math.nan, table, ctx.rollouts,
+                        rationale, notes)
