@@ -24,6 +24,7 @@ File format (``trials.json``)::
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
