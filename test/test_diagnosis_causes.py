@@ -238,3 +238,26 @@ def test_the_drive_transforms_do_what_their_names_say():
     assert np.allclose(bl.excitation(None, exc, 0.2).values[:, 0], [0.0, 0.2, -0.2, -0.05, 0.2, 0.2])
     bias = CommandTransform("b", "actuator", ("b",), "1", 0.01, (-1, 1), column=0, mode="bias")
     assert np.allclose(bias.excitation(None, exc, 0.05).values[:, 0], exc.values[:, 0] + 0.05)
+
+
+def test_a_camera_move_is_named_by_the_world_fields_a_user_frees():
+    """Was: a camera 5 cm closer along its optical axis (world y for a camera looking along +y) was
+    recommended as "free camera.z" (the optical z axis taken for the world z field, the camera height);
+    freeing camera.z made the fit worse, freeing camera.y fixed it."""
+    from types import SimpleNamespace
+
+    from vid2sid_ros.calibration.diagnosis.causes import _world_fields, camera_pose_causes
+    from vid2sid_ros.core.camera import camera_from_config
+
+    cam = camera_from_config({"width": 160, "height": 120, "fovy": 50,
+                              "pose": {"position": [0, -1.4, 1.0], "look_at": [0, 0, 1.0]}})
+    assert np.allclose(cam.rotation[:, 2], [0, 1, 0], atol=1e-9)  # forward is world +y
+    assert _world_fields(cam.rotation[:, 2]) == ("camera.y",)
+    assert _world_fields(cam.rotation[:, 1]) == ("camera.z",)  # image down is world -z
+    assert _world_fields(np.array([0.7, 0.7, 0.14])) in (("camera.x", "camera.y"), ("camera.y", "camera.x"))
+    twin = SimpleNamespace(pinhole=cam, move_camera=lambda *a: None)
+    ctx = SimpleNamespace(unit="px", twin=twin, params=[])
+    by_what = {c.name: c.fields for c in camera_pose_causes(ctx)}
+    assert by_what["camera position along the image z axis"] == ("camera.y",)
+    assert by_what["camera position along the image y axis"] == ("camera.z",)
+    assert by_what["camera tilt"] == ("camera.roll", "camera.pitch", "camera.yaw")

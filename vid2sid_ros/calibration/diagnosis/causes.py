@@ -338,15 +338,37 @@ def camera_pose_causes(ctx: Any) -> list[Cause]:
     if any(s.target.strip().startswith("camera.") for s in ctx.params):
         return []  # the spec models the camera itself: its frozen fields are candidates as parameters
     out: list[Cause] = []
+    world = _optical_in_world(ctx)
     for i, (ax, _, field) in enumerate(_POSE_AXES):
         what = f"camera position along the image {ax} axis" if i < 3 else f"camera {ax}"
-        out.append(CameraPose(what, "camera", (field,), "m" if i < 3 else "rad", 0.002, (-0.1, 0.1), axis=i))
+        # the fields a user frees are the world position (camera.x/y/z) and camera_link's fixed-axis RPY: name
+        # the world components of this optical-axis move (a camera looking along world y moves "forward" in
+        # camera.y, not in camera.z), and all three angles for a turn (RPY mixes them)
+        fields = (_world_fields(world[:, i]) if i < 3 and world is not None else
+                  (field,) if i < 3 else ("camera.roll", "camera.pitch", "camera.yaw"))
+        out.append(CameraPose(what, "camera", fields, "m" if i < 3 else "rad", 0.002, (-0.1, 0.1), axis=i))
     pos, rot = tuple(out[:3]), tuple(out[3:])
     out.append(Composite("camera position (x, y, z)", "camera", ("camera.x", "camera.y", "camera.z"), "m", 0.0,
                          (0.0, 0.0), parts=pos))
     out.append(Composite("camera orientation (roll, pitch, yaw)", "camera",
                          ("camera.roll", "camera.pitch", "camera.yaw"), "rad", 0.0, (0.0, 0.0), parts=rot))
     return out
+
+
+def _optical_in_world(ctx) -> np.ndarray | None:
+    """The twin camera's optical axes in the world, (3, 3) columns x right, y down, z forward, or None
+    when the twin has no pinhole camera (a legacy planar projection)."""
+    cam = getattr(ctx.twin, "pinhole", None)
+    rot = getattr(cam, "rotation", None)
+    return None if rot is None else np.asarray(rot, float)
+
+
+def _world_fields(direction: np.ndarray) -> tuple[str, ...]:
+    """The ``camera.x/y/z`` fields a move along ``direction`` (world, unit (3,)) changes appreciably
+    (a component of at least 0.3), largest first."""
+    d = np.abs(np.asarray(direction, float))
+    order = [int(k) for k in np.argsort(-d) if d[k] >= 0.3]
+    return tuple(f"camera.{'xyz'[k]}" for k in order) or ("camera.x", "camera.y", "camera.z")
 
 
 # -- the commands as the drive passes them on ------------------------------------------------------------
