@@ -31,7 +31,10 @@ def finger_run(tmp_path_factory):
 
 def test_export_load_and_apply_to_the_finger_model(finger_run, capsys):
     rig, truth, rd = finger_run
-    assert main(["export-randomization", str(rd)]) == 0
+    # a 40-rollout run stops on its budget: exported only when the user accepts that (and told again)
+    assert main(["export-randomization", str(rd)]) in (0, 2)
+    capsys.readouterr()
+    assert main(["export-randomization", str(rd), "--accept-unreliable"]) == 0
     assert "written:" in capsys.readouterr().out
     doc_yaml = yaml.safe_load((rd / "randomization.yaml").read_text())
     assert doc_yaml == json.loads((rd / "randomization.json").read_text())  # the same document twice
@@ -112,3 +115,26 @@ def test_name_indexed_targets_are_applied_like_the_twin_reads_them(tmp_path):
         "x0": {"target": "init.qpos[j0]", "identified": 0.3, "low": 0.2, "high": 0.4, "distribution": "uniform"}}}))
     with pytest.raises(RandomizationError, match=r"parameters.x0.target: 'init.qpos\[j0\]' sets a qpos value, not a"):
         apply_to_mujoco_model(m, load_randomization(path), np.random.default_rng(0))
+
+
+def test_a_run_the_diagnosis_flagged_is_not_exported_without_accept_unreliable(tmp_path, capsys):
+    """Was: ranges from a run whose diagnosis said "the model is probably wrong" (or that had not converged)
+    were written with no warning, the way wrong numbers reach a policy trained in simulation."""
+    import json
+    import shutil
+
+    from vid2sid_ros.cli import main
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "result.json").write_text(json.dumps({"stopped": "converged", "residual_diagnosis": {
+        "misspecified": True, "verdict": "named"}, "intervals": {}}))
+    from vid2sid_ros.commands.export_randomization import unreliable_reasons
+
+    assert unreliable_reasons(str(src)) == ["its residual diagnosis says the model is probably wrong (named)"]
+    (src / "result.json").write_text(json.dumps({"stopped": "iterations (10 of 10 iterations)",
+                                                "intervals": {"k": {"reliable": False}}}))
+    assert len(unreliable_reasons(str(src))) == 2
+    (src / "result.json").write_text(json.dumps({"stopped": "converged", "intervals": {"k": {"reliable": True}}}))
+    assert unreliable_reasons(str(src)) == []
+    shutil.rmtree(src)

@@ -1283,8 +1283,10 @@ def mark_artefacts_missing(run_dir: str | Path, missing: list[dict[str, str]]) -
     """
     import yaml
 
+    from ..core.yamlio import loads_yaml
+
     rd = Path(run_dir)
-    doc = yaml.safe_load((rd / "result.yaml").read_text(encoding="utf-8"))
+    doc = loads_yaml((rd / "result.yaml").read_text(encoding="utf-8"), source=str(rd / "result.yaml"))
     cal = doc.setdefault("calibration", {})
     if cal.get("status") == "ok":
         cal["status"] = ARTEFACTS_MISSING
