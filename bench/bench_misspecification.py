@@ -220,15 +220,22 @@ def follow_advice(rig, twin, params, nuisance, rec: dict[str, Any] | None, verdi
     model = getattr(twin, "model", None)
     added: list = []
     if kind == "camera":
-        cam = getattr(twin, "camera", None)
+        pin = getattr(twin, "pinhole", None)  # a pinhole user rig takes camera.* targets; the finger's camera not
+        if pin is None:
+            return None, params, nuisance, (f"advice '{rec.get('action')}': this twin's camera takes no camera.* "
+                                            "parameters: nothing done")
+        current = {"x": pin.position[0], "y": pin.position[1], "z": pin.position[2], "roll": pin.roll,
+                   "pitch": pin.pitch, "yaw": pin.yaw, "fx": pin.fx, "fy": pin.fy, "cx": pin.cx, "cy": pin.cy}
+        width = {"x": 0.05, "y": 0.05, "z": 0.05, "roll": 0.05, "pitch": 0.05, "yaw": 0.05, "cx": 30.0, "cy": 30.0}
         for f in fields:
             attr = f.split(".", 1)[1]
-            if attr not in ("fx", "fy", "cx", "cy") or cam is None or not hasattr(cam, attr):
-                return None, params, nuisance, (f"advice '{rec.get('action')}' names {f}, which this twin cannot "
-                                                "take as a parameter: nothing done")
-            v = float(getattr(cam, attr))
-            lo, hi = (0.8 * v, 1.2 * v) if attr in ("fx", "fy") else (v - 30.0, v + 30.0)
-            added.append(ParameterSpec(f"suite_{attr}", "px", lo, hi, v, f"camera {attr}", f, kind="nuisance"))
+            if attr not in current:
+                return None, params, nuisance, f"advice names {f}, which the suite cannot free: nothing done"
+            v = float(current[attr])
+            lo, hi = (0.8 * v, 1.2 * v) if attr in ("fx", "fy") else (v - width[attr], v + width[attr])
+            unit = "px" if attr in ("fx", "fy", "cx", "cy") else ("m" if attr in "xyz" else "rad")
+            added.append(ParameterSpec(f"suite_camera_{attr}", unit, lo, hi, v, f"camera {attr}", f,
+                                       kind="nuisance"))
     elif model is not None and fields and all("[" in f for f in fields):
         body_fields = [f for f in fields if f.startswith(("body_mass[", "body_inertia["))]
         if body_fields and all(f.startswith(("body_mass[", "body_inertia[")) for f in fields):

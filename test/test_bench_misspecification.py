@@ -85,6 +85,23 @@ def test_follow_the_advice(bench):
     assert r is None and "nothing done" in done
 
 
+def test_follow_camera_advice_only_where_the_twin_takes_camera_parameters(bench):
+    from vid2sid_ros.calibration.benchmark import resolve_rig
+
+    rec = {"recommended": True, "kind": "camera", "free": ["camera.z", "camera.fx"], "action": "declare"}
+    finger = resolve_rig("finger")
+    r, _, _, done = bench.follow_advice(finger, finger.make_twin(), finger.parameters, None, rec, "named")
+    assert r is None and "takes no camera.* parameters" in done
+    arm = resolve_rig(bench.RIGS["urdf_arm"])
+    twin = arm.make_twin()
+    r, p2, _, done = bench.follow_advice(arm, twin, arm.parameters, None, rec, "named")
+    assert {"suite_camera_z", "suite_camera_fx"} <= set(p2.free_names)
+    assert p2["suite_camera_fx"].kind == "nuisance" and p2["suite_camera_fx"].nominal == pytest.approx(twin.pinhole.fx)
+    tw = r.make_twin()
+    tw.set_parameters({"suite_camera_fx": 1.1 * twin.pinhole.fx})
+    assert tw.pinhole.fx == pytest.approx(1.1 * twin.pinhole.fx)
+
+
 def test_one_tiny_cell_is_written_and_summarised(bench, tmp_path):
     """One rig, one kind, one seed, budget 8: the cell runs end to end and the table counts it."""
     cell = bench.run_cell("finger", "focal", 0, "reasoner", 8)
