@@ -154,8 +154,13 @@ def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
     else:
         right = verdict in ("named", "indistinguishable") and any(_matches(m, lab) for m in members
                                                                   for lab in labels)
+    stats = diag.get("statistics") or {}
+    top = sorted((c for c in stats.get("causes", []) if c.get("refitted")), key=lambda c: -float(c.get("share", 0)))
     return {"verdict": verdict, "warned": warned, "causes": [m["cause"] for m in members], "right": right,
-            "false_alarm": (warned if not labels else None), "recommendation": diag.get("recommendation")}
+            "false_alarm": (warned if not labels else None), "recommendation": diag.get("recommendation"),
+            "comparison": stats.get("comparison"),
+            "top_causes": [{k: c.get(k) for k in ("cause", "share", "likelihood_ratio", "significant", "determined",
+                                                   "size_text")} for c in top[:5]]}
 
 
 # -- one calibration and its numbers -------------------------------------------------------------------------
