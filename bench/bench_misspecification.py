@@ -159,6 +159,8 @@ def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
     return {"verdict": verdict, "warned": warned, "causes": [m["cause"] for m in members], "right": right,
             "false_alarm": (warned if not labels else None), "recommendation": diag.get("recommendation"),
             "comparison": stats.get("comparison"),
+            "message": next((f.get("message") for f in diag.get("findings", []) if f.get("severity") == "warning"),
+                            None),
             "top_causes": [{k: c.get(k) for k in ("cause", "share", "likelihood_ratio", "significant", "determined",
                                                    "size_text")} for c in top[:5]]}
 
@@ -355,15 +357,16 @@ def summarise(out: Path) -> str:
         groups.setdefault((c["rig"], c["case"], c["method"]), []).append(c)
     order = {k: i for i, k in enumerate(CASES)}
     lines = ["| rig | case | method | verdicts | right | false alarm | max err. before → after | "
-             "truth in 95 % interval before → after | silent before → after | advice followed |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "truth in 95 % interval before → after | value outside own interval | silent before → after | "
+             "advice followed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     tot = {"right": 0, "n": 0, "fa": 0, "nfa": 0, "silent_b": 0, "silent_a": 0, "ok": 0}
     for (rig, case, method), cs in sorted(groups.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99),
                                                                             kv[0][2])):
         ok = [c for c in cs if c["status"] == "ok"]
         if not ok:
             why = cs[0].get("why") or cs[0].get("error", "")
-            lines.append(f"| {rig} | {case} | {method} | {cs[0]['status']}: {why[:90]} | | | | | | |")
+            lines.append(f"| {rig} | {case} | {method} | {cs[0]['status']}: {why[:90]} | | | | | | | |")
             continue
         n = len(ok)
         b, a = [c["before"] for c in ok], [c["after"] for c in ok]
@@ -376,10 +379,12 @@ def summarise(out: Path) -> str:
         cov_b = sum(sum(x["covered"].values()) for x in b), sum(len(x["covered"]) for x in b)
         cov_a = sum(sum(x["covered"].values()) for x in a), sum(len(x["covered"]) for x in a)
         sil = f"{sum(x['silent'] for x in b)} → {sum(x['silent'] for x in a)}"
+        outside = sum(sum(not v for v in x.get("value_inside_interval", {}).values()) for x in b + a)
+        tot["outside"] = tot.get("outside", 0) + outside
         adv = "; ".join(dict.fromkeys(c["advice"] for c in ok))
         lines.append(f"| {rig} | {case} | {method} | {verdicts} | {right}/{n} | "
                      f"{'–' if fa is None else f'{fa}/{n}'} | {err} | {cov_b[0]}/{cov_b[1]} → {cov_a[0]}/{cov_a[1]} | "
-                     f"{sil} | {adv} |")
+                     f"{outside} | {sil} | {adv} |")
         tot["ok"] += n
         if case == "none":
             tot["fa"] += fa
@@ -395,7 +400,8 @@ def summarise(out: Path) -> str:
     lines.append(f"Totals over {tot['ok']} finished cells ({na} not applicable, {err} failed): diagnosis right "
                  f"{tot['right']}/{tot['n']} ({100 * tot['right'] / max(tot['n'], 1):.0f} %; bar >= 90 %), false "
                  f"alarms {tot['fa']}/{tot['nfa']} ({100 * tot['fa'] / max(tot['nfa'], 1):.0f} %; bar <= 5 %), silent "
-                 f"failures {tot['silent_b']} before and {tot['silent_a']} after following the advice (bar 0).")
+                 f"failures {tot['silent_b']} before and {tot['silent_a']} after following the advice (bar 0); "
+                 f"reported values outside their own interval: {tot.get('outside', 0)} (before and after together).")
     return "\n".join(lines)
 
 
