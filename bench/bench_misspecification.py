@@ -349,6 +349,53 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 # -- the table -----------------------------------------------------------------------------------------------
+def _short_cause(name: str) -> str:
+    for a, b in (("(mass and inertia together)", ""), ("a camera latency (constant delay)", "latency"),
+                 ("frozen parameter ", ""), ("camera focal length (fx and fy together)", "focal length"),
+                 ("actuator ", "")):
+        name = name.replace(a, b)
+    return name.strip()[:34]
+
+
+def _verdicts(runs: list[dict[str, Any]]) -> str:
+    """``named ×2 (latency), indistinguishable ×3 (3–5 causes), none ×1``."""
+    from collections import Counter
+
+    out = []
+    for v, n in Counter(x["verdict"] for x in runs).items():
+        xs = [x for x in runs if x["verdict"] == v]
+        if v == "named":
+            names = Counter(_short_cause(x["causes"][0]) for x in xs if x["causes"])
+            out.append(f"named ×{n} (" + ", ".join(f"{k}" + (f" ×{m}" if m > 1 and len(names) > 1 else "")
+                                                    for k, m in names.items()) + ")")
+        elif v == "indistinguishable":
+            sizes = sorted(len(x["causes"]) for x in xs)
+            out.append(f"indistinguishable ×{n} ({sizes[0]}" + (f"–{sizes[-1]}" if sizes[-1] != sizes[0] else "")
+                       + " causes)")
+        else:
+            out.append(f"{v} ×{n}")
+    return "; ".join(out)
+
+
+def _advice(done: list[str]) -> str:
+    """What following the advice did, in short, with counts."""
+    from collections import Counter
+
+    def short(t: str) -> str:
+        if t.startswith("added "):
+            return "added " + ", ".join(p.split(" (target")[0] for p in t[6:].split("), ")).rstrip(")")
+        for key, text in (("no warning", "nothing (no warning)"), ("indistinguishable", "nothing (indistinguishable)"),
+                          ("held-out check", "nothing (held-out check failed)"),
+                          ("takes no camera", "nothing (camera fields are no parameters of this twin)"),
+                          ("has no parameter", "nothing (no parameter models it)"),
+                          ("too simple", "nothing (unexplained)"), ("verdict named", "nothing (no recommendation)")):
+            if key in t:
+                return text
+        return t
+    c = Counter(short(t) for t in done)
+    return "; ".join(f"{k} ×{n}" for k, n in c.items())
+
+
 def summarise(out: Path) -> str:
     """The Markdown table of every finished cell under ``out``: per rig × case × method, counts over seeds."""
     cells = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
@@ -361,8 +408,12 @@ def summarise(out: Path) -> str:
              "advice followed |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     tot = {"right": 0, "n": 0, "fa": 0, "nfa": 0, "silent_b": 0, "silent_a": 0, "ok": 0}
-    for (rig, case, method), cs in sorted(groups.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99),
-                                                                            kv[0][2])):
+    rig_order = {k: i for i, k in enumerate(RIGS)}
+    meth_order = {"reasoner": 0, "least-squares": 1, "mujoco-sysid": 2}
+    per_method: dict[str, dict[str, int]] = {}
+    for (rig, case, method), cs in sorted(groups.items(), key=lambda kv: (rig_order.get(kv[0][0], 9),
+                                                                            order.get(kv[0][1], 99),
+                                                                            meth_order.get(kv[0][2], 9))):
         ok = [c for c in cs if c["status"] == "ok"]
         if not ok:
             why = cs[0].get("why") or cs[0].get("error", "")
@@ -370,9 +421,7 @@ def summarise(out: Path) -> str:
             continue
         n = len(ok)
         b, a = [c["before"] for c in ok], [c["after"] for c in ok]
-        verdicts = "; ".join(f"{x['verdict']}" + (f" ({len(x['causes'])})" if x["verdict"] == "indistinguishable"
-                                                   else (f": {x['causes'][0][:40]}" if x["causes"] else ""))
-                             for x in b)
+        verdicts = _verdicts(b)
         right = sum(x["right"] for x in b)
         fa = sum(bool(x["false_alarm"]) for x in b) if case == "none" else None
         err = (f"{100 * max(x['max_rel_error'] for x in b):.1f} % → {100 * max(x['max_rel_error'] for x in a):.1f} %")
@@ -381,10 +430,19 @@ def summarise(out: Path) -> str:
         sil = f"{sum(x['silent'] for x in b)} → {sum(x['silent'] for x in a)}"
         outside = sum(sum(not v for v in x.get("value_inside_interval", {}).values()) for x in b + a)
         tot["outside"] = tot.get("outside", 0) + outside
-        adv = "; ".join(dict.fromkeys(c["advice"] for c in ok))
+        adv = _advice([c["advice"] for c in ok])
         lines.append(f"| {rig} | {case} | {method} | {verdicts} | {right}/{n} | "
                      f"{'–' if fa is None else f'{fa}/{n}'} | {err} | {cov_b[0]}/{cov_b[1]} → {cov_a[0]}/{cov_a[1]} | "
                      f"{outside} | {sil} | {adv} |")
+        pm = per_method.setdefault(method, {"right": 0, "n": 0, "fa": 0, "nfa": 0, "sb": 0, "sa": 0})
+        pm["sb"] += sum(x["silent"] for x in b)
+        pm["sa"] += sum(x["silent"] for x in a)
+        if case == "none":
+            pm["fa"] += fa
+            pm["nfa"] += n
+        else:
+            pm["right"] += right
+            pm["n"] += n
         tot["ok"] += n
         if case == "none":
             tot["fa"] += fa
@@ -402,6 +460,9 @@ def summarise(out: Path) -> str:
                  f"alarms {tot['fa']}/{tot['nfa']} ({100 * tot['fa'] / max(tot['nfa'], 1):.0f} %; bar <= 5 %), silent "
                  f"failures {tot['silent_b']} before and {tot['silent_a']} after following the advice (bar 0); "
                  f"reported values outside their own interval: {tot.get('outside', 0)} (before and after together).")
+    for m, pm in sorted(per_method.items(), key=lambda kv: meth_order.get(kv[0], 9)):
+        lines.append(f"- {m}: right {pm['right']}/{pm['n']}, false alarms {pm['fa']}/{pm['nfa']}, silent failures "
+                     f"{pm['sb']} → {pm['sa']}")
     return "\n".join(lines)
 
 
