@@ -198,6 +198,11 @@ def _calibrate(rig, real, method, params, nuisance, budget, seed, truth, scored)
             "holdout_mae_px": res.holdout_mae_px}, diag
 
 
+def _silent_strict(run: dict[str, Any]) -> bool:
+    """No warning, a truth outside its interval AND an error of 5 % or more (all three)."""
+    return (not run["warned"]) and (not all(run["covered"].values())) and run["max_rel_error"] >= SILENT_ERROR
+
+
 def _silent(run: dict[str, Any], sc: dict[str, Any]) -> bool:
     return (not sc["warned"]) and (not all(run["covered"].values()) or run["max_rel_error"] >= SILENT_ERROR)
 
@@ -387,6 +392,7 @@ def _advice(done: list[str]) -> str:
         for key, text in (("no warning", "nothing (no warning)"), ("indistinguishable", "nothing (indistinguishable)"),
                           ("held-out check", "nothing (held-out check failed)"),
                           ("takes no camera", "nothing (camera fields are no parameters of this twin)"),
+                          ("cannot take as a parameter", "nothing (camera fields are no parameters of this twin)"),
                           ("has no parameter", "nothing (no parameter models it)"),
                           ("too simple", "nothing (unexplained)"), ("verdict named", "nothing (no recommendation)")):
             if key in t:
@@ -435,6 +441,10 @@ def summarise(out: Path) -> str:
                      f"{'–' if fa is None else f'{fa}/{n}'} | {err} | {cov_b[0]}/{cov_b[1]} → {cov_a[0]}/{cov_a[1]} | "
                      f"{outside} | {sil} | {adv} |")
         pm = per_method.setdefault(method, {"right": 0, "n": 0, "fa": 0, "nfa": 0, "sb": 0, "sa": 0})
+        strict = sum(_silent_strict(x) for x in b + a)
+        tot["strict"] = tot.get("strict", 0) + strict
+        tot["strict_b"] = tot.get("strict_b", 0) + sum(_silent_strict(x) for x in b)
+        tot["strict_a"] = tot.get("strict_a", 0) + sum(_silent_strict(x) for x in a)
         pm["sb"] += sum(x["silent"] for x in b)
         pm["sa"] += sum(x["silent"] for x in a)
         if case == "none":
@@ -459,7 +469,9 @@ def summarise(out: Path) -> str:
                  f"{tot['right']}/{tot['n']} ({100 * tot['right'] / max(tot['n'], 1):.0f} %; bar >= 90 %), false "
                  f"alarms {tot['fa']}/{tot['nfa']} ({100 * tot['fa'] / max(tot['nfa'], 1):.0f} %; bar <= 5 %), silent "
                  f"failures {tot['silent_b']} before and {tot['silent_a']} after following the advice (bar 0); "
-                 f"reported values outside their own interval: {tot.get('outside', 0)} (before and after together).")
+                 f"reported values outside their own interval: {tot.get('outside', 0)} (before and after together). "
+                 f"Silent failures in the narrower sense (no warning AND a truth outside its interval AND an error "
+                 f">= 5 %): {tot.get('strict_b', 0)} before, {tot.get('strict_a', 0)} after.")
     for m, pm in sorted(per_method.items(), key=lambda kv: meth_order.get(kv[0], 9)):
         lines.append(f"- {m}: right {pm['right']}/{pm['n']}, false alarms {pm['fa']}/{pm['nfa']}, silent failures "
                      f"{pm['sb']} → {pm['sa']}")

@@ -55,6 +55,10 @@ def test_silent_failure_rule(bench):
     assert not bench._silent(run, {"warned": True})
     assert bench._silent({"covered": {"a": True}, "max_rel_error": 0.05}, {"warned": False})
     assert not bench._silent({"covered": {"a": True}, "max_rel_error": 0.049}, {"warned": False})
+    # the narrower sense: all three at once
+    assert not bench._silent_strict({"warned": False, "covered": {"a": False}, "max_rel_error": 0.01})
+    assert bench._silent_strict({"warned": False, "covered": {"a": False}, "max_rel_error": 0.05})
+    assert not bench._silent_strict({"warned": True, "covered": {"a": False}, "max_rel_error": 0.5})
 
 
 def test_follow_the_advice(bench):
