@@ -409,7 +409,7 @@ def summarise(out: Path) -> str:
     for c in cells:
         groups.setdefault((c["rig"], c["case"], c["method"]), []).append(c)
     order = {k: i for i, k in enumerate(CASES)}
-    lines = ["| rig | case | method | verdicts | right | false alarm | max err. before → after | "
+    lines = ["| rig | case | method | verdicts | right | false alarm | max err. (worst seed) before → after | "
              "truth in 95 % interval before → after | value outside own interval | silent before → after | "
              "advice followed |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
