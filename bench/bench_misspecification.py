@@ -24,7 +24,7 @@ cells, so an interrupted suite resumes):
 
 all before and after following the advice (after: over the same parameters).
 
-    nice .venv/bin/python bench/bench_misspecification.py --seeds 2 --budget 40 --jobs 2 --out runs/misspec
+    nice .venv/bin/python bench/bench_misspecification.py --seeds 5 --budget 60 --jobs 2 --out runs/misspec
     nice .venv/bin/python bench/bench_misspecification.py --seeds 5 --budget 60 \\
         --methods reasoner,least-squares,mujoco-sysid --jobs 2 --out runs/misspec_full     # the full size
     .venv/bin/python bench/bench_misspecification.py --summarise runs/misspec           # table only
@@ -422,8 +422,9 @@ def summarise(out: Path) -> str:
                                                                             meth_order.get(kv[0][2], 9))):
         ok = [c for c in cs if c["status"] == "ok"]
         if not ok:
-            why = cs[0].get("why") or cs[0].get("error", "")
-            lines.append(f"| {rig} | {case} | {method} | {cs[0]['status']}: {why[:90]} | | | | | | | |")
+            why = (cs[0].get("why") or cs[0].get("error", "")).split(": ")[-1]
+            status = "not applicable" if cs[0]["status"] == "n/a" else cs[0]["status"]
+            lines.append(f"| {rig} | {case} | {method} | {status}: {why[:90]} | | | | | | | |")
             continue
         n = len(ok)
         b, a = [c["before"] for c in ok], [c["after"] for c in ok]
@@ -434,7 +435,8 @@ def summarise(out: Path) -> str:
         cov_b = sum(sum(x["covered"].values()) for x in b), sum(len(x["covered"]) for x in b)
         cov_a = sum(sum(x["covered"].values()) for x in a), sum(len(x["covered"]) for x in a)
         sil = f"{sum(x['silent'] for x in b)} → {sum(x['silent'] for x in a)}"
-        outside = sum(sum(not v for v in x.get("value_inside_interval", {}).values()) for x in b + a)
+        outside = sum(sum(not v for v in x.get("value_inside_interval", {}).values())
+                      for x in b + [y for y in a if not y.get("same_as_before")])
         tot["outside"] = tot.get("outside", 0) + outside
         adv = _advice([c["advice"] for c in ok])
         lines.append(f"| {rig} | {case} | {method} | {verdicts} | {right}/{n} | "
