@@ -66,7 +66,8 @@ DEFAULT_METHODS = ("reasoner", "random", "nelder-mead", "golden-cd", "bo", "cmae
 
 #: misspecification kind -> the diagnosis kind that names it
 DETECTED_AS = {"latency": "latency", "frozen": "frozen", "friction": "friction", "camera": "camera",
-               "rolling_shutter": "rolling_shutter", "drops": "timing"}
+               "rolling_shutter": "rolling_shutter", "drops": "timing", "mass": "inertia", "deadzone": "actuator",
+               "backlash": "actuator", "focal": "camera"}
 
 
 def resolve_rig(name: str | Rig, *, allow_code: bool = False, **options: Any) -> Rig:

@@ -39,6 +39,23 @@ kind                size unit  default   what differs on the real side
                                          the remaining ones are assigned to consecutive command steps, as a
                                          reader that trusts the nominal frame rate would (the video slips
                                          ahead of the commands); the steps left at the end are invalid
+``mass``            relative   0.2       a link is heavier than modelled: one body's mass and its inertia are
+                                         ×(1 + SIZE) on the real side (a density error; ``mj_setConst``
+                                         re-derives the armature-dependent constants). The body is
+                                         ``mass_body=`` of :func:`perturb_real_twin`, else picked
+                                         (:func:`mass_target`: the middle one of the bodies with a mass, in
+                                         model order — the finger's ``middle`` phalanx). MuJoCo twins only
+``deadzone``        fraction   0.3       an actuator dead-zone: every command column u becomes
+                                         sign(u)·max(|u| − d, 0) with d = SIZE × the column's largest |u| over
+                                         all the rig's excitations (the drive ignores small commands)
+``backlash``        fraction   0.2       backlash (play) in the drive: every command column passes through a
+                                         play operator of width b = SIZE × the column's peak-to-peak range over
+                                         all the rig's excitations (the output follows the input only once it
+                                         has moved b/2 past it; the first sample passes unchanged)
+``focal``           relative   0.03      the focal length is off: every keypoint is scaled about the principal
+                                         point by (1 + SIZE) (fx and fy both; a pinhole camera with its focal
+                                         length × (1 + SIZE)); applied to the measured keypoints, rendered frames
+                                         are not rescaled
 =================== ========== ========= ======================================================================
 
 Several kinds combine (``latency=0.02,frozen=0.2``). :func:`parse_misspecify` reads the
@@ -53,7 +70,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -64,7 +81,8 @@ from ..core.trajectory import Trajectory
 __all__ = ["MISSPECIFICATIONS", "MisspecificationError", "parse_misspecify", "upsampled_excitation", "delayed_rows",
            "perturb_real_twin", "apply_model_friction", "transform_real_trajectory", "LATENCY_UPSAMPLE", "frozen_target",
            "camera_pose_error", "CAMERA_TRANSLATION_MM", "CAMERA_ROTATION_MRAD", "rolling_shutter_sample",
-           "rolling_shutter_frames", "MAX_ROLLING_SHUTTER_S", "MAX_CAMERA_SIZE", "check_misspecification"]
+           "rolling_shutter_frames", "MAX_ROLLING_SHUTTER_S", "MAX_CAMERA_SIZE", "check_misspecification",
+           "MODEL_KINDS", "mass_target", "command_transform", "apply_model_changes", "focal_scaled"]
 
 #: kind -> (default size, unit, one-line description)
 MISSPECIFICATIONS: dict[str, tuple[float, str, str]] = {
@@ -74,7 +92,15 @@ MISSPECIFICATIONS: dict[str, tuple[float, str, str]] = {
     "camera": (3.0, "mm and mrad", "camera pose error: the real camera moved and turned"),
     "rolling_shutter": (0.02, "s", "rolling-shutter readout time, top row to bottom row"),
     "drops": (0.05, "fraction", "unnoticed frame drops (the video slips ahead of the commands)"),
+    "mass": (0.2, "relative", "one link's mass and inertia are off by this fraction"),
+    "deadzone": (0.3, "fraction of the peak command", "an actuator dead-zone of this share of the peak |command|"),
+    "backlash": (0.2, "fraction of the command range", "backlash (play) of this share of the command range"),
+    "focal": (0.03, "relative", "the focal length is off by this fraction (keypoints scaled about the principal "
+                                "point)"),
 }
+
+#: kinds that change the real side's twin (its model or the commands it receives): never the caller's twin
+MODEL_KINDS = ("frozen", "friction", "camera", "mass", "deadzone", "backlash")
 
 #: largest ``latency`` size, s (either sign)
 MAX_LATENCY_S = 1.0
@@ -106,7 +132,8 @@ def parse_misspecify(text: str | Mapping[str, float] | None) -> dict[str, float]
         MisspecificationError: unknown kind (lists the valid ones), a size that is not a
             finite number, a negative ``friction``, a ``latency`` beyond ±1 s, a ``rolling_shutter``
             readout outside [0, 1] s, a ``camera`` size beyond ±:data:`MAX_CAMERA_SIZE`, a ``drops``
-            fraction outside [0, 0.5), a repeated kind.
+            fraction outside [0, 0.5), a ``mass`` error outside [-0.9, 10], a ``deadzone`` or ``backlash``
+            fraction outside [0, 1), a ``focal`` error outside (-0.5, 0.5), a repeated kind.
     """
     if text is None:
         return {}
@@ -149,6 +176,15 @@ def parse_misspecify(text: str | Mapping[str, float] | None) -> dict[str, float]
                                         f"{MAX_CAMERA_SIZE:g} either sign (mm and mrad; more is another camera)")
         if kind == "drops" and not 0.0 <= value < 0.5:
             raise MisspecificationError(f"--misspecify: drops={value}: expected a fraction in [0, 0.5)")
+        if kind == "mass" and not -0.9 <= value <= 10.0:
+            raise MisspecificationError(f"--misspecify: mass={value}: expected a relative error in [-0.9, 10] "
+                                        "(the link keeps a positive mass)")
+        if kind in ("deadzone", "backlash") and not 0.0 <= value < 1.0:
+            raise MisspecificationError(f"--misspecify: {kind}={value}: expected a fraction in [0, 1) "
+                                        f"({MISSPECIFICATIONS[kind][1]})")
+        if kind == "focal" and not -0.5 < value < 0.5:
+            raise MisspecificationError(f"--misspecify: focal={value}: expected a relative focal-length error in "
+                                        "(-0.5, 0.5)")
         out[kind] = value
     return out
 
@@ -291,11 +327,12 @@ def check_misspecification(rig: Any, mis: Mapping[str, float]) -> None:
                 raise MisspecificationError(f"--misspecify: rolling_shutter={mis['rolling_shutter']}: the readout "
                                             f"cannot take longer than a frame period ({1.0 / exc.rate:.4g} s on "
                                             f"'{exc.name}')")
-    model_side = {k: v for k, v in mis.items() if k in ("frozen", "friction", "camera")}
+    model_side = {k: v for k, v in mis.items() if k in MODEL_KINDS or k == "focal"}
     if model_side:
         twin = rig.make_twin()
         try:
-            perturb_real_twin(twin, rig.parameters, rig.parameters.nominal(), model_side)
+            perturb_real_twin(twin, rig.parameters, rig.parameters.nominal(), model_side,
+                              excitations=[e for v in rig.excitations.values() for e in v])
         finally:
             close = getattr(twin, "close", None)
             if close is not None:
@@ -318,16 +355,97 @@ def camera_pose_error(size: float) -> tuple[np.ndarray, np.ndarray]:
             float(size) * 1e-3 * np.asarray(CAMERA_ROTATION_MRAD, float))
 
 
+def mass_target(model: Any) -> str:
+    """The body a ``mass`` misspecification changes when none is named: the middle one (index n // 2) of
+    the n bodies with a positive mass, in model order (the finger: ``middle``).
+
+    Raises:
+        MisspecificationError: a model with no body that has a mass.
+    """
+    import mujoco
+
+    bodies = [b for b in range(1, int(model.nbody)) if float(model.body_mass[b]) > 0.0]
+    if not bodies:
+        raise MisspecificationError("--misspecify mass: the model has no body with a mass")
+    b = bodies[len(bodies) // 2]
+    return mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b) or str(b)
+
+
+def command_transform(values: np.ndarray, *, deadzone: np.ndarray | None = None,
+                      backlash: np.ndarray | None = None) -> np.ndarray:
+    """The commands as a drive with a dead-zone and/or backlash passes them on (module table).
+
+    Args:
+        values: (T, A) commands, one column per actuator (command units).
+        deadzone: (A,) dead-zone half-width d per column: u -> sign(u)·max(|u| − d, 0); None: none.
+        backlash: (A,) play width b per column: y_k = clip(y_{k−1}, u_k − b/2, u_k + b/2), y_0 = u_0
+            (applied after the dead-zone); None: none.
+
+    Returns:
+        (T, A) float array (a copy).
+    """
+    u = np.array(values, float)
+    if deadzone is not None:
+        d = np.asarray(deadzone, float)[None, :]
+        u = np.sign(u) * np.maximum(np.abs(u) - d, 0.0)
+    if backlash is not None and u.shape[0] > 1:
+        h = 0.5 * np.maximum(np.asarray(backlash, float), 0.0)
+        y = u.copy()
+        for k in range(1, u.shape[0]):
+            y[k] = np.minimum(np.maximum(y[k - 1], u[k] - h), u[k] + h)
+        u = y
+    return u
+
+
+def _command_widths(excitations: Sequence[Excitation], num: int, mis: Mapping[str, float]) -> dict[str, np.ndarray]:
+    """Per command column: the dead-zone (SIZE × peak |u|) and backlash (SIZE × peak-to-peak) widths."""
+    cols = [np.concatenate([np.asarray(e.values, float)[:, a] for e in excitations if a < np.shape(e.values)[1]])
+            for a in range(num)]
+    out: dict[str, np.ndarray] = {}
+    if "deadzone" in mis:
+        out["deadzone"] = np.array([float(mis["deadzone"]) * float(np.max(np.abs(c))) for c in cols])
+    if "backlash" in mis:
+        out["backlash"] = np.array([float(mis["backlash"]) * float(np.ptp(c)) for c in cols])
+    return out
+
+
+def _wrap_commands(twin: Any, widths: Mapping[str, np.ndarray]) -> None:
+    """Make ``twin.rollout`` pass every excitation's commands through :func:`command_transform`."""
+    roll = twin.rollout
+
+    def rollout(excitation: Excitation, **kw: Any):
+        values = command_transform(excitation.values, deadzone=widths.get("deadzone"),
+                                   backlash=widths.get("backlash"))
+        return roll(Excitation(excitation.name, excitation.rate, values, excitation.actuator_names,
+                               excitation.meta), **kw)
+
+    twin.rollout = rollout
+
+
+def focal_scaled(traj: Trajectory, cx: float, cy: float, scale: float) -> Trajectory:
+    """``traj`` as a camera with its focal length × ``scale`` sees it: every keypoint moved to
+    ``c + scale · (p − c)`` about the principal point ``c = (cx, cy)`` px (pinhole model)."""
+    c = np.array([float(cx), float(cy)])
+    return replace(traj, keypoints=c + (np.asarray(traj.keypoints, float) - c) * float(scale))
+
+
 def perturb_real_twin(twin: Any, parameters: ParameterSet, truth: Mapping[str, float],
-                      mis: Mapping[str, float]) -> tuple[dict[str, float], dict[str, Any]]:
-    """Apply the model-side misspecifications (``frozen``, ``friction``, ``camera``) to the real side's twin.
+                      mis: Mapping[str, float], *, excitations: Sequence[Excitation] | None = None,
+                      mass_body: str | None = None) -> tuple[dict[str, float], dict[str, Any]]:
+    """Apply the model-side misspecifications (``frozen``, ``friction``, ``camera``, ``mass``, ``deadzone``,
+    ``backlash``) to the real side's twin.
 
     ``camera`` moves the twin's camera (its ``move_camera(translation, rotation_vector)``) at once;
-    the twin must be the real side's own instance.
+    ``deadzone`` and ``backlash`` wrap its ``rollout`` (the commands it receives); ``mass`` is recorded
+    and written by :func:`apply_model_changes` after the parameters are set. The twin must be the
+    real side's own instance.
 
     Args:
         twin: the twin that plays the robot (a separate instance from the calibrating twin).
         parameters: the rig's spec. truth: hidden values (full dict). mis: parsed kinds.
+        excitations: every excitation of the rig (the dead-zone's and backlash's widths are shares of
+            each command column's range over all of them); required by ``deadzone`` and ``backlash``.
+        mass_body: the body whose mass and inertia ``mass`` scales (default :func:`mass_target`).
 
     Returns:
         ``(real-side parameter values, info)``: the values to set on ``twin`` (the truth
@@ -338,6 +456,37 @@ def perturb_real_twin(twin: Any, parameters: ParameterSet, truth: Mapping[str, f
     """
     values = dict(truth)
     info: dict[str, Any] = {}
+    model = getattr(twin, "model", None)
+    if "mass" in mis:
+        if model is None or not hasattr(model, "body_mass"):
+            raise MisspecificationError(f"--misspecify mass: twin {type(twin).__name__} has no MuJoCo model")
+        import mujoco
+
+        body = mass_body or mass_target(model)
+        b = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, body)
+        if b < 1 or float(model.body_mass[b]) <= 0.0:
+            raise MisspecificationError(f"--misspecify mass: no body {body!r} with a mass in the model")
+        scale = 1.0 + float(mis["mass"])
+        info["mass"] = {"body": body, "scale": scale, "twin_mass_kg": float(model.body_mass[b]),
+                        "real_mass_kg": float(model.body_mass[b]) * scale,
+                        "what": "mass and inertia x scale (a density error)"}
+    if "deadzone" in mis or "backlash" in mis:
+        if not excitations:
+            raise MisspecificationError("--misspecify deadzone/backlash: the rig has no commanded excitation")
+        num = int(np.shape(excitations[0].values)[1])
+        widths = _command_widths(excitations, num, mis)
+        _wrap_commands(twin, widths)
+        names = list(excitations[0].actuator_names or [f"u{a}" for a in range(num)])
+        for k, w in widths.items():
+            info[k] = {"width": dict(zip(names, (float(x) for x in w))), "unit": "command units",
+                       "share": float(mis[k])}
+    if "focal" in mis:
+        cam = getattr(twin, "camera", None)
+        if cam is None or not hasattr(cam, "cx"):
+            raise MisspecificationError(f"--misspecify focal: twin {type(twin).__name__} has no pinhole camera "
+                                        "(principal point cx, cy)")
+        info["focal"] = {"scale": 1.0 + float(mis["focal"]), "cx": float(cam.cx), "cy": float(cam.cy),
+                         "unit": "px"}
     if "frozen" in mis:
         name = frozen_target(parameters)
         if name is None:
@@ -375,6 +524,22 @@ def perturb_real_twin(twin: Any, parameters: ParameterSet, truth: Mapping[str, f
         info["camera"] = {"translation_mm": (t * 1e3).tolist(), "rotation_mrad": (w * 1e3).tolist(),
                           "frame": "camera optical frame (x right, y down, z forward)"}
     return values, info
+
+
+def apply_model_changes(twin: Any, info: Mapping[str, Any]) -> None:
+    """Write the model changes recorded by :func:`perturb_real_twin` (friction, a link's mass and
+    inertia) into the real twin's model; call once, after ``twin.set_parameters``."""
+    apply_model_friction(twin, info)
+    m = info.get("mass")
+    if m:
+        import mujoco
+
+        from ..sim.mujoco_constants import refresh_constants
+
+        b = mujoco.mj_name2id(twin.model, mujoco.mjtObj.mjOBJ_BODY, m["body"])
+        twin.model.body_mass[b] = float(m["real_mass_kg"])
+        twin.model.body_inertia[b] = np.asarray(twin.model.body_inertia[b]) * float(m["scale"])
+        refresh_constants(twin.model)
 
 
 def apply_model_friction(twin: Any, info: Mapping[str, Any]) -> None:

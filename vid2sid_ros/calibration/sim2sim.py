@@ -178,8 +178,9 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
             that turns the camera away from the rig).
         MisspecificationError: a bad or inexpressible misspecification.
     """
-    from .misspecification import (LATENCY_UPSAMPLE, apply_model_friction, check_misspecification, delayed_rows,
-                                   parse_misspecify, perturb_real_twin, rolling_shutter_frames, rolling_shutter_sample,
+    from .misspecification import (LATENCY_UPSAMPLE, MODEL_KINDS, apply_model_changes, check_misspecification,
+                                   delayed_rows, focal_scaled, parse_misspecify, perturb_real_twin,
+                                   rolling_shutter_frames, rolling_shutter_sample,
                                    transform_real_trajectory, upsampled_excitation)
 
     if noise not in NOISE_MODES:
@@ -187,15 +188,17 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
     mis = parse_misspecify(misspecify)
     if "rolling_shutter" in mis:
         check_misspecification(rig, {"rolling_shutter": mis["rolling_shutter"]})
-    if "friction" in mis or "camera" in mis or twin is None:  # the real side's own twin: never move the caller's
+    if any(k in mis for k in MODEL_KINDS) or twin is None:  # the real side's own twin: never change the caller's
         twin = rig.make_twin()
     if noise == "camera":  # before any rollout: a render without the tracker's colours cannot be tracked
         check_camera_noise(rig, twin)
     full = rig.parameters.complete(dict(truth))
-    real_values, mis_info = perturb_real_twin(twin, rig.parameters, full, mis) if mis else (full, {})
+    real_values, mis_info = (perturb_real_twin(twin, rig.parameters, full, mis,
+                                               excitations=[e for v in rig.excitations.values() for e in v])
+                             if mis else (full, {}))
     twin.set_parameters(real_values)
     if mis:
-        apply_model_friction(twin, mis_info)
+        apply_model_changes(twin, mis_info)
     rng = np.random.default_rng([int(seed), 0xC0FFEE])
     mis_rng = np.random.default_rng([int(seed), 0xD209])
     out: dict[str, list[Trajectory]] = {"train": [], "holdout": []}
@@ -250,6 +253,9 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                 tr = Trajectory(gt.time, kp, in_image_valid(gt, twin), gt.names, "real", exc.name, gt.steps)
             else:
                 tr = Trajectory(gt.time, gt.keypoints, in_image_valid(gt, twin), gt.names, "real", exc.name, gt.steps)
+            if "focal" in mis:  # the keypoints a lens (1 + SIZE) longer would measure
+                fo = mis_info["focal"]
+                tr = focal_scaled(tr, fo["cx"], fo["cy"], fo["scale"])
             if mis:
                 tr, tinfo = transform_real_trajectory(tr, mis, mis_rng)
                 for k, v in tinfo.items():

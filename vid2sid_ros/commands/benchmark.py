@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--misspecify", default=None, metavar="KIND[=SIZE],...",
                         help="the stand-in real side differs from the twin: latency[=s], frozen[=relative], "
                              "friction[=N or N*m], camera[=mm and mrad of pose error], rolling_shutter[=s readout], "
-                             "drops[=fraction] (see "
+                             "drops[=fraction], mass[=relative: a link's mass and inertia], deadzone[=share of the "
+                             "peak command], backlash[=share of the command range], focal[=relative] (see "
                              "vid2sid_ros/calibration/misspecification.py)")
     parser.add_argument("--no-latency", action="store_true",
                         help="calibrate without the latency nuisance (to measure what the diagnosis says without it)")
