@@ -32,9 +32,11 @@ iteration), ``result.yaml`` (loadable parameter spec, nominal = identified value
 ``result.json``, the calibrated model copy when the twin can export one, ``report.html``
 and — for sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth). One run at a time
 holds the directory (``.vid2sid.lock``); ``--resume`` is refused when the model, rig config
-or real data changed (``--resume-changed`` overrides it, recorded in ``run.json``). Exit
-codes: 0 success, 1 no proposal made, 2 refused or stopped, 3 an artefact could not be
-written, 130/143 interrupted (``docs/run_directory.md``).
+or real data changed (``--resume-changed`` overrides it, recorded in ``run.json``); ``--resume``
+of a run that ended (converged, stalled, budget exhausted, iterations done) says so in one line
+and changes nothing, exit 0. Exit codes: 0 success (or a finished run resumed), 1 no proposal
+made, 2 refused or stopped, 3 an artefact could not be written, 130/143 interrupted
+(``docs/run_directory.md``).
 """
 
 from __future__ import annotations
@@ -323,12 +325,18 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
     from ..calibration.loop import check_run_dir
 
     try:  # every refusal check before anything is written into the run directory (real_trial.json included)
+        pre = None
         if not (out.exists() and not out.is_dir()):
-            check_run_dir(out, proposer_name=proposer.name, config=ccfg, parameters=rig.parameters, real=real)
+            pre = check_run_dir(out, proposer_name=proposer.name, config=ccfg, parameters=rig.parameters, real=real)
             _check_real_trial_file(out / "real_trial.json", real)
     except CalibrationError as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)
         return 2
+    if pre is not None and pre.finished:  # an ended run is not continued (that would append and re-stop it)
+        print(f"vid2sid calibrate: the run in {out} is finished ({pre.finished} after {len(pre.records)} of "
+              f"{ccfg.iterations} iterations); nothing to resume, nothing was changed: its results are in "
+              + " and ".join(str(out / f) for f in ("result.yaml", "report.html") if (out / f).is_file()))
+        return EXIT_OK
     try:
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "it is a file, expected a run directory")
