@@ -91,6 +91,7 @@ from .run_lock import RunDirBusy, run_dir_lock
 ARTEFACTS_MISSING = "artefacts_missing"  #: status of a run whose promised artefacts could not all be written
 
 __all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_calibration", "check_run_dir",
+           "finished_stop",
            "mark_artefacts_missing", "ARTEFACTS_MISSING",
            "RolloutBudgetWarning", "rollout_budget_warnings",
            "RunDirCheck", "validate_records",
@@ -547,6 +548,11 @@ class RunDirCheck:
             after it is dropped on resume).
         changed: fingerprints that differ from the interrupted run's (resumed with
             ``resume_changed``).
+        finished: the stop reason of a run that ended (its ``result.json`` was written after the
+            last record: converged, stalled, budget exhausted, iterations done, target reached),
+            else None (an interrupted run, or one that did all its iterations resumed with more
+            ``iterations``, which are not part of the resume signature). A finished run is not
+            continued (:func:`finished_stop`).
     """
 
     meta: dict[str, Any]
@@ -554,6 +560,39 @@ class RunDirCheck:
     records: list[IterationRecord]
     good: int
     changed: list[str] = field(default_factory=list)
+    finished: str | None = None
+
+
+#: suffix :func:`_finish` adds to the stop reason when no proposal was made
+_NO_PROPOSAL = "; no proposal was made in"
+
+
+def finished_stop(run_dir: str | Path, records: Sequence[IterationRecord]) -> str | None:
+    """The stop reason of a run that ended, or None when it was interrupted.
+
+    A run has ended when its ``result.json`` (written atomically once, after the loop stopped)
+    says why (``stopped``) and counts exactly the iterations of ``records`` (a resumed run that
+    was interrupted again has more records than its older result). Continuing an ended run would
+    append iterations the run had decided not to make (after ``converged``: a new proposal and a
+    new stop line), so a resume of it runs no iteration.
+
+    Args:
+        run_dir: the run directory. records: its validated iterations (iteration 1 first).
+
+    Returns:
+        The stop reason as the loop decided it (without the "no proposal" note), or None.
+    """
+    path = Path(run_dir) / "result.json"
+    try:
+        res = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(res, dict) or not isinstance(res.get("stopped"), str) or not res["stopped"]:
+        return None
+    n = res.get("iterations")
+    if not isinstance(n, int) or isinstance(n, bool) or n != len(records):
+        return None
+    return res["stopped"].split(_NO_PROPOSAL)[0]
 
 
 def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: CalibrationConfig,
@@ -643,7 +682,10 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
     initial = record_from_dict(meta["initial"], source=str(meta_path))
     records, good, lines = _read_jsonl(rd, with_lines=True)
     validate_records(initial, records, lines, source=str(jl), initial_rollouts=meta.get("initial_rollouts"))
-    return RunDirCheck(meta, initial, records, good, changed)
+    finished = finished_stop(rd, records)
+    if finished == "iterations done" and len(records) < cfg.iterations:  # more iterations asked: it goes on
+        finished = None
+    return RunDirCheck(meta, initial, records, good, changed, finished)
 
 
 def validate_records(initial: IterationRecord, records: list[IterationRecord], lines: list[int], *,
@@ -1017,7 +1059,10 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
             raise CalibrationError(f"the start point cannot be simulated: {current_eval.message}")
 
     stopped = "iterations done"
-    for it in range(len(history), cfg.iterations + 1):
+    first = len(history)
+    if pre is not None and pre.finished:  # an ended run is not continued: its results are rewritten as they were
+        stopped, first = pre.finished, cfg.iterations + 1
+    for it in range(first, cfg.iterations + 1):
         if s.remaining < s.objective.cost:
             stopped = "rollout budget exhausted"
             break
@@ -1130,7 +1175,8 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
             stopped = f"stalled: {stall}"
             break
     else:
-        stopped = "iterations done"
+        if first <= cfg.iterations:
+            stopped = "iterations done"
 
     return _finish(s, history, start_report, stopped, proposer.name, prior_wall + (time.perf_counter() - t_start),
                    rig_info)
@@ -1536,7 +1582,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         best_iteration=s.best_iteration, best_proposer=by_iter.get(s.best_iteration, proposer_name),
         unit=s.objective.unit, holdout_unit=holdout_unit, diagnosis=diagnosis)
     if status != "ok":
-        result.stopped += f"; no proposal was made in {len(history) - 1} iteration(s)"
+        result.stopped += f"{_NO_PROPOSAL} {len(history) - 1} iteration(s)"
     if rd is not None:
         _write_run_results(s, result, history, identified, nuisance_vals, uncertainty, final_report, diagnosis,
                            curves, physics_vals, rig_info, holdout, stopped)

@@ -32,9 +32,11 @@ iteration), ``result.yaml`` (loadable parameter spec, nominal = identified value
 ``result.json``, the calibrated model copy when the twin can export one, ``report.html``
 and — for sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden truth). One run at a time
 holds the directory (``.vid2sid.lock``); ``--resume`` is refused when the model, rig config
-or real data changed (``--resume-changed`` overrides it, recorded in ``run.json``). Exit
-codes: 0 success, 1 no proposal made, 2 refused or stopped, 3 an artefact could not be
-written, 130/143 interrupted (``docs/run_directory.md``).
+or real data changed (``--resume-changed`` overrides it, recorded in ``run.json``); ``--resume``
+of a run that ended (converged, stalled, budget exhausted, iterations done) says so in one line
+and changes nothing, exit 0. Exit codes: 0 success (or a finished run resumed), 1 no proposal
+made, 2 refused or stopped, 3 an artefact could not be written, 130/143 interrupted
+(``docs/run_directory.md``).
 """
 
 from __future__ import annotations
@@ -354,12 +356,18 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
     from ..calibration.loop import check_run_dir
 
     try:  # every refusal check before anything is written into the run directory (real_trial.json included)
+        pre = None
         if not (out.exists() and not out.is_dir()):
-            check_run_dir(out, proposer_name=proposer.name, config=ccfg, parameters=rig.parameters, real=real)
+            pre = check_run_dir(out, proposer_name=proposer.name, config=ccfg, parameters=rig.parameters, real=real)
             _check_real_trial_file(out / "real_trial.json", real)
     except CalibrationError as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)
         return 2
+    if pre is not None and pre.finished:  # an ended run is not continued (that would append and re-stop it)
+        print(f"vid2sid calibrate: the run in {out} is finished ({pre.finished} after {len(pre.records)} of "
+              f"{ccfg.iterations} iterations); nothing to resume, nothing was changed: its results are in "
+              + " and ".join(str(out / f) for f in ("result.yaml", "report.html") if (out / f).is_file()))
+        return EXIT_OK
     try:
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "it is a file, expected a run directory")
@@ -367,8 +375,6 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
         probe = out / ".write_test"
         probe.write_text("")  # fail now, not after the first iterations, on a read-only directory
         probe.unlink()
-        if real.truth is not None:
-            real.save(out / "real_trial.json")
     except OSError as err:
         print(f"vid2sid calibrate: cannot use {out} as the run directory (--out): {err.strerror or err}",
               file=sys.stderr)
@@ -390,13 +396,22 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
     resume = resume_command(args, out)
     log_path = out / "run.log"
     failure: tuple[int, str] | None = None
+    # run_calibration's own checks (the start-of-run effect check...) may still refuse the run: nothing goes into
+    # the directory before they passed. The library log starts in a temporary file, moved into run.log once the
+    # run exists (run.json); real_trial.json is written once iteration 0 is recorded.
+    early_log = _early_log_file()
+
+    def on_iteration(rec) -> None:
+        _save_real_trial(out, real)
+        term.iteration(rec)
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             term.start()  # the bar writes to the terminal's own stderr, not to the library log below
-            with library_output_to(log_path, verbose=args.verbose >= 2):  # restored before anything is printed
+            with library_output_to(early_log, verbose=args.verbose >= 2):  # restored before anything is printed
                 result = run_calibration(rig, real, proposer, ccfg, out, fallback=fallback,
-                                         on_iteration=term.iteration, on_warning=term.warning,
+                                         on_iteration=on_iteration, on_warning=term.warning,
                                          executor=executor, phases=ledger)
         except CalibrationError as err:
             failure = (2, f"vid2sid calibrate: {err}")
@@ -417,12 +432,18 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
                            f"resume: start again with {resume.removesuffix(' --resume')}")
         finally:
             term.close()
+            run_started = (out / "run.json").is_file()
+            _move_early_log(early_log, log_path if run_started else None)
     executor.close()
     if failure is not None:
-        _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning,
+        if run_started:
+            _save_real_trial(out, real)
+        _log_warnings(caught, log_path if run_started else None, verbose=args.verbose >= 2,
+                      identifiability=IdentifiabilityWarning,
                       show_identifiability=True)  # no summary follows to carry them
         print(failure[1], file=sys.stderr)
         return failure[0]
+    _save_real_trial(out, real)
     _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning)
     if getattr(args, "active", None) is not None and args.active.enabled:
         _recommend(args, rig, real, result, ccfg, out)
@@ -570,14 +591,47 @@ def library_output_to(log_path: Path, *, verbose: bool):
     return contextlib.nullcontext() if verbose else quiet_stderr(log_path)
 
 
-def _log_warnings(caught, log_path: Path, *, verbose: bool, identifiability: type,
+def _early_log_file() -> Path:
+    """A new empty temporary file (system temp directory) for the library log of a run not yet started."""
+    import os
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="vid2sid_run_", suffix=".log")
+    os.close(fd)
+    return Path(name)
+
+
+def _move_early_log(early: Path, log_path: Path | None) -> None:
+    """Append the temporary log ``early`` to ``log_path`` (the run started) or drop it (``log_path``
+    None: the run was refused and leaves nothing in its directory); ``early`` is removed."""
+    try:
+        data = early.read_bytes()
+        if log_path is not None:
+            with open(log_path, "ab") as f:  # created even when empty: the run's log is always there
+                f.write(data)
+    except OSError as err:
+        print(f"vid2sid calibrate: cannot write {log_path}: {err.strerror or err}", file=sys.stderr)
+    finally:
+        with contextlib.suppress(OSError):
+            early.unlink()
+
+
+def _save_real_trial(out: Path, real) -> None:
+    """Write the stand-in trial with its hidden truth (``real_trial.json``) into the started run's
+    directory, once (an existing one was checked to hold the same truth before the run)."""
+    path = out / "real_trial.json"
+    if real.truth is not None and not path.is_file():
+        real.save(path)
+
+
+def _log_warnings(caught, log_path: Path | None, *, verbose: bool, identifiability: type,
                   show_identifiability: bool = False) -> None:
     """Every Python warning in the log (with its source), and on the terminal too with ``verbose``.
     Identifiability warnings reach the terminal through the final summary (its insights: the
     combination, the correlated pairs, a start-point warning the result did not clear), so they
     are printed here only when no summary follows (``show_identifiability``), one line each."""
     lines = [warnings.formatwarning(w.message, w.category, w.filename, w.lineno, "") for w in caught]
-    if lines:
+    if lines and log_path is not None:  # None: a refused run, whose directory receives nothing
         try:
             with open(log_path, "a", encoding="utf-8") as f:
                 f.writelines(lines)

@@ -31,8 +31,12 @@ class TrackedClip:
 
     Attributes:
         trajectory: all frames, keypoints (T, K, 2) px, frame k at its presentation timestamp (s, from 0;
-            ``k / fps`` for an evenly spaced clip or an explicit ``fps``), step k.
-        fps: frame rate used, Hz.
+            ``k / fps`` for an evenly spaced clip or an explicit ``fps``), step k; for unevenly spaced
+            timestamps (a variable frame rate) the step is the frame's slot at the nominal rate
+            (:func:`~vid2sid_ros.perception.frame_timing.slots_from_times`) and ``meta["timestamp_slots"]``
+            is true.
+        fps: frame rate used, Hz: the container's, an explicit one, or for uneven timestamps the
+            rate of the median frame interval (the twin is simulated at it).
         size: (width, height) px.
         path: the video file.
         thumbnails: frames ``0, thumb_every, 2 thumb_every...`` downscaled by ``thumb_scale``,
@@ -77,6 +81,7 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     import cv2
 
     from ..io.video import frame_times, iter_video, video_info
+    from ..perception.frame_timing import slots_from_times
     from ..perception.markers import MarkerTracker
 
     path = Path(video)
@@ -106,13 +111,23 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     declared = int(info.get("frames") or 0) - int(start_frame)
     if max_frames is not None:
         declared = min(declared, int(max_frames))
-    uneven = None
+    uneven, steps, slot_meta = None, None, {}
     if fps:  # an explicit rate (a slow-motion clip): the container's playback times do not apply
         times = np.arange(T) / rate
     else:  # the container's presentation timestamps (a variable frame rate, dropped frames)
         times, uneven = frame_times(pts[start_frame:start_frame + T], rate, where=str(path), first_at=0.0)
+        if uneven and np.all(np.diff(times) > 0):  # timestamps place the frames: slots at the nominal rate
+            steps, keep, nominal, worst = slots_from_times(times)
+            slot_meta = {"container_fps": rate, "timestamp_slots": True}
+            uneven += (f"; frames are paired with the twin at their own times on a {nominal:.3f} Hz grid (the "
+                       f"median frame interval; the container's average is {rate:.3f} Hz), within "
+                       f"{worst * 1000:.1f} ms")
+            if not keep.all():
+                uneven += f"; {int((~keep).sum())} frame(s) closer than one slot to the previous one are left out"
+            rate = nominal
+            times, kp, valid = times[keep], kp[keep], valid[keep]
     traj = Trajectory(time=times, keypoints=kp, valid=valid, names=tracker.names, source="real",
-                      trial_id=path.stem, meta={"video": str(path), "fps": rate,
+                      trial_id=path.stem, steps=steps, meta={"video": str(path), "fps": rate, **slot_meta,
                                                 "occluded": {m.name: int(c) for m, c in zip(tracker.markers,
                                                                                              tracker.occluded)},
                                                  "blobs": tracker.frame_log()})

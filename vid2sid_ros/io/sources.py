@@ -274,11 +274,13 @@ def _video_load(block: dict, ctx: SourceContext) -> Recording:
 def recording_from_clip(clip: Any, *, name: str, retime: bool = True, start_frame: int = 0,
                         background_region: Any = None) -> Recording:
     """A :class:`Recording` from a :class:`~vid2sid_ros.io.clip.TrackedClip`, re-timed
-    (:func:`~vid2sid_ros.perception.frame_timing.repair_frame_timing`) unless ``retime=False``."""
+    (:func:`~vid2sid_ros.perception.frame_timing.repair_frame_timing`) unless ``retime=False`` or the
+    container's timestamps already gave each frame its slot (a variable-frame-rate clip,
+    ``trajectory.meta["timestamp_slots"]``: the motion-based repair assumes one slot per frame)."""
     from ..perception.frame_timing import repair_frame_timing
 
     traj, notes = clip.trajectory, []
-    if retime:
+    if retime and not (traj.meta or {}).get("timestamp_slots"):
         traj, notes = repair_frame_timing(traj, clip.fps)
     traj = Trajectory(traj.time, traj.keypoints, traj.valid, traj.names, "real", name, traj.steps, dict(traj.meta))
     return Recording(traj, clip.fps, frames=clip.thumbnails, frame_scale=clip.thumb_scale,

@@ -11,13 +11,46 @@ import numpy as np
 
 from ..core.trajectory import Trajectory
 
-__all__ = ["repair_frame_timing"]
+__all__ = ["repair_frame_timing", "slots_from_times"]
 
 
 #: frames on each side of a suspected drop in its local fit, and the fit's polynomial degree
 DROP_FIT_HALF_WINDOW, DROP_FIT_DEGREE = 4, 3
 #: a drop is accepted when the one-slot shift leaves at most this fraction of the unshifted fit's residual
 DROP_FIT_GAIN = 0.5
+
+
+def slots_from_times(times: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Time slots of unevenly spaced frames (a variable-frame-rate clip) at the clip's nominal rate.
+
+    The nominal rate is the rate of the median frame interval, ``1 / median(diff(times))`` Hz (the
+    average over the clip, what OpenCV reports as the container's rate, mixes the fast and slow
+    stretches and fits neither). Frame ``k`` gets slot ``s_k = round(t_k * rate)``, the
+    command/sample step of the twin closest to its own time, so a frame at ``t`` is paired with
+    the twin's sample at ``s_k / rate`` (``|t - s_k / rate| <= 0.5 / rate``). Slots with no frame
+    are simply not observed (as a dropped frame, :func:`repair_frame_timing`); when two frames fall
+    in one slot (intervals shorter than the nominal one) only the first is kept, as a slot is
+    never observed twice.
+
+    Args:
+        times: (T,) frame times, s, strictly increasing, the first at 0 (the container's
+            presentation timestamps, :func:`vid2sid_ros.io.video.frame_times`).
+
+    Returns:
+        ``(steps (T',) int, keep (T,) bool, rate Hz, worst |t - s / rate| s)``; ``keep`` marks the
+        frames given a slot of their own, ``steps`` their slots.
+
+    Raises:
+        ValueError: fewer than 2 times, or times not finite and strictly increasing.
+    """
+    t = np.asarray(times, float).ravel()
+    if t.size < 2 or not np.all(np.isfinite(t)) or not np.all(np.diff(t) > 0):
+        raise ValueError("frame times: expected at least 2 finite, strictly increasing times (s)")
+    rate = 1.0 / float(np.median(np.diff(t)))
+    slots = np.rint((t - t[0]) * rate).astype(int)
+    keep = np.r_[True, np.diff(slots) > 0]
+    err = float(np.max(np.abs(t[keep] - t[0] - slots[keep] / rate)))
+    return slots[keep], keep, rate, err
 
 
 def _drop_fits_better(mean: np.ndarray, k: int) -> bool:

@@ -84,19 +84,20 @@ RATE_TOLERANCE = 1e-4
 
 
 def _fit_excitation(exc: Excitation, slots: int, rec: Recording, trial: TrialSpec) -> Excitation:
-    """The part's excitation over the recording's ``slots`` (free motion: zeros resized; commanded:
+    """The part's excitation over the recording's ``slots`` (free motion: zeros at the recording's rate,
+    which for a variable-frame-rate clip is its nominal rate, not the probed container average; commanded:
     the recording's own commands when it has them, else the configured ones, which must cover it)."""
     if rec.excitation is not None and rec.excitation is not exc:
         src = rec.excitation
         if src.num_steps < slots:
             raise RigConfigError(f"{trial.where}.source: the recorded commands cover {src.num_steps} of {slots} slots")
         return Excitation(exc.name, src.rate, src.values[:slots], src.actuator_names, dict(exc.meta))
+    if (exc.meta or {}).get("kind") == "free_decay":  # no commands: one zero row per slot at the recording's rate
+        return Excitation(exc.name, rec.rate, np.zeros((slots, exc.values.shape[1])), exc.actuator_names,
+                          dict(exc.meta))
     if abs(exc.rate - rec.rate) > RATE_TOLERANCE * rec.rate:
         raise RigConfigError(f"{trial.where}.excitation: rate {exc.rate:g} Hz differs from the recording's "
                              f"{rec.rate:g} Hz; give one command row per frame (set 'rate' in the excitation)")
-    if (exc.meta or {}).get("kind") == "free_decay":
-        return Excitation(exc.name, exc.rate, np.zeros((slots, exc.values.shape[1])), exc.actuator_names,
-                          dict(exc.meta))
     if exc.num_steps < slots:
         raise RigConfigError(f"{trial.where}.excitation: has {exc.num_steps} rows, the recording {slots} slots")
     return Excitation(exc.name, exc.rate, exc.values[:slots], exc.actuator_names, dict(exc.meta))

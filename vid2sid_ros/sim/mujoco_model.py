@@ -614,7 +614,41 @@ def build_model(model: str | Path | Mapping[str, Any], *, markers: Sequence[Mark
                       timestep=declared_timestep(text))
 
 
-def compiled_model_xml(spec: mujoco.MjSpec, model: mujoco.MjModel, *, timestep: float | None = None) -> str:
+def absolute_asset_paths(spec: mujoco.MjSpec, base: str | Path | None = None) -> None:
+    """Make every asset file of ``spec`` an absolute path, so its XML loads from any directory.
+
+    MuJoCo resolves a relative mesh, skin or height-field ``file`` against the compiler's
+    ``meshdir`` and a texture's (and its ``cubefiles``) against ``texturedir``, each itself relative
+    to the model file's directory (``spec.modelfiledir``); an exported copy elsewhere would look
+    for them beside itself. Here each such path is resolved the same way and written absolute,
+    and ``meshdir``/``texturedir`` are cleared (``<include>`` files are already merged by
+    :meth:`mujoco.MjSpec.to_xml`). Modifies ``spec`` in place.
+
+    Args:
+        spec: the model's MjSpec. base: the model file's directory when ``spec`` was parsed from
+            a string (``spec.modelfiledir`` empty), default the current directory.
+    """
+    root = Path(spec.modelfiledir or base or Path.cwd())
+
+    def folder(d: str) -> Path:
+        return root / d if d and not Path(d).is_absolute() else (Path(d) if d else root)
+
+    def fix(f: str, d: Path) -> str:
+        return f if not f or Path(f).is_absolute() else str((d / f).resolve())
+
+    mesh_dir, tex_dir = folder(spec.compiler.meshdir), folder(spec.compiler.texturedir)
+    for group in (spec.meshes, spec.skins, spec.hfields):
+        for a in group:
+            a.file = fix(a.file, mesh_dir)
+    for t in spec.textures:
+        t.file = fix(t.file, tex_dir)
+        t.cubefiles = [fix(f, tex_dir) for f in t.cubefiles]
+    spec.compiler.meshdir = ""
+    spec.compiler.texturedir = ""
+
+
+def compiled_model_xml(spec: mujoco.MjSpec, model: mujoco.MjModel, *, timestep: float | None = None,
+                       base: str | Path | None = None) -> str:
     """MJCF text of ``model``'s current values (what the calibration wrote), on ``spec``'s structure.
 
     ``spec`` is the model's source, freshly loaded (not compiled yet): it is compiled, the
@@ -629,6 +663,8 @@ def compiled_model_xml(spec: mujoco.MjSpec, model: mujoco.MjModel, *, timestep: 
         model: compiled model holding the values to write (its structure must match ``spec``'s).
         timestep: ``<option timestep>`` to write, s (the author's; the model's current one is the
             last rollout's substep), or None to keep the model's.
+        base: the model file's directory for a spec parsed from a string (asset paths are made
+            absolute, :func:`absolute_asset_paths`, so the text loads from any directory).
 
     Raises:
         ValueError: MuJoCo cannot compile ``spec`` or copy ``model`` into it.
@@ -643,6 +679,7 @@ def compiled_model_xml(spec: mujoco.MjSpec, model: mujoco.MjModel, *, timestep: 
     c.balanceinertia = False
     if timestep is not None:
         spec.option.timestep = timestep
+    absolute_asset_paths(spec, base)
     return spec.to_xml()
 
 

@@ -614,7 +614,9 @@ class UserModelTwin:
     def export_model(self, path: str | Path) -> Path:
         """Write the model as MJCF with the current physics values (markers, added actuators and
         the camera included; nuisance values are not model fields): reloaded, it simulates the
-        same trajectories (:func:`~.mujoco_model.compiled_model_xml`).
+        same trajectories (:func:`~.mujoco_model.compiled_model_xml`). Includes are merged and the
+        asset files (meshes, textures, height fields, skins) are referenced by absolute path, so the
+        file loads from any directory on this machine (copy the assets along with it to move it).
 
         Raises:
             TwinError: if MuJoCo cannot re-export the model.
@@ -623,7 +625,8 @@ class UserModelTwin:
         try:
             spec = build_model(self._model_arg, **self._build_args).spec
             # the author's timestep, not the substep of the last rollout
-            text = compiled_model_xml(spec, self.model, timestep=self.model_timestep)
+            text = compiled_model_xml(spec, self.model, timestep=self.model_timestep,
+                                      base=self.model_path.parent if self.model_path else None)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         except (ValueError, OSError, ModelError) as err:
