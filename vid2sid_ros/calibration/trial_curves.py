@@ -204,6 +204,10 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
         return None, spent, why or "nothing rendered"
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, path)
+    try:  # the renders only feed the report's video: a full disk or a file-size limit costs the video, not the run
+        np.savez_compressed(tmp, **arrays)
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        return None, spent, f"cannot write {path.name}: {err.strerror or err}"
     return path, spent, why
