@@ -38,10 +38,16 @@ CASES = [
     ("bench_run_dir_race.py", ["--races", "1", "--iterations", "1", "--work", "{out}"], "race"),
     ("bench_track_memory.py", ["--seconds", "1", "--width", "320", "--height", "240", "--work", "{out}"],
      "peak RSS"),
+
+    ("bench_convergence.py", ["--seeds", "1", "--budget", "12", "--iterations", "2",
+                              "--methods", "reasoner,least-squares"], "reasoner"),
+    ("bench_node_signals.py", ["--runs", "1", "--random", "1"], "1/1"),
+    ("bench_active_learning.py", ["--seeds", "1", "--budget", "30", "--iterations", "3"], "least-squares"),
 ]
 
 #: scripts whose smoke run is a test of its own (it checks more than the exit code)
-COVERED_ELSEWHERE = {"bench_executor.py": "test_bench_executor.py"}
+COVERED_ELSEWHERE = {"bench_executor.py": "test_bench_executor.py",
+                     "bench_misspecification.py": "test_bench_misspecification.py"}
 
 
 def test_every_bench_script_has_a_smoke_case():
