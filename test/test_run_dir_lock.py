@@ -162,3 +162,15 @@ def test_a_symlink_planted_as_the_lock_file_is_refused_and_its_target_kept(tmp_p
         with run_dir_lock(run):
             pass
     assert victim.read_text() == "precious\n"
+
+
+def test_a_refused_run_removes_the_parents_it_created_and_keeps_the_others(tmp_path, monkeypatch):
+    """A node's session directory sessions/<name> created for a refused session: both go; an empty folder
+    that existed before stays (the walk stops at the first directory this run created)."""
+    from vid2sid_ros.calibration.run_lock import run_dir_lock
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kept").mkdir()
+    with run_dir_lock("kept/sessions/s1"):
+        pass
+    assert (tmp_path / "kept").is_dir() and not (tmp_path / "kept" / "sessions").exists()

@@ -99,6 +99,18 @@ def _acquire(path: Path, command: str | None) -> int:
     raise RunDirBusy(f"{path.parent}: the lock file {path.name} keeps changing; another program is replacing it")
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The outermost ancestor of ``path`` (or ``path`` itself) that does not exist yet, or None."""
+    missing = None
+    p = Path(os.path.abspath(path))
+    while not p.exists():
+        missing = p
+        if p.parent == p:
+            break
+        p = p.parent
+    return missing
+
+
 @contextlib.contextmanager
 def run_dir_lock(run_dir: str | Path | None, *, command: str | None = None) -> Iterator[Path | None]:
     """Context: hold ``run_dir``'s run lock (creating the directory if needed) for the block.
@@ -118,7 +130,7 @@ def run_dir_lock(run_dir: str | Path | None, *, command: str | None = None) -> I
         yield None
         return
     rd = Path(run_dir)
-    created = not rd.exists()
+    created = _first_missing(rd)  # the outermost directory this call creates (None: rd exists)
     rd.mkdir(parents=True, exist_ok=True)
     key = os.path.realpath(rd)
     me = threading.get_ident()
@@ -145,9 +157,15 @@ def run_dir_lock(run_dir: str | Path | None, *, command: str | None = None) -> I
                     os.ftruncate(fd, 0)  # no stale holder details for the next reader
                 except OSError:
                     pass
-                if made and [p.name for p in rd.iterdir()] == [LOCK_NAME]:
-                    # a run refused before writing anything leaves no directory it created behind
+                if made is not None and [p.name for p in rd.iterdir()] == [LOCK_NAME]:
+                    # a run refused before writing anything leaves no directory it created behind (nor the
+                    # parents it created: a node's sessions/ folder)
                     with contextlib.suppress(OSError):
                         (rd / LOCK_NAME).unlink()
-                        rd.rmdir()
+                        d = Path(os.path.abspath(rd))
+                        while True:
+                            d.rmdir()
+                            if d == made or d.parent == d:
+                                break
+                            d = d.parent
                 os.close(fd)  # closes the last descriptor: the flock is released
