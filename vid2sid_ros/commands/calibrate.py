@@ -24,7 +24,7 @@ stand-in (sim2sim) trial over its excitations. For example::
     tracker: {markers: [{name: tip, hsv_lower: [165, 80, 50], hsv_upper: [12, 255, 255]}]}
     excitations: {logged: {kind: csv, path: commands.csv}}   # the command the robot was given
     trials: [{source: {video: clip.mp4}, excitation: logged, split: {train_fraction: 0.7}}]
-    calibration: {iterations: 10, rollout_budget: 40}        # rollout_budget: null = no limit
+    calibration: {iterations: 10, rollout_budget: 120}       # rollout_budget: null = no limit
     proposer: reasoner
 
 The run directory receives ``run.json``, ``iterations.jsonl`` (one line per completed
