@@ -66,17 +66,23 @@ TRIAL_TIMEOUT = 180.0
 PROPOSE_TIMEOUT = 300.0
 SIGINT_GRACE = 60  # s
 
+def _abs(name: str) -> str:
+    """A graph name as the ROS graph lists it in the root namespace (the package's names are relative)."""
+    return "/" + name.lstrip("/")
+
+
 #: (topic or service, type) every calibration graph offers
 GRAPH_TOPICS = [
-    (TOPICS["excitation"], "vid2sid_ros/msg/ExcitationCommand"),
-    (TOPICS["real_image"], "sensor_msgs/msg/Image"),
-    (TOPICS["sim_image"], "sensor_msgs/msg/Image"),
-    (TOPICS["real_trajectory"], "vid2sid_ros/msg/Trajectory"),
-    (TOPICS["sim_trajectory"], "vid2sid_ros/msg/Trajectory"),
-    (TOPICS["parameter_update"], "vid2sid_ros/msg/ParameterUpdate"),
+    (_abs(TOPICS["excitation"]), "vid2sid_ros/msg/ExcitationCommand"),
+    (_abs(TOPICS["real_image"]), "sensor_msgs/msg/Image"),
+    (_abs(TOPICS["sim_image"]), "sensor_msgs/msg/Image"),
+    (_abs(TOPICS["real_trajectory"]), "vid2sid_ros/msg/Trajectory"),
+    (_abs(TOPICS["sim_trajectory"]), "vid2sid_ros/msg/Trajectory"),
+    (_abs(TOPICS["parameter_update"]), "vid2sid_ros/msg/ParameterUpdate"),
 ]
-GRAPH_SERVICES = [(TOPICS["propose"], "vid2sid_ros/srv/Propose"), (TOPICS["rollout"], "vid2sid_ros/srv/Rollout"),
-                  (TOPICS["recorder_stop"], "std_srvs/srv/Trigger")]
+GRAPH_SERVICES = [(_abs(TOPICS["propose"]), "vid2sid_ros/srv/Propose"),
+                  (_abs(TOPICS["rollout"]), "vid2sid_ros/srv/Rollout"),
+                  (_abs(TOPICS["recorder_stop"]), "std_srvs/srv/Trigger")]
 
 
 # --- the package as the ament index shows it, pointing at this checkout ---------------------

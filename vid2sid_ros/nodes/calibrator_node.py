@@ -101,6 +101,29 @@ PARAMS = [
 ] + qos_params(("commands", "results"))
 
 
+#: longest Propose request fields served (characters; entries of ``names``)
+MAX_FIELD_CHARS = {"proposer": 64, "trial_id": 256}
+MAX_NAMES = 1000
+
+
+def request_too_long(request) -> str | None:
+    """One line refusing a Propose request whose text fields are longer than any real one (a
+    proposer name, a trial id, a parameter name), showing at most 40 characters of it; None when
+    every field fits. Capped before it reaches a log line, a session directory or the response."""
+    for field, cap in MAX_FIELD_CHARS.items():
+        text = str(getattr(request, field, "") or "")
+        if len(text) > cap:
+            return f"request field '{field}' is {len(text)} characters long (at most {cap}): {text[:40]!r}..."
+    names = list(getattr(request, "names", []) or [])
+    if len(names) > MAX_NAMES:
+        return f"request field 'names' lists {len(names)} parameters (at most {MAX_NAMES})"
+    long = next((n for n in names if len(str(n)) > MAX_FIELD_CHARS["trial_id"]), None)
+    if long is not None:
+        return (f"request field 'names' holds a {len(str(long))}-character name (at most "
+                f"{MAX_FIELD_CHARS['trial_id']}): {str(long)[:40]!r}...")
+    return None
+
+
 def _session_name(trial_ids: list[str], proposer: str, names: list[str]) -> str:
     raw = "+".join(trial_ids) + f"__{proposer}" + (("__" + "-".join(sorted(names))) if names else "")
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", raw)[:180]
@@ -320,6 +343,9 @@ class CalibratorNode(Node):
         from ..calibration.proposers import make_proposer
 
         p = values(self, PARAMS)
+        too_long = request_too_long(request)
+        if too_long:  # refused before anything echoes the field (logs, the response, a session name)
+            return self._fail(response, too_long)
         proposer_name = request.proposer or p["proposer"]
         names = list(request.names)
         unknown = [n for n in names if n not in self.parameters]
