@@ -60,7 +60,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from ..core.excitation import Excitation
 from ..core.trajectory import Trajectory
-from .common import ExcitationCommand, create_qos_subscription, qos_params, qos_profile, ParameterUpdate, TrajectoryMsg, run_node, \
+from .common import SERVICE_QOS as _SERVICE_QOS, ExcitationCommand, create_qos_subscription, qos_params, qos_profile, ParameterUpdate, TrajectoryMsg, run_node, \
     create_stream_publisher, excitation_from_commands, parameter_update_msg, resolve_rig, \
     ros_param_name, trajectory_from_msg
 from .graph import TOPICS
@@ -73,7 +73,7 @@ __all__ = ["CalibratorNode", "PARAMS", "SERVICE_QOS", "make_node", "main"]
 #: QoS of /vid2sid/propose: a deep request queue, so a burst of calls all reach the node's
 #: own bounded queue (served or refused "busy") instead of being lost in the DDS reader
 #: (the services default, depth 10, dropped all but 10 of a burst of 26)
-SERVICE_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
+SERVICE_QOS = _SERVICE_QOS
 
 PARAMS = [
     Param("rig", "finger", "built-in rig name of the rig being calibrated (or set rig_config)", read_only=True),

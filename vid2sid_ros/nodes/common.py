@@ -42,6 +42,10 @@ STREAM_QOS = QoSProfile(depth=120, reliability=ReliabilityPolicy.RELIABLE, histo
 COMMAND_QOS = QoSProfile(depth=10000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 #: trajectories and parameter updates: few, must all arrive.
 LATCHED_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+#: services (the server's request queue, a client's replies): deep. All clients of one service share its
+#: reply topic and each drops what it does not own, so a burst of replies to many clients overran the
+#: services default (depth 10) and answers that had been sent never reached their client
+SERVICE_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
 
 
 #: QoS of the graph's topics by kind: ``(depth, reliability)``, the defaults of the nodes'

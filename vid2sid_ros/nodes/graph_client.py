@@ -15,7 +15,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
-from .common import LATCHED_QOS, TrajectoryMsg
+from .common import LATCHED_QOS, SERVICE_QOS, TrajectoryMsg
 from .graph import TOPICS
 
 from vid2sid_ros.srv import Propose  # noqa: E402  (interfaces checked by .common)
@@ -66,7 +66,8 @@ class GraphClient:
         self._clients: dict[str, Any] = {}
 
     def _call(self, srv_type, name: str, request, timeout: float):
-        cli = self._clients.get(name) or self._clients.setdefault(name, self.node.create_client(srv_type, name))
+        cli = self._clients.get(name) or self._clients.setdefault(name, self.node.create_client(
+            srv_type, name, qos_profile=SERVICE_QOS))  # a deep reply queue: see common.SERVICE_QOS
         deadline = time.monotonic() + min(timeout, 30.0)
         while not cli.service_is_ready():
             if time.monotonic() > deadline:
