@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             mod = _load(name)
         except ImportError as err:  # not written yet, or an optional dependency is missing
+            if _INTERRUPTED:  # a Ctrl-C that cut an import short: the next import of that module fails
+                raise KeyboardInterrupt from None
             p = sub.add_parser(name, help=f"(unavailable: {err})")
             p.set_defaults(_unavailable=str(err))
             continue
@@ -51,8 +53,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: SIGINTs received before the command ran (set by :func:`_note_interrupt`)
+_INTERRUPTED: list[int] = []
+
+
+def _note_interrupt(signum, frame) -> None:
+    """SIGINT while the command's modules load: remembered, then the usual KeyboardInterrupt."""
+    _INTERRUPTED.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``vid2sid`` console command; returns the exit code."""
+    """Entry point of the ``vid2sid`` console command; returns the exit code (130 after Ctrl-C,
+    143 after SIGTERM, without a traceback whenever the signal arrives)."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+    ours = previous is signal.default_int_handler
+    try:
+        if ours:
+            signal.signal(signal.SIGINT, _note_interrupt)
+        return _main(argv)
+    except KeyboardInterrupt:  # before the command ran (its own handler reports an interrupted run)
+        print("interrupted (Ctrl-C) before the command started; nothing was written", file=sys.stderr)
+        return 130
+    finally:
+        if ours and signal.getsignal(signal.SIGINT) is _note_interrupt:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:

@@ -1,0 +1,34 @@
+"""Ctrl-C while ``vid2sid`` loads its command modules: exit 130 and one line, no traceback (was: an
+``ImportError: cannot load module more than once per process`` traceback and exit 1)."""
+
+import importlib
+import sys
+
+import pytest
+
+from vid2sid_ros import cli
+
+
+def test_an_interrupted_import_is_an_interrupt_not_an_import_error(monkeypatch, capsys):
+    calls = {"n": 0}
+
+    def flaky(name):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the signal arrives during the second module's import
+            cli._note_interrupt(2, None)
+        if calls["n"] == 3:  # what the next import of a module cut short then raises
+            raise ImportError("cannot load module more than once per process")
+        return importlib.import_module(f"vid2sid_ros.commands.{cli.COMMANDS[name]}")
+
+    monkeypatch.setattr(cli, "_load", flaky)
+    monkeypatch.setattr(cli, "_INTERRUPTED", [])
+    assert cli.main(["calibrate", "--help"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "interrupted (Ctrl-C) before the command started; nothing was written"
+
+
+def test_an_import_error_after_an_interrupt_is_reraised(monkeypatch):
+    monkeypatch.setattr(cli, "_INTERRUPTED", [2])
+    monkeypatch.setattr(cli, "_load", lambda name: (_ for _ in ()).throw(ImportError("cannot load module")))
+    with pytest.raises(KeyboardInterrupt):
+        cli.build_parser()
