@@ -4,7 +4,8 @@ with the jump in its trajectory, and a warning), not from an even spacing at the
 from __future__ import annotations
 
 import json
-import struct
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,54 +13,14 @@ import pytest
 from vid2sid_ros.cli import main
 from vid2sid_ros.io.video import frame_times, write_video
 
-_CONTAINERS = ("moov", "trak", "mdia", "minf", "stbl")
-
-
-def _find(buf, start, end, path):
-    i = start
-    while i < end:
-        size, typ = struct.unpack(">I4s", buf[i:i + 8])
-        if typ.decode("latin-1") == path[0]:
-            if len(path) == 1:
-                return [(i, size)]
-            sub = _find(buf, i + 8, i + size, path[1:])
-            if sub:
-                return [(i, size)] + sub
-        i += size
-    return None
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers.mp4_timing import set_sample_durations  # noqa: E402
 
 def jump_timestamps(path, after_frame: int, jump_s: float) -> None:
-    """Rewrite an OpenCV mp4 (moov after mdat, one stts run) so that frame ``after_frame`` is
-    presented ``jump_s`` later than an even spacing (the stts sample deltas), without re-encoding;
-    the edit list is dropped and the durations grown so every frame is presented."""
-    buf = bytearray(open(path, "rb").read())
-    chain = _find(buf, 0, len(buf), ["moov", "trak", "mdia", "minf", "stbl", "stts"])
-    md = _find(buf, 0, len(buf), ["moov", "trak", "mdia", "mdhd"])[-1][0]
-    assert buf[md + 8] == 0
-    scale = struct.unpack(">I", buf[md + 20:md + 24])[0]
-    off, size = chain[-1]
-    assert struct.unpack(">I", buf[off + 12:off + 16])[0] == 1
-    count, delta = struct.unpack(">II", buf[off + 16:off + 24])
-    runs = [(after_frame - 1, delta), (1, delta + int(round(jump_s * scale))), (count - after_frame, delta)]
-    body = struct.pack(">II", 0, len(runs)) + b"".join(struct.pack(">II", c, d) for c, d in runs)
-    box = struct.pack(">I4s", 8 + len(body), b"stts") + body
-    buf[off:off + size] = box
-    for o, s in chain[:-1]:
-        struct.pack_into(">I", buf, o, s + len(box) - size)
-    ed = _find(buf, 0, len(buf), ["moov", "trak", "edts"])
-    if ed:
-        o, s = ed[-1]
-        del buf[o:o + s]
-        for oo, ss in ed[:-1]:
-            struct.pack_into(">I", buf, oo, ss - s)
-    mv = _find(buf, 0, len(buf), ["moov", "mvhd"])[-1][0]
-    tk = _find(buf, 0, len(buf), ["moov", "trak", "tkhd"])[-1][0]
-    md = _find(buf, 0, len(buf), ["moov", "trak", "mdia", "mdhd"])[-1][0]
-    mscale = struct.unpack(">I", buf[mv + 20:mv + 24])[0]
-    for o, sc in ((mv + 24, mscale), (tk + 28, mscale), (md + 24, scale)):
-        struct.pack_into(">I", buf, o, struct.unpack(">I", buf[o:o + 4])[0] + int(jump_s * sc))
-    open(path, "wb").write(bytes(buf))
+    """Rewrite an OpenCV mp4 so that frame ``after_frame`` is presented ``jump_s`` later than an even
+    spacing, without re-encoding (:func:`helpers.mp4_timing.set_sample_durations`)."""
+    set_sample_durations(path, lambda count, delta, scale: [
+        (after_frame - 1, delta), (1, delta + int(round(jump_s * scale))), (count - after_frame, delta)])
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ frame's index at the container's average rate)."""
 
 from __future__ import annotations
 
-import struct
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,8 @@ from vid2sid_ros.io.sources import Recording, recording_from_clip
 from vid2sid_ros.io.video import write_video
 from vid2sid_ros.perception.frame_timing import slots_from_times
 
-from test_frame_times import _find
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers.mp4_timing import set_sample_durations  # noqa: E402
 
 #: stts runs (frames, interval in nominal frames): 20 at 1/30 s, one 5/30 s gap, then 2/30 s spacing
 RUNS = ((20, 1), (1, 5), (19, 2))
@@ -25,33 +27,9 @@ SPEED_PX_S, X0_PX = 60.0, 12.0
 
 
 def _set_stts(path, runs) -> None:
-    """Rewrite an OpenCV mp4's sample durations (stts) to ``runs`` of (count, multiple of the
-    original delta), without re-encoding; the edit list is dropped and the durations updated."""
-    buf = bytearray(open(path, "rb").read())
-    chain = _find(buf, 0, len(buf), ["moov", "trak", "mdia", "minf", "stbl", "stts"])
-    off, size = chain[-1]
-    count, delta = struct.unpack(">II", buf[off + 16:off + 24])
-    assert sum(c for c, _ in runs) == count
-    body = struct.pack(">II", 0, len(runs)) + b"".join(struct.pack(">II", c, m * delta) for c, m in runs)
-    box = struct.pack(">I4s", 8 + len(body), b"stts") + body
-    buf[off:off + size] = box
-    for o, s in chain[:-1]:
-        struct.pack_into(">I", buf, o, s + len(box) - size)
-    ed = _find(buf, 0, len(buf), ["moov", "trak", "edts"])
-    if ed:
-        o, s = ed[-1]
-        del buf[o:o + s]
-        for oo, ss in ed[:-1]:
-            struct.pack_into(">I", buf, oo, ss - s)
-    mv = _find(buf, 0, len(buf), ["moov", "mvhd"])[-1][0]
-    tk = _find(buf, 0, len(buf), ["moov", "trak", "tkhd"])[-1][0]
-    md = _find(buf, 0, len(buf), ["moov", "trak", "mdia", "mdhd"])[-1][0]
-    scale = struct.unpack(">I", buf[md + 20:md + 24])[0]
-    mscale = struct.unpack(">I", buf[mv + 20:mv + 24])[0]
-    extra_s = (sum(c * m for c, m in runs) - count) * delta / scale
-    for o, sc in ((mv + 24, mscale), (tk + 28, mscale), (md + 24, scale)):
-        struct.pack_into(">I", buf, o, struct.unpack(">I", buf[o:o + 4])[0] + int(round(extra_s * sc)))
-    open(path, "wb").write(bytes(buf))
+    """Rewrite an OpenCV mp4's sample durations to ``runs`` of (count, multiple of the original delta),
+    without re-encoding (:func:`helpers.mp4_timing.set_sample_durations`)."""
+    set_sample_durations(path, lambda count, delta, scale: [(c, m * delta) for c, m in runs])
 
 
 def _pts() -> np.ndarray:
