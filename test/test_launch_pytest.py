@@ -189,12 +189,12 @@ def _check_graph_up(probe: _Probe, graph: str) -> None:
     probe.wait_for(f"nodes {sorted(want)}", lambda: want <= set(probe.node.get_node_names()), UP_TIMEOUT)
     topics = probe.wait_for("the graph's topics", lambda: (
         (t := dict(probe.node.get_topic_names_and_types()))
-        and all(name in t for name, _ in GRAPH_TOPICS) and t), 60.0)
+        and all(name in t for name, _ in GRAPH_TOPICS) and t), UP_TIMEOUT)
     for name, typ in GRAPH_TOPICS:
         assert typ in topics[name], (name, topics[name])
     services = probe.wait_for("the graph's services", lambda: (
         (s := dict(probe.node.get_service_names_and_types()))
-        and all(name in s for name, _ in GRAPH_SERVICES) and s), 60.0)
+        and all(name in s for name, _ in GRAPH_SERVICES) and s), UP_TIMEOUT)
     for name, typ in GRAPH_SERVICES:
         assert typ in services[name], (name, services[name])
 
