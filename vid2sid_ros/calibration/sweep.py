@@ -196,6 +196,33 @@ def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], Prepare
     return jsonable(rec)
 
 
+def _settings(st: SweepSettings) -> dict[str, Any]:
+    """What a finished cell was computed with (JSON values), in the calibration's own words."""
+    from .observation import jsonable
+
+    return jsonable({"rollout_budget": st.budget, "iterations": st.iterations, "noise": st.noise,
+                     "truth_range": list(st.truth_range), "misspecify": dict(st.mis),
+                     "final_identifiability": st.final_identifiability, "nuisance": st.nuisance,
+                     "diagnosis": st.diagnosis})
+
+
+def _check_same_settings(cell: dict[str, Any] | None, st: SweepSettings, where: Path | None) -> None:
+    """Refuse to reuse a finished cell computed with other settings (one line naming the first).
+
+    Raises:
+        CalibrationError: ``cannot resume WHERE: 'KEY' differs from the interrupted run (OLD vs NEW)``.
+    """
+    if not cell or not isinstance(cell.get("settings"), dict):
+        return
+    from .loop import CalibrationError
+
+    now = _settings(st)
+    for k, v in now.items():
+        if k in cell["settings"] and cell["settings"][k] != v:
+            raise CalibrationError(f"cannot resume {where}: '{k}' differs from the interrupted run "
+                                   f"({cell['settings'][k]} vs {v})")
+
+
 def run_sweep(st: SweepSettings, seeds: Sequence[int], methods: Sequence[str], executor: Executor | None,
               *, on_cell: Callable[[dict[str, Any]], None] | None = None,
               on_change: Callable[[list[dict[str, Any]]], None] | None = None,
@@ -227,6 +254,9 @@ def run_sweep(st: SweepSettings, seeds: Sequence[int], methods: Sequence[str], e
     for seed in seeds:  # what an earlier run of this sweep finished
         have = _load_json(out / f"seed_{seed}" / SEED_FILE) if out is not None else None
         cells = {m: _load_json(out / f"seed_{seed}" / m / CELL_FILE) if out is not None else None for m in methods}
+        for m, c in cells.items():  # a finished cell is reused only for the same settings
+            _check_same_settings(c, st, out / f"seed_{seed}" / m if out is not None else None)
+        cells = {m: ({k: v for k, v in c.items() if k != "settings"} if c else c) for m, c in cells.items()}
         missing = [m for m in methods if cells[m] is None]
         if have is not None:
             records[seed] = {**have, "methods": {m: c for m, c in cells.items() if c is not None}}
@@ -259,7 +289,7 @@ def run_sweep(st: SweepSettings, seeds: Sequence[int], methods: Sequence[str], e
             failures.append({"seed": seed, "method": m, "message": rec.message})
         else:
             if out is not None:
-                _atomic_json(out / f"seed_{seed}" / m / CELL_FILE, rec)
+                _atomic_json(out / f"seed_{seed}" / m / CELL_FILE, {**rec, "settings": _settings(st)})
             records[seed]["methods"][m] = rec
             if on_cell is not None:
                 on_cell(rec)
