@@ -125,7 +125,9 @@ def test_calibrate_record_and_replay(ros, tmp_path):
     assert topics["/vid2sid/real/image_raw"] == ("sensor_msgs/msg/Image", 60)
     assert topics["/vid2sid/sim/image_raw"] == ("sensor_msgs/msg/Image", 60)
     assert topics["/vid2sid/excitation"] == ("vid2sid_ros/msg/ExcitationCommand", 60)
-    assert topics["/vid2sid/real/trajectory"][1] == 1 and topics["/vid2sid/parameter_update"][1] >= 20
+    # one accepted update per call and the start point's; a converged session runs no more iterations
+    # (a later call answers with its result), so not always one progress update per call
+    assert topics["/vid2sid/real/trajectory"][1] == 1 and topics["/vid2sid/parameter_update"][1] >= 11
 
     # offline: the bag re-tracks into the live real trajectory
     from vid2sid_ros.rigs import load_rig
