@@ -424,20 +424,27 @@ def _candidate_jacobian(twin: Twin, exc: Excitation, parameters: ParameterSet, p
     ref = twin.rollout(exc)
     if ref.diverged:
         return None, 1
-    real = ref.trajectory
-    obj = TrialObjective(twin, [exc], [real], parameters)
-    count = {"n": 1}
+    obj = TrialObjective(twin, [exc], [ref.trajectory], parameters)
+    J, failed, spent = _forward_jacobian(obj, parameters, point, step)
+    return (None if failed else J), 1 + spent
+
+
+def _forward_jacobian(objective: TrialObjective, parameters: ParameterSet, point: Mapping[str, float],
+                      step: float) -> tuple[np.ndarray, bool, int]:
+    """(J (M, n) of ``objective``'s trajectory vector per normalised unit of ``parameters``' free ones,
+    whether the base point failed, rollouts spent) by forward differences."""
+    spent = 0
 
     def ev(values: Mapping[str, float]) -> Evaluation:
-        e, _ = obj.evaluate(values)
-        count["n"] += e.rollouts
+        nonlocal spent
+        e, _ = objective.evaluate(values)
+        spent += e.rollouts
         return e
 
-    J, base, _ = finite_difference_jacobian(ev, parameters, point, lambda e: trajectory_vector(e.sim, obj.real),
+    J, base, _ = finite_difference_jacobian(ev, parameters, point,
+                                            lambda e: trajectory_vector(e.sim, objective.real),
                                             step=step, scheme="forward")
-    if base.failed:
-        return None, count["n"]
-    return J, count["n"]
+    return J, base.failed, spent
 
 
 def design_excitation(objective: TrialObjective, point: Mapping[str, float], limits: ExcitationLimits, *,
@@ -478,15 +485,8 @@ def design_excitation(objective: TrialObjective, point: Mapping[str, float], lim
     idx = [names.index(n) for n in flagged]
     point = params.complete(point)
     sigma = float(noise_px if noise_px is not None else DEFAULT_NOISE.get(objective.unit, 1.0))
-    spent = {"n": 0}
-
-    def ev0(values: Mapping[str, float]) -> Evaluation:
-        e, _ = objective.evaluate(values)
-        spent["n"] += e.rollouts
-        return e
-
-    J0, _, _ = finite_difference_jacobian(ev0, physics, point, lambda e: trajectory_vector(e.sim, objective.real),
-                                          step=step, scheme="forward")
+    J0, _, spent0 = _forward_jacobian(objective, physics, point, step)
+    spent = {"n": spent0}
     J0 = J0[np.all(np.isfinite(J0), axis=1)] / sigma
     F0 = J0.T @ J0
     before, cond0 = information_criterion(F0, idx), _condition(J0)
