@@ -52,7 +52,7 @@ from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_ca
 from .objective import TrialObjective
 from .observation import RealTrial
 
-__all__ = ["recommend_trial", "sim2sim_stand_in", "ActiveLearningConfig", "ActiveResult", "run_active_calibration", "parse_active_learning",
+__all__ = ["ActiveSession", "SESSION_LOG", "choose_design", "recommend_trial", "sim2sim_stand_in", "ActiveLearningConfig", "ActiveResult", "run_active_calibration", "parse_active_learning",
            "flagged_parameters", "TRIGGERS"]
 
 TRIGGERS = ("flagged", "always")
@@ -402,20 +402,10 @@ class _ActiveRun:
     def design_and_apply(self, k: int, res: CalibrationResult, flagged: list[str], request: DesignResult | None,
                          tied: bool) -> bool:
         """Design trial ``k + 1`` and run it on the stand-in (or save the recommendation); True to go on."""
-        fitted = _fitted_spec(self.spec, self.config, self.real)
-        objective = TrialObjective(self.twin, self.real.train_excitations, self.real.train, fitted,
-                                   noise=self.config.noise)
-        at = {n: v for n, v in res.values.items() if n in fitted}
         allowance = min(self.active.design_budget or self.left // 2, self.left)  # never over the budget
-        flagged = [n for n in flagged if n not in objective.measurement.names]  # a nuisance is not designed for
         try:
-            design = request
-            if design is None and (self.active.criterion == "separation" or (tied and not flagged)):
-                design = design_separating_excitation(objective, at, self.limits, parameters=fitted,
-                                                      max_rollouts=allowance)
-            if design is None:
-                design = design_excitation(objective, at, self.limits, flagged=flagged or None,
-                                           criterion="d_optimal", max_rollouts=allowance)
+            design = choose_design(self.twin, self.real, self.spec, self.config, self.active, self.limits, res,
+                                   flagged, request, tied, allowance)
         except ValueError as err:
             self.designs.append({"applied": False, "reason": f"design failed: {err}"})
             return False
@@ -458,6 +448,39 @@ class _ActiveRun:
             self.files["active_learning"] = str(self.rd / "active_learning.json")
             atomic_write_text(self.rd / "active_learning.json", json.dumps(_jsonable(out.to_dict()), indent=1))
         return out
+
+
+def choose_design(twin: Any, real: RealTrial, spec: Any, config: CalibrationConfig, active: ActiveLearningConfig,
+                  limits: ExcitationLimits, res: CalibrationResult, flagged: Sequence[str],
+                  request: DesignResult | None, tied: bool, allowance: int) -> DesignResult:
+    """The next trial after phase result ``res``: a proposer's validated request, else a separation design
+    (``criterion: separation``, or tied causes and no flagged parameter), else D-optimal for ``flagged``.
+
+    Args:
+        twin: the evaluation twin; real: the data the phase fitted; spec: its free parameters.
+        config: the phase's calibration config (noise, nuisances); active: the switch's settings.
+        limits: the rig's excitation limits; res: the phase's result (the design is made at its values).
+        flagged: parameters of the identifiability check's weak directions (nuisances are dropped).
+        request: a proposer's ``excitation_change`` already validated (:func:`_proposer_request`), or None.
+        tied: the residual diagnosis reports indistinguishable causes.
+        allowance: most design rollouts.
+
+    Raises:
+        ValueError: the design failed (a diverged candidate rollout, no candidate...).
+    """
+    if request is not None:
+        return request
+    fitted = _fitted_spec(spec, config, real)
+    objective = TrialObjective(twin, real.train_excitations, real.train, fitted, noise=config.noise)
+    at = {n: v for n, v in res.values.items() if n in fitted}
+    flagged = [n for n in flagged if n not in objective.measurement.names]  # a nuisance is not designed for
+    design = None
+    if active.criterion == "separation" or (tied and not flagged):
+        design = design_separating_excitation(objective, at, limits, parameters=fitted, max_rollouts=allowance)
+    if design is None:
+        design = design_excitation(objective, at, limits, flagged=flagged or None, criterion="d_optimal",
+                                   max_rollouts=allowance)
+    return design
 
 
 def _jsonable(x: Any) -> Any:
@@ -551,3 +574,215 @@ def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, con
         data["designed_trial"] = _jsonable(rec)
         atomic_write_text(res_json, json.dumps(data, indent=1))
     return rec
+
+
+#: the record file of a session's designs (one JSON object a line, fsynced)
+SESSION_LOG = "active_learning.jsonl"
+
+
+class ActiveSession:
+    """Active learning for a calibration that grows one request at a time (the ROS calibrator's sessions).
+
+    Where :func:`run_active_calibration` runs a whole calibration with its stand-in in one
+    call, a ROS session is asked for a few iterations at a time (``/vid2sid/propose``) and
+    its trials are run by another node. This class keeps the science and the files; the
+    node only plays the trial and hands back what the tracker made of it.
+
+    The session directory holds:
+
+    * ``phase_K/``: the calibration run on the base trials plus the first K designed trials
+      (a normal run directory: each request resumes it);
+    * ``active_trial_K.json``: the real data after designed trial K (:class:`RealTrial`),
+      written atomically the moment the trial completes, before its record;
+    * ``active_learning.jsonl``: one record per design (fsynced): run on the rig (``applied``
+      true, its trial id and file), refused (``applied`` false and ``reason``), or failed.
+
+    A session rebuilt on the same directory (the next request, or the node restarted) loads
+    the last recorded trial file: a designed trial is never run twice, and the next phase
+    starts from the values it was designed at (``start``) with the budget left (``phase_budget``).
+
+    Budget: every design's rollouts are charged (``charged`` in its record); phase K's budget
+    is fixed when it starts (its resume signature): ``budget`` minus what the earlier phases and
+    all designs before it spent. A design refused in phase K is charged to the session but not
+    to phase K's budget, so a session with refused designs may spend up to those designs'
+    rollouts over ``budget`` (reported: :meth:`charged`).
+
+    Args:
+        session_dir: the session's directory (created by the first phase's run).
+        base: the recorded trials the session started from.
+        active: the switch's settings (``enabled`` is not looked at: the caller decided).
+        limits: the rig's excitation limits (:meth:`ExcitationLimits.from_rig`).
+        budget: rollouts the whole session may spend (phases and designs).
+
+    Raises:
+        ObservationError: a recorded trial file is malformed (names the file).
+    """
+
+    def __init__(self, session_dir: str | Path, base: RealTrial, active: ActiveLearningConfig,
+                 limits: ExcitationLimits, budget: int) -> None:
+        self.dir = Path(session_dir)
+        self.active, self.limits, self.budget = active, limits, int(budget)
+        self.records = _read_jsonl(self.dir / SESSION_LOG)
+        runs = [r for r in self.records if r.get("applied") and r.get("trial_file")
+                and (self.dir / r["trial_file"]).is_file()]
+        self.real = base
+        #: values the last designed trial was designed at (the next phase's start), None before one
+        self.start: dict[str, float] | None = None
+        self._charged_before = 0
+        if runs:
+            last = runs[-1]
+            self.real = RealTrial.load(self.dir / last["trial_file"])
+            self.start = {str(k): float(v) for k, v in (last.get("at") or {}).items()}
+            self._charged_before = int(last["charged_after"])
+        self.trials_run = len(runs)
+
+    # -- the current phase -------------------------------------------------------------------------
+    @property
+    def phase_dir(self) -> Path:
+        """Run directory of the current phase: ``phase_K`` with K designed trials in the data."""
+        return self.dir / f"phase_{self.trials_run}"
+
+    def phase_budget(self) -> int:
+        """Rollouts the current phase may spend (fixed once it started: a resume signature entry)."""
+        return self.budget - self._charged_before
+
+    def _phase_designs(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("design") and r.get("phase") == self.trials_run]
+
+    def charged(self, result: CalibrationResult) -> int:
+        """Rollouts the session has charged with the current phase at ``result``: earlier phases and
+        designs, this phase's rollouts and its designs."""
+        return self._charged_before + int(result.rollouts) + sum(int(r.get("rollouts") or 0)
+                                                                 for r in self._phase_designs())
+
+    # -- designing ---------------------------------------------------------------------------------
+    def next_design(self, twin: Any, result: CalibrationResult, config: CalibrationConfig,
+                    spec: Any) -> tuple[DesignResult | None, str]:
+        """Design the next trial at ``result`` (the current phase's) when the session should.
+
+        Checked in order: ``max_trials`` designed trials not yet run; the phase has done
+        ``after_iteration`` iterations; the identifiability check flags a weak direction, the
+        diagnosis reports tied causes, a proposer asked for an ``excitation_change`` (validated;
+        a refused request is recorded with its reason) or ``trigger: always``; the budget left pays
+        for the design and three evaluations of the extended data.
+
+        Args:
+            twin: the evaluation twin (design rollouts run on it).
+            result: the current phase's calibration result.
+            config: the phase's calibration config (noise, nuisances).
+            spec: the free parameters of the session.
+
+        Returns:
+            ``(design, "")``, or ``(None, why not)`` in one line (a failed design is recorded).
+        """
+        a = self.active
+        if self.trials_run >= a.max_trials:
+            return None, f"{self.trials_run} designed trial(s) already run (max_trials {a.max_trials})"
+        done = len(result.history) - 1
+        if done < a.after_iteration:
+            return None, (f"{done} of the {a.after_iteration} iteration(s) on the current data done "
+                          "(after_iteration); no trial designed yet")
+        report = result.final_identifiability or result.identifiability
+        flagged = flagged_parameters(report) if report else []
+        request, refused = _proposer_request(result, self.real, self.limits)
+        if refused is not None and _jsonable({**refused, "phase": self.trials_run}) not in self.records:
+            self._record({**refused, "phase": self.trials_run})  # once per phase, not once per request
+        tied = (result.diagnosis or {}).get("verdict") == "indistinguishable"
+        if not (flagged or tied or request is not None or a.trigger == "always"):
+            why = "neither the identifiability check nor the residual diagnosis flags a problem"
+            return None, why + (f"; {refused['reason']}" if refused else "")
+        left = self.budget - self.charged(result)
+        need = 3 * (len(self.real.train) + 1)
+        allowance = min(a.design_budget or left // 2, left - need)
+        if allowance < 1:
+            return None, (f"the {max(left, 0)} rollout(s) left in the session's budget of {self.budget} cannot pay "
+                          f"for a design and {need} (three evaluations of the extended data)")
+        try:
+            design = choose_design(twin, self.real, spec, config, a, self.limits, result, flagged, request, tied,
+                                   allowance)
+        except ValueError as err:
+            self._record({"applied": False, "phase": self.trials_run, "reason": f"design failed: {err}"})
+            return None, f"design failed: {err}"
+        return design, ""
+
+    def command_profile(self, design: DesignResult) -> dict[str, Any]:
+        """The profile the rig's excitation node is sent to play ``design`` (JSON-ready).
+
+        The designed profile rebuilt exactly as the excitation node builds it
+        (:func:`~vid2sid_ros.core.excitation.build_excitation`) must give the designed
+        commands, within the limits: a profile whose samples were clipped one by one (an
+        asymmetric command range) cannot be sent as a profile and is refused.
+
+        Raises:
+            ExcitationRefused: the reason, in one line (nothing is sent).
+        """
+        from ..core.excitation import ExcitationError, build_excitation
+
+        prof = _jsonable({k: v for k, v in design.profile.items()})
+        prof.setdefault("rate", self.limits.rate)
+        try:
+            exc = build_excitation(prof, self.limits.actuator_names)
+        except ExcitationError as err:
+            raise ExcitationRefused(f"designed profile refused: {err}") from None
+        want = np.asarray(design.excitation.values, float)
+        if exc.values.shape != want.shape or not np.allclose(exc.values, want, atol=1e-9):
+            raise ExcitationRefused("designed profile refused: its commands were clipped sample by sample into the "
+                                    "actuator range, which an excitation profile cannot express; nothing sent")
+        rng = [self.limits.range_of(i) for i in range(len(self.limits.actuator_names))]
+        for i, (lo, hi) in enumerate(rng):
+            col = exc.values[:, i]
+            if np.any(col < lo - 1e-12) or np.any(col > hi + 1e-12):
+                raise ExcitationRefused(f"designed profile refused: {self.limits.actuator_names[i]} leaves "
+                                        f"[{lo:g}, {hi:g}] (largest |command| {float(np.max(np.abs(col))):g})")
+        if exc.duration > self.limits.max_duration_s + 1e-9:
+            raise ExcitationRefused(f"designed profile refused: {exc.duration:g} s, longer than the "
+                                    f"{self.limits.max_duration_s:g} s a trial may last")
+        return prof
+
+    # -- outcomes (each recorded, fsynced) ----------------------------------------------------------
+    def _record(self, rec: dict[str, Any]) -> dict[str, Any]:
+        rec = _jsonable(rec)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        _append_jsonl(self.dir / SESSION_LOG, rec)
+        self.records.append(rec)
+        return rec
+
+    def _design_record(self, design: DesignResult, result: CalibrationResult) -> dict[str, Any]:
+        n = sum(1 for r in self.records if r.get("design")) + 1
+        return {"design": n, "phase": self.trials_run, **design.to_dict(),
+                "at": {k: float(v) for k, v in result.values.items()}}
+
+    def refuse(self, design: DesignResult, result: CalibrationResult, reason: str) -> dict[str, Any]:
+        """Record a design that was not run on the rig (refused by a limit, the trial failed): charged, not added."""
+        return self._record({**self._design_record(design, result), "applied": False, "reason": reason,
+                             "charged_after": self.charged(result) + design.rollouts})
+
+    def complete(self, design: DesignResult, result: CalibrationResult, trial_id: str, trajectory: Trajectory,
+                 excitation: Excitation) -> dict[str, Any]:
+        """The rig ran ``design`` as trial ``trial_id``: add it to the real data and persist it at once.
+
+        ``excitation`` is the commands the rig was actually sent (rebuilt from the command
+        stream), ``trajectory`` what the tracker made of them. A trial that stopped early
+        (fewer commands than designed) or in which nothing was tracked is recorded as refused
+        and not added.
+
+        Returns:
+            The record (``applied`` true, ``trial``, ``trial_file``, ``training_trials``), or the refusal.
+        """
+        if excitation.num_steps != design.excitation.num_steps:
+            return self.refuse(design, result, f"trial {trial_id} stopped after {excitation.num_steps} of "
+                                               f"{design.excitation.num_steps} commands; not added to the data")
+        tracked = int(np.asarray(trajectory.valid).any(axis=1).sum())
+        if tracked == 0:
+            return self.refuse(design, result, f"trial {trial_id}: no frame tracked; not added to the data")
+        rec = self._design_record(design, result)
+        real = _extended(self.real, trajectory, excitation)
+        rec.update(applied=True, trial=trial_id, trial_file=f"active_trial_{self.trials_run + 1}.json",
+                   tracked_steps=tracked, training_trials=len(real.train),
+                   charged_after=self.charged(result) + design.rollouts)
+        real.save(self.dir / rec["trial_file"])  # the trial first, then its record: a record always has its file
+        rec = self._record(rec)
+        self.real, self.start = real, dict(rec["at"])
+        self._charged_before = int(rec["charged_after"])
+        self.trials_run += 1
+        return rec

@@ -62,6 +62,7 @@ from ..core.trajectory import DEFAULT_NOISE
 from ..sim.base import Twin
 from .identifiability import finite_difference_jacobian
 from .objective import TrialObjective, trajectory_vector
+from .nuisance import MeasurementModel
 from .proposer import Evaluation
 
 __all__ = ["ExcitationLimits", "ExcitationRefused", "DesignResult", "design_excitation", "validate_profile",
@@ -419,8 +420,11 @@ class DesignResult:
 
 def _candidate_jacobian(twin: Twin, exc: Excitation, parameters: ParameterSet, point: Mapping[str, float],
                         step: float) -> tuple[np.ndarray | None, int]:
-    """(J (M, n) px per normalised unit, rollouts) of one candidate; None when its rollout fails."""
-    twin.set_parameters(parameters.complete(point))
+    """(J (M, n) px per normalised unit, rollouts) of one candidate; None when its rollout fails.
+
+    ``parameters`` may hold measurement nuisances (latency, marker offsets of a real trial): only
+    the physics values go into the twin (were all of them, and the twin refused the nuisances' names)."""
+    twin.set_parameters(MeasurementModel(parameters).split(parameters.complete(point))[0])
     ref = twin.rollout(exc)
     if ref.diverged:
         return None, 1

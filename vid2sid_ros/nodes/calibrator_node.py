@@ -53,10 +53,11 @@ from typing import Any
 from ..core.yamlio import YAMLInputError, loads_yaml
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
-from rcl_interfaces.srv import SetParameters
+from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from std_srvs.srv import Trigger
 
 from ..core.excitation import Excitation
 from ..core.trajectory import Trajectory
@@ -98,6 +99,15 @@ PARAMS = [
           "127.0.0.1)", read_only=True),
     Param("max_queued_requests", 4, "Propose requests that may wait while one is served; one more is "
           "answered at once 'busy' with the queue's depth", "requests", 0, 1000),
+    Param("active_learning", False, "design the next trial when the data cannot separate parameters or causes, "
+          "have excitation_node play it on the rig and fit it from the next request on (read when a request is "
+          "served: set it before a call to switch that call; docs/active_learning.md)"),
+    Param("active_learning_options", "", "YAML mapping over the rig config's calibration.active_learning block, "
+          "e.g. '{trigger: always, after_iteration: 2, max_amplitude: 0.5}'"),
+    Param("excitation_node", "excitation_node", "node that plays designed trials (its excitation_config parameter "
+          "and the excitation start service)", read_only=True),
+    Param("trial_timeout", 60.0, "longest wait for a designed trial: its start (the excitation node's wait_for) "
+          "and its real trajectory", "s", 1.0, 3600.0),
 ] + qos_params(("commands", "results"))
 
 
@@ -237,6 +247,15 @@ class CalibratorNode(Node):
         # stays free to take the reply (no helper node of its own)
         self._set_client = self.create_client(SetParameters, f"{p['twin_node']}/set_parameters",
                                               callback_group=self._reentrant)
+        # active learning: the excitation node's profile parameter and start service play a designed trial
+        self._real_cv = threading.Condition(self._lock)
+        #: trials this node had the rig run for active learning (never picked as a session's 'latest' trial)
+        self.designed_trials: set[str] = set()
+        self._exc_get = self.create_client(GetParameters, f"{p['excitation_node']}/get_parameters",
+                                           callback_group=self._reentrant)
+        self._exc_set = self.create_client(SetParameters, f"{p['excitation_node']}/set_parameters",
+                                           callback_group=self._reentrant)
+        self._start_client = self.create_client(Trigger, TOPICS["start"], callback_group=self._reentrant)
 
     @staticmethod
     def _check(name, value):
@@ -247,6 +266,17 @@ class CalibratorNode(Node):
                 return str(err)
             if not isinstance(opts, dict):
                 return f"parameter 'proposer_options' must be a YAML mapping, got {value!r}"
+        if name == "active_learning_options" and value.strip():
+            from ..calibration.active import parse_active_learning
+            from ..calibration.loop import CalibrationError
+
+            try:
+                opts = loads_yaml(value, source="parameter 'active_learning_options'")
+                if not isinstance(opts, dict):
+                    return f"parameter 'active_learning_options' must be a YAML mapping, got {value!r}"
+                parse_active_learning(opts, source="parameter active_learning_options")
+            except (YAMLInputError, CalibrationError) as err:
+                return str(err)
         return None
 
     # -- inputs -------------------------------------------------------------------------------
@@ -277,6 +307,7 @@ class CalibratorNode(Node):
             self.excitations[msg.trial_id] = exc
             if msg.trial_id not in self._trial_order:
                 self._trial_order.append(msg.trial_id)
+            self._real_cv.notify_all()
         self.get_logger().info(f"real trial {msg.trial_id}: {traj.num_frames} steps, "
                                f"{int(traj.valid.any(axis=1).sum())} tracked, dropped {msg.dropped_frames}, "
                                f"late {msg.late_frames}")
@@ -352,7 +383,7 @@ class CalibratorNode(Node):
         if unknown:
             return self._fail(response, f"unknown parameter(s) {unknown}; valid: {', '.join(self.parameters.names)}")
         with self._lock:
-            available = list(self._trial_order)
+            available = [t for t in self._trial_order if t not in self.designed_trials]
         if request.trial_id:
             if request.trial_id not in self.real:
                 return self._fail(response, f"no real trajectory for trial {request.trial_id!r}; trials with one: "
@@ -374,15 +405,24 @@ class CalibratorNode(Node):
             return self._fail(response, f"proposer {proposer_name!r}: {err}")
         real = RealTrial([self.real[t] for t in trial_ids], [self.excitations[t] for t in trial_ids],
                          source="ros:" + ",".join(trial_ids))
-        run_dir = Path(p["run_dir"]) / _session_name(trial_ids, proposer_name, names)
+        session_dir = Path(p["run_dir"]) / _session_name(trial_ids, proposer_name, names)
+        session, budget, begin = None, p["rollout_budget"], dict(self.applied)
+        if p["active_learning"]:  # a session of its own: phase_K directories, designed trials beside them
+            session, why = self._active_session(p, session_dir.with_name(session_dir.name + "__active"), real)
+            if session is None:
+                return self._fail(response, why)
+            real, run_dir, budget, begin = session.real, session.phase_dir, session.phase_budget(), \
+                {**begin, **(session.start or {})}
+        else:
+            run_dir = session_dir
         start_file = run_dir / "session_start.json"
         resume = (run_dir / "run.json").is_file()
         done = len(load_history(run_dir)) - 1 if resume else 0
         fresh = not (resume and start_file.is_file())
-        start = ({n: float(v) for n, v in self.applied.items() if n in params} if fresh
+        start = ({n: float(v) for n, v in begin.items() if n in params} if fresh
                  else json.loads(start_file.read_text()))
         n_new = max(int(request.iterations), 1)
-        cfg = CalibrationConfig(iterations=done + n_new, rollout_budget=p["rollout_budget"], seed=p["seed"],
+        cfg = CalibrationConfig(iterations=done + n_new, rollout_budget=budget, seed=p["seed"],
                                 identifiability=p["identifiability"], final_identifiability=p["final_identifiability"],
                                 resume=resume, start=start, video=None, nuisance=self._nuisance)
         self.get_logger().info(f"/vid2sid/propose: {proposer_name}, {n_new} iteration(s) on trial(s) "
@@ -431,6 +471,8 @@ class CalibratorNode(Node):
             ok, why = self.apply_to_twin(best, p["apply_timeout"])
             applied = ok
             notes.append("applied to " + p["twin_node"] if ok else f"NOT applied: {why}")
+        if session is not None and result.status == "ok":
+            notes.append(self._active_learning_step(session, result, cfg, params, p))
         response.accepted = bool(applied or (not request.apply and result.status == "ok"))
         response.message = " | ".join(notes)
         self._pub.publish(parameter_update_msg(
@@ -439,27 +481,131 @@ class CalibratorNode(Node):
             stamp=self.get_clock().now().to_msg()))
         return response
 
+    # -- active learning: the session's logic is calibration.active.ActiveSession; here only the wiring --
+    def _active_session(self, p: dict, session_dir: Path, real) -> tuple[Any, str]:
+        """The request's :class:`~vid2sid_ros.calibration.active.ActiveSession`, or ``(None, why)``."""
+        from ..calibration.active import ActiveSession, parse_active_learning
+        from ..calibration.design import ExcitationLimits, ExcitationRefused
+        from ..calibration.loop import CalibrationError
+        from ..core.trial import ObservationError
+
+        block = dict(self._rig.config.get("calibration") or {}).get("active_learning")
+        settings = dict(block) if isinstance(block, dict) else {}
+        try:
+            if p["active_learning_options"].strip():
+                settings.update(loads_yaml(p["active_learning_options"], source="parameter active_learning_options"))
+            active = parse_active_learning({**settings, "enabled": True},
+                                           source="calibration.active_learning + parameter active_learning_options")
+            limits = ExcitationLimits.from_rig(self._twin, real.train_excitations, active.limits)
+            session = ActiveSession(session_dir, real, active, limits, p["rollout_budget"])
+        except (YAMLInputError, CalibrationError, ExcitationRefused, ObservationError) as err:
+            return None, f"active learning: {err}"
+        if session.phase_budget() < len(session.real.train):
+            return None, (f"active learning: session {session_dir.name} has spent its rollout budget "
+                          f"({p['rollout_budget']} rollouts, designs included)")
+        return session, ""
+
+    def _active_learning_step(self, session, result, cfg, params, p: dict) -> str:
+        """After a request's iterations: design the next trial, have the rig run it, add it (one note)."""
+        from ..calibration.design import ExcitationRefused
+
+        design, why = self._pool.submit(session.next_design, self._twin, result, cfg, params).result()
+        if design is None:
+            return f"active learning: no trial designed: {why}"
+        try:
+            profile = session.command_profile(design)
+        except ExcitationRefused as err:
+            session.refuse(design, result, str(err))
+            return f"active learning: designed trial NOT run: {err}"
+        ok, got = self.play_trial(profile, p["trial_timeout"], p["apply_timeout"])
+        if not ok:
+            session.refuse(design, result, got)
+            return f"active learning: designed trial NOT run: {got} (design: {design.rationale})"
+        trial_id, trajectory, excitation = got
+        rec = session.complete(design, result, trial_id, trajectory, excitation)
+        if not rec.get("applied"):
+            return f"active learning: designed trial NOT added: {rec['reason']}"
+        return (f"active learning: designed trial {trial_id} run on the rig ({rec['tracked_steps']} steps tracked, "
+                f"saved as {rec['trial_file']}); the next request fits {rec['training_trials']} trials. "
+                f"{design.rationale}")
+
+    def play_trial(self, profile: dict, timeout: float, service_timeout: float) -> tuple[bool, Any]:
+        """Have the excitation node play ``profile`` as a new trial and wait for its real trajectory.
+
+        Sets the node's ``excitation_config`` (it refuses a profile it cannot build), calls the
+        start service (the node refuses a trial breaking its command limits before its first
+        command, and checks every command again), waits up to ``timeout`` s for the tracker's
+        real trajectory of the trial, and puts the node's previous ``excitation_config`` back.
+
+        Returns:
+            ``(True, (trial_id, trajectory, excitation))`` with the excitation rebuilt from the
+            commands sent, or ``(False, reason)``.
+        """
+        node = self.get_parameter("excitation_node").value
+        got = self._call(self._exc_get, GetParameters.Request(names=["excitation_config"]), service_timeout)
+        if isinstance(got, str):
+            return False, got
+        previous = got.values[0].string_value if got.values else ""
+        ok, why = self._set_string(self._exc_set, "excitation_config", json.dumps(profile), service_timeout)
+        if not ok:
+            return False, f"{node} refused the designed profile, nothing sent: {why}"
+        trial_id = ""
+        try:
+            res = self._call(self._start_client, Trigger.Request(), timeout)
+            if isinstance(res, str):
+                return False, res
+            if not res.success:
+                return False, f"{node} refused the trial: {res.message}"
+            trial_id = res.message
+            with self._lock:
+                self.designed_trials.add(trial_id)
+                arrived = self._real_cv.wait_for(lambda: trial_id in self.real, timeout)
+                if not arrived:
+                    return False, f"no real trajectory of trial {trial_id} within trial_timeout {timeout:g} s"
+                return True, (trial_id, self.real[trial_id], self.excitations[trial_id])
+        finally:
+            ok, why = self._set_string(self._exc_set, "excitation_config", previous, service_timeout)
+            if not ok:
+                self.get_logger().warning(f"{node}'s excitation_config not restored after trial {trial_id}: {why}")
+
+    def _call(self, client, request, timeout: float):
+        """Call a service from the request worker while this node's executor takes the reply: the
+        response, or one line saying why there is none."""
+        if not client.wait_for_service(timeout_sec=timeout):
+            return f"service {client.srv_name} not available after {timeout:g} s"
+        fut = client.call_async(request)
+        replied = threading.Event()
+        fut.add_done_callback(lambda _f: replied.set())  # this node's executor takes the reply
+        replied.wait(timeout)
+        if not fut.done():
+            client.remove_pending_request(fut)
+            return f"{client.srv_name} did not answer within {timeout:g} s"
+        return fut.result()
+
+    def _set_string(self, client, name: str, value: str, timeout: float) -> tuple[bool, str]:
+        req = SetParameters.Request()
+        req.parameters.append(ParameterMsg(name=name, value=ParameterValue(type=ParameterType.PARAMETER_STRING,
+                                                                           string_value=value)))
+        res = self._call(client, req, timeout)
+        if isinstance(res, str):
+            return False, res
+        failed = [r.reason for r in res.results if not r.successful]
+        return (False, "; ".join(failed)) if failed else (True, "")
+
     def apply_to_twin(self, values_: dict[str, float], timeout: float) -> tuple[bool, str]:
         """Set ``physics.<name>`` on the twin node through its parameter service.
 
         Returns:
             ``(ok, reason)``; :attr:`applied` is updated when ``ok``.
         """
-        if not self._set_client.wait_for_service(timeout_sec=timeout):
-            return False, f"parameter service {self._set_client.srv_name} not available after {timeout:g} s"
         req = SetParameters.Request()
         for n, v in values_.items():
             req.parameters.append(ParameterMsg(name=ros_param_name(n, self.parameters[n].kind),
                                                value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
                                                                     double_value=float(v))))
-        fut = self._set_client.call_async(req)
-        replied = threading.Event()
-        fut.add_done_callback(lambda _f: replied.set())  # this node's executor takes the reply
-        replied.wait(timeout)
-        if not fut.done():
-            self._set_client.remove_pending_request(fut)
-            return False, f"{self._set_client.srv_name} did not answer within {timeout:g} s"
-        res = fut.result()
+        res = self._call(self._set_client, req, timeout)
+        if isinstance(res, str):
+            return False, res
         failed = [f"{r.reason}" for r in res.results if not r.successful]
         if failed:
             return False, "; ".join(failed)

@@ -1,0 +1,106 @@
+"""ActiveSession: active learning for a calibration that grows one request at a time (the ROS
+calibrator's sessions), without ROS: the design on a real trial's data (with its measurement
+nuisances), the profile the excitation node is sent, the trial added and persisted, a rebuilt
+session that keeps it, and what is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from vid2sid_ros.calibration.active import SESSION_LOG, ActiveSession, parse_active_learning, sim2sim_stand_in
+from vid2sid_ros.calibration.design import DesignResult, ExcitationLimits, ExcitationRefused, validate_profile
+from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+from vid2sid_ros.calibration.nuisance import rig_nuisance
+from vid2sid_ros.calibration.proposers import make_proposer
+from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.core.excitation import Excitation, build_excitation
+from vid2sid_ros.core.trial import RealTrial
+from vid2sid_ros.rigs import load_rig
+
+TRUTH = {"joint_stiffness": 0.42, "joint_damping": 0.0065, "joint_friction": 0.0035, "actuator_gain": 12.5}
+
+
+@pytest.fixture(scope="module")
+def finger_phase(tmp_path_factory):
+    """A real (truth-less, so latency and marker offsets are fitted too) finger trial, one
+    calibration iteration on it, as the calibrator node runs a session's first phase."""
+    rig = load_rig("finger")
+    twin = rig.make_twin()
+    sim = make_sim2sim_trial(rig, {**rig.parameters.nominal(), **TRUTH}, seed=0, noise="keypoint")
+    real = RealTrial(sim.train[:1], sim.train_excitations[:1], source="ros:finger_0")  # truth None: a real trial
+    cfg = CalibrationConfig(iterations=1, rollout_budget=300, seed=0, final_identifiability=False, diagnosis=False,
+                            nuisance=rig_nuisance(rig))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = run_calibration(twin, real, make_proposer("reasoner"), cfg,
+                                 tmp_path_factory.mktemp("s") / "phase_0", parameters=rig.parameters)
+    limits = ExcitationLimits.from_rig(twin, real.train_excitations, {"max_amplitude": 0.5})
+    return rig, twin, real, cfg, result, limits
+
+
+def test_a_trial_is_designed_run_added_persisted_and_kept_by_a_rebuilt_session(finger_phase, tmp_path):
+    rig, twin, real, cfg, result, limits = finger_phase
+    assert any(n.startswith("marker_offset") for n in result.values)  # the nuisances were fitted too
+    active = parse_active_learning({"trigger": "always", "after_iteration": 1})
+    session = ActiveSession(tmp_path, real, active, limits, 300)
+    assert session.phase_dir == tmp_path / "phase_0" and session.phase_budget() == 300
+    # regression: the design set the twin to the fitted nuisances' names too ("unknown parameter(s)
+    # ['latency', 'marker_offset.proximal.x', ...]") on any real trial
+    design, why = session.next_design(twin, result, cfg, rig.parameters)
+    assert design is not None, why
+    prof = session.command_profile(design)
+    sent = build_excitation(json.loads(json.dumps(prof)), limits.actuator_names)  # as the excitation node builds it
+    np.testing.assert_allclose(sent.values, design.excitation.values, atol=1e-12)
+    assert sent.values.min() >= 0.0 and sent.values.max() <= 0.5  # within [0, 1] ctrlrange and max_amplitude
+
+    traj = dataclasses.replace(sim2sim_stand_in(rig, {**rig.parameters.nominal(), **TRUTH})(sent), trial_id="finger_1")
+    rec = session.complete(design, result, "finger_1", traj, sent)
+    assert rec["applied"] and rec["trial"] == "finger_1" and rec["training_trials"] == 2
+    assert rec["charged_after"] == result.rollouts + design.rollouts  # the design is charged to the session
+    assert session.phase_dir == tmp_path / "phase_1" and session.phase_budget() == 300 - rec["charged_after"]
+    on_disk = [json.loads(x) for x in (tmp_path / SESSION_LOG).read_text().splitlines()]
+    assert on_disk == [rec] and (tmp_path / rec["trial_file"]).is_file()
+
+    again = ActiveSession(tmp_path, real, active, limits, 300)  # the next request, or a restarted node
+    assert again.trials_run == 1 and again.phase_dir == tmp_path / "phase_1"
+    assert [t.trial_id for t in again.real.train] == [real.train[0].trial_id, "finger_1"]
+    np.testing.assert_allclose(again.real.train_excitations[1].values, sent.values)
+    assert again.start == pytest.approx({k: float(v) for k, v in result.values.items()})
+    assert again.phase_budget() == session.phase_budget()
+    none, why = again.next_design(twin, result, cfg, rig.parameters)
+    assert none is None and why == "1 designed trial(s) already run (max_trials 1)"
+
+
+def test_a_trial_that_stopped_early_or_an_early_phase_is_not_used(finger_phase, tmp_path):
+    rig, twin, real, cfg, result, limits = finger_phase
+    session = ActiveSession(tmp_path, real, parse_active_learning({"trigger": "always", "after_iteration": 3}),
+                            limits, 300)
+    none, why = session.next_design(twin, result, cfg, rig.parameters)
+    assert none is None and why.startswith("1 of the 3 iteration(s) on the current data done (after_iteration)")
+    session.active = parse_active_learning({"trigger": "always", "after_iteration": 1})
+    design, _ = session.next_design(twin, result, cfg, rig.parameters)
+    short = Excitation("cut", design.excitation.rate, design.excitation.values[:20], design.excitation.actuator_names)
+    traj = sim2sim_stand_in(rig, TRUTH)(short)
+    rec = session.complete(design, result, "finger_1", traj, short)
+    assert rec["applied"] is False and "stopped after 20 of 60 commands" in rec["reason"]
+    assert session.trials_run == 0 and len(session.real.train) == 1  # not added
+    assert rec["charged_after"] == result.rollouts + design.rollouts  # but its design was paid for
+
+
+def test_a_profile_clipped_sample_by_sample_is_never_sent(finger_phase, tmp_path):
+    """A chirp about 0 on a tendon that only pulls ([0, 1]): validate_profile clips every negative sample,
+    which no excitation profile can express, so the excitation node is never sent it."""
+    rig, twin, real, cfg, result, limits = finger_phase
+    prof, exc, notes = validate_profile({"kind": "chirp", "amplitude": 0.4, "f0": 0.5, "f1": 2.0, "duration": 2.0,
+                                         "rate": 30.0}, limits)
+    assert notes and exc.values.min() == 0.0
+    design = DesignResult(prof, exc, "proposer_request", [], math.nan, math.nan, math.nan, math.nan, [], 0, "asked", notes)
+    session = ActiveSession(tmp_path, real, parse_active_learning(True), limits, 300)
+    with pytest.raises(ExcitationRefused, match="clipped sample by sample"):
+        session.command_profile(design)
