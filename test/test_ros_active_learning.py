@@ -3,30 +3,27 @@
 The finger graph runs in-process with the stand-in rig; a client node in ANOTHER rclpy context
 starts the recorded trial, then calls /vid2sid/propose with the calibrator's ``active_learning``
 switch on (``trigger: always`` after one iteration, so the design does not depend on whether the
-identifiability check fires on this data):
+identifiability check fires on this data).
 
-1. the excitation node's command limit (``limit_upper`` 0.55) is tighter than the finger's
-   actuator range [0, 1] the calibrator designs within: the designed trial is refused by the
-   excitation node before its first command, the reason is in the response and the session's
-   record, and no command beyond the limit ever appears on the robot's command topic;
-2. with ``max_amplitude: 0.5`` (the rig's designs clipped into the robot's limit) the next request
-   designs a trial, the stand-in rig runs it, the tracker tracks it, the recorder puts it in the
-   bag, the session saves it, and the next request fits both trials (``phase_1``);
-3. a session rebuilt on the same directory (a restarted node) keeps the designed trial.
+* The excitation node's command limit (``limit_upper`` 0.55) is tighter than the finger's
+  actuator range [0, 1]: the calibrator designs within both, the stand-in rig runs the trial, the
+  tracker tracks it, the recorder puts it in the bag, the session saves it, the next request fits
+  both trials, and a session rebuilt on the directory (a restarted node) keeps it. No command
+  beyond the limit appears on the robot's command topic.
+* The robot's rate limit (``max_rate`` 0.5 /s, which a design does not know) refuses every
+  designed trial before its first command: the reason is in the response and the session's
+  record, and the robot's command topic carries only the recorded trial's commands.
 """
 
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
 
 pytest.importorskip("rclpy", reason="rclpy comes with `make setup` (.venv)")
 
-from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.parameter_client import AsyncParameterClient  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from vid2sid_ros._interfaces import require_interfaces  # noqa: E402
@@ -35,6 +32,7 @@ require_interfaces()
 
 from vid2sid_ros.calibration.active import SESSION_LOG, ActiveLearningConfig, ActiveSession  # noqa: E402
 from vid2sid_ros.calibration.design import ExcitationLimits  # noqa: E402
+from vid2sid_ros.core.excitation import build_excitation  # noqa: E402
 from vid2sid_ros.core.trial import RealTrial  # noqa: E402
 from vid2sid_ros.io.rosbag import bag_topics  # noqa: E402
 from vid2sid_ros.nodes.bringup import Bringup  # noqa: E402
@@ -43,85 +41,77 @@ from vid2sid_ros.nodes.graph import TOPICS  # noqa: E402
 from vid2sid_ros.srv import Propose  # noqa: E402
 
 LIMIT = 0.55  # excitation_node limit_upper, command units (the finger's tendon motor: ctrlrange [0, 1])
+OPTIONS = "{trigger: always, after_iteration: 1}"
 
 
 def _topic(key: str) -> str:
     return "/" + TOPICS[key]
 
 
+class _Client:
+    """A client node in the test's own context: the real trajectories and the robot's commands it saw."""
+
+    def __init__(self, ros) -> None:
+        self.ros, self.node = ros, ros.node("al_client")
+        self.real: dict[str, object] = {}
+        self.robot: list[ExcitationCommand] = []
+        self.node.create_subscription(TrajectoryMsg, _topic("real_trajectory"),
+                                      lambda m: self.real.__setitem__(m.trial_id, m), LATCHED_QOS)
+        self.node.create_subscription(ExcitationCommand, _topic("rig_command"), self.robot.append, 100)
+
+    def call(self, srv_type, name, request, timeout=60.0):
+        cli = self.node.create_client(srv_type, name)
+        assert self.ros.spin_until(cli.service_is_ready, timeout=20.0), f"service {name} not available"
+        return self.ros.spin_future(cli.call_async(request), timeout=timeout)
+
+    def propose(self, **kw):
+        return self.call(Propose, _topic("propose"), Propose.Request(**kw), timeout=90.0)
+
+    def recorded_trial(self) -> None:
+        ok = self.call(Trigger, _topic("start"), Trigger.Request())
+        assert ok.success and ok.message == "finger_0", ok.message
+        assert self.ros.spin_until(lambda: "finger_0" in self.real, timeout=40.0)
+
+    def commands(self) -> list[float]:
+        return [v for m in self.robot for v in m.values]
+
+
 def test_propose_with_active_learning_runs_a_designed_trial_within_the_robots_limits(ros, tmp_path):
-    t_start = time.monotonic()
     bag, runs = tmp_path / "bag", tmp_path / "runs"
     live = Bringup("finger_stand_in", arguments={"bag_path": str(bag), "run_dir": str(runs)},
                    overrides={"tracker_node": {"trial_grace": 20.0},
                               "excitation_node": {"limit_lower": [0.0], "limit_upper": [LIMIT]},
                               "calibrator_node": {"active_learning": True, "final_identifiability": False,
-                                                  "active_learning_options": "{trigger: always, after_iteration: 1}"}
-                              }).start()
-    node = ros.node("al_client")
-    real: dict[str, object] = {}
-    robot: list[ExcitationCommand] = []
-    node.create_subscription(TrajectoryMsg, _topic("real_trajectory"), lambda m: real.__setitem__(m.trial_id, m),
-                             LATCHED_QOS)
-    node.create_subscription(ExcitationCommand, _topic("rig_command"), robot.append, 100)
-
-    def call(srv_type, name, request, timeout=60.0):
-        cli = node.create_client(srv_type, name)
-        assert ros.spin_until(cli.service_is_ready, timeout=20.0), f"service {name} not available"
-        return ros.spin_future(cli.call_async(request), timeout=timeout)
-
-    def propose(**kw):
-        return call(Propose, _topic("propose"), Propose.Request(**kw), timeout=90.0)
-
+                                                  "active_learning_options": OPTIONS}}).start()
+    client = _Client(ros)
     try:
-        ok = call(Trigger, _topic("start"), Trigger.Request())
-        assert ok.success and ok.message == "finger_0", ok.message
-        assert ros.spin_until(lambda: "finger_0" in real, timeout=40.0)
-
-        # 1. designed within the actuator's range [0, 1], beyond the robot's limit: refused, never sent
-        r = propose(apply=True, iterations=1)
+        client.recorded_trial()
+        r = client.propose(apply=True, iterations=1)
         assert r.accepted, r.message
-        assert "designed trial NOT run: excitation_node refused the trial" in r.message, r.message
-        assert "limit_lower/limit_upper" in r.message, r.message
-        ros.spin_until(lambda: False, timeout=1.0)  # anything published would have arrived by now
-        assert len(robot) == 60 and max(v for m in robot for v in m.values) <= LIMIT  # only finger_0's commands
-        session = next(runs.glob("*__active"))
-        refused = [json.loads(x) for x in (session / SESSION_LOG).read_text().splitlines()]
-        assert len(refused) == 1 and refused[0]["applied"] is False and "limit_upper" in refused[0]["reason"]
-        assert max(abs(v) for v in refused[0]["candidates"][0]["profile"].values()
-                   if isinstance(v, float)) > LIMIT or refused[0]["profile"]
-
-        # 2. the rig's designs clipped into the robot's limit: the trial runs, is tracked, recorded, added
-        pc = AsyncParameterClient(node, "calibrator_node")
-        assert ros.spin_until(pc.services_are_ready, timeout=10.0)
-        res = ros.spin_future(pc.set_parameters([Parameter(
-            "active_learning_options", value="{trigger: always, after_iteration: 1, max_amplitude: 0.5}")]))
-        assert res.results[0].successful, res.results[0].reason
-        r = propose(apply=True, iterations=1)
-        assert r.accepted, r.message
-        assert "active learning: designed trial finger_1 run on the rig" in r.message, r.message
+        assert "active learning: designed trial finger_1 run on the rig (60 steps tracked" in r.message, r.message
         assert "the next request fits 2 trials" in r.message, r.message
-        assert ros.spin_until(lambda: "finger_1" in real, timeout=10.0)
-        assert real["finger_1"].num_steps == 60 and real["finger_1"].dropped_frames == 0
-        assert len(robot) == 120, len(robot)
-        assert max(v for m in robot for v in m.values) <= LIMIT
-        assert min(v for m in robot for v in m.values) >= 0.0
-        designed = [m for m in robot if m.trial_id == "finger_1"]
-        assert max(v for m in designed for v in m.values) > 0.4  # it used the range it was given
+        assert ros.spin_until(lambda: "finger_1" in client.real, timeout=10.0)
+        assert client.real["finger_1"].num_steps == 60 and client.real["finger_1"].dropped_frames == 0
+        assert len(client.robot) == 120, len(client.robot)
+        assert 0.0 <= min(client.commands()) and max(client.commands()) <= LIMIT  # nothing beyond the robot's limits
+        designed = [m.values[0] for m in client.robot if m.trial_id == "finger_1"]
+        assert max(designed) > 0.4  # it used the range it was given: the robot's, not the rig's [0, 1]
+        session = next(runs.glob("*__active"))
         records = [json.loads(x) for x in (session / SESSION_LOG).read_text().splitlines()]
-        assert [rec["applied"] for rec in records] == [False, True]
-        assert records[1]["trial"] == "finger_1" and (session / records[1]["trial_file"]).is_file()
+        assert len(records) == 1 and records[0]["applied"] and records[0]["trial"] == "finger_1"
+        assert records[0]["limits"]["command_range"] == [[0.0, LIMIT]]
+        assert records[0]["limits"]["source"]["range[flexor_motor]"] == "excitation_node limits"
+        assert (session / records[0]["trial_file"]).is_file()
 
         # the next request fits the extended data, from the values the trial was designed at
-        r = propose(apply=True, iterations=1)
+        r = client.propose(apply=True, iterations=1)
         assert r.accepted, r.message
         assert "no trial designed: 1 designed trial(s) already run (max_trials 1)" in r.message, r.message
         run = json.loads((session / "phase_1" / "run.json").read_text())
         assert run["signature"]["train_trials"] == ["finger_0", "finger_1"]
         assert run["signature"]["start"] == pytest.approx(
-            {k: v for k, v in records[1]["at"].items() if k in run["signature"]["start"]})
-
-        stop = call(Trigger, _topic("recorder_stop"), Trigger.Request())
+            {k: v for k, v in records[0]["at"].items() if k in run["signature"]["start"]})
+        stop = client.call(Trigger, _topic("recorder_stop"), Trigger.Request())
         assert stop.success, stop.message
     finally:
         live.shutdown()
@@ -130,13 +120,45 @@ def test_propose_with_active_learning_runs_a_designed_trial_within_the_robots_li
     assert topics[_topic("excitation")] == ("vid2sid_ros/msg/ExcitationCommand", 120)
     assert topics[_topic("real_image")][1] == 120 and topics[_topic("real_trajectory")][1] == 2
 
-    # 3. a session rebuilt on the directory keeps the trial: two training trials, phase_1, the same start
-    base = RealTrial.load(session / records[1]["trial_file"])
-    again = ActiveSession(session, RealTrial(base.train[:1], base.train_excitations[:1]),
-                          ActiveLearningConfig(enabled=True), ExcitationLimits((1.0,), ("flexor_motor",),
-                                                                                (0.05, 6.0), 2.0, 30.0), 400)
+    # a session rebuilt on the directory (a restarted node) keeps the trial: phase_1, two training trials
+    saved = RealTrial.load(session / records[0]["trial_file"])
+    again = ActiveSession(session, RealTrial(saved.train[:1], saved.train_excitations[:1]),
+                          ActiveLearningConfig(enabled=True),
+                          ExcitationLimits((1.0,), ("flexor_motor",), (0.05, 6.0), 2.0, 30.0), 400)
     assert again.trials_run == 1 and again.phase_dir == session / "phase_1"
     assert [t.trial_id for t in again.real.train] == ["finger_0", "finger_1"]
-    np.testing.assert_allclose(again.real.train_excitations[1].values[:, 0],
-                               [m.values[0] for m in designed], atol=1e-12)
-    assert time.monotonic() - t_start < 90.0
+    np.testing.assert_allclose(again.real.train_excitations[1].values[:, 0], designed, atol=1e-12)
+
+
+def test_a_designed_trial_beyond_the_robots_rate_limit_is_refused_and_never_published(ros, tmp_path):
+    gentle = "{kind: sine, frequency: 0.5, amplitude: 0.1, offset: 0.2, duration: 2.0, rate: 30.0}"  # <= 0.32 /s
+    live = Bringup("finger_stand_in", arguments={"run_dir": str(tmp_path / "runs")},
+                   overrides={"tracker_node": {"trial_grace": 20.0}, "recorder_node": {"enabled": False},
+                              "excitation_node": {"excitation_config": gentle, "max_rate": [0.5]},
+                              "calibrator_node": {"active_learning": True, "final_identifiability": False,
+                                                  "active_learning_options": OPTIONS}}).start()
+    client = _Client(ros)
+    try:
+        client.recorded_trial()
+        r = client.propose(apply=True, iterations=1)
+        assert r.accepted, r.message  # the calibration itself is served
+        assert "active learning: designed trial NOT run: excitation_node refused the trial: trial refused " \
+               "(nothing published): step 0: flexor_motor changes at" in r.message, r.message
+        assert "faster than max_rate 0.5" in r.message, r.message
+        ros.spin_until(lambda: False, timeout=1.0)  # anything published would have arrived by now
+        assert len(client.robot) == 60 and {m.trial_id for m in client.robot} == {"finger_0"}
+        session = next((tmp_path / "runs").glob("*__active"))
+        records = [json.loads(x) for x in (session / SESSION_LOG).read_text().splitlines()]
+        assert len(records) == 1 and records[0]["applied"] is False and "max_rate 0.5" in records[0]["reason"]
+        assert records[0]["charged_after"] > records[0]["rollouts"] > 0  # the design was paid for
+        # the refused profile really was beyond the limit: its first command jumps from the held one
+        held = client.robot[-1].values[0]
+        first = build_excitation(records[0]["profile"], ["flexor_motor"]).values[0, 0]
+        assert abs(first - held) * 30.0 > 0.5
+        # the excitation node plays its own profile again (the designed one was put back)
+        ok = client.call(Trigger, _topic("start"), Trigger.Request())
+        assert ok.success and ok.message == "finger_1", ok.message
+        assert ros.spin_until(lambda: "finger_1" in client.real, timeout=40.0)
+        assert len(client.robot) == 120 and max(client.commands()) <= 0.3 + 1e-9
+    finally:
+        live.shutdown()

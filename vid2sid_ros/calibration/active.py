@@ -749,8 +749,13 @@ class ActiveSession:
 
     def _design_record(self, design: DesignResult, result: CalibrationResult) -> dict[str, Any]:
         n = sum(1 for r in self.records if r.get("design")) + 1
+        lim = self.limits
         return {"design": n, "phase": self.trials_run, **design.to_dict(),
-                "at": {k: float(v) for k, v in result.values.items()}}
+                "at": {k: float(v) for k, v in result.values.items()},
+                "limits": {"actuators": list(lim.actuator_names), "amplitude": list(lim.amplitude),
+                           "command_range": [list(lim.range_of(i)) for i in range(len(lim.actuator_names))],
+                           "frequency_hz": list(lim.frequency_hz), "max_duration_s": lim.max_duration_s,
+                           "source": dict(lim.source)}}
 
     def refuse(self, design: DesignResult, result: CalibrationResult, reason: str) -> dict[str, Any]:
         """Record a design that was not run on the rig (refused by a limit, the trial failed): charged, not added."""

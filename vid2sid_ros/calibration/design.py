@@ -110,6 +110,42 @@ class ExcitationLimits:
             return max(lo, -self.amplitude[i]), min(hi, self.amplitude[i])
         return -self.amplitude[i], self.amplitude[i]
 
+    def narrowed(self, ranges: Sequence[tuple[float, float]], max_duration_s: float | None,
+                 source: str) -> "ExcitationLimits":
+        """These limits within a robot's own command limits (the excitation node's ``limit_lower`` /
+        ``limit_upper`` / ``max_duration``): each actuator's command range is the intersection, its
+        amplitude the largest |command| left, the duration the shorter; ``source`` names where the
+        robot's limits came from (recorded per narrowed limit).
+
+        Args:
+            ranges: (A,) ``(lower, upper)`` per actuator, command units (±inf: no limit).
+            max_duration_s: s, None or <= 0: no limit.
+            source: e.g. ``"excitation_node limit_upper"``.
+
+        Raises:
+            ExcitationRefused: ``ranges`` does not have one entry per actuator, or an actuator's
+                ranges do not overlap (nothing can be commanded within both).
+        """
+        if len(ranges) != len(self.actuator_names):
+            raise ExcitationRefused(f"{source}: {len(ranges)} command ranges for {len(self.actuator_names)} "
+                                    f"actuators {list(self.actuator_names)}")
+        amp, rng, src = list(self.amplitude), [], dict(self.source)
+        for i, (lo, hi) in enumerate(ranges):
+            a, b = self.range_of(i)
+            new = (max(a, float(lo)), min(b, float(hi)))
+            if new[0] > new[1]:
+                raise ExcitationRefused(f"{source}: actuator {self.actuator_names[i]!r} may command [{a:g}, {b:g}] "
+                                        f"here and [{float(lo):g}, {float(hi):g}] on the robot: no command is "
+                                        "within both")
+            if new != (a, b):
+                src[f"range[{self.actuator_names[i]}]"] = source
+            amp[i] = min(amp[i], max(abs(new[0]), abs(new[1])))
+            rng.append(new)
+        dur = self.max_duration_s
+        if max_duration_s is not None and max_duration_s > 0 and max_duration_s < dur:
+            dur, src["max_duration_s"] = float(max_duration_s), source
+        return ExcitationLimits(tuple(amp), self.actuator_names, self.frequency_hz, dur, self.rate, src, tuple(rng))
+
     @classmethod
     def from_rig(cls, twin: Twin, excitations: Sequence[Excitation],
                  config: Mapping[str, Any] | None = None) -> "ExcitationLimits":

@@ -509,6 +509,13 @@ class CalibratorNode(Node):
         """After a request's iterations: design the next trial, have the rig run it, add it (one note)."""
         from ..calibration.design import ExcitationRefused
 
+        robot, why = self.robot_limits(session.limits.actuator_names, p["apply_timeout"])
+        if robot is None:
+            return f"active learning: no trial designed: {why}"
+        try:  # design within the robot's own command limits too: clipped to them, not refused by them
+            session.limits = session.limits.narrowed(robot[0], robot[1], f"{p['excitation_node']} limits")
+        except ExcitationRefused as err:
+            return f"active learning: no trial designed: {err}"
         design, why = self._pool.submit(session.next_design, self._twin, result, cfg, params).result()
         if design is None:
             return f"active learning: no trial designed: {why}"
@@ -528,6 +535,25 @@ class CalibratorNode(Node):
         return (f"active learning: designed trial {trial_id} run on the rig ({rec['tracked_steps']} steps tracked, "
                 f"saved as {rec['trial_file']}); the next request fits {rec['training_trials']} trials. "
                 f"{design.rationale}")
+
+    def robot_limits(self, actuators, timeout: float) -> tuple[Any, str]:
+        """The excitation node's command limits per twin actuator, read through its parameter service:
+        ``(([(lower, upper)] per actuator, max_duration s), "")``, or ``(None, why)``."""
+        from rclpy.parameter import parameter_value_to_python
+
+        from .excitation_node import actuator_command_ranges
+
+        names = ["limit_lower", "limit_upper", "max_duration", "command_joints", "actuator_map"]
+        got = self._call(self._exc_get, GetParameters.Request(names=names), timeout)
+        if isinstance(got, str):
+            return None, f"cannot read the command limits of the node that plays trials: {got}"
+        v = dict(zip(names, (parameter_value_to_python(x) for x in got.values)))
+        try:
+            ranges = actuator_command_ranges(actuators, list(v["command_joints"] or []), list(v["actuator_map"] or []),
+                                             list(v["limit_lower"]), list(v["limit_upper"]))
+        except (ValueError, TypeError, KeyError) as err:
+            return None, f"the command limits of {self._exc_get.srv_name}: {err}"
+        return (ranges, float(v["max_duration"] or 0.0)), ""
 
     def play_trial(self, profile: dict, timeout: float, service_timeout: float) -> tuple[bool, Any]:
         """Have the excitation node play ``profile`` as a new trial and wait for its real trajectory.

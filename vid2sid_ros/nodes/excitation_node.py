@@ -68,7 +68,7 @@ from .graph import TOPICS
 from .params import RIG_CONFIG, Param, declare, values
 
 __all__ = ["ExcitationNode", "PARAMS", "make_node", "main", "resolve_excitation", "CommandLimits",
-           "COMMAND_INTERFACES"]
+           "COMMAND_INTERFACES", "command_columns", "actuator_command_ranges"]
 
 #: command_interface -> default command topic
 COMMAND_INTERFACES = {"excitation_command": TOPICS["rig_command"], "forward": "forward_position_controller/commands",
@@ -187,6 +187,53 @@ class CommandLimits:
         return [start + (target - start) * (i / n) for i in range(1, n + 1)]
 
 
+def command_columns(actuators, command_joints, actuator_map) -> tuple[tuple[str, ...], list[int]]:
+    """The robot's command joints and, per joint, the excitation column (actuator index) driving it.
+
+    Args:
+        actuators: A twin actuator names (excitation column order).
+        command_joints: parameter ``command_joints`` (empty entries ignored; none = the mapped actuators).
+        actuator_map: parameter ``actuator_map``, entries ``'actuator=joint'``.
+
+    Raises:
+        ValueError: a malformed map entry, or a command joint no actuator drives (one line naming the parameter).
+    """
+    actuators = tuple(actuators)
+    amap = {}
+    for entry in [e for e in actuator_map if e]:
+        a, sep, j = entry.partition("=")
+        if not sep or a.strip() not in actuators or not j.strip():
+            raise ValueError(f"parameter actuator_map: entry {entry!r}; expected 'actuator=joint' with actuator "
+                             f"one of {', '.join(actuators)}")
+        amap[a.strip()] = j.strip()
+    mapped = [amap.get(a, a) for a in actuators]
+    joints = tuple(j for j in command_joints if j) or tuple(mapped)
+    missing = [j for j in joints if j not in mapped]
+    if missing:
+        raise ValueError(f"parameter command_joints: {missing} driven by no actuator (actuators map to "
+                         f"{mapped}; set actuator_map 'actuator=joint')")
+    return joints, [mapped.index(j) for j in joints]
+
+
+def actuator_command_ranges(actuators, command_joints, actuator_map, limit_lower, limit_upper
+                            ) -> list[tuple[float, float]]:
+    """Each twin actuator's ``(lower, upper)`` command limit on the robot (the excitation node's
+    ``limit_lower`` / ``limit_upper`` through its joint mapping; an actuator driving no command
+    joint: unlimited). Used to design excitations the node will play (calibrator's active learning).
+
+    Raises:
+        ValueError: as :func:`command_columns` and :class:`CommandLimits`.
+    """
+    joints, columns = command_columns(actuators, command_joints, actuator_map)
+    lim = CommandLimits(joints, limit_lower, limit_upper, [0.0], 0.0)
+    out = []
+    for i in range(len(tuple(actuators))):
+        js = [j for j, c in enumerate(columns) if c == i]
+        out.append((max([float(lim.lower[j]) for j in js], default=-_INF),
+                    min([float(lim.upper[j]) for j in js], default=_INF)))
+    return out
+
+
 def resolve_excitation(rig_name: str, spec: str, config: str, rate: float, *, rig=None) -> Excitation:
     """The :class:`Excitation` a node configuration asks for.
 
@@ -280,21 +327,9 @@ class ExcitationNode(Node):
         self.interface = p["command_interface"]
         topic = p["command_topic"] or COMMAND_INTERFACES[self.interface]
         actuators = tuple(self._exc.actuator_names)
-        amap = {}
-        for entry in [e for e in p["actuator_map"] if e]:
-            a, sep, j = entry.partition("=")
-            if not sep or a.strip() not in actuators or not j.strip():
-                raise ValueError(f"parameter actuator_map: entry {entry!r}; expected 'actuator=joint' with actuator "
-                                 f"one of {', '.join(actuators)}")
-            amap[a.strip()] = j.strip()
-        mapped = [amap.get(a, a) for a in actuators]
-        joints = tuple(j for j in p["command_joints"] if j) or tuple(mapped)
-        missing = [j for j in joints if j not in mapped]
-        if missing:
-            raise ValueError(f"parameter command_joints: {missing} driven by no actuator (actuators map to "
-                             f"{mapped}; set actuator_map 'actuator=joint')")
+        joints, columns = command_columns(actuators, p["command_joints"], p["actuator_map"])
         self.command_joints = joints
-        self._columns = [mapped.index(j) for j in joints]  # robot joint j <- excitation column
+        self._columns = columns  # robot joint j <- excitation column
         self.limits = CommandLimits(joints, p["limit_lower"], p["limit_upper"], p["max_rate"], p["max_duration"])
         self._on_stop = p["on_stop"]
         home = np.asarray(p["home"], float).ravel()
