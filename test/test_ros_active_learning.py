@@ -68,6 +68,9 @@ class _Client:
         return self.call(Propose, _topic("propose"), Propose.Request(**kw), timeout=90.0)
 
     def recorded_trial(self) -> None:
+        # the robot's command topic is matched before the first command (wait_for covers the graph's nodes only)
+        assert self.ros.spin_until(lambda: self.node.count_publishers(_topic("rig_command")) >= 1, timeout=20.0)
+        self.ros.spin_until(lambda: False, timeout=0.5)
         ok = self.call(Trigger, _topic("start"), Trigger.Request())
         assert ok.success and ok.message == "finger_0", ok.message
         assert self.ros.spin_until(lambda: "finger_0" in self.real, timeout=40.0)
@@ -94,6 +97,8 @@ def test_propose_with_active_learning_runs_a_designed_trial_within_the_robots_li
         assert client.real["finger_1"].num_steps == 60 and client.real["finger_1"].dropped_frames == 0
         assert len(client.robot) == 120, len(client.robot)
         assert 0.0 <= min(client.commands()) and max(client.commands()) <= LIMIT  # nothing beyond the robot's limits
+        published = np.concatenate(live["excitation_node"].robot_commands)
+        assert published.size == 120 and 0.0 <= published.min() and published.max() <= LIMIT
         designed = [m.values[0] for m in client.robot if m.trial_id == "finger_1"]
         assert max(designed) > 0.4  # it used the range it was given: the robot's, not the rig's [0, 1]
         session = next(runs.glob("*__active"))
@@ -130,22 +135,30 @@ def test_propose_with_active_learning_runs_a_designed_trial_within_the_robots_li
     np.testing.assert_allclose(again.real.train_excitations[1].values[:, 0], designed, atol=1e-12)
 
 
-def test_a_designed_trial_beyond_the_robots_rate_limit_is_refused_and_never_published(ros, tmp_path):
+def test_a_designed_trial_beyond_the_robots_rate_limit_is_refused_and_never_published(ros, tmp_path, capsys):
+    """Also the per-call switch: the calibrator starts with active learning off; ``vid2sid propose
+    --active-learning`` switches it on for that call (its parameter, read when the request is served)."""
+    from vid2sid_ros.cli import main as vid2sid_main
+
     gentle = "{kind: sine, frequency: 0.5, amplitude: 0.1, offset: 0.2, duration: 2.0, rate: 30.0}"  # <= 0.32 /s
     live = Bringup("finger_stand_in", arguments={"run_dir": str(tmp_path / "runs")},
                    overrides={"tracker_node": {"trial_grace": 20.0}, "recorder_node": {"enabled": False},
                               "excitation_node": {"excitation_config": gentle, "max_rate": [0.5]},
-                              "calibrator_node": {"active_learning": True, "final_identifiability": False,
+                              "calibrator_node": {"final_identifiability": False,
                                                   "active_learning_options": OPTIONS}}).start()
     client = _Client(ros)
     try:
         client.recorded_trial()
-        r = client.propose(apply=True, iterations=1)
-        assert r.accepted, r.message  # the calibration itself is served
+        assert live["calibrator_node"].get_parameter("active_learning").value is False
+        assert vid2sid_main(["propose", "--apply", "--iterations", "1", "--active-learning"]) == 0
+        out = capsys.readouterr().out
+        assert "accepted: true" in out  # the calibration itself is served
         assert "active learning: designed trial NOT run: excitation_node refused the trial: trial refused " \
-               "(nothing published): step 0: flexor_motor changes at" in r.message, r.message
-        assert "faster than max_rate 0.5" in r.message, r.message
+               "(nothing published): step 0: flexor_motor changes at" in out, out
+        assert "faster than max_rate 0.5" in out, out
         ros.spin_until(lambda: False, timeout=1.0)  # anything published would have arrived by now
+        # what the excitation node published on the robot's topic (its own list) and what a subscriber saw
+        assert len(live["excitation_node"].robot_commands) == 60
         assert len(client.robot) == 60 and {m.trial_id for m in client.robot} == {"finger_0"}
         session = next((tmp_path / "runs").glob("*__active"))
         records = [json.loads(x) for x in (session / SESSION_LOG).read_text().splitlines()]

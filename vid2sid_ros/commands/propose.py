@@ -6,9 +6,12 @@ The request fields are those of ``srv/Propose.srv``::
     vid2sid propose --iterations 10 --apply          # a 10-iteration calibration, applied to the twin
     vid2sid propose --proposer cmaes --names joint_stiffness,joint_damping --trial-id finger_0
     vid2sid propose --namespace robot1 --apply       # the graph launched with namespace:=robot1
+    vid2sid propose --iterations 4 --apply --active-learning   # then design the next trial; the rig runs it
 
 is what ``ros2 service call /vid2sid/propose vid2sid_ros/srv/Propose "{iterations: 10, apply: true}"``
-does on a ROS 2 install. Prints every response field; exit 0 when the proposal was accepted,
+does on a ROS 2 install (``--active-learning`` / ``--no-active-learning`` first sets the
+calibrator's ``active_learning`` parameter, as ``ros2 param set /calibrator_node active_learning true``
+does). Prints every response field; exit 0 when the proposal was accepted,
 1 when the calibrator refused (its message says why), 2 when the service is not available.
 The graph must run on the same ``ROS_DOMAIN_ID`` (discovery stays on this machine).
 """
@@ -29,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--names", default="", help="comma-separated parameters to propose for; empty = all free")
     parser.add_argument("--apply", action="store_true", help="apply an accepted proposal to the twin")
     parser.add_argument("--iterations", type=int, default=0, help="0 or 1: one proposal; N > 1: an N-iteration run")
+    parser.add_argument("--active-learning", action=argparse.BooleanOptionalAction, default=None,
+                        help="switch the calibrator's active learning on (or off) for this call and the ones after "
+                             "it: after the iterations, design the next trial and have the rig run it "
+                             "(docs/active_learning.md); default: leave the calibrator's setting")
     parser.add_argument("--namespace", default="", help="namespace of the graph (its launch / bringup `namespace` "
                         "argument, e.g. robot1); empty = the root namespace")
     parser.add_argument("--timeout", type=float, default=None,
@@ -61,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         rclpy.try_shutdown(context=context)
         return 2
     try:
+        if args.active_learning is not None:  # the calibrator reads its switch when it serves the request
+            client.set_parameter("calibrator_node", "active_learning", bool(args.active_learning))
         r = client.propose(proposer=args.proposer, trial_id=args.trial_id,
                            names=[n.strip() for n in args.names.split(",") if n.strip()], apply=args.apply,
                            iterations=args.iterations, timeout=args.timeout)

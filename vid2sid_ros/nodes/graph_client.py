@@ -120,6 +120,21 @@ class GraphClient:
                               iterations=int(iterations))
         return self._call(Propose, TOPICS["propose"], req, timeout)
 
+    def set_parameter(self, node: str, name: str, value: Any, timeout: float = 10.0) -> None:
+        """Set one ROS parameter of a graph node (``<node>/set_parameters``, like ``ros2 param set``).
+
+        Raises:
+            GraphClientError: unavailable, or the node refused the value (its reason).
+        """
+        from rclpy.parameter import Parameter
+        from rcl_interfaces.srv import SetParameters
+
+        req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+        r = self._call(SetParameters, f"{node}/set_parameters", req, timeout)
+        bad = [x.reason for x in r.results if not x.successful]
+        if bad:
+            raise GraphClientError(f"{node}: parameter {name} = {value!r} refused: {'; '.join(bad)}")
+
     def stop_recorder(self, timeout: float = 10.0) -> str:
         """Close the bag (``/vid2sid/recorder/stop``); returns the recorder's message."""
         r = self._call(Trigger, TOPICS["recorder_stop"], Trigger.Request(), timeout)
