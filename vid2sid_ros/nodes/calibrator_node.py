@@ -37,6 +37,22 @@ while this node's executor takes the reply (no helper node).
 
 Bad requests (unknown proposer, unknown or frozen parameter, no real trajectory yet)
 get ``accepted: false`` and a message naming the problem and the valid choices.
+
+Active learning (parameter ``active_learning``, read when a request is served, so setting it
+before a call switches that call; ``vid2sid propose --active-learning`` does so): the session
+(``<session>__active/``) is an :class:`~vid2sid_ros.calibration.active.ActiveSession`, which
+holds the logic and the files; this node only wires it. After a request's iterations, when the
+session says so (the identifiability check, the residual diagnosis, a proposer's request, or
+``trigger: always``; settings: the rig config's ``calibration.active_learning`` block under
+``active_learning_options``), the next trial is designed within the rig's limits *and* the
+excitation node's command limits (read through its parameter service), sent to
+``excitation_node`` as its ``excitation_config`` and started with its start service; the node
+waits for the tracker's real trajectory of that trial (``trial_timeout``), the session adds it
+and saves it at once, and the excitation node's previous profile is put back. A design the
+excitation node refuses (its rate limit, say) is recorded with the reason and never published.
+The response's ``message`` says what happened ("designed trial finger_1 run on the rig ..." or
+"designed trial NOT run: ..."); the next request fits the extended data (``phase_1``). Designed
+trials are never picked as the "latest" trial of a new session.
 """
 
 from __future__ import annotations
