@@ -104,3 +104,28 @@ def test_a_profile_clipped_sample_by_sample_is_never_sent(finger_phase, tmp_path
     session = ActiveSession(tmp_path, real, parse_active_learning(True), limits, 300)
     with pytest.raises(ExcitationRefused, match="clipped sample by sample"):
         session.command_profile(design)
+
+
+def test_the_robots_command_limits_narrow_the_design_limits_or_refuse_in_one_line():
+    rig_limits = ExcitationLimits((1.0,), ("flexor_motor",), (0.05, 6.0), 2.0, 30.0, {}, ((0.0, 1.0),))
+    robot = rig_limits.narrowed([(-0.2, 0.55)], 1.5, "excitation_node limits")
+    assert robot.range_of(0) == (0.0, 0.55) and robot.amplitude == (0.55,) and robot.max_duration_s == 1.5
+    assert robot.source == {"range[flexor_motor]": "excitation_node limits", "max_duration_s": "excitation_node limits"}
+    assert rig_limits.narrowed([(-1e9, 1e9)], 0.0, "x") == rig_limits  # no robot limit: unchanged
+    with pytest.raises(ExcitationRefused, match="may command \\[0, 1\\] here and \\[-1, -0.5\\] on the robot"):
+        rig_limits.narrowed([(-1.0, -0.5)], None, "excitation_node limits")
+    with pytest.raises(ExcitationRefused, match="2 command ranges for 1 actuators"):
+        rig_limits.narrowed([(0, 1), (0, 1)], None, "excitation_node limits")
+
+
+def test_the_excitation_nodes_joint_limits_map_back_to_the_twins_actuators():
+    pytest.importorskip("rclpy", reason="the excitation node's module needs rclpy")
+    from vid2sid_ros.nodes.excitation_node import actuator_command_ranges
+
+    # default: one command joint per actuator, in order; one value = every joint
+    assert actuator_command_ranges(["a", "b"], [""], [""], [-1.0, -2.0], [0.5]) == [(-1.0, 0.5), (-2.0, 0.5)]
+    # a controller commanding only the mapped joint of b: a is not limited by it
+    assert actuator_command_ranges(["a", "b"], ["jb"], ["b=jb"], [-2.0], [3.0]) == [(-math.inf, math.inf),
+                                                                                      (-2.0, 3.0)]
+    with pytest.raises(ValueError, match="command_joints: \\['jc'\\] driven by no actuator"):
+        actuator_command_ranges(["a", "b"], ["jc"], [""], [-1.0], [1.0])

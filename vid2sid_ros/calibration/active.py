@@ -656,6 +656,18 @@ class ActiveSession:
                                                                  for r in self._phase_designs())
 
     # -- designing ---------------------------------------------------------------------------------
+    def not_yet(self, result: CalibrationResult) -> str:
+        """Why no trial is designed at ``result`` whatever the data say (``max_trials`` run, fewer than
+        ``after_iteration`` iterations on the current data), in one line; "" when one may be."""
+        a = self.active
+        if self.trials_run >= a.max_trials:
+            return f"{self.trials_run} designed trial(s) already run (max_trials {a.max_trials})"
+        done = len(result.history) - 1
+        if done < a.after_iteration:
+            return (f"{done} of the {a.after_iteration} iteration(s) on the current data done (after_iteration); "
+                    "no trial designed yet")
+        return ""
+
     def next_design(self, twin: Any, result: CalibrationResult, config: CalibrationConfig,
                     spec: Any) -> tuple[DesignResult | None, str]:
         """Design the next trial at ``result`` (the current phase's) when the session should.
@@ -676,12 +688,9 @@ class ActiveSession:
             ``(design, "")``, or ``(None, why not)`` in one line (a failed design is recorded).
         """
         a = self.active
-        if self.trials_run >= a.max_trials:
-            return None, f"{self.trials_run} designed trial(s) already run (max_trials {a.max_trials})"
-        done = len(result.history) - 1
-        if done < a.after_iteration:
-            return None, (f"{done} of the {a.after_iteration} iteration(s) on the current data done "
-                          "(after_iteration); no trial designed yet")
+        not_yet = self.not_yet(result)
+        if not_yet:
+            return None, not_yet
         report = result.final_identifiability or result.identifiability
         flagged = flagged_parameters(report) if report else []
         request, refused = _proposer_request(result, self.real, self.limits)

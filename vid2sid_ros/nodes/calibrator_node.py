@@ -525,6 +525,8 @@ class CalibratorNode(Node):
         """After a request's iterations: design the next trial, have the rig run it, add it (one note)."""
         from ..calibration.design import ExcitationRefused
 
+        if session.not_yet(result):  # before asking the excitation node anything
+            return f"active learning: no trial designed: {session.not_yet(result)}"
         robot, why = self.robot_limits(session.limits.actuator_names, p["apply_timeout"])
         if robot is None:
             return f"active learning: no trial designed: {why}"
