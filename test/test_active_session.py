@@ -54,6 +54,9 @@ def test_a_trial_is_designed_run_added_persisted_and_kept_by_a_rebuilt_session(f
     # ['latency', 'marker_offset.proximal.x', ...]") on any real trial
     design, why = session.next_design(twin, result, cfg, rig.parameters)
     assert design is not None, why
+    # no identifiability check ran (trigger: always): the rationale claims no trade-off (it did: "X, Y and Z
+    # trade off on the training trials")
+    assert "trade off" not in design.rationale and "none being flagged" in design.rationale, design.rationale
     prof = session.command_profile(design)
     sent = build_excitation(json.loads(json.dumps(prof)), limits.actuator_names)  # as the excitation node builds it
     np.testing.assert_allclose(sent.values, design.excitation.values, atol=1e-12)

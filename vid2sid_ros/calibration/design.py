@@ -518,6 +518,7 @@ def design_excitation(objective: TrialObjective, point: Mapping[str, float], lim
     params = objective.parameters
     names = [s.name for s in params.free if s.name not in objective.measurement.names]
     physics = params.with_frozen(free=names) if len(names) != len(params.free) else params
+    asked = bool(flagged)  # by the identifiability check; else every free parameter (trigger: always)
     flagged = list(flagged) if flagged else list(names)
     unknown = [n for n in flagged if n not in names]
     if unknown:
@@ -560,15 +561,23 @@ def design_excitation(objective: TrialObjective, point: Mapping[str, float], lim
         raise ValueError("design: no candidate excitation could be evaluated at the current estimate"
                          + (f" ({'; '.join(notes)})" if notes else ""))
     score, prof, exc, cond = best
-    rationale = _rationale(flagged, prof, before, score, cond0, cond, len(table), spent["n"])
+    rationale = _rationale(flagged, prof, before, score, cond0, cond, len(table), spent["n"], flagged_by_check=asked)
     return DesignResult(prof, exc, criterion, flagged, before, score, cond0, cond, table, spent["n"], rationale, notes)
 
 
 def _rationale(flagged: Sequence[str], prof: Mapping[str, Any], before: float, after: float, cond0: float,
-               cond1: float, n_candidates: int, rollouts: int) -> str:
-    """One paragraph: what trades off, what separates it, by how much."""
+               cond1: float, n_candidates: int, rollouts: int, *, flagged_by_check: bool = True) -> str:
+    """One paragraph: what trades off, what separates it, by how much. Without parameters flagged
+    by the identifiability check (a design asked for regardless), no trade-off is claimed."""
     who = (", ".join(flagged[:-1]) + " and " + flagged[-1]) if len(flagged) > 1 else flagged[0]
     gain = "" if not math.isfinite(before) else f" (log det of the information {before:.1f} → {after:.1f})"
+    if not flagged_by_check:
+        return (f"designed for every free parameter, none being flagged by an identifiability check (condition "
+                f"number {cond0:.2g} on the training trials): the trial adding the most information on {who} is a "
+                f"{_describe(prof)}: "
+                f"condition number {cond0:.2g} → {cond1:.2g}{gain}. Chosen by D-optimal design "
+                f"among {n_candidates} candidate excitations within the rig's limits, at the current estimate; "
+                f"{rollouts} design rollouts.")
     return (f"{who} trade off on the training trials (condition number {cond0:.2g}); a {_describe(prof)} "
             f"separates them: condition number {cond0:.2g} → {cond1:.2g}{gain}. Chosen by D-optimal design "
             f"among {n_candidates} candidate excitations within the rig's limits, at the current estimate; "
