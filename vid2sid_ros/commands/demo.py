@@ -31,6 +31,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .calibrate import positive_budget_arg
+
 HELP = "calibrate a pendulum twin from the shipped real phone clip (offline reasoner) and write an HTML report"
 
 _BASELINES = ("random", "nelder-mead", "golden-cd", "bo", "cmaes")
@@ -41,7 +43,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", default=None,
                         help="rig config YAML (default: the built-in pendulum rig, vid2sid_ros/rigs/builtin/pendulum.yaml)")
     parser.add_argument("--proposer", default="reasoner", help="main proposer (default: reasoner, offline)")
-    parser.add_argument("--budget", type=int, default=None,
+    parser.add_argument("--budget", type=positive_budget_arg, default=None, metavar="N",
                         help="rollout budget per method (default: the config's calibration.rollout_budget)")
     parser.add_argument("--iterations", type=int, default=None,
                         help="iterations per method (default: the config's calibration.iterations)")
