@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers.browser import README_PICTURE_SOURCE, chromium, png_text, probe_page, screenshot, tag_png  # noqa: E402
 
 from vid2sid_ros.cli import main  # noqa: E402
-from vid2sid_ros.report import SECTION_IDS  # noqa: E402
+from vid2sid_ros.report import REPORT_SIZE_BUDGET, SECTION_IDS  # noqa: E402
 
 pytestmark = pytest.mark.skipif(chromium() is None, reason="chromium is not installed and cannot be installed here "
                                                            "(not root): apt-get install -y chromium")
@@ -76,6 +76,7 @@ def test_unconverged_tentacle_says_so_in_terminal_and_report(tmp_path, capsys):
     assert "UNRELIABLE" in line or "interval contains it" in line, line
     doc = (out / "report.html").read_text()
     assert "stopped at its rollout budget without converging" in doc and "UNRELIABLE" in doc
+    assert (out / "report.html").stat().st_size <= REPORT_SIZE_BUDGET  # its media inside the one file
     found = probe_page(out / "report.html", tmp_path)
     _assert_clean(found, SECTION_IDS)
     # the overlay video reached a playable state (HAVE_CURRENT_DATA or more) and is the WebM one

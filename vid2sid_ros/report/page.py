@@ -39,6 +39,10 @@ __all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_
            "group_insights", "stop_badge", "tracking_rows", "SECTION_IDS"]
 
 #: section ids of a calibration report (the headless-browser test looks for each)
+#: bytes a report (one self-contained HTML file, its media inside) may take: 3 MB, of which the
+#: gzip-compressed plotly.js is about 1.96 MB (docs/calibration.md "Size")
+REPORT_SIZE_BUDGET = 3_000_000
+
 SECTION_IDS = ("summary", "insights", "trials", "overlay", "tracking", "parameters", "intervals", "correlation",
                "convergence", "iterations")
 
