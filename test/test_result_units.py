@@ -128,3 +128,16 @@ def test_an_older_run_with_px_keys_is_still_read(tmp_path, capsys):
     assert run.result["holdout_mae"] == res["holdout_mae"] and run.result["training_mae"] == res["training_mae"]
     text = "\n".join(run_summary_lines(run))
     assert "holdout MAE" in text and "rad" in text and "no holdout trial" not in text
+    # --resume of that ended run is recognised as finished: it runs no iteration, changes nothing
+    lines = (tmp_path / "run" / "iterations.jsonl").read_text()
+    assert main(["calibrate", str(cfg), "--out", str(tmp_path / "run"), "--no-report", "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "run" / "iterations.jsonl").read_text() == lines
+    assert "is finished" in out and "nothing was changed" in out
+
+
+def test_run_json_names_the_unit_of_the_iteration_records(tmp_path, capsys):
+    cfg = _rig(tmp_path, _trials("mm", tmp_path))
+    assert main(["calibrate", str(cfg), "--out", str(tmp_path / "run"), "--no-report"]) == 0
+    capsys.readouterr()
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["unit"] == "m"

@@ -1071,6 +1071,7 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
             _atomic_json(meta_path, {"version": 1, "signature": signature, "fingerprints": fingerprints,
                                      "config": cfg.to_dict(),
                                      "rig": rig_info, "real_source": real.source, "initial": record_to_dict(init),
+                                     "unit": s.objective.unit,  # of every record's error_px (historic name)
                                      "initial_rollouts": s.used, "initial_wall_s": init.wall_s,
                                      "diagnostic_rollouts": s.diagnostic,
                                      "unobservable_on_training": list(s.unobservable),
