@@ -318,7 +318,7 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
     free = rig.parameters.free_names
     summary: dict[str, Any] = {}
     for m in methods:
-        recs = [s["methods"][m] for s in per_seed if m in s["methods"]]
+        recs = [cell_keys_current(s["methods"][m]) for s in per_seed if m in s["methods"]]  # earlier: *_px keys
         if not recs:
             continue
         rel_all = [r["rel_error"][n] for r in recs for n in free]
