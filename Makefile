@@ -9,7 +9,7 @@ ROS_ENV := ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_DOMAIN_ID=$${ROS_DOMAIN_I
 # SKIP_SETUP=1 runs demo/test against an existing .venv without re-checking it.
 SETUP_DEP := $(if $(SKIP_SETUP),check-venv,setup)
 
-.PHONY: setup demo test clean distclean check-venv
+.PHONY: setup demo test readme-picture clean distclean check-venv
 
 setup:
 	@VID2SID_VENV="$(abspath $(VENV))" bash tools/setup_env.sh
@@ -22,6 +22,12 @@ demo: $(SETUP_DEP)
 
 test: $(SETUP_DEP)
 	@$(ROS_ENV) $(PY) -m pytest -q test $(PYTEST_ARGS)
+
+# The README's picture: the browser test's screenshot of a calibration report (needs chromium).
+readme-picture: $(SETUP_DEP)
+	@command -v chromium >/dev/null || { echo "vid2sid: make readme-picture needs chromium (apt-get install -y chromium)" >&2; exit 2; }
+	@$(ROS_ENV) VID2SID_README_PICTURE="$(abspath docs/images/report.png)" $(PY) -m pytest -q \
+		test/test_report_browser.py -k unconverged_tentacle -p no:cacheprovider
 
 clean:
 	rm -rf build install log .pytest_cache

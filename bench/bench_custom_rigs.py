@@ -57,7 +57,7 @@ def summarise(rig, results: dict, method: str) -> dict:
     out = {"physics": _mean([np.mean([r["rel_error"][n] for n in phys]) for r in recs]),
            "physics_worst_seed": max(np.mean([r["rel_error"][n] for n in phys]) for r in recs),
            "per_parameter": {n: _mean([r["rel_error"][n] for r in recs]) for n in phys + nuis},
-           "holdout_mae_px": _mean([r["holdout_mae_px"] for r in recs]),
+           "holdout_mae": _mean([r["holdout_mae"] for r in recs]),
            "rollouts": _mean([r["rollouts"] for r in recs]), "tracking_px": _mean(track),
            "wall_s": _mean([r["wall_s"] for r in recs]), "seeds": len(recs)}
     if nuis:
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
                 ang = np.degrees(np.mean([a[k] for k in a if rig.parameters[k].unit == "rad"]))
                 pose = f"{pos:.1f} mm, {ang:.2f}° mean abs. error"
             rows.append(f"| {name} | {m} | {100 * s['physics']:.2f} % ({100 * s['physics_worst_seed']:.2f} %) | {pose} "
-                        f"| {s['holdout_mae_px']:.2f} px | {s['rollouts']:.0f} / {res.get('budget_rollouts', args.budget or BUDGETS[name])} | "
+                        f"| {s['holdout_mae']:.2f} px | {s['rollouts']:.0f} / {res.get('budget_rollouts', args.budget or BUDGETS[name])} | "
                         f"{s['tracking_px']:.2f} px |")
         print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     out = Path(args.summarise or args.out)

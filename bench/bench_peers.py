@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     for b, res in sorted(zip(budgets, results), key=lambda br: br[0]):
         for m in methods:
             r = res["methods"][m]
-            h = r["holdout_mae_px"]
+            h = r["holdout_mae"]
             table[m][b] = (f"{100 * r['mean_rel_param_error']:.2f} % (±{100 * r['std_rel_param_error_over_seeds']:.2f}),"
                            f" holdout {'–' if h is None else format(h, '.2f')}")
     lines = [f"{a.rig}, {a.seeds} seeds" + (f", misspecified {a.misspecify}" if a.misspecify else "") + ":", "",

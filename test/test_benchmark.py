@@ -32,7 +32,7 @@ def test_benchmark_results_structure(tmp_path):
     assert res["noise"] == "keypoint" and res["seeds"] == [0, 1] and res["budget_rollouts"] == 16
     for m in ("reasoner", "random"):
         r = res["methods"][m]
-        assert set(r) >= {"mean_rel_param_error", "holdout_mae_px", "train_mae_px", "rollouts", "iterations",
+        assert set(r) >= {"mean_rel_param_error", "holdout_mae", "train_mae", "unit", "rollouts", "iterations",
                           "wall_s", "per_parameter"}
         per_seed = [s["methods"][m] for s in res["per_seed"]]
         rel_all = [v for p in per_seed for v in p["rel_error"].values()]
@@ -42,7 +42,7 @@ def test_benchmark_results_structure(tmp_path):
         for p, t in zip(per_seed, truths):
             assert p["rel_error"]["stiffness"] == pytest.approx(abs(p["values"]["stiffness"] - t["stiffness"])
                                                                 / t["stiffness"])
-    assert res["methods"]["reasoner"]["train_mae_px"] < res["methods"]["random"]["train_mae_px"]
+    assert res["methods"]["reasoner"]["train_mae"] < res["methods"]["random"]["train_mae"]
     md = (tmp_path / "results.md").read_text()
     assert "| method | mean rel. param. error | holdout MAE (px) |" in md and "| reasoner |" in md
     assert json.loads((tmp_path / "results.json").read_text())["methods"].keys() == {"reasoner", "random"}
@@ -143,8 +143,8 @@ def test_the_rig_configs_start_stage_runs_once_per_seed_and_is_charged_to_every_
         rec = seed["methods"][m]
         assert rec["start_rollouts"] == 4 * n_train and 4 * n_train < rec["rollouts"] <= 24   # charged, in budget
         # every method starts where the start stage ended, not at the nominal values
-        assert rec["initial_train_mae_px"] == pytest.approx(seed["start"]["training_error"])
-    assert seed["start"]["training_error"] < plain["methods"]["reasoner"]["initial_train_mae_px"]
+        assert rec["initial_train_mae"] == pytest.approx(seed["start"]["training_error"])
+    assert seed["start"]["training_error"] < plain["methods"]["reasoner"]["initial_train_mae"]
 
 
 def test_a_start_stage_the_benchmark_budget_cannot_pay_for_is_refused_before_any_work(tmp_path):
@@ -158,3 +158,19 @@ def test_a_start_stage_the_benchmark_budget_cannot_pay_for_is_refused_before_any
     cfg.write_text("rig: toy\ncalibration: {start: {stiffness: 2.0}}\n")
     with pytest.raises(CalibrationError, match=r"start values \(stiffness\) are not used by the sim2sim benchmark"):
         run_benchmark(load_rig(cfg), ["reasoner"], 1, budget=20, out=tmp_path / "out", progress=False)
+
+
+def test_results_tables_name_the_measurement_unit_and_read_older_px_keys():
+    """The tables said "holdout MAE (px)" whatever the trials measured; a benchmark of mocap trials
+    (m) is shown in mm, and results of earlier versions (``*_mae_px``, no unit) say the unit is unknown."""
+    from vid2sid_ros.calibration.benchmark import format_results_markdown
+
+    base = {"rig": "rod", "free_parameters": ["k"], "seeds": [0], "budget_rollouts": 8, "iterations": 2,
+            "noise": "none", "protocol": "p", "per_seed": [{"seed": 0, "methods": {}}]}
+    row = {"mean_rel_param_error": 0.1, "per_parameter": {"k": 0.1}, "rollouts": 8, "iterations": 2, "wall_s": 1.0}
+    md = format_results_markdown({**base, "methods": {"reasoner": {**row, "holdout_mae": 0.0021, "train_mae": 0.0012,
+                                                                   "unit": "m", "holdout_unit": "m"}}})
+    assert "holdout MAE (mm) | train MAE (mm)" in md and "| 2.1 | 1.2 |" in md and "(px)" not in md
+    old = format_results_markdown({**base, "methods": {"reasoner": {**row, "holdout_mae_px": 2.5,
+                                                                    "train_mae_px": 1.5}}})
+    assert "holdout MAE (unit?) | train MAE (unit?)" in old and "| 2.5 | 1.5 |" in old

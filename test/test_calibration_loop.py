@@ -225,7 +225,7 @@ def test_result_files_are_loadable(toy, tmp_path):
     twin = rig.make_twin()
     twin.set_parameters(spec.nominal())  # the twin accepts the result as is
     summary = json.loads((tmp_path / "result.json").read_text())
-    assert summary["error_px"] == pytest.approx(res.error_px) and summary["rollouts"] == res.rollouts
+    assert summary["training_mae"] == pytest.approx(res.error_px) and summary["rollouts"] == res.rollouts
     trial_path = real.save(tmp_path / "real.json")
     again = RealTrial.load(trial_path)
     assert np.allclose(again.train[0].keypoints, real.train[0].keypoints) and again.truth == real.truth

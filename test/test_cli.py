@@ -68,3 +68,16 @@ def test_track_needs_a_rig(capsys, tmp_path):
         main(["track", str(tmp_path / "clip.mp4")])
     assert exc.value.code == 2 and "the following arguments are required: --rig" in capsys.readouterr().err
     assert "RIG.yaml" in _help(capsys, "track")
+
+
+@pytest.mark.parametrize("command", [["demo"], ["benchmark", "sim2sim"]])
+def test_zero_is_no_budget_in_any_command(command, capsys):
+    """`demo --budget 0` ran with the config's budget (0 = "not given") and `benchmark --budget 0`
+    was taken as given; `calibrate` refuses 0. Every command now says what it expects."""
+    parser = build_parser()
+    assert parser.parse_args([*command, "--budget", "12"]).budget == 12
+    for bad in ("0", "-3", "none"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*command, "--budget", bad])
+        assert f"expected a positive number of rollouts" in capsys.readouterr().err
+    assert "0 = " not in _help(capsys, *command[:1])

@@ -52,7 +52,7 @@ def test_urdf_arm_mesh_links_gain_damping_friction():
     seed_rec, rec = _bench(rig, budget=40)
     tracking = next(iter(seed_rec["tracking"].values()))
     assert tracking["tracking_error_px_mean"] < 0.5                                  # rendered + tracked
-    assert rec["initial_train_mae_px"] > 5 * rec["train_mae_px"]
+    assert rec["initial_train_mae"] > 5 * rec["train_mae"]
     assert _physics_error(rig, rec) < 0.08, rec["rel_error"]                         # measured 1.8 % at 40
 
 
@@ -67,7 +67,7 @@ def test_spherical_pendulum_physics_with_the_camera_pose_free():
     assert _physics_error(rig, rec) < 0.03, rec["rel_error"]                         # measured 0.3 % (15 s)
     pose = [rec["rel_error"][n] for n in ("camera_x", "camera_y", "camera_z", "camera_pitch", "camera_yaw")]
     assert max(pose) < 0.03, rec["rel_error"]
-    assert rec["holdout_mae_px"] < 0.5
+    assert rec["holdout_mae"] < 0.5
 
 
 def test_soft_trunk_three_trials_fitted_one_held_out():
@@ -79,7 +79,7 @@ def test_soft_trunk_three_trials_fitted_one_held_out():
     starts = np.stack([twin.rollout(e).state["qpos"][0] for e in train + hold])
     assert len({tuple(np.round(s, 6)) for s in starts}) == 4                         # four initial states
     seed_rec, rec = _bench(rig, budget=60)
-    assert rec["holdout_mae_px"] is not None and rec["holdout_mae_px"] < 0.5         # the held-out trial
+    assert rec["holdout_mae"] is not None and rec["holdout_mae"] < 0.5         # the held-out trial
     assert _physics_error(rig, rec) < 0.05, rec["rel_error"]                         # measured 0.3 %
 
 

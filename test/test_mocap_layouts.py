@@ -125,3 +125,41 @@ def test_a_file_without_marker_columns_says_which_naming_is_expected(tmp_path):
     with pytest.raises(MocapError, match=r"markers in the file: none \(a plain file names each marker's three "
                                          r"columns <m>_x, <m>_y, <m>_z"):
         load_mocap(p, markers=["1"], unit="m")
+
+
+@pytest.mark.parametrize("rate", [120.0, 240.0, 59.94])
+def test_times_rounded_to_the_millisecond_give_the_true_rate(tmp_path, rate):
+    """A 120 Hz capture exported with times to 1 ms steps 8 and 9 ms; the median step read 125 Hz,
+    a commanded trial at 120 Hz was refused ("rate 120 Hz differs from the recording's 125 Hz") and
+    every 25th step was left empty. The rounding is within the column's resolution of a constant
+    rate: the true rate is read and every step holds its sample."""
+    n = 240
+    rows = [[f"{k / rate:.3f}", f"{k:.1f}", "0", "100"] for k in range(n)]
+    p = _write(tmp_path / "m.csv", ["time", "mark_x", "mark_y", "mark_z"], rows)
+    rec = load_mocap(p, markers=["mark"], unit="mm")
+    assert rec.rate == pytest.approx(rate, rel=2e-4)
+    if rate == round(rate):
+        assert rec.rate == rate
+    traj = rec.trajectory("a")
+    assert traj.num_frames == n and traj.valid.all() and traj.meta["missing_steps"] == 0
+    np.testing.assert_allclose(traj.keypoints[:, 0, 0], np.arange(n) * 1e-3, atol=1e-12)  # sample k at step k
+    # through a rig config with a commanded trial at the capture rate
+    (tmp_path / "cart.xml").write_text(CART)
+    cfg = tmp_path / "rig.yaml"
+    cfg.write_text(
+        "model: cart.xml\n"
+        "parameters: {damping: {unit: N*s/m, lower: 0.1, upper: 2, nominal: 0.5, target: \"dof_damping[slide]\"}}\n"
+        "keypoints: {mark: mark}\n"
+        f"excitations: {{push: {{kind: sine, amplitude: 1.0, frequency: 1.0, duration: {n / rate!r}, rate: {rate}}}}}\n"
+        "trials:\n  - {name: a, source: {mocap: {path: m.csv, unit: mm}}, excitation: push}\n")
+    real = build_real_trial(load_rig(cfg))
+    assert real.train[0].num_frames == n and real.train[0].valid.all()
+
+
+def test_times_rounded_coarser_than_the_period_say_so(tmp_path):
+    rows = [[f"{k / 240.0:.2f}", f"{k:.1f}", "0", "100"] for k in range(40)]
+    p = _write(tmp_path / "m.csv", ["time", "mark_x", "mark_y", "mark_z"], rows)
+    with pytest.raises(MocapError) as info:
+        load_mocap(p, markers=["mark"], unit="mm")
+    msg = str(info.value)
+    assert "\n" not in msg and "duplicate time" in msg and "written to 0.01 s" in msg and "more decimals" in msg

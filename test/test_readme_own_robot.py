@@ -122,8 +122,19 @@ def test_readme_is_short_and_fits_the_page():
     assert "make test" in "\n".join(lines)  # CI (.ci/run) runs the README's test command
     for link in re.findall(r"\]\(([^)#]+)", "\n".join(lines)):  # every link and picture exists
         assert (REPO / link).exists(), link
-    pic = REPO / "docs" / "images" / "pendulum_overlay.png"
+    # the picture is the browser test's screenshot of a report (test/test_report_browser.py tags it)
+    from helpers.browser import README_PICTURE_SOURCE, png_text
+
+    pics = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", "\n".join(lines))
+    assert pics == ["docs/images/report.png"], pics
+    pic = REPO / pics[0]
     assert pic.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and pic.stat().st_size < 300_000
+    assert png_text(pic).get("Source") == README_PICTURE_SOURCE
+    import cv2
+
+    img = cv2.imread(str(pic))
+    assert img is not None and img.shape[1] == 1100 and img.std() > 10  # the screenshot's width, not blank
+    assert "readme-picture:" in (REPO / "Makefile").read_text()
 
 
 def test_readme_describes_the_demo_output_in_the_order_it_is_printed():

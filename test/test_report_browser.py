@@ -1,6 +1,7 @@
 """Reports as a reader opens them: headless Chromium, offline, every section of the report present.
 
-Two reports are made here (and a screenshot of the calibration's, ``--screenshot``) — a
+Two reports are made here (and a screenshot of the calibration's, ``--screenshot``: the README's
+picture, written to ``$VID2SID_README_PICTURE`` when that is set, as ``make readme-picture`` does) — a
 tentacle calibration stopped at its budget (unconverged) and a
 sim2sim benchmark — and each is opened in
 Debian's ``chromium`` (``apt-get install -y chromium``; tools/setup_env.sh installs it when
@@ -14,6 +15,8 @@ clip of the real video).
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -21,10 +24,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers.browser import chromium, probe_page, screenshot  # noqa: E402
+from helpers.browser import README_PICTURE_SOURCE, chromium, png_text, probe_page, screenshot, tag_png  # noqa: E402
 
 from vid2sid_ros.cli import main  # noqa: E402
-from vid2sid_ros.report import SECTION_IDS  # noqa: E402
+from vid2sid_ros.report import REPORT_SIZE_BUDGET, SECTION_IDS  # noqa: E402
 
 pytestmark = pytest.mark.skipif(chromium() is None, reason="chromium is not installed and cannot be installed here "
                                                            "(not root): apt-get install -y chromium")
@@ -73,18 +76,23 @@ def test_unconverged_tentacle_says_so_in_terminal_and_report(tmp_path, capsys):
     assert "UNRELIABLE" in line or "interval contains it" in line, line
     doc = (out / "report.html").read_text()
     assert "stopped at its rollout budget without converging" in doc and "UNRELIABLE" in doc
+    assert (out / "report.html").stat().st_size <= REPORT_SIZE_BUDGET  # its media inside the one file
     found = probe_page(out / "report.html", tmp_path)
     _assert_clean(found, SECTION_IDS)
     # the overlay video reached a playable state (HAVE_CURRENT_DATA or more) and is the WebM one
     assert [v["readyState"] >= 2 and v["src"].startswith("data:video/webm") for v in found["videos"]] == [True]
     # every figure drew: trials (train and holdout), intervals, convergence x2 at least
     assert len(found["plots"]) >= 5
-    # the page as a reader sees it (kept in the test's folder; look at it when the report changes)
-    png = screenshot(out / "report.html", tmp_path / "report.png", tmp_path)
+    # the page as a reader sees it (kept in the test's folder; look at it when the report changes). It is
+    # the README's picture: `make readme-picture` runs this test with VID2SID_README_PICTURE set to it.
+    png = tag_png(screenshot(out / "report.html", tmp_path / "report.png", tmp_path), README_PICTURE_SOURCE)
     import cv2
 
     img = cv2.imread(str(png))
     assert img is not None and img.shape[1] >= 1000 and img.std() > 10  # not a blank page
+    assert png_text(png)["Source"] == README_PICTURE_SOURCE
+    if os.environ.get("VID2SID_README_PICTURE"):
+        shutil.copyfile(png, os.environ["VID2SID_README_PICTURE"])
 
 
 def test_benchmark_report_in_chromium(tmp_path):

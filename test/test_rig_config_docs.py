@@ -109,3 +109,31 @@ def test_a_free_initial_state_starts_where_the_page_says_and_its_example_is_cons
     (tmp_path / "b.yaml").write_text(base + "trials: [{name: decay, source: {sim2sim: {}}, excitation: still, "
                                             "init: {'qpos[hinge]': free}, init_bounds: {'qpos[hinge]': [0.5, 1.3]}}]\n")
     assert load_rig(tmp_path / "b.yaml").parameters["decay_qpos_hinge"].nominal == pytest.approx(0.9)
+
+
+def test_key_table_lists_each_key_once_and_no_beside_rows():
+    """The reference table has one row per key: a source option beside its kind key is the option
+    of that kind (the `trials[].source` row says so), not a second row repeating its meaning."""
+    table = PAGE.split("<!-- keys -->\n")[1].split("<!-- /keys -->")[0]
+    keys = re.findall(r"^\| `([^`]+)` \|", table, re.M)
+    assert len(keys) > 100
+    assert len(keys) == len(set(keys)), sorted(k for k in set(keys) if keys.count(k) > 1)
+    assert "Beside the kind key" not in table
+    assert "`trials[].source.video.fps`" in table and "`trials[].source.fps`" not in table
+    assert "options either inside its block or beside it" in table
+    from vid2sid_ros.rigs.schema import all_keys, validate_tree
+
+    assert "trials[].source.fps" in {k.path for k in all_keys()}  # still accepted beside the kind key
+    validate_tree({"trials": [{"name": "a", "source": {"video": "clip.mp4", "fps": 30}}]}, "rig.yaml",
+                  keys=all_keys())
+
+
+def test_every_start_plugin_is_documented():
+    from vid2sid_ros.calibration.start import START_GUESSES, START_KINDS
+
+    assert START_GUESSES
+    section = PAGE.split("## Where the search starts")[1].split("\n## ")[0]
+    for name in START_GUESSES:
+        assert re.search(rf"^\| `{re.escape(name)}` \|", section, re.M), f"start plugin {name} not in docs/rig_config.md"
+    for kind in START_KINDS:
+        assert f"`kind: {kind}`" in section

@@ -57,7 +57,7 @@ def test_clip_track_calibrate(clips, tmp_path, capsys):
     start = relative_parameter_error(rig.parameters.nominal(), truth, free)
     got = relative_parameter_error(res["values"], truth, free)
     assert np.mean(list(got.values())) < 0.5 * np.mean(list(start.values())), (got, start)
-    assert res["error_px"] < 1.0 and res["holdout_mae_px"] < 1.5
+    assert res["training_mae"] < 1.0 and res["holdout_mae"] < 1.5
 
 
 def test_track_bad_excitation_and_bare_trajectory_are_one_line(clips, tmp_path, capsys):

@@ -17,7 +17,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["chromium", "probe_page", "screenshot"]
+__all__ = ["chromium", "probe_page", "screenshot", "tag_png", "png_text", "README_PICTURE_SOURCE"]
+
+#: the ``Source`` text of the README's picture: the browser test's screenshot of a calibration report
+README_PICTURE_SOURCE = "vid2sid calibration report in headless Chromium (test/test_report_browser.py)"
 
 _PROBE = r"""<script>
 window.__errors = [];
@@ -115,3 +118,42 @@ def screenshot(html: Path, png: Path, work: Path, *, width: int = 1100, height: 
     if not png.is_file() or png.stat().st_size == 0:
         raise RuntimeError(f"{html}: chromium wrote no screenshot: {proc.stderr[-1500:]}")
     return png
+
+
+def tag_png(png: Path, text: str, keyword: str = "Source") -> Path:
+    """Put a ``tEXt`` chunk ``keyword: text`` (Latin-1) right after the PNG's ``IHDR`` chunk (PNG spec 11.3.4.3).
+
+    Raises:
+        ValueError: ``png`` is not a PNG file.
+    """
+    import struct
+    import zlib
+
+    data = Path(png).read_bytes()
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        raise ValueError(f"{png}: not a PNG file")
+    end = 8 + 12 + struct.unpack(">I", data[8:12])[0]  # signature, then IHDR (length, type, data, CRC)
+    body = b"tEXt" + keyword.encode("latin-1") + b"\0" + text.encode("latin-1")
+    chunk = struct.pack(">I", len(body) - 4) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
+    Path(png).write_bytes(data[:end] + chunk + data[end:])
+    return Path(png)
+
+
+def png_text(png: Path) -> dict[str, str]:
+    """The ``tEXt`` chunks of a PNG file as ``{keyword: text}`` (empty for a file that is not a PNG)."""
+    import struct
+
+    data = Path(png).read_bytes()
+    out: dict[str, str] = {}
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        return out
+    i = 8
+    while i + 8 <= len(data):
+        n, kind = struct.unpack(">I", data[i:i + 4])[0], data[i + 4:i + 8]
+        if kind == b"tEXt":
+            key, _, val = data[i + 8:i + 8 + n].partition(b"\0")
+            out[key.decode("latin-1")] = val.decode("latin-1")
+        if kind == b"IEND":
+            break
+        i += 12 + n
+    return out

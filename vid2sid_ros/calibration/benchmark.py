@@ -18,7 +18,8 @@ Metrics per method (``results.json``):
 
 - ``mean_rel_param_error``: mean over free parameters and seeds of ``|θ − θ*| / |θ*|``
   (the paper's sim2sim metric: 8.7 % for Vid2Sid on the finger, 28–98 % for baselines);
-- ``holdout_mae_px`` / ``train_mae_px``: mean over seeds of the pixel MAE at the best parameters;
+- ``holdout_mae`` / ``train_mae``: mean over seeds of the MAE at the best parameters, in ``holdout_unit`` /
+  ``unit`` (px for image keypoints, m for mocap points, rad for joints);
 - ``rollouts``, ``iterations``, ``wall_s``: mean over seeds;
 - ``per_parameter``: mean relative error of each parameter; ``per_seed``: everything per seed.
 
@@ -59,6 +60,7 @@ from .observation import jsonable
 from .proposers import make_proposer
 from .sim2sim import check_camera_noise
 from .start import StartConfig, StartError, check_start_budget, parse_start
+from .sweep import cell_keys_current
 
 __all__ = ["run_benchmark", "format_results_markdown", "resolve_rig", "DEFAULT_METHODS"]
 
@@ -282,6 +284,29 @@ def _active_run(rig: Rig, real: Any, method: str, proposer_options: Mapping[str,
         "rationale": [d.get("rationale") or d.get("reason") for d in out.designs]}}
 
 
+def _common(units: Sequence[str | None]) -> str | None:
+    """The one unit every record names, or None (records of earlier versions name none; mixed)."""
+    return units[0] if units and units[0] is not None and all(u == units[0] for u in units) else None
+
+
+def error_columns(results: Mapping[str, Any]) -> tuple[float, str, float, str]:
+    """``(factor, unit label, holdout factor, holdout unit label)`` of a benchmark's error columns:
+    metres shown in mm (:func:`vid2sid_ros.core.trajectory.display_unit`); "unit?" when the
+    results do not say (written by an earlier version)."""
+    from ..core.trajectory import display_unit
+
+    ms = list((results.get("methods") or {}).values())
+    u = _common([m.get("unit") for m in ms])
+    hu = _common([m.get("holdout_unit") or m.get("unit") for m in ms])
+    f, lu = display_unit(u) if u else (1.0, "unit?")
+    hf, lhu = display_unit(hu) if hu else (1.0, "unit?")
+    return f, lu, hf, lhu
+
+
+def _scaled(x: float | None, f: float) -> float | None:
+    return None if x is None else x * f
+
+
 def _mean(xs: Sequence[float | None]) -> float | None:
     v = [float(x) for x in xs if x is not None and math.isfinite(float(x))]
     return float(np.mean(v)) if v else None
@@ -293,7 +318,7 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
     free = rig.parameters.free_names
     summary: dict[str, Any] = {}
     for m in methods:
-        recs = [s["methods"][m] for s in per_seed if m in s["methods"]]
+        recs = [cell_keys_current(s["methods"][m]) for s in per_seed if m in s["methods"]]  # earlier: *_px keys
         if not recs:
             continue
         rel_all = [r["rel_error"][n] for r in recs for n in free]
@@ -302,8 +327,10 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
             "mean_rel_param_error": float(np.mean(rel_all)),
             "std_rel_param_error_over_seeds": float(np.std(seed_means)),
             "median_rel_param_error": float(np.median(rel_all)),
-            "holdout_mae_px": _mean([r["holdout_mae_px"] for r in recs]),
-            "train_mae_px": _mean([r["train_mae_px"] for r in recs]),
+            "holdout_mae": _mean([r["holdout_mae"] for r in recs]),
+            "train_mae": _mean([r["train_mae"] for r in recs]),
+            "unit": _common([r.get("unit") for r in recs]),
+            "holdout_unit": _common([r.get("holdout_unit") for r in recs]),
             "rollouts": _mean([r["rollouts"] for r in recs]),
             "iterations": _mean([r["iterations"] for r in recs]),
             "wall_s": _mean([r["wall_s"] for r in recs]),
@@ -418,21 +445,24 @@ def diagnosis_lines(results: Mapping[str, Any]) -> list[str]:
 
 def format_results_markdown(results: Mapping[str, Any]) -> str:
     """The results table (and per-parameter / per-seed tables) as Markdown."""
-    methods = results["methods"]
+    methods = {m: cell_keys_current(r) for m, r in results["methods"].items()}
     free = results["free_parameters"]
+    f, lu, hf, lhu = error_columns({"methods": methods})
     lines = [f"# sim2sim benchmark: {results['rig']}", "",
              f"{len(results['seeds'])} seeds ({', '.join(map(str, results['seeds']))}), budget "
              f"{results['budget_rollouts']} rollouts and {results['iterations']} iterations per calibration, "
              f"noise: {results['noise']}.", "", f"Protocol: {results['protocol']}.", "",
              *diagnosis_lines(results),
-             "| method | mean rel. param. error | holdout MAE (px) | train MAE (px) | rollouts | iterations | wall (s) "
+             f"| method | mean rel. param. error | holdout MAE ({lhu}) | train MAE ({lu}) | rollouts | iterations "
+             "| wall (s) "
              "| misspecification detected | latency error (frames) |",
              "|---|---|---|---|---|---|---|---|---|"]
     order = sorted(methods, key=lambda m: methods[m]["mean_rel_param_error"])
     for m in order:
         r = methods[m]
         lines.append(f"| {m} | {100 * r['mean_rel_param_error']:.1f} % ({_spread(r)}) "
-                     f"| {_f(r['holdout_mae_px'], '.2f')} | {_f(r['train_mae_px'], '.2f')} | {_f(r['rollouts'], '.0f')} "
+                     f"| {_f(_scaled(r.get('holdout_mae'), hf), '.3g')} | {_f(_scaled(r.get('train_mae'), f), '.3g')} "
+                     f"| {_f(r['rollouts'], '.0f')} "
                      f"| {_f(r['iterations'], '.1f')} | {_f(r['wall_s'], '.1f')} | {detection_cell(r)} "
                      f"| {latency_error_cell(r)} |")
     active = [m for m in order if methods[m].get("active_learning")]

@@ -95,7 +95,8 @@ __all__ = ["CalibrationConfig", "CalibrationResult", "CalibrationError", "run_ca
            "mark_artefacts_missing", "ARTEFACTS_MISSING",
            "RolloutBudgetWarning", "rollout_budget_warnings",
            "RunDirCheck", "validate_records",
-           "record_to_dict", "record_from_dict", "load_history", "UNLIMITED_ROLLOUTS"]
+           "record_to_dict", "record_from_dict", "load_history", "UNLIMITED_ROLLOUTS", "LEGACY_RESULT_KEYS",
+           "result_keys_current"]
 
 #: Gauss-Newton (chord) iterations the final check takes towards its interval's centre (diagnostic rollouts)
 FINAL_REFINE = 2
@@ -345,13 +346,15 @@ class CalibrationResult:
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (history as record dicts)."""
+        """JSON-ready summary (history as record dicts): the errors as ``training_mae``,
+        ``initial_mae``, ``per_keypoint_mae`` (in ``unit``) and ``holdout_mae`` (in ``holdout_unit``);
+        :func:`result_keys_current` reads the ``*_px`` names of older run directories."""
         return jsonable({
             "proposer": self.proposer, "status": self.status, "best_iteration": self.best_iteration,
             "best_proposer": self.best_proposer, "values": self.values, "unit": self.unit,
-            "holdout_unit": self.holdout_unit, "error_px": self.error_px,
-            "per_keypoint_px": self.per_keypoint_px, "initial_error_px": self.initial_error_px,
-            "holdout_mae_px": self.holdout_mae_px, "rollouts": self.rollouts, "iterations": self.iterations,
+            "holdout_unit": self.holdout_unit, "training_mae": self.error_px,
+            "per_keypoint_mae": self.per_keypoint_px, "initial_mae": self.initial_error_px,
+            "holdout_mae": self.holdout_mae_px, "rollouts": self.rollouts, "iterations": self.iterations,
             "diagnostic_rollouts": self.diagnostic_rollouts, "wall_s": self.wall_s, "stopped": self.stopped,
             "uncertainty": self.uncertainty, "residual_diagnosis": self.diagnosis,
             "identifiability": self.identifiability.to_dict() if self.identifiability else None,
@@ -359,6 +362,25 @@ class CalibrationResult:
             "files": {k: str(v) for k, v in self.files.items()},
             **({"artefacts_missing": self.artefacts_missing} if self.artefacts_missing else {}),
             "history": [record_to_dict(r, with_state=False) for r in self.history]})
+
+
+#: ``result.json`` / ``result.yaml`` error keys of older run directories -> the current ones (the
+#: errors are in the trial's measurement unit, px only for image keypoints: the key does not say px)
+LEGACY_RESULT_KEYS: dict[str, str] = {"error_px": "training_mae", "initial_error_px": "initial_mae",
+                                      "holdout_mae_px": "holdout_mae", "per_keypoint_px": "per_keypoint_mae",
+                                      "training_mae_px": "training_mae", "initial_mae_px": "initial_mae"}
+
+
+def result_keys_current(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a ``result.json`` summary (or ``result.yaml``'s ``calibration`` block) with the
+    error keys of older run directories (``error_px``, ``holdout_mae_px``, ...:
+    :data:`LEGACY_RESULT_KEYS`) under their current names; a current key wins over an old one."""
+    out = dict(doc)
+    for old, new in LEGACY_RESULT_KEYS.items():
+        if old in out:
+            v = out.pop(old)
+            out.setdefault(new, v)
+    return out
 
 
 # -- records <-> JSON ------------------------------------------------------------------
@@ -1049,6 +1071,7 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
             _atomic_json(meta_path, {"version": 1, "signature": signature, "fingerprints": fingerprints,
                                      "config": cfg.to_dict(),
                                      "rig": rig_info, "real_source": real.source, "initial": record_to_dict(init),
+                                     "unit": s.objective.unit,  # of every record's error_px (historic name)
                                      "initial_rollouts": s.used, "initial_wall_s": init.wall_s,
                                      "diagnostic_rollouts": s.diagnostic,
                                      "unobservable_on_training": list(s.unobservable),
@@ -1278,10 +1301,10 @@ def _write_run_results(s: _Session, result: CalibrationResult, history: list[Ite
     doc["calibration"] = jsonable({
         "status": status, **({"artefacts_missing": missing} if missing else {}),
         "proposer": result.proposer, "best_proposer": result.best_proposer,
-        "best_iteration": result.best_iteration, "training_mae_px": result.error_px,
-        "initial_mae_px": history[0].error_px,
-        "holdout_mae_px": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
-        "measurement_unit": s.objective.unit, "real_source": s.real.source,
+        "best_iteration": result.best_iteration, "training_mae": result.error_px,
+        "initial_mae": history[0].error_px,
+        "holdout_mae": holdout, "rollouts": s.used, "iterations": len(history) - 1, "stopped": stopped,
+        "measurement_unit": s.objective.unit, "holdout_unit": result.holdout_unit, "real_source": s.real.source,
         "uncertainty": {n: {"std": u, "unit": params[n].unit} for n, u in uncertainty.items()
                         if n not in nuisance_vals},
         "interval_95": {n: {k: v for k, v in iv.items() if k != "method"}

@@ -55,6 +55,14 @@ __all__ = ["LeastSquaresPeer", "MujocoSysidPeer", "FAILED_RESIDUAL_PX", "PeerUna
 FAILED_RESIDUAL_PX = 100.0
 
 
+
+def _error_text(ctx) -> str:
+    """The current training error with its measurement unit (px, mm, rad or sigma)."""
+    from ..core.trajectory import format_error
+    from .objective import measurement_unit
+
+    return format_error(ctx.current_eval.error_px, measurement_unit(list(ctx.real)))
+
 class PeerUnavailableError(ImportError):
     """The peer's optional dependency is missing; the message says what to install."""
 
@@ -132,7 +140,7 @@ class _LeastSquaresPeer:
         if done:
             return Proposal(values={n: ctx.current[n] for n in names}, confidence=float(done[-1].confidence),
                             rationale=f"{self.description}: solved in iteration {done[-1].iteration}; holding the "
-                                      f"solution (training MAE {ctx.current_eval.error_px:.3f} px) and spending no "
+                                      f"solution (training MAE {_error_text(ctx)}) and spending no "
                                       "more rollouts.", extra={"peer_solved": self.name})
         f = _ResidualRunner(ctx)
         u0 = f.unit(ctx.current)

@@ -36,7 +36,7 @@ from .executor import Executor, TaskFailure
 from .identifiability import IdentifiabilityWarning, check_identifiability
 from .observation import jsonable
 
-__all__ = ["SweepSettings", "run_sweep", "CELL_FILE", "SEED_FILE"]
+__all__ = ["SweepSettings", "run_sweep", "CELL_FILE", "SEED_FILE", "LEGACY_CELL_KEYS", "cell_keys_current"]
 
 #: a finished cell, inside its run directory ``OUT/seed_S/METHOD``
 CELL_FILE = "cell.json"
@@ -92,6 +92,24 @@ def _atomic_json(path: Path, data: Any) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+#: error keys of cells written by earlier versions -> the current ones (the errors are in the
+#: measurement unit, ``unit`` / ``holdout_unit``: px only for image keypoints)
+LEGACY_CELL_KEYS = {"train_mae_px": "train_mae", "holdout_mae_px": "holdout_mae",
+                    "initial_train_mae_px": "initial_train_mae"}
+
+
+def cell_keys_current(rec: dict[str, Any]) -> dict[str, Any]:
+    """A cell (or a benchmark's per-method summary) with the ``*_px`` error keys of earlier versions
+    under their current names (:data:`LEGACY_CELL_KEYS`); a current key wins. Such a record has
+    no ``unit``: it stays absent (unknown), never guessed."""
+    out = dict(rec)
+    for old, new in LEGACY_CELL_KEYS.items():
+        if old in out:
+            v = out.pop(old)
+            out.setdefault(new, v)
+    return out
 
 
 def _load_json(path: Path) -> dict[str, Any] | None:
@@ -172,8 +190,9 @@ def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], Prepare
     fin = res.final_identifiability
     rec = {"method": m, "seed": seed, "values": {n: res.values[n] for n in free},
            "rel_error": rel, "mean_rel_error": float(np.mean(list(rel.values()))),
-           "train_mae_px": res.error_px, "holdout_mae_px": res.holdout_mae_px,
-           "initial_train_mae_px": res.initial_error_px, "rollouts": res.rollouts + prep.spent,
+           "train_mae": res.error_px, "holdout_mae": res.holdout_mae_px, "unit": res.unit,
+           "holdout_unit": res.holdout_unit,
+           "initial_train_mae": res.initial_error_px, "rollouts": res.rollouts + prep.spent,
            "start_rollouts": prep.spent,
            "iterations": res.iterations, "wall_s": res.wall_s, "stopped": res.stopped,
            "uncertainty": res.uncertainty,
@@ -256,7 +275,8 @@ def run_sweep(st: SweepSettings, seeds: Sequence[int], methods: Sequence[str], e
         cells = {m: _load_json(out / f"seed_{seed}" / m / CELL_FILE) if out is not None else None for m in methods}
         for m, c in cells.items():  # a finished cell is reused only for the same settings
             _check_same_settings(c, st, out / f"seed_{seed}" / m if out is not None else None)
-        cells = {m: ({k: v for k, v in c.items() if k != "settings"} if c else c) for m, c in cells.items()}
+        cells = {m: (cell_keys_current({k: v for k, v in c.items() if k != "settings"}) if c else c)
+                 for m, c in cells.items()}
         missing = [m for m in methods if cells[m] is None]
         if have is not None:
             records[seed] = {**have, "methods": {m: c for m, c in cells.items() if c is not None}}

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .calibrate import positive_budget_arg
+
 HELP = "sim2sim benchmark: calibrate hidden ground truths with several methods at the same rollout budget"
 
 
@@ -28,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--methods", default="reasoner,random,nelder-mead,golden-cd,bo,cmaes",
                         help="comma-separated proposer names")
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds 0..N-1 (default 5)")
-    parser.add_argument("--budget", type=int, default=40, help="rollouts per calibration (default 40)")
+    parser.add_argument("--budget", type=positive_budget_arg, default=40, metavar="N",
+                        help="rollouts per calibration, a positive number (default 40)")
     parser.add_argument("--iterations", type=int, default=10, help="iterations per calibration (default 10)")
     parser.add_argument("--noise", default="auto", choices=["auto", "camera", "keypoint", "none"],
                         help="real-side noise: camera = render + sensor noise + marker tracking (default for rigs "

@@ -135,6 +135,23 @@ def budget_arg(text: str) -> int | None:
     return n
 
 
+def positive_budget_arg(text: str) -> int:
+    """``--budget`` of a command that always has a limit (``demo``, ``benchmark``: methods compared at
+    the same budget): a positive integer; 0 is refused here too (it meant "the config's" in ``demo``).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else, naming what is expected.
+    """
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of rollouts (methods are compared at the "
+                                         f"same limited budget); got {text!r}")
+    return n
+
+
 _REAL_SOURCES = ("sim2sim", "trajectory", "bag")
 
 #: --budget's default: not given (the config's budget stands); None means no limit

@@ -31,9 +31,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .calibrate import positive_budget_arg
+
 HELP = "calibrate a pendulum twin from the shipped real phone clip (offline reasoner) and write an HTML report"
 
 _BASELINES = ("random", "nelder-mead", "golden-cd", "bo", "cmaes")
+#: the footage video's frames at most and width (px): with the run's overlay, figures and plotly.js the
+#: report stays within :data:`vid2sid_ros.report.REPORT_SIZE_BUDGET` (about 300 kB of WebM)
+FOOTAGE_MAX_FRAMES, FOOTAGE_WIDTH = 150, 256
 
 
 def add_arguments(parser) -> None:
@@ -41,7 +46,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", default=None,
                         help="rig config YAML (default: the built-in pendulum rig, vid2sid_ros/rigs/builtin/pendulum.yaml)")
     parser.add_argument("--proposer", default="reasoner", help="main proposer (default: reasoner, offline)")
-    parser.add_argument("--budget", type=int, default=None,
+    parser.add_argument("--budget", type=positive_budget_arg, default=None, metavar="N",
                         help="rollout budget per method (default: the config's calibration.rollout_budget)")
     parser.add_argument("--iterations", type=int, default=None,
                         help="iterations per method (default: the config's calibration.iterations)")
@@ -554,10 +559,16 @@ def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int, f
     from ..io.video import write_side_by_side
 
     s, every = clip.thumb_scale, clip.thumb_every
-    frames = clip.thumbnails.copy()
-    idx = np.arange(0, clip.trajectory.num_frames, every)[: len(frames)]
-    sub = max(1, int(np.ceil(len(idx) / 330)))  # at most 330 frames: the report's size budget
-    idx, frames, every = idx[::sub], np.ascontiguousarray(frames[: len(idx)][::sub]), every * sub
+    idx = np.arange(0, clip.trajectory.num_frames, every)[: len(clip.thumbnails)]
+    sub = max(1, int(np.ceil(len(idx) / FOOTAGE_MAX_FRAMES)))  # the report's size budget
+    idx, every = idx[::sub], every * sub
+    frames = clip.thumbnails[::sub][: len(idx)]
+    f = min(1.0, FOOTAGE_WIDTH / frames.shape[2])
+    if f < 1.0:  # a smaller picture: VP8 bytes grow with the area
+        size = (FOOTAGE_WIDTH, int(round(frames.shape[1] * f / 2)) * 2)
+        frames = np.stack([cv2.resize(fr, size, interpolation=cv2.INTER_AREA) for fr in frames])
+        s *= f
+    frames = np.ascontiguousarray(frames)
     real_kp = clip.trajectory.keypoints[idx] * s
     slots = frame_slot[idx]
     sim_kp = np.full(real_kp.shape, np.nan)
@@ -571,8 +582,8 @@ def _overlay_video(out: Path, clip, sim, best: dict[str, float], n_train: int, f
             cv2.line(frames[j], (int(round(piv[0])), int(round(piv[1]))),
                      (int(round(sim_kp[j, 0, 0])), int(round(sim_kp[j, 0, 1]))), (90, 90, 90), 1, cv2.LINE_AA)
         holdout = (slots[j] if slots[j] >= 0 else k) >= n_train
-        label = f"{'HOLDOUT' if holdout else 'TRAIN'}  t={t:5.2f} s"
-        cv2.putText(frames[j], label, (frames.shape[2] - 135, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
+        label = f"{'HOLDOUT' if holdout else 'TRAIN'}  t={t:5.2f} s"  # bottom left: the top holds the legend
+        cv2.putText(frames[j], label, (4, frames.shape[1] - 6), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
                     (200, 30, 30) if holdout else (30, 30, 30), 1, cv2.LINE_AA)
     valid_r = clip.trajectory.valid[idx]
     tr = Trajectory(idx / clip.fps, real_kp, valid_r, clip.trajectory.names, "real")

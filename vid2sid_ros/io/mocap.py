@@ -81,7 +81,8 @@ import numpy as np
 
 from ..core.trajectory import Trajectory
 
-__all__ = ["MocapError", "MocapRecording", "load_mocap", "FORMATS", "UNITS", "frame_transform", "write_motive_csv"]
+__all__ = ["MocapError", "MocapRecording", "load_mocap", "FORMATS", "UNITS", "frame_transform", "write_motive_csv",
+           "rate_from_times"]
 
 #: supported column layouts (module docstring)
 FORMATS = ("auto", "motive", "vicon", "qualisys", "plain", "c3d")
@@ -114,8 +115,8 @@ class MocapRecording:
         points: positions, shape (T, K, 3) m, in ``frame``; NaN where invalid.
         valid: shape (T, K) bool.
         frame: coordinate frame name (``"world"`` once transformed into the twin's world).
-        rate: nominal sample rate, Hz (from the header, the ``rate`` option or the median
-            time step).
+        rate: nominal sample rate, Hz (from the header, the ``rate`` option or the time column:
+            :func:`rate_from_times`).
         invalid: invalid samples per marker ``{name: count}`` (gaps, NaN rows).
         source: the file.
         format: the detected layout.
@@ -565,14 +566,19 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
         i = int(bad[0]) + 1
         line = int(line_of[i])
         what = "duplicate" if dt[bad[0]] == 0 else "non-monotonic"
+        q = _time_resolution(times)
+        span = float(times[-1] - times[0]) / max(times.size - 1, 1)
+        hint = (f"; the times are written to {q:g} s, about the sample period ({span:.3g} s) or coarser: export "
+                "them with more decimals, or drop the time column and give the trial's `rate`"
+                if what == "duplicate" and q is not None and q >= 0.5 * span else "")
         raise MocapError(f"{path}:{line}: time column: {what} time {times[i]:.6g} s after {times[i - 1]:.6g} s "
-                         "(times must increase)")
+                         f"(times must increase){hint}")
     if trial_column is not None:
         times = times - times[0]  # one take of several: its time starts at its first row
     if table.zero_is_gap:
         pts[np.all(pts == 0.0, axis=2)] = np.nan
     if rate_hz is None:
-        rate_hz = 1.0 / float(np.median(dt)) if dt.size else 1.0
+        rate_hz = rate_from_times(times) if dt.size else 1.0
     if not (math.isfinite(rate_hz) and rate_hz > 0):
         raise MocapError(f"{path}: time column: the times give no sample rate (median step {float(np.median(dt)):.6g}"
                          " s); times must be seconds")
@@ -606,6 +612,48 @@ def _trial_rows(lines: Sequence[str], data: Sequence[int], delim: str, header: S
         shown = ", ".join(repr(v) for v in seen[:10]) + (" ..." if len(seen) > 10 else "")
         raise MocapError(f"{path}: no row with {column} = {want!r}; IDs in the file: {shown}")
     return chosen
+
+
+def _time_resolution(times: np.ndarray) -> float | None:
+    """The decimal resolution the times were written with (1 s ... 1 µs): the coarsest 10^-d s of
+    which every time is a whole multiple, or None (finer, or not decimal-rounded)."""
+    for d in range(7):
+        q = 10.0 ** -d
+        if np.all(np.abs(times / q - np.rint(times / q)) < 1e-6):
+            return q
+    return None
+
+
+def rate_from_times(times: np.ndarray) -> float:
+    """Sample rate (Hz) of a strictly increasing time column of a constant-rate capture.
+
+    The period is the mean of the regular steps (those within 0.5-1.5x the median step; a
+    dropped sample's double step is left out), not the median step: times rounded to the
+    millisecond at 120 Hz step by 8 and 9 ms, whose median (8 ms) reads 125 Hz. When every time
+    lies within the column's resolution (:func:`_time_resolution`, both ends rounded) of a
+    whole-number rate's grid, that rate is returned (120 Hz, not 119.992 Hz).
+
+    Args:
+        times: shape (T,) s, T >= 2, strictly increasing.
+
+    Returns:
+        The rate, Hz (inf when the steps are not finite: the caller refuses it).
+    """
+    t = np.asarray(times, float)
+    dt = np.diff(t)
+    med = float(np.median(dt))
+    regular = dt[(dt > 0.5 * med) & (dt < 1.5 * med)]
+    period = float(np.mean(regular)) if regular.size else med
+    if not (math.isfinite(period) and period > 0):
+        return math.inf
+    rate = 1.0 / period
+    q = _time_resolution(t)
+    whole = float(round(rate))
+    if q is not None and whole > 0:
+        k = np.rint((t - t[0]) * whole)
+        if np.all(np.diff(k) >= 1) and np.max(np.abs(t - t[0] - k / whole)) <= q * (1 + 1e-6):
+            return whole
+    return rate
 
 
 def _check_span(times: np.ndarray, rate: float, path: Path | str, line_of: np.ndarray | None = None) -> None:

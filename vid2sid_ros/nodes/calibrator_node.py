@@ -469,8 +469,10 @@ class CalibratorNode(Node):
         response.confidence = float(last.confidence)
         response.error_px = float(result.error_px) if math.isfinite(result.error_px) else float("nan")
         response.iteration = int(last.iteration)
-        notes = [f"best of {len(result.history) - 1} iteration(s): {result.error_px:.3f} px (start "
-                 f"{result.initial_error_px:.3f} px), stopped: {result.stopped}"]
+        from ..core.trajectory import format_error
+
+        notes = [f"best of {len(result.history) - 1} iteration(s): {format_error(result.error_px, result.unit)} "
+                 f"(start {format_error(result.initial_error_px, result.unit)}), stopped: {result.stopped}"]
         if result.status != "ok":
             notes.insert(0, f"status {result.status}: no proposal was made, nothing was calibrated")
         elif result.best_proposer != proposer_name:

@@ -16,11 +16,12 @@ Command line: ``python -m vid2sid_ros.report RUN_DIR|BENCH_DIR [...] [--out FILE
 
 from .benchmark import write_benchmark_report
 from .insights import Insight, ParameterRow, insights, parameter_rows, stop_sentence
-from .page import SECTION_IDS, render_report, write_report
+from .page import REPORT_SIZE_BUDGET, SECTION_IDS, render_report, write_report
 from .run import (ReportError, ReportSection, RunSummary, TrajectoryPanel, load_run, load_trajectories,
                   save_trajectories)
 from .terminal import run_summary_lines
 
 __all__ = ["write_report", "render_report", "write_benchmark_report", "run_summary_lines", "ReportError",
            "ReportSection", "RunSummary", "TrajectoryPanel", "load_run", "load_trajectories", "save_trajectories",
-           "parameter_rows", "insights", "stop_sentence", "Insight", "ParameterRow", "SECTION_IDS"]
+           "parameter_rows", "insights", "stop_sentence", "Insight", "ParameterRow", "SECTION_IDS",
+           "REPORT_SIZE_BUDGET"]

@@ -22,6 +22,10 @@ from .run import ReportError, stop_kind
 __all__ = ["write_benchmark_report"]
 
 
+def _scaled(x: Any, f: float) -> Any:
+    return None if x is None else float(x) * f
+
+
 def _pct(x: Any) -> str:
     return "n/a" if x is None or not math.isfinite(float(x)) else f"{100 * float(x):.2f} %"
 
@@ -43,7 +47,11 @@ def write_benchmark_report(bench_dir: str | Path, out: str | Path | None = None)
         free = list(res["free_parameters"])
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
         raise ReportError(f"{path}: not a benchmark result ({type(err).__name__}: {err})") from None
-    from ..calibration.benchmark import detection_cell, latency_error_cell  # the cells' one wording (results.md too)
+    from ..calibration.benchmark import detection_cell, error_columns, latency_error_cell  # one wording (results.md)
+    from ..calibration.sweep import cell_keys_current
+
+    methods = {m: cell_keys_current(r) for m, r in methods.items()}  # results of earlier versions: *_px keys
+    f, lu, hf, lhu = error_columns({"methods": methods})
 
     n_seeds = len(per_seed)
     order = sorted(methods, key=lambda m: methods[m].get("mean_rel_param_error", math.inf))
@@ -75,11 +83,12 @@ def write_benchmark_report(bench_dir: str | Path, out: str | Path | None = None)
         spread = (_pct(r.get("std_rel_param_error_over_seeds")) if int(r.get("seeds", n_seeds)) > 1
                   else "n/a (1 seed)")
         rows.append([m, _pct(r.get("mean_rel_param_error")), _pct(r.get("median_rel_param_error")), spread,
-                     r.get("holdout_mae_px"), r.get("train_mae_px"), r.get("rollouts"), r.get("iterations"),
+                     _scaled(r.get("holdout_mae"), hf), _scaled(r.get("train_mae"), f), r.get("rollouts"),
+                     r.get("iterations"),
                      r.get("wall_s"), r.get("seeds"), detection_cell(r), latency_error_cell(r)])
     body.append(_section("methods", "Per method (mean over seeds)", table(
-        ["method", "mean rel. parameter error", "median", "spread (std over seeds)", "holdout MAE [px]",
-         "training MAE [px]", "rollouts", "iterations", "wall [s]", "seeds", "misspecification detected",
+        ["method", "mean rel. parameter error", "median", "spread (std over seeds)", f"holdout MAE [{lhu}]",
+         f"training MAE [{lu}]", "rollouts", "iterations", "wall [s]", "seeds", "misspecification detected",
          "latency error [frames]"], rows)
         + "<p class=\"muted\">Mean relative parameter error: mean over free parameters and seeds of |θ − θ*|/|θ*|. "
           "Spread: standard deviation over seeds of each seed's mean error (population std); it needs at least two "
@@ -97,13 +106,14 @@ def write_benchmark_report(bench_dir: str | Path, out: str | Path | None = None)
     body.append(_section("seeds", "Per seed: mean relative parameter error (stop reason)",
                          table(["seed"] + order, seed_rows)))
     dist = {m: [s["methods"][m]["mean_rel_error"] for s in per_seed if m in s.get("methods", {})] for m in order}
-    hold = {m: [s["methods"][m].get("holdout_mae_px") for s in per_seed if m in s.get("methods", {})] for m in order}
+    hold = {m: [_scaled(cell_keys_current(s["methods"][m]).get("holdout_mae"), hf) for s in per_seed
+                if m in s.get("methods", {})] for m in order}
     body.append(_section("distributions", "Error distributions over seeds",
                          "<h3>mean relative parameter error per seed [%]</h3>"
                          + figure_html(distribution_figure(dist, y_title="mean relative parameter error [%]",
                                                            percent=True), "dist-param")
-                         + "<h3>holdout MAE per seed [px]</h3>"
-                         + figure_html(distribution_figure(hold, y_title="holdout MAE [px]"), "dist-holdout")
+                         + f"<h3>holdout MAE per seed [{e(lhu)}]</h3>"
+                         + figure_html(distribution_figure(hold, y_title=f"holdout MAE [{lhu}]"), "dist-holdout")
                          + "<p class=\"muted\">Box: quartiles, line: median, dashed: mean; every seed is a dot.</p>"))
     runs = []
     for s in per_seed:

@@ -382,12 +382,14 @@ def convergence_rollouts_figure(runs: Sequence[RunSummary]):
         n_max = max(n_max, used)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=f"{r.label}: evaluation",
                                  marker={"color": col, "size": 5, "opacity": 0.6},
-                                 customdata=its, hovertemplate="rollout %{x}<br>%{y:.4g} px<br>iteration %{customdata}"
+                                 customdata=its, hovertemplate="rollout %{x}<br>%{y:.4g} " + _run_unit(runs)
+                                 + "<br>iteration %{customdata}"
                                                                "<extra></extra>"))
         fig.add_trace(go.Scatter(x=xs, y=best, mode="lines", name=f"{r.label}: best so far",
                                  line={"color": col, "shape": "hv"}))
-        h = r.result.get("holdout_mae_px")
-        if h is not None and xs:
+        h = r.result.get("holdout_mae")
+        same_unit = (r.result.get("holdout_unit") or r.result.get("unit")) == r.result.get("unit")
+        if h is not None and xs and same_unit:  # a holdout in another unit is not drawn on this axis
             fig.add_trace(go.Scatter(x=[xs[-1]], y=[h], mode="markers", name=f"{r.label}: holdout MAE at the end",
                                      marker={"symbol": "star", "size": 13, "color": col}))
             all_y.append(float(h))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..calibration.rationale import unit_text
+from ..core.trajectory import format_error
 from .run import RunSummary, finite, stop_kind
 
 __all__ = ["ParameterRow", "Insight", "parameter_rows", "insights", "stop_sentence", "tracked_lines", "AT_BOUND_FRACTION",
@@ -104,6 +105,10 @@ class Insight:
     detail: str = ""
     severity: str = "warning"  # warning | info
 
+
+#: training errors below these count as "at the noise floor" when the holdout is compared with them
+#: (half a pixel; half a millimetre; a milliradian; half a noise sigma)
+_ERROR_FLOOR = {"px": 0.5, "m": 0.0005, "rad": 0.001, "sigma": 0.5}
 
 def _weak_names(run: RunSummary) -> set[str]:
     fid = run.result.get("final_identifiability") or {}
@@ -276,7 +281,8 @@ def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[In
         text = " ".join(f"{x:+.2f}·{n}" for n, x in combo.items())
         sv = finite(w.get("singular_value"))
         out.append(Insight("poorly_identifiable", f"Poorly identifiable combination: {text}",
-                           (f"moving along it changes the keypoints by only {sv:.3g} px RMS per unit normalised move; "
+                           (f"moving along it changes the keypoints by only {sv:.3g} {res.get('unit') or 'px'} RMS per "
+                            "unit normalised move; "
                             if sv is not None else "") + "the excitation cannot separate these parameters "
                            "(add an excitation that moves them differently, or freeze one)."))
     start = res.get("identifiability") or {}
@@ -300,14 +306,17 @@ def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[In
                                        "combination better than each alone."))
     for line in _residual_items(res.get("residual_diagnosis")):
         out.append(Insight("residual", f"Residual diagnosis: {line}"))
-    h, e = finite(res.get("holdout_mae_px")), finite(res.get("error_px"))
-    if h is not None and e is not None and h > 2.0 * max(e, 0.5):
-        out.append(Insight("holdout", f"Holdout error {h:.3g} px is {h / max(e, 1e-9):.1f}× the training error "
-                                      f"{e:.3g} px", "the twin fits the training trials better than it predicts "
+    h, e = finite(res.get("holdout_mae")), finite(res.get("training_mae"))
+    u = str(res.get("unit") or "px")
+    hu = str(res.get("holdout_unit") or u)
+    if h is not None and e is not None and hu == u and h > 2.0 * max(e, _ERROR_FLOOR.get(u, 0.5)):
+        out.append(Insight("holdout", f"Holdout error {format_error(h, hu)} is {h / max(e, 1e-9):.1f}× the "
+                                      f"training error {format_error(e, u)}", "the twin fits the training trials "
+                                      "better than it predicts "
                            "new ones: an over-fit or a model error the training excitation does not expose."))
-    s0 = finite(res.get("initial_error_px"))
+    s0 = finite(res.get("initial_mae"))
     if s0 is not None and e is not None and e >= s0:
-        out.append(Insight("no_improvement", f"No improvement on the start ({s0:.3g} px)"))
+        out.append(Insight("no_improvement", f"No improvement on the start ({format_error(s0, u)})"))
     failed = [r.iteration for r in run.records[1:] if not math.isfinite(r.error_px)]
     if failed:
         out.append(Insight("failures", f"{len(failed)} iteration(s) failed to evaluate: {failed[:10]}",

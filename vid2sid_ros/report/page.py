@@ -39,6 +39,10 @@ __all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_
            "group_insights", "stop_badge", "tracking_rows", "SECTION_IDS"]
 
 #: section ids of a calibration report (the headless-browser test looks for each)
+#: bytes a report (one self-contained HTML file, its media inside) may take: 3 MB, of which the
+#: gzip-compressed plotly.js is about 1.96 MB (docs/calibration.md "Size")
+REPORT_SIZE_BUDGET = 3_000_000
+
 SECTION_IDS = ("summary", "insights", "trials", "overlay", "tracking", "parameters", "intervals", "correlation",
                "convergence", "iterations")
 
@@ -458,10 +462,10 @@ def _methods_html(loaded: Sequence[RunSummary], main: RunSummary, columns: Seque
     rows = []
     for r in loaded:
         rr = r.result
-        start, err = rr.get("initial_error_px"), rr.get("error_px")
+        start, err = rr.get("initial_mae"), rr.get("training_mae")
         label = r.label + (" (no improvement on the start)" if start is not None and err is not None
                            and err >= start else "")
-        rows.append([label, start, err, rr.get("holdout_mae_px"), rr.get("rollouts"), r.stopped, rr.get("wall_s")]
+        rows.append([label, start, err, rr.get("holdout_mae"), rr.get("rollouts"), r.stopped, rr.get("wall_s")]
                     + [(rr.get("values") or {}).get(c) for c in columns if c in main.parameters])
     return table(hdr, rows) + "<p class=\"muted\">n/a holdout: the run had no holdout trial.</p>"
 
@@ -519,17 +523,15 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
     if desc:
         summary.append(f"<p>{e(desc)}</p>")
     summary.append(f"<p class=\"stop {badge}\">{e(badge_text)}</p>")
-    unit = _shown_unit(str(res.get("unit") or "px"))
-    uf = 1000.0 if res.get("unit") == "m" else 1.0
-
-    def err_text(key: str) -> str:
+    def err_text(key: str, unit_key: str = "unit") -> str:  # metres shown in mm
+        u = str(res.get(unit_key) or res.get("unit") or "px")
         v = res.get(key)
-        return f"{fmt(v * uf if v is not None else None)} {unit}"
+        return f"{fmt(v * (1000.0 if u == 'm' else 1.0) if v is not None else None)} {_shown_unit(u)}"
 
-    kn = list(key_numbers) or [("training MAE", err_text("error_px")),
-                               ("start MAE", err_text("initial_error_px")),
-                               ("holdout MAE", err_text("holdout_mae_px")
-                                if res.get("holdout_mae_px") is not None else "n/a (no holdout trial)"),
+    kn = list(key_numbers) or [("training MAE", err_text("training_mae")),
+                               ("start MAE", err_text("initial_mae")),
+                               ("holdout MAE", err_text("holdout_mae", "holdout_unit")
+                                if res.get("holdout_mae") is not None else "n/a (no holdout trial)"),
                                ("rollouts", f"{fmt(res.get('rollouts'))}"
                                 + (f" of {m.config['rollout_budget']}" if m.config.get("rollout_budget") else "")),
                                ("iterations", f"{fmt(res.get('iterations'))}"

@@ -187,7 +187,9 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunSummary:
     for f in ("result.json", "result.yaml", "run.json"):
         if not (d / f).is_file():
             raise ReportError(f"{d}: not a finished calibration run ({f} missing)")
-    result = _read_json(d / "result.json")
+    from ..calibration.loop import result_keys_current
+
+    result = result_keys_current(_read_json(d / "result.json"))  # older runs: error_px, holdout_mae_px...
     meta = _read_json(d / "run.json")
     try:
         records = load_history(d)

@@ -67,12 +67,12 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     r = run if isinstance(run, RunSummary) else load_run(run)
     res = r.result
     lines = [stop_sentence(r)]
-    err = res.get("error_px")
+    err = res.get("training_mae")
     u, hu = str(res.get("unit") or "px"), str(res.get("holdout_unit") or res.get("unit") or "px")
-    s0 = res.get("initial_error_px")
+    s0 = res.get("initial_mae")
     txt = (f"training MAE {format_error(err, u)} (start {format_error(s0 if s0 is not None else math.nan, u)})"
            if err is not None else "training MAE n/a (no evaluation succeeded)")
-    h = res.get("holdout_mae_px")
+    h = res.get("holdout_mae")
     txt += f"; holdout MAE {format_error(h, hu)}" if h is not None else "; no holdout trial"
     lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
     lines.extend(_tracked_summary(res))  # share of frames each keypoint was measured in

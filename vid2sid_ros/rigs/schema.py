@@ -51,6 +51,9 @@ class Key:
         default: value when absent (:data:`REQUIRED` = must be given; None = absent/none).
         doc: meaning, one or two sentences.
         choices: allowed string values (empty = any).
+        alias_of: the documented key this one spells another way (a source option beside its kind
+            key: ``trials[].source.fps`` = ``trials[].source.video.fps``); validated, not a row of
+            the reference table ("" = a key of its own).
     """
 
     path: str
@@ -59,6 +62,7 @@ class Key:
     default: Any = None
     doc: str = ""
     choices: tuple[str, ...] = ()
+    alias_of: str = ""
 
 
 _EXC_DOC = ("an excitation profile: `kind` (sine, chirp, step, multisine, csv) and its keys "
@@ -336,7 +340,7 @@ def source_keys() -> tuple[Key, ...]:
             path = f"trials[].source.{opt}"
             if path not in rows:
                 rows[path] = Key(path, typ, unit, None, f"Beside the kind key: the option of that kind ({kind}: "
-                                 f"{doc[0].lower()}{doc[1:]})")
+                                 f"{doc[0].lower()}{doc[1:]})", alias_of=f"{base}.{opt}")
     return tuple(rows.values())
 
 
@@ -488,9 +492,13 @@ def _fmt_default(d: Any) -> str:
 
 
 def reference_markdown() -> str:
-    """The key table of ``docs/rig_config.md`` (between its ``<!-- keys -->`` markers)."""
+    """The key table of ``docs/rig_config.md`` (between its ``<!-- keys -->`` markers): one row per
+    key; a source option given beside its kind key (:attr:`Key.alias_of`) is the row of the option
+    inside the kind's block, not a row of its own."""
     rows = ["| key | type | unit | default | meaning |", "|---|---|---|---|---|"]
     for k in all_keys():
+        if k.alias_of:
+            continue
         doc = k.doc + (f" One of: {', '.join(k.choices)}." if k.choices else "")
         rows.append(f"| `{k.path}` | {k.type.replace('|', '&#124;')} | {k.unit.replace('|', '&#124;') or '—'} | "
                     f"{_fmt_default(k.default)} | {doc.replace('|', '&#124;')} |")
