@@ -546,6 +546,100 @@ class FingerTwin:
         return RolloutResult(trajectory=traj, frames=frames, diverged=bool(self._diverged),
                              message=self._diverged, state=state)
 
+    def rollout_batch(self, excitation: Excitation, values: Sequence[Mapping[str, float]], *,
+                      nthread: int = 1) -> list[RolloutResult]:
+        """``[rollout(excitation) at each of values]`` (not rendered), stepped by ``mujoco.rollout`` on
+        ``nthread`` C++ threads (:mod:`~.mujoco_batch`): the same results to the bit.
+
+        Each point's parameters are written (:meth:`set_parameters`, in order: the twin is left at the
+        last point's values) and its rest state solved here; the stepping runs in one batch; a point
+        whose batched rollout was not clean (a MuJoCo warning, a blow-up) is rolled out again by
+        :meth:`rollout` (its divergence reported as there), as is every point when a wall-time limit is set.
+
+        Args:
+            excitation: as :meth:`rollout`. values: B parameter dicts (spec units).
+            nthread: MuJoCo threads.
+
+        Returns:
+            B results, as :meth:`rollout` returns them with ``render=False``.
+
+        Raises:
+            TwinError, ParameterSpecError: as :meth:`set_parameters` / :meth:`rollout`.
+        """
+        from .mujoco_batch import batched_states, full_state
+
+        ctrl = self._ctrl_matrix(excitation)
+        if not np.all(np.isfinite(ctrl)):
+            raise TwinError(f"excitation '{excitation.name}' holds NaN or inf commands")
+        T = excitation.num_steps
+        nsub = max(1, int(math.ceil(float(excitation.period) / self.max_physics_timestep - 1e-9)))
+        if (len(values) < 2 or T == 0 or self.rollout_limits.max_wall_s is not None
+                or self.rollout_limits.substeps_problem(T * nsub)):
+            return [self._rollout_at(v, excitation) for v in values]
+        models, init, warm, points = [], [], [], []
+        for v in values:
+            self.set_parameters(v)
+            self.reset(excitation.period)
+            self.model.opt.timestep = self._period / self._substeps  # as step() sets it
+            models.append(copy.copy(self.model))
+            init.append(full_state(self.model, self.data))
+            warm.append(self.data.qacc_warmstart.copy())
+            points.append((dict(self._values), self._cam_pose))
+        u = np.asarray(ctrl, dtype=float)
+        control = np.broadcast_to(np.repeat(u, nsub, axis=0)[None], (len(values), T * nsub, u.shape[1]))
+        datas = self._batch_datas(nthread)
+        states, clean = batched_states(models, datas, np.stack(init), np.stack(warm), control,
+                                       max_abs_qpos=_MAX_ABS_QPOS)
+        out = []
+        for b, v in enumerate(values):
+            if not clean[b]:
+                out.append(self._rollout_at(v, excitation))
+                continue
+            self._cam_pose = points[b][1]
+            out.append(self._batched_result(excitation, models[b], datas[0], init[b], states[b], u, nsub,
+                                            points[b][0]))
+        return out
+
+    def _rollout_at(self, values: Mapping[str, float], excitation: Excitation) -> RolloutResult:
+        self.set_parameters(values)
+        return self.rollout(excitation)
+
+    def _batch_datas(self, nthread: int) -> list[mujoco.MjData]:
+        """``nthread`` scratch MjData for batched rollouts (kept; the first also reads the samples)."""
+        datas = self.__dict__.setdefault("_batch_data", [])
+        while len(datas) < max(1, nthread):
+            datas.append(mujoco.MjData(self.model))
+        return datas[:max(1, nthread)]
+
+    def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
+                        states: np.ndarray, ctrl: np.ndarray, nsub: int, values: dict[str, float]) -> RolloutResult:
+        """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub."""
+        from .mujoco_batch import FULL_STATE
+
+        T, K = excitation.num_steps, len(self._marker_geoms)
+        every = np.concatenate([init[None], states])  # row j: after j physics steps
+        markers = np.empty((T, K, 3))
+        tension = np.empty((T, m.nu))
+        for k in range(T):
+            mujoco.mj_setState(m, d, every[(k + 1) * nsub - 1], FULL_STATE)  # before the period's last substep
+            d.ctrl[:] = ctrl[k]
+            mujoco.mj_fwdPosition(m, d)  # the actuator force of that substep (what mj_step leaves in data)
+            mujoco.mj_fwdVelocity(m, d)
+            mujoco.mj_fwdActuation(m, d)
+            tension[k] = d.actuator_force
+            mujoco.mj_setState(m, d, every[(k + 1) * nsub], FULL_STATE)  # the end of the period
+            mujoco.mj_kinematics(m, d)
+            markers[k] = d.geom_xpos[self._marker_geoms]
+        qpos = every[nsub::nsub, 1:1 + m.nq].copy()
+        kp, valid = self._project(markers)
+        traj = Trajectory(time=(np.arange(T) + 1) / excitation.rate, keypoints=kp, valid=valid,
+                          names=self.keypoint_names, source="sim", trial_id=excitation.name,
+                          meta={"rig": "finger", "parameters": values, "physics_timestep": m.opt.timestep,
+                                "substeps": nsub})
+        state = {"qpos": qpos, "ctrl": np.array(ctrl, dtype=float), "tendon_force": tension, "markers_world": markers,
+                 "keypoints_world": markers}
+        return RolloutResult(trajectory=traj, frames=None, diverged=False, message="", state=state)
+
     @staticmethod
     def _divergence(d: mujoco.MjData) -> str:
         for w in _DIVERGENCE_WARNINGS:
