@@ -598,6 +598,8 @@ class FingerTwin:
             self._cam_pose = points[b][1]
             out.append(self._batched_result(excitation, models[b], datas[0], init[b], states[b], u, nsub,
                                             points[b][0]))
+        if len(out) and self._values != points[-1][0]:  # a point re-run after the batch: back to the last
+            self.set_parameters(values[-1])
         return out
 
     def _rollout_at(self, values: Mapping[str, float], excitation: Excitation) -> RolloutResult:

@@ -48,6 +48,7 @@ commands the difference is only where the initial state sits in time.)
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import os
@@ -842,6 +843,112 @@ class UserModelTwin:
                                 "substeps": nsub})
         state = {"qpos": qpos, "qvel": qvel, "keypoints_world": pts, "time": time}
         return RolloutResult(trajectory=traj, frames=frames, diverged=diverged, message=message, state=state)
+
+    def rollout_batch(self, excitation: Excitation, values: Sequence[Mapping[str, float]], *,
+                      nthread: int = 1) -> list[RolloutResult]:
+        """``[rollout(excitation) at each of values]`` (not rendered), stepped by ``mujoco.rollout`` on
+        ``nthread`` C++ threads (:mod:`~.mujoco_batch`): the same results to the bit.
+
+        Each point's parameters are written (:meth:`set_parameters`, in order: the twin is left at the
+        last point's values) and its initial state (with the ``time_offset`` pre-roll) made here; the
+        stepping runs in one batch; a point whose batched rollout was not clean (a MuJoCo warning, a
+        blow-up) is rolled out again by :meth:`rollout` (its divergence reported as there), as is every
+        point when a wall-time limit is set.
+
+        Args:
+            excitation: as :meth:`rollout`. values: B parameter dicts (spec units).
+            nthread: MuJoCo threads.
+
+        Returns:
+            B results, as :meth:`rollout` returns them with ``render=False``.
+
+        Raises:
+            TwinError, ParameterSpecError: as :meth:`set_parameters` / :meth:`rollout`.
+        """
+        from .mujoco_batch import batched_states, full_state
+
+        ctrl = self._ctrl(excitation)
+        T, period = excitation.num_steps, excitation.period
+        nsub = max(1, int(math.ceil(period / self.physics_step_bound - 1e-9)))
+        if len(values) < 2 or T == 0 or self.rollout_limits.max_wall_s is not None:
+            return [self._rollout_at(v, excitation) for v in values]
+        m, d = self.model, self.data
+        models, init, warm, points, serial = [], [], [], [], set()
+        for b, v in enumerate(values):
+            self.set_parameters(v)
+            offset = self._reset(self._trial_of(excitation), excitation)
+            npre = self._pre_roll_steps(offset)
+            if self.rollout_limits.substeps_problem(T * nsub + npre):
+                serial.add(b)  # refused: rollout() says so
+            else:
+                self._pre_roll(offset)
+                if self._divergence():
+                    serial.add(b)
+            m.opt.timestep = period / nsub
+            models.append(copy.copy(m))
+            init.append(full_state(m, d))
+            warm.append(d.qacc_warmstart.copy())
+            anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
+            points.append((dict(self._values), offset, anchor, self.pinhole, self.projection))
+        if m.nu:
+            control = np.repeat(ctrl, nsub, axis=0)
+        else:
+            control = np.zeros((T * nsub, 0))
+        control = np.broadcast_to(control[None], (len(values),) + control.shape)
+        datas = self._batch_datas(nthread)
+        states, clean = batched_states(models, datas, np.stack(init), np.stack(warm), control,
+                                       max_abs_qpos=_MAX_ABS_QPOS)
+        out = []
+        for b, v in enumerate(values):
+            if b in serial or not clean[b]:
+                out.append(self._rollout_at(v, excitation))
+            else:
+                out.append(self._batched_result(excitation, models[b], datas[0], init[b], states[b], nsub, *points[b]))
+        if len(out) and self._values != points[-1][0]:  # a point re-run after the batch: back to the last
+            self.set_parameters(values[-1])
+        return out
+
+    def _rollout_at(self, values: Mapping[str, float], excitation: Excitation) -> RolloutResult:
+        self.set_parameters(values)
+        return self.rollout(excitation)
+
+    def _batch_datas(self, nthread: int) -> list[mujoco.MjData]:
+        """``nthread`` scratch MjData for batched rollouts (kept; the first also reads the samples)."""
+        datas = self.__dict__.setdefault("_batch_data", [])
+        while len(datas) < max(1, nthread):
+            datas.append(mujoco.MjData(self.model))
+        return datas[:max(1, nthread)]
+
+    def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
+                        states: np.ndarray, nsub: int, values: dict[str, float], offset: float, anchor: np.ndarray,
+                        pinhole: PinholeCamera | None, projection: ImageProjection | None) -> RolloutResult:
+        """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub:
+        row k is the state before command k (the initial state, then the end of each period)."""
+        from .mujoco_batch import FULL_STATE
+
+        T, K, period = excitation.num_steps, len(self._keypoints), excitation.period
+        rows = np.concatenate([init[None], states[nsub - 1:-1:nsub]]) if T > 1 else init[None]
+        pts = np.empty((T, K, 3))
+        for k in range(T):
+            mujoco.mj_setState(m, d, rows[k], FULL_STATE)
+            mujoco.mj_kinematics(m, d)
+            for j, ref in enumerate(self._keypoints):
+                pts[k, j] = self._point(d, ref)
+        qpos = rows[:, 1:1 + m.nq].copy()
+        qvel = rows[:, 1 + m.nq:1 + m.nq + m.nv].copy()
+        time = offset + np.arange(T) * period
+        diverged, message = False, ""
+        try:
+            kp = pinhole.project(pts) if pinhole is not None else projection.project(pts, anchor, time)
+        except ProjectionError as err:
+            kp, diverged, message = np.full((T, K, 2), np.nan), True, f"projection failed: {err}"
+        valid = np.all(np.isfinite(kp), axis=2)
+        traj = Trajectory(time=time, keypoints=kp, valid=valid, names=self.keypoint_names, source="sim",
+                          trial_id=excitation.name,
+                          meta={"rig": self.name, "parameters": values, "physics_timestep": m.opt.timestep,
+                                "substeps": nsub})
+        state = {"qpos": qpos, "qvel": qvel, "keypoints_world": pts, "time": time}
+        return RolloutResult(trajectory=traj, frames=None, diverged=diverged, message=message, state=state)
 
     # -- one command period at a time (SteppableTwin, for the ROS lockstep graph) -----------
     def reset(self, trial: str = "") -> None:
