@@ -136,6 +136,16 @@ def _footage(traj, steps: np.ndarray, objectives, real_frames: Mapping[str, np.n
     return np.asarray(rf), idx, float(info.get("frame_scale") or 1.0)
 
 
+def _renders_steps(twin: Any) -> bool:
+    """Whether ``twin.rollout`` takes ``render_steps`` (render only some rows: the MuJoCo twins)."""
+    import inspect
+
+    try:
+        return "render_steps" in inspect.signature(twin.rollout).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Mapping[str, float],
                   calibrated: Mapping[str, float], path: str | Path, *, real_frames: Mapping[str, np.ndarray]
                   | None = None, frame_info: Mapping[str, Any] | None = None, width: int = 200,
@@ -173,9 +183,12 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
             stride = max(1, int(np.ceil(T / max_frames)))
             steps = np.asarray(traj.steps if traj.steps is not None else np.arange(T))[::stride]
             for label, values in (("initial", initial), ("calibrated", calibrated)):
+                thinned = _renders_steps(obj.twin) and bool(len(steps)) and int(steps.max()) < exc.num_steps
                 try:
                     obj.twin.set_parameters(measurement.split(obj.parameters.complete(values))[0])
-                    res = obj.twin.rollout(exc, render=True)
+                    # only the frames shown (a twin's row k is command step k); else every step, thinned below
+                    res = (obj.twin.rollout(exc, render=True, render_steps=steps) if thinned
+                           else obj.twin.rollout(exc, render=True))
                     spent += 1
                 except Exception as err:  # noqa: BLE001 - a render problem never loses the calibration
                     why = f"{label} twin on '{exc.name}': {type(err).__name__}: {err}"
@@ -187,6 +200,11 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
                                 else np.arange(res.trajectory.num_frames))
                 row = {int(v): r for r, v in enumerate(st)}
                 rows = np.array([row.get(int(v), -1) for v in steps])
+                if thinned and np.array_equal(rows, steps):
+                    rows = np.arange(len(steps))  # frames[j] is the row of steps[j]
+                elif thinned:
+                    why = f"{label} twin on '{exc.name}': its rows are not its command steps"
+                    continue
                 if (rows < 0).any() or rows.max() >= len(res.frames):
                     why = f"{label} twin on '{exc.name}': rendered frames do not cover the trial's steps"
                     continue

@@ -479,7 +479,8 @@ class FingerTwin:
         return kp, valid
 
     # -- one trial -----------------------------------------------------------------------------
-    def rollout(self, excitation: Excitation, *, render: bool = False) -> RolloutResult:
+    def rollout(self, excitation: Excitation, *, render: bool = False,
+                render_steps: Sequence[int] | None = None) -> RolloutResult:
         """Reset to rest and replay ``excitation``; deterministic.
 
         Equivalent to :meth:`reset` with the excitation's period followed by one
@@ -490,6 +491,9 @@ class FingerTwin:
                 :attr:`actuator_names` order (normalised flexor command in [0, 1];
                 MuJoCo clamps to the actuator's ``ctrlrange``).
             render: also render one RGB frame per command step.
+            render_steps: with ``render``, render only these rows (command steps in [0, T)), in this
+                order: ``frames`` is then (len(render_steps), H, W, 3) (a report's thinned video
+                without rendering every step).
 
         Returns:
             :class:`RolloutResult` with the projected marker centres (T, K, 2) px,
@@ -509,7 +513,9 @@ class FingerTwin:
         if not np.all(np.isfinite(ctrl)):
             raise TwinError(f"excitation '{excitation.name}' holds NaN or inf commands")
         T, K = excitation.num_steps, len(self._marker_geoms)
-        frames = np.zeros((T, self.camera.height, self.camera.width, 3), np.uint8) if render else None
+        want = _render_rows(T, render_steps) if render else {}
+        frames = (np.zeros((len(want) if render_steps is not None else T, self.camera.height, self.camera.width, 3),
+                           np.uint8) if render else None)
         self.reset(excitation.period)
         refused = self.rollout_limits.substeps_problem(
             T * self._substeps, f"{self._substeps} per {excitation.period:.4g} s frame, {T} frames")
@@ -529,8 +535,8 @@ class FingerTwin:
             qpos[k] = d.qpos
             applied[k] = d.ctrl
             tension[k] = d.actuator_force
-            if frames is not None:
-                self.render(out=frames[k])
+            for j in want.get(k, ()):
+                self.render(out=frames[j])
             over = meter.problem(k)
             if over:  # the samples so far are kept, the rollout counts as failed
                 self._diverged = over
@@ -664,6 +670,22 @@ class FingerTwin:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _render_rows(T: int, render_steps: Sequence[int] | None) -> dict[int, list[int]]:
+    """``{row: [frame indices]}`` to render: every row of T, or ``render_steps`` (rows in [0, T)).
+
+    Raises:
+        TwinError: a requested row outside [0, T).
+    """
+    if render_steps is None:
+        return {k: [k] for k in range(T)}
+    out: dict[int, list[int]] = {}
+    for j, k in enumerate(render_steps):
+        if not 0 <= int(k) < T:
+            raise TwinError(f"render_steps: row {k} is outside the rollout's {T} rows")
+        out.setdefault(int(k), []).append(j)
+    return out
 
 
 # -- rig ----------------------------------------------------------------------------

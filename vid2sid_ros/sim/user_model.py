@@ -71,7 +71,7 @@ from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, 
 from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionError  # noqa: E402
 from ..share import PACKAGE_DIR, resolve_path  # noqa: E402,F401  (re-exported)
 from .mujoco_constants import refresh_constants  # noqa: E402
-from .mujoco_finger import parse_targets  # noqa: E402
+from .mujoco_finger import _render_rows, parse_targets  # noqa: E402
 from .mujoco_model import (MarkerSpec, ModelError, build_model, compiled_model_xml, distortion_maps,  # noqa: E402
                            parse_actuators, parse_markers, set_camera)
 from .mujoco_render import OffscreenRenderer  # noqa: E402
@@ -755,7 +755,8 @@ class UserModelTwin:
             img = r.render(d)
             cv2.remap(img, self._maps[0], self._maps[1], cv2.INTER_LINEAR, dst=out, borderMode=cv2.BORDER_REPLICATE)
 
-    def rollout(self, excitation: Excitation, *, render: bool = False) -> RolloutResult:
+    def rollout(self, excitation: Excitation, *, render: bool = False,
+                render_steps: Sequence[int] | None = None) -> RolloutResult:
         """Reset to the trial's initial state and replay ``excitation`` (deterministic).
 
         Row ``k`` is the state at ``time_offset + k / rate`` s, before command ``k`` acts
@@ -768,6 +769,9 @@ class UserModelTwin:
                 order (all zero = free motion); ``meta["trial"]`` picks the trial's initial state.
             render: also render one frame per row with MuJoCo from the rig's camera
                 (meshes, materials, markers; lens distortion applied).
+            render_steps: with ``render``, render only these rows (in [0, T)), in this order:
+                ``frames`` is then (len(render_steps), H, W, 3) (a report's thinned video without
+                rendering every row).
 
         Returns:
             :class:`RolloutResult`; ``state`` holds ``qpos`` (T, nq), ``qvel`` (T, nv),
@@ -800,7 +804,9 @@ class UserModelTwin:
         qpos = np.full((T, m.nq), np.nan)
         qvel = np.full((T, m.nv), np.nan)
         cam0 = self.camera_at(anchor, offset) if render else None
-        frames = np.zeros((T, cam0.height, cam0.width, 3), np.uint8) if render else None
+        want = _render_rows(T, render_steps) if render else {}
+        frames = (np.zeros((len(render_steps) if render_steps is not None else T, cam0.height, cam0.width, 3),
+                           np.uint8) if render else None)
         for k in range(T_run):
             problem = self._divergence() if k % 32 == 0 or k == T - 1 else ""
             if problem:
@@ -816,8 +822,8 @@ class UserModelTwin:
             for j, ref in enumerate(self._keypoints):
                 pts[k, j] = self._point(d, ref)
             qpos[k], qvel[k] = d.qpos, d.qvel
-            if render:
-                self._render_frame(d, anchor, offset + k * period, frames[k])
+            for j in want.get(k, ()):
+                self._render_frame(d, anchor, offset + k * period, frames[j])
             if m.nu:
                 d.ctrl[:] = ctrl[k]
             mujoco.mj_step(m, d, nsub)
