@@ -514,7 +514,7 @@ class FingerTwin:
             raise TwinError(f"excitation '{excitation.name}' holds NaN or inf commands")
         T, K = excitation.num_steps, len(self._marker_geoms)
         want = _render_rows(T, render_steps) if render else {}
-        frames = (np.zeros((len(want) if render_steps is not None else T, self.camera.height, self.camera.width, 3),
+        frames = (np.zeros((len(render_steps) if render_steps is not None else T, self.camera.height, self.camera.width, 3),
                            np.uint8) if render else None)
         self.reset(excitation.period)
         refused = self.rollout_limits.substeps_problem(
