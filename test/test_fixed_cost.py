@@ -131,3 +131,27 @@ def test_the_truncated_gaussian_interval_needs_no_scipy_stats():
                          env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__)
                                                                               .resolve().parents[1])})
     assert out.stdout.strip() == "one-sided (lower bound) False", out.stderr
+
+
+@pytest.mark.parametrize("rig_name", ["finger", "examples/rigs/spherical_pendulum/rig.yaml"])
+def test_a_preview_render_is_the_same_view_at_the_thumbnail_size(rig_name):
+    """render_width renders the report's 200 px thumbnails directly (was: the full image, then shrunk):
+    the same view, within a grey level of the shrunk full render on average."""
+    import cv2
+
+    from pathlib import Path
+
+    from vid2sid_ros.rigs import load_rig
+
+    root = Path(__file__).resolve().parents[1]
+    rig = load_rig(rig_name if rig_name == "finger" else str(root / rig_name))
+    twin = rig.make_twin()
+    exc = rig.excitations["train"][0]
+    rows = [0, exc.num_steps // 2, exc.num_steps - 1]
+    full = twin.rollout(exc, render=True, render_steps=rows).frames
+    small = twin.rollout(exc, render=True, render_steps=rows, render_width=200).frames
+    h = int(round(full.shape[1] * 200 / full.shape[2])) // 2 * 2
+    assert small.shape == (3, h, 200, 3)
+    shrunk = np.stack([cv2.resize(f, (200, h), interpolation=cv2.INTER_AREA) for f in full])
+    assert np.abs(shrunk.astype(int) - small).mean() < 1.0
+    assert small.std() > 5  # a picture, not a blank buffer

@@ -137,11 +137,12 @@ def _footage(traj, steps: np.ndarray, objectives, real_frames: Mapping[str, np.n
 
 
 def _renders_steps(twin: Any) -> bool:
-    """Whether ``twin.rollout`` takes ``render_steps`` (render only some rows: the MuJoCo twins)."""
+    """Whether ``twin.rollout`` takes ``render_steps`` and ``render_width`` (render only some rows, small:
+    the MuJoCo twins)."""
     import inspect
 
     try:
-        return "render_steps" in inspect.signature(twin.rollout).parameters
+        return {"render_steps", "render_width"} <= set(inspect.signature(twin.rollout).parameters)
     except (TypeError, ValueError):
         return False
 
@@ -187,7 +188,8 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
                 try:
                     obj.twin.set_parameters(measurement.split(obj.parameters.complete(values))[0])
                     # only the frames shown (a twin's row k is command step k); else every step, thinned below
-                    res = (obj.twin.rollout(exc, render=True, render_steps=steps) if thinned
+                    # at the thumbnails' width: the same view, rendered small instead of shrunk
+                    res = (obj.twin.rollout(exc, render=True, render_steps=steps, render_width=width) if thinned
                            else obj.twin.rollout(exc, render=True))
                     spent += 1
                 except Exception as err:  # noqa: BLE001 - a render problem never loses the calibration
@@ -209,7 +211,9 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
                     why = f"{label} twin on '{exc.name}': rendered frames do not cover the trial's steps"
                     continue
                 arrays[f"{i}_{label}"] = _thumbs(res.frames, rows, width)
-                arrays[f"{i}_size"] = np.array(res.frames.shape[2:0:-1], np.int64)  # camera image (W, H) px
+                cam = obj.twin.camera if thinned else None
+                arrays[f"{i}_size"] = np.array((cam.width, cam.height) if cam is not None else res.frames.shape[2:0:-1],
+                                               np.int64)  # camera image (W, H) px
             arrays[f"{i}_steps"] = steps.astype(np.int64)
             footage = _footage(traj, steps, objectives, real_frames or {}, frame_info or {})
             if footage is not None:

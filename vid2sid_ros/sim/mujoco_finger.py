@@ -48,7 +48,7 @@ from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, 
 from .mujoco_constants import derived_field_problem, refresh_constants  # noqa: E402
 from .mujoco_model import compiled_model_xml  # noqa: E402
 from .mujoco_render import (OffscreenRenderer, camera_extrinsics, camera_intrinsics, move_camera,  # noqa: E402
-                            project_points)
+                            preview_size, project_points)
 
 __all__ = ["FingerTwin", "FieldTarget", "parse_targets", "default_config", "make_rig",
            "MODEL_PATH", "PARAMETERS_PATH"]
@@ -457,7 +457,7 @@ class FingerTwin:
             return np.full((K, 2), np.nan), np.zeros(K, dtype=bool)
         return self._project(self.data.geom_xpos[self._marker_geoms])
 
-    def render(self, out: np.ndarray | None = None) -> np.ndarray:
+    def render(self, out: np.ndarray | None = None, *, size: tuple[int, int] | None = None) -> np.ndarray:
         """RGB frame of the current state, (H, W, 3) uint8 (into ``out`` when given).
 
         The GL context is created on first use and made current on the calling thread;
@@ -468,7 +468,7 @@ class FingerTwin:
         """
         if self._cam_pose is None:
             raise TwinError("render() before reset(): start a trial first")
-        return self._renderer_for_rollout().render(self.data, out=out)
+        return self._renderer_for_rollout().render(self.data, out=out, size=size)
 
     def _project(self, points_world: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pixels (..., 2) of world points (..., 3) and their in-image validity (...)."""
@@ -480,7 +480,7 @@ class FingerTwin:
 
     # -- one trial -----------------------------------------------------------------------------
     def rollout(self, excitation: Excitation, *, render: bool = False,
-                render_steps: Sequence[int] | None = None) -> RolloutResult:
+                render_steps: Sequence[int] | None = None, render_width: int | None = None) -> RolloutResult:
         """Reset to rest and replay ``excitation``; deterministic.
 
         Equivalent to :meth:`reset` with the excitation's period followed by one
@@ -494,6 +494,8 @@ class FingerTwin:
             render_steps: with ``render``, render only these rows (command steps in [0, T)), in this
                 order: ``frames`` is then (len(render_steps), H, W, 3) (a report's thinned video
                 without rendering every step).
+            render_width: with ``render``, frames this many px wide (the same view, aspect kept:
+                :func:`~.mujoco_render.preview_size`) instead of the camera's size; None: full size.
 
         Returns:
             :class:`RolloutResult` with the projected marker centres (T, K, 2) px,
@@ -514,8 +516,9 @@ class FingerTwin:
             raise TwinError(f"excitation '{excitation.name}' holds NaN or inf commands")
         T, K = excitation.num_steps, len(self._marker_geoms)
         want = _render_rows(T, render_steps) if render else {}
-        frames = (np.zeros((len(render_steps) if render_steps is not None else T, self.camera.height, self.camera.width, 3),
-                           np.uint8) if render else None)
+        size = preview_size(self.camera.width, self.camera.height, render_width)
+        frames = (np.zeros((len(render_steps) if render_steps is not None else T, size[1], size[0], 3), np.uint8)
+                  if render else None)
         self.reset(excitation.period)
         refused = self.rollout_limits.substeps_problem(
             T * self._substeps, f"{self._substeps} per {excitation.period:.4g} s frame, {T} frames")
@@ -536,7 +539,7 @@ class FingerTwin:
             applied[k] = d.ctrl
             tension[k] = d.actuator_force
             for j in want.get(k, ()):
-                self.render(out=frames[j])
+                self.render(out=frames[j], size=size)
             over = meter.problem(k)
             if over:  # the samples so far are kept, the rollout counts as failed
                 self._diverged = over

@@ -74,7 +74,7 @@ from .mujoco_constants import refresh_constants  # noqa: E402
 from .mujoco_finger import _render_rows, parse_targets  # noqa: E402
 from .mujoco_model import (MarkerSpec, ModelError, build_model, compiled_model_xml, distortion_maps,  # noqa: E402
                            parse_actuators, parse_markers, set_camera)
-from .mujoco_render import OffscreenRenderer  # noqa: E402
+from .mujoco_render import OffscreenRenderer, preview_size  # noqa: E402
 
 __all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "write_model_binding",
            "write_model_bindings", "build_user_twin", "resolve_path", "PACKAGE_DIR"]
@@ -734,10 +734,19 @@ class UserModelTwin:
         return self._renderer
 
     def _render_frame(self, d: mujoco.MjData, anchor: np.ndarray, time: float, out: np.ndarray) -> None:
-        """Render ``d``'s state from the camera at video time ``time`` into ``out`` (H, W, 3) uint8."""
+        """Render ``d``'s state from the camera at video time ``time`` into ``out`` (H, W, 3) uint8; an ``out``
+        smaller than the camera's image gets the same view at that size (a preview, :func:`preview_size`)."""
         import cv2
 
         cam = self.camera_at(anchor, time)
+        size = (out.shape[1], out.shape[0])
+        if size != (cam.width, cam.height):
+            if self._pinhole is None and self.projection.radial_k1 != 0.0:  # its lens maps are full-size only
+                full = np.zeros((cam.height, cam.width, 3), np.uint8)
+                self._render_frame(d, anchor, time, full)
+                cv2.resize(full, size, dst=out, interpolation=cv2.INTER_AREA)
+                return
+            cam = cam.resized(*size)
         set_camera(self.model, self._cam_id, cam)
         mujoco.mj_camlight(self.model, d)
         r = self._get_renderer()
@@ -750,13 +759,13 @@ class UserModelTwin:
             if key != self._maps_key:
                 self._maps_key, self._maps = key, self.projection.distort_image_maps()
         if self._maps is None:
-            r.render(d, out=out)
+            r.render(d, out=out, size=size)
         else:
-            img = r.render(d)
+            img = r.render(d, size=size)
             cv2.remap(img, self._maps[0], self._maps[1], cv2.INTER_LINEAR, dst=out, borderMode=cv2.BORDER_REPLICATE)
 
     def rollout(self, excitation: Excitation, *, render: bool = False,
-                render_steps: Sequence[int] | None = None) -> RolloutResult:
+                render_steps: Sequence[int] | None = None, render_width: int | None = None) -> RolloutResult:
         """Reset to the trial's initial state and replay ``excitation`` (deterministic).
 
         Row ``k`` is the state at ``time_offset + k / rate`` s, before command ``k`` acts
@@ -772,6 +781,8 @@ class UserModelTwin:
             render_steps: with ``render``, render only these rows (in [0, T)), in this order:
                 ``frames`` is then (len(render_steps), H, W, 3) (a report's thinned video without
                 rendering every row).
+            render_width: with ``render``, frames this many px wide (the same view, aspect kept:
+                :func:`~.mujoco_render.preview_size`) instead of the camera's size; None: full size.
 
         Returns:
             :class:`RolloutResult`; ``state`` holds ``qpos`` (T, nq), ``qvel`` (T, nv),
@@ -805,8 +816,9 @@ class UserModelTwin:
         qvel = np.full((T, m.nv), np.nan)
         cam0 = self.camera_at(anchor, offset) if render else None
         want = _render_rows(T, render_steps) if render else {}
-        frames = (np.zeros((len(render_steps) if render_steps is not None else T, cam0.height, cam0.width, 3),
-                           np.uint8) if render else None)
+        size = preview_size(cam0.width, cam0.height, render_width) if render else None
+        frames = (np.zeros((len(render_steps) if render_steps is not None else T, size[1], size[0], 3), np.uint8)
+                  if render else None)
         for k in range(T_run):
             problem = self._divergence() if k % 32 == 0 or k == T - 1 else ""
             if problem:
