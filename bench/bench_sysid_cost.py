@@ -18,9 +18,12 @@ CPU is that of the child process. The accuracy of both results against the truth
 beside it: the ratio means something only when vid2sid's error is no worse than mujoco.sysid's
 (or within mujoco.sysid's own test tolerance, 1e-4 absolute).
 
-A vid2sid run writes its whole run directory (result.json, result.yaml, iterations.jsonl, the
-calibrated model, plots, report.html); a second row per problem runs it with the documented
-``--no-report`` flag (no report.html) to show what the report costs.
+A vid2sid run writes its whole run directory (result.json, result.yaml, iterations.jsonl,
+trials.json, the calibrated model, report.html) and runs its diagnostics (identifiability at the
+start and at the result, the residual diagnosis); mujoco.sysid's script only fits. Two more rows
+per problem run vid2sid with the documented ``--no-report`` flag (no report.html: what the report
+costs) and with ``--executor threads --workers W`` (the finite differences batched through
+``mujoco.rollout`` on W threads).
 
     nice .venv/bin/python bench/bench_sysid_cost.py
     .venv/bin/python bench/bench_sysid_cost.py --tiny        # a smoke run (spring-mass, one repeat)
@@ -215,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per side (the median wall time is printed)")
     ap.add_argument("--tiny", action="store_true", help="smoke size: the spring-mass, one run per side, no "
                     "--no-report row")
+    ap.add_argument("--workers", type=int, default=2, help="threads of the --executor threads row")
     ap.add_argument("--profile", metavar="DIR", help="also write a cProfile of one vid2sid run per problem to DIR")
     a = ap.parse_args(argv)
     if a.tiny:
@@ -240,9 +244,12 @@ def main(argv: list[str] | None = None) -> int:
                 "vid2sid calibrate --no-report": lambda i: [sys.executable, "-m", "vid2sid_ros.cli", "calibrate",
                                                             str(d / "rig.yaml"), "--out", str(d / f"runnr{i}"), "-q",
                                                             "--no-report"],
+                "vid2sid calibrate --executor threads": lambda i: [
+                    sys.executable, "-m", "vid2sid_ros.cli", "calibrate", str(d / "rig.yaml"), "--out",
+                    str(d / f"runth{i}"), "-q", "--executor", "threads", "--workers", str(a.workers)],
             }
             if a.tiny:
-                del sides["vid2sid calibrate --no-report"]
+                del sides["vid2sid calibrate --no-report"], sides["vid2sid calibrate --executor threads"]
             for side, cmd in sides.items():
                 walls, cpus = [], []
                 for i in range(a.repeat):
@@ -252,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
                 if side.startswith("mujoco"):
                     values = json.loads(out.stdout.strip().splitlines()[-1])
                 else:
-                    run_dir = d / (f"run{a.repeat - 1}" if side == "vid2sid calibrate" else f"runnr{a.repeat - 1}")
+                    prefix = {"vid2sid calibrate": "run", "vid2sid calibrate --no-report": "runnr",
+                              "vid2sid calibrate --executor threads": "runth"}[side]
+                    run_dir = d / f"{prefix}{a.repeat - 1}"
                     values = json.loads((run_dir / "result.json").read_text())["values"]
                 rows[side] = (statistics.median(walls), statistics.median(cpus), _errors(values, truth))
             ref = rows["mujoco.sysid script"][0]
