@@ -266,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows[side] = (statistics.median(walls), statistics.median(cpus), _errors(values, truth))
             ref = rows["mujoco.sysid script"][0]
             for side, (wall, cpu, err) in rows.items():
-                print(f"| {name} ({len(truth)} free) | {side} | {wall:.2f} | {cpu:.2f} | {err:.2e} | {wall / ref:.2f}x |",
-                      flush=True)
+                print(f"| {name} ({len(truth)} free) | {side} | {wall:.2f} | {cpu:.2f} | {err:.2e} "
+                      f"| {wall / ref:.2f}x |", flush=True)
             summary.append((name, rows))
             if a.profile:
                 prof = Path(a.profile) / f"{name}.prof"
