@@ -288,3 +288,29 @@ def test_threads_on_a_mujoco_twin_batch_through_mujoco_rollout_with_the_serial_e
     for a, b in zip(ref, got):
         for s, t in zip(a.sim, b.sim):
             np.testing.assert_array_equal(s.keypoints, t.keypoints)
+
+
+def test_a_long_trial_is_batched_a_few_points_at_a_time_with_the_same_results(monkeypatch):
+    """The states mujoco.rollout returns are bounded (MAX_BATCH_BYTES): more points than fit go in chunks."""
+    import mujoco
+
+    from vid2sid_ros.sim import mujoco_batch
+
+    rig = load_rig("finger")
+    twin = rig.make_twin()
+    exc = rig.excitations["train"][0]
+    nominal = rig.parameters.nominal()
+    pts = [dict(nominal, joint_stiffness=s) for s in (0.22, 0.3, 0.38)]
+    nsub = int(np.ceil(exc.period / twin.max_physics_timestep - 1e-9))
+    per_point = exc.num_steps * nsub * mujoco.mj_stateSize(twin.model, mujoco_batch.FULL_STATE) * 8
+    monkeypatch.setattr(mujoco_batch, "MAX_BATCH_BYTES", 2 * per_point)
+    assert mujoco_batch.points_per_batch(twin.model, exc.num_steps * nsub) == 2
+    calls = []
+    real = mujoco_batch.batched_states
+    monkeypatch.setattr(mujoco_batch, "batched_states", lambda models, *a, **k: calls.append(len(models))
+                        or real(models, *a, **k))
+    got = twin.rollout_batch(exc, pts, nthread=2)
+    assert calls == [2]  # the third point alone: the twin's own rollout
+    for p, b in zip(pts, got):
+        twin.set_parameters(p)
+        _same_rollout(twin.rollout(exc), b)

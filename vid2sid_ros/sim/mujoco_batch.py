@@ -25,13 +25,23 @@ from typing import Sequence
 import mujoco
 import numpy as np
 
-__all__ = ["batched_states", "full_state", "FULL_STATE"]
+__all__ = ["batched_states", "full_state", "points_per_batch", "FULL_STATE", "MAX_BATCH_BYTES"]
 
 #: the state ``mujoco.rollout`` takes and returns (time, qpos, qvel, act, history, mocap, plugin)
 FULL_STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
 
 _POOLS: dict[int, object] = {}
 _POOL_LOCK = threading.Lock()
+
+
+#: most memory one batch's returned states may take, bytes (a longer clip is batched fewer points at a time)
+MAX_BATCH_BYTES = 256 * 2**20
+
+
+def points_per_batch(model: mujoco.MjModel, nstep: int) -> int:
+    """How many rollouts of ``nstep`` physics steps fit in one batch (:data:`MAX_BATCH_BYTES`; at least 1)."""
+    per_point = max(1, int(nstep)) * mujoco.mj_stateSize(model, FULL_STATE) * 8
+    return max(1, MAX_BATCH_BYTES // per_point)
 
 
 def full_state(model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:

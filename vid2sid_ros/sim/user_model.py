@@ -883,13 +883,18 @@ class UserModelTwin:
         Raises:
             TwinError, ParameterSpecError: as :meth:`set_parameters` / :meth:`rollout`.
         """
-        from .mujoco_batch import batched_states, full_state
+        from .mujoco_batch import batched_states, full_state, points_per_batch
 
         ctrl = self._ctrl(excitation)
         T, period = excitation.num_steps, excitation.period
         nsub = max(1, int(math.ceil(period / self.physics_step_bound - 1e-9)))
-        if len(values) < 2 or T == 0 or self.rollout_limits.max_wall_s is not None:
+        cap = points_per_batch(self.model, T * nsub)
+        if (len(values) < 2 or T == 0 or cap < 2 or self.rollout_limits.max_wall_s is not None
+                or self.rollout_limits.substeps_problem(T * nsub)):  # refused: rollout() says so
             return [self._rollout_at(v, excitation) for v in values]
+        if len(values) > cap:  # a long trial: a few points at a time (bounded memory)
+            return [r for i in range(0, len(values), cap)
+                    for r in self.rollout_batch(excitation, values[i:i + cap], nthread=nthread)]
         m, d = self.model, self.data
         models, init, warm, points, serial = [], [], [], [], set()
         for b, v in enumerate(values):
