@@ -4,8 +4,9 @@ Prints one Markdown table of wall and CPU time per case and backend, the ratio t
 whether the results are identical to serial:
 
 - ``reasoner FD``: one reasoner iteration's finite-difference columns (one forward probe per
-  free parameter, :func:`~vid2sid_ros.calibration.batch.evaluate_batch`) on the ``--fd-rig``
-  (default finger): serial vs threads(W);
+  free parameter on every training trial, :func:`~vid2sid_ros.calibration.batch.evaluate_batch`)
+  on the ``--fd-rig`` (default finger): serial vs threads(W) (a MuJoCo twin: one batched
+  ``mujoco.rollout`` call per trial on W C++ threads);
 - ``identifiability``: the identifiability check's central-difference Jacobian with its error
   estimate (4n probes) on the same rig: serial vs threads(W);
 - ``FD Jacobian``: the identifiability Jacobian on ``--pool-rig`` (default tentacle):
@@ -53,10 +54,11 @@ def _cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _objective(rig_name: str, seed: int = 1) -> TrialObjective:
+def _objective(rig_name: str, seed: int = 1, trials: int | None = 1) -> TrialObjective:
+    """The rig's calibration objective on its first ``trials`` training trials (None: all of them)."""
     rig = load_rig(rig_name)
     real = make_sim2sim_trial(rig, draw_ground_truth(rig.parameters, seed), seed=seed, noise="keypoint")
-    return TrialObjective(rig.make_twin(), real.train_excitations[:1], real.train[:1], rig.parameters)
+    return TrialObjective(rig.make_twin(), real.train_excitations[:trials], real.train[:trials], rig.parameters)
 
 
 def _measure(run, backend: str, workers: int, repeat: int):
@@ -115,6 +117,11 @@ def _sweep(rig_name: str, seeds: int, methods: list[str], budget: int, iteration
     return run
 
 
+#: (case, backend, serial's warm wall / this backend's, this backend's CPU / serial's, same results) of every
+#: non-serial row
+_RATIOS: list[tuple[str, str, float, float, bool]] = []
+
+
 def _same(a, b) -> bool:
     if isinstance(a, list) and a and isinstance(a[0], np.ndarray):
         return len(a) == len(b) and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))
@@ -127,7 +134,9 @@ def _rows(case: str, run, backends: list[str], workers: int, repeat: int = 3) ->
     for b in backends:
         cold, warm, cpu, res = _measure(run, b, workers, repeat)
         if ref is None:
-            ref = (cold, warm, res)
+            ref = (cold, warm, res, cpu)
+        else:
+            _RATIOS.append((case, f"{b}({workers})", ref[1] / warm, cpu / ref[3], _same(res, ref[2])))
         same = "yes" if _same(res, ref[2]) else "NO"
         label = b if b == "serial" else f"{b}({workers})"
         out.append(f"| {case} | {label} | {cold:.2f} | {warm:.2f} | {cpu:.2f} | {ref[0] / cold:.2f}x "
@@ -148,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3, help="warm runs per row (the fastest is printed)")
     ap.add_argument("--tiny", action="store_true", help="smoke size: toy rig everywhere, one seed, tiny budget")
+    ap.add_argument("--cases", default="fd,identifiability,jacobian,sweep",
+                    help="comma-separated subset of fd, identifiability, jacobian, sweep")
     a = ap.parse_args(argv)
+    cases = set(a.cases.split(","))
     if a.tiny:
         a.fd_rig = a.pool_rig = a.sweep_rig = "toy"
         a.seeds, a.methods, a.budget, a.iterations, a.repeat = 1, "random", 6, 2, 1
@@ -163,17 +175,26 @@ def main(argv: list[str] | None = None) -> int:
     print("| case | backend | cold wall s | warm wall s (best) | CPU s per run | cold vs serial | warm vs serial "
           "| same results |")
     print("|---|---|---|---|---|---|---|---|")
-    fd = _objective(a.fd_rig)
-    _rows(f"reasoner FD ({a.fd_rig}, {len(fd.parameters.free_names)} columns)", _fd_probes(fd),
-          ["serial", "threads"], a.workers, a.repeat)
-    _rows(f"identifiability ({a.fd_rig})", _jacobian(fd), ["serial", "threads"], a.workers, a.repeat)
-    pool = _objective(a.pool_rig)
-    pool.evaluate(pool.parameters.nominal())  # compile PyElastica's numba kernels before timing anything
-    _rows(f"FD Jacobian ({a.pool_rig})", _jacobian(pool), ["serial", "pool"] + (["ray"] if ray_ok else []), a.workers,
-          a.repeat)
-    _rows(f"sweep ({a.sweep_rig}, {a.seeds} seeds x {a.methods})",
-          _sweep(a.sweep_rig, a.seeds, a.methods.split(","), a.budget, a.iterations), ["serial", "pool"], a.workers,
-          1)
+    fd = _objective(a.fd_rig, trials=None)  # a reasoner iteration rolls out every training trial
+    if "fd" in cases:
+        _rows(f"reasoner FD ({a.fd_rig}, {len(fd.parameters.free_names)} columns x {fd.cost} trials)", _fd_probes(fd),
+              ["serial", "threads"], a.workers, a.repeat)
+    if "identifiability" in cases:
+        _rows(f"identifiability ({a.fd_rig})", _jacobian(fd), ["serial", "threads"], a.workers, a.repeat)
+    if "jacobian" in cases:
+        pool = _objective(a.pool_rig)
+        pool.evaluate(pool.parameters.nominal())  # compile PyElastica's numba kernels before timing anything
+        _rows(f"FD Jacobian ({a.pool_rig})", _jacobian(pool), ["serial", "pool"] + (["ray"] if ray_ok else []),
+              a.workers, a.repeat)
+    if "sweep" in cases:
+        _rows(f"sweep ({a.sweep_rig}, {a.seeds} seeds x {a.methods})",
+              _sweep(a.sweep_rig, a.seeds, a.methods.split(","), a.budget, a.iterations), ["serial", "pool"],
+              a.workers, 1)
+    print()
+    for case, backend, wall, cpu, same in _RATIOS:
+        print(f"{case}: {backend} is {wall:.2f}x as fast as serial in wall time (warm) and uses {cpu:.2f}x "
+              f"serial's CPU time; results {'identical' if same else 'DIFFERENT'}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {len(os.sched_getaffinity(0))} CPUs")
     return 0
 
 

@@ -43,6 +43,7 @@ CASES = [
                               "--methods", "reasoner,least-squares"], "reasoner"),
     ("bench_node_signals.py", ["--runs", "1", "--random", "1"], "1/1"),
     ("bench_active_learning.py", ["--seeds", "1", "--budget", "30", "--iterations", "3"], "least-squares"),
+    ("bench_sysid_cost.py", ["--tiny"], "spring_mass: vid2sid calibrate takes"),
 ]
 
 #: scripts whose smoke run is a test of its own (it checks more than the exit code)

@@ -212,3 +212,105 @@ def test_a_user_rig_calibration_on_threads_gives_the_serial_iterations():
     assert [_record(r) for r in got.history] == [_record(r) for r in ref.history]
     assert got.values == ref.values and (got.rollouts, got.diagnostic_rollouts) == (ref.rollouts,
                                                                                    ref.diagnostic_rollouts)
+
+
+# -- threads on a MuJoCo twin: one batched mujoco.rollout call ------------------------------------------
+def _same_rollout(a, b) -> None:
+    assert (a.diverged, a.message) == (b.diverged, b.message)
+    for k in a.state:
+        np.testing.assert_array_equal(a.state[k], b.state[k], err_msg=k)
+    np.testing.assert_array_equal(a.trajectory.keypoints, b.trajectory.keypoints)
+    np.testing.assert_array_equal(a.trajectory.valid, b.trajectory.valid)
+    np.testing.assert_array_equal(a.trajectory.time, b.trajectory.time)
+    assert a.trajectory.meta == b.trajectory.meta
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_mujoco_rollout_batch_reproduces_each_rollout_to_the_bit_and_a_blow_up_as_the_twin_reports_it():
+    """Finger: qpos, tendon force, markers, keypoints identical (0.0 difference), the diverging point
+    (negative damping: MuJoCo's bad-qpos warning) re-run by the twin's loop with its own message."""
+    rig = load_rig("finger")
+    twin = rig.make_twin()
+    nominal = rig.parameters.nominal()
+    pts = [dict(nominal, joint_stiffness=0.25), dict(nominal, joint_damping=-0.5), dict(nominal, actuator_gain=14.0)]
+    for exc in rig.excitations["train"]:
+        ref = []
+        for p in pts:
+            twin.set_parameters(p)
+            ref.append(twin.rollout(exc))
+        got = twin.rollout_batch(exc, pts, nthread=2)
+        assert [r.diverged for r in ref] == [False, True, False]
+        for a, b in zip(ref, got):
+            _same_rollout(a, b)
+        assert twin.get_parameters() == pts[-1]  # left at the last point, as the serial loop leaves it
+
+
+def test_user_rig_rollout_batch_reproduces_each_rollout_with_its_time_offset_and_camera():
+    """A rig config (spherical pendulum: initial state, time-offset pre-roll, pinhole camera nuisances)."""
+    rig = load_rig(str(ROOT / "examples/rigs/spherical_pendulum/rig.yaml"))
+    twin = rig.make_twin()
+    params = rig.parameters
+    pts = [params.from_unit_vector(np.full(len(params.free_names), u), params.nominal()) for u in (0.25, 0.5, 0.75)]
+    exc = rig.excitations["train"][0]
+    ref = []
+    for p in pts:
+        twin.set_parameters(p)
+        ref.append(twin.rollout(exc))
+    for a, b in zip(ref, twin.rollout_batch(exc, pts, nthread=2)):
+        _same_rollout(a, b)
+
+
+def test_threads_on_a_mujoco_twin_batch_through_mujoco_rollout_with_the_serial_evaluations():
+    """No Python thread and no twin copy: the points go through the twin's rollout_batch; every
+    Evaluation (rollouts charged, a diverged point's failure and count included) equals serial's."""
+    objective = _objective("finger")
+    nominal = objective.parameters.nominal()
+    pts = [dict(nominal, joint_stiffness=0.25), dict(nominal, joint_damping=-0.5), dict(nominal, actuator_gain=14.0),
+           dict(nominal, joint_stiffness=0.25)]  # a repeat: served from the cache, charged nothing
+    objective.clear_cache()
+    ref = [objective.evaluate(p)[0] for p in pts]
+    objective.clear_cache()
+    calls = []
+    twin = objective.twin
+    real_batch = twin.rollout_batch
+    twin.rollout_batch = lambda exc, values, nthread: calls.append(len(values)) or real_batch(exc, values,
+                                                                                               nthread=nthread)
+    try:
+        with make_executor("threads", 2) as ex:
+            got = evaluate_batch(objective, pts, ex)
+            assert ex._threads is None  # no Python thread pool was started
+    finally:
+        del twin.rollout_batch
+    assert calls == [3] * objective.cost  # the three distinct points, one call per excitation
+    assert [(e.error_px, e.failed, e.rollouts, e.message) for e in got] == \
+        [(e.error_px, e.failed, e.rollouts, e.message) for e in ref]
+    assert got[1].failed and got[3].rollouts == 0
+    for a, b in zip(ref, got):
+        for s, t in zip(a.sim, b.sim):
+            np.testing.assert_array_equal(s.keypoints, t.keypoints)
+
+
+def test_a_long_trial_is_batched_a_few_points_at_a_time_with_the_same_results(monkeypatch):
+    """The states mujoco.rollout returns are bounded (MAX_BATCH_BYTES): more points than fit go in chunks."""
+    import mujoco
+
+    from vid2sid_ros.sim import mujoco_batch
+
+    rig = load_rig("finger")
+    twin = rig.make_twin()
+    exc = rig.excitations["train"][0]
+    nominal = rig.parameters.nominal()
+    pts = [dict(nominal, joint_stiffness=s) for s in (0.22, 0.3, 0.38)]
+    nsub = int(np.ceil(exc.period / twin.max_physics_timestep - 1e-9))
+    per_point = exc.num_steps * nsub * mujoco.mj_stateSize(twin.model, mujoco_batch.FULL_STATE) * 8
+    monkeypatch.setattr(mujoco_batch, "MAX_BATCH_BYTES", 2 * per_point)
+    assert mujoco_batch.points_per_batch(twin.model, exc.num_steps * nsub) == 2
+    calls = []
+    real = mujoco_batch.batched_states
+    monkeypatch.setattr(mujoco_batch, "batched_states", lambda models, *a, **k: calls.append(len(models))
+                        or real(models, *a, **k))
+    got = twin.rollout_batch(exc, pts, nthread=2)
+    assert calls == [2]  # the third point alone: the twin's own rollout
+    for p, b in zip(pts, got):
+        twin.set_parameters(p)
+        _same_rollout(twin.rollout(exc), b)

@@ -2,15 +2,18 @@
 
 :func:`evaluate_batch` runs :meth:`TrialObjective.evaluate` at a list of parameter points on an
 :class:`~vid2sid_ros.calibration.executor.Executor`: serially on the objective itself, or on
-worker copies of it (one twin copy per thread, process or Ray actor, made once). Every
-evaluation is a deterministic function of its point, so the results equal the serial ones on
-every backend; only ``Evaluation.rollouts`` can differ, where the serial objective served a
-point from its cache of recent rollouts and a worker copy had to roll it out.
+worker copies of it (one twin copy per process or Ray actor, made once). On ``threads``, a
+MuJoCo twin (one with ``rollout_batch``: the finger, rig-config twins) steps every point's
+rollout of an excitation in one ``mujoco.rollout`` call on the executor's ``workers`` C++ threads
+(:mod:`vid2sid_ros.sim.mujoco_batch`), which reproduces the twin's own rollout to the bit; any
+other twin gets one copy per Python thread. Every evaluation is a deterministic function of its
+point, so the results, rollout counts included, equal the serial ones on every backend.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from typing import Any, Mapping, Sequence
 
@@ -99,6 +102,10 @@ def evaluate_batch(objective: Any, points: Sequence[Mapping[str, float]], execut
         if k not in seen and objective.cached(k) is None:
             remote.append(i)
         seen.add(k)
+    if executor.backend == "threads" and len(remote) > 1 and callable(getattr(objective.twin, "rollout_batch", None)):
+        batched = _rollout_batched(objective, [points[i] for i in remote], executor.workers)
+        if batched is not None:
+            return _adopt_batched(objective, points, keys, dict(zip(remote, batched)))
     done = executor.map(_evaluate, [points[i] for i in remote],
                         state=state if state is not None else ObjectiveState(objective))
     far = dict(zip(remote, done))
@@ -115,5 +122,43 @@ def evaluate_batch(objective: Any, points: Sequence[Mapping[str, float]], execut
         ev, rollouts = r
         if rollouts is not None:
             objective.adopt(keys[i], rollouts)
+        out.append(ev)
+    return out
+
+
+def _rollout_batched(objective: Any, points: Sequence[Mapping[str, float]], nthread: int) -> list[list] | None:
+    """Every excitation's rollouts at ``points`` through the twin's ``rollout_batch`` (a MuJoCo twin:
+    one ``mujoco.rollout`` call per excitation on ``nthread`` C++ threads): one list of rollouts (one
+    per excitation) per point, or None when the twin refuses a point (the caller then evaluates one
+    point at a time, which records the refusal as a failed evaluation)."""
+    twin_values = [objective.measurement.split(objective.parameters.complete(p))[0] for p in points]
+    per_exc = []
+    for exc in objective.excitations:
+        try:
+            per_exc.append(objective.twin.rollout_batch(exc, twin_values, nthread=nthread))
+        except Exception:  # noqa: BLE001 - evaluate() turns the same error into a failed evaluation
+            return None
+    return [list(r) for r in zip(*per_exc)]
+
+
+def _adopt_batched(objective: Any, points: list, keys: list[tuple], far: dict[int, list]) -> list[Evaluation]:
+    """The serial loop's evaluations, the points in ``far`` evaluated on their batched rollouts.
+
+    In point order (so the rollout cache ends as the serial loop leaves it): a batched point's rollouts
+    enter the cache as if rolled out now and it is evaluated on them, charged :attr:`cost` rollouts as a
+    fresh evaluation is. An evaluation that fails (a divergence, a rollout without valid overlap) is
+    evaluated afresh instead, so that it stops, and is charged, where the serial loop's does."""
+    out: list[Evaluation] = []
+    for i, p in enumerate(points):
+        if i not in far:
+            out.append(objective.evaluate(p)[0])
+            continue
+        objective.adopt(keys[i], far[i])
+        ev = objective.evaluate(p)[0]
+        if ev.failed:
+            objective.forget(keys[i])
+            ev = objective.evaluate(p)[0]
+        else:
+            ev = dataclasses.replace(ev, rollouts=objective.cost)
         out.append(ev)
     return out

@@ -12,6 +12,9 @@ once per rollout):
   (``state.for_worker()`` when the state defines it, else :func:`copy.deepcopy`). MuJoCo
   releases the interpreter lock inside ``mj_step``, so MuJoCo twins (whose rollouts call it many
   times per frame) run concurrently; a twin whose stepping is Python (PyElastica) gains nothing.
+  (:func:`~vid2sid_ros.calibration.batch.evaluate_batch` does not use these threads for a MuJoCo
+  twin with ``rollout_batch``: it steps the whole batch in one ``mujoco.rollout`` call on the
+  executor's ``workers`` C++ threads.)
 - ``pool``: worker processes forked from this one (``multiprocessing`` ``fork`` start method):
   each inherits the state as it is when the pool starts (nothing is pickled but items and
   results), and calls ``for_worker()`` once. The pool is kept while the same state is mapped.

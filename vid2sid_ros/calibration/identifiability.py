@@ -583,7 +583,7 @@ def stated_interval(spec: Any, value: float, centre_u: float, half_u: float, *,
         ``one-sided (lower bound)`` | ``one-sided (upper bound)`` | ``not identified`` |
         ``zero width (no residual noise)``; note "" when the interval is simply ``c ± h``.
     """
-    from scipy.stats import norm
+    from scipy.special import ndtr, ndtri  # the normal's sf and isf (scipy.stats.norm's own; 4x lighter to import)
 
     v_u = float(np.clip(spec.to_unit(float(value)), 0.0, 1.0))
     if not (math.isfinite(centre_u) and math.isfinite(half_u)) or half_u >= 0.5:
@@ -612,8 +612,8 @@ def stated_interval(spec: Any, value: float, centre_u: float, half_u: float, *,
             if z0 > 30.0:
                 q = -math.log(0.05) * sigma / z0
             else:
-                p0, p1 = norm.sf(z0), norm.sf(z1)
-                q = float(norm.isf(p0 - 0.95 * (p0 - p1))) * sigma - d
+                p0, p1 = ndtr(-z0), ndtr(-z1)  # norm.sf
+                q = float(-ndtri(p0 - 0.95 * (p0 - p1))) * sigma - d  # norm.isf
             q = float(np.clip(q, 0.0, 1.0))
             a, b = (0.0, max(q, v_u)) if side == "lower" else (min(1.0 - q, v_u), 1.0)
             notes.append(f"the data put the optimum beyond the {side} bound: the interval is the estimate's "

@@ -173,6 +173,10 @@ class TrialObjective:
             self._cache.pop(next(iter(self._cache)))
         self._cache[key] = list(rollouts)
 
+    def forget(self, key: tuple) -> None:
+        """Drop the cached rollouts at ``key`` (the next evaluation there rolls out again)."""
+        self._cache.pop(key, None)
+
     @property
     def cost(self) -> int:
         """Rollouts per evaluation (one per excitation)."""

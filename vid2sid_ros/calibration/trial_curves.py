@@ -136,6 +136,17 @@ def _footage(traj, steps: np.ndarray, objectives, real_frames: Mapping[str, np.n
     return np.asarray(rf), idx, float(info.get("frame_scale") or 1.0)
 
 
+def _renders_steps(twin: Any) -> bool:
+    """Whether ``twin.rollout`` takes ``render_steps`` and ``render_width`` (render only some rows, small:
+    the MuJoCo twins)."""
+    import inspect
+
+    try:
+        return {"render_steps", "render_width"} <= set(inspect.signature(twin.rollout).parameters)
+    except (TypeError, ValueError):
+        return False
+
+
 def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Mapping[str, float],
                   calibrated: Mapping[str, float], path: str | Path, *, real_frames: Mapping[str, np.ndarray]
                   | None = None, frame_info: Mapping[str, Any] | None = None, width: int = 200,
@@ -173,9 +184,13 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
             stride = max(1, int(np.ceil(T / max_frames)))
             steps = np.asarray(traj.steps if traj.steps is not None else np.arange(T))[::stride]
             for label, values in (("initial", initial), ("calibrated", calibrated)):
+                thinned = _renders_steps(obj.twin) and bool(len(steps)) and int(steps.max()) < exc.num_steps
                 try:
                     obj.twin.set_parameters(measurement.split(obj.parameters.complete(values))[0])
-                    res = obj.twin.rollout(exc, render=True)
+                    # only the frames shown (a twin's row k is command step k); else every step, thinned below
+                    # at the thumbnails' width: the same view, rendered small instead of shrunk
+                    res = (obj.twin.rollout(exc, render=True, render_steps=steps, render_width=width) if thinned
+                           else obj.twin.rollout(exc, render=True))
                     spent += 1
                 except Exception as err:  # noqa: BLE001 - a render problem never loses the calibration
                     why = f"{label} twin on '{exc.name}': {type(err).__name__}: {err}"
@@ -187,11 +202,18 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
                                 else np.arange(res.trajectory.num_frames))
                 row = {int(v): r for r, v in enumerate(st)}
                 rows = np.array([row.get(int(v), -1) for v in steps])
+                if thinned and np.array_equal(rows, steps):
+                    rows = np.arange(len(steps))  # frames[j] is the row of steps[j]
+                elif thinned:
+                    why = f"{label} twin on '{exc.name}': its rows are not its command steps"
+                    continue
                 if (rows < 0).any() or rows.max() >= len(res.frames):
                     why = f"{label} twin on '{exc.name}': rendered frames do not cover the trial's steps"
                     continue
                 arrays[f"{i}_{label}"] = _thumbs(res.frames, rows, width)
-                arrays[f"{i}_size"] = np.array(res.frames.shape[2:0:-1], np.int64)  # camera image (W, H) px
+                cam = obj.twin.camera if thinned else None
+                arrays[f"{i}_size"] = np.array((cam.width, cam.height) if cam is not None else res.frames.shape[2:0:-1],
+                                               np.int64)  # camera image (W, H) px
             arrays[f"{i}_steps"] = steps.astype(np.int64)
             footage = _footage(traj, steps, objectives, real_frames or {}, frame_info or {})
             if footage is not None:

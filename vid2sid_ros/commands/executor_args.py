@@ -11,8 +11,8 @@ __all__ = ["add_executor_arguments", "executor_from_args"]
 def add_executor_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
     """Add the three options to ``parser``; ``what`` says what runs concurrently (for the help)."""
     parser.add_argument("--executor", default="serial", choices=["serial", "threads", "pool", "ray"],
-                        help=f"where {what} run: serial (default), threads (MuJoCo twins: one twin copy per "
-                             "thread), pool (worker processes), ray (a Ray cluster; pip install -r "
+                        help=f"where {what} run: serial (default), threads (MuJoCo twins: batched "
+                             "mujoco.rollout on C++ threads), pool (worker processes), ray (a Ray cluster; pip install -r "
                              "requirements-ray.txt). The results are the same on every backend")
     parser.add_argument("--workers", type=int, default=None,
                         help="concurrent workers (default: this machine's CPUs; ignored by serial)")

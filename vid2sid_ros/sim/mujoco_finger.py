@@ -48,7 +48,7 @@ from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, 
 from .mujoco_constants import derived_field_problem, refresh_constants  # noqa: E402
 from .mujoco_model import compiled_model_xml  # noqa: E402
 from .mujoco_render import (OffscreenRenderer, camera_extrinsics, camera_intrinsics, move_camera,  # noqa: E402
-                            project_points)
+                            preview_size, project_points)
 
 __all__ = ["FingerTwin", "FieldTarget", "parse_targets", "default_config", "make_rig",
            "MODEL_PATH", "PARAMETERS_PATH"]
@@ -457,7 +457,7 @@ class FingerTwin:
             return np.full((K, 2), np.nan), np.zeros(K, dtype=bool)
         return self._project(self.data.geom_xpos[self._marker_geoms])
 
-    def render(self, out: np.ndarray | None = None) -> np.ndarray:
+    def render(self, out: np.ndarray | None = None, *, size: tuple[int, int] | None = None) -> np.ndarray:
         """RGB frame of the current state, (H, W, 3) uint8 (into ``out`` when given).
 
         The GL context is created on first use and made current on the calling thread;
@@ -468,7 +468,7 @@ class FingerTwin:
         """
         if self._cam_pose is None:
             raise TwinError("render() before reset(): start a trial first")
-        return self._renderer_for_rollout().render(self.data, out=out)
+        return self._renderer_for_rollout().render(self.data, out=out, size=size)
 
     def _project(self, points_world: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pixels (..., 2) of world points (..., 3) and their in-image validity (...)."""
@@ -479,7 +479,8 @@ class FingerTwin:
         return kp, valid
 
     # -- one trial -----------------------------------------------------------------------------
-    def rollout(self, excitation: Excitation, *, render: bool = False) -> RolloutResult:
+    def rollout(self, excitation: Excitation, *, render: bool = False,
+                render_steps: Sequence[int] | None = None, render_width: int | None = None) -> RolloutResult:
         """Reset to rest and replay ``excitation``; deterministic.
 
         Equivalent to :meth:`reset` with the excitation's period followed by one
@@ -490,6 +491,11 @@ class FingerTwin:
                 :attr:`actuator_names` order (normalised flexor command in [0, 1];
                 MuJoCo clamps to the actuator's ``ctrlrange``).
             render: also render one RGB frame per command step.
+            render_steps: with ``render``, render only these rows (command steps in [0, T)), in this
+                order: ``frames`` is then (len(render_steps), H, W, 3) (a report's thinned video
+                without rendering every step).
+            render_width: with ``render``, frames this many px wide (the same view, aspect kept:
+                :func:`~.mujoco_render.preview_size`) instead of the camera's size; None: full size.
 
         Returns:
             :class:`RolloutResult` with the projected marker centres (T, K, 2) px,
@@ -509,7 +515,10 @@ class FingerTwin:
         if not np.all(np.isfinite(ctrl)):
             raise TwinError(f"excitation '{excitation.name}' holds NaN or inf commands")
         T, K = excitation.num_steps, len(self._marker_geoms)
-        frames = np.zeros((T, self.camera.height, self.camera.width, 3), np.uint8) if render else None
+        want = _render_rows(T, render_steps) if render else {}
+        size = preview_size(self.camera.width, self.camera.height, render_width)
+        frames = (np.zeros((len(render_steps) if render_steps is not None else T, size[1], size[0], 3), np.uint8)
+                  if render else None)
         self.reset(excitation.period)
         refused = self.rollout_limits.substeps_problem(
             T * self._substeps, f"{self._substeps} per {excitation.period:.4g} s frame, {T} frames")
@@ -529,8 +538,8 @@ class FingerTwin:
             qpos[k] = d.qpos
             applied[k] = d.ctrl
             tension[k] = d.actuator_force
-            if frames is not None:
-                self.render(out=frames[k])
+            for j in want.get(k, ()):
+                self.render(out=frames[j], size=size)
             over = meter.problem(k)
             if over:  # the samples so far are kept, the rollout counts as failed
                 self._diverged = over
@@ -545,6 +554,106 @@ class FingerTwin:
                  "keypoints_world": markers}
         return RolloutResult(trajectory=traj, frames=frames, diverged=bool(self._diverged),
                              message=self._diverged, state=state)
+
+    def rollout_batch(self, excitation: Excitation, values: Sequence[Mapping[str, float]], *,
+                      nthread: int = 1) -> list[RolloutResult]:
+        """``[rollout(excitation) at each of values]`` (not rendered), stepped by ``mujoco.rollout`` on
+        ``nthread`` C++ threads (:mod:`~.mujoco_batch`): the same results to the bit.
+
+        Each point's parameters are written (:meth:`set_parameters`, in order: the twin is left at the
+        last point's values) and its rest state solved here; the stepping runs in one batch; a point
+        whose batched rollout was not clean (a MuJoCo warning, a blow-up) is rolled out again by
+        :meth:`rollout` (its divergence reported as there), as is every point when a wall-time limit is set.
+
+        Args:
+            excitation: as :meth:`rollout`. values: B parameter dicts (spec units).
+            nthread: MuJoCo threads.
+
+        Returns:
+            B results, as :meth:`rollout` returns them with ``render=False``.
+
+        Raises:
+            TwinError, ParameterSpecError: as :meth:`set_parameters` / :meth:`rollout`.
+        """
+        from .mujoco_batch import batched_states, full_state, points_per_batch
+
+        ctrl = self._ctrl_matrix(excitation)
+        if not np.all(np.isfinite(ctrl)):
+            raise TwinError(f"excitation '{excitation.name}' holds NaN or inf commands")
+        T = excitation.num_steps
+        nsub = max(1, int(math.ceil(float(excitation.period) / self.max_physics_timestep - 1e-9)))
+        cap = points_per_batch(self.model, T * nsub)
+        if (len(values) < 2 or T == 0 or cap < 2 or self.rollout_limits.max_wall_s is not None
+                or self.rollout_limits.substeps_problem(T * nsub)):
+            return [self._rollout_at(v, excitation) for v in values]
+        if len(values) > cap:  # a long trial: a few points at a time (bounded memory)
+            return [r for i in range(0, len(values), cap)
+                    for r in self.rollout_batch(excitation, values[i:i + cap], nthread=nthread)]
+        models, init, warm, points = [], [], [], []
+        for v in values:
+            self.set_parameters(v)
+            self.reset(excitation.period)
+            self.model.opt.timestep = self._period / self._substeps  # as step() sets it
+            models.append(copy.copy(self.model))
+            init.append(full_state(self.model, self.data))
+            warm.append(self.data.qacc_warmstart.copy())
+            points.append((dict(self._values), self._cam_pose))
+        u = np.asarray(ctrl, dtype=float)
+        control = np.broadcast_to(np.repeat(u, nsub, axis=0)[None], (len(values), T * nsub, u.shape[1]))
+        datas = self._batch_datas(nthread)
+        states, clean = batched_states(models, datas, np.stack(init), np.stack(warm), control,
+                                       max_abs_qpos=_MAX_ABS_QPOS)
+        out = []
+        for b, v in enumerate(values):
+            if not clean[b]:
+                out.append(self._rollout_at(v, excitation))
+                continue
+            self._cam_pose = points[b][1]
+            out.append(self._batched_result(excitation, models[b], datas[0], init[b], states[b], u, nsub,
+                                            points[b][0]))
+        if len(out) and self._values != points[-1][0]:  # a point re-run after the batch: back to the last
+            self.set_parameters(values[-1])
+        return out
+
+    def _rollout_at(self, values: Mapping[str, float], excitation: Excitation) -> RolloutResult:
+        self.set_parameters(values)
+        return self.rollout(excitation)
+
+    def _batch_datas(self, nthread: int) -> list[mujoco.MjData]:
+        """``nthread`` scratch MjData for batched rollouts (kept; the first also reads the samples)."""
+        datas = self.__dict__.setdefault("_batch_data", [])
+        while len(datas) < max(1, nthread):
+            datas.append(mujoco.MjData(self.model))
+        return datas[:max(1, nthread)]
+
+    def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
+                        states: np.ndarray, ctrl: np.ndarray, nsub: int, values: dict[str, float]) -> RolloutResult:
+        """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub."""
+        from .mujoco_batch import FULL_STATE
+
+        T, K = excitation.num_steps, len(self._marker_geoms)
+        every = np.concatenate([init[None], states])  # row j: after j physics steps
+        markers = np.empty((T, K, 3))
+        tension = np.empty((T, m.nu))
+        for k in range(T):
+            mujoco.mj_setState(m, d, every[(k + 1) * nsub - 1], FULL_STATE)  # before the period's last substep
+            d.ctrl[:] = ctrl[k]
+            mujoco.mj_fwdPosition(m, d)  # the actuator force of that substep (what mj_step leaves in data)
+            mujoco.mj_fwdVelocity(m, d)
+            mujoco.mj_fwdActuation(m, d)
+            tension[k] = d.actuator_force
+            mujoco.mj_setState(m, d, every[(k + 1) * nsub], FULL_STATE)  # the end of the period
+            mujoco.mj_kinematics(m, d)
+            markers[k] = d.geom_xpos[self._marker_geoms]
+        qpos = every[nsub::nsub, 1:1 + m.nq].copy()
+        kp, valid = self._project(markers)
+        traj = Trajectory(time=(np.arange(T) + 1) / excitation.rate, keypoints=kp, valid=valid,
+                          names=self.keypoint_names, source="sim", trial_id=excitation.name,
+                          meta={"rig": "finger", "parameters": values, "physics_timestep": m.opt.timestep,
+                                "substeps": nsub})
+        state = {"qpos": qpos, "ctrl": np.array(ctrl, dtype=float), "tendon_force": tension, "markers_world": markers,
+                 "keypoints_world": markers}
+        return RolloutResult(trajectory=traj, frames=None, diverged=False, message="", state=state)
 
     @staticmethod
     def _divergence(d: mujoco.MjData) -> str:
@@ -568,6 +677,22 @@ class FingerTwin:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _render_rows(T: int, render_steps: Sequence[int] | None) -> dict[int, list[int]]:
+    """``{row: [frame indices]}`` to render: every row of T, or ``render_steps`` (rows in [0, T)).
+
+    Raises:
+        TwinError: a requested row outside [0, T).
+    """
+    if render_steps is None:
+        return {k: [k] for k in range(T)}
+    out: dict[int, list[int]] = {}
+    for j, k in enumerate(render_steps):
+        if not 0 <= int(k) < T:
+            raise TwinError(f"render_steps: row {k} is outside the rollout's {T} rows")
+        out.setdefault(int(k), []).append(j)
+    return out
 
 
 # -- rig ----------------------------------------------------------------------------

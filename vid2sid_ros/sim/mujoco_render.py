@@ -32,7 +32,7 @@ from .base import CameraIntrinsics, TwinError  # noqa: E402
 
 __all__ = ["OffscreenRenderer", "camera_intrinsics", "camera_extrinsics", "project_points", "gl_backend",
            "default_maxgeom",
-           "move_camera"]
+           "move_camera", "preview_size"]
 
 _route_mujoco_warnings()  # MuJoCo's warnings go to logging, not to a MUJOCO_LOG.TXT beside the user's files
 
@@ -244,6 +244,15 @@ def project_points(points_world: np.ndarray, cam_pos: np.ndarray, cam_rot: np.nd
     return out
 
 
+def preview_size(width: int, height: int, preview_width: int | None) -> tuple[int, int]:
+    """``(w, h)`` px of a ``preview_width``-wide image of a ``width`` x ``height`` camera: the aspect
+    kept, the height even (at least 2); the full size when ``preview_width`` is None or not smaller."""
+    if preview_width is None or int(preview_width) >= width:
+        return int(width), int(height)
+    w = max(1, int(preview_width))
+    return w, max(2, int(round(height * w / width)) // 2 * 2)
+
+
 class OffscreenRenderer:
     """Render one fixed camera of a model into RGB arrays.
 
@@ -320,26 +329,39 @@ class OffscreenRenderer:
         """Forget which context is current on this thread (the next render binds its own)."""
         _CURRENT.renderer = None
 
-    def render(self, data: mujoco.MjData, out: np.ndarray | None = None) -> np.ndarray:
+    def render(self, data: mujoco.MjData, out: np.ndarray | None = None, *,
+               size: tuple[int, int] | None = None) -> np.ndarray:
         """Render the current state of ``data``.
 
         Args:
             data: simulation state (kinematics must be up to date, as after ``mj_step``).
             out: optional destination, shape (H, W, 3) uint8.
+            size: ``(w, h)`` px, at most this renderer's size: render a smaller image of the same
+                view (a viewport of that size; the camera's aspect ratio should be kept), e.g. a
+                report's thumbnail without rendering, then shrinking, the full image.
 
         Returns:
-            RGB image, shape (H, W, 3) uint8, row 0 at the top.
+            RGB image, shape (H, W, 3) uint8 (or (h, w, 3)), row 0 at the top.
+
+        Raises:
+            TwinError: a closed renderer, or ``size`` larger than the renderer.
         """
         if self._con is None:
             raise TwinError("renderer is closed")
+        rect, buf = self._rect, self._buffer
+        if size is not None and tuple(size) != (self.width, self.height):
+            w, h = int(size[0]), int(size[1])
+            if not (0 < w <= self.width and 0 < h <= self.height):
+                raise TwinError(f"render size {w}x{h} px is outside the renderer's {self.width}x{self.height}")
+            rect, buf = mujoco.MjrRect(0, 0, w, h), np.empty((h, w, 3), dtype=np.uint8)
         self.make_current()
         mujoco.mjv_updateScene(self.model, data, self._option, None, self._camera,
                                mujoco.mjtCatBit.mjCAT_ALL.value, self._scene)
-        mujoco.mjr_render(self._rect, self._scene, self._con)
-        mujoco.mjr_readPixels(self._buffer, None, self._rect, self._con)
+        mujoco.mjr_render(rect, self._scene, self._con)
+        mujoco.mjr_readPixels(buf, None, rect, self._con)
         if out is None:
-            out = np.empty_like(self._buffer)
-        np.copyto(out, self._buffer[::-1])  # OpenGL rows run bottom-up
+            out = np.empty_like(buf)
+        np.copyto(out, buf[::-1])  # OpenGL rows run bottom-up
         return out
 
     def close(self) -> None:

@@ -48,6 +48,7 @@ commands the difference is only where the initial state sits in time.)
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import os
@@ -70,10 +71,10 @@ from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, 
 from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionError  # noqa: E402
 from ..share import PACKAGE_DIR, resolve_path  # noqa: E402,F401  (re-exported)
 from .mujoco_constants import refresh_constants  # noqa: E402
-from .mujoco_finger import parse_targets  # noqa: E402
+from .mujoco_finger import _render_rows, parse_targets  # noqa: E402
 from .mujoco_model import (MarkerSpec, ModelError, build_model, compiled_model_xml, distortion_maps,  # noqa: E402
                            parse_actuators, parse_markers, set_camera)
-from .mujoco_render import OffscreenRenderer  # noqa: E402
+from .mujoco_render import OffscreenRenderer, preview_size  # noqa: E402
 
 __all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "write_model_binding",
            "write_model_bindings", "build_user_twin", "resolve_path", "PACKAGE_DIR"]
@@ -733,10 +734,19 @@ class UserModelTwin:
         return self._renderer
 
     def _render_frame(self, d: mujoco.MjData, anchor: np.ndarray, time: float, out: np.ndarray) -> None:
-        """Render ``d``'s state from the camera at video time ``time`` into ``out`` (H, W, 3) uint8."""
+        """Render ``d``'s state from the camera at video time ``time`` into ``out`` (H, W, 3) uint8; an ``out``
+        smaller than the camera's image gets the same view at that size (a preview, :func:`preview_size`)."""
         import cv2
 
         cam = self.camera_at(anchor, time)
+        size = (out.shape[1], out.shape[0])
+        if size != (cam.width, cam.height):
+            if self._pinhole is None and self.projection.radial_k1 != 0.0:  # its lens maps are full-size only
+                full = np.zeros((cam.height, cam.width, 3), np.uint8)
+                self._render_frame(d, anchor, time, full)
+                cv2.resize(full, size, dst=out, interpolation=cv2.INTER_AREA)
+                return
+            cam = cam.resized(*size)
         set_camera(self.model, self._cam_id, cam)
         mujoco.mj_camlight(self.model, d)
         r = self._get_renderer()
@@ -749,12 +759,13 @@ class UserModelTwin:
             if key != self._maps_key:
                 self._maps_key, self._maps = key, self.projection.distort_image_maps()
         if self._maps is None:
-            r.render(d, out=out)
+            r.render(d, out=out, size=size)
         else:
-            img = r.render(d)
+            img = r.render(d, size=size)
             cv2.remap(img, self._maps[0], self._maps[1], cv2.INTER_LINEAR, dst=out, borderMode=cv2.BORDER_REPLICATE)
 
-    def rollout(self, excitation: Excitation, *, render: bool = False) -> RolloutResult:
+    def rollout(self, excitation: Excitation, *, render: bool = False,
+                render_steps: Sequence[int] | None = None, render_width: int | None = None) -> RolloutResult:
         """Reset to the trial's initial state and replay ``excitation`` (deterministic).
 
         Row ``k`` is the state at ``time_offset + k / rate`` s, before command ``k`` acts
@@ -767,6 +778,11 @@ class UserModelTwin:
                 order (all zero = free motion); ``meta["trial"]`` picks the trial's initial state.
             render: also render one frame per row with MuJoCo from the rig's camera
                 (meshes, materials, markers; lens distortion applied).
+            render_steps: with ``render``, render only these rows (in [0, T)), in this order:
+                ``frames`` is then (len(render_steps), H, W, 3) (a report's thinned video without
+                rendering every row).
+            render_width: with ``render``, frames this many px wide (the same view, aspect kept:
+                :func:`~.mujoco_render.preview_size`) instead of the camera's size; None: full size.
 
         Returns:
             :class:`RolloutResult`; ``state`` holds ``qpos`` (T, nq), ``qvel`` (T, nv),
@@ -799,7 +815,10 @@ class UserModelTwin:
         qpos = np.full((T, m.nq), np.nan)
         qvel = np.full((T, m.nv), np.nan)
         cam0 = self.camera_at(anchor, offset) if render else None
-        frames = np.zeros((T, cam0.height, cam0.width, 3), np.uint8) if render else None
+        want = _render_rows(T, render_steps) if render else {}
+        size = preview_size(cam0.width, cam0.height, render_width) if render else None
+        frames = (np.zeros((len(render_steps) if render_steps is not None else T, size[1], size[0], 3), np.uint8)
+                  if render else None)
         for k in range(T_run):
             problem = self._divergence() if k % 32 == 0 or k == T - 1 else ""
             if problem:
@@ -815,8 +834,8 @@ class UserModelTwin:
             for j, ref in enumerate(self._keypoints):
                 pts[k, j] = self._point(d, ref)
             qpos[k], qvel[k] = d.qpos, d.qvel
-            if render:
-                self._render_frame(d, anchor, offset + k * period, frames[k])
+            for j in want.get(k, ()):
+                self._render_frame(d, anchor, offset + k * period, frames[j])
             if m.nu:
                 d.ctrl[:] = ctrl[k]
             mujoco.mj_step(m, d, nsub)
@@ -842,6 +861,117 @@ class UserModelTwin:
                                 "substeps": nsub})
         state = {"qpos": qpos, "qvel": qvel, "keypoints_world": pts, "time": time}
         return RolloutResult(trajectory=traj, frames=frames, diverged=diverged, message=message, state=state)
+
+    def rollout_batch(self, excitation: Excitation, values: Sequence[Mapping[str, float]], *,
+                      nthread: int = 1) -> list[RolloutResult]:
+        """``[rollout(excitation) at each of values]`` (not rendered), stepped by ``mujoco.rollout`` on
+        ``nthread`` C++ threads (:mod:`~.mujoco_batch`): the same results to the bit.
+
+        Each point's parameters are written (:meth:`set_parameters`, in order: the twin is left at the
+        last point's values) and its initial state (with the ``time_offset`` pre-roll) made here; the
+        stepping runs in one batch; a point whose batched rollout was not clean (a MuJoCo warning, a
+        blow-up) is rolled out again by :meth:`rollout` (its divergence reported as there), as is every
+        point when a wall-time limit is set.
+
+        Args:
+            excitation: as :meth:`rollout`. values: B parameter dicts (spec units).
+            nthread: MuJoCo threads.
+
+        Returns:
+            B results, as :meth:`rollout` returns them with ``render=False``.
+
+        Raises:
+            TwinError, ParameterSpecError: as :meth:`set_parameters` / :meth:`rollout`.
+        """
+        from .mujoco_batch import batched_states, full_state, points_per_batch
+
+        ctrl = self._ctrl(excitation)
+        T, period = excitation.num_steps, excitation.period
+        nsub = max(1, int(math.ceil(period / self.physics_step_bound - 1e-9)))
+        cap = points_per_batch(self.model, T * nsub)
+        if (len(values) < 2 or T == 0 or cap < 2 or self.rollout_limits.max_wall_s is not None
+                or self.rollout_limits.substeps_problem(T * nsub)):  # refused: rollout() says so
+            return [self._rollout_at(v, excitation) for v in values]
+        if len(values) > cap:  # a long trial: a few points at a time (bounded memory)
+            return [r for i in range(0, len(values), cap)
+                    for r in self.rollout_batch(excitation, values[i:i + cap], nthread=nthread)]
+        m, d = self.model, self.data
+        models, init, warm, points, serial = [], [], [], [], set()
+        for b, v in enumerate(values):
+            self.set_parameters(v)
+            offset = self._reset(self._trial_of(excitation), excitation)
+            npre = self._pre_roll_steps(offset)
+            if self.rollout_limits.substeps_problem(T * nsub + npre):
+                serial.add(b)  # refused: rollout() says so
+            else:
+                self._pre_roll(offset)
+                if self._divergence():
+                    serial.add(b)
+            m.opt.timestep = period / nsub
+            models.append(copy.copy(m))
+            init.append(full_state(m, d))
+            warm.append(d.qacc_warmstart.copy())
+            anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
+            points.append((dict(self._values), offset, anchor, self.pinhole, self.projection))
+        if m.nu:
+            control = np.repeat(ctrl, nsub, axis=0)
+        else:
+            control = np.zeros((T * nsub, 0))
+        control = np.broadcast_to(control[None], (len(values),) + control.shape)
+        datas = self._batch_datas(nthread)
+        states, clean = batched_states(models, datas, np.stack(init), np.stack(warm), control,
+                                       max_abs_qpos=_MAX_ABS_QPOS)
+        out = []
+        for b, v in enumerate(values):
+            if b in serial or not clean[b]:
+                out.append(self._rollout_at(v, excitation))
+            else:
+                out.append(self._batched_result(excitation, models[b], datas[0], init[b], states[b], nsub, *points[b]))
+        if len(out) and self._values != points[-1][0]:  # a point re-run after the batch: back to the last
+            self.set_parameters(values[-1])
+        return out
+
+    def _rollout_at(self, values: Mapping[str, float], excitation: Excitation) -> RolloutResult:
+        self.set_parameters(values)
+        return self.rollout(excitation)
+
+    def _batch_datas(self, nthread: int) -> list[mujoco.MjData]:
+        """``nthread`` scratch MjData for batched rollouts (kept; the first also reads the samples)."""
+        datas = self.__dict__.setdefault("_batch_data", [])
+        while len(datas) < max(1, nthread):
+            datas.append(mujoco.MjData(self.model))
+        return datas[:max(1, nthread)]
+
+    def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
+                        states: np.ndarray, nsub: int, values: dict[str, float], offset: float, anchor: np.ndarray,
+                        pinhole: PinholeCamera | None, projection: ImageProjection | None) -> RolloutResult:
+        """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub:
+        row k is the state before command k (the initial state, then the end of each period)."""
+        from .mujoco_batch import FULL_STATE
+
+        T, K, period = excitation.num_steps, len(self._keypoints), excitation.period
+        rows = np.concatenate([init[None], states[nsub - 1:-1:nsub]]) if T > 1 else init[None]
+        pts = np.empty((T, K, 3))
+        for k in range(T):
+            mujoco.mj_setState(m, d, rows[k], FULL_STATE)
+            mujoco.mj_kinematics(m, d)
+            for j, ref in enumerate(self._keypoints):
+                pts[k, j] = self._point(d, ref)
+        qpos = rows[:, 1:1 + m.nq].copy()
+        qvel = rows[:, 1 + m.nq:1 + m.nq + m.nv].copy()
+        time = offset + np.arange(T) * period
+        diverged, message = False, ""
+        try:
+            kp = pinhole.project(pts) if pinhole is not None else projection.project(pts, anchor, time)
+        except ProjectionError as err:
+            kp, diverged, message = np.full((T, K, 2), np.nan), True, f"projection failed: {err}"
+        valid = np.all(np.isfinite(kp), axis=2)
+        traj = Trajectory(time=time, keypoints=kp, valid=valid, names=self.keypoint_names, source="sim",
+                          trial_id=excitation.name,
+                          meta={"rig": self.name, "parameters": values, "physics_timestep": m.opt.timestep,
+                                "substeps": nsub})
+        state = {"qpos": qpos, "qvel": qvel, "keypoints_world": pts, "time": time}
+        return RolloutResult(trajectory=traj, frames=None, diverged=diverged, message=message, state=state)
 
     # -- one command period at a time (SteppableTwin, for the ROS lockstep graph) -----------
     def reset(self, trial: str = "") -> None:
