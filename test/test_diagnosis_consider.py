@@ -129,3 +129,34 @@ def test_a_heavier_middle_link_absorbed_by_a_free_armature_is_a_caveat_not_silen
         iv = d["consider"]["intervals"][c["parameter"]]
         assert iv["lower"] <= c["value"] <= iv["upper"]
         assert iv["upper"] - iv["lower"] > iv["statistical"][1] - iv["statistical"][0]
+
+
+def test_a_caveat_is_one_terminal_line_and_the_consider_interval_stands_beside_the_statistical_one(tmp_path):
+    # the toy arm's torque is gain x transmission with the transmission frozen: no trial of its kind can tell a
+    # wrong transmission from a wrong gain, so the identified gain is only as good as the transmission's nominal
+    from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+    from vid2sid_ros.calibration.proposers import make_proposer
+    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.report import render_report, run_summary_lines
+    from vid2sid_ros.sim.toy import make_rig
+
+    rig = make_rig()
+    real = make_sim2sim_trial(rig, rig.parameters.complete({}), seed=0, noise="keypoint", keypoint_sigma_px=0.2)
+    res = run_calibration(rig, real, make_proposer("reasoner"), CalibrationConfig(iterations=3, rollout_budget=20),
+                          tmp_path)
+    d = res.diagnosis
+    assert not d["misspecified"] and d["caveat"], d["text"]  # no model error claimed; a caveat raised
+    (cav,) = [c for c in d["consider"]["caveats"] if c["parameter"] == "gain"]
+    assert cav["cause"] == "frozen parameter 'transmission'" and cav["shift_relative"] > 0.15
+    assert "a measurement of one of them alone" in cav["separate_with"]  # one product here
+    (msg,) = [f["message"] for f in d["findings"] if f["severity"] == "caveat"]
+    lines = run_summary_lines(tmp_path)
+    assert [ln for ln in lines if ln.startswith("caveat:")] == [f"caveat: {msg}"]
+    assert not any("Caveat" in ln for ln in lines if ln.startswith("warning:"))  # not a model-error warning
+    (row,) = [ln for ln in lines if ln.strip().startswith("gain =")]
+    v = float(row.split("=")[1].split()[0])
+    lo, hi = (float(x) for x in row.split("  95 % [")[1].split("]")[0].split(","))
+    clo, chi = (float(x) for x in row.split("consider 95 % [")[1].split("]")[0].split(","))
+    assert lo <= v <= hi and clo <= lo and chi >= hi and chi - clo > hi - lo  # the value inside both; wider
+    text = render_report(tmp_path / "report.html", tmp_path).read_text(encoding="utf-8")
+    assert "consider-widened" in text and "Caveat, not a model error" in text

@@ -42,7 +42,11 @@ from .advice import separating_trial
 from .causes import Cause, CameraPose, CommandTransform, Composite, FrozenParameter, Intrinsic, ModelField, TimeWarp
 from .result import THRESHOLDS
 
-__all__ = ["PLAUSIBLE", "plausible_error", "ConsiderResult", "consider", "absorbed"]
+__all__ = ["PLAUSIBLE", "ALIAS_EXACT", "plausible_error", "ConsiderResult", "consider", "absorbed"]
+
+#: ``1 − ‖r_c‖ / ‖J_c‖`` at or above which the free columns reproduce a cause's column so closely (to 2 %, the
+#: accuracy of forward-difference columns) that the caveat adds that a measurement of one alone may be needed
+ALIAS_EXACT = 0.98
 
 #: the plausible error of each family of candidate (what a careful user's nominal value may be off by, as a
 #: 95 % bound): relative for masses, inertias and joint fields (of their current value), SI otherwise
@@ -201,6 +205,8 @@ class Absorbed:
     power: float
     visible: bool
     shift: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: ``1 − ‖r_c‖ / ‖J_c‖``: 1 when the free columns reproduce the cause's column exactly
+    alias: float = 0.0
 
 
 def absorbed(F: np.ndarray, column: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -246,7 +252,7 @@ class ConsiderResult:
                 "min_shift": THRESHOLDS["consider_min_shift"], "caveats": self.caveats,
                 "intervals": self.intervals, "message": self.message,
                 "candidates": [{"cause": a.cause.name, "kind": a.cause.kind, "plausible": a.delta, "unit": a.cause.unit,
-                                "noncentrality": a.lam, "detection_power": a.power, "visible": a.visible,
+                                "noncentrality": a.lam, "detection_power": a.power, "visible": a.visible, "alias": a.alias,
                                 "shift": {k: list(v) for k, v in a.shift.items()}} for a in self.candidates]}
 
 
@@ -315,6 +321,8 @@ def consider(ctx: Any, scores: Sequence[Any], F: np.ndarray, null_ssr: float, n_
         lam = float(resid @ resid) * delta * delta / sigma2
         power = float(ncx2.sf(crit_eff, 1, lam)) if lam > 0 else float(chi2.sf(crit_eff, 1))
         a = Absorbed(c, float(delta), beta, lam, power, power >= THRESHOLDS["consider_power"])
+        qn = float(np.linalg.norm(np.where(np.isfinite(col[rows]), col[rows], 0.0)))
+        a.alias = 1.0 - float(np.linalg.norm(resid)) / qn if qn > 0 else 0.0
         for j in used:
             s = ctx.free[j]
             du = abs(float(beta[j])) * delta
@@ -353,6 +361,9 @@ def _caveats(ctx: Any, cands: list[Absorbed], stated: Mapping[str, tuple[float, 
             continue
         _, a, shift, rel, half = best
         sep = separating_trial([a.cause, _Kind(_category(s))])
+        if a.alias >= ALIAS_EXACT:  # the free columns reproduce its column: perhaps one combination (a product)
+            sep += (f"; or, if no trial does (their effects agree to {100 * (1 - a.alias):.2g} % on these trials, "
+                    "as for two factors of one product), a measurement of one of them alone")
         out.append({"parameter": s.name, "value": v, "unit": s.unit, "cause": a.cause.name, "kind": a.cause.kind,
                     "fields": list(a.cause.fields), "plausible": a.delta,
                     "plausible_text": _plausible_text(ctx, a.cause, a.delta), "shift": shift, "shift_relative": rel,
