@@ -93,6 +93,17 @@ def test_a_partly_aliased_error_the_noise_hides_is_a_caveat_and_one_it_shows_is_
     assert loud.candidates[0].visible and not loud.caveats
 
 
+def test_on_noise_free_data_a_part_the_residual_shows_is_visible():
+    # was: the detection power was NaN for a huge non-centrality, so every candidate counted as invisible and a
+    # noise-free run got caveats with zero-width intervals
+    def partly(F, rng):
+        q = rng.normal(0.0, 1.0, M)
+        return 3.0 * F[:, 0] + q
+    ctx, F, scores, _ = _problem(partly, sigma=1e-11)  # non-centrality ~1e23
+    res = consider(ctx, scores, F, null_ssr=1e-26, n_candidates=1, intervals=_intervals(1e-11))
+    assert res.candidates[0].visible and res.candidates[0].power == 1.0 and not res.caveats
+
+
 def test_the_regression_leaves_out_unusable_columns():
     F = np.array([[1.0, np.nan], [0.0, np.nan], [1.0, np.nan]])
     beta, r, used = absorbed(F, np.array([2.0, 1.0, 2.0]), np.ones(3, bool))

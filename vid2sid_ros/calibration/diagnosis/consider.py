@@ -320,6 +320,8 @@ def consider(ctx: Any, scores: Sequence[Any], F: np.ndarray, null_ssr: float, n_
         beta, resid, used = absorbed(F, np.asarray(col, float), rows)
         lam = float(resid @ resid) * delta * delta / sigma2
         power = float(ncx2.sf(crit_eff, 1, lam)) if lam > 0 else float(chi2.sf(crit_eff, 1))
+        if not math.isfinite(power):  # a non-centrality beyond the distribution's numerics (noise-free data)
+            power = 1.0 if lam > crit_eff else 0.0
         a = Absorbed(c, float(delta), beta, lam, power, power >= THRESHOLDS["consider_power"])
         qn = float(np.linalg.norm(np.where(np.isfinite(col[rows]), col[rows], 0.0)))
         a.alias = 1.0 - float(np.linalg.norm(resid)) / qn if qn > 0 else 0.0
