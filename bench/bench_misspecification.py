@@ -275,6 +275,14 @@ def follow_advice(rig, twin, params, nuisance, rec: dict[str, Any] | None, verdi
                 targets += [f"body_inertia[{b},{i}]*{float(model.body_inertia[b, i])!r}" for i in range(3)]
             added.append(ParameterSpec(f"suite_scale_{name}", "relative", 0.5, 2.0, 1.0,
                                        f"mass/inertia scale of body {name}", ", ".join(targets)))
+        elif len(fields) == 1 and fields[0].startswith("body_ipos["):  # a centre of mass: "body_ipos[name,axis]"
+            name, axis = fields[0].split("[", 1)[1].rstrip("]").split(",")
+            b = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name.strip())
+            if b < 0:
+                return None, params, nuisance, f"cannot express {fields[0]} as a parameter: nothing done"
+            v = float(model.body_ipos[b, int(axis)])
+            added.append(ParameterSpec(f"suite_body_ipos_{b}_{int(axis)}", "m", v - 0.05, v + 0.05, v,
+                                       f"{fields[0]}", f"body_ipos[{b},{int(axis)}]"))
         elif len(fields) == 1:
             field, idx = fields[0].split("[", 1)
             idx = idx.rstrip("]")
