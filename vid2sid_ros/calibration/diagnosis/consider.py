@@ -156,11 +156,15 @@ def _gain_is_free(ctx: Any, cause: CommandTransform) -> bool:
     name = names[cause.column] if cause.column < len(names) else ""
     tokens = {name}
     model = getattr(ctx.twin, "model", None)
-    if model is not None and name:
+    if model is not None:
         try:
             import mujoco
 
-            tokens.add(str(mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, name)))
+            i = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, name) if name else -1
+            if i < 0 and cause.column < int(getattr(model, "nu", 0)):  # commands named u0, u1, ...: by column
+                i = cause.column
+                tokens.add(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, i) or "")
+            tokens.add(str(i))
         except (ImportError, TypeError, ValueError):
             pass
     return any(f in ("actuator_gear", "actuator_gainprm") and t in tokens for f, t in _free_fields(ctx))
