@@ -479,7 +479,8 @@ def summarise(out: Path) -> str:
         if all("consider_interval" in x for x in b + a):
             cb = [_in_consider(c, "before") for c in ok]
             ca = [_in_consider(c, "after") for c in ok]
-            ccov = f"{sum(x[0] for x in cb)}/{sum(x[1] for x in cb)} → {sum(x[0] for x in ca)}/{sum(x[1] for x in ca)}"
+            ccov = (f"{sum(x[0] for x in cb)}/{sum(x[1] for x in cb)} → "
+                    f"{sum(x[0] for x in ca)}/{sum(x[1] for x in ca)}")
         if case == "none":
             tot["caveat_none"] = tot.get("caveat_none", 0) + sum(bool(x.get("caveat")) for x in b)
         else:

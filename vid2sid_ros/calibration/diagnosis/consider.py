@@ -178,8 +178,11 @@ def _plausible_text(ctx: Any, cause: Cause, delta: float) -> str:
     """``δ`` for people: "20 %", "1 frame (33 ms)", "5 mm"."""
     if isinstance(cause, FrozenParameter):
         t = cause.spec.target.strip()
-        return "1 %" if t in ("camera.fx", "camera.fy") else ("20 %" if not t.startswith("camera.") else
-                                                              f"{delta:.3g} (normalised)")
+        if not t.startswith("camera."):
+            return _percent(PLAUSIBLE["frozen"])
+        f = t.split(".", 1)[1]
+        return {"fx": "1 %", "fy": "1 %", "cx": "2 px", "cy": "2 px", "x": "5 mm", "y": "5 mm", "z": "5 mm"}.get(
+            f, "5 mrad")
     if isinstance(cause, ModelField) and cause.writes and cause.writes[0][0] == "body_ipos":
         return f"{1000 * delta:.0f} mm"
     if isinstance(cause, TimeWarp):
@@ -256,7 +259,8 @@ class ConsiderResult:
                 "min_shift": THRESHOLDS["consider_min_shift"], "caveats": self.caveats,
                 "intervals": self.intervals, "message": self.message,
                 "candidates": [{"cause": a.cause.name, "kind": a.cause.kind, "plausible": a.delta, "unit": a.cause.unit,
-                                "noncentrality": a.lam, "detection_power": a.power, "visible": a.visible, "alias": a.alias,
+                                "noncentrality": a.lam, "detection_power": a.power, "visible": a.visible,
+                                "alias": a.alias,
                                 "shift": {k: list(v) for k, v in a.shift.items()}} for a in self.candidates]}
 
 

@@ -66,9 +66,10 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         if any(f.kind == "structure" for f in findings):
             verdict = "unexplained"
     if considered is not None and considered.caveats:
+        named = [c["parameter"] for c in considered.caveats]
         findings.append(Finding("consider", "caveat", considered.message,
-                                {"caveats": considered.caveats, "intervals": {
-                                    c["parameter"]: considered.intervals.get(c["parameter"]) for c in considered.caveats}}))
+                                {"caveats": considered.caveats,
+                                 "intervals": {n: considered.intervals.get(n) for n in named}}))
     findings.sort(key=lambda f: {"warning": 0, "caveat": 1}.get(f.severity, 2))
     return Diagnosis(findings, stats, ctx.rollouts, verdict=verdict, recommendation=recommendation,
                      consider=considered.to_dict() if considered is not None else None)
