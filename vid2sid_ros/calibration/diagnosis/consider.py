@@ -419,7 +419,7 @@ def caveat_message(caveats: Sequence[Mapping[str, Any]]) -> str:
     for c in caveats[:3]:
         parts.append(f"{c['parameter']} = {c['value']:.3g} {c['unit']} assumes the {c['cause']} is right: a "
                      f"{c['plausible_text']} error there would move it by {_percent(c['shift_relative'])} "
-                     f"(its 95 % interval's half-width: {c['half_width']:.2g}) with no change in the fit")
+                     f"(its 95 % interval's half-width: {c['half_width']:.2g} {c['unit']}) with no change in the fit")
     more = f" (and {len(caveats) - 3} more parameter(s))" if len(caveats) > 3 else ""
     seps = list(dict.fromkeys(c["separate_with"] for c in caveats[:3]))
     return ("Caveat, not a model error: " + "; ".join(parts).replace("*", "·") + more + ". These trials cannot tell "

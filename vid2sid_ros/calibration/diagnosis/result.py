@@ -128,8 +128,8 @@ class Diagnosis:
                 "before checking: " if self.warnings else "Residual diagnosis: ")
         text = head + " ".join(f.message for f in self.findings if f.severity != "caveat")
         if self.caveats and not self.warnings and not [f for f in self.findings if f.severity == "note"]:
-            text = ("Residual diagnosis: no structure the free parameters cannot explain; but "
-                    + self.caveats[0].message)
+            text = ("Residual diagnosis: no structure the free parameters cannot explain. "
+                    + " ".join(f.message for f in self.caveats))
         elif self.caveats:
             text += " " + " ".join(f.message for f in self.caveats)
         return text
