@@ -20,7 +20,10 @@ cells, so an interrupted suite resumes):
 - ``max_rel_error`` / ``mean_rel_error``: over the rig's free physics parameters (relative to truth);
 - ``covered``: whether each true value lies in its stated 95 % interval (the final identifiability
   check's; a parameter without an interval counts as not covered);
-- ``silent``: no warning AND (a truth outside its interval OR max error >= 5 %);
+- ``caveat``: a consider caveat (an identified value rests on a nominal value these trials cannot check,
+  ``calibration/diagnosis/consider.py``); it tells the user, so it counts against ``silent``, but it
+  is no claim that the model is wrong, so it is no false alarm; counted on its own column;
+- ``silent``: no warning and no caveat AND (a truth outside its interval OR max error >= 5 %);
 
 all before and after following the advice (after: over the same parameters).
 
@@ -156,7 +159,13 @@ def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
                                                                   for lab in labels)
     stats = diag.get("statistics") or {}
     top = sorted((c for c in stats.get("causes", []) if c.get("refitted")), key=lambda c: -float(c.get("share", 0)))
+    consider = diag.get("consider") or {}
     return {"verdict": verdict, "warned": warned, "causes": [m["cause"] for m in members], "right": right,
+            "caveat": bool(diag.get("caveat")),
+            "caveats": [{k: c.get(k) for k in ("parameter", "cause", "shift_relative")}
+                        for c in consider.get("caveats") or []],
+            "consider_interval": {n: [iv.get("lower"), iv.get("upper")]
+                                  for n, iv in (consider.get("intervals") or {}).items()},
             "false_alarm": (warned if not labels else None), "recommendation": diag.get("recommendation"),
             "comparison": stats.get("comparison"),
             "message": next((f.get("message") for f in diag.get("findings", []) if f.get("severity") == "warning"),
@@ -198,13 +207,19 @@ def _calibrate(rig, real, method, params, nuisance, budget, seed, truth, scored)
             "holdout_mae_px": res.holdout_mae_px}, diag
 
 
+def _told(run: dict[str, Any]) -> bool:
+    """The user was told: a warning (the model is probably wrong) or a consider caveat (an identified value
+    rests on a nominal value these trials cannot check). Only a warning counts as a false alarm."""
+    return bool(run.get("warned")) or bool(run.get("caveat"))
+
+
 def _silent_strict(run: dict[str, Any]) -> bool:
-    """No warning, a truth outside its interval AND an error of 5 % or more (all three)."""
-    return (not run["warned"]) and (not all(run["covered"].values())) and run["max_rel_error"] >= SILENT_ERROR
+    """Not told, a truth outside its interval AND an error of 5 % or more (all three)."""
+    return (not _told(run)) and (not all(run["covered"].values())) and run["max_rel_error"] >= SILENT_ERROR
 
 
 def _silent(run: dict[str, Any], sc: dict[str, Any]) -> bool:
-    return (not sc["warned"]) and (not all(run["covered"].values()) or run["max_rel_error"] >= SILENT_ERROR)
+    return (not _told(sc)) and (not all(run["covered"].values()) or run["max_rel_error"] >= SILENT_ERROR)
 
 
 # -- following the advice ------------------------------------------------------------------------------------
@@ -260,6 +275,14 @@ def follow_advice(rig, twin, params, nuisance, rec: dict[str, Any] | None, verdi
                 targets += [f"body_inertia[{b},{i}]*{float(model.body_inertia[b, i])!r}" for i in range(3)]
             added.append(ParameterSpec(f"suite_scale_{name}", "relative", 0.5, 2.0, 1.0,
                                        f"mass/inertia scale of body {name}", ", ".join(targets)))
+        elif len(fields) == 1 and fields[0].startswith("body_ipos["):  # a centre of mass: "body_ipos[name,axis]"
+            name, axis = fields[0].split("[", 1)[1].rstrip("]").split(",")
+            b = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name.strip())
+            if b < 0:
+                return None, params, nuisance, f"cannot express {fields[0]} as a parameter: nothing done"
+            v = float(model.body_ipos[b, int(axis)])
+            added.append(ParameterSpec(f"suite_body_ipos_{b}_{int(axis)}", "m", v - 0.05, v + 0.05, v,
+                                       f"{fields[0]}", f"body_ipos[{b},{int(axis)}]"))
         elif len(fields) == 1:
             field, idx = fields[0].split("[", 1)
             idx = idx.rstrip("]")
@@ -402,6 +425,18 @@ def _advice(done: list[str]) -> str:
     return "; ".join(f"{k} ×{n}" for k, n in c.items())
 
 
+def _in_consider(cell: dict[str, Any], when: str) -> tuple[int, int]:
+    """(true values inside their consider-widened 95 % interval, parameters scored)."""
+    run, truth = cell[when], cell.get("truth") or {}
+    ivs = run.get("consider_interval") or {}
+    inside = 0
+    for n in run.get("covered", {}):
+        iv = ivs.get(n)
+        if iv and iv[0] is not None and iv[1] is not None and float(iv[0]) <= truth[n] <= float(iv[1]):
+            inside += 1
+    return inside, len(run.get("covered", {}))
+
+
 def summarise(out: Path) -> str:
     """The Markdown table of every finished cell under ``out``: per rig × case × method, counts over seeds."""
     cells = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
@@ -411,8 +446,8 @@ def summarise(out: Path) -> str:
     order = {k: i for i, k in enumerate(CASES)}
     lines = ["| rig | case | method | verdicts | right | false alarm | max err. (worst seed) before → after | "
              "truth in 95 % interval before → after | value outside own interval | silent before → after | "
-             "advice followed |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "caveat before → after | truth in consider interval before → after | advice followed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     tot = {"right": 0, "n": 0, "fa": 0, "nfa": 0, "silent_b": 0, "silent_a": 0, "ok": 0}
     rig_order = {k: i for i, k in enumerate(RIGS)}
     meth_order = {"reasoner": 0, "least-squares": 1, "mujoco-sysid": 2}
@@ -424,7 +459,7 @@ def summarise(out: Path) -> str:
         if not ok:
             why = (cs[0].get("why") or cs[0].get("error", "")).split(": ")[-1]
             status = "not applicable" if cs[0]["status"] == "n/a" else cs[0]["status"]
-            lines.append(f"| {rig} | {case} | {method} | {status}: {why[:90]} | | | | | | | |")
+            lines.append(f"| {rig} | {case} | {method} | {status}: {why[:90]} | | | | | | | | | |")
             continue
         n = len(ok)
         b, a = [c["before"] for c in ok], [c["after"] for c in ok]
@@ -439,9 +474,20 @@ def summarise(out: Path) -> str:
                       for x in b + [y for y in a if not y.get("same_as_before")])
         tot["outside"] = tot.get("outside", 0) + outside
         adv = _advice([c["advice"] for c in ok])
+        cav = f"{sum(bool(x.get('caveat')) for x in b)} → {sum(bool(x.get('caveat')) for x in a)}"
+        ccov = "–"
+        if all("consider_interval" in x for x in b + a):
+            cb = [_in_consider(c, "before") for c in ok]
+            ca = [_in_consider(c, "after") for c in ok]
+            ccov = (f"{sum(x[0] for x in cb)}/{sum(x[1] for x in cb)} → "
+                    f"{sum(x[0] for x in ca)}/{sum(x[1] for x in ca)}")
+        if case == "none":
+            tot["caveat_none"] = tot.get("caveat_none", 0) + sum(bool(x.get("caveat")) for x in b)
+        else:
+            tot["caveat_mod"] = tot.get("caveat_mod", 0) + sum(bool(x.get("caveat")) for x in b)
         lines.append(f"| {rig} | {case} | {method} | {verdicts} | {right}/{n} | "
                      f"{'–' if fa is None else f'{fa}/{n}'} | {err} | {cov_b[0]}/{cov_b[1]} → {cov_a[0]}/{cov_a[1]} | "
-                     f"{outside} | {sil} | {adv} |")
+                     f"{outside} | {sil} | {cav} | {ccov} | {adv} |")
         pm = per_method.setdefault(method, {"right": 0, "n": 0, "fa": 0, "nfa": 0, "sb": 0, "sa": 0})
         strict = sum(_silent_strict(x) for x in b + a)
         tot["strict"] = tot.get("strict", 0) + strict
@@ -474,6 +520,9 @@ def summarise(out: Path) -> str:
                  f"reported values outside their own interval: {tot.get('outside', 0)} (before and after together). "
                  f"Silent failures in the narrower sense (no warning AND a truth outside its interval AND an error "
                  f">= 5 %): {tot.get('strict_b', 0)} before, {tot.get('strict_a', 0)} after.")
+    lines.append(f"Consider caveats (not counted as false alarms; they count as telling the user for the silent "
+                 f"test): {tot.get('caveat_none', 0)}/{tot['nfa']} unmodified runs, {tot.get('caveat_mod', 0)}/"
+                 f"{tot['n']} modified runs (before following the advice).")
     for m, pm in sorted(per_method.items(), key=lambda kv: meth_order.get(kv[0], 9)):
         lines.append(f"- {m}: right {pm['right']}/{pm['n']}, false alarms {pm['fa']}/{pm['nfa']}, silent failures "
                      f"{pm['sb']} → {pm['sa']}")

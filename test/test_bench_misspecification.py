@@ -59,6 +59,25 @@ def test_silent_failure_rule(bench):
     assert not bench._silent_strict({"warned": False, "covered": {"a": False}, "max_rel_error": 0.01})
     assert bench._silent_strict({"warned": False, "covered": {"a": False}, "max_rel_error": 0.05})
     assert not bench._silent_strict({"warned": True, "covered": {"a": False}, "max_rel_error": 0.5})
+    # a consider caveat tells the user (not silent) without claiming the model is wrong (no false alarm)
+    assert not bench._silent(run, {"warned": False, "caveat": True})
+    assert not bench._silent_strict({"warned": False, "caveat": True, "covered": {"a": False}, "max_rel_error": 0.5})
+    sc = bench.score({"misspecified": False, "caveat": True, "verdict": "none", "findings": [],
+                      "consider": {"caveats": [{"parameter": "a", "cause": "mass of body 'x'", "shift_relative": 0.1}],
+                                   "intervals": {"a": {"lower": 0.5, "upper": 1.5}}}}, [])
+    assert sc["caveat"] and sc["false_alarm"] is False and sc["consider_interval"] == {"a": [0.5, 1.5]}
+
+
+def test_following_advice_to_free_a_centre_of_mass_adds_that_parameter(bench):
+    # was: ValueError (the cell failed) for a recommendation naming body_ipos[forearm,0]
+    from vid2sid_ros.calibration.benchmark import resolve_rig
+
+    rig = resolve_rig(str(Path(__file__).resolve().parents[1] / "examples/rigs/urdf_arm/rig.yaml"))
+    twin = rig.make_twin()
+    r, p2, _, done = bench.follow_advice(rig, twin, rig.parameters, None, {
+        "recommended": True, "kind": "inertia", "free": ["body_ipos[forearm,0]"]}, "named")
+    (spec,) = [s for s in p2 if s.name.startswith("suite_body_ipos_")]
+    assert spec.target.startswith("body_ipos[") and spec.lower < spec.nominal < spec.upper and "added" in done
 
 
 def test_follow_the_advice(bench):

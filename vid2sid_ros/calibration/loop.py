@@ -1570,7 +1570,8 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         from .diagnosis import diagnose
 
         try:
-            diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None)
+            diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None,
+                            intervals=final_report.interval if final_report is not None else None)
             s.diagnostic += diag.rollouts
             diagnosis = diag.to_dict()
         except Exception as err:  # noqa: BLE001 - a diagnosis problem never loses the calibration result

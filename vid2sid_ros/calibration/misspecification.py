@@ -78,7 +78,7 @@ from ..core.excitation import Excitation
 from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory
 
-__all__ = ["MISSPECIFICATIONS", "MisspecificationError", "parse_misspecify", "upsampled_excitation", "delayed_rows",
+__all__ = ["MISSPECIFICATIONS", "MisspecificationError", "parse_misspecify", "upsampled_excitation", "delayed_rows", "first_step_of",
            "perturb_real_twin", "apply_model_friction", "transform_real_trajectory", "LATENCY_UPSAMPLE", "frozen_target",
            "camera_pose_error", "CAMERA_TRANSLATION_MM", "CAMERA_ROTATION_MRAD", "rolling_shutter_sample",
            "rolling_shutter_frames", "MAX_ROLLING_SHUTTER_S", "MAX_CAMERA_SIZE", "check_misspecification",
@@ -205,25 +205,41 @@ def upsampled_excitation(excitation: Excitation, upsample: int = LATENCY_UPSAMPL
                       {**dict(excitation.meta), "upsample": upsample})
 
 
-def delayed_rows(num_steps: int, delay_s: float, rate: float, upsample: int = LATENCY_UPSAMPLE
-                 ) -> tuple[np.ndarray, float]:
+def delayed_rows(num_steps: int, delay_s: float, rate: float, upsample: int = LATENCY_UPSAMPLE,
+                 first_step: int = 1) -> tuple[np.ndarray, float]:
     """Rows of an upsampled rollout that a camera ``delay_s`` behind records at the command times.
 
-    Frame ``k`` (time ``(k + 1) / rate``) shows the rig at ``(k + 1) / rate − delay``: row
-    ``(k + 1) · upsample − 1 − round(delay · rate · upsample)``, clipped to the rollout (before
-    the first row the first is held — the rig starts at rest — after the last the last).
+    Frame ``k`` (time ``(k + first_step) / rate``, the twin's own stamp) shows the rig at that time
+    ``− delay``: row ``(k + first_step) · upsample − first_step − round(delay · rate · upsample)``,
+    clipped to the rollout (before the first row the first is held — the rig starts at rest — after
+    the last the last).
+
+    Args:
+        first_step: command steps before a rollout's first sample — 1 for a twin that records the
+            state after each step (frame k at (k + 1) / rate: the finger), 0 for one whose first
+            sample is the initial state (frame k at k / rate: a user MJCF or URDF model);
+            :func:`first_step_of` reads it off the upsampled rollout's time stamps.
 
     Returns:
         ``(rows (num_steps,) int, realised delay s)`` — the delay rounded to the fine period.
     """
     shift = int(round(float(delay_s) * rate * upsample))
-    rows = np.clip((np.arange(num_steps) + 1) * upsample - 1 - shift, 0, num_steps * upsample - 1)
+    s = int(first_step)
+    rows = np.clip((np.arange(num_steps) + s) * upsample - s - shift, 0, num_steps * upsample - 1)
     return rows, shift / (rate * upsample)
 
 
-def _fine_index(times: np.ndarray, rate: float, upsample: int) -> np.ndarray:
-    """Fractional row of an upsampled rollout at ``times`` s (row j is the state at (j + 1) / (rate·upsample))."""
-    return np.asarray(times, float) * rate * upsample - 1.0
+def first_step_of(fine_time: np.ndarray, rate: float, upsample: int = LATENCY_UPSAMPLE) -> int:
+    """Command steps before the first sample of an upsampled rollout with time stamps ``fine_time`` (s):
+    ``round(fine_time[0] · rate · upsample)``, 0 or 1 (the twin's frame convention, :func:`delayed_rows`)."""
+    t = np.asarray(fine_time, float)
+    return int(np.clip(round(float(t[0]) * rate * upsample), 0, 1)) if t.size else 1
+
+
+def _fine_index(times: np.ndarray, rate: float, upsample: int, first_step: int = 1) -> np.ndarray:
+    """Fractional row of an upsampled rollout at ``times`` s (row j is the state at
+    (j + first_step) / (rate·upsample))."""
+    return np.asarray(times, float) * rate * upsample - float(first_step)
 
 
 def _interpolate(fine: np.ndarray, fine_valid: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -242,11 +258,11 @@ def _interpolate(fine: np.ndarray, fine_valid: np.ndarray, index: np.ndarray) ->
 
 def rolling_shutter_sample(fine_keypoints: np.ndarray, fine_valid: np.ndarray, num_steps: int, rate: float,
                            readout_s: float, height: int, *, latency_s: float = 0.0,
-                           upsample: int = LATENCY_UPSAMPLE, iterations: int = 4
+                           upsample: int = LATENCY_UPSAMPLE, iterations: int = 4, first_step: int = 1
                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What a rolling-shutter camera records of an upsampled rollout (module table, ``rolling_shutter``).
 
-    Frame ``k`` is stamped ``t_k = (k + 1) / rate``; image row ``v`` (0 = top) is read at
+    Frame ``k`` is stamped ``t_k = (k + first_step) / rate`` (:func:`delayed_rows`); image row ``v`` (0 = top) is read at
     ``t_k − latency − (H − 1 − v) / (H − 1) · readout``. A keypoint is seen at the time its own
     row is read: ``v`` is found by fixed-point iteration (start: the row at ``t_k − latency``;
     the row of the interpolated position gives the next read time), ``iterations`` times.
@@ -258,6 +274,7 @@ def rolling_shutter_sample(fine_keypoints: np.ndarray, fine_valid: np.ndarray, n
         readout_s: top-to-bottom readout time, s (0: a global shutter).
         height: image height, px (rows 0 .. H − 1).
         latency_s: a camera latency on top, s (either sign).
+        first_step: the twin's frame convention (:func:`delayed_rows`).
 
     Returns:
         ``(keypoints (T, K, 2) px, valid (T, K), read time (T, K) s)``.
@@ -271,19 +288,20 @@ def rolling_shutter_sample(fine_keypoints: np.ndarray, fine_valid: np.ndarray, n
                                     f"({num_steps} frames × {upsample}), got {fine.shape[0]}")
     if height < 2:
         raise MisspecificationError(f"rolling_shutter: the image needs at least 2 rows, got {height}")
-    stamp = np.broadcast_to(((np.arange(num_steps) + 1) / rate - float(latency_s))[:, None],
+    stamp = np.broadcast_to(((np.arange(num_steps) + first_step) / rate - float(latency_s))[:, None],
                             (num_steps, fine.shape[1]))
     t = stamp.copy()
     for _ in range(max(1, int(iterations))):
-        kp, valid = _interpolate(fine, np.asarray(fine_valid, bool), _fine_index(t, rate, upsample))
+        kp, valid = _interpolate(fine, np.asarray(fine_valid, bool), _fine_index(t, rate, upsample, first_step))
         row = np.clip(np.where(np.isfinite(kp[..., 1]), kp[..., 1], height - 1.0), 0.0, height - 1.0)
         t = stamp - (height - 1.0 - row) / (height - 1.0) * float(readout_s)
-    kp, valid = _interpolate(fine, np.asarray(fine_valid, bool), _fine_index(t, rate, upsample))
+    kp, valid = _interpolate(fine, np.asarray(fine_valid, bool), _fine_index(t, rate, upsample, first_step))
     return kp, valid, t
 
 
 def rolling_shutter_frames(fine_frames: np.ndarray, num_steps: int, rate: float, readout_s: float, *,
-                           latency_s: float = 0.0, upsample: int = LATENCY_UPSAMPLE) -> np.ndarray:
+                           latency_s: float = 0.0, upsample: int = LATENCY_UPSAMPLE, first_step: int = 1
+                           ) -> np.ndarray:
     """Rolling-shutter frames composed row by row from an upsampled render.
 
     Row ``v`` of frame ``k`` is row ``v`` of the upsampled frame nearest to its read time
@@ -301,7 +319,7 @@ def rolling_shutter_frames(fine_frames: np.ndarray, num_steps: int, rate: float,
     out = np.empty((num_steps,) + fine.shape[1:], fine.dtype)
     for k in range(num_steps):
         t = (k + 1) / rate - float(latency_s) - (h - 1.0 - rows) / max(h - 1.0, 1.0) * float(readout_s)
-        idx = np.clip(np.rint(_fine_index(t, rate, upsample)).astype(int), 0, n - 1)
+        idx = np.clip(np.rint(_fine_index(t, rate, upsample, first_step)).astype(int), 0, n - 1)
         out[k] = fine[idx, rows]
     return out
 

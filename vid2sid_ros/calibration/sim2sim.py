@@ -144,11 +144,12 @@ def check_camera_noise(rig: Rig, twin: Twin | None = None) -> None:
         f"site: {site}, rgba: [r, g, b, 1]}}] in the tracker's hue range) or use --noise keypoint")
 
 
-def _rows(traj: Trajectory, rows: np.ndarray, rate: float) -> Trajectory:
-    """Selected rows of an upsampled rollout, stamped at the command times (step k at (k + 1) / rate)."""
+def _rows(traj: Trajectory, rows: np.ndarray, rate: float, first_step: int = 1) -> Trajectory:
+    """Selected rows of an upsampled rollout, stamped at the command times like the twin's own frames
+    (frame k at (k + first_step) / rate, :func:`~.misspecification.delayed_rows`)."""
     from dataclasses import replace
 
-    return replace(traj, time=(np.arange(rows.size) + 1) / rate, keypoints=traj.keypoints[rows],
+    return replace(traj, time=(np.arange(rows.size) + first_step) / rate, keypoints=traj.keypoints[rows],
                    valid=traj.valid[rows], steps=np.arange(rows.size))
 
 
@@ -179,7 +180,7 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
         MisspecificationError: a bad or inexpressible misspecification.
     """
     from .misspecification import (LATENCY_UPSAMPLE, MODEL_KINDS, apply_model_changes, check_misspecification,
-                                   delayed_rows, focal_scaled, parse_misspecify, perturb_real_twin,
+                                   delayed_rows, first_step_of, focal_scaled, parse_misspecify, perturb_real_twin,
                                    rolling_shutter_frames, rolling_shutter_sample,
                                    transform_real_trajectory, upsampled_excitation)
 
@@ -216,28 +217,33 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
             if res.diverged:
                 raise Sim2SimError(f"the twin diverged at the ground truth on '{exc.name}': {res.message}")
             gt = res.trajectory
+            # the twin's frame convention: its first sample after one command step (the finger) or the initial
+            # state (a user model); the delayed frames must follow it or a latency of 0 is a frame off
+            first = first_step_of(gt.time, exc.rate) if fine else 1
             if "rolling_shutter" in mis:  # each keypoint at the time its image row is read (and any latency)
                 readout, lat = float(mis["rolling_shutter"]), float(mis.get("latency", 0.0))
                 kp, valid, read_t = rolling_shutter_sample(gt.keypoints, gt.valid, exc.num_steps, exc.rate, readout,
-                                                           int(twin.camera.height), latency_s=lat)
-                stamp = (np.arange(exc.num_steps) + 1) / exc.rate
+                                                           int(twin.camera.height), latency_s=lat,
+                                                           first_step=first)
+                stamp = (np.arange(exc.num_steps) + first) / exc.rate
                 lag = stamp[:, None] - read_t
                 mis_info.setdefault("rolling_shutter", {"readout_s": readout, "upsample": LATENCY_UPSAMPLE,
                                                         "lag_s": {}})["lag_s"][exc.name] = {
                     "min": float(np.min(lag)), "max": float(np.max(lag)), "mean": float(np.mean(lag))}
                 if "latency" in mis:
                     mis_info["latency"] = {"requested_s": lat, "realised_s": lat, "upsample": LATENCY_UPSAMPLE}
-                frames = (rolling_shutter_frames(res.frames, exc.num_steps, exc.rate, readout, latency_s=lat)
+                frames = (rolling_shutter_frames(res.frames, exc.num_steps, exc.rate, readout, latency_s=lat,
+                                                 first_step=first)
                           if res.frames is not None else None)
                 from dataclasses import replace
 
                 gt = replace(gt, time=stamp, keypoints=kp, valid=valid, steps=np.arange(exc.num_steps))
                 res = type(res)(gt, frames, res.diverged, res.message)
             elif "latency" in mis:
-                rows, realised = delayed_rows(exc.num_steps, mis["latency"], exc.rate)
+                rows, realised = delayed_rows(exc.num_steps, mis["latency"], exc.rate, first_step=first)
                 mis_info["latency"] = {"requested_s": mis["latency"], "realised_s": realised,
                                        "upsample": LATENCY_UPSAMPLE}
-                gt = _rows(gt, rows, exc.rate)
+                gt = _rows(gt, rows, exc.rate, first)
                 if res.frames is not None:
                     res = type(res)(gt, res.frames[rows], res.diverged, res.message)
             if noise == "camera":

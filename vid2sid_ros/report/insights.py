@@ -65,6 +65,12 @@ class ParameterRow:
     unreliable_because: list[str] = field(default_factory=list)
     truth: float | None = None
     at_bound: str = ""  # "", "lower", "upper"
+    #: the consider-widened 95 % interval (the statistical one combined with the shifts plausible errors of
+    #: unchecked nominal values would cause, :mod:`~vid2sid_ros.calibration.diagnosis.consider`), shown beside
+    #: the statistical one when a caveat names this parameter; None otherwise
+    consider_interval: tuple[float, float] | None = None
+    #: the caveat's cause ("the mass of body 'middle' ...") when one names this parameter
+    caveat: str = ""
 
     @property
     def rel_error(self) -> float | None:
@@ -98,7 +104,7 @@ class ParameterRow:
 @dataclass
 class Insight:
     """One finding: ``kind`` (at_bound | unconverged | tracking | poorly_identifiable | start_identifiability |
-    correlated | residual | holdout | no_improvement | failures), one-line ``title`` and details."""
+    correlated | residual | caveat | holdout | no_improvement | failures), one-line ``title`` and details."""
 
     kind: str
     title: str
@@ -167,8 +173,35 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
             reasons.append("in a poorly identifiable combination")
         row.unreliable_because = reasons
         row.reliable = row.interval is not None and not reasons and not s.frozen
+        _consider_row(row, run.result.get("residual_diagnosis"))
         rows.append(row)
     return rows
+
+
+def _consider_row(row: ParameterRow, diag: Any) -> None:
+    """The consider-widened interval and the caveat's cause, when the diagnosis's caveat names ``row``."""
+    con = diag.get("consider") if isinstance(diag, Mapping) else None
+    if not isinstance(con, Mapping):
+        return
+    cav = next((c for c in con.get("caveats") or [] if isinstance(c, Mapping) and c.get("parameter") == row.name), None)
+    iv = (con.get("intervals") or {}).get(row.name)
+    if cav is None or not isinstance(iv, Mapping):
+        return
+    lo, hi = finite(iv.get("lower")), finite(iv.get("upper"))
+    if lo is None or hi is None:
+        return
+    if row.interval is not None:  # never narrower than the statistical interval it widens, always holding the value
+        lo, hi = min(lo, row.interval[0]), max(hi, row.interval[1])
+    row.consider_interval = (min(lo, row.final), max(hi, row.final))
+    row.caveat = str(cav.get("cause") or "")
+
+
+def _caveat_items(diag: Any) -> list[str]:
+    """The consider caveat's message (a nominal value the fit cannot check), or none."""
+    if not isinstance(diag, Mapping):
+        return []
+    return [str(f.get("message")) for f in diag.get("findings") or []
+            if isinstance(f, Mapping) and f.get("severity") == "caveat" and f.get("message")]
 
 
 def stop_sentence(run_or_stopped: RunSummary | str, iterations_done: int | None = None,
@@ -306,6 +339,11 @@ def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[In
                                        "combination better than each alone."))
     for line in _residual_items(res.get("residual_diagnosis")):
         out.append(Insight("residual", f"Residual diagnosis: {line}"))
+    for line in _caveat_items(res.get("residual_diagnosis")):
+        out.append(Insight("caveat", line, "the identified values are only as good as these nominal values: "
+                           "a plausible error in them moves the estimate by more than its statistical interval "
+                           "and leaves the fit as good (consider analysis); the consider-widened intervals "
+                           "include it."))
     h, e = finite(res.get("holdout_mae")), finite(res.get("training_mae"))
     u = str(res.get("unit") or "px")
     hu = str(res.get("holdout_unit") or u)

@@ -222,6 +222,9 @@ def _interval_cell(r: ParameterRow) -> str:
         txt += " — the identified value lies outside (the interval is centred on the least-squares optimum)"
     if not r.reliable:
         txt += "; UNRELIABLE: " + ", ".join(r.unreliable_because)
+    if r.consider_interval is not None:
+        clo, _, chi = interval_digits(r.consider_interval[0], r.final, r.consider_interval[1])
+        txt += f"; consider-widened [{clo}, {chi}] (assumes the {r.caveat} is right)"
     return txt
 
 

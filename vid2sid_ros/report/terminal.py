@@ -94,6 +94,10 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     for i in found:
         if i.kind == "residual":
             warn(i.title)
+    for i in found:  # a nominal value the fit cannot check: not a model error, but the values rest on it
+        if i.kind == "caveat" and i.title not in said:
+            said.add(i.title)
+            lines.append(f"caveat: {i.title}")
     free = [p for p in rows if not p.frozen]
     lines.append("identified parameters (95 % interval: " + (
         "Gauss–Newton, local" if all(p.reliable for p in free if p.interval)
@@ -113,6 +117,8 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
             line += "" if p.reliable else f" UNRELIABLE ({'; '.join(p.unreliable_because)})"
         else:
             line += f"  ({p.interval_method})"
+        if p.consider_interval is not None:
+            line += f"; consider 95 % [{p.consider_interval[0]:.4g}, {p.consider_interval[1]:.4g}] (caveat)"
         if p.truth is not None:
             re = p.rel_error
             line += f"  truth {p.truth:.6g}, error {100 * re:.1f} %" if re is not None else f"  truth {p.truth:.6g}"
@@ -120,7 +126,8 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
                 line += ", interval contains it" if p.truth_inside else ", interval MISSES it"
         lines.append(line)
     for i in found:  # about the parameters above (bounds, identifiability, correlations, ...) and the tracking
-        if i.kind != "residual" and not (i.kind in ("start_identifiability", "tracking") and i.severity == "info"):
+        if i.kind not in ("residual", "caveat") and not (i.kind in ("start_identifiability", "tracking")
+                                                         and i.severity == "info"):
             warn(i.title)  # a start-point warning the check at the result cleared is in the report only;
             # the tracked fractions are the "tracked:" lines
     kind = stop_kind(r.stopped)

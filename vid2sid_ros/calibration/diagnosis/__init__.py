@@ -35,6 +35,12 @@ explains: the model is too simple here) or ``none``. A named cause's remedy is c
 it is recommended: refitted with it free on the training data and scored on held-out data
 (holdout trials, else the last 30 % of every trial). Nothing already free is a candidate.
 
+What the residual cannot show is said too: :mod:`.consider` regresses every candidate's probe column
+on the free parameters' columns (the consider analysis of orbit determination) and raises a
+*caveat* — not a warning — when a plausible error in a candidate would move an identified value
+beyond its 95 % interval while leaving the fit as good; every free parameter also gets a
+consider-widened interval (``Diagnosis.consider``).
+
 The probes and refits are diagnostics: their rollouts are reported in ``Diagnosis.rollouts``,
 never charged to the calibration's budget. The decision constants are
 :data:`~.result.THRESHOLDS`; ``bench/bench_diagnosis.py`` measures how often the verdict is

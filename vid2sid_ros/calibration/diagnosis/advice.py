@@ -28,6 +28,9 @@ _RULES: tuple[tuple[frozenset, str], ...] = (
                               "speed)"),
     (frozenset({"joint"}), "a chirp across the natural frequency, and steps (inertia moves the resonance, damping "
                            "widens it, stiffness sets the static deflection)"),
+    (frozenset({"inertia", "actuator"}), "a known payload on the link, or a static load against the motor (gravity "
+                                         "or a spring of known stiffness): motion alone shows only the torque over "
+                                         "the inertia, a gain and a mass scale it alike"),
     (frozenset({"inertia", "joint"}), "static poses at several angles against gravity and a chirp across the "
                                       "natural frequency (a link's mass changes the gravity load, a joint's armature "
                                       "or stiffness does not; inertia moves the resonance, damping widens it)"),

@@ -65,6 +65,12 @@ class Score:
     start: float = 0.0
     start_r: np.ndarray | None = None
     columns: list | None = None
+    #: the probe column at size 0 (``column`` may be re-measured elsewhere by :func:`line_scan`)
+    column0: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.column0 is None:
+            self.column0 = self.column
 
     @property
     def parts(self) -> tuple:

@@ -13,6 +13,7 @@ from ..objective import TrialObjective
 from ..rationale import format_value
 from .advice import how_to_free, separating_trial
 from .causes import Composite, FrozenParameter, candidate_causes
+from .consider import ConsiderResult, consider
 from .compare import Score, decide, free_columns, held_out_check, line_scan, refit, screen
 from .context import ProbeContext
 from .result import THRESHOLDS, Diagnosis, Finding
@@ -22,7 +23,8 @@ __all__ = ["diagnose"]
 
 def diagnose(objective: TrialObjective, values: Mapping[str, float], *, parameters: ParameterSet | None = None,
              probe: bool = True, holdout: TrialObjective | None = None,
-             families: Sequence[str] | None = None) -> Diagnosis:
+             families: Sequence[str] | None = None,
+             intervals: Mapping[str, Sequence[float]] | None = None) -> Diagnosis:
     """Compare candidate causes of the residual at ``values`` (package docstring).
 
     Args:
@@ -35,9 +37,13 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         holdout: the holdout trials' objective (same twin) for the check of a recommendation;
             None: the last part of each training trial is held out instead.
         families: restrict the candidates to these :data:`~.causes.CAUSE_FAMILIES` (default all).
+        intervals: ``{free name: [lower, upper]}`` the run's statistical 95 % intervals (its unit), for the
+            consider analysis (:mod:`.consider`); None: Gauss–Newton on the diagnosis's own columns.
 
     Returns:
         :class:`Diagnosis`. A point that cannot be simulated gives one ``structure`` warning saying so.
+        With ``probe``, ``consider`` holds the consider analysis and a ``caveat`` finding names the
+        identified values that rest on a nominal value these trials cannot check.
     """
     params = parameters if parameters is not None else objective.parameters
     ctx = ProbeContext(objective, values, params, holdout)
@@ -51,16 +57,22 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
                              "residual_rms": math.sqrt(ssr0 / max(n, 1)), "noise_rms": math.sqrt(ctx.sigma2),
                              "noise_estimator": "successive differences (von Neumann 1941; Rice 1984)"}
     findings = _latency_note(ctx)
-    verdict, recommendation = "none", None
+    verdict, recommendation, considered = "none", None, None
     if probe:
-        verdict, recommendation, found = _compare(ctx, stats, families)
+        verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals)
         findings += found
     if verdict in ("none",):
         findings += _structure(ctx, stats)
         if any(f.kind == "structure" for f in findings):
             verdict = "unexplained"
-    findings.sort(key=lambda f: f.severity != "warning")
-    return Diagnosis(findings, stats, ctx.rollouts, verdict=verdict, recommendation=recommendation)
+    if considered is not None and considered.caveats:
+        named = [c["parameter"] for c in considered.caveats]
+        findings.append(Finding("consider", "caveat", considered.message,
+                                {"caveats": considered.caveats,
+                                 "intervals": {n: considered.intervals.get(n) for n in named}}))
+    findings.sort(key=lambda f: {"warning": 0, "caveat": 1}.get(f.severity, 2))
+    return Diagnosis(findings, stats, ctx.rollouts, verdict=verdict, recommendation=recommendation,
+                     consider=considered.to_dict() if considered is not None else None)
 
 
 def _latency_note(ctx: ProbeContext) -> list[Finding]:
@@ -83,12 +95,19 @@ def _latency_note(ctx: ProbeContext) -> list[Finding]:
                     {"latency_s": tau, "latency_frames": tau * ctx.rate})]
 
 
-def _compare(ctx: ProbeContext, stats: dict, families) -> tuple[str, dict | None, list[Finding]]:
-    """Screen every cause, refit the best few, decide; the findings and the checked recommendation."""
+def _compare(ctx: ProbeContext, stats: dict, families, intervals=None
+             ) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
+    """Screen every cause, refit the best few, decide; the findings, the checked recommendation and the
+    consider analysis (:mod:`.consider`, on the screen's columns: no rollout of its own)."""
     causes = candidate_causes(ctx, tuple(families) if families is not None else None)
     F = free_columns(ctx)
     null = refit(ctx, [], [], F)
     scores = screen(ctx, causes, F)
+    try:
+        considered = consider(ctx, scores, F, null.ssr, len(causes), intervals)
+    except (ValueError, np.linalg.LinAlgError) as err:  # a degenerate column set: said, never fatal
+        considered = None
+        stats["consider_error"] = f"{type(err).__name__}: {err}"
     top = [s for s in scores if s.share_linear > 0 and s.column is not None][: int(THRESHOLDS["refit_top"])]
     for s in top:
         line_scan(ctx, s, F)
@@ -102,13 +121,13 @@ def _compare(ctx: ProbeContext, stats: dict, families) -> tuple[str, dict | None
         "null_rms": math.sqrt(s0 / max(int(ctx.ok.sum()), 1)), "noise_variance": ctx.sigma2}
     stats["causes"] = [_score_dict(ctx, s, s0) for s in scores]
     if dec["verdict"] == "none":
-        return "none", None, []
+        return "none", None, [], considered
     members: list[Score] = dec["set"]
     if dec["verdict"] == "indistinguishable":
-        return "indistinguishable", None, [_indistinguishable(ctx, members, s0)]
+        return "indistinguishable", None, [_indistinguishable(ctx, members, s0)], considered
     if len(members) == 1 or members[0].cause.kind == "camera":
-        return _named(ctx, members, scores, F, null, s0)
-    return "named", None, [_same_kind(ctx, members, s0)]
+        return (*_named(ctx, members, scores, F, null, s0), considered)
+    return "named", None, [_same_kind(ctx, members, s0)], considered
 
 
 def _score_dict(ctx: ProbeContext, s: Score, s0: float) -> dict[str, Any]:

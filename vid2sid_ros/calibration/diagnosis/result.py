@@ -34,6 +34,11 @@ THRESHOLDS: dict[str, float] = {
     # "the model is too simple here": lag-1 autocorrelation, residual RMS over the motion RMS,
     # residual sum of squares over the noise level's
     "structure_rho": 0.9, "structure_motion_share": 0.01, "structure_noise_ratio": 4.0,
+    # consider analysis (:mod:`.consider`): a candidate at its plausible error is "visible" when the diagnosis
+    # would flag it with at least this probability (power of its likelihood-ratio test); an invisible one is a
+    # caveat for a free parameter it moves beyond that parameter's 95 % half-width and by at least this share
+    # of its value (5 %: the size the misspecification suite counts as a wrong answer)
+    "consider_power": 0.9, "consider_min_shift": 0.05,
 }
 
 
@@ -46,7 +51,9 @@ class Finding:
             ``timing`` | ``rolling_shutter`` | ``camera`` | ``offset`` (a named cause of that kind),
             ``indistinguishable`` (several causes of different kinds explain the residual equally),
             ``structure`` (no candidate explains it: the model is too simple here).
-        severity: ``warning`` (the parameters are probably not the physical ones) or ``note``.
+        severity: ``warning`` (the parameters are probably not the physical ones), ``caveat`` (kind
+            ``consider``: the fit cannot check a nominal value the identified parameters rest on, see
+            :mod:`.consider`; not a claim that the model is wrong) or ``note``.
         message: plain sentences with the numbers and their units.
         evidence: the numbers behind it (JSON-ready).
     """
@@ -74,6 +81,7 @@ class Diagnosis:
             ``unexplained`` (no candidate does; the model is too simple here), ``none`` (the
             residual is at the noise level or no candidate matters) or ``failed``.
         recommendation: what to free and what that did on held-out data, or None.
+        consider: the consider analysis (:meth:`.consider.ConsiderResult.to_dict`), or None.
     """
 
     findings: list[Finding]
@@ -81,10 +89,16 @@ class Diagnosis:
     rollouts: int = 0
     verdict: str = "none"
     recommendation: dict[str, Any] | None = None
+    consider: dict[str, Any] | None = None
 
     @property
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "warning"]
+
+    @property
+    def caveats(self) -> list[Finding]:
+        """Consider-analysis caveats: a nominal value the fit cannot check (not a model error)."""
+        return [f for f in self.findings if f.severity == "caveat"]
 
     @property
     def misspecified(self) -> bool:
@@ -97,6 +111,8 @@ class Diagnosis:
         kinds of its members after ``indistinguishable``."""
         out: list[str] = []
         for f in self.findings:
+            if f.severity == "caveat":  # not a cause: see ``caveats``
+                continue
             out.append(f.kind)
             if f.kind == "indistinguishable":
                 out.extend(c["kind"] for c in f.evidence.get("causes", []))
@@ -110,22 +126,30 @@ class Diagnosis:
                     "more of the residual than the measurement noise can).")
         head = ("Residual diagnosis — the model is probably wrong somewhere; do not read the parameters as physical "
                 "before checking: " if self.warnings else "Residual diagnosis: ")
-        return head + " ".join(f.message for f in self.findings)
+        text = head + " ".join(f.message for f in self.findings if f.severity != "caveat")
+        if self.caveats and not self.warnings and not [f for f in self.findings if f.severity == "note"]:
+            text = ("Residual diagnosis: no structure the free parameters cannot explain. "
+                    + " ".join(f.message for f in self.caveats))
+        elif self.caveats:
+            text += " " + " ".join(f.message for f in self.caveats)
+        return text
 
     def headline(self) -> str:
         """One clause for a list of insights: what the findings below amount to."""
         if self.warnings:
             return (f"the model is probably wrong somewhere — do not read the parameters as physical before checking "
                     f"({len(self.warnings)} warning(s))")
-        if self.findings:
-            return "nothing unexplained; " + " ".join(f.message for f in self.findings)
+        notes = [f for f in self.findings if f.severity == "note"]
+        if notes:
+            return "nothing unexplained; " + " ".join(f.message for f in notes)
         return "no structure the free parameters cannot explain"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``misspecified``, ``kinds``, ``summary`` (:meth:`headline`), ``text``
-        (:meth:`summary`), ``findings``, ``statistics``, ``rollouts``, ``thresholds``, ``verdict``,
-        ``recommendation``."""
-        return {"misspecified": self.misspecified, "kinds": self.kinds, "summary": self.headline(),
+        """JSON-ready: ``misspecified``, ``caveat`` (a consider caveat was raised), ``kinds``, ``summary``
+        (:meth:`headline`), ``text`` (:meth:`summary`), ``findings``, ``statistics``, ``rollouts``,
+        ``thresholds``, ``verdict``, ``recommendation``, ``consider``."""
+        return {"misspecified": self.misspecified, "caveat": bool(self.caveats), "consider": self.consider,
+                "kinds": self.kinds, "summary": self.headline(),
                 "text": self.summary(), "verdict": self.verdict, "recommendation": self.recommendation,
                 "findings": [f.to_dict() for f in self.findings], "statistics": self.statistics,
                 "rollouts": self.rollouts, "thresholds": dict(THRESHOLDS)}
