@@ -124,7 +124,7 @@ def test_calibrate_record_and_replay(ros, tmp_path):
     topics = bag_topics(bag)
     assert topics["/vid2sid/real/image_raw"] == ("sensor_msgs/msg/Image", 60)
     assert topics["/vid2sid/sim/image_raw"] == ("sensor_msgs/msg/Image", 60)
-    assert topics["/vid2sid/excitation"] == ("vid2sid_ros/msg/ExcitationCommand", 60)
+    assert topics["/vid2sid/excitation/command"] == ("vid2sid_ros/msg/ExcitationCommand", 60)
     # one accepted update per call and the start point's; a converged session runs no more iterations
     # (a later call answers with its result), so not always one progress update per call
     assert topics["/vid2sid/real/trajectory"][1] == 1 and topics["/vid2sid/parameter_update"][1] >= 11

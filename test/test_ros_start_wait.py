@@ -20,8 +20,8 @@ def test_a_trial_waits_for_its_subscribers_and_is_refused_naming_the_missing_one
     ros.nodes.append(ex)
     ros.executor.add_node(ex)
     got = []
-    ros.node("listener").create_subscription(ExcitationCommand, "/vid2sid/excitation", got.append, STREAM_QOS)
-    with pytest.raises(RuntimeError, match=r"no command subscription of ghost_node on /vid2sid/excitation after 1 s"):
+    ros.node("listener").create_subscription(ExcitationCommand, "/vid2sid/excitation/command", got.append, STREAM_QOS)
+    with pytest.raises(RuntimeError, match=r"no command subscription of ghost_node on /vid2sid/excitation/command after 1 s"):
         ex.start_trial()
     assert not ex.running and not got and ex.refused
     ex2 = ExcitationNode(context=ros.context, parameter_overrides=[

@@ -1,7 +1,7 @@
 """excitation_node: replays the commanded excitation, one trial at a time, at the command rate.
 
 Publishes one ``ExcitationCommand`` per command period from a timer (no sleep loop) on
-``/vid2sid/excitation`` (twin, tracker, calibrator, recorder) and the robot's command in
+``/vid2sid/excitation/command`` (twin, tracker, calibrator, recorder) and the robot's command in
 the robot's own interface (``command_interface``):
 
 ==================== =================================== ===========================================
