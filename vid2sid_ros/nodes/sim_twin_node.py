@@ -14,6 +14,11 @@
   update them. A change during a trial takes effect at the next trial (reset), so one
   trial is never simulated with two parameter sets; ``apply_parameters: immediately``
   applies it at once.
+* Latches the camera frames on ``/tf_static`` (world -> ``<camera>_link`` ->
+  ``<camera>_optical_frame`` of the real and the sim camera, REP 103/105) from the rig
+  config's camera pose (:class:`~vid2sid_ros.nodes.common.CameraTfPublisher`), and again at
+  the new pose when parameters targeting ``camera.x`` ... ``camera.yaw`` change (a
+  calibration that identified the pose, applied).
 * Serves ``/vid2sid/sim/rollout`` (Rollout.srv): a headless, faster-than-real-time
   rollout on a second twin instance at the current parameters plus the request's
   overrides (not persisted). Frames of a rendered rollout go to
