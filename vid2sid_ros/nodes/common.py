@@ -277,7 +277,9 @@ def publish_camera_tf(node: Any, camera_at: Any, world_frame: str,
 
 def wait_for_subscribers(node: Any, publisher: Any, names: Sequence[str], timeout: float) -> list[str]:
     """Wait until every node in ``names`` (in ``node``'s namespace) has a subscription matched
-    to ``publisher``, at most ``timeout`` s; returns the names still missing ([] = ready).
+    to ``publisher`` -- or to one of them, when ``publisher`` is a sequence of publishers (a
+    command stream and the robot's command topic) -- at most ``timeout`` s; returns the names
+    still missing ([] = ready).
 
     Graph queries only (no spinning), polled every 50 ms: call it before the first message
     of a trial so that no subscriber misses its beginning.
@@ -287,16 +289,17 @@ def wait_for_subscribers(node: Any, publisher: Any, names: Sequence[str], timeou
     wanted = [n for n in names if n]
     if not wanted:
         return []
+    pubs = list(publisher) if isinstance(publisher, (list, tuple)) else [publisher]
     ns = node.get_namespace()
     deadline = time.monotonic() + float(timeout)
     while True:
         try:
-            infos = node.get_subscriptions_info_by_topic(publisher.topic_name)
+            present = {i.node_name for pub in pubs for i in node.get_subscriptions_info_by_topic(pub.topic_name)
+                       if i.node_namespace == ns}
         except Exception:  # noqa: BLE001 - a context going down: report them all missing
             return wanted
-        present = {i.node_name for i in infos if i.node_namespace == ns}
         missing = [n for n in wanted if n not in present]
-        if not missing and publisher.get_subscription_count() >= len(wanted):
+        if not missing and sum(pub.get_subscription_count() for pub in pubs) >= len(wanted):
             return []
         if time.monotonic() >= deadline:
             return missing or ["(a subscriber discovered but not yet matched)"]

@@ -118,8 +118,9 @@ class GraphArgument:
 
 def _core(cfg: str, *, real: NodeSpec | None) -> list[NodeSpec]:
     nodes = [real] if real is not None else []
-    nodes += [
-        NodeSpec("excitation_node", "excitation_node", (cfg,)),
+    stand_in = real is not None and real.name == "stand_in_rig_node"
+    nodes += [  # with a stand-in rig, a trial also waits for its subscription (config/stand_in.yaml)
+        NodeSpec("excitation_node", "excitation_node", (cfg, "stand_in.yaml") if stand_in else (cfg,)),
         NodeSpec("sim_twin_node", "sim_twin_node", (cfg,)),
         NodeSpec("tracker_node", "tracker_node", (cfg,)),
         NodeSpec("calibrator_node", "calibrator_node", (cfg,)),
