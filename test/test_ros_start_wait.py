@@ -58,9 +58,8 @@ def test_a_trial_waits_for_the_robot_that_subscribes_the_robot_command_topic(ros
 
 
 def test_the_stand_in_graphs_wait_for_the_stand_in_rig():
-    from vid2sid_ros.nodes.bringup import Bringup  # noqa: F401 - the params files as the bringup reads them
-    from vid2sid_ros.nodes.graph import GRAPHS, find_config_dir
     from vid2sid_ros.core.yamlio import loads_yaml
+    from vid2sid_ros.nodes.graph import GRAPHS, find_config_dir
 
     for graph in ("finger_stand_in", "tentacle_stand_in"):
         (spec,) = [s for s in GRAPHS[graph] if s.name == "excitation_node"]
