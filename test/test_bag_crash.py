@@ -98,7 +98,7 @@ def test_sigkilled_recorder_bag_is_repaired_and_calibrated_from(ros, ros_env, fi
                             env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         node = ros.node("crash_test_publisher")
-        pubs = {"cmd": node.create_publisher(ExcitationCommand, "/vid2sid/excitation", STREAM_QOS),
+        pubs = {"cmd": node.create_publisher(ExcitationCommand, "/vid2sid/excitation/command", STREAM_QOS),
                 "end": node.create_publisher(ExcitationCommand, "/vid2sid/excitation/trial_end", STREAM_QOS),
                 "img": node.create_publisher(Image, "/vid2sid/real/image_raw", STREAM_QOS)}
         assert ros.spin_until(lambda: all(p.get_subscription_count() >= 1 for p in pubs.values()), timeout=30), \
@@ -164,13 +164,13 @@ def test_recorder_finished_bag_decodes_with_mcap_and_carries_qos(ros, finger_tri
     ros.executor.add_node(rec)
     ros.nodes.append(rec)
     node = ros.node("finished_publisher")
-    pubs = {"cmd": node.create_publisher(ExcitationCommand, "/vid2sid/excitation", STREAM_QOS),
+    pubs = {"cmd": node.create_publisher(ExcitationCommand, "/vid2sid/excitation/command", STREAM_QOS),
             "end": node.create_publisher(ExcitationCommand, "/vid2sid/excitation/trial_end", STREAM_QOS),
             "img": node.create_publisher(Image, "/vid2sid/real/image_raw", STREAM_QOS)}
     assert ros.spin_until(lambda: all(p.get_subscription_count() >= 1 for p in pubs.values()), timeout=20)
     exc, frames, _, _ = trials[0]
     _publish_trial(ros, pubs, exc, frames, time.time(), stop_after=None)
-    want = {"/vid2sid/excitation": 60, "/vid2sid/real/image_raw": 60, "/vid2sid/excitation/trial_end": 1}
+    want = {"/vid2sid/excitation/command": 60, "/vid2sid/real/image_raw": 60, "/vid2sid/excitation/trial_end": 1}
     assert ros.spin_until(lambda: rec.writer.counts == want, timeout=30), rec.writer.counts
     rec.close()
     check_bag_finished(bag)

@@ -30,14 +30,15 @@ K = [80.0, 0.0, 32.0, 0.0, 80.0, 24.0, 0.0, 0.0, 1.0]
 STEPS = 6
 
 
-def _bag(path, *, info_type: str = "sensor_msgs/msg/CameraInfo", corrupt_image: int | None = None) -> None:
+def _bag(path, *, info_type: str = "sensor_msgs/msg/CameraInfo", corrupt_image: int | None = None,
+         command_topic: str = "/vid2sid/excitation/command") -> None:
     t0 = 50.0
     with BagWriter(path) as w:
         for k in range(STEPS):
             t = t0 + 0.1 * k
             c = ExcitationCommand(trial_id="t", step=k, period=0.1, values=[0.1 * k], actuator_names=["m"])
             c.header.stamp = stamp_from_s(t)
-            w.write("/vid2sid/excitation", "vid2sid_ros/msg/ExcitationCommand", serialize_message(c), int(t * 1e9))
+            w.write(command_topic, "vid2sid_ros/msg/ExcitationCommand", serialize_message(c), int(t * 1e9))
             img = Image()
             for f, v in array_to_image_fields(np.full((48, 64, 3), 10 * k, np.uint8), "rgb8").items():
                 setattr(img, f, v)
@@ -123,3 +124,36 @@ def test_autostart_waits_for_the_named_subscribers(ros, tmp_path):
     assert ros.spin_until(lambda: node.finished and len(commands) == STEPS, timeout=30.0), (node.published, len(commands))
     assert node.published["image"] == STEPS and node.error is None
     assert [c.step for c in commands] == list(range(STEPS))
+
+
+@pytest.mark.timeout(60)
+def test_a_bag_recorded_with_the_former_command_topic_still_replays_and_loads(ros, tmp_path):
+    """The command topic moved from /vid2sid/excitation (also a namespace then) to
+    /vid2sid/excitation/command: a bag of the former name replays on the new one, and the offline
+    reader takes its commands too."""
+    from vid2sid_ros.io.rosbag import load_bag_trials
+
+    bag = tmp_path / "old_bag"
+    _bag(bag, command_topic="/vid2sid/excitation")
+    assert TOPICS["excitation"] == "vid2sid/excitation/command"
+    commands = []
+    ros.node("twin").create_subscription(ExcitationCommand, TOPICS["excitation"], commands.append, STREAM_QOS)
+    node = BagReplayNode(context=ros.context, parameter_overrides=[
+        Parameter("bag_path", value=str(bag)), Parameter("start_delay", value=0.5)])
+    ros.nodes.append(node)
+    ros.executor.add_node(node)
+    assert node.error is None, node.error  # was: "topic /vid2sid/excitation/command ... is missing"
+    assert ros.spin_until(lambda: node.finished and len(commands) == STEPS, timeout=30.0), node.published
+    assert [c.step for c in commands] == list(range(STEPS)) and node.published["image"] == STEPS
+
+    class _Blob:  # a tracker that finds one keypoint at the frame's grey level (px)
+        names = ("k",)
+
+        def detect(self, frame):
+            return np.array([[float(frame[0, 0, 0]), 0.0]]), np.array([True])
+
+        def reset(self):
+            pass
+
+    (trial,) = load_bag_trials(bag, tracker=_Blob())
+    assert trial.excitation.name == "t" and trial.excitation.values.shape[0] == STEPS

@@ -60,7 +60,7 @@ def test_sigterm_stops_the_graph_and_closes_the_bag(ros_env, tmp_path):
     assert proc.returncode == 0, rest[-2000:]
     assert f"bag {bag} closed" in rest
     topics = bag_topics(bag)  # metadata.yaml written: the bag is complete and readable
-    assert topics["/vid2sid/excitation"] == ("vid2sid_ros/msg/ExcitationCommand", 60)
+    assert topics["/vid2sid/excitation/command"] == ("vid2sid_ros/msg/ExcitationCommand", 60)
     assert topics["/vid2sid/real/image_raw"][1] >= 55  # frames still in the pipeline at SIGTERM may be missing
 
 

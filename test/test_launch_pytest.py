@@ -63,7 +63,9 @@ LAUNCH_DIR = REPO_ROOT / "launch"
 USER_RIG = REPO_ROOT / "examples" / "rigs" / "urdf_arm" / "rig.yaml"
 UP_TIMEOUT = 180.0  # s: node processes import MuJoCo/PyElastica (numba) on a loaded machine
 TRIAL_TIMEOUT = 180.0
-PROPOSE_TIMEOUT = 300.0
+PROPOSE_TIMEOUT = 600.0  # s: the tentacle's one iteration plus its final identifiability took > 300 s on a loaded 2-core machine
+#: iterations of the live finger calibration and of its replay, compared within 10 % (replay_bag.launch.py)
+REPLAY_ITERATIONS = 3
 SIGINT_GRACE = 60  # s
 
 def _abs(name: str) -> str:
@@ -199,9 +201,10 @@ def _check_graph_up(probe: _Probe, graph: str) -> None:
         assert typ in services[name], (name, services[name])
 
 
-def _propose_and_check_applied(probe: _Probe, trial_id: str) -> dict[str, float]:
-    """Propose with apply: true; the twin's ROS parameters must then hold the proposed values."""
-    r = probe.client.propose(trial_id=trial_id, apply=True, iterations=1, timeout=PROPOSE_TIMEOUT)
+def _propose_and_check_applied(probe: _Probe, trial_id: str, iterations: int = 1):
+    """Propose with apply: true; the twin's ROS parameters must then hold the proposed values.
+    Returns the response."""
+    r = probe.client.propose(trial_id=trial_id, apply=True, iterations=iterations, timeout=PROPOSE_TIMEOUT)
     assert r.accepted, r.message
     assert len(r.names) == len(r.values) == len(r.units) > 0 and 0.0 <= r.confidence <= 1.0
     proposed = dict(zip(r.names, r.values))
@@ -215,7 +218,7 @@ def _propose_and_check_applied(probe: _Probe, trial_id: str) -> dict[str, float]
                 got[n] = v
     assert set(got) == set(proposed), (sorted(got), sorted(proposed))
     assert all(abs(got[k] - v) <= 1e-9 * max(1.0, abs(v)) for k, v in proposed.items()), (got, proposed)
-    return got
+    return r
 
 
 def _run_trial(probe: _Probe) -> str:
@@ -254,7 +257,7 @@ def test_calibrate_finger_launch(exits, recorded):
         assert probe.parameters("recorder_node", ["output_dir", "bag_path"]) == {
             "output_dir": str(d / "finger"), "bag_path": str(d / "finger_bag")}
         trial = _run_trial(probe)
-        _propose_and_check_applied(probe, trial)
+        recorded["live_error_px"] = _propose_and_check_applied(probe, trial, iterations=REPLAY_ITERATIONS).error_px
         probe.client.stop_recorder(timeout=60.0)
         recorded["bag"] = d / "finger_bag"
     finally:
@@ -301,7 +304,10 @@ def test_replay_bag_launch(exits, recorded):
         trial = probe.wait_for("a replayed trial's real and sim trajectories",
                                lambda: next(iter(set(probe.client.real) & set(probe.client.sim)), None),
                                TRIAL_TIMEOUT)
-        _propose_and_check_applied(probe, trial)
+        r = _propose_and_check_applied(probe, trial, iterations=REPLAY_ITERATIONS)
+        # the replay's calibration reaches the live graph's error on the same bag (was 5.19 px against
+        # 0.08 px live when the replay started before the twin was ready and commands were lost)
+        assert r.error_px == pytest.approx(recorded["live_error_px"], rel=0.10), (r.error_px, recorded, r.message)
     finally:
         probe.close()
     yield
@@ -322,7 +328,7 @@ def test_user_rig_config_launch(exits):
         _check_graph_up(probe, "finger_stand_in")
         for node in ("stand_in_rig_node", "excitation_node", "sim_twin_node", "tracker_node", "calibrator_node"):
             assert probe.parameters(node, ["rig_config"]) == {"rig_config": str(USER_RIG)}, node
-        applied = _propose_and_check_applied(probe, _run_trial(probe))
+        applied = list(_propose_and_check_applied(probe, _run_trial(probe)).names)
         rig_parameters = set(yaml.safe_load(USER_RIG.read_text())["parameters"])
         assert applied and set(applied) <= rig_parameters, (sorted(applied), sorted(rig_parameters))
     finally:

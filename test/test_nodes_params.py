@@ -88,7 +88,7 @@ def test_excitation_node_runs_trials_on_a_timer(ros):
         got.append(m)
         arrivals.append(time.monotonic())
 
-    listener.create_subscription(ExcitationCommand, "/vid2sid/excitation", on_cmd, STREAM_QOS)
+    listener.create_subscription(ExcitationCommand, "/vid2sid/excitation/command", on_cmd, STREAM_QOS)
     listener.create_subscription(ExcitationCommand, "/vid2sid/excitation/trial_end", ends.append, STREAM_QOS)
     listener.create_subscription(ExcitationCommand, "/vid2sid/real/command", rig_cmds.append, STREAM_QOS)
     start = listener.create_client(Trigger, "/vid2sid/excitation/start")

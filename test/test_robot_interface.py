@@ -54,7 +54,7 @@ def _graph(ros, interface_params, *, forward: bool):
     obs = ros.node("observer")
     got = {"images": [], "cmds": [], "robot": []}
     obs.create_subscription(Image, "/vid2sid/real/image_raw", lambda m: got["images"].append(m), STREAM_QOS)
-    obs.create_subscription(ExcitationCommand, "/vid2sid/excitation", lambda m: got["cmds"].append(m), STREAM_QOS)
+    obs.create_subscription(ExcitationCommand, "/vid2sid/excitation/command", lambda m: got["cmds"].append(m), STREAM_QOS)
     obs.create_subscription(Float64MultiArray, "/forward_position_controller/commands",
                             lambda m: got["robot"].append(list(m.data)), STREAM_QOS)
     start = obs.create_client(Trigger, "/vid2sid/excitation/start")

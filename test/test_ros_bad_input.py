@@ -51,7 +51,7 @@ def test_bad_sources_are_reported_and_the_recording_goes_on(ros, tmp_path):
     bag = tmp_path / "rec"
     recorder = _add(ros, RecorderNode(context=ros.context, parameter_overrides=_params(bag_path=str(bag))))
     pub_node = ros.node("commander")
-    pub = pub_node.create_publisher(ExcitationCommand, "/vid2sid/excitation", STREAM_QOS)
+    pub = pub_node.create_publisher(ExcitationCommand, "/vid2sid/excitation/command", STREAM_QOS)
     assert ros.spin_until(lambda: pub.get_subscription_count() > 0, timeout=10.0)
 
     def send(k):
@@ -59,7 +59,7 @@ def test_bad_sources_are_reported_and_the_recording_goes_on(ros, tmp_path):
 
     for k in range(5):
         send(k)
-    assert ros.spin_until(lambda: recorder.writer.counts.get("/vid2sid/excitation", 0) == 5, timeout=10.0)
+    assert ros.spin_until(lambda: recorder.writer.counts.get("/vid2sid/excitation/command", 0) == 5, timeout=10.0)
 
     # a camera that cannot be opened: one clear error, the node stays up
     cam = _add(ros, CameraNode(context=ros.context,
@@ -72,10 +72,10 @@ def test_bad_sources_are_reported_and_the_recording_goes_on(ros, tmp_path):
                                                                                       step=3, data=b"\0\0\0"))})
     wrong = tmp_path / "wrong"
     cmd = ExcitationCommand(trial_id="x", step=0, period=0.1, values=[0.0])
-    _bag_with(wrong, {"/vid2sid/excitation": ("vid2sid_ros/msg/ExcitationCommand", cmd),
+    _bag_with(wrong, {"/vid2sid/excitation/command": ("vid2sid_ros/msg/ExcitationCommand", cmd),
                       "/vid2sid/real/image_raw": ("vid2sid_ros/msg/ExcitationCommand", cmd)})
     r1 = _add(ros, BagReplayNode(context=ros.context, parameter_overrides=_params(bag_path=str(no_cmd))))
-    assert "topic /vid2sid/excitation (vid2sid_ros/msg/ExcitationCommand) is missing" in r1.error
+    assert "topic /vid2sid/excitation/command (vid2sid_ros/msg/ExcitationCommand) is missing" in r1.error
     assert "the bag has: /vid2sid/real/image_raw (sensor_msgs/msg/Image)" in r1.error
     cli = pub_node.create_client(Trigger, REPLAY_START)
     assert ros.spin_until(cli.service_is_ready, timeout=10.0)
@@ -93,10 +93,10 @@ def test_bad_sources_are_reported_and_the_recording_goes_on(ros, tmp_path):
     # the graph keeps running: more messages are recorded, the camera keeps retrying
     for k in range(5, 10):
         send(k)
-    assert ros.spin_until(lambda: recorder.writer.counts.get("/vid2sid/excitation", 0) == 10, timeout=10.0)
+    assert ros.spin_until(lambda: recorder.writer.counts.get("/vid2sid/excitation/command", 0) == 10, timeout=10.0)
     assert cam.open_error is not None and cam.frames_published == 0
     recorder.close()
-    assert bag_topics(bag)["/vid2sid/excitation"] == ("vid2sid_ros/msg/ExcitationCommand", 10)
+    assert bag_topics(bag)["/vid2sid/excitation/command"] == ("vid2sid_ros/msg/ExcitationCommand", 10)
 
 
 def test_camera_publishes_video_file_frames_with_capture_stamps(ros, tmp_path):

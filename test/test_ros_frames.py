@@ -21,38 +21,60 @@ def _quat_matrix(q):
     return Rotation.from_quat([q.x, q.y, q.z, q.w]).as_matrix()
 
 
+#: tf2_msgs/msg/TFMessage's type hash on a ROS 2 install (Jazzy/Kilted): ``ros2 topic info -v /tf``,
+#: rosbag2's metadata.yaml and rmw_zenoh's key expressions all carry this RIHS01 string
+UPSTREAM_TFMESSAGE_HASH = "RIHS01_e369d0f05a23ae52508854b66f6aa0437f3449d652e8cbf22d5abe85d020f087"
+
+
+def _tf_static_listener(ros, name: str):
+    """A node of ``ros`` subscribed to /tf_static the way tf2_ros's TransformListener is
+    (reliable, transient local, depth 100); returns ``(node, messages)``."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from tf2_msgs.msg import TFMessage
+
+    node, got = ros.node(name), []
+    node.create_subscription(TFMessage, "/tf_static", got.append,
+                             QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                                        durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    return node, got
+
+
+def test_make_setup_provides_tf2_msgs():
+    """`make setup` builds vendor/tf2_msgs where the PyPI wheels have none (a ROS install has its own)."""
+    from tf2_msgs.msg import TFMessage
+
+    assert TFMessage.get_fields_and_field_types() == {"transforms": "sequence<geometry_msgs/TransformStamped>"}
+
+
 def test_sim_twin_latches_the_user_rig_camera_pose_and_images_carry_optical_frames(ros):
     """(was: frame ids real_camera / sim_camera, nothing on /tf or /tf_static, no camera_info beside
-    /vid2sid/sim/rollout/image_raw)"""
-    from geometry_msgs.msg import TransformStamped
+    /vid2sid/sim/rollout/image_raw; then: the transforms on a vid2sid topic, not /tf_static)"""
     from rclpy.parameter import Parameter
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
     from sensor_msgs.msg import CameraInfo, Image
 
-    from vid2sid_ros.core.camera import BODY_TO_OPTICAL, look_at_rotation
+    from vid2sid_ros.core.camera import BODY_TO_OPTICAL
     from vid2sid_ros.core.yamlio import loads_yaml
-    from vid2sid_ros.nodes.common import CAMERA_TF_TOPIC, STREAM_QOS
+    from vid2sid_ros.nodes.common import STREAM_QOS
     from vid2sid_ros.nodes.sim_twin_node import SimTwinNode
     from vid2sid_ros.srv import Rollout
 
     twin = SimTwinNode(context=ros.context, parameter_overrides=[Parameter("rig_config", value=str(USER_RIG))])
     ros.nodes.append(twin)
     ros.executor.add_node(twin)
-    viewer = ros.node("viewer")
-    latched = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    got: dict[str, TransformStamped] = {}
-    try:
-        from tf2_msgs.msg import TFMessage
-    except ImportError:  # PyPI wheels: no ros-tf2-msgs; the same transforms as TransformStamped messages
-        viewer.create_subscription(TransformStamped, "/" + CAMERA_TF_TOPIC,
-                                   lambda m: got.__setitem__(m.child_frame_id, m), latched)
-    else:  # a ROS install: tf2's own /tf_static
-        viewer.create_subscription(TFMessage, "/tf_static",
-                                   lambda m: got.update({t.child_frame_id: t for t in m.transforms}),
-                                   QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                                              durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    ros.spin_until(lambda: False, timeout=0.3)  # published before anyone listens
+    viewer, msgs = _tf_static_listener(ros, "viewer")  # a late joiner: transient local hands it the message
+    assert ros.spin_until(lambda: len(msgs) >= 1, timeout=20.0)
+    ros.spin_until(lambda: False, timeout=0.3)
+    assert len(msgs) == 1  # one message, every static transform of the twin in it (tf2's static broadcaster)
+    got = {t.child_frame_id: t for t in msgs[0].transforms}
+    # the publisher offers what tf2_ros's StaticTransformBroadcaster offers, with upstream's type
+    (info,) = [i for i in viewer.get_publishers_info_by_topic("/tf_static") if i.node_name == "sim_twin_node"]
+    assert info.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+    assert info.qos_profile.reliability == ReliabilityPolicy.RELIABLE
+    assert str(info.topic_type_hash) == UPSTREAM_TFMESSAGE_HASH
     frames = ("sim_camera_link", "sim_camera_optical_frame", "real_camera_link", "real_camera_optical_frame")
-    assert ros.spin_until(lambda: all(f in got for f in frames), timeout=20.0), sorted(got)
+    assert sorted(got) == sorted(frames)
     cfg = loads_yaml(USER_RIG.read_text(), source=str(USER_RIG))["camera"]["pose"]
     for cam in ("sim_camera", "real_camera"):
         link, optical = got[f"{cam}_link"], got[f"{cam}_optical_frame"]
@@ -90,3 +112,97 @@ def test_every_camera_node_defaults_to_an_optical_frame():
 
     for mod in (camera_node, sim_twin_node, stand_in_rig_node):
         assert {p.name: p.default for p in mod.PARAMS}["frame_id"].endswith("_optical_frame"), mod.__name__
+
+
+def test_without_tf2_msgs_the_transforms_go_on_the_fallback_topic_and_the_log_says_so(ros, monkeypatch):
+    """Where tf2_msgs cannot be imported (a venv set up before it was vendored), the same
+    transforms go on vid2sid/camera_transforms, and one log line says why not /tf_static."""
+    import sys
+
+    from geometry_msgs.msg import TransformStamped
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    from vid2sid_ros.core.camera import PinholeCamera
+    from vid2sid_ros.nodes.common import CAMERA_TF_TOPIC, publish_camera_tf
+
+    monkeypatch.setitem(sys.modules, "tf2_msgs", None)  # import tf2_msgs.msg -> ImportError
+    monkeypatch.setitem(sys.modules, "tf2_msgs.msg", None)
+    node = ros.node("tf_fallback")
+    lines: list[str] = []
+
+    class _Log:
+        def info(self, text):
+            lines.append(text)
+
+    monkeypatch.setattr(node, "get_logger", lambda: _Log())
+    cam = PinholeCamera(320, 240, 300.0, 300.0, 160.0, 120.0, position=(1.0, -2.0, 0.5), yaw=0.3)
+    tf = publish_camera_tf(node, lambda: cam, "world", ("real_camera_optical_frame",))
+    assert tf is not None and tf.publisher.topic_name == "/" + CAMERA_TF_TOPIC
+    assert len(lines) == 1 and "not /tf_static: tf2_msgs cannot be imported" in lines[0], lines
+    got = {}
+    ros.node("fallback_viewer").create_subscription(
+        TransformStamped, "/" + CAMERA_TF_TOPIC, lambda m: got.__setitem__(m.child_frame_id, m),
+        QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    assert ros.spin_until(lambda: len(got) == 2, timeout=20.0), sorted(got)
+    t = got["real_camera_link"].transform.translation
+    assert (t.x, t.y, t.z) == (1.0, -2.0, 0.5)
+
+
+POSE_RIG = REPO / "examples" / "rigs" / "spherical_pendulum" / "rig.yaml"  # camera x, y, z, roll, pitch, yaw nuisances
+
+
+@pytest.mark.timeout(300)
+def test_a_calibration_that_identifies_the_camera_pose_republishes_tf_static(ros, tmp_path):
+    """camera.* nuisances free, the result applied: /tf_static is latched again at the identified
+    pose, and a listener joining afterwards gets only that one (tf2 static semantics)."""
+    import threading
+
+    from rclpy.parameter import Parameter
+
+    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.nodes.calibrator_node import CalibratorNode
+    from vid2sid_ros.nodes.sim_twin_node import SimTwinNode
+    from vid2sid_ros.rigs import load_rig
+    from vid2sid_ros.srv import Propose
+
+    twin = SimTwinNode(context=ros.context, parameter_overrides=[Parameter("rig_config", value=str(POSE_RIG)),
+                                                                  Parameter("publish_frames", value=False)])
+    cal = CalibratorNode(context=ros.context, parameter_overrides=[
+        Parameter("rig_config", value=str(POSE_RIG)), Parameter("run_dir", value=str(tmp_path)),
+        Parameter("rollout_budget", value=60), Parameter("final_identifiability", value=False)])
+    for n in (twin, cal):
+        ros.nodes.append(n)
+        ros.executor.add_node(n)
+    _early, before = _tf_static_listener(ros, "before")
+    assert ros.spin_until(lambda: len(before) >= 1, timeout=20.0)
+    t0 = {t.child_frame_id: t for t in before[-1].transforms}["real_camera_link"].transform.translation
+    assert (t0.x, t0.y, t0.z) == pytest.approx((2.15, -1.25, 1.7), abs=1e-12)  # the rig config's pose
+
+    # the real camera stands 6 cm further along world x than the config says
+    rig = load_rig(str(POSE_RIG))
+    truth = {**rig.parameters.nominal(), "camera_x": 2.21}
+    real = make_sim2sim_trial(rig, truth, noise="none")
+    cal.real["t1"], cal.excitations["t1"] = real.train[0], real.train_excitations[0]
+    cal._trial_order.append("t1")
+    box = {}
+    worker = threading.Thread(target=lambda: box.setdefault("r", cal._propose(
+        Propose.Request(names=["camera_x"], iterations=3, apply=True), Propose.Response())))
+    worker.start()
+    assert ros.spin_until(lambda: not worker.is_alive(), timeout=240.0)  # the twin's parameter service answers
+    resp = box["r"]
+    assert resp.accepted, resp.message
+    identified = dict(zip(resp.names, resp.values))["camera_x"]
+    assert identified == pytest.approx(2.21, abs=0.01), resp.message
+
+    def latest_x(msgs):
+        return {t.child_frame_id: t for t in msgs[-1].transforms}["real_camera_link"].transform.translation.x
+
+    assert ros.spin_until(lambda: len(before) >= 2 and latest_x(before) == pytest.approx(identified, abs=1e-9),
+                          timeout=30.0), [latest_x([m]) for m in before]
+    frames = {t.child_frame_id for t in before[-1].transforms}
+    assert frames == {"real_camera_link", "real_camera_optical_frame", "sim_camera_link", "sim_camera_optical_frame"}
+    assert twin.static_transforms[0][2][0] == pytest.approx(identified, abs=1e-9)
+    _late, after = _tf_static_listener(ros, "after")  # joins after the update: the new pose only
+    assert ros.spin_until(lambda: len(after) >= 1, timeout=20.0)
+    ros.spin_until(lambda: False, timeout=0.3)
+    assert len(after) == 1 and latest_x(after) == pytest.approx(identified, abs=1e-9)

@@ -101,7 +101,7 @@ def test_sigint_mid_trial_still_sends_the_trial_end_notice(ros):
     ends, commands = [], []
     listener = ros.node("trial_listener")
     listener.create_subscription(ExcitationCommand, "/vid2sid/excitation/trial_end", ends.append, STREAM_QOS)
-    listener.create_subscription(ExcitationCommand, "/vid2sid/excitation", commands.append, STREAM_QOS)
+    listener.create_subscription(ExcitationCommand, "/vid2sid/excitation/command", commands.append, STREAM_QOS)
     proc = subprocess.Popen([sys.executable, "-m", "vid2sid_ros.nodes.excitation_node", "--ros-args",
                              "--params-file", str(REPO / "config" / "finger.yaml"), "-p", "autostart:=true",
                              "-p", "start_delay:=0.5", "-p", 'wait_for:=[""]', "-p", "excitation_config:='{kind: sine, frequency: 1.0, "

@@ -31,7 +31,7 @@ def _drive(ros, exc, frames, real_qos, *, trial_id="qos_0"):
     pub_node = ros.node("camera_driver")
     real = pub_node.create_publisher(Image, "/vid2sid/real/image_raw", real_qos)
     sim = pub_node.create_publisher(Image, "/vid2sid/sim/image_raw", STREAM_QOS)
-    cmd = pub_node.create_publisher(ExcitationCommand, "/vid2sid/excitation", STREAM_QOS)
+    cmd = pub_node.create_publisher(ExcitationCommand, "/vid2sid/excitation/command", STREAM_QOS)
     end = pub_node.create_publisher(ExcitationCommand, "/vid2sid/excitation/trial_end", STREAM_QOS)
     return pub_node, real, sim, cmd, end, array_to_image, Image, excitation_to_commands, stamp_from_s, ExcitationCommand
 

@@ -62,7 +62,7 @@ def _write_trial_bag(path, *, trial="trial_0", t0=100.0, steps=12, drop=(), imag
         for k, c in enumerate(cmds):
             t = t0 + k / 30.0
             if with_commands and k not in drop_commands:
-                w.write("/vid2sid/excitation", "vid2sid_ros/msg/ExcitationCommand", serialize_message(c),
+                w.write("/vid2sid/excitation/command", "vid2sid_ros/msg/ExcitationCommand", serialize_message(c),
                         int(t * 1e9) + 1000)
             if k not in drop:  # frame of step k, captured at the end of its period
                 w.write(image_topic, "sensor_msgs/msg/Image", serialize_message(_image(k, t + 1 / 30.0, encoding)),
@@ -136,7 +136,7 @@ def test_trial_end_gives_the_length_when_the_last_commands_are_missing(tmp_path)
     np.testing.assert_allclose(trial.excitation.values[:10], exc.values[:10])
     np.testing.assert_allclose(trial.excitation.values[10:], np.repeat(exc.values[9:10], 2, axis=0))
     assert trial.trajectory.valid[:10].all() and not trial.trajectory.valid[10:].any()  # no command, no pairing
-    assert any("commands of 2 of 12 steps missing from /vid2sid/excitation; held the previous one" in w
+    assert any("commands of 2 of 12 steps missing from /vid2sid/excitation/command; held the previous one" in w
                for w in trial.warnings), trial.warnings
 
 
@@ -145,12 +145,12 @@ def test_bag_errors_name_topic_and_expected_type(tmp_path):
         bag_topics(tmp_path / "nope")
     no_cmd = tmp_path / "no_commands"
     _write_trial_bag(no_cmd, with_commands=False)
-    with pytest.raises(BagError, match=r"topic /vid2sid/excitation \(vid2sid_ros/msg/ExcitationCommand\) is missing"):
+    with pytest.raises(BagError, match=r"topic /vid2sid/excitation/command \(vid2sid_ros/msg/ExcitationCommand\) is missing"):
         load_bag_trials(no_cmd, tracker=MarkerTracker.from_config(TRACKER_CFG))
     wrong = tmp_path / "wrong_type"
     with BagWriter(wrong) as w:
         c = ExcitationCommand(trial_id="x", step=0, period=0.1, values=[0.0])
-        w.write("/vid2sid/excitation", "vid2sid_ros/msg/ExcitationCommand", serialize_message(c), 1)
+        w.write("/vid2sid/excitation/command", "vid2sid_ros/msg/ExcitationCommand", serialize_message(c), 1)
         w.write("/vid2sid/real/image_raw", "vid2sid_ros/msg/ExcitationCommand", serialize_message(c), 2)
     with pytest.raises(BagError, match="holds vid2sid_ros/msg/ExcitationCommand, expected sensor_msgs/msg/Image"):
         load_bag_trials(wrong, tracker=MarkerTracker.from_config(TRACKER_CFG))

@@ -7,8 +7,11 @@
 #      share/**/*.cmake files to this venv's Python and numpy include dirs
 #   4. configure, build and install the package (rosidl interfaces + the Python modules
 #      of vid2sid_ros/ + launch/config/resource + the `vid2sid` command) into the venv
-#      prefix with CMake -- cmake's own up-to-date checks make a second run a no-op
-#   5. check that `from vid2sid_ros.msg import Trajectory` works in the venv
+#      prefix with CMake -- cmake's own up-to-date checks make a second run a no-op;
+#      then the same for vendor/tf2_msgs (tf2_msgs/msg/TFMessage, for /tf_static), but only
+#      when no tf2_msgs is importable (or the one there is this vendored build)
+#   5. check that `from vid2sid_ros.msg import Trajectory` and `from tf2_msgs.msg import
+#      TFMessage` work in the venv
 #
 # Environment: PYTHON (interpreter for the venv, default python3), VID2SID_VENV (default
 # <repo>/.venv), VID2SID_BUILD_DIR (default <repo>/build/venv), VID2SID_JOBS (default nproc).
@@ -18,6 +21,7 @@ T0=$(date +%s.%N)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${VID2SID_VENV:-$ROOT/.venv}
 BUILD=${VID2SID_BUILD_DIR:-$ROOT/build/venv}
+TF2_BUILD=$BUILD-tf2_msgs
 PY=${PYTHON:-python3}
 JOBS=${VID2SID_JOBS:-$(nproc 2>/dev/null || echo 2)}
 STAMP=$VENV/.vid2sid-requirements.stamp
@@ -82,7 +86,7 @@ if [ "$want" != "$have" ]; then
   # pip's warnings about absent local mirror folders are noise: filter them out.
   PIP_DISABLE_PIP_VERSION_CHECK=1 "$VPY" -m pip install --no-input -q -r "$ROOT/requirements.txt" 2>&1 \
     | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
-  rm -rf "$BUILD"  # configure afresh against the new packages
+  rm -rf "$BUILD" "$TF2_BUILD"  # configure afresh against the new packages
   log "pip install done"
   REINSTALLED=1
 else
@@ -118,23 +122,36 @@ run_logged() {  # run a command, its output to $LOG; show the tail on failure
   fi
 }
 : > "$LOG"
-if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -qx "CMAKE_INSTALL_PREFIX:PATH=$VENV" "$BUILD/CMakeCache.txt"; then
-  log "configuring the package with cmake (build dir $BUILD)"
-  rm -rf "$BUILD"
-  run_logged cmake -S "$ROOT" -B "$BUILD" \
-    -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_INSTALL_PREFIX="$VENV" \
-    -DPython3_EXECUTABLE="$VPY" \
-    -DBUILD_TESTING=OFF
+cmake_install() {  # cmake_install SRC BUILD_DIR WHAT: configure (once), build, install into the venv
+  local src=$1 build=$2 what=$3
+  if [ ! -f "$build/CMakeCache.txt" ] || ! grep -qx "CMAKE_INSTALL_PREFIX:PATH=$VENV" "$build/CMakeCache.txt"; then
+    log "configuring $what with cmake (build dir $build)"
+    rm -rf "$build"
+    run_logged cmake -S "$src" -B "$build" \
+      -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$VENV" \
+      -DPython3_EXECUTABLE="$VPY" \
+      -DBUILD_TESTING=OFF
+  fi
+  log "building $what (cmake --build, $JOBS jobs; up-to-date targets are skipped)"
+  run_logged cmake --build "$build" -j "$JOBS"
+  run_logged cmake --install "$build"
+}
+cmake_install "$ROOT" "$BUILD" "the package's interfaces"
+# tf2_msgs: the PyPI ros-* wheels have none, so vendor/tf2_msgs (upstream's TFMessage, same
+# type hash) is built -- never over a tf2_msgs of a ROS install, only where none imports or
+# where the one installed is this vendored build (then the rebuild is a no-op)
+if ! (cd / && "$VPY" -c 'import tf2_msgs.msg') >/dev/null 2>&1 \
+    || grep -qs 'vendored by vid2sid_ros' "$VENV/share/tf2_msgs/package.xml"; then
+  cmake_install "$ROOT/vendor/tf2_msgs" "$TF2_BUILD" "vendor/tf2_msgs (tf2_msgs/msg/TFMessage for /tf_static)"
+else
+  log "tf2_msgs is installed already: vendor/tf2_msgs not built"
 fi
-log "building interfaces (cmake --build, $JOBS jobs; up-to-date targets are skipped)"
-run_logged cmake --build "$BUILD" -j "$JOBS"
-run_logged cmake --install "$BUILD"
 n_installed=$(grep -c '^-- Installing' "$LOG" || true)
 log "installed into $VENV ($n_installed files changed; log: $LOG)"
 
 # --- 5. smoke check, from outside the checkout ---------------------------------------
-if ! (cd / && "$VPY" -c 'from vid2sid_ros.msg import Trajectory, ExcitationCommand, Keypoints, ParameterUpdate; from vid2sid_ros.srv import Propose, Rollout') 2>>"$LOG"; then
+if ! (cd / && "$VPY" -c 'from vid2sid_ros.msg import Trajectory, ExcitationCommand, Keypoints, ParameterUpdate; from vid2sid_ros.srv import Propose, Rollout; from tf2_msgs.msg import TFMessage') 2>>"$LOG"; then
   tail -20 "$LOG" >&2
   die "the venv cannot import vid2sid_ros.msg after the build (see $LOG)"
 fi

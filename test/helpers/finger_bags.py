@@ -3,7 +3,7 @@
 The finger twin at hidden parameters plays the real rig: each excitation is rolled out
 and rendered (the 'camera'); the same frames, commands and joint angles are written
 
-* as the package's own bag (``ExcitationCommand`` on ``/vid2sid/excitation`` + trial end,
+* as the package's own bag (``ExcitationCommand`` on ``/vid2sid/excitation/command`` + trial end,
   ``sensor_msgs/Image`` on ``/vid2sid/real/image_raw``), and
 * as a lab's bag: ``/camera/image_raw`` (Image, bgr8) or ``/camera/image_raw/compressed``
   (CompressedImage, JPEG), ``/camera/camera_info``, ``/joint_states`` (JointState at
@@ -83,7 +83,7 @@ def write_package_bag(path: Path, trials, *, drop: Sequence[int] = (), storage: 
         for exc, frames, _, _ in trials:
             for k in range(exc.num_steps):
                 tk = t + k * exc.period
-                w.write_object("/vid2sid/excitation", "vid2sid_ros/msg/ExcitationCommand",
+                w.write_object("/vid2sid/excitation/command", "vid2sid_ros/msg/ExcitationCommand",
                                Cmd(header=_header(store, tk), trial_id=exc.name, step=k, period=float(exc.period),
                                    actuator_names=list(exc.actuator_names), values=np.asarray(exc.values[k], float)),
                                int(tk * 1e9) + 1000)

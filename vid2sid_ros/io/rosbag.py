@@ -12,7 +12,7 @@ each channel carries its full ``ros2msg`` schema; the standard types come from t
 
 Topics of a calibration (see ``vid2sid_ros.nodes.graph.TOPICS``)::
 
-    /vid2sid/excitation           vid2sid_ros/msg/ExcitationCommand   one per command step
+    /vid2sid/excitation/command   vid2sid_ros/msg/ExcitationCommand   one per command step
     /vid2sid/excitation/trial_end vid2sid_ros/msg/ExcitationCommand   step = T, values empty
     /vid2sid/real/image_raw       sensor_msgs/msg/Image               camera (or stand-in rig)
     /vid2sid/sim/image_raw        sensor_msgs/msg/Image               twin renders
@@ -20,6 +20,10 @@ Topics of a calibration (see ``vid2sid_ros.nodes.graph.TOPICS``)::
     /vid2sid/{real,sim}/keypoints vid2sid_ros/msg/Keypoints
     /vid2sid/{real,sim}/trajectory vid2sid_ros/msg/Trajectory
     /vid2sid/parameter_update     vid2sid_ros/msg/ParameterUpdate
+
+Bags recorded before the command topic moved under ``/vid2sid/excitation/`` hold the commands
+on ``/vid2sid/excitation``: :data:`RENAMED_TOPICS` maps the old name, so they read and replay
+unchanged (:func:`topic_in_bag`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ __all__ = [
     "find_interface_dir", "make_typestore", "read_messages", "bag_topics", "load_bag_trials",
     "load_real_trial_from_bag", "stamp_to_s", "rig_tracker", "tracker_names", "reset_tracker",
     "check_bag_finished", "bag_storage_files", "MCAP_MAGIC", "qos_profile", "check_topic_types",
+    "RENAMED_TOPICS", "topic_in_bag",
 ]
 
 #: the package's own message types, registered in the typestore from msg/*.msg
@@ -46,7 +51,7 @@ VID2SID_MESSAGES = ("ExcitationCommand", "Keypoints", "Trajectory", "ParameterUp
 
 #: default topic names of one calibration (the ROS graph's names)
 DEFAULT_TOPICS = {
-    "excitation": "/vid2sid/excitation",
+    "excitation": "/vid2sid/excitation/command",
     "trial_end": "/vid2sid/excitation/trial_end",
     "real_image": "/vid2sid/real/image_raw",
     "sim_image": "/vid2sid/sim/image_raw",
@@ -59,7 +64,22 @@ DEFAULT_TOPICS = {
     "parameter_update": "/vid2sid/parameter_update",
 }
 
+#: topics renamed since bags were first recorded, ``{former name: current name}``: a bag holding
+#: the former name and not the current one is read under the former name (:func:`topic_in_bag`)
+RENAMED_TOPICS = {"/vid2sid/excitation": "/vid2sid/excitation/command"}
+
 _EXCITATION_TYPE = "vid2sid_ros/msg/ExcitationCommand"
+
+
+def topic_in_bag(present: Mapping[str, Any], topic: str) -> str:
+    """The name under which a bag holds ``topic``: ``topic`` itself, or its former name
+    (:data:`RENAMED_TOPICS`) when only that is in ``present`` (the bag's topics, e.g.
+    :func:`bag_topics`)."""
+    if topic not in present:
+        for old, new in RENAMED_TOPICS.items():
+            if new == topic and old in present:
+                return old
+    return topic
 _IMAGE_TYPE = "sensor_msgs/msg/Image"
 
 
@@ -489,6 +509,7 @@ def load_bag_trials(path: str | Path, *, tracker: Any = None, rig: Any = None, t
     if tracker is None and rig is None:
         raise ValueError("give a `tracker` (names, detect(frame), reset()) or a `rig` (a Rig: vid2sid_ros.rigs.load_rig)")
     present = bag_topics(path)
+    command_topic = topic_in_bag(present, command_topic)
     expect = {command_topic: _EXCITATION_TYPE, image_topic: _IMAGE_TYPE}
     topics = {"command": command_topic, "image": image_topic}
     if trial_end_topic in present:

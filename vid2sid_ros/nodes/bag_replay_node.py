@@ -3,7 +3,7 @@
 Reads a rosbag2 bag (``vid2sid_ros.io.rosbag``, no ROS tooling needed) and republishes,
 with the recorded relative timing, its camera frames on ``/vid2sid/real/image_raw`` (and
 the CameraInfo beside them on ``/vid2sid/real/camera_info`` when the bag has it), and
-its commands on ``/vid2sid/excitation`` and ``/vid2sid/excitation/trial_end``, so the sim
+its commands on ``/vid2sid/excitation/command`` and ``/vid2sid/excitation/trial_end``, so the sim
 twin re-runs the same commanded excitation in lockstep and the tracker and calibrator
 work as live. Every header stamp is shifted by one constant (replay start - recording
 start), which keeps the frame-to-step pairing of the recording exactly.
@@ -26,7 +26,7 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import CameraInfo, Image
 from std_srvs.srv import Trigger
 
-from ..io.rosbag import DEFAULT_TOPICS, BagError, bag_topics, check_topic_types, read_messages
+from ..io.rosbag import DEFAULT_TOPICS, BagError, bag_topics, check_topic_types, read_messages, topic_in_bag
 from .common import ExcitationCommand, create_stream_publisher, qos_params, qos_profile, wait_for_subscribers, s_from_stamp, stamp_from_s, run_node
 from .graph import TOPICS
 from .params import Param, declare, values
@@ -90,6 +90,11 @@ class BagReplayNode(Node):
             if not p["bag_path"]:
                 raise BagError("parameter 'bag_path' is empty: set the bag to replay")
             present = bag_topics(p["bag_path"])
+            former = topic_in_bag(present, p["command_topic"])
+            if former != p["command_topic"]:  # a bag recorded before the command topic was renamed
+                self.get_logger().info(f"bag {p['bag_path']}: commands read from {former} (the command topic's "
+                                       f"former name), replayed on {self._pub_cmd.topic_name}")
+                p["command_topic"] = former
             self._expect = {p["image_topic"]: "sensor_msgs/msg/Image",
                             p["command_topic"]: "vid2sid_ros/msg/ExcitationCommand"}
             if p["trial_end_topic"] in present:

@@ -1,6 +1,6 @@
 """calibrator_node: serves /vid2sid/propose, runs the calibration loop, applies proposals to the twin.
 
-Inputs: the command stream (``/vid2sid/excitation``; the excitation of every trial is
+Inputs: the command stream (``/vid2sid/excitation/command``; the excitation of every trial is
 rebuilt from its commands) and the tracker's real trajectories
 (``/vid2sid/real/trajectory``). Each real trial (its excitation + real trajectory) is a
 training trial of :class:`~vid2sid_ros.calibration.observation.RealTrial`.

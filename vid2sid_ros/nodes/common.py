@@ -13,7 +13,7 @@ from typing import Any, Generic, Iterable, Sequence, TypeVar
 import numpy as np
 from builtin_interfaces.msg import Time
 from rclpy.event_handler import PublisherEventCallbacks
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from .._interfaces import require_interfaces
 
@@ -28,7 +28,7 @@ from ..core.trajectory import Trajectory  # noqa: E402
 from ..calibration.loop import CalibrationError  # noqa: E402
 from ..sim.base import TwinError  # noqa: E402
 
-__all__ = ["wait_for_subscribers", "publish_camera_tf", "CAMERA_TF_TOPIC", "QOS_KINDS", "qos_params", "qos_profile", "describe_qos", "AdaptiveSubscription",
+__all__ = ["wait_for_subscribers", "publish_camera_tf", "CameraTfPublisher", "TF_STATIC_QOS", "CAMERA_TF_TOPIC", "QOS_KINDS", "qos_params", "qos_profile", "describe_qos", "AdaptiveSubscription",
            "create_qos_subscription", "stamp_from_s", "s_from_stamp", "trajectory_to_msg", "trajectory_from_msg", "keypoints_msg",
            "excitation_from_commands", "excitation_to_commands", "parameter_update_msg", "BufferQueue",
            "STREAM_QOS", "COMMAND_QOS", "LATCHED_QOS", "ros_param_name", "msgtype_of", "resolve_rig", "make_executor",
@@ -185,67 +185,101 @@ def create_qos_subscription(node: Any, msg_type: Any, topic: str, callback: Any,
     return sub
 
 
-#: where the camera transforms go when ``tf2_msgs`` is not installed (the PyPI ``ros-*`` wheels have
-#: no ``ros-tf2-msgs``): one ``geometry_msgs/TransformStamped`` per message, transient local
+#: where the camera transforms go when ``tf2_msgs`` cannot be imported (a venv set up before
+#: ``make setup`` built ``vendor/tf2_msgs``): one ``geometry_msgs/TransformStamped`` per message,
+#: transient local
 CAMERA_TF_TOPIC = "vid2sid/camera_transforms"
 
+#: the QoS of ``/tf_static``, as tf2_ros's ``StaticTransformBroadcaster`` (tf2_ros_py and
+#: ``tf2_ros::StaticBroadcasterQoS``) offers it: reliable, transient local, keep last 1 -- one
+#: message holds every static transform of the publisher; a new one replaces it for late joiners
+TF_STATIC_QOS = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
-def publish_camera_tf(node: Any, camera_at: Any, world_frame: str, optical_frames: Sequence[str]):
-    """Latch the static transforms world -> ``<camera>_link`` -> ``<camera>_optical_frame`` of each
-    optical frame id in ``optical_frames``, all at the pose of ``camera_at()`` (a
-    :class:`~vid2sid_ros.core.camera.PinholeCamera`: the rig config's camera, REP 103).
 
-    On ``/tf_static`` as ``tf2_msgs/TFMessage`` (transient local, depth 1: what tf2's static
-    broadcaster offers) where ``tf2_msgs`` is importable; otherwise on :data:`CAMERA_TF_TOPIC`
-    as ``geometry_msgs/TransformStamped`` messages, logged once. Sets
-    ``node.static_transforms``; returns the publisher, or None when the twin has no camera pose
-    (a camera of the model file itself), which is logged once.
+class CameraTfPublisher:
+    """Latches the static transforms world -> ``<camera>_link`` -> ``<camera>_optical_frame``
+    (REP 103 / REP 105) of each optical frame id, at a camera's pose.
+
+    On ``/tf_static`` as one ``tf2_msgs/msg/TFMessage`` (:data:`TF_STATIC_QOS`) -- the real
+    ``tf2_msgs`` of a ROS install, or ``vendor/tf2_msgs`` that ``make setup`` builds into the
+    venv (same type hash). Only where ``tf2_msgs`` cannot be imported, on :data:`CAMERA_TF_TOPIC`
+    as ``geometry_msgs/TransformStamped`` messages, and the node logs one line saying so.
+
+    :meth:`publish` may be called again with a new pose (a calibration that identified it):
+    the new message replaces the old one, as a tf2 static broadcaster's does.
     """
-    from geometry_msgs.msg import TransformStamped
-    from rclpy.qos import DurabilityPolicy
 
-    from ..core.camera import camera_frames
+    def __init__(self, node: Any, world_frame: str, optical_frames: Sequence[str]) -> None:
+        from geometry_msgs.msg import TransformStamped
 
+        self.node, self.world_frame = node, world_frame
+        self.optical_frames = tuple(dict.fromkeys(optical_frames))  # unique, in order
+        self._transform_type = TransformStamped
+        #: the last transforms published [(parent, child, translation (3,) m, quaternion xyzw)]
+        self.frames: list = []
+        try:
+            from tf2_msgs.msg import TFMessage
+        except ImportError:
+            self._tf_message = None
+            qos = QoSProfile(depth=2 * len(self.optical_frames), history=HistoryPolicy.KEEP_LAST,
+                             reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            self.publisher = create_stream_publisher(node, TransformStamped, CAMERA_TF_TOPIC, qos)
+            node.get_logger().info(f"camera transforms on {self.publisher.topic_name} (geometry_msgs/"
+                                   "TransformStamped), not /tf_static: tf2_msgs cannot be imported "
+                                   "(`make setup` builds it into the venv)")
+        else:
+            self._tf_message = TFMessage
+            self.publisher = create_stream_publisher(node, TFMessage, "/tf_static", TF_STATIC_QOS)
+
+    def publish(self, camera: Any) -> list:
+        """Publish the transforms of every optical frame at ``camera``'s pose (a
+        :class:`~vid2sid_ros.core.camera.PinholeCamera`: ``position`` m, ``roll``/``pitch``/``yaw``
+        rad); returns them as :attr:`frames`."""
+        from ..core.camera import camera_frames
+
+        frames: list = []
+        for optical in self.optical_frames:
+            for parent, child, t, q in camera_frames(camera, self.world_frame, optical):
+                if (parent, child) not in [(f[0], f[1]) for f in frames]:
+                    frames.append((parent, child, t, q))
+        stamp = self.node.get_clock().now().to_msg()
+        msgs = []
+        for parent, child, t, q in frames:
+            m = self._transform_type()
+            m.header.stamp, m.header.frame_id, m.child_frame_id = stamp, parent, child
+            m.transform.translation.x, m.transform.translation.y, m.transform.translation.z = t
+            (m.transform.rotation.x, m.transform.rotation.y, m.transform.rotation.z,
+             m.transform.rotation.w) = q
+            msgs.append(m)
+        if self._tf_message is None:
+            for m in msgs:
+                self.publisher.publish(m)
+        else:
+            self.publisher.publish(self._tf_message(transforms=msgs))
+        self.frames = frames
+        return frames
+
+
+def publish_camera_tf(node: Any, camera_at: Any, world_frame: str,
+                      optical_frames: Sequence[str]) -> CameraTfPublisher | None:
+    """A :class:`CameraTfPublisher` that has latched the transforms at ``camera_at()``'s pose
+    (the rig config's camera); None, logged once, when the twin has no camera pose (a camera of
+    the model file itself). Sets ``node.static_transforms``."""
     cam = camera_at() if callable(camera_at) else None
     if cam is None or not hasattr(cam, "roll"):
         node.get_logger().info("no camera pose in the rig config (the model's own camera): no camera transforms")
         return None
-    frames = []
-    for optical in dict.fromkeys(optical_frames):  # unique, in order
-        for parent, child, t, q in camera_frames(cam, world_frame, optical):
-            if (parent, child) not in [(f[0], f[1]) for f in frames]:
-                frames.append((parent, child, t, q))
-    node.static_transforms = frames
-    stamp = node.get_clock().now().to_msg()
-    msgs = []
-    for parent, child, t, q in frames:
-        m = TransformStamped()
-        m.header.stamp, m.header.frame_id, m.child_frame_id = stamp, parent, child
-        m.transform.translation.x, m.transform.translation.y, m.transform.translation.z = t
-        (m.transform.rotation.x, m.transform.rotation.y, m.transform.rotation.z,
-         m.transform.rotation.w) = q
-        msgs.append(m)
-    try:
-        from tf2_msgs.msg import TFMessage
-    except ImportError:
-        qos = QoSProfile(depth=max(len(msgs), 1), history=HistoryPolicy.KEEP_LAST,
-                         reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        pub = create_stream_publisher(node, TransformStamped, CAMERA_TF_TOPIC, qos)
-        for m in msgs:
-            pub.publish(m)
-        node.get_logger().info(f"camera transforms on {pub.topic_name} (geometry_msgs/TransformStamped): tf2_msgs "
-                               "is not installed, so /tf_static is not published")
-        return pub
-    qos = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
-                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    pub = create_stream_publisher(node, TFMessage, "/tf_static", qos)
-    pub.publish(TFMessage(transforms=msgs))
-    return pub
+    tf = CameraTfPublisher(node, world_frame, optical_frames)
+    node.static_transforms = tf.publish(cam)
+    return tf
 
 
 def wait_for_subscribers(node: Any, publisher: Any, names: Sequence[str], timeout: float) -> list[str]:
     """Wait until every node in ``names`` (in ``node``'s namespace) has a subscription matched
-    to ``publisher``, at most ``timeout`` s; returns the names still missing ([] = ready).
+    to ``publisher`` -- or to one of them, when ``publisher`` is a sequence of publishers (a
+    command stream and the robot's command topic) -- at most ``timeout`` s; returns the names
+    still missing ([] = ready).
 
     Graph queries only (no spinning), polled every 50 ms: call it before the first message
     of a trial so that no subscriber misses its beginning.
@@ -255,16 +289,17 @@ def wait_for_subscribers(node: Any, publisher: Any, names: Sequence[str], timeou
     wanted = [n for n in names if n]
     if not wanted:
         return []
+    pubs = list(publisher) if isinstance(publisher, (list, tuple)) else [publisher]
     ns = node.get_namespace()
     deadline = time.monotonic() + float(timeout)
     while True:
         try:
-            infos = node.get_subscriptions_info_by_topic(publisher.topic_name)
+            present = {i.node_name for pub in pubs for i in node.get_subscriptions_info_by_topic(pub.topic_name)
+                       if i.node_namespace == ns}
         except Exception:  # noqa: BLE001 - a context going down: report them all missing
             return wanted
-        present = {i.node_name for i in infos if i.node_namespace == ns}
         missing = [n for n in wanted if n not in present]
-        if not missing and publisher.get_subscription_count() >= len(wanted):
+        if not missing and sum(pub.get_subscription_count() for pub in pubs) >= len(wanted):
             return []
         if time.monotonic() >= deadline:
             return missing or ["(a subscriber discovered but not yet matched)"]

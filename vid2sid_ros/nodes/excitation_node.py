@@ -1,7 +1,7 @@
 """excitation_node: replays the commanded excitation, one trial at a time, at the command rate.
 
 Publishes one ``ExcitationCommand`` per command period from a timer (no sleep loop) on
-``/vid2sid/excitation`` (twin, tracker, calibrator, recorder) and the robot's command in
+``/vid2sid/excitation/command`` (twin, tracker, calibrator, recorder) and the robot's command in
 the robot's own interface (``command_interface``):
 
 ==================== =================================== ===========================================
@@ -89,9 +89,9 @@ PARAMS = [
     Param("autostart", False, "start a trial as soon as the node is up (after start_delay)"),
     Param("start_delay", 1.0, "delay before an autostarted trial, for subscribers to connect", "s", 0.0, 60.0),
     Param("num_trials", 1, "trials run back to back when autostarted", "", 1, 1000),
-    Param("wait_for", [""], "nodes (in this namespace) whose command subscription must be matched before a "
-          "trial's first command, e.g. [sim_twin_node, tracker_node, calibrator_node, recorder_node]; "
-          "empty = none", read_only=True),
+    Param("wait_for", [""], "nodes (in this namespace) whose subscription of the command stream or of the "
+          "robot's command topic must be matched before a trial's first command, e.g. [sim_twin_node, "
+          "tracker_node, calibrator_node, recorder_node, stand_in_rig_node]; empty = none", read_only=True),
     Param("wait_timeout", 30.0, "longest wait for 'wait_for' before a trial is refused naming the missing nodes",
           "s", 0.0, 3600.0),
     Param("command_interface", "excitation_command", "how the robot is commanded: excitation_command, forward "
@@ -466,12 +466,13 @@ class ExcitationNode(Node):
         """
         if self._timer is not None:
             raise RuntimeError(f"trial {self._trial_id} is still running")
-        missing = wait_for_subscribers(self, self._pub, self.get_parameter("wait_for").value,
+        pubs = [self._pub] + ([self._pub_rig] if self._pub_rig.topic_name != self._pub.topic_name else [])
+        missing = wait_for_subscribers(self, pubs, self.get_parameter("wait_for").value,
                                        self.get_parameter("wait_timeout").value)
         if missing:
             why = (f"trial refused (nothing published): no command subscription of {', '.join(missing)} on "
-                   f"{self._pub.topic_name} after {self.get_parameter('wait_timeout').value:g} s (wait_for); "
-                   "is that node running in this namespace?")
+                   f"{' or '.join(p.topic_name for p in pubs)} after {self.get_parameter('wait_timeout').value:g} s "
+                   "(wait_for); is that node running in this namespace?")
             self.refused.append(why)
             self.get_logger().error(why)
             raise RuntimeError(why)

@@ -9,7 +9,7 @@ Topics and services (names are the graph's defaults; every node takes remappings
 =============================== ======================================= ==========================
 name                            type                                    from -> to
 =============================== ======================================= ==========================
-/vid2sid/excitation             vid2sid_ros/ExcitationCommand           excitation -> twin, tracker, calibrator
+/vid2sid/excitation/command     vid2sid_ros/ExcitationCommand           excitation -> twin, tracker, calibrator
 /vid2sid/real/command           vid2sid_ros/ExcitationCommand           excitation -> rig driver (same stream)
 /vid2sid/excitation/trial_end   vid2sid_ros/ExcitationCommand           excitation -> all (step = T, no values)
 /vid2sid/real/image_raw         sensor_msgs/Image                       camera | stand-in rig | bag replay -> tracker
@@ -41,7 +41,7 @@ PACKAGE = "vid2sid_ros"
 #: ``namespace`` argument) moves the whole graph to ``/robot1/vid2sid/...``; in the root namespace
 #: they are ``/vid2sid/...``
 TOPICS = {
-    "excitation": "vid2sid/excitation",
+    "excitation": "vid2sid/excitation/command",
     "rig_command": "vid2sid/real/command",
     "trial_end": "vid2sid/excitation/trial_end",
     "real_image": "vid2sid/real/image_raw",
@@ -118,8 +118,9 @@ class GraphArgument:
 
 def _core(cfg: str, *, real: NodeSpec | None) -> list[NodeSpec]:
     nodes = [real] if real is not None else []
-    nodes += [
-        NodeSpec("excitation_node", "excitation_node", (cfg,)),
+    stand_in = real is not None and real.name == "stand_in_rig_node"
+    nodes += [  # with a stand-in rig, a trial also waits for its subscription (config/stand_in.yaml)
+        NodeSpec("excitation_node", "excitation_node", (cfg, "stand_in.yaml") if stand_in else (cfg,)),
         NodeSpec("sim_twin_node", "sim_twin_node", (cfg,)),
         NodeSpec("tracker_node", "tracker_node", (cfg,)),
         NodeSpec("calibrator_node", "calibrator_node", (cfg,)),

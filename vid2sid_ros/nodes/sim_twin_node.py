@@ -1,6 +1,6 @@
 """sim_twin_node: the simulated twin, stepped in lockstep with the excitation commands.
 
-* Subscribes ``/vid2sid/excitation``. Each command advances the twin by exactly one
+* Subscribes ``/vid2sid/excitation/command``. Each command advances the twin by exactly one
   command period (a new ``trial_id`` resets it first) and publishes the rendered frame on
   ``/vid2sid/sim/image_raw``, stamped ``command.header.stamp + command.period`` — the end
   of the command period, where the lockstep rule (:mod:`vid2sid_ros.core.lockstep`) puts
@@ -14,6 +14,11 @@
   update them. A change during a trial takes effect at the next trial (reset), so one
   trial is never simulated with two parameter sets; ``apply_parameters: immediately``
   applies it at once.
+* Latches the camera frames on ``/tf_static`` (world -> ``<camera>_link`` ->
+  ``<camera>_optical_frame`` of the real and the sim camera, REP 103/105) from the rig
+  config's camera pose (:class:`~vid2sid_ros.nodes.common.CameraTfPublisher`), and again at
+  the new pose when parameters targeting ``camera.x`` ... ``camera.yaw`` change (a
+  calibration that identified the pose, applied).
 * Serves ``/vid2sid/sim/rollout`` (Rollout.srv): a headless, faster-than-real-time
   rollout on a second twin instance at the current parameters plus the request's
   overrides (not persisted). Frames of a rendered rollout go to
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import re
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -81,6 +87,14 @@ def twin_parameter_params(parameters: ParameterSet, values_: dict[str, float] | 
                   s.unit, s.lower, s.upper) for s in parameters]
 
 
+_CAMERA_POSE_TARGET = re.compile(r"(^|,)\s*camera\.(x|y|z|roll|pitch|yaw)\b")
+
+
+def _moves_camera(target: str | None) -> bool:
+    """Whether a parameter's ``target`` writes the camera's pose (``camera.x`` ... ``camera.yaw``)."""
+    return bool(target) and _CAMERA_POSE_TARGET.search(str(target)) is not None
+
+
 class SimTwinNode(Node):
     """The lockstep twin (see module docstring)."""
 
@@ -110,8 +124,10 @@ class SimTwinNode(Node):
         #: the static transforms published (parent, child, translation m, quaternion xyzw); [] when none
         self.static_transforms: list = []
         self._tf = None
+        #: twin parameters that move the camera (targets camera.x ... camera.yaw): a change republishes the tf
+        self._pose_params = {n for n, spec in self._param_names.items() if _moves_camera(self.parameters[spec].target)}
         if p["publish_tf"]:
-            self._tf = publish_camera_tf(self, getattr(self._rollout_twin, "camera_at", None), p["world_frame"],
+            self._tf = publish_camera_tf(self, self._camera_now(self.current_values()), p["world_frame"],
                                          (p["real_frame_id"], self.get_parameter("frame_id").value))
         group = MutuallyExclusiveCallbackGroup()
         create_qos_subscription(self, ExcitationCommand, TOPICS["excitation"], self.lockstep.submit, "commands",
@@ -131,6 +147,39 @@ class SimTwinNode(Node):
         upd = {self._param_names[n]: float(v) for n, v in changes.items() if n in self._param_names}
         if upd:
             self.lockstep.set_parameters(upd, immediately=self.get_parameter("apply_parameters").value == "immediately")
+        if self._tf is not None and self._pose_params & set(changes):
+            self._republish_tf({**self.current_values(), **upd})
+
+    def _camera_now(self, vals: dict[str, float]):
+        """A callable giving the rollout twin's camera at ``vals`` (spec name -> SI value), or None
+        when the twin has no ``camera_at`` (a model's own camera)."""
+        camera_at = getattr(self._rollout_twin, "camera_at", None)
+        if camera_at is None:
+            return None
+
+        def at():
+            self._rollout_twin.set_parameters(vals)
+            return camera_at()
+
+        return lambda: self._rollout_pool.submit(at).result()  # the twin lives on its worker thread
+
+    def _republish_tf(self, vals: dict[str, float]) -> None:
+        """Latch the camera transforms at the pose of ``vals`` (a calibration applied camera.*
+        nuisances): the new /tf_static message replaces the old one. Runs on the rollout worker,
+        after any rollout in progress, so the parameter callback returns at once."""
+        def job():
+            try:
+                self._rollout_twin.set_parameters(vals)  # on its own worker thread (this job runs there)
+                frames = self._tf.publish(self._rollout_twin.camera_at())
+            except Exception as err:  # noqa: BLE001 - the old transforms stay; said once per change
+                self.get_logger().error(f"camera transforms not updated: {type(err).__name__}: {err}")
+                return
+            self.static_transforms = frames
+            parent, child, t, _q = frames[0]
+            self.get_logger().info(f"camera pose changed (camera nuisance parameters): {self._tf.publisher.topic_name} "
+                                   f"{parent} -> {child} now at ({t[0]:.4f}, {t[1]:.4f}, {t[2]:.4f}) m")
+
+        self._rollout_pool.submit(job)
 
     def _publish_frame(self, frame: np.ndarray, stamp_s: float, _command) -> None:
         img = array_to_image(frame, "rgb8", Image)

@@ -1,7 +1,7 @@
 """tracker_node: keypoints and whole-trial trajectories of the real and the sim image streams.
 
 Subscribes ``/vid2sid/real/image_raw`` and ``/vid2sid/sim/image_raw`` plus the command
-stream (``/vid2sid/excitation``, ``/vid2sid/excitation/trial_end``). Image callbacks
+stream (``/vid2sid/excitation/command``, ``/vid2sid/excitation/trial_end``). Image callbacks
 only enqueue the serialized message (``raw`` subscriptions: no conversion of the pixels
 to a Python message on the spin thread); a worker thread deserializes it, decodes the
 pixels without a copy and detects the keypoints (the rig's tracker, e.g.
