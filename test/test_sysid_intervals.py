@@ -64,6 +64,7 @@ def _agree(ours: dict, theirs: dict, names) -> dict:
     for n in names:
         a, b = theirs["interval"][n]
         lo, hi = ours["interval"][n]
+        assert lo <= ours["values"][n] <= hi, (n, ours["values"][n], lo, hi)  # the value inside its own interval
         w = b - a
         out[n] = max(abs(ours["values"][n] - theirs["values"][n]), abs(lo - a), abs(hi - b)) / w
     return out
