@@ -49,14 +49,16 @@ def coverage(per_seed: Sequence[Mapping[str, Any]], method: str, free: Sequence[
         ``{"inside": {name: n}, "counted": {name: n}, "inside_symmetric": {name: n},
         "coverage": fraction, "coverage_symmetric": fraction,
         "median_half_width_rel": fraction, "half_width_rel": {name: median fraction},
-        "bias_applied": seeds whose interval includes the twin's tracker bias}``;
-        a parameter-seed without a finite interval is not counted.
+        "bias_applied": seeds whose interval includes the twin's tracker bias,
+        "value_outside": ["seed S: name = v outside [lo, hi]", ...] (the reported value outside its own
+        stated interval: must stay empty)}``; a parameter-seed without a finite interval is not counted.
     """
     inside = {n: 0 for n in free}
     inside_sym = {n: 0 for n in free}
     counted = {n: 0 for n in free}
     widths: dict[str, list[float]] = {n: [] for n in free}
     applied = 0
+    outside: list[str] = []
     for s in per_seed:
         rec = s["methods"][method]
         applied += bool((rec.get("measurement_bias") or {}).get("applied"))
@@ -69,6 +71,8 @@ def coverage(per_seed: Sequence[Mapping[str, Any]], method: str, free: Sequence[
             v, t = float(rec["values"][n]), float(s["truth"][n])
             counted[n] += 1
             inside[n] += lo <= t <= hi
+            if not lo <= v <= hi:
+                outside.append(f"seed {s.get('seed', '?')}: {n} = {v:.6g} outside [{lo:.6g}, {hi:.6g}]")
             inside_sym[n] += abs(v - t) <= Z95 * float(std)
             widths[n].append(0.5 * (hi - lo) / abs(v) if v else math.inf)
     total = max(sum(counted.values()), 1)
@@ -77,7 +81,7 @@ def coverage(per_seed: Sequence[Mapping[str, Any]], method: str, free: Sequence[
             "coverage": sum(inside.values()) / total, "coverage_symmetric": sum(inside_sym.values()) / total,
             "median_half_width_rel": float(np.median(all_w)) if all_w else None,
             "half_width_rel": {n: float(np.median(w)) if w else None for n, w in widths.items()},
-            "bias_applied": applied}
+            "bias_applied": applied, "value_outside": outside}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,9 +135,11 @@ def main(argv: list[str] | None = None) -> int:
              f"{100 * cov['coverage']:.1f} % ({n_in}/{n} parameter-seeds); symmetric value ± 1.96 std "
              f"{100 * cov['coverage_symmetric']:.1f} % ({n_sym}/{n}); median half-width "
              f"{100 * (cov['median_half_width_rel'] or math.nan):.2f} % of the value; tracker bias measured in "
-             f"{cov['bias_applied']}/{len(res['per_seed'])} seeds"]
+             f"{cov['bias_applied']}/{len(res['per_seed'])} seeds; reported values outside their own interval: "
+             f"{len(cov['value_outside'])}"]
     lines += [f"  {p}: {cov['inside'][p]}/{cov['counted'][p]} (symmetric {cov['inside_symmetric'][p]}), median "
               f"half-width {100 * (cov['half_width_rel'][p] or math.nan):.3f} %" for p in free]
+    lines += [f"  OUTSIDE ITS OWN INTERVAL: {x}" for x in cov["value_outside"]]
     text = "\n".join(lines)
     print(text)
     (out / "coverage.json").write_text(json.dumps({**cov, "mean_rel_param_error": mean_err,

@@ -44,6 +44,7 @@ CASES = [
     ("bench_node_signals.py", ["--runs", "1", "--random", "1"], "1/1"),
     ("bench_active_learning.py", ["--seeds", "1", "--budget", "30", "--iterations", "3"], "least-squares"),
     ("bench_sysid_cost.py", ["--tiny"], "spring_mass: vid2sid calibrate takes"),
+    ("bench_sysid_intervals.py", ["--problem", "spring_mass", "--nstep", "100"], "| spring_mass | mass | 1 |"),
 ]
 
 #: scripts whose smoke run is a test of its own (it checks more than the exit code)

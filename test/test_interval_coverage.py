@@ -228,6 +228,7 @@ def test_bench_coverage_counts_the_stated_interval_and_reads_a_partial_results_f
         {"truth": {"k": 1.0}, **rec({"k": 1.0}, {}, {})},
     ]
     cov = bench.coverage(per_seed, "reasoner", ["k"])
+    assert cov["value_outside"] == []
     assert cov["counted"] == {"k": 2} and cov["inside"] == {"k": 1} and cov["inside_symmetric"] == {"k": 1}
     assert cov["coverage"] == 0.5 and cov["bias_applied"] == 3
     assert cov["half_width_rel"]["k"] == pytest.approx(float(np.median([0.15 / 1.2, 0.05 / 1.1])))
@@ -238,6 +239,9 @@ def test_bench_coverage_counts_the_stated_interval_and_reads_a_partial_results_f
     assert bench.main(["--from-results", str(results)]) == 0
     assert "95 % interval coverage 50.0 % (1/2 parameter-seeds)" in capsys.readouterr().out
     assert json.loads((tmp_path / "coverage.json").read_text())["coverage"] == 0.5
+    # a reported value outside its own stated interval is counted and named
+    bad = [{"seed": 7, "truth": {"k": 1.0}, **rec({"k": 1.3}, {"k": [0.9, 1.1]}, {"k": 0.2})}]
+    assert bench.coverage(bad, "reasoner", ["k"])["value_outside"] == ["seed 7: k = 1.3 outside [0.9, 1.1]"]
     (tmp_path / "bad.json").write_text("{}")
     assert bench.main(["--from-results", str(tmp_path / "bad.json")]) == 2
     assert capsys.readouterr().err.startswith(f"bench_coverage: {tmp_path / 'bad.json'}: not a benchmark results.json")
