@@ -132,3 +132,37 @@ def test_the_excitation_nodes_joint_limits_map_back_to_the_twins_actuators():
                                                                                       (-2.0, 3.0)]
     with pytest.raises(ValueError, match="command_joints: \\['jc'\\] driven by no actuator"):
         actuator_command_ranges(["a", "b"], ["jc"], [""], [-1.0], [1.0])
+
+
+def test_refused_designs_are_charged_and_the_session_never_exceeds_its_budget(finger_phase, tmp_path):
+    """Two designs the excitation node refuses (its rate limit): each is charged in its record, ends its
+    phase, and the next phase starts with what is left, so phases and designs together stay within
+    ``rollout_budget`` (before: the refused designs were charged to the session but not to the running
+    phase, whose budget was fixed, and the session went over by their rollouts)."""
+    rig, twin, real, cfg, _, limits = finger_phase
+    budget = 160
+    active = parse_active_learning({"trigger": "always", "after_iteration": 1, "max_trials": 3})
+    why = "excitation_node refused the trial: step 0: flexor_motor changes at 9.31 per s, faster than max_rate 0.5"
+    charged_after = 0
+    for k in range(3):
+        session = ActiveSession(tmp_path, real, active, limits, budget)  # rebuilt per request, as the node does
+        assert session.phase_dir == tmp_path / f"phase_{k}"
+        assert session.phase_budget() == budget - charged_after  # a phase starts with what is left
+        start = {n: v for n, v in (session.start or {}).items() if n in rig.parameters} or None
+        pcfg = dataclasses.replace(cfg, iterations=1 if k < 2 else 40, rollout_budget=session.phase_budget(),
+                                   start=start)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = run_calibration(twin, session.real, make_proposer("reasoner"), pcfg, session.phase_dir,
+                                     parameters=rig.parameters)
+        assert charged_after + result.rollouts == session.charged(result) <= budget
+        if k == 2:
+            break
+        design, not_why = session.next_design(twin, result, pcfg, rig.parameters)
+        assert design is not None, not_why
+        rec = session.refuse(design, result, why)
+        assert rec["applied"] is False and rec["reason"] == why and rec["rollouts"] == design.rollouts > 0
+        assert rec["charged_after"] == charged_after + result.rollouts + design.rollouts <= budget  # the charge
+        charged_after = rec["charged_after"]
+    on_disk = [json.loads(x) for x in (tmp_path / SESSION_LOG).read_text().splitlines()]
+    assert [r["phase"] for r in on_disk] == [0, 1] and all(r["charged_after"] <= budget for r in on_disk)

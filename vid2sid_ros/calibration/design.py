@@ -526,6 +526,10 @@ def design_excitation(objective: TrialObjective, point: Mapping[str, float], lim
     idx = [names.index(n) for n in flagged]
     point = params.complete(point)
     sigma = float(noise_px if noise_px is not None else DEFAULT_NOISE.get(objective.unit, 1.0))
+    least = (len(names) + 1) * len(objective.excitations) + len(names) + 2  # J0 and one candidate
+    if max_rollouts is not None and least > max_rollouts:  # nothing spent: the allowance is never exceeded
+        raise ValueError(f"design: the training trials' sensitivity and one candidate take {least} rollouts, more "
+                         f"than the {max_rollouts} allowed")
     J0, _, spent0 = _forward_jacobian(objective, physics, point, step)
     spent = {"n": spent0}
     J0 = J0[np.all(np.isfinite(J0), axis=1)] / sigma
