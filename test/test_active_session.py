@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from vid2sid_ros.calibration.active import SESSION_LOG, ActiveSession, parse_active_learning, sim2sim_stand_in
-from vid2sid_ros.calibration.design import DesignResult, ExcitationLimits, ExcitationRefused, validate_profile
+from vid2sid_ros.calibration.design import (DesignResult, ExcitationLimits, ExcitationRefused, candidate_profiles,
+                                            steepest_change, validate_profile)
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
 from vid2sid_ros.calibration.nuisance import rig_nuisance
 from vid2sid_ros.calibration.proposers import make_proposer
@@ -166,3 +167,50 @@ def test_refused_designs_are_charged_and_the_session_never_exceeds_its_budget(fi
         charged_after = rec["charged_after"]
     on_disk = [json.loads(x) for x in (tmp_path / SESSION_LOG).read_text().splitlines()]
     assert [r["phase"] for r in on_disk] == [0, 1] and all(r["charged_after"] <= budget for r in on_disk)
+
+
+def _robot_rate(values, rate, held):
+    """The excitation node's rate check (CommandLimits.violation with the held command), by hand: (A,) per s."""
+    v = np.vstack([np.asarray(held, float)[None, :], values])
+    return np.max(np.abs(np.diff(v, axis=0)), axis=0) * rate
+
+
+def test_the_candidate_family_respects_the_robots_max_rate_and_ramps_from_the_held_command():
+    """The excitation node refuses a trial changing faster than max_rate, also from the command it holds to the
+    trial's first command. The candidates are rate-limited (amplitude scaled down, noted), a step is refused with
+    its reason, and a trial starting away from the held command starts with a ramp the profile expresses."""
+    rig = ExcitationLimits((0.5,), ("flexor_motor",), (0.05, 6.0), 2.0, 30.0, {}, ((0.0, 1.0),))
+    lim = rig.narrowed([(0.0, 1.0)], None, "excitation_node limits", max_rate=[2.0], held=[0.0])
+    assert lim.max_rate == (2.0,) and lim.held == (0.0,) and lim.source["max_rate"] == "excitation_node limits"
+    kept, refused, limited = [], [], []
+    for cfg in candidate_profiles(lim):
+        try:
+            prof, exc, notes = validate_profile(cfg, lim)
+        except ExcitationRefused as err:
+            refused.append((cfg["kind"], str(err)))
+            continue
+        kept.append(cfg["kind"])
+        limited += [n for n in notes if "rate-limited" in n]
+        assert _robot_rate(exc.values, exc.rate, [0.0])[0] <= 2.0 * (1 + 1e-9), (cfg, notes)
+        assert exc.duration <= 2.0 + 1e-9 and exc.values.min() >= 0.0 and exc.values.max() <= 0.5 + 1e-12
+        assert prof["ramp_from"] == [0.0] and prof["ramp_duration"] > 0  # it starts at the offset 0.25, not 0
+        sent = build_excitation(json.loads(json.dumps(prof)), lim.actuator_names)  # as the excitation node builds it
+        np.testing.assert_allclose(sent.values, exc.values, atol=1e-12)
+    assert [k for k, _ in refused] == ["step"] and "faster than max_rate 2 per s" in refused[0][1], refused
+    assert len(kept) == 6 and limited  # the fast chirps are rate-limited, not dropped
+    # without a robot rate limit nothing changes (the rig's own limits only)
+    assert all("ramp_from" not in validate_profile(c, rig)[0] for c in candidate_profiles(rig))
+
+
+def test_a_session_designs_within_the_robots_max_rate(finger_phase, tmp_path):
+    rig, twin, real, cfg, result, limits = finger_phase
+    active = parse_active_learning({"trigger": "always", "after_iteration": 1})
+    session = ActiveSession(tmp_path, real, active, limits, 300)
+    session.limits = session.limits.narrowed([(0.0, 1.0)], None, "excitation_node limits", max_rate=[1.5],
+                                             held=[0.0])
+    design, why = session.next_design(twin, result, cfg, rig.parameters)
+    assert design is not None, why
+    prof = session.command_profile(design)  # within the rate from the held command: sent
+    sent = build_excitation(json.loads(json.dumps(prof)), limits.actuator_names)
+    assert steepest_change(sent.values, sent.rate, np.zeros(1))[0] <= 1.5 * (1 + 1e-9)
+    assert any("candidate refused" in n and "faster than max_rate" in n for n in design.notes), design.notes

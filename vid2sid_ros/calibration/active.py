@@ -47,7 +47,8 @@ from ..core.excitation import Excitation
 from ..core.files import atomic_write_text
 from ..core.trajectory import Trajectory
 from .design import (CRITERIA, DesignResult, ExcitationLimits, ExcitationRefused, design_excitation,
-                     design_separating_excitation, profile_from_change, validate_profile)
+                     design_separating_excitation, profile_from_change, steepest_change,
+                     validate_profile)
 from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_calibration
 from .objective import TrialObjective
 from .observation import RealTrial
@@ -758,6 +759,13 @@ class ActiveSession:
         if exc.duration > self.limits.max_duration_s + 1e-9:
             raise ExcitationRefused(f"designed profile refused: {exc.duration:g} s, longer than the "
                                     f"{self.limits.max_duration_s:g} s a trial may last")
+        if self.limits.max_rate is not None:  # from the held command too, as the excitation node checks it
+            held = None if self.limits.held is None else np.asarray(self.limits.held, float)
+            fast, lim = steepest_change(exc.values, exc.rate, held), np.asarray(self.limits.max_rate, float)
+            if np.any(fast > lim * (1 + 1e-9)):
+                i = int(np.argmax(fast / lim))
+                raise ExcitationRefused(f"designed profile refused: {self.limits.actuator_names[i]} changes at "
+                                        f"{fast[i]:.4g} per s, faster than max_rate {lim[i]:.4g}; nothing sent")
         return prof
 
     # -- outcomes (each recorded, fsynced) ----------------------------------------------------------
