@@ -795,7 +795,8 @@ class ActiveSession:
                 "limits": {"actuators": list(lim.actuator_names), "amplitude": list(lim.amplitude),
                            "command_range": [list(lim.range_of(i)) for i in range(len(lim.actuator_names))],
                            "frequency_hz": list(lim.frequency_hz), "max_duration_s": lim.max_duration_s,
-                           "source": dict(lim.source)}}
+                           "max_rate": None if lim.max_rate is None else list(lim.max_rate),
+                           "held": None if lim.held is None else list(lim.held), "source": dict(lim.source)}}
 
     def refuse(self, design: DesignResult, result: CalibrationResult, reason: str) -> dict[str, Any]:
         """Record a design that was not run on the rig (refused by a limit, the trial failed): charged, not
