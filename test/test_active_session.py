@@ -214,3 +214,16 @@ def test_a_session_designs_within_the_robots_max_rate(finger_phase, tmp_path):
     sent = build_excitation(json.loads(json.dumps(prof)), limits.actuator_names)
     assert steepest_change(sent.values, sent.rate, np.zeros(1))[0] <= 1.5 * (1 + 1e-9)
     assert any("candidate refused" in n and "faster than max_rate" in n for n in design.notes), design.notes
+
+
+def test_the_excitation_nodes_rate_limit_and_held_command_map_back_to_the_twins_actuators():
+    pytest.importorskip("rclpy", reason="the excitation node's module needs rclpy")
+    from vid2sid_ros.nodes.excitation_node import actuator_held_command, actuator_rate_limits
+
+    assert actuator_rate_limits(["a", "b"], [""], [""], [0.5, 0.0]) == [0.5, math.inf]  # 0 = no limit
+    assert actuator_rate_limits(["a", "b"], ["jb"], ["b=jb"], [2.0]) == [math.inf, 2.0]
+    # on_stop hold: the last command sent; zero; home through the joint map; nothing sent yet: not known
+    assert actuator_held_command(["a", "b"], [""], [""], "hold", [0.0], [0.3, 0.1]) == [0.3, 0.1]
+    assert actuator_held_command(["a", "b"], [""], [""], "hold", [0.0], None) is None
+    assert actuator_held_command(["a", "b"], [""], [""], "zero", [0.0], [0.3, 0.1]) == [0.0, 0.0]
+    assert actuator_held_command(["a", "b"], ["jb"], ["b=jb"], "home", [0.4], [0.3, 0.1]) == [0.3, 0.4]

@@ -164,7 +164,8 @@ def test_a_designed_trial_within_the_robots_rate_limit_is_ramped_and_played(ros,
         # the robot held the recorded trial's last command (on_stop: hold); the designed trial ramps from it
         held = [m.values[0] for m in client.robot if m.trial_id == "finger_0"][-1]
         assert records[0]["limits"]["held"] == pytest.approx([held])
-        assert records[0]["profile"]["ramp_from"] == pytest.approx([held]) and records[0]["profile"]["ramp_duration"] > 0
+        prof = records[0]["profile"]
+        assert prof["ramp_from"] == pytest.approx([held]) and prof["ramp_duration"] > 0
         assert any("step" in n and "faster than max_rate 0.5" in n for n in records[0]["notes"]), records[0]["notes"]
         published = np.concatenate(live["excitation_node"].robot_commands)
         assert published.size > 60 and np.max(np.abs(np.diff(published))) * 30.0 <= 0.5 * (1 + 1e-9)

@@ -45,7 +45,12 @@ VLM's ``excitation_change`` via :func:`profile_from_change`, or the user's) agai
 :class:`ExcitationLimits`: an amplitude over the actuator's limit is clipped, a frequency
 band outside the allowed band is clipped, a profile too long, for an unknown actuator, of
 an unknown kind or empty after clipping is refused (:class:`ExcitationRefused`); every
-clip is recorded as a note, and nothing refused is ever rolled out or sent to a robot.
+clip is recorded as a note, and nothing refused is ever rolled out or sent to a robot. With a
+robot's rate limit (``ExcitationLimits.max_rate``, the excitation node's ``max_rate``), a sine,
+chirp or multisine changing faster has its amplitude scaled down (noted; refused below a tenth
+of it), a step is refused (it cannot be rate-limited and stay a step), and a trial whose first
+command is further from the command the robot holds (``ExcitationLimits.held``) than one step
+allows starts with a linear ramp (``ramp_from``/``ramp_duration``), shortened to fit the trial.
 """
 
 from __future__ import annotations

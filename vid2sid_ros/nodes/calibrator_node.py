@@ -45,13 +45,15 @@ holds the logic and the files; this node only wires it. After a request's iterat
 session says so (the identifiability check, the residual diagnosis, a proposer's request, or
 ``trigger: always``; settings: the rig config's ``calibration.active_learning`` block under
 ``active_learning_options``), the next trial is designed within the rig's limits *and* the
-excitation node's command limits (read through its parameter service), sent to
+excitation node's command limits (range, duration and ``max_rate``, with a ramp from the command
+the robot holds, read through its parameter service), sent to
 ``excitation_node`` as its ``excitation_config`` and started with its start service; the node
 waits for the tracker's real trajectory of that trial (``trial_timeout``), the session adds it
 and saves it at once, and the excitation node's previous profile is put back. A design the
-excitation node refuses (its rate limit, say) is recorded with the reason and never published.
+excitation node refuses anyway is recorded with the reason, charged, and never published; the
+next request starts a new phase with the budget left.
 The response's ``message`` says what happened ("designed trial finger_1 run on the rig ..." or
-"designed trial NOT run: ..."); the next request fits the extended data (``phase_1``). Designed
+"designed trial NOT run: ..."); the next request fits the extended data (the next ``phase_K``). Designed
 trials are never picked as the "latest" trial of a new session.
 """
 
