@@ -27,7 +27,7 @@ test: $(SETUP_DEP)
 readme-picture: $(SETUP_DEP)
 	@command -v chromium >/dev/null || { echo "vid2sid: make readme-picture needs chromium (apt-get install -y chromium)" >&2; exit 2; }
 	@$(ROS_ENV) VID2SID_README_PICTURE="$(abspath docs/images/report.png)" $(PY) -m pytest -q \
-		test/test_report_browser.py -k unconverged_tentacle -p no:cacheprovider
+		test/test_report_browser.py -k readme_picture -p no:cacheprovider
 
 clean:
 	rm -rf build install log .pytest_cache

@@ -112,3 +112,17 @@ def test_excitation_validation_and_scaling():
 def test_misspelt_key_is_an_error_not_a_silent_default():
     with pytest.raises(ExcitationError, match=r"unknown key\(s\) \['amplitdue'\]"):
         build_excitation({"kind": "sine", "amplitdue": 0.3})
+
+
+def test_a_ramp_from_the_held_command_leads_in_and_bad_ramps_are_refused():
+    base = {"kind": "step", "amplitude": 0.6, "t_step": 0.0, "duration": 1.0, "rate": 10.0, "offset": 0.2}
+    exc = build_excitation({**base, "ramp_from": [0.0], "ramp_duration": 0.3}, ["m"])
+    # 3 lead-in samples from 0 to the first command 0.8 in equal steps of 0.2, then the step's 10 samples
+    assert exc.num_steps == 13
+    np.testing.assert_allclose(exc.values[:4, 0], [0.2, 0.4, 0.6, 0.8])
+    with pytest.raises(ExcitationError, match="'ramp_from' and 'ramp_duration' go together"):
+        build_excitation({**base, "ramp_from": [0.0]}, ["m"])
+    with pytest.raises(ExcitationError, match="'ramp_from' must hold 2 finite number"):
+        build_excitation({**base, "ramp_from": [0.0], "ramp_duration": 0.1}, ["m", "n"])
+    with pytest.raises(ExcitationError, match="'ramp_duration' must be >= 0 s"):
+        build_excitation({**base, "ramp_from": [0.0], "ramp_duration": -1}, ["m"])

@@ -1,8 +1,8 @@
 """Reports as a reader opens them: headless Chromium, offline, every section of the report present.
 
-Two reports are made here (and a screenshot of the calibration's, ``--screenshot``: the README's
-picture, written to ``$VID2SID_README_PICTURE`` when that is set, as ``make readme-picture`` does) — a
-tentacle calibration stopped at its budget (unconverged) and a
+Three reports are made here — a tentacle calibration stopped at its budget (unconverged), a finger
+calibration that converged (and a screenshot of it: the README's picture, written to
+``$VID2SID_README_PICTURE`` when that is set, as ``make readme-picture`` does) and a
 sim2sim benchmark — and each is opened in
 Debian's ``chromium`` (``apt-get install -y chromium``; tools/setup_env.sh installs it when
 running as root). A page fails on a console error or uncaught exception, an image that does
@@ -83,6 +83,24 @@ def test_unconverged_tentacle_says_so_in_terminal_and_report(tmp_path, capsys):
     assert [v["readyState"] >= 2 and v["src"].startswith("data:video/webm") for v in found["videos"]] == [True]
     # every figure drew: trials (train and holdout), intervals, convergence x2 at least
     assert len(found["plots"]) >= 5
+
+
+def test_converged_finger_report_is_the_readme_picture(tmp_path, capsys):
+    """A successful calibration of a robot (the finger, sim2sim, converged in a few iterations), as the
+    README shows it: the report says converged and names its run directory, never the machine's path."""
+    cfg = tmp_path / "finger.yaml"
+    cfg.write_text("rig: finger\nreal: {sim2sim: {seed: 0, noise: keypoint}}\n"
+                   "calibration: {iterations: 10, rollout_budget: 100, identifiability: false, diagnosis: false}\n")
+    out = tmp_path / "calibrate_finger"
+    assert main(["calibrate", str(cfg), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "\nstopped: converged after" in text, text
+    import json
+
+    assert json.loads((out / "result.json").read_text())["stopped"] == "converged"
+    doc = (out / "report.html").read_text()
+    assert str(tmp_path) not in doc and "from run directory calibrate_finger;" in doc
+    _assert_clean(probe_page(out / "report.html", tmp_path), SECTION_IDS)
     # the page as a reader sees it (kept in the test's folder; look at it when the report changes). It is
     # the README's picture: `make readme-picture` runs this test with VID2SID_README_PICTURE set to it.
     png = tag_png(screenshot(out / "report.html", tmp_path / "report.png", tmp_path), README_PICTURE_SOURCE)

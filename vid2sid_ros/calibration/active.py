@@ -47,7 +47,8 @@ from ..core.excitation import Excitation
 from ..core.files import atomic_write_text
 from ..core.trajectory import Trajectory
 from .design import (CRITERIA, DesignResult, ExcitationLimits, ExcitationRefused, design_excitation,
-                     design_separating_excitation, profile_from_change, validate_profile)
+                     design_separating_excitation, profile_from_change, steepest_change,
+                     validate_profile)
 from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_calibration
 from .objective import TrialObjective
 from .observation import RealTrial
@@ -590,8 +591,8 @@ class ActiveSession:
 
     The session directory holds:
 
-    * ``phase_K/``: the calibration run on the base trials plus the first K designed trials
-      (a normal run directory: each request resumes it);
+    * ``phase_K/``: the calibration run after the session's first K designs (run, refused or
+      failed: each design ends its phase; a normal run directory: each request resumes it);
     * ``active_trial_K.json``: the real data after designed trial K (:class:`RealTrial`),
       written atomically the moment the trial completes, before its record;
     * ``active_learning.jsonl``: one record per design (fsynced): run on the rig (``applied``
@@ -599,13 +600,16 @@ class ActiveSession:
 
     A session rebuilt on the same directory (the next request, or the node restarted) loads
     the last recorded trial file: a designed trial is never run twice, and the next phase
-    starts from the values it was designed at (``start``) with the budget left (``phase_budget``).
+    starts from the values the last design was made at (``start``) with the budget left
+    (``phase_budget``).
 
-    Budget: every design's rollouts are charged (``charged`` in its record); phase K's budget
-    is fixed when it starts (its resume signature): ``budget`` minus what the earlier phases and
-    all designs before it spent. A design refused in phase K is charged to the session but not
-    to phase K's budget, so a session with refused designs may spend up to those designs'
-    rollouts over ``budget`` (reported: :meth:`charged`).
+    Budget: one budget, ``budget`` rollouts, pays for every phase and every design. A design's
+    rollouts are charged the moment it is recorded, whether the rig runs it, refuses it, or the
+    design fails (charged its whole allowance, the most it may have spent): the record's
+    ``charged_after`` is what the session has spent with it. Each design ends its phase, and
+    the next phase starts with what is left, ``budget − charged_after`` (fixed once it starts:
+    its resume signature); a design is only made when what is left pays for it and three
+    evaluations of the data. So the session never spends more than ``budget``.
 
     Args:
         session_dir: the session's directory (created by the first phase's run).
@@ -630,24 +634,30 @@ class ActiveSession:
         self.start: dict[str, float] | None = None
         self._charged_before = 0
         if runs:
-            last = runs[-1]
-            self.real = RealTrial.load(self.dir / last["trial_file"])
-            self.start = {str(k): float(v) for k, v in (last.get("at") or {}).items()}
-            self._charged_before = int(last["charged_after"])
+            self.real = RealTrial.load(self.dir / runs[-1]["trial_file"])
         self.trials_run = len(runs)
+        #: designs recorded with their charge (run, refused or failed): each one ended a phase
+        self.phase = 0
+        for rec in self.records:
+            if rec.get("charged_after") is not None and (not rec.get("applied") or rec in runs):
+                self.phase += 1
+                self._charged_before = max(self._charged_before, int(rec["charged_after"]))
+                if rec.get("at"):
+                    self.start = {str(k): float(v) for k, v in rec["at"].items()}
 
     # -- the current phase -------------------------------------------------------------------------
     @property
     def phase_dir(self) -> Path:
-        """Run directory of the current phase: ``phase_K`` with K designed trials in the data."""
-        return self.dir / f"phase_{self.trials_run}"
+        """Run directory of the current phase: ``phase_K`` after the session's first K designs."""
+        return self.dir / f"phase_{self.phase}"
 
     def phase_budget(self) -> int:
-        """Rollouts the current phase may spend (fixed once it started: a resume signature entry)."""
+        """Rollouts the current phase may spend: the session's budget minus what the earlier phases and
+        designs were charged (fixed once the phase started: a resume signature entry)."""
         return self.budget - self._charged_before
 
     def _phase_designs(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("design") and r.get("phase") == self.trials_run]
+        return [r for r in self.records if r.get("design") and r.get("phase") == self.phase]
 
     def charged(self, result: CalibrationResult) -> int:
         """Rollouts the session has charged with the current phase at ``result``: earlier phases and
@@ -694,8 +704,8 @@ class ActiveSession:
         report = result.final_identifiability or result.identifiability
         flagged = flagged_parameters(report) if report else []
         request, refused = _proposer_request(result, self.real, self.limits)
-        if refused is not None and _jsonable({**refused, "phase": self.trials_run}) not in self.records:
-            self._record({**refused, "phase": self.trials_run})  # once per phase, not once per request
+        if refused is not None and _jsonable({**refused, "phase": self.phase}) not in self.records:
+            self._record({**refused, "phase": self.phase})  # once per phase, not once per request
         tied = (result.diagnosis or {}).get("verdict") == "indistinguishable"
         if not (flagged or tied or request is not None or a.trigger == "always"):
             why = "neither the identifiability check nor the residual diagnosis flags a problem"
@@ -709,8 +719,11 @@ class ActiveSession:
         try:
             design = choose_design(twin, self.real, spec, config, a, self.limits, result, flagged, request, tied,
                                    allowance)
-        except ValueError as err:
-            self._record({"applied": False, "phase": self.trials_run, "reason": f"design failed: {err}"})
+        except ValueError as err:  # its rollouts are not known: charged its whole allowance (the most it spent)
+            self._end_phase({"design": self._next_design_number(), "phase": self.phase, "applied": False,
+                             "at": {k: float(v) for k, v in result.values.items()}, "rollouts": allowance,
+                             "reason": f"design failed: {err}; charged its allowance of {allowance} rollouts",
+                             "charged_after": self.charged(result) + allowance})
             return None, f"design failed: {err}"
         return design, ""
 
@@ -746,6 +759,13 @@ class ActiveSession:
         if exc.duration > self.limits.max_duration_s + 1e-9:
             raise ExcitationRefused(f"designed profile refused: {exc.duration:g} s, longer than the "
                                     f"{self.limits.max_duration_s:g} s a trial may last")
+        if self.limits.max_rate is not None:  # from the held command too, as the excitation node checks it
+            held = None if self.limits.held is None else np.asarray(self.limits.held, float)
+            fast, lim = steepest_change(exc.values, exc.rate, held), np.asarray(self.limits.max_rate, float)
+            if np.any(fast > lim * (1 + 1e-9)):
+                i = int(np.argmax(fast / lim))
+                raise ExcitationRefused(f"designed profile refused: {self.limits.actuator_names[i]} changes at "
+                                        f"{fast[i]:.4g} per s, faster than max_rate {lim[i]:.4g}; nothing sent")
         return prof
 
     # -- outcomes (each recorded, fsynced) ----------------------------------------------------------
@@ -756,20 +776,33 @@ class ActiveSession:
         self.records.append(rec)
         return rec
 
+    def _next_design_number(self) -> int:
+        return sum(1 for r in self.records if r.get("design")) + 1
+
+    def _end_phase(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """Record a charged design; the next phase starts with the budget left after it, from its values."""
+        rec = self._record(rec)
+        self._charged_before = int(rec["charged_after"])
+        self.start = dict(rec.get("at") or {}) or self.start
+        self.phase += 1
+        return rec
+
     def _design_record(self, design: DesignResult, result: CalibrationResult) -> dict[str, Any]:
-        n = sum(1 for r in self.records if r.get("design")) + 1
+        n = self._next_design_number()
         lim = self.limits
-        return {"design": n, "phase": self.trials_run, **design.to_dict(),
+        return {"design": n, "phase": self.phase, **design.to_dict(),
                 "at": {k: float(v) for k, v in result.values.items()},
                 "limits": {"actuators": list(lim.actuator_names), "amplitude": list(lim.amplitude),
                            "command_range": [list(lim.range_of(i)) for i in range(len(lim.actuator_names))],
                            "frequency_hz": list(lim.frequency_hz), "max_duration_s": lim.max_duration_s,
-                           "source": dict(lim.source)}}
+                           "max_rate": None if lim.max_rate is None else list(lim.max_rate),
+                           "held": None if lim.held is None else list(lim.held), "source": dict(lim.source)}}
 
     def refuse(self, design: DesignResult, result: CalibrationResult, reason: str) -> dict[str, Any]:
-        """Record a design that was not run on the rig (refused by a limit, the trial failed): charged, not added."""
-        return self._record({**self._design_record(design, result), "applied": False, "reason": reason,
-                             "charged_after": self.charged(result) + design.rollouts})
+        """Record a design that was not run on the rig (refused by a limit, the trial failed): charged, not
+        added; the phase ends (the next one starts with the budget left)."""
+        return self._end_phase({**self._design_record(design, result), "applied": False, "reason": reason,
+                                "charged_after": self.charged(result) + design.rollouts})
 
     def complete(self, design: DesignResult, result: CalibrationResult, trial_id: str, trajectory: Trajectory,
                  excitation: Excitation) -> dict[str, Any]:
@@ -795,8 +828,7 @@ class ActiveSession:
                    tracked_steps=tracked, training_trials=len(real.train),
                    charged_after=self.charged(result) + design.rollouts)
         real.save(self.dir / rec["trial_file"])  # the trial first, then its record: a record always has its file
-        rec = self._record(rec)
-        self.real, self.start = real, dict(rec["at"])
-        self._charged_before = int(rec["charged_after"])
+        rec = self._end_phase(rec)
+        self.real = real
         self.trials_run += 1
         return rec

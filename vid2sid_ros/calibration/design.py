@@ -45,7 +45,12 @@ VLM's ``excitation_change`` via :func:`profile_from_change`, or the user's) agai
 :class:`ExcitationLimits`: an amplitude over the actuator's limit is clipped, a frequency
 band outside the allowed band is clipped, a profile too long, for an unknown actuator, of
 an unknown kind or empty after clipping is refused (:class:`ExcitationRefused`); every
-clip is recorded as a note, and nothing refused is ever rolled out or sent to a robot.
+clip is recorded as a note, and nothing refused is ever rolled out or sent to a robot. With a
+robot's rate limit (``ExcitationLimits.max_rate``, the excitation node's ``max_rate``), a sine,
+chirp or multisine changing faster has its amplitude scaled down (noted; refused below a tenth
+of it), a step is refused (it cannot be rate-limited and stay a step), and a trial whose first
+command is further from the command the robot holds (``ExcitationLimits.held``) than one step
+allows starts with a linear ramp (``ramp_from``/``ramp_duration``), shortened to fit the trial.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ from .proposer import Evaluation
 
 __all__ = ["ExcitationLimits", "ExcitationRefused", "DesignResult", "design_excitation", "validate_profile",
            "design_separating_excitation", "indistinguishable_set", "separation",
-           "profile_from_change", "candidate_profiles", "information_criterion", "CRITERIA"]
+           "profile_from_change", "candidate_profiles", "steepest_change", "information_criterion", "CRITERIA"]
 
 #: design criteria by name (``calibration.active_learning.criterion``)
 CRITERIA = ("d_optimal", "separation")
@@ -93,6 +98,11 @@ class ExcitationLimits:
         source: where each limit came from (for the record).
         command_range: (A,) ``(lower, upper)`` per actuator from an asymmetric ``ctrlrange`` (a
             tendon that only pulls: [0, 1]); every sample is clipped into it (None: ± amplitude).
+        max_rate: (A,) largest |change| of a command per second per actuator, command units/s (a
+            robot's ``max_rate``; inf: none), or None: no rate limit. A profile changing faster is
+            rate-limited (its amplitude scaled down) or refused (:func:`validate_profile`).
+        held: (A,) the command the robot holds before the trial (None: not known). With ``max_rate``,
+            a trial whose first command is further from it than one step allows starts with a ramp.
     """
 
     amplitude: tuple[float, ...]
@@ -102,6 +112,8 @@ class ExcitationLimits:
     rate: float
     source: dict[str, str] = field(default_factory=dict)
     command_range: tuple[tuple[float, float], ...] | None = None
+    max_rate: tuple[float, ...] | None = None
+    held: tuple[float, ...] | None = None
 
     def range_of(self, i: int) -> tuple[float, float]:
         """(lowest, highest) command of actuator ``i``: its ``ctrlrange`` when known, else ± its amplitude."""
@@ -111,16 +123,20 @@ class ExcitationLimits:
         return -self.amplitude[i], self.amplitude[i]
 
     def narrowed(self, ranges: Sequence[tuple[float, float]], max_duration_s: float | None,
-                 source: str) -> "ExcitationLimits":
+                 source: str, *, max_rate: Sequence[float] | None = None,
+                 held: Sequence[float] | None = None) -> "ExcitationLimits":
         """These limits within a robot's own command limits (the excitation node's ``limit_lower`` /
-        ``limit_upper`` / ``max_duration``): each actuator's command range is the intersection, its
-        amplitude the largest |command| left, the duration the shorter; ``source`` names where the
-        robot's limits came from (recorded per narrowed limit).
+        ``limit_upper`` / ``max_duration`` / ``max_rate``): each actuator's command range is the
+        intersection, its amplitude the largest |command| left, the duration the shorter, the rate
+        limit the smaller; ``source`` names where the robot's limits came from (recorded per
+        narrowed limit).
 
         Args:
             ranges: (A,) ``(lower, upper)`` per actuator, command units (±inf: no limit).
             max_duration_s: s, None or <= 0: no limit.
             source: e.g. ``"excitation_node limit_upper"``.
+            max_rate: (A,) command units/s per actuator (inf or <= 0: no limit), None: none.
+            held: (A,) the command the robot holds now (None: keep what is known).
 
         Raises:
             ExcitationRefused: ``ranges`` does not have one entry per actuator, or an actuator's
@@ -144,7 +160,22 @@ class ExcitationLimits:
         dur = self.max_duration_s
         if max_duration_s is not None and max_duration_s > 0 and max_duration_s < dur:
             dur, src["max_duration_s"] = float(max_duration_s), source
-        return ExcitationLimits(tuple(amp), self.actuator_names, self.frequency_hz, dur, self.rate, src, tuple(rng))
+        rate = self.max_rate
+        if max_rate is not None:
+            if len(max_rate) != len(self.actuator_names):
+                raise ExcitationRefused(f"{source}: {len(max_rate)} rate limits for {len(self.actuator_names)} "
+                                        f"actuators {list(self.actuator_names)}")
+            old = rate or (math.inf,) * len(self.actuator_names)
+            new_rate = tuple(min(o, float(r)) if float(r) > 0 else o for o, r in zip(old, max_rate))
+            if any(math.isfinite(r) for r in new_rate):
+                rate = new_rate
+                if new_rate != tuple(old):
+                    src["max_rate"] = source
+        hold = self.held if held is None else tuple(float(v) for v in held)
+        if hold is not None and len(hold) != len(self.actuator_names):
+            raise ExcitationRefused(f"{source}: {len(hold)} held commands for {len(self.actuator_names)} actuators")
+        return ExcitationLimits(tuple(amp), self.actuator_names, self.frequency_hz, dur, self.rate, src, tuple(rng),
+                                rate, hold)
 
     @classmethod
     def from_rig(cls, twin: Twin, excitations: Sequence[Excitation],
@@ -309,7 +340,87 @@ def validate_profile(cfg: Mapping[str, Any], limits: ExcitationLimits) -> tuple[
                      + ", ".join(f"{n} [{a:g}, {b:g}]" for n, (a, b) in zip(limits.actuator_names, rng)))
         exc = Excitation(exc.name, exc.rate, np.clip(exc.values, lo, hi), exc.actuator_names,
                          {**dict(exc.meta), "clipped": True})
+    if limits.max_rate is not None:
+        out, exc = _rate_limited(out, exc, limits, notes)
     return out, exc, notes
+
+
+#: a profile whose amplitude would have to shrink below this fraction to meet a rate limit is refused
+MIN_RATE_LIMITED_FRACTION = 0.1
+
+
+def steepest_change(values: np.ndarray, rate: float, start: np.ndarray | None = None) -> np.ndarray:
+    """(A,) largest |change| per second of ``values`` (T, A) at ``rate`` Hz (command units/s), from ``start``
+    (A,), the command held before the first row, when given."""
+    v = values if start is None else np.vstack([start[None, :], values])
+    return np.max(np.abs(np.diff(v, axis=0)), axis=0) * rate if len(v) > 1 else np.zeros(v.shape[1])
+
+
+def _rate_limited(out: dict[str, Any], exc: Excitation, limits: ExcitationLimits,
+                  notes: list[str]) -> tuple[dict[str, Any], Excitation]:
+    """``out``/``exc`` within ``limits.max_rate``: a lead-in ramp from ``limits.held`` when the first command is
+    further from it than one step allows (the profile shortened to keep the trial within the duration), and a
+    periodic profile's amplitude scaled down so its steepest change meets the limit (each noted).
+
+    Raises:
+        ExcitationRefused: a step (or CSV) profile changes faster than the limit, the amplitude would
+            shrink below :data:`MIN_RATE_LIMITED_FRACTION` of the asked one, or the ramp fills half the trial.
+    """
+    lim = np.asarray(limits.max_rate, float)
+    names = limits.actuator_names
+    held = None if limits.held is None else np.asarray(limits.held, float)
+    asked = float(out.get("amplitude", 0.5))
+    for _ in range(3):  # the ramp depends on the first command, the slopes on the duration: settle both
+        out, exc = _ramp_from_held(out, exc, limits, notes)
+        body = exc.values[int(round(float(out.get("ramp_duration", 0.0)) * exc.rate)):]
+        fast = steepest_change(body, exc.rate)
+        j = int(np.argmax(fast / lim))
+        if fast[j] <= lim[j] * (1 + 1e-9):
+            break
+        kind, amp = out.get("kind"), float(out.get("amplitude", 0.5))
+        why = f"{names[j]} changes at up to {fast[j]:.4g} per s, faster than max_rate {lim[j]:.4g} per s"
+        new = amp * lim[j] / fast[j] * (1 - 1e-6)
+        if kind not in ("sine", "chirp", "multisine") or abs(new) < MIN_RATE_LIMITED_FRACTION * abs(asked):
+            raise ExcitationRefused(f"{_describe(out)}: {why}" + ("" if kind in ("sine", "chirp", "multisine") else
+                                                                  f" (a {kind} cannot be rate-limited and stay one)"))
+        out["amplitude"] = round(new, 9)
+        notes.append(f"{_describe(out)}: amplitude {amp:g} rate-limited to {out['amplitude']:g} ({why})")
+        out.pop("ramp_from", None), out.pop("ramp_duration", None)
+        exc = build_excitation(out, names)
+    fast = steepest_change(exc.values, exc.rate, held)
+    if np.any(fast > lim * (1 + 1e-9)):
+        j = int(np.argmax(fast / lim))
+        raise ExcitationRefused(f"{_describe(out)}: {names[j]} changes at up to {fast[j]:.4g} per s, faster than "
+                                f"max_rate {lim[j]:.4g} per s")
+    return out, exc
+
+
+def _ramp_from_held(out: dict[str, Any], exc: Excitation, limits: ExcitationLimits,
+                    notes: list[str]) -> tuple[dict[str, Any], Excitation]:
+    """``out``/``exc`` with a lead-in ramp from ``limits.held`` when one step at max_rate cannot reach the first
+    command (:func:`_rate_limited`); unchanged without a held command or when none is needed."""
+    if limits.held is None or "ramp_from" in out:
+        return out, exc
+    held, step = np.asarray(limits.held, float), np.asarray(limits.max_rate, float) / exc.rate
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n = np.where(np.isfinite(step), np.ceil(np.abs(exc.values[0] - held) / step - 1e-9), 1)
+    n = int(max(np.max(n), 1))
+    if n <= 1:
+        return out, exc
+    ramp = (n - 1) / exc.rate
+    dur = float(out.get("duration", exc.duration))
+    if dur + ramp > limits.max_duration_s + 1e-9:
+        short = math.floor((limits.max_duration_s - ramp) * exc.rate + 1e-9) / exc.rate
+        if short < 0.5 * dur:
+            raise ExcitationRefused(f"{_describe(out)}: the {ramp:.3g} s ramp from the held command "
+                                    f"{held.tolist()} at max_rate leaves less than half of the trial "
+                                    f"(max_duration {limits.max_duration_s:g} s)")
+        notes.append(f"{_describe(out)}: shortened to {short:g} s for the ramp from the held command")
+        out["duration"] = round(short, 9)
+    out["ramp_from"], out["ramp_duration"] = [float(v) for v in held], round(ramp, 9)
+    notes.append(f"{_describe(out)}: starts with a {ramp:.3g} s ramp ({n - 1} steps) from the held command "
+                 f"{[round(float(v), 6) for v in held]} at max_rate")
+    return out, build_excitation(out, limits.actuator_names)
 
 
 def profile_from_change(change: Mapping[str, Any], base: Excitation, limits: ExcitationLimits) -> dict[str, Any]:
@@ -526,6 +637,10 @@ def design_excitation(objective: TrialObjective, point: Mapping[str, float], lim
     idx = [names.index(n) for n in flagged]
     point = params.complete(point)
     sigma = float(noise_px if noise_px is not None else DEFAULT_NOISE.get(objective.unit, 1.0))
+    least = (len(names) + 1) * len(objective.excitations) + len(names) + 2  # J0 and one candidate
+    if max_rollouts is not None and least > max_rollouts:  # nothing spent: the allowance is never exceeded
+        raise ValueError(f"design: the training trials' sensitivity and one candidate take {least} rollouts, more "
+                         f"than the {max_rollouts} allowed")
     J0, _, spent0 = _forward_jacobian(objective, physics, point, step)
     spent = {"n": spent0}
     J0 = J0[np.all(np.isfinite(J0), axis=1)] / sigma

@@ -14,7 +14,10 @@ config dicts so that rigs can name *training* and *holdout* sets in YAML::
 
 Common keys: ``duration`` (s), ``rate`` (Hz, default 30), ``offset`` (added to every
 sample), ``name`` (default derived from kind), ``actuators`` (list of names; default
-the rig's). Values are in the actuator's units (the rig states whether that is a
+the rig's), ``ramp_from`` and ``ramp_duration`` (s): a lead-in of ``round(ramp_duration x
+rate)`` samples going linearly from ``ramp_from`` (one command per actuator, the command the
+robot holds before the trial) to the profile's first command, so that no step of the trial
+is faster than a robot's rate limit. Values are in the actuator's units (the rig states whether that is a
 normalised control in [-1, 1] or SI force/torque).
 """
 
@@ -282,7 +285,7 @@ EXCITATION_KINDS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
 }
 
 
-_COMMON_KEYS = frozenset({"kind", "name", "duration", "rate", "offset", "actuator"})
+_COMMON_KEYS = frozenset({"kind", "name", "duration", "rate", "offset", "actuator", "ramp_from", "ramp_duration"})
 _KIND_KEYS: dict[str, frozenset[str]] = {
     "sine": frozenset({"amplitude", "frequency", "phase"}),
     "chirp": frozenset({"amplitude", "f0", "f1"}),
@@ -328,10 +331,41 @@ def build_excitation(cfg: Mapping[str, Any], actuator_names: Sequence[str] = ("u
             raise ExcitationError(f"excitation {kind}: actuator {target!r} not in {names}")
         values[:, names.index(target)] = col
         rate = _rate(cfg)
+    if "ramp_from" in cfg or "ramp_duration" in cfg:
+        values = _with_ramp(cfg, values, rate)
     name = cfg.get("name") or _default_name(cfg)
     if not isinstance(name, str):
         raise ExcitationError(f"{_label(cfg)}: 'name' must be a string, got {name!r}")
     return Excitation(name=name, rate=rate, values=values, actuator_names=tuple(names), meta=dict(cfg))
+
+
+def _with_ramp(cfg: Mapping[str, Any], values: np.ndarray, rate: float) -> np.ndarray:
+    """``values`` (T, A) after the lead-in ramp of ``ramp_from`` / ``ramp_duration`` (module docstring):
+    ``m = round(ramp_duration x rate)`` samples ``u_from + (u_0 − u_from) i / (m + 1)``, i = 1..m.
+
+    Raises:
+        ExcitationError: one key without the other, ``ramp_from`` not one finite number per actuator,
+            or a negative duration.
+    """
+    if "ramp_from" not in cfg or "ramp_duration" not in cfg:
+        raise ExcitationError(f"{_label(cfg)}: 'ramp_from' and 'ramp_duration' go together (the command held "
+                              "before the trial and the lead-in's length, s)")
+    raw = cfg["ramp_from"]
+    try:
+        if isinstance(raw, (str, bytes, Mapping)) or any(isinstance(v, bool) for v in raw):
+            raise TypeError
+        start = np.asarray(raw, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ExcitationError(f"{_label(cfg)}: 'ramp_from' must be a list of numbers, got {raw!r}") from None
+    if start.size != values.shape[1] or not np.all(np.isfinite(start)):
+        raise ExcitationError(f"{_label(cfg)}: 'ramp_from' must hold {values.shape[1]} finite number(s) (one per "
+                              f"actuator), got {raw!r}")
+    dur = _num(cfg, "ramp_duration", 0.0)
+    if dur < 0:
+        raise ExcitationError(f"{_label(cfg)}: 'ramp_duration' must be >= 0 s, got {dur:g}")
+    m = int(round(dur * rate))
+    frac = (np.arange(1, m + 1) / (m + 1))[:, None]
+    return np.vstack([start[None, :] + (values[0] - start)[None, :] * frac, values])
 
 
 def _default_name(cfg: Mapping[str, Any]) -> str:

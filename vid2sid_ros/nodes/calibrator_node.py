@@ -45,13 +45,15 @@ holds the logic and the files; this node only wires it. After a request's iterat
 session says so (the identifiability check, the residual diagnosis, a proposer's request, or
 ``trigger: always``; settings: the rig config's ``calibration.active_learning`` block under
 ``active_learning_options``), the next trial is designed within the rig's limits *and* the
-excitation node's command limits (read through its parameter service), sent to
+excitation node's command limits (range, duration and ``max_rate``, with a ramp from the command
+the robot holds, read through its parameter service), sent to
 ``excitation_node`` as its ``excitation_config`` and started with its start service; the node
 waits for the tracker's real trajectory of that trial (``trial_timeout``), the session adds it
 and saves it at once, and the excitation node's previous profile is put back. A design the
-excitation node refuses (its rate limit, say) is recorded with the reason and never published.
+excitation node refuses anyway is recorded with the reason, charged, and never published; the
+next request starts a new phase with the budget left.
 The response's ``message`` says what happened ("designed trial finger_1 run on the rig ..." or
-"designed trial NOT run: ..."); the next request fits the extended data (``phase_1``). Designed
+"designed trial NOT run: ..."); the next request fits the extended data (the next ``phase_K``). Designed
 trials are never picked as the "latest" trial of a new session.
 """
 
@@ -533,7 +535,8 @@ class CalibratorNode(Node):
         if robot is None:
             return f"active learning: no trial designed: {why}"
         try:  # design within the robot's own command limits too: clipped to them, not refused by them
-            session.limits = session.limits.narrowed(robot[0], robot[1], f"{p['excitation_node']} limits")
+            session.limits = session.limits.narrowed(robot[0], robot[1], f"{p['excitation_node']} limits",
+                                                     max_rate=robot[2], held=robot[3])
         except ExcitationRefused as err:
             return f"active learning: no trial designed: {err}"
         design, why = self._pool.submit(session.next_design, self._twin, result, cfg, params).result()
@@ -558,22 +561,30 @@ class CalibratorNode(Node):
 
     def robot_limits(self, actuators, timeout: float) -> tuple[Any, str]:
         """The excitation node's command limits per twin actuator, read through its parameter service:
-        ``(([(lower, upper)] per actuator, max_duration s), "")``, or ``(None, why)``."""
+        ``(([(lower, upper)] per actuator, max_duration s, [max_rate per s] per actuator, held command per
+        actuator or None), "")``, or ``(None, why)``. The held command is the last command seen on the
+        command stream (``on_stop: hold``), zero or ``home`` (:func:`actuator_held_command`)."""
         from rclpy.parameter import parameter_value_to_python
 
-        from .excitation_node import actuator_command_ranges
+        from .excitation_node import actuator_command_ranges, actuator_held_command, actuator_rate_limits
 
-        names = ["limit_lower", "limit_upper", "max_duration", "command_joints", "actuator_map"]
+        names = ["limit_lower", "limit_upper", "max_duration", "command_joints", "actuator_map", "max_rate",
+                 "on_stop", "home"]
         got = self._call(self._exc_get, GetParameters.Request(names=names), timeout)
         if isinstance(got, str):
             return None, f"cannot read the command limits of the node that plays trials: {got}"
         v = dict(zip(names, (parameter_value_to_python(x) for x in got.values)))
+        with self._lock:
+            last = next((list(m.values) for cmds in reversed(list(self._commands.values())) for m in reversed(cmds)
+                         if list(m.actuator_names) == list(actuators)), None)
         try:
-            ranges = actuator_command_ranges(actuators, list(v["command_joints"] or []), list(v["actuator_map"] or []),
-                                             list(v["limit_lower"]), list(v["limit_upper"]))
+            joints, amap = list(v["command_joints"] or []), list(v["actuator_map"] or [])
+            ranges = actuator_command_ranges(actuators, joints, amap, list(v["limit_lower"]), list(v["limit_upper"]))
+            rates = actuator_rate_limits(actuators, joints, amap, list(v["max_rate"] or [0.0]))
+            held = actuator_held_command(actuators, joints, amap, v["on_stop"], list(v["home"] or [0.0]), last)
         except (ValueError, TypeError, KeyError) as err:
             return None, f"the command limits of {self._exc_get.srv_name}: {err}"
-        return (ranges, float(v["max_duration"] or 0.0)), ""
+        return (ranges, float(v["max_duration"] or 0.0), rates, held), ""
 
     def play_trial(self, profile: dict, timeout: float, service_timeout: float) -> tuple[bool, Any]:
         """Have the excitation node play ``profile`` as a new trial and wait for its real trajectory.

@@ -234,6 +234,43 @@ def actuator_command_ranges(actuators, command_joints, actuator_map, limit_lower
     return out
 
 
+def actuator_rate_limits(actuators, command_joints, actuator_map, max_rate) -> list[float]:
+    """Each twin actuator's largest |change| per second on the robot (the excitation node's ``max_rate``
+    through its joint mapping, the smallest over the joints it drives; inf: none). Used to design
+    excitations the node will play (calibrator's active learning).
+
+    Raises:
+        ValueError: as :func:`command_columns` and :class:`CommandLimits`.
+    """
+    joints, columns = command_columns(actuators, command_joints, actuator_map)
+    lim = CommandLimits(joints, [-_INF], [_INF], max_rate, 0.0)
+    return [min([float(lim.max_rate[j]) for j, c in enumerate(columns) if c == i], default=_INF)
+            for i in range(len(tuple(actuators)))]
+
+
+def actuator_held_command(actuators, command_joints, actuator_map, on_stop, home, last) -> list[float] | None:
+    """The command (per twin actuator) the robot holds before the next trial: the last command sent
+    (``last``, A values, None when none was seen) with ``on_stop: hold``, zero with ``zero``, ``home``
+    (per command joint, through the joint mapping) with ``home``; None when not known.
+
+    Raises:
+        ValueError: as :func:`command_columns`, or ``home`` not one value or one per command joint.
+    """
+    if on_stop == "zero":
+        return [0.0] * len(tuple(actuators))
+    if on_stop == "home":
+        joints, columns = command_columns(actuators, command_joints, actuator_map)
+        h = np.asarray(list(home), float).ravel()
+        h = np.full(len(joints), h[0]) if h.size == 1 else h
+        if h.size != len(joints):
+            raise ValueError(f"parameter home: {h.size} values for {len(joints)} command joints")
+        out = [float(last[i]) if last is not None else 0.0 for i in range(len(tuple(actuators)))]
+        for j, c in enumerate(columns):
+            out[c] = float(h[j])
+        return out
+    return None if last is None else [float(v) for v in last]
+
+
 def resolve_excitation(rig_name: str, spec: str, config: str, rate: float, *, rig=None) -> Excitation:
     """The :class:`Excitation` a node configuration asks for.
 

@@ -23,6 +23,7 @@ import base64
 import datetime as _dt
 import html
 import math
+import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -521,7 +522,7 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
     badge, badge_text = stop_badge(m, found)
     body = [f"<h1>{e(title)}</h1>",
             f"<p class=\"muted\">vid2sid report generated {e(_dt.datetime.now().strftime('%Y-%m-%d %H:%M'))} from "
-            f"{e(m.path)}; proposer <b>{e(m.label)}</b>; real trial: {e(res.get('real_source') or '')}</p>"]
+            f"run directory {e(shown_run_path(m.path, Path(out_path).parent))}; proposer <b>{e(m.label)}</b>; real trial: {e(res.get('real_source') or '')}</p>"]
     summary = []
     if desc:
         summary.append(f"<p>{e(desc)}</p>")
@@ -583,6 +584,17 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
 
     atomic_write_text(out, html_page(title, body))  # never half a page: a full disk leaves the old one (or none)
     return out
+
+
+def shown_run_path(run_dir: str | Path, page_dir: str | Path) -> str:
+    """A run directory as a page in ``page_dir`` names it: relative to the page's folder, its own name when
+    the page is inside it (never the machine's absolute path, which means nothing to a reader elsewhere)."""
+    run, here = Path(run_dir).resolve(), Path(page_dir).resolve()
+    try:
+        rel = os.path.relpath(run, here)
+    except ValueError:  # another drive
+        return run.name
+    return run.name if rel == "." else rel
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None, **options: Any) -> Path:
