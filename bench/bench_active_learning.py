@@ -162,6 +162,75 @@ def finger_heavier_link(seed: int, budget: int = 800) -> dict:
             "rationale": next((d.get("rationale") or d.get("reason") for d in out.designs), None)}
 
 
+#: the ablation's settings per rig: seeds, rollout budget, iterations (the tentacle's PyElastica rollouts are slow)
+ABLATION = {"finger": {"seeds": 3, "budget": 60, "iterations": 10},
+            "tentacle": {"seeds": 2, "budget": 30, "iterations": 6}}
+
+
+def ablation_command(rig: str, on: bool, out: Path, method: str = "reasoner") -> list[str]:
+    """The ``vid2sid benchmark sim2sim`` command of one ablation arm (its cells persist under ``out``)."""
+    s = ABLATION[rig]
+    cmd = [sys.executable, "-m", "vid2sid_ros.cli", "benchmark", "sim2sim", "--rig", rig, "--methods", method,
+           "--seeds", str(s["seeds"]), "--budget", str(s["budget"]), "--iterations", str(s["iterations"]),
+           "--noise", "keypoint", "--no-progress", "--out", str(out / f"{rig}_{'on' if on else 'off'}")]
+    return cmd + (["--active-learning"] if on else [])
+
+
+def ablation_rows(rig: str, out: Path, method: str = "reasoner") -> list[dict]:
+    """Per seed: mean relative parameter error and holdout MAE (px) off / on, rollouts, trials designed."""
+    import json
+
+    arms = {}
+    for label in ("off", "on"):
+        arms[label] = {r["seed"]: r["methods"][method] for r in json.loads(
+            (out / f"{rig}_{label}" / "results.json").read_text())["per_seed"] if method in r.get("methods", {})}
+    rows = []
+    for seed in sorted(set(arms["off"]) & set(arms["on"])):
+        a, b = arms["off"][seed], arms["on"][seed]
+        al = b.get("active_learning") or {}
+        rows.append({"seed": seed, "off": a["mean_rel_error"], "on": b["mean_rel_error"],
+                     "holdout_off": a.get("holdout_mae_px"), "holdout_on": b.get("holdout_mae_px"),
+                     "rollouts_off": a["rollouts"], "rollouts_on": b["rollouts"],
+                     "design_rollouts": al.get("design_rollouts", 0), "trials": al.get("robot_trials", 0),
+                     "warning_before": al.get("warning_before")})
+    return rows
+
+
+def run_ablation(out: Path, rigs: list[str], method: str = "reasoner") -> int:
+    """Run (or resume) both arms per rig through the benchmark command, then print the tables."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    for rig in rigs:
+        for on in (False, True):
+            cmd = ablation_command(rig, on, out, method)
+            print("$", " ".join(cmd[1:]), flush=True)
+            done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if done.returncode != 0:
+                print(f"{rig}: the benchmark failed (exit {done.returncode}): {done.stderr.strip()[-400:]}")
+                return 1
+    for rig in rigs:
+        s = ABLATION[rig]
+        rows = ablation_rows(rig, out, method)
+        print(f"\n{rig}, {method}, {s['seeds']} seeds, budget {s['budget']} rollouts, {s['iterations']} iterations, "
+              "keypoint noise; error = mean relative parameter error\n")
+        print("| seed | error, off | error, on | holdout MAE (px), off | holdout MAE (px), on | rollouts, off | "
+              "rollouts (design), on | trials designed |")
+        print("|---|---|---|---|---|---|---|---|")
+        fmt = (lambda x: "n/a" if x is None else f"{x:.3g}")
+        for r in rows:
+            print(f"| {r['seed']} | {100 * r['off']:.1f} % | {100 * r['on']:.1f} % | {fmt(r['holdout_off'])} | "
+                  f"{fmt(r['holdout_on'])} | {r['rollouts_off']} | {r['rollouts_on']} ({r['design_rollouts']}) | "
+                  f"{r['trials']} |")
+        if rows:
+            off, on = np.mean([r["off"] for r in rows]), np.mean([r["on"] for r in rows])
+            print(f"| mean | {100 * off:.1f} % | {100 * on:.1f} % | | | | | |")
+            worse = [r["seed"] for r in rows if r["on"] > r["off"]]
+            print(f"\nactive learning {'hurts' if on > off else 'helps'} on average ({100 * off:.1f} % → "
+                  f"{100 * on:.1f} %); worse with it in seed(s) {worse or 'none'}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
@@ -172,7 +241,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="run directories (default: a temporary directory)")
     ap.add_argument("--misspecified", action="store_true",
                     help="instead: the finger with a 20 % heavier middle link, one separating trial (reasoner)")
+    ap.add_argument("--case", choices=("hinge", "tied-causes", "ablation"), default="hinge",
+                    help="hinge: trading parameters (default); tied-causes: a misspecified rig's indistinguishable "
+                         "causes; ablation: the reasoner on the finger and the tentacle, active learning off/on "
+                         "(through vid2sid benchmark; cells persist under --out, a rerun resumes)")
+    ap.add_argument("--rigs", default="finger,tentacle", help="--case ablation: the rigs")
     args = ap.parse_args(argv)
+    if args.case == "ablation":
+        return run_ablation(Path(args.out or "runs/bench_active_ablation"), args.rigs.split(","))
     if args.misspecified:
         print("finger, middle link 20 % heavier; diagnosis before / after one separating trial (reasoner)")
         named = 0
