@@ -489,3 +489,26 @@ def test_a_designed_candidate_outside_the_limits_is_clipped_or_refused_and_never
     assert len(d.candidates) == 1  # only the repaired candidate was evaluated
     assert sent and all(np.max(np.abs(v)) <= 1.0 + 1e-12 for v in sent)  # within ctrlrange
     assert all(v.shape[0] <= 4.0 * 30.0 + 2 for v in sent)  # nothing 600 s long ever rolled out
+
+
+def test_a_separation_design_given_the_diagnosis_tied_causes_probes_only_those(tmp_path):
+    """Regression: the design re-ran the whole diagnosis (every candidate cause) before a single candidate
+    excitation; on the finger that took about 360 of its allowance of about 200 rollouts and the design failed
+    ('no candidate excitation could be evaluated'), so no trial was ever run. Given the tied set it probes only
+    those causes: the same members and choice, fewer rollouts."""
+    from test_diagnosis_causes import _excitations, _real, _spec, _twin
+
+    from vid2sid_ros.calibration.design import design_separating_excitation
+    from vid2sid_ros.calibration.objective import TrialObjective
+
+    params = _spec(free=("damping",))
+    excs = _excitations("slow_sine")
+    reals = _real(_twin(tmp_path, params), excs, {"damping": 0.02, "stiffness": 0.5, "armature": 0.0005},
+                  body_scale=1.2)
+    obj = TrialObjective(_twin(tmp_path, params), excs, reals, params)
+    lim = ExcitationLimits((0.3,), ("m",), (0.1, 4.0), 4.0, 30.0)
+    full = design_separating_excitation(obj, {"damping": 0.02}, lim)
+    tied = design_separating_excitation(obj, {"damping": 0.02}, lim, tied=full.flagged)
+    assert sorted(tied.flagged) == sorted(full.flagged) and len(tied.flagged) >= 2
+    assert tied.rollouts < full.rollouts
+    assert tied.profile == full.profile
