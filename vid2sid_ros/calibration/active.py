@@ -541,7 +541,8 @@ def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, con
     limits = ExcitationLimits.from_rig(twin, real.train_excitations, active.limits)
     if active.criterion == "separation" or (not flagged and (result.diagnosis or {}).get("verdict")
                                             == "indistinguishable"):
-        design = design_separating_excitation(objective, at, limits, parameters=spec, tied=tied_causes(result.diagnosis))
+        design = design_separating_excitation(objective, at, limits, parameters=spec,
+                                              tied=tied_causes(result.diagnosis))
         if design is None:
             return None
     else:
