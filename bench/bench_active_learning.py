@@ -210,18 +210,33 @@ def run_tied_causes(seeds: int, sigma_px: float, out: Path | None = None) -> int
     return 0
 
 
-#: the ablation's settings per rig: seeds, rollout budget, iterations (the tentacle's PyElastica rollouts are slow)
-ABLATION = {"finger": {"seeds": 3, "budget": 60, "iterations": 10},
-            "tentacle": {"seeds": 2, "budget": 30, "iterations": 6}}
+#: the ablation's settings per rig: seeds, rollout budget, iterations, residual diagnosis after each phase (the
+#: tentacle's PyElastica rollouts are slow: its diagnosis alone takes longer than its calibration, so it is off there
+#: and active learning is triggered by the identifiability check only)
+ABLATION = {"finger": {"seeds": 3, "budget": 60, "iterations": 10, "diagnosis": True},
+            "tentacle": {"seeds": 2, "budget": 30, "iterations": 6, "diagnosis": False}}
 
 
-def ablation_command(rig: str, on: bool, out: Path, method: str = "reasoner") -> list[str]:
-    """The ``vid2sid benchmark sim2sim`` command of one ablation arm (its cells persist under ``out``)."""
-    s = ABLATION[rig]
-    cmd = [sys.executable, "-m", "vid2sid_ros.cli", "benchmark", "sim2sim", "--rig", rig, "--methods", method,
-           "--seeds", str(s["seeds"]), "--budget", str(s["budget"]), "--iterations", str(s["iterations"]),
-           "--noise", "keypoint", "--no-progress", "--out", str(out / f"{rig}_{'on' if on else 'off'}")]
-    return cmd + (["--active-learning"] if on else [])
+def ablation_arm(rig_name: str, on: bool, out: Path, method: str = "reasoner") -> dict:
+    """One arm of the ablation through :func:`~vid2sid_ros.calibration.benchmark.run_benchmark` (``vid2sid benchmark
+    sim2sim --rig RIG --methods METHOD --noise keypoint [--active-learning]``, the settings of :data:`ABLATION`);
+    its cells persist under ``out/RIG_on|off`` and a rerun resumes them."""
+    import dataclasses
+
+    from vid2sid_ros.calibration.active import parse_active_learning
+    from vid2sid_ros.calibration.benchmark import run_benchmark
+    from vid2sid_ros.calibration.executor import make_executor
+    from vid2sid_ros.rigs import load_rig
+
+    s = ABLATION[rig_name]
+    rig = load_rig(rig_name)
+    active = None
+    if on:
+        active = dataclasses.replace(parse_active_learning(
+            dict(rig.config.get("calibration") or {}).get("active_learning")), enabled=True)
+    return run_benchmark(rig, [method], s["seeds"], budget=s["budget"], iterations=s["iterations"], noise="keypoint",
+                         out=out / f"{rig_name}_{'on' if on else 'off'}", progress=False, diagnosis=s["diagnosis"],
+                         executor=make_executor("serial"), active_learning=active)
 
 
 def ablation_rows(rig: str, out: Path, method: str = "reasoner") -> list[dict]:
@@ -246,22 +261,17 @@ def ablation_rows(rig: str, out: Path, method: str = "reasoner") -> list[dict]:
 
 def run_ablation(out: Path, rigs: list[str], method: str = "reasoner") -> int:
     """Run (or resume) both arms per rig through the benchmark command, then print the tables."""
-    import subprocess
-
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     for rig in rigs:
         for on in (False, True):
-            cmd = ablation_command(rig, on, out, method)
-            print("$ vid2sid", " ".join(cmd[3:]), flush=True)
-            done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            if done.returncode != 0:
-                print(f"{rig}: the benchmark failed (exit {done.returncode}): {done.stderr.strip()[-400:]}")
-                return 1
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ablation_arm(rig, on, out, method)
     for rig in rigs:
         s = ABLATION[rig]
         rows = ablation_rows(rig, out, method)
         print(f"\n{rig}, {method}, {s['seeds']} seeds, budget {s['budget']} rollouts, {s['iterations']} iterations, "
-              "keypoint noise; error = mean relative parameter error\n")
+              f"keypoint noise, residual diagnosis {'on' if s['diagnosis'] else 'off'}; error = mean relative "
+              "parameter error\n")
         print("| seed | error, off | error, on | holdout MAE (px), off | holdout MAE (px), on | rollouts, off | "
               "rollouts (design), on | trials designed |")
         print("|---|---|---|---|---|---|---|---|")
