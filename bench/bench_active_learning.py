@@ -304,8 +304,8 @@ def main(argv=None) -> int:
                          "causes; ablation: the reasoner on the finger and the tentacle, active learning off/on "
                          "(through vid2sid benchmark; cells persist under --out, a rerun resumes)")
     ap.add_argument("--rigs", default="finger,tentacle", help="--case ablation: the rigs")
-    ap.add_argument("--noise-px", type=float, default=0.6,
-                    help="--case tied-causes: keypoint noise σ of the stand-in real rig, px (default 0.6)")
+    ap.add_argument("--noise-px", type=float, default=0.45,
+                    help="--case tied-causes: keypoint noise σ of the stand-in real rig, px (default 0.45)")
     args = ap.parse_args(argv)
     if args.case == "ablation":
         return run_ablation(Path(args.out or "runs/bench_active_ablation"), args.rigs.split(","))

@@ -549,8 +549,8 @@ def indistinguishable_set(objective: TrialObjective, values: Mapping[str, float]
     ``names``: the causes a diagnosis at ``values`` already reported as indistinguishable (its
     finding's ``evidence.causes[].cause``). Only those are probed and refitted again (their sizes
     and refits are what the separation needs), not the whole candidate list: on the finger the
-    full comparison costs about 360 rollouts, the tied set's about 60, and a design that spent its
-    allowance on repeating the diagnosis had none left for a single candidate.
+    full comparison cost more than a design's allowance, which then had none left for a single
+    candidate excitation.
     """
     from .diagnosis.causes import candidate_causes
     from .diagnosis.compare import THRESHOLDS, decide, free_columns, line_scan, polish, refit, screen
