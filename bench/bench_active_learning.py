@@ -188,7 +188,7 @@ def run_tied_causes(seeds: int, sigma_px: float, out: Path | None = None) -> int
           "the residual diagnosis before and after one trial designed by the separation criterion")
     print("| seed | before | designed trial | after | the middle link's mass named after the trial |")
     print("|---|---|---|---|---|")
-    tied = right = 0
+    tied = right = final = 0
     for s in range(seeds):
         path = out / f"tied_seed_{s}_{sigma_px:g}px.json" if out is not None else None
         if path is not None and path.is_file():
@@ -202,11 +202,12 @@ def run_tied_causes(seeds: int, sigma_px: float, out: Path | None = None) -> int
         tied += before[0] == "indistinguishable"
         ok = r["trials"] > 0 and after[0] == "named" and after[1][:1] == [middle]
         right += ok
+        final += after[0] == "named" and after[1][:1] == [middle]
         trial = (r["rationale"] or "").split(" separates")[0].split("; a ")[-1] if r["trials"] else "none run"
         print(f"| {s} | {before[0]}: {', '.join(before[1])} | {trial} ({r['design_rollouts']} design rollouts) | "
               f"{after[0]}: {', '.join(after[1])} | {'yes' if ok else 'no'} |")
     print(f"\ntied before the trial: {tied}/{seeds}; the middle link's mass named after one designed trial: "
-          f"{right}/{seeds}")
+          f"{right}/{seeds}; named at the end (with or without a trial): {final}/{seeds}")
     return 0
 
 
