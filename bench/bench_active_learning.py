@@ -11,13 +11,18 @@ and with active learning (design after ``--after`` iterations, one designed tria
 rollouts charged). Printed: mean relative parameter error, rollouts charged (of which design),
 whether the identifiability warning fires at the result, per seed and as medians.
 
-``--misspecified``: the finger with a 20 % heavier middle link, where the residual diagnosis
-ties several causes; one trial designed by the separation criterion, then the diagnosis again.
+``--case tied-causes`` (or ``--misspecified``): the finger with a 20 % heavier middle link, where the
+residual diagnosis ties several causes; one trial designed by the separation criterion, then the
+diagnosis again on the extended data.
+
+``--case ablation``: the reasoner on the finger and the tentacle, active learning off and on, through
+``vid2sid benchmark sim2sim`` (cells persist under ``--out``; a rerun resumes).
 
 Usage::
 
     python bench/bench_active_learning.py --seeds 5 --budget 120 --proposer least-squares
-    python bench/bench_active_learning.py --misspecified --seeds 5
+    python bench/bench_active_learning.py --case tied-causes --seeds 5 --out runs/bench_tied
+    python bench/bench_active_learning.py --case ablation --out runs/bench_active_ablation
 """
 
 from __future__ import annotations
@@ -111,7 +116,8 @@ def one_seed(rig, seed: int, proposer: str, budget: int, iterations: int, after:
     return row
 
 
-def finger_heavier_link(seed: int, budget: int = 800) -> dict:
+def finger_heavier_link(seed: int, budget: int = 800, sigma_px: float = 0.3, train: tuple[str, ...] | None = None,
+                        after: int = 10, iterations: int = 20) -> dict:
     """The finger whose real middle link is 20 % heavier (mass and inertia) than the twin's: the residual
     diagnosis ties the link mass with the joint armature and others; one trial designed by the separation
     criterion (reasoner, keypoint noise 0.3 px), then the diagnosis on the extended data."""
@@ -125,6 +131,9 @@ def finger_heavier_link(seed: int, budget: int = 800) -> dict:
     from vid2sid_ros.sim.registry import make_rig
 
     rig = make_rig("finger")
+    if train is not None:  # fewer training trials than the shipped ones (the chirp alone: no static load)
+        rig = replace(rig, excitations={**rig.excitations,
+                                        "train": [e for e in rig.excitations["train"] if e.name in train]})
     real_twin = rig.make_twin()
     mass, inertia = real_twin.model.body_mass[2], real_twin.model.body_inertia[2].copy()
     set_parameters = real_twin.set_parameters
@@ -136,22 +145,27 @@ def finger_heavier_link(seed: int, budget: int = 800) -> dict:
 
     real_twin.set_parameters = heavier
     truth = draw_ground_truth(rig.parameters, seed)
-    real = make_sim2sim_trial(rig, truth, seed=seed, noise="keypoint", keypoint_sigma_px=0.3, twin=real_twin)
+    real = make_sim2sim_trial(rig, truth, seed=seed, noise="keypoint", keypoint_sigma_px=sigma_px, twin=real_twin)
     rng = np.random.default_rng(seed + 77)
 
     def stand_in(exc):
         real_twin.set_parameters(rig.parameters.complete(truth))
         tr = real_twin.rollout(exc).trajectory
-        return replace(tr, keypoints=tr.keypoints + rng.normal(0, 0.3, tr.keypoints.shape), source="real")
+        return replace(tr, keypoints=tr.keypoints + rng.normal(0, sigma_px, tr.keypoints.shape), source="real")
 
-    cfg = CalibrationConfig(iterations=20, rollout_budget=budget, seed=seed, identifiability=False)
-    al = parse_active_learning({"after_iteration": 10, "criterion": "separation"})
+    cfg = CalibrationConfig(iterations=iterations, rollout_budget=budget, seed=seed, identifiability=False)
+    al = parse_active_learning({"after_iteration": after, "criterion": "separation"})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = run_active_calibration(rig, real, lambda: make_proposer("reasoner"), cfg, al, None, stand_in=stand_in)
 
     def members(res):
         d = res.diagnosis or {}
+        if d.get("verdict") == "named":  # the named cause (a recommendation, or a warning with its evidence)
+            rec = d.get("recommendation") or {}
+            named = rec.get("cause") or next((f["evidence"].get("cause") for f in d.get("findings", [])
+                                              if f.get("severity") == "warning" and f.get("evidence")), None)
+            return "named", [named] if named else []
         return d.get("verdict"), [c["cause"] for f in d.get("findings", []) for c in
                                   (f.get("evidence") or {}).get("causes", [])]
 
@@ -160,6 +174,120 @@ def finger_heavier_link(seed: int, budget: int = 800) -> dict:
     return {"seed": seed, "before": (v0, m0), "after": (v1, m1), "trials": out.robot_trials,
             "design_rollouts": out.design_rollouts, "rollouts": out.rollouts,
             "rationale": next((d.get("rationale") or d.get("reason") for d in out.designs), None)}
+
+
+def run_tied_causes(seeds: int, sigma_px: float, out: Path | None = None) -> int:
+    """The finger with a 20 % heavier middle link: the diagnosis before and after one separating trial, per seed.
+
+    Each seed's row is saved as ``OUT/tied_seed_K.json`` the moment it is done (with ``out``); a rerun
+    reuses the rows it finds."""
+    import json
+
+    middle = "mass of body 'middle' (mass and inertia together)"
+    print(f"finger, middle link 20 % heavier (mass and inertia), keypoint noise {sigma_px:g} px, reasoner; "
+          "the residual diagnosis before and after one trial designed by the separation criterion")
+    print("| seed | before | designed trial | after | the middle link's mass named after the trial |")
+    print("|---|---|---|---|---|")
+    tied = right = final = 0
+    for s in range(seeds):
+        path = out / f"tied_seed_{s}_{sigma_px:g}px.json" if out is not None else None
+        if path is not None and path.is_file():
+            r = json.loads(path.read_text())
+        else:
+            r = finger_heavier_link(s, sigma_px=sigma_px)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(r, default=str))
+        before, after = r["before"], r["after"]
+        tied += before[0] == "indistinguishable"
+        ok = r["trials"] > 0 and after[0] == "named" and after[1][:1] == [middle]
+        right += ok
+        final += after[0] == "named" and after[1][:1] == [middle]
+        trial = (r["rationale"] or "").split(" separates")[0].split("; a ")[-1] if r["trials"] else "none run"
+        print(f"| {s} | {before[0]}: {', '.join(before[1])} | {trial} ({r['design_rollouts']} design rollouts) | "
+              f"{after[0]}: {', '.join(after[1])} | {'yes' if ok else 'no'} |")
+    print(f"\ntied before the trial: {tied}/{seeds}; the middle link's mass named after one designed trial: "
+          f"{right}/{seeds}; named at the end (with or without a trial): {final}/{seeds}")
+    return 0
+
+
+#: the ablation's settings per rig: seeds, rollout budget, iterations, residual diagnosis after each phase (the
+#: tentacle's PyElastica rollouts are slow: its diagnosis alone takes longer than its calibration, so it is off there
+#: and active learning is triggered by the identifiability check only)
+ABLATION = {"finger": {"seeds": 3, "budget": 60, "iterations": 10, "diagnosis": True},
+            "tentacle": {"seeds": 2, "budget": 30, "iterations": 6, "diagnosis": False}}
+
+
+def ablation_arm(rig_name: str, on: bool, out: Path, method: str = "reasoner") -> dict:
+    """One arm of the ablation through :func:`~vid2sid_ros.calibration.benchmark.run_benchmark` (``vid2sid benchmark
+    sim2sim --rig RIG --methods METHOD --noise keypoint [--active-learning]``, the settings of :data:`ABLATION`);
+    its cells persist under ``out/RIG_on|off`` and a rerun resumes them."""
+    import dataclasses
+
+    from vid2sid_ros.calibration.active import parse_active_learning
+    from vid2sid_ros.calibration.benchmark import run_benchmark
+    from vid2sid_ros.calibration.executor import make_executor
+    from vid2sid_ros.rigs import load_rig
+
+    s = ABLATION[rig_name]
+    rig = load_rig(rig_name)
+    active = None
+    if on:
+        active = dataclasses.replace(parse_active_learning(
+            dict(rig.config.get("calibration") or {}).get("active_learning")), enabled=True)
+    return run_benchmark(rig, [method], s["seeds"], budget=s["budget"], iterations=s["iterations"], noise="keypoint",
+                         out=out / f"{rig_name}_{'on' if on else 'off'}", progress=False, diagnosis=s["diagnosis"],
+                         executor=make_executor("serial"), active_learning=active)
+
+
+def ablation_rows(rig: str, out: Path, method: str = "reasoner") -> list[dict]:
+    """Per seed: mean relative parameter error and holdout MAE (px) off / on, rollouts, trials designed."""
+    import json
+
+    arms = {}
+    for label in ("off", "on"):
+        arms[label] = {r["seed"]: r["methods"][method] for r in json.loads(
+            (out / f"{rig}_{label}" / "results.json").read_text())["per_seed"] if method in r.get("methods", {})}
+    rows = []
+    for seed in sorted(set(arms["off"]) & set(arms["on"])):
+        a, b = arms["off"][seed], arms["on"][seed]
+        al = b.get("active_learning") or {}
+        rows.append({"seed": seed, "off": a["mean_rel_error"], "on": b["mean_rel_error"],
+                     "holdout_off": a.get("holdout_mae_px"), "holdout_on": b.get("holdout_mae_px"),
+                     "rollouts_off": a["rollouts"], "rollouts_on": b["rollouts"],
+                     "design_rollouts": al.get("design_rollouts", 0), "trials": al.get("robot_trials", 0),
+                     "warning_before": al.get("warning_before")})
+    return rows
+
+
+def run_ablation(out: Path, rigs: list[str], method: str = "reasoner") -> int:
+    """Run (or resume) both arms per rig through the benchmark command, then print the tables."""
+    for rig in rigs:
+        for on in (False, True):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ablation_arm(rig, on, out, method)
+    for rig in rigs:
+        s = ABLATION[rig]
+        rows = ablation_rows(rig, out, method)
+        print(f"\n{rig}, {method}, {s['seeds']} seeds, budget {s['budget']} rollouts, {s['iterations']} iterations, "
+              f"keypoint noise, residual diagnosis {'on' if s['diagnosis'] else 'off'}; error = mean relative "
+              "parameter error\n")
+        print("| seed | error, off | error, on | holdout MAE (px), off | holdout MAE (px), on | rollouts, off | "
+              "rollouts (design), on | trials designed |")
+        print("|---|---|---|---|---|---|---|---|")
+        fmt = (lambda x: "n/a" if x is None else f"{x:.3g}")
+        for r in rows:
+            print(f"| {r['seed']} | {100 * r['off']:.1f} % | {100 * r['on']:.1f} % | {fmt(r['holdout_off'])} | "
+                  f"{fmt(r['holdout_on'])} | {r['rollouts_off']} | {r['rollouts_on']} ({r['design_rollouts']}) | "
+                  f"{r['trials']} |")
+        if rows:
+            off, on = np.mean([r["off"] for r in rows]), np.mean([r["on"] for r in rows])
+            print(f"| mean | {100 * off:.1f} % | {100 * on:.1f} % | | | | | |")
+            worse = [r["seed"] for r in rows if r["on"] > r["off"]]
+            print(f"\nactive learning {'hurts' if on > off else 'helps'} on average ({100 * off:.1f} % → "
+                  f"{100 * on:.1f} %); worse with it in seed(s) {worse or 'none'}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -172,18 +300,18 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="run directories (default: a temporary directory)")
     ap.add_argument("--misspecified", action="store_true",
                     help="instead: the finger with a 20 % heavier middle link, one separating trial (reasoner)")
+    ap.add_argument("--case", choices=("hinge", "tied-causes", "ablation"), default="hinge",
+                    help="hinge: trading parameters (default); tied-causes: a misspecified rig's indistinguishable "
+                         "causes; ablation: the reasoner on the finger and the tentacle, active learning off/on "
+                         "(through vid2sid benchmark; cells persist under --out, a rerun resumes)")
+    ap.add_argument("--rigs", default="finger,tentacle", help="--case ablation: the rigs")
+    ap.add_argument("--noise-px", type=float, default=0.45,
+                    help="--case tied-causes: keypoint noise σ of the stand-in real rig, px (default 0.45)")
     args = ap.parse_args(argv)
-    if args.misspecified:
-        print("finger, middle link 20 % heavier; diagnosis before / after one separating trial (reasoner)")
-        named = 0
-        for s in range(args.seeds):
-            r = finger_heavier_link(s)
-            right = r["after"][0] == "named" and any("'middle'" in m for m in r["after"][1][:1])
-            named += right
-            print(f"seed {s}: before {r['before'][0]} {r['before'][1]}; after ({r['trials']} trial, "
-                  f"{r['design_rollouts']} design rollouts) {r['after'][0]} {r['after'][1]}")
-        print(f"named the middle link's mass after the designed trial: {named}/{args.seeds}")
-        return 0
+    if args.case == "ablation":
+        return run_ablation(Path(args.out or "runs/bench_active_ablation"), args.rigs.split(","))
+    if args.misspecified or args.case == "tied-causes":
+        return run_tied_causes(args.seeds, args.noise_px, Path(args.out) if args.out else None)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
         out.mkdir(parents=True, exist_ok=True)

@@ -449,3 +449,66 @@ def test_with_nothing_flagged_the_rest_of_the_budget_is_spent_on_the_same_data(t
     assert "neither the identifiability check" in res.designs[0]["reason"]
     assert len(res.phases) == 2 and res.phases[0].rollouts <= 20 < res.rollouts <= 60
     assert sum(p.iterations for p in res.phases) == 6
+
+
+def test_a_designed_candidate_outside_the_limits_is_clipped_or_refused_and_never_rolled_out(tmp_path):
+    """The designer's own path: a candidate beyond the amplitude and band limits is clipped (the clip is in the
+    design's notes) before any rollout, one it cannot repair is refused with the reason and never rolled out."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_active_learning as bench
+    from vid2sid_ros.calibration.design import design_excitation
+    from vid2sid_ros.calibration.objective import TrialObjective
+    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
+
+    rig = bench.load_hinge(tmp_path)
+    truth = draw_ground_truth(rig.parameters, 0)
+    real = make_sim2sim_trial(rig, truth, seed=0, noise="keypoint")
+    twin = rig.make_twin()
+    sent = []
+    rollout = twin.rollout
+
+    def spy(exc, *a, **k):
+        sent.append(np.asarray(exc.values, float).copy())
+        return rollout(exc, *a, **k)
+
+    twin.rollout = spy
+    obj = TrialObjective(twin, real.train_excitations, real.train, rig.parameters)
+    limits = ExcitationLimits.from_rig(twin, real.train_excitations, {"max_amplitude": 0.3, "frequency_hz": [0.1, 4]})
+    cands = [{"kind": "chirp", "amplitude": 5.0, "f0": 0.5, "f1": 40.0, "duration": 4.0, "rate": 30.0},
+             {"kind": "sine", "amplitude": 0.2, "frequency": 1.0, "duration": 600.0, "rate": 30.0},
+             {"kind": "chirp", "amplitude": 0.2, "f0": 20.0, "f1": 30.0, "duration": 4.0, "rate": 30.0}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = design_excitation(obj, truth, limits, candidates=cands)
+    assert d.profile["amplitude"] == pytest.approx(0.3) and d.profile["f1"] == pytest.approx(4.0)
+    assert np.max(np.abs(d.excitation.values)) <= 0.3 + 1e-12
+    assert any("clipped to 0.3" in n for n in d.notes) and any("f1 40 Hz clipped to 4 Hz" in n for n in d.notes)
+    refused = [n for n in d.notes if n.startswith("candidate refused")]
+    assert len(refused) == 2 and any("at most 4 s" in n for n in refused) and any("empty after clipping" in n
+                                                                                  for n in refused)
+    assert len(d.candidates) == 1  # only the repaired candidate was evaluated
+    assert sent and all(np.max(np.abs(v)) <= 1.0 + 1e-12 for v in sent)  # within ctrlrange
+    assert all(v.shape[0] <= 4.0 * 30.0 + 2 for v in sent)  # nothing 600 s long ever rolled out
+
+
+def test_a_separation_design_given_the_diagnosis_tied_causes_probes_only_those(tmp_path):
+    """Regression: the design re-ran the whole diagnosis (every candidate cause) before a single candidate
+    excitation; on the finger that took about 360 of its allowance of about 200 rollouts and the design failed
+    ('no candidate excitation could be evaluated'), so no trial was ever run. Given the tied set it probes only
+    those causes: the same members and choice, fewer rollouts."""
+    from test_diagnosis_causes import _excitations, _real, _spec, _twin
+
+    from vid2sid_ros.calibration.design import design_separating_excitation
+    from vid2sid_ros.calibration.objective import TrialObjective
+
+    params = _spec(free=("damping",))
+    excs = _excitations("slow_sine")
+    reals = _real(_twin(tmp_path, params), excs, {"damping": 0.02, "stiffness": 0.5, "armature": 0.0005},
+                  body_scale=1.2)
+    obj = TrialObjective(_twin(tmp_path, params), excs, reals, params)
+    lim = ExcitationLimits((0.3,), ("m",), (0.1, 4.0), 4.0, 30.0)
+    full = design_separating_excitation(obj, {"damping": 0.02}, lim)
+    tied = design_separating_excitation(obj, {"damping": 0.02}, lim, tied=full.flagged)
+    assert sorted(tied.flagged) == sorted(full.flagged) and len(tied.flagged) >= 2
+    assert tied.rollouts < full.rollouts
+    assert tied.profile == full.profile

@@ -53,8 +53,9 @@ from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_ca
 from .objective import TrialObjective
 from .observation import RealTrial
 
-__all__ = ["ActiveSession", "SESSION_LOG", "choose_design", "recommend_trial", "sim2sim_stand_in", "ActiveLearningConfig", "ActiveResult", "run_active_calibration", "parse_active_learning",
-           "flagged_parameters", "TRIGGERS"]
+__all__ = ["ActiveSession", "SESSION_LOG", "choose_design", "recommend_trial", "sim2sim_stand_in",
+           "ActiveLearningConfig", "ActiveResult", "run_active_calibration", "parse_active_learning",
+           "flagged_parameters", "tied_causes", "TRIGGERS"]
 
 TRIGGERS = ("flagged", "always")
 #: a parameter is flagged when its loading on a weak direction is at least this (unit-norm loadings)
@@ -121,6 +122,15 @@ def parse_active_learning(raw: Any, *, source: str = "calibration.active_learnin
     limits = {k: d[k] for k in ("max_amplitude", "frequency_hz", "max_duration_s") if k in d}
     return ActiveLearningConfig(en, int(d.get("max_trials", 1)), int(d.get("after_iteration", 4)),
                                 d.get("criterion", "d_optimal"), d.get("trigger", "flagged"), db, limits)
+
+
+def tied_causes(diagnosis: Mapping[str, Any] | None) -> list[str] | None:
+    """The cause names of an *indistinguishable* diagnosis (``Diagnosis.to_dict()``), or None for any other."""
+    if not diagnosis or diagnosis.get("verdict") != "indistinguishable":
+        return None
+    names = [c["cause"] for f in diagnosis.get("findings", []) if f.get("kind") == "indistinguishable"
+             for c in (f.get("evidence") or {}).get("causes", []) if c.get("cause")]
+    return names or None
 
 
 def flagged_parameters(report: Any) -> list[str]:
@@ -477,7 +487,8 @@ def choose_design(twin: Any, real: RealTrial, spec: Any, config: CalibrationConf
     flagged = [n for n in flagged if n not in objective.measurement.names]  # a nuisance is not designed for
     design = None
     if active.criterion == "separation" or (tied and not flagged):
-        design = design_separating_excitation(objective, at, limits, parameters=fitted, max_rollouts=allowance)
+        design = design_separating_excitation(objective, at, limits, parameters=fitted, max_rollouts=allowance,
+                                              tied=tied_causes(res.diagnosis))
     if design is None:
         design = design_excitation(objective, at, limits, flagged=flagged or None, criterion="d_optimal",
                                    max_rollouts=allowance)
@@ -556,7 +567,8 @@ def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, con
     limits = ExcitationLimits.from_rig(twin, real.train_excitations, active.limits)
     if active.criterion == "separation" or (not flagged and (result.diagnosis or {}).get("verdict")
                                             == "indistinguishable"):
-        design = design_separating_excitation(objective, at, limits, parameters=spec)
+        design = design_separating_excitation(objective, at, limits, parameters=spec,
+                                              tied=tied_causes(result.diagnosis))
         if design is None:
             return None
     else:

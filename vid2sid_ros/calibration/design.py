@@ -701,29 +701,42 @@ def _rationale(flagged: Sequence[str], prof: Mapping[str, Any], before: float, a
 
 # -- candidate causes the diagnosis cannot tell apart ------------------------------------------------------------
 def indistinguishable_set(objective: TrialObjective, values: Mapping[str, float],
-                          parameters: ParameterSet | None = None) -> tuple[Any, list[Any]]:
+                          parameters: ParameterSet | None = None,
+                          names: Sequence[str] | None = None) -> tuple[Any, list[Any]]:
     """The residual diagnosis's comparison at ``values``: ``(probe context, members)``.
 
     ``members`` are the refitted :class:`~vid2sid_ros.calibration.diagnosis.compare.Score` objects
     of an *indistinguishable* verdict (each with ``parts`` and ``refit.theta``/``refit.u``), empty
     for any other verdict. Same steps and thresholds as :func:`~vid2sid_ros.calibration.diagnosis.
     diagnose`; its rollouts are in ``context.rollouts``.
+
+    ``names``: the causes a diagnosis at ``values`` already reported as indistinguishable (its
+    finding's ``evidence.causes[].cause``). Only those are probed and refitted again (their sizes
+    and refits are what the separation needs), not the whole candidate list: on the finger the
+    full comparison cost more than a design's allowance, which then had none left for a single
+    candidate excitation.
     """
     from .diagnosis.causes import candidate_causes
-    from .diagnosis.compare import THRESHOLDS, decide, free_columns, line_scan, refit, screen
+    from .diagnosis.compare import THRESHOLDS, decide, free_columns, line_scan, polish, refit, screen
     from .diagnosis.context import ProbeContext
 
     ctx = ProbeContext(objective, values, parameters if parameters is not None else objective.parameters, None)
     if ctx.failed:
         return ctx, []
     causes = candidate_causes(ctx)
+    if names is not None:
+        causes = [c for c in causes if c.name in set(names)]
     F = free_columns(ctx)
     null = refit(ctx, [], [], F)
     scores = screen(ctx, causes, F)
     for s in [s for s in scores if s.share_linear > 0 and s.column is not None][: int(THRESHOLDS["refit_top"])]:
         line_scan(ctx, s, F)
         s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
+    if names is not None:  # tied already by the diagnosis: every one refitted is a member
+        return ctx, [s for s in scores if s.refit is not None]
     dec = decide(ctx, scores, null)
+    if dec["verdict"] == "indistinguishable":  # as diagnose(): the tie decided on refined refits
+        dec = decide(ctx, scores, null, accuracy=polish(ctx, dec["set"], F))
     members = [m for m in dec["set"] if m.refit is not None] if dec["verdict"] == "indistinguishable" else []
     return ctx, members
 
@@ -800,7 +813,8 @@ def separation(ctx: Any, members: Sequence[Any], exc: Excitation) -> tuple[float
 def design_separating_excitation(objective: TrialObjective, values: Mapping[str, float], limits: ExcitationLimits,
                                  *, parameters: ParameterSet | None = None,
                                  candidates: Sequence[Mapping[str, Any]] | None = None,
-                                 max_rollouts: int | None = None) -> DesignResult | None:
+                                 max_rollouts: int | None = None,
+                                 tied: Sequence[str] | None = None) -> DesignResult | None:
     """The candidate whose trial best separates the causes the diagnosis reports as indistinguishable.
 
     Criterion ``"separation"``: maximise, over the candidates within ``limits``, the smallest
@@ -812,6 +826,9 @@ def design_separating_excitation(objective: TrialObjective, values: Mapping[str,
     ``max_rollouts``: no further candidate is evaluated once the next one would take the design
     rollouts (the diagnosis's included) over it.
 
+    ``tied``: the cause names a diagnosis at ``values`` already reported as indistinguishable;
+    then only those are probed and refitted again (:func:`indistinguishable_set`).
+
     Returns:
         DesignResult (``score_before`` 0, ``score_after`` the chosen separation, σ; the condition
         numbers NaN), or None when the diagnosis does not report an indistinguishable set.
@@ -819,7 +836,7 @@ def design_separating_excitation(objective: TrialObjective, values: Mapping[str,
     Raises:
         ValueError: no candidate could be evaluated.
     """
-    ctx, members = indistinguishable_set(objective, values, parameters)
+    ctx, members = indistinguishable_set(objective, values, parameters, names=tied)
     if len(members) < 2:
         return None
     notes: list[str] = []

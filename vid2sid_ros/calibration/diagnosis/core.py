@@ -14,7 +14,7 @@ from ..rationale import format_value
 from .advice import how_to_free, separating_trial
 from .causes import Composite, FrozenParameter, candidate_causes
 from .consider import ConsiderResult, consider
-from .compare import Score, decide, free_columns, held_out_check, line_scan, refit, screen
+from .compare import Score, decide, free_columns, held_out_check, line_scan, polish, refit, screen
 from .context import ProbeContext
 from .result import THRESHOLDS, Diagnosis, Finding
 
@@ -113,6 +113,9 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None
         line_scan(ctx, s, F)
         s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
     dec = decide(ctx, scores, null)
+    if dec["verdict"] == "indistinguishable":  # refine the tied refits: a tie must come from the data
+        stats["refit_accuracy_ssr"] = accuracy = polish(ctx, dec["set"], F)
+        dec = decide(ctx, scores, null, accuracy=accuracy)
     s0 = dec["s0"]
     stats["comparison"] = {
         "test": "likelihood ratio (S0 - Sc) / noise variance against the chi-square(1) quantile at 1 - alpha/n "
@@ -191,7 +194,11 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
               key=lambda s: s.refit.ssr, default=None)
     if nxt is not None:
         msg += (f" It explains the residual clearly better than the next candidate, {nxt.cause.name} "
-                f"({100 * _share(nxt, s0):.0f} %).")
+                f"({100 * _share(nxt, s0):.0f} %)")
+        if ctx.sigma2 > 0:  # shares that look alike can still differ by many noise variances
+            msg += (f": the next one's sum of squares is {(nxt.refit.ssr - fitted.ssr) / ctx.sigma2:.3g} noise "
+                    "variances larger (the likelihood ratio)")
+        msg += "."
     msg += " " + _check_sentence(rec)
     ev = {"cause": rec["cause"], "fields": rec["free"], "predicted_drop": share, "share_removed": share,
           "rms_before": before, "rms_after": after, "unit": ctx.unit, "held_out": check}
