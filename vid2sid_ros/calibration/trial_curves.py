@@ -31,6 +31,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..core.files import atomic_write_text
+from ..sim.base import rollout_frames
 from .objective import TrialObjective
 from .observation import jsonable
 
@@ -173,25 +174,35 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
             stride = max(1, int(np.ceil(T / max_frames)))
             steps = np.asarray(traj.steps if traj.steps is not None else np.arange(T))[::stride]
             for label, values in (("initial", initial), ("calibrated", calibrated)):
+                # rollout row k is command step k (the twin's convention): only the rows shown are rendered,
+                # each shrunk as it arrives (one camera frame in memory, whatever the trial's length)
+                small: dict[int, np.ndarray] = {}
+                size: list[np.ndarray] = []
+
+                def keep(k: int, frame: np.ndarray) -> None:
+                    small[k] = _thumbs(frame[None], np.zeros(1, np.int64), width)[0]
+                    if not size:
+                        size.append(np.array(frame.shape[1::-1], np.int64))  # camera image (W, H) px
+
                 try:
                     obj.twin.set_parameters(measurement.split(obj.parameters.complete(values))[0])
-                    res = obj.twin.rollout(exc, render=True)
+                    res = rollout_frames(obj.twin, exc, keep, rows=steps.tolist())
                     spent += 1
                 except Exception as err:  # noqa: BLE001 - a render problem never loses the calibration
                     why = f"{label} twin on '{exc.name}': {type(err).__name__}: {err}"
                     continue
-                if res.frames is None or res.diverged:
-                    why = f"{label} twin on '{exc.name}': " + ("no frames" if res.frames is None else "diverged")
+                if not small or res.diverged:
+                    why = f"{label} twin on '{exc.name}': " + ("diverged" if res.diverged else "no frames")
                     continue
                 st = np.asarray(res.trajectory.steps if res.trajectory.steps is not None
                                 else np.arange(res.trajectory.num_frames))
                 row = {int(v): r for r, v in enumerate(st)}
                 rows = np.array([row.get(int(v), -1) for v in steps])
-                if (rows < 0).any() or rows.max() >= len(res.frames):
+                if (rows < 0).any() or any(int(r) not in small for r in rows):
                     why = f"{label} twin on '{exc.name}': rendered frames do not cover the trial's steps"
                     continue
-                arrays[f"{i}_{label}"] = _thumbs(res.frames, rows, width)
-                arrays[f"{i}_size"] = np.array(res.frames.shape[2:0:-1], np.int64)  # camera image (W, H) px
+                arrays[f"{i}_{label}"] = np.stack([small[int(r)] for r in rows])
+                arrays[f"{i}_size"] = size[0]
             arrays[f"{i}_steps"] = steps.astype(np.int64)
             footage = _footage(traj, steps, objectives, real_frames or {}, frame_info or {})
             if footage is not None:

@@ -55,7 +55,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -754,7 +754,9 @@ class UserModelTwin:
             img = r.render(d)
             cv2.remap(img, self._maps[0], self._maps[1], cv2.INTER_LINEAR, dst=out, borderMode=cv2.BORDER_REPLICATE)
 
-    def rollout(self, excitation: Excitation, *, render: bool = False) -> RolloutResult:
+    def rollout(self, excitation: Excitation, *, render: bool = False,
+                frame_sink: Callable[[int, np.ndarray], None] | None = None,
+                render_rows: Iterable[int] | None = None) -> RolloutResult:
         """Reset to the trial's initial state and replay ``excitation`` (deterministic).
 
         Row ``k`` is the state at ``time_offset + k / rate`` s, before command ``k`` acts
@@ -767,6 +769,10 @@ class UserModelTwin:
                 order (all zero = free motion); ``meta["trial"]`` picks the trial's initial state.
             render: also render one frame per row with MuJoCo from the rig's camera
                 (meshes, materials, markers; lens distortion applied).
+            frame_sink: with ``render``, stream the frames instead of keeping them: called as
+                ``frame_sink(row, frame)`` with (H, W, 3) uint8 RGB in one buffer reused for every row
+                (copy what you keep); ``frames`` is then None, so memory is one frame whatever ``T``.
+            render_rows: with ``frame_sink``, render only these rows (None: every row).
 
         Returns:
             :class:`RolloutResult`; ``state`` holds ``qpos`` (T, nq), ``qvel`` (T, nv),
@@ -799,7 +805,9 @@ class UserModelTwin:
         qpos = np.full((T, m.nq), np.nan)
         qvel = np.full((T, m.nv), np.nan)
         cam0 = self.camera_at(anchor, offset) if render else None
-        frames = np.zeros((T, cam0.height, cam0.width, 3), np.uint8) if render else None
+        frames = np.zeros((T, cam0.height, cam0.width, 3), np.uint8) if render and frame_sink is None else None
+        buf = np.zeros((cam0.height, cam0.width, 3), np.uint8) if render and frame_sink is not None else None
+        wanted = None if render_rows is None or frame_sink is None else {int(r) for r in render_rows}
         for k in range(T_run):
             problem = self._divergence() if k % 32 == 0 or k == T - 1 else ""
             if problem:
@@ -815,8 +823,11 @@ class UserModelTwin:
             for j, ref in enumerate(self._keypoints):
                 pts[k, j] = self._point(d, ref)
             qpos[k], qvel[k] = d.qpos, d.qvel
-            if render:
+            if render and frames is not None:
                 self._render_frame(d, anchor, offset + k * period, frames[k])
+            elif render and (wanted is None or k in wanted):
+                self._render_frame(d, anchor, offset + k * period, buf)
+                frame_sink(k, buf)
             if m.nu:
                 d.ctrl[:] = ctrl[k]
             mujoco.mj_step(m, d, nsub)
