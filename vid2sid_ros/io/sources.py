@@ -155,15 +155,18 @@ def resolve_file(value: Any, ctx: SourceContext, key: str, *, must_exist: bool =
     """A file named by ``block[key]``: absolute, relative to the config's directory, or ``pkg:``.
 
     Raises:
-        SourceError: ``where.key: expected a file path, got ...`` or ``... file not found: PATH``.
+        SourceError: ``where.key: expected a file path, got ...``, ``... file not found: PATH`` or
+            ``... PATH is a FIFO (named pipe), expected a regular file``.
     """
+    from ..core.files import file_problem
     from ..share import resolve_path
 
     if not isinstance(value, (str, Path)) or not str(value).strip():
         raise SourceError(f"{ctx.where}.{key}: expected a file path, got {value!r}")
     p = resolve_path(value, ctx.base_dir)
-    if must_exist and not p.is_file():
-        raise SourceError(f"{ctx.where}.{key}: file not found: {p}")
+    why = file_problem(p) if must_exist else None
+    if why:  # missing, or a FIFO / directory / device: never opened (a FIFO would block the read)
+        raise SourceError(f"{ctx.where}.{key}: {why}")
     return p
 
 

@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 
 from ..core.trajectory import Trajectory
+from ..core.files import file_problem
 
 __all__ = ["VideoError", "VideoClip", "read_video", "iter_video", "frame_times", "video_info", "write_video",
            "write_side_by_side", "draw_keypoints"]
@@ -74,8 +75,8 @@ def _open(path: str | Path) -> tuple[cv2.VideoCapture, Path]:
     path = Path(path)
     if not path.exists():
         raise VideoError(f"video not found: {path}")
-    if not path.is_file():
-        raise VideoError(f"not a video file: {path}")
+    if not path.is_file():  # a FIFO would block the decoder's open; a directory or device is no clip either
+        raise VideoError(f"video {file_problem(path) or f'{path}: not a video file'}")
     if path.stat().st_size == 0:
         raise VideoError(f"video file is empty (0 bytes): {path}")
     cap = cv2.VideoCapture(str(path))

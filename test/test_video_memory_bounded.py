@@ -1,0 +1,137 @@
+"""The calibrate path of a video trial holds a constant number of frames, whatever the clip's length.
+
+Regression: a video trial kept a half-size thumbnail of EVERY frame for the report (a 20 s 4K clip:
+600 x 1920 x 1080 x 3 bytes = 3.7 GB), and the report's twin renders held every rendered frame of
+a trial at the camera's size (a 4K camera: 600 x 25 MB = 15 GB per rollout); calibrating a 3 s 4K
+clip peaked at 5.7 GB. Here the clip is a fake decoder that counts the frames alive, and the twin's
+rollout is watched: frames are decoded one at a time, thumbnails are bounded in number and width,
+and the twin renders only the rows the report shows, each handed over and shrunk as it is made.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from vid2sid_ros.io.clip import MAX_THUMBS, THUMB_MAX_WIDTH  # noqa: E402
+from vid2sid_ros.rigs import build_real_trial, load_rig  # noqa: E402
+
+ARM = """<mujoco model="arm">
+  <option timestep="0.005"/>
+  <worldbody>
+    <light pos="0 -1 2" dir="0 0.5 -1"/>
+    <body name="upper">
+      <joint name="shoulder" type="hinge" axis="0 1 0" damping="0.05"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.3" rgba="0.1 0.2 0.9 1"/>
+      <site name="tip" pos="0.33 0 0"/>
+    </body>
+  </worldbody>
+  <actuator><motor name="m" joint="shoulder" gear="1"/></actuator>
+</mujoco>
+"""
+N, W, H, FPS = 450, 1280, 720, 30.0  # 15 s of 720p: 450 frames, more than MAX_THUMBS
+
+
+def _rig(tmp_path, source: str, duration: float, excitation: str = "none"):
+    (tmp_path / "arm.xml").write_text(ARM)
+    path = tmp_path / "rig.yaml"
+    path.write_text(
+        "model: arm.xml\n"
+        "parameters: {damping: {unit: N*m*s/rad, lower: 0.01, upper: 0.2, nominal: 0.05, "
+        "target: 'dof_damping[shoulder]'}}\n"
+        "keypoints: {tip: m_tip}\n"
+        "markers: [{name: m_tip, site: tip, rgba: [0.9, 0.1, 0.1, 1], radius: 0.025}]\n"
+        "camera: {width: 96, height: 72, fovy: 40, pose: {position: [0.25, -1.0, 0], look_at: [0.25, 0, 0]}}\n"
+        "tracker: {markers: [{name: tip, hsv_lower: [170, 100, 60], hsv_upper: [10, 255, 255]}]}\n"
+        f"excitations: {{swing: {{kind: sine, amplitude: 0.6, frequency: 1, duration: {duration:g}, rate: 30}}}}\n"
+        f"trials: [{{name: run1, source: {source}, excitation: {excitation}}}]\n")
+    return path
+
+
+def test_a_long_video_trial_is_decoded_one_frame_at_a_time_with_bounded_thumbnails(tmp_path, monkeypatch):
+    import cv2
+
+    import vid2sid_ros.io.video as video
+
+    refs: list[weakref.ref] = []
+    most_alive = [0]
+
+    def fake_iter_video(path, *, check_length=True, timestamps=None):  # a 720p clip of a red disc moving right
+        for k in range(N):
+            f = np.full((H, W, 3), 30, np.uint8)
+            cv2.circle(f, (100 + 2 * k, H // 2), 12, (230, 25, 25), -1)
+            refs.append(weakref.ref(f))
+            most_alive[0] = max(most_alive[0], sum(r() is not None for r in refs))
+            if timestamps is not None:
+                timestamps.append(k / FPS)
+            yield f
+            del f
+
+    monkeypatch.setattr(video, "iter_video", fake_iter_video)
+    monkeypatch.setattr(video, "video_info", lambda path: {"frames": N, "fps": FPS, "width": W, "height": H})
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"not decoded: the fake decoder stands in")
+    rig = load_rig(_rig(tmp_path, f"{{video: {{path: {clip}, repair_frame_timing: false}}}}", N / FPS))
+    real = build_real_trial(rig, keep_frames=True)  # what calibrate does for a video trial (the report's footage)
+    assert len(refs) == N and real.train[0].num_frames + sum(t.num_frames for t in real.holdout) == N
+    assert most_alive[0] <= 2, f"{most_alive[0]} decoded frames alive at once"
+    (thumbs,) = real.frames.values()
+    info = real.meta["trials"]["run1"]
+    every = info["frame_every"]
+    assert len(thumbs) <= MAX_THUMBS and thumbs.shape[2] <= THUMB_MAX_WIDTH, thumbs.shape
+    assert every == 2 and len(thumbs) == N // 2 and thumbs.shape[1:] == (270, 480, 3)
+    assert info["frame_scale"] == pytest.approx(THUMB_MAX_WIDTH / W)
+    # thumbnail i is frame i * every: the disc's centre, scaled
+    i = 100
+    ys, xs = np.nonzero(thumbs[i][..., 0] > 150)
+    assert xs.mean() == pytest.approx((100 + 2 * i * every) * THUMB_MAX_WIDTH / W, abs=1.0)
+
+
+def test_the_reports_twin_renders_stream_only_the_rows_shown(tmp_path):
+    """render_trials renders a 600-row trial's 100 shown rows through ``frame_sink`` (one buffer), and the
+    thumbnails equal those of the whole rendered rollout (the old way, which held all 600 frames)."""
+    from vid2sid_ros.calibration.objective import TrialObjective
+    from vid2sid_ros.calibration.trial_curves import _thumbs, render_trials
+
+    rig = load_rig(_rig(tmp_path, "{sim2sim: {seed: 1}}", 20.0, "swing"))
+    real = build_real_trial(rig)
+    twin = rig.make_twin()
+    calls: list[dict] = []
+    buffers: set[int] = set()
+    inner = twin.rollout
+
+    def watched(exc, *, render=False, frame_sink=None, render_rows=None):
+        calls.append({"render": render, "sink": frame_sink is not None, "render_rows": render_rows})
+
+        def seen(k, frame):
+            buffers.add(frame.__array_interface__["data"][0])
+            frame_sink(k, frame)
+
+        return inner(exc, render=render, frame_sink=seen if frame_sink else None, render_rows=render_rows)
+
+    twin.rollout = watched
+    try:
+        obj = TrialObjective(twin, real.train_excitations, real.train, rig.parameters)
+        T = real.train[0].num_frames
+        assert T > 400
+        path, spent, why = render_trials([("train", obj)], rig.parameters.nominal(), rig.parameters.nominal(),
+                                         tmp_path / "r.npz", max_frames=100)
+        assert path is not None, why
+        assert spent == 2 and len(calls) == 2
+        assert all(c["render"] and c["sink"] and len(c["render_rows"]) == 100 for c in calls), calls
+        assert len(buffers) == 1  # one camera frame reused for every row
+        got = np.load(path)
+        steps = got["0_steps"]
+        assert len(steps) == 100
+        twin.rollout = inner
+        twin.set_parameters(rig.parameters.nominal())
+        whole = inner(real.train_excitations[0], render=True).frames  # the old way: every row held
+        np.testing.assert_array_equal(got["0_initial"], _thumbs(whole, steps, 200))
+        assert tuple(got["0_size"]) == (96, 72)
+    finally:
+        twin.close()
