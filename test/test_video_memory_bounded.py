@@ -135,3 +135,83 @@ def test_the_reports_twin_renders_stream_only_the_rows_shown(tmp_path):
         assert tuple(got["0_size"]) == (96, 72)
     finally:
         twin.close()
+
+
+def test_the_tracker_bias_of_clean_renders_tracks_frames_as_they_are_made(tmp_path):
+    """``calibration.tracker_bias: true`` on a real video films the twin with clean renders: the frames go
+    to the tracker one by one (never a (T, H, W, 3) array), and the bias equals tracking the whole render."""
+    from vid2sid_ros.calibration.tracker_bias import TwinCamera, twin_tracker_bias
+    from vid2sid_ros.perception import rig_tracker
+
+    rig = load_rig(_rig(tmp_path, "{sim2sim: {seed: 1}}", 4.0, "swing"))
+    twin = rig.make_twin()
+    inner, whole_arrays = twin.rollout, []
+
+    def watched(exc, *, render=False, frame_sink=None, render_rows=None):
+        res = inner(exc, render=render, frame_sink=frame_sink, render_rows=render_rows)
+        whole_arrays.append(res.frames is not None)
+        return res
+
+    try:
+        exc = rig.excitations["train"][0]
+        physics = rig.parameters.nominal()
+        twin.rollout = watched
+        (bias,), spent = twin_tracker_bias(twin, [exc], physics, TwinCamera(lambda: rig_tracker(rig)[0]))
+        assert spent == 1 and whole_arrays == [False]
+        twin.rollout = inner
+        twin.set_parameters(physics)
+        res = inner(exc, render=True)
+        tracked = rig_tracker(rig)[0].track(res.frames, time=res.trajectory.time)
+        valid = tracked.valid & res.trajectory.valid
+        np.testing.assert_array_equal(bias.valid, valid)
+        np.testing.assert_allclose(bias.keypoints[valid], (tracked.keypoints - res.trajectory.keypoints)[valid])
+        np.testing.assert_array_equal(bias.time, res.trajectory.time)
+        assert valid.mean() > 0.5
+    finally:
+        twin.close()
+
+
+def test_the_videos_a_watching_proposer_gets_are_streamed(tmp_path, monkeypatch):
+    """With a proposer that watches video, the sim clip is encoded as the twin renders it (never a whole
+    rendered array), the side-by-side is composed frame by frame, and the real footage comes from the
+    bounded thumbnails at their own stride."""
+    from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+    from vid2sid_ros.calibration.proposer import Proposal
+    from vid2sid_ros.io.video import read_video, video_info, write_video
+    from vid2sid_ros.sim.user_model import UserModelTwin
+
+    maker = load_rig(_rig(tmp_path, "{sim2sim: {seed: 1}}", 4.0, "swing"))
+    twin = maker.make_twin()
+    try:
+        frames = twin.rollout(maker.named_excitations["swing"], render=True).frames
+    finally:
+        twin.close()
+    clip = write_video(tmp_path / "clip.mp4", frames, 30.0)
+    rig = load_rig(_rig(tmp_path, f"{{video: {clip}}}", 4.0, "swing"))
+    real = build_real_trial(rig, keep_frames=True)
+    renders = []
+    inner = UserModelTwin.rollout
+
+    def watched(self, exc, *, render=False, frame_sink=None, render_rows=None):
+        renders.append((render, frame_sink is not None)) if render else None
+        return inner(self, exc, render=render, frame_sink=frame_sink, render_rows=render_rows)
+
+    monkeypatch.setattr(UserModelTwin, "rollout", watched)
+    got = {}
+
+    class Watcher:
+        name = "watcher"
+        wants_video = True
+
+        def propose(self, ctx):
+            got[ctx.iteration] = dict(ctx.videos)
+            return Proposal(values={"damping": 0.06}, rationale="watched")
+
+    run_calibration(rig, real, Watcher(), CalibrationConfig(iterations=1, rollout_budget=None, identifiability=False,
+                                                            final_identifiability=False, diagnosis=False), tmp_path)
+    videos = got[1]
+    assert renders and all(sink for _, sink in renders), renders  # every render streamed
+    T = real.train[0].num_frames
+    assert read_video(videos["side_by_side"]).num_frames == T
+    assert video_info(videos["sim"])["frames"] == T
+    assert video_info(videos["real"])["frames"] == len(real.first_frames())
