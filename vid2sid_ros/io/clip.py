@@ -64,7 +64,7 @@ class TrackedClip:
 def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float | None = None,
                max_frames: int | None = None, start_frame: int = 0, thumb_scale: float | None = 0.5,
                thumb_every: int = 1, min_tracked_fraction: float = DEFAULT_MIN_TRACKED_FRACTION,
-               thumb_max_width: int | None = THUMB_MAX_WIDTH, max_thumbs: int | None = MAX_THUMBS) -> TrackedClip:
+               thumb_max_width: int | None = None, max_thumbs: int | None = None) -> TrackedClip:
     """Decode a clip once, track its markers and (optionally) keep small thumbnails.
 
     Frames are streamed (``vid2sid_ros.io.video.iter_video``): one decoded frame is alive at a
@@ -83,6 +83,8 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
             doubled (every other thumbnail dropped) if more than ``max_thumbs`` arrive all the same.
         thumb_max_width: thumbnails are at most this wide, px (the scale is lowered for a large frame;
             None: ``thumb_scale`` as given). max_thumbs: most thumbnails kept (None: one per stride).
+            A trial source passes :data:`THUMB_MAX_WIDTH` and :data:`MAX_THUMBS`: the calibrate path's
+            memory is then bounded whatever the clip.
         min_tracked_fraction: warn about a marker valid in fewer than this fraction of the frames
             (:func:`vid2sid_ros.perception.quality.check_tracking`, which also warns about jumps and
             blobs unlike a marker; its summary is ``trajectory.meta["tracking"]``).

@@ -251,7 +251,7 @@ def _video_probe(block: dict, ctx: SourceContext) -> tuple[int, float] | None:
 
 
 def _video_load(block: dict, ctx: SourceContext) -> Recording:
-    from .clip import ClipError, track_clip
+    from .clip import MAX_THUMBS, THUMB_MAX_WIDTH, ClipError, track_clip
     from .video import VideoError
 
     rig = ctx.rig
@@ -263,7 +263,8 @@ def _video_load(block: dict, ctx: SourceContext) -> Recording:
     try:
         clip = track_clip(block["path"], rig.tracker, fps=block.get("fps"), start_frame=int(start),
                           max_frames=None if stop is None else int(stop) - int(start),
-                          thumb_scale=0.5 if ctx.keep_frames else None,
+                          thumb_scale=0.5 if ctx.keep_frames else None, thumb_max_width=THUMB_MAX_WIDTH,
+                          max_thumbs=MAX_THUMBS,  # bounded: at most 300 x 480 px thumbnails (under 120 MB), not GBs
                           min_tracked_fraction=min_tracked_fraction(getattr(rig, "config", None), ctx.where))
     except (ClipError, VideoError) as err:
         raise SourceError(f"{ctx.where}: {err}") from None
