@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tracker-bias", action="store_true", help="also film and track the twin at the result")
     ap.add_argument("--code", type=Path, default=REPO, help="checkout whose vid2sid_ros runs (default this one)")
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--only", choices=["track", "calibrate"], default=None, help="run only this command")
     a = ap.parse_args(argv)
     work = (a.work or Path(tempfile.mkdtemp(prefix="vid2sid_video_cal_mem_"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -134,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     size = clip.stat().st_size / 1e6
     worst = 0
     for name, cmd in runs:
+        if a.only and name != a.only:
+            continue
         rss, wall, rc, err = run_measured(cmd, a.code, work)
         if rc != 0:
             print(f"vid2sid {name} exited {rc}:\n{err}", file=sys.stderr)

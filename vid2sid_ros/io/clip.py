@@ -20,11 +20,11 @@ from ..perception.quality import DEFAULT_MIN_TRACKED_FRACTION, check_tracking
 
 __all__ = ["TrackedClip", "track_clip", "ClipError", "THUMB_MAX_WIDTH", "MAX_THUMBS"]
 
-#: widest thumbnail kept by default, px (the report shows 200 px wide frames, a VLM at most 512 px)
-THUMB_MAX_WIDTH = 480
-#: most thumbnails kept per clip by default (the report shows at most 100 frames per trial): a longer clip
-#: keeps every n-th frame, so memory is bounded whatever the clip's length and resolution
-MAX_THUMBS = 300
+#: widest thumbnail a trial source keeps, px (the report shows 200 px wide frames)
+THUMB_MAX_WIDTH = 320
+#: most thumbnails a trial source keeps per clip (the report shows at most 100 frames per trial): a longer
+#: clip keeps every n-th frame, so memory is bounded (150 x 320 x 180 x 3 B = 26 MB) whatever the clip
+MAX_THUMBS = 150
 
 
 class ClipError(ValueError):

@@ -264,7 +264,7 @@ def _video_load(block: dict, ctx: SourceContext) -> Recording:
         clip = track_clip(block["path"], rig.tracker, fps=block.get("fps"), start_frame=int(start),
                           max_frames=None if stop is None else int(stop) - int(start),
                           thumb_scale=0.5 if ctx.keep_frames else None, thumb_max_width=THUMB_MAX_WIDTH,
-                          max_thumbs=MAX_THUMBS,  # bounded: at most 300 x 480 px thumbnails (under 120 MB), not GBs
+                          max_thumbs=MAX_THUMBS,  # bounded: at most 150 thumbnails 320 px wide, not GBs
                           min_tracked_fraction=min_tracked_fraction(getattr(rig, "config", None), ctx.where))
     except (ClipError, VideoError) as err:
         raise SourceError(f"{ctx.where}: {err}") from None
