@@ -38,6 +38,8 @@ CASES = [
     ("bench_run_dir_race.py", ["--races", "1", "--iterations", "1", "--work", "{out}"], "race"),
     ("bench_track_memory.py", ["--seconds", "1", "--width", "320", "--height", "240", "--work", "{out}"],
      "peak RSS"),
+    ("bench_video_calibrate_memory.py", ["--seconds", "2", "--width", "320", "--height", "180", "--render-width",
+                                         "160", "--work", "{out}"], "vid2sid calibrate, 60 frames of 320x180"),
 
     ("bench_convergence.py", ["--seeds", "1", "--budget", "12", "--iterations", "2",
                               "--methods", "reasoner,least-squares"], "reasoner"),

@@ -230,8 +230,8 @@ def test_core_data_from_dict_default_source_name():
 def test_core_data_load_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="real trial file not found: .*missing.json"):
         RealTrial.load(tmp_path / "missing.json")
-    with pytest.raises(FileNotFoundError, match="real trial file not found"):
-        RealTrial.load(tmp_path)  # a directory is not a trial file
+    with pytest.raises(FileNotFoundError, match="real trial .* is a directory, expected a regular file"):
+        RealTrial.load(tmp_path)  # a directory is not a trial file (and is not missing either)
     bad = tmp_path / "bin.json"
     bad.write_bytes(b'{"train": [\xff]}')
     with pytest.raises(ObservationError) as info:

@@ -69,7 +69,7 @@ def test_missing_empty_garbage_truncated_and_corrupt_files_raise_video_error(tmp
     (tmp_path / "half.mp4").write_bytes(data[: len(data) // 2])  # index (moov) lost
     with pytest.raises(VideoError, match="half.mp4"):
         read_video(tmp_path / "half.mp4")
-    with pytest.raises(VideoError, match="not a video file"):
+    with pytest.raises(VideoError, match="is a directory, expected a regular file"):
         read_video(tmp_path)
 
 

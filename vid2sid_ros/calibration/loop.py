@@ -67,7 +67,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace as dc_replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -1484,49 +1484,101 @@ def _stated_intervals(report: IdentifiabilityReport | None) -> dict[str, dict[st
 
 
 def _write_videos(s: _Session, it: int, notes: list[str]) -> dict[str, Path]:
-    """Side-by-side real | sim video of the first training trial at the current values."""
+    """Side-by-side real | sim video of the first training trial at the current values.
+
+    Streamed: the twin's frames are encoded into ``sim_iter_NNN.mp4`` as they are rendered
+    (:func:`~vid2sid_ros.sim.base.rollout_frames`), and the side-by-side is composed from that
+    file decoded frame by frame and the real footage's bounded thumbnails, so a long trial
+    filmed at a large size never has its frames in memory at once.
+    """
     try:
-        from ..io.video import write_side_by_side, write_video
+        from ..io.video import iter_video, write_side_by_side
+        from ..sim.base import rollout_frames
     except ImportError as err:
         notes.append(f"videos not written: vid2sid_ros.io.video unavailable ({err})")
         return {}
     exc = s.real.train_excitations[0]
     try:
         s.twin.set_parameters(MeasurementModel(s.params).split(s.current)[0])
-        res = s.twin.rollout(exc, render=True)
-        s.diagnostic += 1
-        if res.frames is None:
-            notes.append("videos not written: the twin returned no frames with render=True")
-            return {}
-        real_frames = s.real.first_frames()
-        if real_frames is None:
-            real_frames = _draw_keypoints(s.real.train[0], res.frames.shape[1:3])
         vd = s.run_dir / "videos"
         vd.mkdir(exist_ok=True)
+        sim_path = vd / f"sim_iter_{it:03d}.mp4"
+        with _StreamedVideo(sim_path, exc.rate) as sim_writer:
+            res = rollout_frames(s.twin, exc, sim_writer.write)
+        s.diagnostic += 1
+        if sim_writer.size is None:
+            notes.append("videos not written: the twin returned no frames with render=True")
+            return {}
+        frame_of, traj_a, every, rows = _real_footage(s, sim_writer.size)
         real_path = vd / "real.mp4"
         if not real_path.exists():
-            write_video(real_path, real_frames, exc.rate)
-        sim_path = vd / f"sim_iter_{it:03d}.mp4"
-        write_video(sim_path, res.frames, exc.rate)
+            with _StreamedVideo(real_path, exc.rate / every) as real_writer:
+                for i in range(rows):
+                    real_writer.write(i, frame_of(i * every))
         sbs = vd / f"side_by_side_iter_{it:03d}.mp4"
-        write_side_by_side(sbs, real_frames, res.frames, exc.rate, traj_a=s.real.train[0], traj_b=res.trajectory)
+        T = min(res.trajectory.num_frames, traj_a.num_frames)
+        write_side_by_side(sbs, (frame_of(k) for k in range(T)), iter_video(sim_path, check_length=False),
+                           exc.rate, traj_a=traj_a, traj_b=res.trajectory)
     except Exception as err:  # noqa: BLE001 - a video problem never stops a calibration
         notes.append(f"videos not written: {type(err).__name__}: {err}")
         return {}
     return {"real": real_path, "sim": sim_path, "side_by_side": sbs, "overlay": sbs}
 
 
-def _draw_keypoints(traj, shape: tuple[int, int]) -> np.ndarray:
-    """Grey frames with the real keypoints as white discs (when no real video exists)."""
+def _real_footage(s: _Session, size: tuple[int, int]) -> tuple[Callable[[int], np.ndarray], Any, int, int]:
+    """``(frame of trial row k, trajectory in those frames' pixels, row stride, frames kept)`` of the first
+    training trial: its kept camera thumbnails (thumbnail ``i`` is row ``i * stride``; keypoints scaled
+    to them), or grey frames of the twin's ``size`` (W, H) px with the real keypoints drawn, made one at
+    a time, when no footage was kept."""
+    traj = s.real.train[0]
+    frames = s.real.first_frames()
+    if frames is None:
+        return (lambda k: _draw_keypoints(traj, (size[1], size[0]), rows=[k])[0]), traj, 1, traj.num_frames
+    info = (s.real.meta.get("trials") or {}).get((traj.meta or {}).get("trial"), {})
+    info = info if isinstance(info, Mapping) else {}
+    scale, every = float(info.get("frame_scale") or 1.0), max(1, int(info.get("frame_every") or 1))
+    scaled = dc_replace(traj, keypoints=np.asarray(traj.keypoints) * scale)
+    return (lambda k: frames[min(k // every, len(frames) - 1)]), scaled, every, len(frames)
+
+
+class _StreamedVideo:
+    """An mp4v file written one RGB frame at a time (``write(row, frame)``), opened at the first frame's
+    size; ``size`` = (W, H) px once a frame came, else None (then no file is left)."""
+
+    def __init__(self, path: Path, fps: float) -> None:
+        self.path, self.fps, self.size, self._w = Path(path), float(fps), None, None
+
+    def write(self, _row: int, frame: np.ndarray) -> None:
+        import cv2
+
+        if self._w is None:
+            self.size = (int(frame.shape[1]), int(frame.shape[0]))
+            self._w = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*"mp4v"), self.fps, self.size)
+            if not self._w.isOpened():
+                raise OSError(f"{self.path}: the mp4v encoder cannot write here")
+        self._w.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+
+    def __enter__(self) -> "_StreamedVideo":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._w is not None:
+            self._w.release()
+
+
+def _draw_keypoints(traj, shape: tuple[int, int], rows: Sequence[int] | None = None) -> np.ndarray:
+    """Grey (H, W) = ``shape`` frames with the real keypoints as white discs (when no real video exists),
+    one per trajectory row in ``rows`` (None: every row), (len(rows), H, W, 3) uint8."""
     import cv2
 
     h, w = int(shape[0]), int(shape[1])
-    frames = np.full((traj.num_frames, h, w, 3), 60, np.uint8)
-    for t in range(traj.num_frames):
+    rows = range(traj.num_frames) if rows is None else rows
+    frames = np.full((len(rows), h, w, 3), 60, np.uint8)
+    for i, t in enumerate(rows):
         for k in range(traj.num_keypoints):
-            if traj.valid[t, k]:
+            if t < traj.num_frames and traj.valid[t, k]:
                 x, y = traj.keypoints[t, k]
-                cv2.circle(frames[t], (int(round(x)), int(round(y))), 5, (255, 255, 255), -1, cv2.LINE_AA)
+                cv2.circle(frames[i], (int(round(x)), int(round(y))), 5, (255, 255, 255), -1, cv2.LINE_AA)
     return frames
 
 

@@ -663,16 +663,13 @@ def sample_key_frames(path: str | Path, count: int, *, max_side: int = 512) -> l
             raise ValueError(f"cannot open video {path}")
         n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
         fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0) or 30.0
-        frames = []
-        if n <= 0:  # container without a frame count: read everything (short clips only)
-            while True:
-                ok, f = cap.read()
-                if not ok:
-                    break
-                frames.append(f)
-            idx = np.unique(np.linspace(0, len(frames) - 1, min(count, len(frames))).round().astype(int)) if frames else []
-            picked = [(i, frames[i]) for i in idx]
-        else:
+        if n <= 0:  # container without a frame count: count the frames first (none kept), then pick
+            while cap.grab():
+                n += 1
+            cap.release()
+            cap = cv2.VideoCapture(str(path))
+        picked = []
+        if n > 0:
             idx = np.unique(np.linspace(0, n - 1, min(count, n)).round().astype(int))
             picked, want, i = [], set(idx.tolist()), 0
             while want and i < n:

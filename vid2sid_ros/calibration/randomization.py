@@ -46,6 +46,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..core.files import file_problem
 from ..core.parameters import load_parameter_set
 
 __all__ = ["RandomizationError", "ParameterRange", "Randomization", "export_randomization", "load_randomization",
@@ -155,8 +156,11 @@ def export_randomization(run_dir: str | Path, *, distribution: str = "uniform", 
             raise RandomizationError(f"--{name} must be in [0, 1), got {v!r}")
     rd = Path(run_dir)
     path = rd / "result.yaml"
-    if not path.is_file():
+    why = file_problem(path)
+    if why and not path.exists():
         raise RandomizationError(f"{rd}: no result.yaml (not a finished calibration run directory)")
+    if why:  # a FIFO / directory / device where result.yaml should be: never opened
+        raise RandomizationError(f"result.yaml: {why}")
     try:
         spec = load_parameter_set(path)
     except Exception as err:  # noqa: BLE001 - any parse problem is one line naming the file

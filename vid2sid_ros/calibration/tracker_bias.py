@@ -139,17 +139,23 @@ def twin_tracker_bias(twin: Twin, excitations: Sequence[Excitation], physics: Ma
     out: list[Trajectory] = []
     for i, exc in enumerate(excitations):
         twin.set_parameters(dict(physics))
-        res = twin.rollout(exc, render=True)
+        if camera.sensor_model is None:  # clean renders (a real video): tracked as they are made, none kept
+            res, tracked = _film_streamed(twin, exc, camera.make_tracker())
+        else:  # the camera model blurs and drops across frames: it takes the whole rendered trial
+            res = twin.rollout(exc, render=True)
         if res.diverged:
             raise TrackerBiasError(f"the twin diverged while filming '{exc.name}': {res.message}")
-        if res.frames is None:
-            raise TrackerBiasError(f"the twin returned no frames for '{exc.name}' (render=True)")
         proj = res.trajectory
-        frames, dropped = res.frames, np.zeros(len(res.frames), bool)
         if camera.sensor_model is not None:
+            if res.frames is None:
+                raise TrackerBiasError(f"the twin returned no frames for '{exc.name}' (render=True)")
             frames, dropped = camera.sensor_model.apply(res.frames, seed=camera.seed + 7919 * i)
-        tracked = camera.make_tracker().track(frames, time=proj.time, invalid_frames=dropped, source="sim",
-                                              trial_id=exc.name)
+            tracked = camera.make_tracker().track(frames, time=proj.time, invalid_frames=dropped, source="sim",
+                                                  trial_id=exc.name)
+        elif tracked is None or tracked.num_frames != proj.num_frames:
+            raise TrackerBiasError(f"the twin returned no frames for '{exc.name}' (render=True)")
+        else:
+            tracked = replace(tracked, time=proj.time)
         if set(tracked.names) != set(proj.names):
             raise TrackerBiasError(f"tracker keypoints {tracked.names} differ from the twin's {proj.names}")
         tracked = tracked.select(proj.names)
@@ -157,6 +163,49 @@ def twin_tracker_bias(twin: Twin, excitations: Sequence[Excitation], physics: Ma
         bias = np.where(valid[:, :, None], np.asarray(tracked.keypoints) - np.asarray(proj.keypoints), 0.0)
         out.append(replace(proj, keypoints=bias, valid=valid))
     return out, len(excitations)
+
+
+def _film_streamed(twin: Twin, exc: Excitation, tracker: Any) -> tuple[Any, Trajectory | None]:
+    """``(rollout result, tracked trajectory or None)``: the twin rendered on ``exc`` with each frame
+    handed to ``tracker.track`` as it is made (:func:`~vid2sid_ros.sim.base.rollout_frames`; the
+    tracker runs in a helper thread fed through a queue of two frames), so at most a few camera
+    frames are in memory whatever the trial's length. None when the twin rendered no frame.
+
+    Raises:
+        Whatever the tracker raised (re-raised here), or the twin's rollout error.
+    """
+    import queue
+    import threading
+
+    from ..sim.base import rollout_frames
+
+    q: queue.Queue = queue.Queue(maxsize=2)
+    done = object()
+    box: dict[str, Any] = {}
+
+    def frames():
+        while (f := q.get()) is not done:
+            yield f
+
+    def consume():
+        try:
+            box["traj"] = tracker.track(frames(), source="sim", trial_id=exc.name)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+            box["err"] = err
+            while q.get() is not done:  # keep draining: the renderer must never block on a full queue
+                pass
+
+    worker = threading.Thread(target=consume, name="tracker-bias", daemon=True)
+    worker.start()
+    try:
+        res = rollout_frames(twin, exc, lambda k, f: q.put(np.array(f, copy=True)))
+    finally:
+        q.put(done)
+        worker.join()
+    err = box.get("err")
+    if err is not None and "no frames" not in str(err):
+        raise err
+    return res, box.get("traj")
 
 
 def add_bias(sim: Sequence[Trajectory], bias: Sequence[Trajectory]) -> list[Trajectory]:

@@ -42,6 +42,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .files import file_problem
+
 __all__ = ["PinholeCamera", "CameraError", "CAMERA_FIELDS", "load_camera_info", "camera_from_config",
            "rpy_to_matrix", "matrix_to_rpy", "look_at_rpy", "look_at_rotation", "BODY_TO_OPTICAL",
            "rotation_vector_to_matrix", "moved_pose", "camera_frames", "link_frame_of"]
@@ -541,8 +543,9 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
         ci = Path(str(cfg["camera_info"])).expanduser()
         if not ci.is_absolute() and base is not None:
             ci = base / ci
-        if not ci.is_file():
-            raise CameraError(f"{source}:{key}.camera_info: file not found: {ci}")
+        why = file_problem(ci)
+        if why:  # missing, or a FIFO / directory / device (never opened)
+            raise CameraError(f"{source}:{key}.camera_info: {why}")
         try:
             kw.update(load_camera_info(ci))
         except CameraError as err:

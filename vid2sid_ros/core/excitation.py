@@ -30,6 +30,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .files import file_problem
+
 __all__ = ["Excitation", "ExcitationError", "build_excitation", "build_excitation_sets", "EXCITATION_KINDS", "linear_chirp"]
 
 
@@ -215,8 +217,9 @@ def _csv(cfg):
     ``rate`` (1 %).
     """
     path = Path(cfg.get("path", ""))
-    if not path.is_file():
-        raise ExcitationError(f"excitation csv: file not found: {path}")
+    why = file_problem(path)
+    if why:  # missing, or a FIFO / directory / device (never opened)
+        raise ExcitationError(f"excitation csv: {why}")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_output", "read_regular_file",
-           "check_regular_file", "NotARegularFileError", "DEFAULT_MAX_FILE_BYTES"]
+           "check_regular_file", "NotARegularFileError", "DEFAULT_MAX_FILE_BYTES", "file_problem"]
 
 #: default bound on a file a model or config names (a mesh, an included MJCF, a config): 512 MiB
 DEFAULT_MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -117,6 +117,32 @@ def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -
     return atomic_write_bytes(path, text.encode(encoding))
 
 
+def _kind(mode: int) -> str:
+    """What a non-regular file is, for a message (``"a FIFO (named pipe)"``, ``"a directory"``...)."""
+    return ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+def file_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be read as a file, or None when it is a regular file (never opens it, never blocks).
+
+    Returns:
+        None, ``"file not found: PATH"``, or ``"PATH is a FIFO (named pipe), expected a regular file"``
+        (likewise a directory, a device, a socket): the tail of a one-line error whose head names
+        the file's config key or command-line flag.
+    """
+    try:
+        st = os.stat(path)  # follows a symlink: a link to a regular file is one
+    except FileNotFoundError:
+        return f"file not found: {path}"
+    except OSError as err:
+        return f"cannot read {path}: {err.strerror or err}"
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return f"{path} is {_kind(st.st_mode)}, expected a regular file"
+
+
 def _open_regular(path: Path, max_bytes: int | None, what: str) -> tuple[int, int]:
     """(descriptor, size) of ``path`` opened read-only after the regular-file and size checks."""
     try:
@@ -128,10 +154,7 @@ def _open_regular(path: Path, max_bytes: int | None, what: str) -> tuple[int, in
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode)
-                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-            raise NotARegularFileError(f"{path}: {what} is {kind}, expected a regular file")
+            raise NotARegularFileError(f"{path}: {what} is {_kind(st.st_mode)}, expected a regular file")
         if max_bytes is not None and st.st_size > max_bytes:
             raise NotARegularFileError(f"{path}: {what} is {st.st_size:,} bytes, over the limit of {max_bytes:,} bytes")
     except BaseException:

@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .excitation import Excitation, ExcitationError
+from .files import file_problem
 from .trajectory import Trajectory, TrajectoryError
 
 __all__ = ["RealTrial", "ObservationError", "jsonable"]
@@ -168,8 +169,9 @@ class RealTrial:
             FileNotFoundError: if missing. ObservationError: if malformed (names the file).
         """
         path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"real trial file not found: {path}")
+        why = file_problem(path)
+        if why:  # missing, or a FIFO / directory / device (never opened)
+            raise FileNotFoundError(f"real trial {why}")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError as err:

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from .files import file_problem
+
 __all__ = ["YAMLInputError", "load_yaml", "loads_yaml", "StrictSafeLoader"]
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -91,6 +93,9 @@ def load_yaml(path: str | Path) -> Any:
     p = Path(path)
     if p.is_dir():
         raise IsADirectoryError(f"{p}: is a directory, expected a YAML file")
+    why = file_problem(p)
+    if why and p.exists():  # a FIFO or a device: reading it could block or never end
+        raise FileNotFoundError(f"YAML file {why}")
     try:
         raw = p.read_bytes()
     except FileNotFoundError:

@@ -18,7 +18,13 @@ import numpy as np
 from ..core.trajectory import Trajectory
 from ..perception.quality import DEFAULT_MIN_TRACKED_FRACTION, check_tracking
 
-__all__ = ["TrackedClip", "track_clip", "ClipError"]
+__all__ = ["TrackedClip", "track_clip", "ClipError", "THUMB_MAX_WIDTH", "MAX_THUMBS"]
+
+#: widest thumbnail a trial source keeps, px (the report shows 200 px wide frames)
+THUMB_MAX_WIDTH = 320
+#: most thumbnails a trial source keeps per clip (the report shows at most 100 frames per trial): a longer
+#: clip keeps every n-th frame, so memory is bounded (150 x 320 x 180 x 3 B = 26 MB) whatever the clip
+MAX_THUMBS = 150
 
 
 class ClipError(ValueError):
@@ -57,10 +63,13 @@ class TrackedClip:
 
 def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float | None = None,
                max_frames: int | None = None, start_frame: int = 0, thumb_scale: float | None = 0.5,
-               thumb_every: int = 1, min_tracked_fraction: float = DEFAULT_MIN_TRACKED_FRACTION) -> TrackedClip:
+               thumb_every: int = 1, min_tracked_fraction: float = DEFAULT_MIN_TRACKED_FRACTION,
+               thumb_max_width: int | None = None, max_thumbs: int | None = None) -> TrackedClip:
     """Decode a clip once, track its markers and (optionally) keep small thumbnails.
 
-    Frames are streamed (``vid2sid_ros.io.video.iter_video``), so memory stays small.
+    Frames are streamed (``vid2sid_ros.io.video.iter_video``): one decoded frame is alive at a
+    time, and the thumbnails are bounded in size (``thumb_max_width``) and number (``max_thumbs``),
+    so memory does not grow with the clip's length or resolution.
 
     Args:
         video: the file.
@@ -69,7 +78,13 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
         max_frames: keep at most this many frames (after ``start_frame``).
         start_frame: skip this many frames at the start.
         thumb_scale: keep frames resized by this factor for reports (None: none).
-        thumb_every: keep a thumbnail of every ``thumb_every``-th frame (frames 0, n, 2n...).
+        thumb_every: keep a thumbnail of every ``thumb_every``-th frame (frames 0, n, 2n...); raised to
+            ``ceil(frames / max_thumbs)`` for a long clip (the frame count the container declares), and
+            doubled (every other thumbnail dropped) if more than ``max_thumbs`` arrive all the same.
+        thumb_max_width: thumbnails are at most this wide, px (the scale is lowered for a large frame;
+            None: ``thumb_scale`` as given). max_thumbs: most thumbnails kept (None: one per stride).
+            A trial source passes :data:`THUMB_MAX_WIDTH` and :data:`MAX_THUMBS`: the calibrate path's
+            memory is then bounded whatever the clip.
         min_tracked_fraction: warn about a marker valid in fewer than this fraction of the frames
             (:func:`vid2sid_ros.perception.quality.check_tracking`, which also warns about jumps and
             blobs unlike a marker; its summary is ``trajectory.meta["tracking"]``).
@@ -90,6 +105,11 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     if not (rate > 0 and math.isfinite(rate)):
         raise ClipError(f"{path}: the container reports no frame rate; set trial.fps")
     tracker = MarkerTracker.from_config(tracker_cfg)
+    every = max(int(thumb_every), 1)
+    expected = max(int(info.get("frames") or 0) - int(start_frame), 0)
+    expected = min(expected, int(max_frames)) if max_frames is not None else expected
+    if max_thumbs and expected > max_thumbs * every:
+        every = math.ceil(expected / max_thumbs)
     xs, vs, thumbs = [], [], []
     size = None
     pts: list[float] = []
@@ -102,8 +122,13 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
         xy, ok = tracker.detect(frame)
         xs.append(xy)
         vs.append(ok)
-        if thumb_scale and (len(xs) - 1) % max(int(thumb_every), 1) == 0:
+        if thumb_scale and len(xs) == 1 and thumb_max_width:  # the scale is fixed by the first frame
+            thumb_scale = min(float(thumb_scale), thumb_max_width / frame.shape[1])
+        if thumb_scale and (len(xs) - 1) % every == 0:
             thumbs.append(cv2.resize(frame, None, fx=thumb_scale, fy=thumb_scale, interpolation=cv2.INTER_AREA))
+            if max_thumbs and len(thumbs) > max_thumbs:  # more frames than declared: keep every other one
+                thumbs, every = thumbs[::2], 2 * every
+        del frame  # the decoded frame is not kept past its thumbnail
     if not xs:
         raise ClipError(f"{path}: no frames decoded (start_frame={start_frame})")
     kp, valid = np.stack(xs), np.stack(vs)
@@ -143,5 +168,5 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     warnings.extend(check.warnings)
     traj = traj._with(meta={**dict(traj.meta), "tracking": check.to_dict()})
     return TrackedClip(traj, rate, size, path, np.stack(thumbs) if thumbs else None,
-                       float(thumb_scale or 1.0), tuple(warnings), max(int(thumb_every), 1))
+                       float(thumb_scale or 1.0), tuple(warnings), every)
 

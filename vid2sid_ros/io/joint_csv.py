@@ -39,6 +39,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..core.excitation import Excitation
+from ..core.files import file_problem
 from ..core.trajectory import Trajectory
 
 __all__ = ["JointCsvError", "JointRecording", "load_joint_csv"]
@@ -138,8 +139,10 @@ def load_joint_csv(path: str | Path, *, joints: Mapping[str, str] | Sequence[str
         JointCsvError: one line naming the file and column/line.
     """
     path = Path(path)
-    if not path.is_file():
-        raise JointCsvError(f"{path}: joint-state CSV not found")
+    why = file_problem(path)
+    if why:  # missing, or a FIFO / directory / device (never opened)
+        raise JointCsvError(f"{path}: joint-state CSV not found" if why.startswith("file not found")
+                            else f"joint-state CSV {why}")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:

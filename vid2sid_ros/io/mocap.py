@@ -80,6 +80,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..core.trajectory import Trajectory
+from ..core.files import file_problem
 
 __all__ = ["MocapError", "MocapRecording", "load_mocap", "FORMATS", "UNITS", "frame_transform", "write_motive_csv",
            "rate_from_times"]
@@ -514,8 +515,10 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
     path = Path(path)
     if format not in FORMATS:
         raise MocapError(f"{path}: unknown mocap format {format!r}; expected one of {', '.join(FORMATS)}")
-    if not path.is_file():
-        raise MocapError(f"{path}: motion-capture file not found")
+    why = file_problem(path)
+    if why:  # missing, or a FIFO / directory / device (never opened)
+        raise MocapError(f"{path}: motion-capture file not found" if why.startswith("file not found")
+                         else f"motion-capture file {why}")
     if format == "c3d" or (format == "auto" and path.suffix.lower() == ".c3d"):
         return _load_c3d(path, markers, unit=unit, frame=frame)
     lines, delim = _lines(path)

@@ -155,15 +155,18 @@ def resolve_file(value: Any, ctx: SourceContext, key: str, *, must_exist: bool =
     """A file named by ``block[key]``: absolute, relative to the config's directory, or ``pkg:``.
 
     Raises:
-        SourceError: ``where.key: expected a file path, got ...`` or ``... file not found: PATH``.
+        SourceError: ``where.key: expected a file path, got ...``, ``... file not found: PATH`` or
+            ``... PATH is a FIFO (named pipe), expected a regular file``.
     """
+    from ..core.files import file_problem
     from ..share import resolve_path
 
     if not isinstance(value, (str, Path)) or not str(value).strip():
         raise SourceError(f"{ctx.where}.{key}: expected a file path, got {value!r}")
     p = resolve_path(value, ctx.base_dir)
-    if must_exist and not p.is_file():
-        raise SourceError(f"{ctx.where}.{key}: file not found: {p}")
+    why = file_problem(p) if must_exist else None
+    if why:  # missing, or a FIFO / directory / device: never opened (a FIFO would block the read)
+        raise SourceError(f"{ctx.where}.{key}: {why}")
     return p
 
 
@@ -248,7 +251,7 @@ def _video_probe(block: dict, ctx: SourceContext) -> tuple[int, float] | None:
 
 
 def _video_load(block: dict, ctx: SourceContext) -> Recording:
-    from .clip import ClipError, track_clip
+    from .clip import MAX_THUMBS, THUMB_MAX_WIDTH, ClipError, track_clip
     from .video import VideoError
 
     rig = ctx.rig
@@ -260,7 +263,8 @@ def _video_load(block: dict, ctx: SourceContext) -> Recording:
     try:
         clip = track_clip(block["path"], rig.tracker, fps=block.get("fps"), start_frame=int(start),
                           max_frames=None if stop is None else int(stop) - int(start),
-                          thumb_scale=0.5 if ctx.keep_frames else None,
+                          thumb_scale=0.5 if ctx.keep_frames else None, thumb_max_width=THUMB_MAX_WIDTH,
+                          max_thumbs=MAX_THUMBS,  # bounded: at most 150 thumbnails 320 px wide, not GBs
                           min_tracked_fraction=min_tracked_fraction(getattr(rig, "config", None), ctx.where))
     except (ClipError, VideoError) as err:
         raise SourceError(f"{ctx.where}: {err}") from None

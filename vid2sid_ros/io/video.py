@@ -18,12 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import cv2
 import numpy as np
 
 from ..core.trajectory import Trajectory
+from ..core.files import file_problem
 
 __all__ = ["VideoError", "VideoClip", "read_video", "iter_video", "frame_times", "video_info", "write_video",
            "write_side_by_side", "draw_keypoints"]
@@ -74,8 +75,8 @@ def _open(path: str | Path) -> tuple[cv2.VideoCapture, Path]:
     path = Path(path)
     if not path.exists():
         raise VideoError(f"video not found: {path}")
-    if not path.is_file():
-        raise VideoError(f"not a video file: {path}")
+    if not path.is_file():  # a FIFO would block the decoder's open; a directory or device is no clip either
+        raise VideoError(f"video {file_problem(path) or f'{path}: not a video file'}")
     if path.stat().st_size == 0:
         raise VideoError(f"video file is empty (0 bytes): {path}")
     cap = cv2.VideoCapture(str(path))
@@ -283,7 +284,18 @@ def _traj_frame(traj: Trajectory | None, k: int) -> tuple[np.ndarray, np.ndarray
     return traj.keypoints[k], traj.valid[k]
 
 
-def write_side_by_side(path: str | Path, frames_a: np.ndarray, frames_b: np.ndarray | None, fps: float, *,
+def _one_frame(frame: Any, what: str, k: int) -> np.ndarray:
+    """Frame ``k`` of a streamed clip checked as (H, W, 3) uint8 RGB (a (H, W) grey frame is widened)."""
+    f = np.asarray(frame)
+    if f.ndim == 2:
+        f = np.repeat(f[..., None], 3, axis=2)
+    if f.ndim != 3 or f.shape[-1] != 3 or f.dtype != np.uint8 or 0 in f.shape:
+        raise VideoError(f"{what}: frame {k}: expected (H, W, 3) uint8 RGB, got {f.shape} {f.dtype}")
+    return f
+
+
+def write_side_by_side(path: str | Path, frames_a: np.ndarray | Iterable[np.ndarray],
+                       frames_b: np.ndarray | Iterable[np.ndarray] | None, fps: float, *,
                        traj_a: Trajectory | None = None, traj_b: Trajectory | None = None,
                        labels: Sequence[str] = ("real", "sim"), codec: str = "mp4v") -> Path:
     """Write a comparison video of two clips and/or two trajectories.
@@ -292,11 +304,13 @@ def write_side_by_side(path: str | Path, frames_a: np.ndarray, frames_b: np.ndar
     each panel shows its own trajectory as filled dots and the other one as rings.
     With ``frames_b=None`` both trajectories are overlaid on ``frames_a``. Clips of
     different lengths are cut to the shorter one. Trajectory frame k is drawn on
-    video frame k (trajectories are expected step-aligned with the clips).
+    video frame k (trajectories are expected step-aligned with the clips). Frames are
+    composed and encoded one at a time: an iterable clip (a decoder, a generator) is
+    never held whole.
 
     Args:
         path: output file.
-        frames_a, frames_b: (T, H, W, 3) uint8 RGB clips.
+        frames_a, frames_b: (T, H, W, 3) uint8 RGB clips, or iterables of (H, W, 3) frames.
         fps: frame rate, Hz.
         traj_a, traj_b: optional keypoint trajectories (px in each clip's own frame).
         labels: panel captions.
@@ -307,45 +321,69 @@ def write_side_by_side(path: str | Path, frames_a: np.ndarray, frames_b: np.ndar
     Raises:
         VideoError: malformed or empty clips, or the encoder failed.
     """
-    a = _as_frames(frames_a, "frames_a")
-    b = _as_frames(frames_b, "frames_b") if frames_b is not None else None
-    T = a.shape[0] if b is None else min(a.shape[0], b.shape[0])
-    H, W = a.shape[1:3]
-    sb = 1.0
-    if b is not None and b.shape[1] != H:
-        sb = H / b.shape[1]
-    out = []
-    for k in range(T):
-        fa = cv2.cvtColor(a[k], cv2.COLOR_RGB2BGR)
-        pa, pb = _traj_frame(traj_a, k), _traj_frame(traj_b, k)
-        names_a = traj_a.names if traj_a is not None else None
-        if b is None:
-            if pb is not None:
-                draw_keypoints(fa, *pb, filled=False, radius=6)
-            if pa is not None:
-                draw_keypoints(fa, *pa, filled=True, radius=3, names=names_a)
-            _caption(fa, f"{labels[0]} (dots) vs {labels[1]} (rings)" if traj_b is not None and len(labels) > 1
-                     else f"{labels[0]} (dots)")  # one trajectory: nothing to compare it with
-            out.append(fa)
-            continue
-        fb = cv2.cvtColor(b[k], cv2.COLOR_RGB2BGR)
-        if sb != 1.0:
-            fb = cv2.resize(fb, (int(round(b.shape[2] * sb)), H), interpolation=cv2.INTER_AREA)
-        # panel a: own dots, b's rings (b's keypoints are in b's pixel frame; scale if resized)
+    if isinstance(frames_a, np.ndarray) or frames_a is None:
+        frames_a = _as_frames(frames_a, "frames_a")
+    if isinstance(frames_b, np.ndarray):
+        frames_b = _as_frames(frames_b, "frames_b")
+    if not (fps > 0 and np.isfinite(fps)):
+        raise VideoError(f"fps must be > 0, got {fps}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pairs = zip(frames_a, frames_b) if frames_b is not None else ((f, None) for f in frames_a)
+    writer, k = None, -1
+    try:
+        for k, (a_k, b_k) in enumerate(pairs):
+            fa = cv2.cvtColor(_one_frame(a_k, "frames_a", k), cv2.COLOR_RGB2BGR)
+            fb = None if b_k is None else _one_frame(b_k, "frames_b", k)
+            out = _side_by_side_frame(fa, fb, k, traj_a, traj_b, labels)
+            if writer is None:
+                writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*codec), float(fps),
+                                         (out.shape[1], out.shape[0]))
+                if not writer.isOpened():
+                    raise VideoError(f"cannot open a {codec} video writer for {path} ({out.shape[1]}x{out.shape[0]} "
+                                     f"px at {fps} Hz)")
+            writer.write(out)
+    finally:
+        if writer is not None:
+            writer.release()
+    if k < 0:
+        raise VideoError("frames_a/frames_b: no frames (T = 0)")
+    if not path.is_file() or path.stat().st_size == 0:
+        raise VideoError(f"encoder produced no output for {path}")
+    return path
+
+
+def _side_by_side_frame(fa: np.ndarray, b: np.ndarray | None, k: int, traj_a: Trajectory | None,
+                        traj_b: Trajectory | None, labels: Sequence[str]) -> np.ndarray:
+    """Frame ``k`` of :func:`write_side_by_side` (BGR): ``fa`` (BGR, drawn on) and ``b`` (RGB) or None."""
+    H = fa.shape[0]
+    pa, pb = _traj_frame(traj_a, k), _traj_frame(traj_b, k)
+    names_a = traj_a.names if traj_a is not None else None
+    if b is None:
         if pb is not None:
-            draw_keypoints(fa, pb[0] * sb, pb[1], filled=False, radius=6)
+            draw_keypoints(fa, *pb, filled=False, radius=6)
         if pa is not None:
             draw_keypoints(fa, *pa, filled=True, radius=3, names=names_a)
-        if pa is not None:  # the resized panel b shares a's pixel frame
-            draw_keypoints(fb, *pa, filled=False, radius=6)
-        if pb is not None:
-            draw_keypoints(fb, pb[0] * sb, pb[1], filled=True, radius=3,
-                           names=traj_b.names if traj_b is not None else None)
-        _caption(fa, labels[0])
-        _caption(fb, labels[1] if len(labels) > 1 else "b")
-        out.append(np.concatenate([fa, fb], axis=1))
-    rgb = np.stack([cv2.cvtColor(f, cv2.COLOR_BGR2RGB) for f in out])
-    return write_video(path, rgb, fps, codec=codec)
+        _caption(fa, f"{labels[0]} (dots) vs {labels[1]} (rings)" if traj_b is not None and len(labels) > 1
+                 else f"{labels[0]} (dots)")  # one trajectory: nothing to compare it with
+        return fa
+    sb = H / b.shape[0] if b.shape[0] != H else 1.0
+    fb = cv2.cvtColor(b, cv2.COLOR_RGB2BGR)
+    if sb != 1.0:
+        fb = cv2.resize(fb, (int(round(b.shape[1] * sb)), H), interpolation=cv2.INTER_AREA)
+    # panel a: own dots, b's rings (b's keypoints are in b's pixel frame; scale if resized)
+    if pb is not None:
+        draw_keypoints(fa, pb[0] * sb, pb[1], filled=False, radius=6)
+    if pa is not None:
+        draw_keypoints(fa, *pa, filled=True, radius=3, names=names_a)
+    if pa is not None:  # the resized panel b shares a's pixel frame
+        draw_keypoints(fb, *pa, filled=False, radius=6)
+    if pb is not None:
+        draw_keypoints(fb, pb[0] * sb, pb[1], filled=True, radius=3,
+                       names=traj_b.names if traj_b is not None else None)
+    _caption(fa, labels[0])
+    _caption(fb, labels[1] if len(labels) > 1 else "b")
+    return np.concatenate([fa, fb], axis=1)
 
 
 def _caption(frame_bgr: np.ndarray, text: str) -> None:

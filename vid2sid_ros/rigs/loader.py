@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..core.files import file_problem
 from ..core.excitation import Excitation, ExcitationError, build_excitation, build_excitation_sets
 from ..core.parameters import ParameterSet, ParameterSpec, ParameterSpecError, load_parameter_set
 from ..core.rig import Rig, TrialSpec, UnknownRigError
@@ -206,8 +207,9 @@ def _legacy_trial(doc: dict[str, Any], file: str) -> None:
 def _parameters(value: Any, file: str, base: Path) -> ParameterSet:
     if isinstance(value, str):
         p = resolve_path(value, base)
-        if not p.is_file():
-            raise RigConfigError(f"{file}:parameters: file not found: {p}")
+        why = file_problem(p)
+        if why:  # missing, or a FIFO / directory / device (never opened)
+            raise RigConfigError(f"{file}:parameters: {why}")
         try:
             return load_parameter_set(p)
         except (ParameterSpecError, FileNotFoundError) as err:
@@ -444,8 +446,9 @@ def _user_model_rig(doc: Mapping[str, Any], model: Any, name: str, file: str, ba
         raw = model["path"] if isinstance(model, Mapping) else model
         model_path = resolve_path(raw, base)
         model_key = "model.path" if isinstance(model, Mapping) else "model"
-        if not Path(model_path).is_file():
-            raise RigConfigError(f"{file}:{model_key}: model file not found: {model_path}")
+        why = file_problem(model_path)
+        if why:  # missing, or a FIFO / directory / device (never opened)
+            raise RigConfigError(f"{file}:{model_key}: model " + why)
         if Path(model_path).suffix.lower() not in (".xml", ".mjcf", ".urdf"):
             raise RigConfigError(f"{file}:{model_key}: expected an MJCF (.xml) or URDF (.urdf) file, got "
                                  f"{Path(model_path).name}")

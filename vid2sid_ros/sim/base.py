@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Callable, Iterable, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from ..core.excitation import Excitation
 from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory
 
-__all__ = ["Twin", "RolloutResult", "TwinError", "CameraIntrinsics", "RolloutLimits", "RolloutMeter",
+__all__ = ["Twin", "RolloutResult", "rollout_frames", "TwinError", "CameraIntrinsics", "RolloutLimits", "RolloutMeter",
            "DEFAULT_MAX_SUBSTEPS", "in_image_valid", "whole_px"]
 
 #: default cap on physics substeps per rollout: about 60x the tentacle's worst case
@@ -208,3 +208,42 @@ class Twin(Protocol):
     # Optional: ``export_model(path) -> Path`` writes the model file with the current
     # parameters (MJCF for MuJoCo twins), and ``model_suffix`` names its file type; the
     # calibration loop saves ``calibrated_model<suffix>`` beside ``result.yaml`` with it.
+
+
+def rollout_frames(twin: Twin, excitation: Excitation, sink: Callable[[int, np.ndarray], None], *,
+                   rows: Iterable[int] | None = None) -> RolloutResult:
+    """A rendered rollout whose frames are handed to ``sink(row, frame)`` one at a time, not kept.
+
+    A twin whose ``rollout`` takes ``frame_sink`` (and ``render_rows``), as the user MuJoCo
+    twin does, renders into one reused (H, W, 3) uint8 buffer: memory is one camera frame
+    whatever the trial's length (a 20 s trial filmed at 3840 x 2160 px would be 15 GB of
+    frames). Any other twin renders the whole rollout as before and its frames are handed
+    over from the array (the built-in twins' cameras are small).
+
+    Args:
+        twin: the twin. excitation: the commands replayed.
+        sink: called with the row index and the frame (RGB; copy what you keep: the buffer is reused).
+        rows: the rows wanted, in any order (None: every row); ``sink`` sees them in row order.
+
+    Returns:
+        The :class:`RolloutResult`, ``frames`` None.
+
+    Raises:
+        TwinError: as the twin's ``rollout`` (no OpenGL, bad commands).
+    """
+    import inspect
+
+    wanted = None if rows is None else sorted({int(r) for r in rows})
+    try:
+        streams = "frame_sink" in inspect.signature(twin.rollout).parameters
+    except (TypeError, ValueError):
+        streams = False
+    if streams:
+        res = twin.rollout(excitation, render=True, frame_sink=sink, render_rows=wanted)
+        return RolloutResult(res.trajectory, None, res.diverged, res.message, res.state)
+    res = twin.rollout(excitation, render=True)
+    frames = res.frames
+    if frames is not None:
+        for k in (range(len(frames)) if wanted is None else [r for r in wanted if 0 <= r < len(frames)]):
+            sink(k, frames[k])
+    return RolloutResult(res.trajectory, None, res.diverged, res.message, res.state)

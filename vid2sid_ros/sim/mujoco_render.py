@@ -253,6 +253,12 @@ def preview_size(width: int, height: int, preview_width: int | None) -> tuple[in
     return w, max(2, int(round(height * w / width)) // 2 * 2)
 
 
+#: bound on the multisampled offscreen buffer, pixels x samples: a camera larger than 2560 x 1440 px renders
+#: with fewer than the model's ``offsamples`` (a 3840 x 2160 camera with 4 samples held about 400 MB of GL
+#: buffers; with 1 about 130 MB). Smaller cameras render as the model says.
+MAX_SAMPLED_PIXELS = 16_000_000
+
+
 class OffscreenRenderer:
     """Render one fixed camera of a model into RGB arrays.
 
@@ -286,6 +292,9 @@ class OffscreenRenderer:
                             "<visual><global offwidth=... offheight=...> in the model")
         self.model = model
         self.width, self.height = int(width), int(height)
+        q = model.vis.quality
+        if q.offsamples * self.width * self.height > MAX_SAMPLED_PIXELS:  # a very large camera: fewer samples
+            q.offsamples = MAX_SAMPLED_PIXELS // (self.width * self.height)
         _drain_pending()
         ctx = _make_gl_context(self.width, self.height)
         try:

@@ -56,7 +56,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -765,7 +765,9 @@ class UserModelTwin:
             cv2.remap(img, self._maps[0], self._maps[1], cv2.INTER_LINEAR, dst=out, borderMode=cv2.BORDER_REPLICATE)
 
     def rollout(self, excitation: Excitation, *, render: bool = False,
-                render_steps: Sequence[int] | None = None, render_width: int | None = None) -> RolloutResult:
+                render_steps: Sequence[int] | None = None, render_width: int | None = None,
+                frame_sink: Callable[[int, np.ndarray], None] | None = None,
+                render_rows: Iterable[int] | None = None) -> RolloutResult:
         """Reset to the trial's initial state and replay ``excitation`` (deterministic).
 
         Row ``k`` is the state at ``time_offset + k / rate`` s, before command ``k`` acts
@@ -783,6 +785,11 @@ class UserModelTwin:
                 rendering every row).
             render_width: with ``render``, frames this many px wide (the same view, aspect kept:
                 :func:`~.mujoco_render.preview_size`) instead of the camera's size; None: full size.
+            frame_sink: with ``render``, stream the frames instead of keeping them: called as
+                ``frame_sink(row, frame)`` with (H, W, 3) uint8 RGB in one buffer reused for every row
+                (copy what you keep); ``frames`` is then None, so memory is one frame whatever ``T``.
+            render_rows: with ``frame_sink``, render only these rows, in row order (None: every row;
+                rows outside [0, T) are skipped).
 
         Returns:
             :class:`RolloutResult`; ``state`` holds ``qpos`` (T, nq), ``qvel`` (T, nv),
@@ -815,10 +822,13 @@ class UserModelTwin:
         qpos = np.full((T, m.nq), np.nan)
         qvel = np.full((T, m.nv), np.nan)
         cam0 = self.camera_at(anchor, offset) if render else None
+        if render and frame_sink is not None and render_rows is not None and render_steps is None:
+            render_steps = sorted({int(r) for r in render_rows if 0 <= int(r) < T})
         want = _render_rows(T, render_steps) if render else {}
         size = preview_size(cam0.width, cam0.height, render_width) if render else None
-        frames = (np.zeros((len(render_steps) if render_steps is not None else T, size[1], size[0], 3), np.uint8)
-                  if render else None)
+        n_frames = len(render_steps) if render_steps is not None else T
+        frames = (np.zeros((n_frames, size[1], size[0], 3), np.uint8) if render and frame_sink is None else None)
+        buf = np.zeros((size[1], size[0], 3), np.uint8) if render and frame_sink is not None else None
         for k in range(T_run):
             problem = self._divergence() if k % 32 == 0 or k == T - 1 else ""
             if problem:
@@ -835,7 +845,11 @@ class UserModelTwin:
                 pts[k, j] = self._point(d, ref)
             qpos[k], qvel[k] = d.qpos, d.qvel
             for j in want.get(k, ()):
-                self._render_frame(d, anchor, offset + k * period, frames[j])
+                if frames is not None:
+                    self._render_frame(d, anchor, offset + k * period, frames[j])
+                else:
+                    self._render_frame(d, anchor, offset + k * period, buf)
+                    frame_sink(k, buf)
             if m.nu:
                 d.ctrl[:] = ctrl[k]
             mujoco.mj_step(m, d, nsub)
