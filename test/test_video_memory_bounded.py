@@ -189,9 +189,12 @@ def test_the_videos_a_watching_proposer_gets_are_streamed(tmp_path, monkeypatch)
     renders = []
     inner = UserModelTwin.rollout
 
-    def watched(self, exc, *, render=False, frame_sink=None, render_rows=None):
-        renders.append((render, frame_sink is not None)) if render else None
-        return inner(self, exc, render=render, frame_sink=frame_sink, render_rows=render_rows)
+    def watched(self, exc, *, render=False, render_steps=None, render_width=None, frame_sink=None, render_rows=None):
+        # streamed, or only some rows at a thumbnail's width (the report's renders)
+        renders.append((render, frame_sink is not None or (render_steps is not None and render_width is not None))
+                       ) if render else None
+        return inner(self, exc, render=render, render_steps=render_steps, render_width=render_width,
+                     frame_sink=frame_sink, render_rows=render_rows)
 
     monkeypatch.setattr(UserModelTwin, "rollout", watched)
     got = {}
@@ -207,7 +210,7 @@ def test_the_videos_a_watching_proposer_gets_are_streamed(tmp_path, monkeypatch)
     run_calibration(rig, real, Watcher(), CalibrationConfig(iterations=1, rollout_budget=None, identifiability=False,
                                                             final_identifiability=False, diagnosis=False), tmp_path)
     videos = got[1]
-    assert renders and all(sink for _, sink in renders), renders  # every render streamed
+    assert renders and all(ok for _, ok in renders), renders  # every render streamed or thinned and small
     T = real.train[0].num_frames
     assert read_video(videos["side_by_side"]).num_frames == T
     assert video_info(videos["sim"])["frames"] == T
