@@ -30,7 +30,7 @@ CASES = [
     ("bench_finger.py", ["--repeats", "1"], "rollout+render+track"),
     ("bench_mocap_parse.py", ["--rows", "200", "--markers", "2", "--csv", "{out}/m.csv", "--out", "{out}/m.json"],
      "rows"),
-    ("bench_mocap_rod.py", ["--seeds", "1", "--no-diagnosis", "--out", "{out}"], "%"),
+    ("bench_mocap_rod.py", ["--seeds", "1", "--takes", "3", "--no-diagnosis", "--out", "{out}"], "%"),
     ("bench_peers.py", ["--rig", "finger", "--seeds", "1", "--budgets", "6", "--out", "{out}"], "| mujoco-sysid |"),
     ("bench_pendulum.py", ["--variants", "1", "--budget", "12", "--iterations", "2", "--no-diagnosis"], "holdout"),
     ("bench_ros_pipeline.py", ["--rates", "30", "--duration", "2", "--propose-calls", "1"], "Hz"),
