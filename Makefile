@@ -20,8 +20,11 @@ check-venv:
 demo: $(SETUP_DEP)
 	@$(ROS_ENV) $(VENV)/bin/vid2sid demo $(ARGS)
 
+# Two worker processes (pytest-xdist), a test file per worker at a time so module fixtures are
+# built once; each worker has a ROS domain of its own (test/conftest.py). TEST_JOBS=1: one process.
+TEST_JOBS ?= 2
 test: $(SETUP_DEP)
-	@$(ROS_ENV) $(PY) -m pytest -q test $(PYTEST_ARGS)
+	@$(ROS_ENV) $(PY) -m pytest -q $(if $(filter-out 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) test $(PYTEST_ARGS)
 
 # The README's picture: the browser test's screenshot of a calibration report (needs chromium).
 readme-picture: $(SETUP_DEP)

@@ -13,7 +13,7 @@ with ``vid2sid_ros.io.mocap.load_mocap``; four trials fitted by the offline
 
 Usage::
 
-    nice python3 bench/bench_mocap_rod.py [--seeds 5] [--out runs/bench_mocap_rod]
+    nice python3 bench/bench_mocap_rod.py [--seeds 5] [--takes 5] [--out runs/bench_mocap_rod] [--no-diagnosis]
 
 Writes ``results.json``, ``results.md`` and ``mocap_rod.png`` (errors per seed) to ``--out``.
 """
@@ -45,6 +45,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench_mocap_rod")
+    ap.add_argument("--takes", type=int, default=len(POSES), choices=range(2, len(POSES) + 1),
+                    help=f"takes per seed, the last one held out (default {len(POSES)}: four fitted, one holdout)")
+    ap.add_argument("--no-diagnosis", action="store_true",
+                    help="leave out each run's residual diagnosis (not in this table; diagnostic rollouts only)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -52,12 +56,13 @@ def main(argv=None) -> int:
         d = args.out / f"seed{seed}"
         twin = make_twin(d / "model")
         truth = draw_ground_truth(twin.parameters, seed)
-        excs = [release_excitation(f"pose{i}", p) for i, p in enumerate(POSES)]
+        excs = [release_excitation(f"pose{i}", p) for i, p in enumerate(POSES[:args.takes])]
         real = real_trial_from_takes(record_motive_takes(twin, truth, excs, d / "takes", seed=seed), excs)
         twin.set_parameters(twin.parameters.nominal())
         t0 = time.perf_counter()
         res = run_calibration(twin, real, make_proposer("reasoner"),
-                              CalibrationConfig(iterations=10, rollout_budget=200, seed=seed), d / "run")
+                              CalibrationConfig(iterations=10, rollout_budget=200, seed=seed,
+                                                diagnosis=not args.no_diagnosis), d / "run")
         rel = relative_parameter_error(res.values, truth, twin.parameters.free_names)
         row = {"seed": seed, "truth": {k: truth[k] for k in rel}, "identified": {k: res.values[k] for k in rel},
                "relative_error_pct": {k: 100 * v for k, v in rel.items()},

@@ -11,11 +11,13 @@ Prints:
 * the offline reasoner through the calibration loop at the demo's budget, with and
   without the frame-timing repair (single dropped/repeated frames of the phone).
 
-Run: ``python bench/bench_pendulum.py`` (a few minutes on 2 cores).
+Run: ``python bench/bench_pendulum.py [--variants 5] [--budget 120] [--iterations 8] [--no-diagnosis]`` (minutes
+on 2 cores; the defaults are the figures the docs cite).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -54,7 +56,16 @@ def lsq_fit(twin, real, params):
     return obj.evaluate(v)[0].error_px, hobj.evaluate(v)[0].error_px, v, count[0]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variants", type=int, default=5,
+                    help="how many of the five model variants to fit by direct least squares (in the order printed)")
+    ap.add_argument("--budget", type=int, default=120, help="the reasoner's rollout budget (the demo's: 120)")
+    ap.add_argument("--iterations", type=int, default=8, help="the reasoner's iteration limit")
+    ap.add_argument("--no-diagnosis", action="store_true",
+                    help="leave out the residual diagnosis after each reasoner run (not printed here; its "
+                         "diagnostic rollouts are most of the run's time)")
+    args = ap.parse_args(argv)
     rig = load_rig("pendulum")
     t0 = time.perf_counter()
     clip = track_clip(rig.trials[0].source["video"]["path"], rig.tracker, thumb_scale=None)
@@ -91,7 +102,7 @@ def main() -> int:
     ]
     print(f"\n{'direct least squares (scipy TRF)':38s} {'train px':>9s} {'holdout px':>11s} {'length m':>9s} "
           f"{'evals':>6s} {'s':>5s}")
-    for label, p in variants:
+    for label, p in variants[:args.variants]:
         t0 = time.perf_counter()
         tr, ho, v, n = lsq_fit(twin, real, p)
         extra = f"  k1={v['lens_k1']:+.4f}" if "lens_k1" in p.free_names else ""
@@ -104,9 +115,11 @@ def main() -> int:
         p = params if retime else estimate_start(r_real.train[0], rig.parameters).apply(rig.parameters)
         t0 = time.perf_counter()
         res = run_calibration(rig, r_real, make_proposer("reasoner"),
-                              CalibrationConfig(iterations=8, rollout_budget=120, identifiability=False,
-                                                final_identifiability=False), None, parameters=p)
-        print(f"reasoner, budget 120, {'frame timing repaired' if retime else 'frames at k / fps (no repair)'}: "
+                              CalibrationConfig(iterations=args.iterations, rollout_budget=args.budget,
+                                                identifiability=False, final_identifiability=False,
+                                                diagnosis=not args.no_diagnosis), None, parameters=p)
+        timing = "frame timing repaired" if retime else "frames at k / fps (no repair)"
+        print(f"reasoner, budget {args.budget}, {timing}: "
               f"train {res.error_px:.3f} px, holdout {res.holdout_mae_px:.3f} px, length "
               f"{res.values['length']:.4f} m, {res.rollouts} rollouts, {time.perf_counter() - t0:.1f} s")
     return 0

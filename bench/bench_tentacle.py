@@ -13,7 +13,7 @@ Prints, for the ``tentacle`` (air) and ``tentacle_water`` rigs:
 
 Usage::
 
-    python3 bench/bench_tentacle.py [--repeats 3] [--skip-cold] [--rig tentacle|tentacle_water|both]
+    python3 bench/bench_tentacle.py [--repeats 3] [--skip-cold] [--rig tentacle|tentacle_water|both] [--duration 5]
 
 Each measurement runs in its own subprocess, one at a time (the machine is shared).
 """
@@ -45,7 +45,7 @@ twin.rollout(short)
 t_first = time.perf_counter() - t0
 out = {"import_s": t_import, "first_rollout_total_s": t_first, "repeats": []}
 exc = build_excitation({"kind": "multisine", "amplitude": 0.8, "frequencies": [0.5, 1.3, 2.4], "seed": 3,
-                        "duration": 5.0, "rate": 30.0}, ("tendon",))
+                        "duration": float(sys.argv[3]), "rate": 30.0}, ("tendon",))
 tracker = CenterlineTracker.from_config(rig.tracker)
 for _ in range(int(sys.argv[2])):
     a = time.perf_counter()
@@ -65,13 +65,14 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _child(rig: str, repeats: int, cache_dir: str | None) -> dict:
+def _child(rig: str, repeats: int, cache_dir: str | None, duration_s: float = 5.0) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     if cache_dir is not None:
         env["NUMBA_CACHE_DIR"] = cache_dir
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _CHILD, rig, str(repeats)], env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", _CHILD, rig, str(repeats), str(duration_s)], env=env,
+                          capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark child failed ({rig}):\n{proc.stderr[-3000:]}")
@@ -87,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="5 s rollout+render+track repeats (median reported)")
     ap.add_argument("--skip-cold", action="store_true", help="skip the cold-cache compile measurement (~1-2 min)")
     ap.add_argument("--rig", default="both", choices=["tentacle", "tentacle_water", "both"])
+    ap.add_argument("--duration", type=float, default=5.0,
+                    help="seconds of the multisine rollout (default 5 s, the figure the docs cite)")
     args = ap.parse_args(argv)
     rigs = ["tentacle", "tentacle_water"] if args.rig == "both" else [args.rig]
     print(f"bench_tentacle: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} "
@@ -99,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['first_rollout_total_s']:.1f} s (process {r['process_wall_s']:.1f} s); "
                   f"{n_files} compiled kernels cached; notice: {r['stderr_first_line']!r}")
     for rig in rigs:
-        r = _child(rig, args.repeats, None)
+        r = _child(rig, args.repeats, None, args.duration)
         reps = r["repeats"]
 
         def med(key: str) -> float:
@@ -108,11 +111,12 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"{rig}: warm start (cached kernels) import+build {r['import_s']:.2f} s, import+first rollout "
               f"{r['first_rollout_total_s']:.2f} s")
-        print(f"{rig}: 5 s rollout+render+track: {med('total_s'):.2f} s median of {len(reps)} "
+        print(f"{rig}: {args.duration:g} s rollout+render+track: {med('total_s'):.2f} s median of {len(reps)} "
               f"(sim {med('sim_s'):.2f} s with {reps[0]['substeps_per_command']} substeps of "
               f"{1e6 * reps[0]['physics_timestep_s']:.0f} us per command, render {med('render_s'):.2f} s, "
               f"track {med('track_s'):.2f} s; tracking error {med('tracking_error_px'):.2f} px mean) "
-              f"-> target < 10 s: {'met' if med('total_s') < 10 else 'NOT met'}")
+              + (f"-> target < 10 s: {'met' if med('total_s') < 10 else 'NOT met'}" if args.duration == 5.0
+                 else "(the < 10 s target is for a 5 s rollout)"))
     return 0
 
 

