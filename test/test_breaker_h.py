@@ -38,7 +38,7 @@ def test_a_huge_time_offset_pre_roll_is_charged_to_the_substep_budget():
         exc = Excitation("t1", 30.0, np.zeros((30, 1)), ("pivot_torque",), {"trial": "t1", "time_offset": offset})
         t0 = time.monotonic()
         res = twin.rollout(exc)
-        assert time.monotonic() - t0 < 5.0
+        assert time.monotonic() - t0 < 30.0  # refused, not stepped (hours)
         assert res.diverged and res.message.startswith("rollout refused: it needs ")
         assert "time_offset pre-roll" in res.message and "calibration.rollout_max_substeps" in res.message
         assert not res.trajectory.valid.any()

@@ -48,7 +48,7 @@ def test_tentacle_at_1e15_pa_is_refused_at_once_and_the_bounds_are_warned_about(
     twin.set_parameters({"youngs_modulus": 1e15})
     t0 = time.monotonic()
     res = twin.rollout(exc[0])
-    assert time.monotonic() - t0 < 5.0  # refused before stepping (was: hours)
+    assert time.monotonic() - t0 < 30.0  # refused before stepping (was: hours)
     assert res.diverged and res.message.startswith("rollout refused: it needs ")
     assert "youngs_modulus 1e+15 Pa" in res.message and "calibration.rollout_max_substeps" in res.message
     assert not res.trajectory.valid.any()
@@ -62,7 +62,7 @@ def test_tentacle_at_1e15_pa_is_refused_at_once_and_the_bounds_are_warned_about(
     with pytest.raises(TwinError, match=r"tentacle twin: rollout refused: it needs 6,\d{3},\d{3} physics substeps "
                                         r"\(one 0.03333 s command period at youngs_modulus 1e\+15 Pa\)"):
         twin.step([0.0], exc[0].period)
-    assert time.monotonic() - t0 < 5.0
+    assert time.monotonic() - t0 < 30.0  # refused, not stepped (hours)
 
 
 class StiffToy(ToyArmTwin):

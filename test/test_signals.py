@@ -54,7 +54,7 @@ def test_sigterm_mid_calibration_says_how_to_resume_and_exits_143(tmp_path, monk
         _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
-    assert time.monotonic() - t0 < 10.0
+    assert time.monotonic() - t0 < 20.0  # honoured, not waited out (generous for a loaded machine)
     assert proc.returncode == 143, err  # 128 + SIGTERM, was -15
     assert "Traceback" not in err
     assert "stopped: interrupted (SIGTERM); completed iterations are saved in" in err
