@@ -20,12 +20,12 @@ point out one at a time with their own loop, so that a blow-up is reported exact
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import mujoco
 import numpy as np
 
-__all__ = ["batched_states", "full_state", "points_per_batch", "FULL_STATE", "MAX_BATCH_BYTES"]
+__all__ = ["batched_states", "full_state", "points_per_batch", "BatchScratch", "FULL_STATE", "MAX_BATCH_BYTES"]
 
 #: the state ``mujoco.rollout`` takes and returns (time, qpos, qvel, act, history, mocap, plugin)
 FULL_STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -94,3 +94,25 @@ def batched_states(models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjDa
     clean &= np.all(np.isfinite(states), axis=(1, 2))
     clean &= np.all(np.abs(states[:, :, 1:1 + nq]) <= max_abs_qpos, axis=(1, 2))
     return states, clean
+
+
+class BatchScratch:
+    """What both MuJoCo twins' ``rollout_batch`` share: scratch MjData kept between batches, and a point
+    re-run by the twin's own loop (a rollout the batch could not reproduce cleanly).
+
+    The twin provides ``model`` (its MjModel), ``set_parameters(values)`` and ``rollout(excitation)``.
+    """
+
+    model: mujoco.MjModel
+
+    def _rollout_at(self, values: Mapping[str, float], excitation: Any) -> Any:
+        """The twin's own rollout of ``excitation`` at ``values`` (a RolloutResult)."""
+        self.set_parameters(values)  # type: ignore[attr-defined]
+        return self.rollout(excitation)  # type: ignore[attr-defined]
+
+    def _batch_datas(self, nthread: int) -> list[mujoco.MjData]:
+        """``nthread`` scratch MjData for batched rollouts (kept; the first also reads the samples)."""
+        datas = self.__dict__.setdefault("_batch_data", [])
+        while len(datas) < max(1, nthread):
+            datas.append(mujoco.MjData(self.model))
+        return datas[:max(1, nthread)]

@@ -45,6 +45,7 @@ from ..core.excitation import Excitation, build_excitation_sets  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
 from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError  # noqa: E402
+from .mujoco_batch import BatchScratch  # noqa: E402
 from .mujoco_constants import derived_field_problem, refresh_constants  # noqa: E402
 from .mujoco_model import compiled_model_xml  # noqa: E402
 from .mujoco_render import (OffscreenRenderer, camera_extrinsics, camera_intrinsics, move_camera,  # noqa: E402
@@ -143,7 +144,7 @@ def _split_top_level(text: str) -> list[str]:
     return [p for p in parts if p.strip()] or [text]
 
 
-class FingerTwin:
+class FingerTwin(BatchScratch):
     """Simulated tendon-driven finger with a fixed camera (implements ``Twin``).
 
     Args:
@@ -614,17 +615,6 @@ class FingerTwin:
         if len(out) and self._values != points[-1][0]:  # a point re-run after the batch: back to the last
             self.set_parameters(values[-1])
         return out
-
-    def _rollout_at(self, values: Mapping[str, float], excitation: Excitation) -> RolloutResult:
-        self.set_parameters(values)
-        return self.rollout(excitation)
-
-    def _batch_datas(self, nthread: int) -> list[mujoco.MjData]:
-        """``nthread`` scratch MjData for batched rollouts (kept; the first also reads the samples)."""
-        datas = self.__dict__.setdefault("_batch_data", [])
-        while len(datas) < max(1, nthread):
-            datas.append(mujoco.MjData(self.model))
-        return datas[:max(1, nthread)]
 
     def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
                         states: np.ndarray, ctrl: np.ndarray, nsub: int, values: dict[str, float]) -> RolloutResult:

@@ -71,6 +71,7 @@ from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, 
 from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionError  # noqa: E402
 from ..share import PACKAGE_DIR, resolve_path  # noqa: E402,F401  (re-exported)
 from .mujoco_constants import refresh_constants  # noqa: E402
+from .mujoco_batch import BatchScratch  # noqa: E402
 from .mujoco_finger import _render_rows, parse_targets  # noqa: E402
 from .mujoco_model import (MarkerSpec, ModelError, build_model, compiled_model_xml, distortion_maps,  # noqa: E402
                            parse_actuators, parse_markers, set_camera)
@@ -289,7 +290,7 @@ def write_model_bindings(model: mujoco.MjModel, writes: Sequence[tuple[Binding, 
         refresh_constants(model, data)
 
 
-class UserModelTwin:
+class UserModelTwin(BatchScratch):
     """A user's MuJoCo or URDF model filmed by a camera (implements ``Twin`` and ``SteppableTwin``).
 
     The camera is either a real :class:`~vid2sid_ros.core.camera.PinholeCamera` (``camera=``:
@@ -944,17 +945,6 @@ class UserModelTwin:
         if len(out) and self._values != points[-1][0]:  # a point re-run after the batch: back to the last
             self.set_parameters(values[-1])
         return out
-
-    def _rollout_at(self, values: Mapping[str, float], excitation: Excitation) -> RolloutResult:
-        self.set_parameters(values)
-        return self.rollout(excitation)
-
-    def _batch_datas(self, nthread: int) -> list[mujoco.MjData]:
-        """``nthread`` scratch MjData for batched rollouts (kept; the first also reads the samples)."""
-        datas = self.__dict__.setdefault("_batch_data", [])
-        while len(datas) < max(1, nthread):
-            datas.append(mujoco.MjData(self.model))
-        return datas[:max(1, nthread)]
 
     def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
                         states: np.ndarray, nsub: int, values: dict[str, float], offset: float, anchor: np.ndarray,
