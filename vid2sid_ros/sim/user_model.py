@@ -727,10 +727,22 @@ class UserModelTwin(BatchScratch):
         return self.projection.project(pts, anchor, time)
 
     # -- rendering ----------------------------------------------------------------
-    def _get_renderer(self):
-        if self._renderer is None:
+    def _get_renderer(self, size: tuple[int, int] | None = None):
+        """The offscreen renderer, at least ``size`` (w, h) px (None: the camera's image size).
+
+        It is made at the first size asked for and remade larger only when a larger image is asked for:
+        a run that renders only report thumbnails never holds the GL buffers of a 3840 x 2160 camera.
+        """
+        if size is None:
             cam = self.camera_at()
-            self._renderer = OffscreenRenderer(self.model, cam.width, cam.height, self._cam_id, maxgeom=self._maxgeom)
+            size = (cam.width, cam.height)
+        r = self._renderer
+        if r is not None and (r.width < size[0] or r.height < size[1]):
+            r.close()
+            self._renderer = r = None
+        if r is None:
+            self._renderer = OffscreenRenderer(self.model, int(size[0]), int(size[1]), self._cam_id,
+                                               maxgeom=self._maxgeom)
         self._renderer.make_current()
         return self._renderer
 
@@ -750,7 +762,7 @@ class UserModelTwin(BatchScratch):
             cam = cam.resized(*size)
         set_camera(self.model, self._cam_id, cam)
         mujoco.mj_camlight(self.model, d)
-        r = self._get_renderer()
+        r = self._get_renderer(size)
         if self._pinhole is not None:
             key = (cam.fx, cam.fy, cam.cx, cam.cy, cam.distortion)
             if key != self._maps_key:
