@@ -18,7 +18,8 @@ them: the readings of steps 0..T-2 stamped with the time after each step). Each 
 own Python process, timed from start to exit (interpreter start, imports, loading, fitting,
 writing results); the wall time is the median of ``--repeat`` runs, CPU is that of the child
 process. The accuracy of both results against the truth is printed beside it: the ratio means
-something only when vid2sid's error is no worse than mujoco.sysid's (or within mujoco.sysid's own test tolerance, 1e-4 absolute).
+something only when vid2sid's error is no worse than mujoco.sysid's (or within mujoco.sysid's
+own test tolerance, 1e-4 absolute).
 
 A vid2sid run writes its whole run directory (result.json, result.yaml, iterations.jsonl,
 trials.json, the calibrated model, report.html) and runs its diagnostics (identifiability at the
@@ -73,9 +74,10 @@ def _sysid_script(problem: S.Problem) -> str:
     for p, (target, _) in problem.params.items():
         accessor, obj, attr = S.spec_field(target)
         start = float(problem.start[p])
+        setter = f"setattr(s.{accessor}({obj!r}), {attr!r}, p.value[0])"
         lines.append(f"p = sysid.Parameter({p!r}, nominal={start!r}, min_value={problem.lower!r}, "
                      f"max_value={problem.upper!r},\n"
-                     f"                    modifier=lambda s, p: setattr(s.{accessor}({obj!r}), {attr!r}, p.value[0]))\n"
+                     f"                    modifier=lambda s, p: {setter})\n"
                      f"params.add(p)\nparams[{p!r}].value[:] = {start!r}")
     joints, acts, names = list(problem.joints), list(problem.actuators), list(problem.params)
     adds = textwrap.indent("\n".join(lines), "        ").lstrip()
