@@ -33,43 +33,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 FPS = 30.0
 
-ARM = """<mujoco model="arm">
-  <option timestep="0.005"/>
-  <worldbody>
-    <light pos="0 -1 2" dir="0 0.5 -1"/>
-    <body name="upper">
-      <joint name="shoulder" type="hinge" axis="0 1 0" damping="0.05"/>
-      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.3" rgba="0.2 0.3 0.8 1"/>
-      <site name="tip" pos="0.33 0 0"/>
-    </body>
-  </worldbody>
-  <actuator><motor name="m" joint="shoulder" gear="1"/></actuator>
-</mujoco>
-"""
+sys.path.insert(0, str(REPO / "test"))
+
+from helpers import one_link_arm  # noqa: E402
 
 
 def write_rig(folder: Path, width: int, height: int, seconds: float, video: str | None,
               tracker_bias: bool = False) -> Path:
-    """The rig config (``rig.yaml`` + ``arm.xml`` in ``folder``); its trial is ``video`` or a sim2sim stand-in."""
-    (folder / "arm.xml").write_text(ARM)
+    """The rig config (``rig.yaml`` + ``arm.xml`` in ``folder``, ``test/helpers/one_link_arm.py``); its trial is
+    ``video`` or a sim2sim stand-in."""
     source = f"{{video: {video}}}" if video else "{sim2sim: {seed: 1}}"
-    path = folder / ("rig.yaml" if video else f"render_{width}x{height}.yaml")
-    path.write_text(
-        "rig: arm\n"
-        "model: arm.xml\n"
-        "parameters: {damping: {unit: N*m*s/rad, lower: 0.01, upper: 0.2, nominal: 0.05, "
-        "target: 'dof_damping[shoulder]'}}\n"
-        "keypoints: {tip: m_tip}\n"
-        "markers: [{name: m_tip, site: tip, rgba: [0.9, 0.1, 0.1, 1], radius: 0.03}]\n"
-        f"camera: {{width: {width}, height: {height}, fovy: 45, pose: {{position: [0.15, -1.0, 0], "
-        "look_at: [0.15, 0, 0]}}\n"
-        "tracker: {markers: [{name: tip, hsv_lower: [170, 100, 60], hsv_upper: [10, 255, 255]}]}\n"
-        f"excitations: {{swing: {{kind: chirp, amplitude: 0.3, f0: 0.3, f1: 1.5, duration: {seconds:g}, "
-        f"rate: {FPS:g}}}}}\n"
-        f"trials: [{{name: run1, source: {source}, excitation: swing, split: {{train_fraction: 0.75}}}}]\n"
-        "calibration: {iterations: 2, rollout_budget: 12"
-        + (", tracker_bias: true" if tracker_bias else "") + "}\n")
-    return path
+    text = one_link_arm.rig_text(
+        name="arm", source=source, width=width, height=height, fovy=45, look_x=0.15, marker_radius=0.03,
+        excitation=f"kind: chirp, amplitude: 0.3, f0: 0.3, f1: 1.5, duration: {seconds:g}, rate: {FPS:g}",
+        trial_extra=", split: {train_fraction: 0.75}")
+    text += "calibration: {iterations: 2, rollout_budget: 12" + (", tracker_bias: true" if tracker_bias else "") + "}\n"
+    return one_link_arm.write_rig(folder, text, rig_file="rig.yaml" if video else f"render_{width}x{height}.yaml",
+                                  rgba="0.2 0.3 0.8 1")
 
 
 def make_clip(folder: Path, path: Path, seconds: float, width: int, height: int, render_width: int) -> Path:

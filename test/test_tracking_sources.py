@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,38 +22,20 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from vid2sid_ros.rigs import RigConfigError, build_real_trial, load_rig  # noqa: E402
 
-ARM = """<mujoco model="arm">
-  <option timestep="0.005"/>
-  <worldbody>
-    <light pos="0 -1 2" dir="0 0.5 -1"/>
-    <body name="upper">
-      <joint name="shoulder" type="hinge" axis="0 1 0" damping="0.05"/>
-      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.3" rgba="0.1 0.2 0.9 1"/>
-      <site name="tip" pos="0.33 0 0"/>
-    </body>
-  </worldbody>
-  <actuator><motor name="m" joint="shoulder" gear="1"/></actuator>
-</mujoco>
-"""
-RED, BLUE = ("[170, 100, 60]", "[10, 255, 255]"), ("[100, 100, 60]", "[130, 255, 255]")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import one_link_arm  # noqa: E402
+
+
+ARM = one_link_arm.arm_xml()
+RED, BLUE = one_link_arm.RED, one_link_arm.BLUE
 
 
 def _arm(tmp_path, *, hue=RED, fovy=40, extra="", source="{sim2sim: {seed: 1}}"):
-    (tmp_path / "arm.xml").write_text(ARM)
-    path = tmp_path / "rig.yaml"
-    path.write_text(
-        "model: arm.xml\n"
-        "parameters: {damping: {unit: N*m*s/rad, lower: 0.01, upper: 0.2, nominal: 0.05, "
-        "target: 'dof_damping[shoulder]'}}\n"
-        "keypoints: {tip: m_tip}\n"
-        "markers: [{name: m_tip, site: tip, rgba: [0.9, 0.1, 0.1, 1], radius: 0.025}]\n"
-        f"camera: {{width: 96, height: 72, fovy: {fovy}, pose: {{position: [0.25, -1.0, 0], look_at: [0.25, 0, 0]}}}}\n"
-        f"tracker: {{markers: [{{name: tip, hsv_lower: {hue[0]}, hsv_upper: {hue[1]}}}]}}\n"
-        "excitations: {swing: {kind: sine, amplitude: 0.6, frequency: 1, duration: 2, rate: 30}}\n"
-        f"trials: [{{name: run1, source: {source}, excitation: swing}}]\n"
-        "calibration: {iterations: 1, rollout_budget: 6, identifiability: false, final_identifiability: false}\n"
+    return one_link_arm.write_rig(tmp_path, one_link_arm.rig_text(
+        source=source, excitation="kind: sine, amplitude: 0.6, frequency: 1, duration: 2, rate: 30",
+        fovy=fovy, hue=hue)
+        + "calibration: {iterations: 1, rollout_budget: 6, identifiability: false, final_identifiability: false}\n"
         + extra)
-    return path
 
 
 @pytest.fixture(scope="module")

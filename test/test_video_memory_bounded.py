@@ -11,7 +11,9 @@ and the twin renders only the rows the report shows, each handed over and shrunk
 from __future__ import annotations
 
 import os
+import sys
 import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,36 +23,16 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from vid2sid_ros.io.clip import MAX_THUMBS, THUMB_MAX_WIDTH  # noqa: E402
 from vid2sid_ros.rigs import build_real_trial, load_rig  # noqa: E402
 
-ARM = """<mujoco model="arm">
-  <option timestep="0.005"/>
-  <worldbody>
-    <light pos="0 -1 2" dir="0 0.5 -1"/>
-    <body name="upper">
-      <joint name="shoulder" type="hinge" axis="0 1 0" damping="0.05"/>
-      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.3" rgba="0.1 0.2 0.9 1"/>
-      <site name="tip" pos="0.33 0 0"/>
-    </body>
-  </worldbody>
-  <actuator><motor name="m" joint="shoulder" gear="1"/></actuator>
-</mujoco>
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import one_link_arm  # noqa: E402
+
 N, W, H, FPS = 450, 1280, 720, 30.0  # 15 s of 720p: 450 frames, more than MAX_THUMBS
 
 
 def _rig(tmp_path, source: str, duration: float, excitation: str = "none"):
-    (tmp_path / "arm.xml").write_text(ARM)
-    path = tmp_path / "rig.yaml"
-    path.write_text(
-        "model: arm.xml\n"
-        "parameters: {damping: {unit: N*m*s/rad, lower: 0.01, upper: 0.2, nominal: 0.05, "
-        "target: 'dof_damping[shoulder]'}}\n"
-        "keypoints: {tip: m_tip}\n"
-        "markers: [{name: m_tip, site: tip, rgba: [0.9, 0.1, 0.1, 1], radius: 0.025}]\n"
-        "camera: {width: 96, height: 72, fovy: 40, pose: {position: [0.25, -1.0, 0], look_at: [0.25, 0, 0]}}\n"
-        "tracker: {markers: [{name: tip, hsv_lower: [170, 100, 60], hsv_upper: [10, 255, 255]}]}\n"
-        f"excitations: {{swing: {{kind: sine, amplitude: 0.6, frequency: 1, duration: {duration:g}, rate: 30}}}}\n"
-        f"trials: [{{name: run1, source: {source}, excitation: {excitation}}}]\n")
-    return path
+    return one_link_arm.write_rig(tmp_path, one_link_arm.rig_text(
+        source=source, excitation=f"kind: sine, amplitude: 0.6, frequency: 1, duration: {duration:g}, rate: 30",
+        trial_excitation=excitation))
 
 
 def test_a_long_video_trial_is_decoded_one_frame_at_a_time_with_bounded_thumbnails(tmp_path, monkeypatch):

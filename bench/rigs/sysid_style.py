@@ -20,7 +20,7 @@ Time convention. vid2sid's row k is the state before command k acts (sample, the
 the same ``q_k``) with the time after the step, ``(k+1)·dt``; the readings are handed to
 ``mujoco.sysid`` stamped that way, which is how its own tests build the measured data.
 
-Used by ``bench/bench_sysid_intervals.py`` and ``test/test_sysid_intervals.py``.
+Used by ``bench/bench_sysid_intervals.py``, ``bench/bench_sysid_cost.py`` and ``test/test_sysid_intervals.py``.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import mujoco
 import numpy as np
 import yaml
 
-__all__ = ["Problem", "spring_mass", "arm", "PROBLEMS", "simulate", "write_rig", "run_vid2sid", "run_mujoco_sysid",
-           "reference_half_widths"]
+__all__ = ["Problem", "spring_mass", "arm", "PROBLEMS", "simulate", "write_rig", "spec_field", "run_vid2sid",
+           "run_mujoco_sysid", "reference_half_widths"]
 
 #: physics (and sample) timestep of both problems, s
 DT = 0.002
@@ -182,10 +182,14 @@ def simulate(problem: Problem, values: Mapping[str, float], nstep: int | None = 
 
 
 def write_rig(problem: Problem, folder: Path, t: np.ndarray, u: np.ndarray, q: np.ndarray, *,
-              noise: float | None = None) -> Path:
+              noise: float | None = None, calibration: Mapping[str, Any] | None = None) -> Path:
     """Write ``model.xml`` (at the start values), ``joints.csv`` and ``rig.yaml`` into ``folder``; returns the rig.
 
+    ``joints.csv`` has the columns ``time`` (s), one per joint (m or rad) and ``cmd_<actuator>``
+    (N or N·m), one row per sample of ``t (T,)``, ``q (T, nj)``, ``u (T, nu)``.
     ``noise``: the trial's declared joint noise (1 σ, m or rad); it weights nothing here (one trial).
+    ``calibration``: the rig's ``calibration`` section (e.g. ``{"iterations": 30}`` for
+    ``vid2sid calibrate``); none by default.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -205,9 +209,28 @@ def write_rig(problem: Problem, folder: Path, t: np.ndarray, u: np.ndarray, q: n
                           for n, (tgt, _) in problem.params.items()},
            "trials": [{"name": "drive", "source": {"joint_csv": src}}],
            "nuisance": {"latency": False}}
+    if calibration is not None:
+        doc["calibration"] = dict(calibration)
     path = folder / "rig.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+def spec_field(target: str) -> tuple[str, str, str]:
+    """``mujoco.MjSpec`` accessor, element name and attribute of a vid2sid target.
+
+    ``"body_mass[ball]"`` -> ``("body", "ball", "mass")``; ``"dof_armature[joint1]"`` ->
+    ``("joint", "joint1", "armature")`` (a ``mujoco.sysid`` modifier sets ``spec.<accessor>(name).<attribute>``).
+
+    Raises:
+        ValueError: a target kind these problems do not use.
+    """
+    kind, obj = target.split("[")
+    fields = {"body_mass": ("body", "mass"), "dof_armature": ("joint", "armature")}
+    if kind not in fields:
+        raise ValueError(f"target {target!r}: expected body_mass[...] or dof_armature[...]")
+    accessor, attr = fields[kind]
+    return accessor, obj.rstrip("]"), attr
 
 
 def run_vid2sid(rig_path: Path, *, budget: int = 200, iterations: int = 30, proposer: str = "reasoner"
@@ -258,12 +281,8 @@ def run_mujoco_sysid(problem: Problem, t: np.ndarray, u: np.ndarray, q: np.ndarr
     sensor = sysid.TimeSeries.from_names(t + DT, q, model, names=names)
     params = sysid.ParameterDict()
     for n, (tgt, _) in problem.params.items():
-        kind, obj = tgt.split("[")
-        obj = obj.rstrip("]")
-        if kind == "body_mass":
-            mod = (lambda s, p, o=obj: setattr(s.body(o), "mass", p.value[0]))
-        else:
-            mod = (lambda s, p, o=obj: setattr(s.joint(o), "armature", p.value[0]))
+        accessor, obj, attr = spec_field(tgt)
+        mod = (lambda s, p, acc=accessor, o=obj, at=attr: setattr(getattr(s, acc)(o), at, p.value[0]))
         params.add(sysid.Parameter(n, nominal=float(problem.truth[n]), min_value=problem.lower,
                                    max_value=problem.upper, modifier=mod))
         params[n].value[:] = float(problem.start[n])
