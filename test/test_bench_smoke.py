@@ -34,6 +34,7 @@ CASES = [
     ("bench_peers.py", ["--rig", "finger", "--seeds", "1", "--budgets", "6", "--out", "{out}"], "| mujoco-sysid |"),
     ("bench_pendulum.py", ["--variants", "1", "--budget", "12", "--iterations", "2", "--no-diagnosis"], "holdout"),
     ("bench_ros_pipeline.py", ["--rates", "30", "--duration", "2", "--propose-calls", "1"], "Hz"),
+    ("bench_replay_vs_live.py", ["--iterations", "1"], "relative difference"),
     ("bench_tentacle.py", ["--repeats", "1", "--skip-cold", "--rig", "tentacle", "--duration", "1"], "tentacle"),
     ("bench_run_dir_race.py", ["--races", "1", "--iterations", "1", "--work", "{out}"], "race"),
     ("bench_track_memory.py", ["--seconds", "1", "--width", "320", "--height", "240", "--work", "{out}"],
