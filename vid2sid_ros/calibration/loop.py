@@ -1516,6 +1516,22 @@ def _write_videos(s: _Session, it: int, notes: list[str]) -> dict[str, Path]:
     return {"real": real_path, "sim": sim_path, "side_by_side": sbs, "overlay": sbs}
 
 
+def _diagnosis_bias(s: _Session, values: Mapping[str, float], camera: Any) -> list | None:
+    """The tracker's bias at ``values`` for the residual diagnosis when no final identifiability check
+    measured it (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`; one diagnostic rendered
+    rollout per training trial, counted in ``s.diagnostic``); None when the twin cannot be filmed."""
+    from .nuisance import MeasurementModel
+    from .tracker_bias import twin_tracker_bias
+
+    try:
+        bias, spent = twin_tracker_bias(s.objective.twin, s.objective.excitations,
+                                        MeasurementModel(s.params).split(values)[0], camera)
+    except Exception:  # noqa: BLE001 - a twin that cannot be filmed: the diagnosis runs on the projection
+        return None
+    s.diagnostic += spent
+    return bias
+
+
 def _draw_keypoints(traj, shape: tuple[int, int]) -> np.ndarray:
     """Grey frames with the real keypoints as white discs (when no real video exists)."""
     import cv2
@@ -1540,12 +1556,12 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
     final_report = None
     uncertainty: dict[str, float] = {}
     s.phases.start("final_identifiability")
-    if cfg.final_identifiability:
-        camera, why_not = None, "calibration.tracker_bias is false"
-        if cfg.tracker_bias is not False:
-            from .tracker_bias import twin_camera_for
+    camera, why_not = None, "calibration.tracker_bias is false"
+    if cfg.tracker_bias is not False and (cfg.final_identifiability or cfg.diagnosis):
+        from .tracker_bias import twin_camera_for
 
-            camera, why_not = twin_camera_for(s.rig, s.real, real_video=bool(cfg.tracker_bias))
+        camera, why_not = twin_camera_for(s.rig, s.real, real_video=bool(cfg.tracker_bias))
+    if cfg.final_identifiability:
         final_report = check_identifiability(s.objective, best_vals, parameters=params, step=cfg.identifiability_step,
                                              scheme=cfg.identifiability_scheme,
                                              condition_threshold=cfg.condition_threshold, twin_camera=camera,
@@ -1570,8 +1586,12 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         from .diagnosis import diagnose
 
         try:
+            bias = final_report.bias_trajectories if final_report is not None else None
+            if bias is None and camera is not None and final_report is None:
+                bias = _diagnosis_bias(s, best_vals, camera)
             diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None,
-                            intervals=final_report.interval if final_report is not None else None)
+                            intervals=final_report.interval if final_report is not None else None,
+                            measurement_bias=bias)
             s.diagnostic += diag.rollouts
             diagnosis = diag.to_dict()
         except Exception as err:  # noqa: BLE001 - a diagnosis problem never loses the calibration result
