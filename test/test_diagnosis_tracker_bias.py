@@ -105,3 +105,20 @@ def test_a_calibration_diagnoses_with_the_bias_even_without_the_final_identifiab
     assert res.diagnosis["verdict"] == "none" and not res.diagnosis["misspecified"], res.diagnosis["text"]
     assert len(filmed) == 1 and filmed[0]["stiffness"] == pytest.approx(0.5)  # filmed once, at the result
     assert res.diagnosis["statistics"]["tracker_bias"] is True
+
+
+def test_a_twin_that_cannot_be_filmed_is_said_and_the_diagnosis_still_runs(tmp_path, monkeypatch):
+    params, twin, excs, reals, bias = _setup(tmp_path)
+
+    def tracker_bias(twin_, excitations, physics, camera):
+        raise tb.TrackerBiasError("the twin returned no frames for 'step' (render=True)")
+
+    monkeypatch.setattr(tb, "twin_camera_for", lambda rig, real, *, real_video=False: (tb.TwinCamera(lambda: None), ""))
+    monkeypatch.setattr(tb, "twin_tracker_bias", tracker_bias)
+    cfg = CalibrationConfig(iterations=0, seed=0, identifiability=False, final_identifiability=False)
+    res = run_calibration(twin, RealTrial(reals, excs, meta={"noise": "camera"}), make_proposer("reasoner"), cfg,
+                          parameters=params.with_nominal({"damping": 0.02, "stiffness": 0.5}))
+    st = res.diagnosis["statistics"]
+    assert st["tracker_bias"] is False
+    assert st["tracker_bias_not_measured"] == "the twin returned no frames for 'step' (render=True)"
+    assert res.diagnosis["misspecified"]  # compared with the projection, the bias looks like a model error again

@@ -1516,20 +1516,21 @@ def _write_videos(s: _Session, it: int, notes: list[str]) -> dict[str, Path]:
     return {"real": real_path, "sim": sim_path, "side_by_side": sbs, "overlay": sbs}
 
 
-def _diagnosis_bias(s: _Session, values: Mapping[str, float], camera: Any) -> list | None:
+def _diagnosis_bias(s: _Session, values: Mapping[str, float], camera: Any) -> tuple[list | None, str]:
     """The tracker's bias at ``values`` for the residual diagnosis when no final identifiability check
     measured it (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`; one diagnostic rendered
-    rollout per training trial, counted in ``s.diagnostic``); None when the twin cannot be filmed."""
+    rollout per training trial, counted in ``s.diagnostic``): ``(bias, "")``, or ``(None, why)`` when the
+    twin cannot be filmed (the diagnosis then compares the projection, and the result says why)."""
     from .nuisance import MeasurementModel
-    from .tracker_bias import twin_tracker_bias
+    from .tracker_bias import TrackerBiasError, twin_tracker_bias
 
     try:
         bias, spent = twin_tracker_bias(s.objective.twin, s.objective.excitations,
                                         MeasurementModel(s.params).split(values)[0], camera)
-    except Exception:  # noqa: BLE001 - a twin that cannot be filmed: the diagnosis runs on the projection
-        return None
+    except Exception as err:  # noqa: BLE001 - a twin that cannot be filmed: the diagnosis runs on the projection
+        return None, str(err) if isinstance(err, TrackerBiasError) else f"{type(err).__name__}: {err}"
     s.diagnostic += spent
-    return bias
+    return bias, ""
 
 
 def _draw_keypoints(traj, shape: tuple[int, int]) -> np.ndarray:
@@ -1586,14 +1587,16 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         from .diagnosis import diagnose
 
         try:
-            bias = final_report.bias_trajectories if final_report is not None else None
+            bias, bias_failed = (final_report.bias_trajectories if final_report is not None else None), ""
             if bias is None and camera is not None and final_report is None:
-                bias = _diagnosis_bias(s, best_vals, camera)
+                bias, bias_failed = _diagnosis_bias(s, best_vals, camera)
             diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None,
                             intervals=final_report.interval if final_report is not None else None,
                             measurement_bias=bias)
             s.diagnostic += diag.rollouts
             diagnosis = diag.to_dict()
+            if bias_failed:
+                diagnosis.setdefault("statistics", {})["tracker_bias_not_measured"] = bias_failed
         except Exception as err:  # noqa: BLE001 - a diagnosis problem never loses the calibration result
             diagnosis = {"misspecified": None, "kinds": [], "findings": [],
                          "summary": f"residual diagnosis failed: {type(err).__name__}: {err}",
