@@ -153,6 +153,10 @@ class IdentifiabilityReport:
     interval_note: dict[str, str] = field(default_factory=dict)
     #: ``{name: (centre, half-width)}`` of the Gauss-Newton interval in normalised coordinates (not serialised)
     interval_raw: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
+    #: the measured tracker bias per training excitation (``tracked − projected`` px trajectories,
+    #: :func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`), or None (not serialised; the
+    #: residual diagnosis adds it to the twin's keypoints like the interval does)
+    bias_trajectories: list[Any] | None = field(default=None, repr=False)
 
     @property
     def identifiable(self) -> bool:
@@ -855,4 +859,5 @@ def check_identifiability(
         report.centre, report.interval_raw = centred.centre, centred.interval_raw
         state_intervals(report, parameters, parameters.complete(point))
     report.rollouts = count["rollouts"]
+    report.bias_trajectories = bias
     return report

@@ -1566,6 +1566,23 @@ class _StreamedVideo:
             self._w.release()
 
 
+def _diagnosis_bias(s: _Session, values: Mapping[str, float], camera: Any) -> tuple[list | None, str]:
+    """The tracker's bias at ``values`` for the residual diagnosis when no final identifiability check
+    measured it (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`; one diagnostic rendered
+    rollout per training trial, counted in ``s.diagnostic``): ``(bias, "")``, or ``(None, why)`` when the
+    twin cannot be filmed (the diagnosis then compares the projection, and the result says why)."""
+    from .nuisance import MeasurementModel
+    from .tracker_bias import TrackerBiasError, twin_tracker_bias
+
+    try:
+        bias, spent = twin_tracker_bias(s.objective.twin, s.objective.excitations,
+                                        MeasurementModel(s.params).split(values)[0], camera)
+    except Exception as err:  # noqa: BLE001 - a twin that cannot be filmed: the diagnosis runs on the projection
+        return None, str(err) if isinstance(err, TrackerBiasError) else f"{type(err).__name__}: {err}"
+    s.diagnostic += spent
+    return bias, ""
+
+
 def _draw_keypoints(traj, shape: tuple[int, int], rows: Sequence[int] | None = None) -> np.ndarray:
     """Grey (H, W) = ``shape`` frames with the real keypoints as white discs (when no real video exists),
     one per trajectory row in ``rows`` (None: every row), (len(rows), H, W, 3) uint8."""
@@ -1592,12 +1609,12 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
     final_report = None
     uncertainty: dict[str, float] = {}
     s.phases.start("final_identifiability")
-    if cfg.final_identifiability:
-        camera, why_not = None, "calibration.tracker_bias is false"
-        if cfg.tracker_bias is not False:
-            from .tracker_bias import twin_camera_for
+    camera, why_not = None, "calibration.tracker_bias is false"
+    if cfg.tracker_bias is not False and (cfg.final_identifiability or cfg.diagnosis):
+        from .tracker_bias import twin_camera_for
 
-            camera, why_not = twin_camera_for(s.rig, s.real, real_video=bool(cfg.tracker_bias))
+        camera, why_not = twin_camera_for(s.rig, s.real, real_video=bool(cfg.tracker_bias))
+    if cfg.final_identifiability:
         final_report = check_identifiability(s.objective, best_vals, parameters=params, step=cfg.identifiability_step,
                                              scheme=cfg.identifiability_scheme,
                                              condition_threshold=cfg.condition_threshold, twin_camera=camera,
@@ -1622,10 +1639,16 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         from .diagnosis import diagnose
 
         try:
+            bias, bias_failed = (final_report.bias_trajectories if final_report is not None else None), ""
+            if bias is None and camera is not None and final_report is None:
+                bias, bias_failed = _diagnosis_bias(s, best_vals, camera)
             diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None,
-                            intervals=final_report.interval if final_report is not None else None)
+                            intervals=final_report.interval if final_report is not None else None,
+                            measurement_bias=bias)
             s.diagnostic += diag.rollouts
             diagnosis = diag.to_dict()
+            if bias_failed:
+                diagnosis.setdefault("statistics", {})["tracker_bias_not_measured"] = bias_failed
         except Exception as err:  # noqa: BLE001 - a diagnosis problem never loses the calibration result
             diagnosis = {"misspecified": None, "kinds": [], "findings": [],
                          "summary": f"residual diagnosis failed: {type(err).__name__}: {err}",

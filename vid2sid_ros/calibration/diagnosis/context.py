@@ -6,6 +6,19 @@ their sizes ``theta``, and the signed residual ``sim − real`` of the training 
 another objective, the holdout) flattened like
 :func:`~vid2sid_ros.calibration.objective.residual_vector`, (M,), in the measurement's unit.
 The rollouts it spends are counted in :attr:`ProbeContext.rollouts` (diagnostic, never charged).
+
+When the run measured the tracker's bias (the twin filmed like the robot:
+:mod:`~vid2sid_ros.calibration.tracker_bias`), every training residual is that of the twin
+*measured like the robot*: the bias ``b = tracked − projected`` is added to the twin's keypoints
+after any cause has acted, exactly as the final interval does
+(:func:`~vid2sid_ros.calibration.identifiability.check_identifiability`). Without it a rendered
+and tracked real side leaves a systematic residual — the tracker's centroid of a marker seen in
+perspective, partly hidden or blurred is not the projection of its centre — that a camera-pose
+or marker-offset candidate explains, and the diagnosis names a model error on an unmodified rig
+(a false alarm). The bias is a function of the pose and motion (the same in any video of the
+same motion), so at the identified point it is the measurement model's systematic part, not a
+model error (the GUM, JCGM 100:2008 §3.2.4: correct a recognised systematic effect). It is
+measured on the training excitations only: the holdout objective's residual is left as it is.
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ import numpy as np
 from ...core.parameters import ParameterSet
 from ...core.trajectory import align
 from ..objective import TrialObjective, residual_vector
+from ..tracker_bias import add_bias
 from .causes import Cause
 
 __all__ = ["ProbeContext", "SampleIndex", "noise_variance"]
@@ -90,6 +104,10 @@ class ProbeContext:
         values: the identified values (full or partial, SI).
         parameters: the spec (which parameters are free).
         holdout: the holdout trials' objective (same twin), or None.
+        bias: the tracker's bias per training excitation (``tracked − projected`` px trajectories,
+            :func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`, same order as
+            ``objective.excitations``), added to the twin's training keypoints (module docstring);
+            None: the twin's projected keypoints are compared as they are.
 
     Attributes:
         full: complete values at the optimum. free: the free specs (F). u0: (F,) their normalised
@@ -99,8 +117,11 @@ class ProbeContext:
     """
 
     def __init__(self, objective: TrialObjective, values: Mapping[str, float], parameters: ParameterSet,
-                 holdout: TrialObjective | None = None) -> None:
+                 holdout: TrialObjective | None = None, bias: Sequence[Any] | None = None) -> None:
         self.objective, self.params, self.holdout = objective, parameters, holdout
+        if bias is not None and len(bias) != len(objective.excitations):
+            raise ValueError(f"tracker bias: {len(bias)} trajectories for {len(objective.excitations)} excitations")
+        self.bias = list(bias) if bias else None
         self.full = parameters.complete(dict(values))
         self.free = list(parameters.free)
         self.u0 = np.array([s.to_unit(self.full[s.name]) for s in self.free], float)
@@ -118,7 +139,7 @@ class ProbeContext:
         self.failed = bool(base.failed)
         if self.failed:
             return
-        self.r0 = residual_vector(base.sim, self.reals)
+        self.r0 = residual_vector(self.measured(base.sim), self.reals)
         self.index = SampleIndex(base.sim, self.reals)
         self.sigma2 = noise_variance(self.r0, self.index)
         self.ok = np.isfinite(self.r0)
@@ -152,7 +173,7 @@ class ProbeContext:
             sims = list(self.base.sim)
             for c, th in zip(causes, thetas):
                 sims = [c.transform(self, s, th) for s in sims]
-            return residual_vector(sims, obj.real)
+            return residual_vector(self.measured(sims), obj.real)
         values = self.values_at(self.u0 if u is None else u)
         for c, th in zip(causes, thetas):
             values = c.adjust_values(self, values, th)
@@ -177,10 +198,16 @@ class ProbeContext:
         for c, th in zip(causes, thetas):
             if c.changes_measurement:
                 sims = [c.transform(self, s, th) for s in sims]
-        r = residual_vector(sims, obj.real)
+        r = residual_vector(self.measured(sims) if objective is None else sims, obj.real)
         if objective is None and r.shape != self.r0.shape:
             return None
         return r
+
+    def measured(self, sims: Sequence[Any]) -> list[Any]:
+        """The twin's training trajectories as the robot's camera and tracker would give them: plus the
+        tracker bias when one was measured (module docstring), else unchanged. ``sims``: one per
+        training excitation, same order."""
+        return add_bias(sims, self.bias) if self.bias else list(sims)
 
     def ssr(self, r: np.ndarray, rows: np.ndarray | None = None) -> float:
         """Sum of squared residuals over the finite samples of ``rows`` (default all), unit²."""

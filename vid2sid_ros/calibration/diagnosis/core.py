@@ -24,7 +24,8 @@ __all__ = ["diagnose"]
 def diagnose(objective: TrialObjective, values: Mapping[str, float], *, parameters: ParameterSet | None = None,
              probe: bool = True, holdout: TrialObjective | None = None,
              families: Sequence[str] | None = None,
-             intervals: Mapping[str, Sequence[float]] | None = None) -> Diagnosis:
+             intervals: Mapping[str, Sequence[float]] | None = None,
+             measurement_bias: Sequence[Any] | None = None) -> Diagnosis:
     """Compare candidate causes of the residual at ``values`` (package docstring).
 
     Args:
@@ -39,6 +40,10 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         families: restrict the candidates to these :data:`~.causes.CAUSE_FAMILIES` (default all).
         intervals: ``{free name: [lower, upper]}`` the run's statistical 95 % intervals (its unit), for the
             consider analysis (:mod:`.consider`); None: Gauss–Newton on the diagnosis's own columns.
+        measurement_bias: the tracker's bias per training excitation, measured by filming the twin at
+            ``values`` like the robot (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`;
+            the run's ``final_identifiability.bias_trajectories``): added to the twin's keypoints in every
+            training residual, as the interval does (:class:`~.context.ProbeContext`). None: none measured.
 
     Returns:
         :class:`Diagnosis`. A point that cannot be simulated gives one ``structure`` warning saying so.
@@ -46,7 +51,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         identified values that rest on a nominal value these trials cannot check.
     """
     params = parameters if parameters is not None else objective.parameters
-    ctx = ProbeContext(objective, values, params, holdout)
+    ctx = ProbeContext(objective, values, params, holdout, bias=measurement_bias)
     if ctx.failed:
         return Diagnosis([Finding("structure", "warning", f"The identified parameters cannot be simulated "
                                                           f"({ctx.base.message}); nothing else can be diagnosed.")],
@@ -55,7 +60,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     ssr0 = ctx.ssr(ctx.r0)
     stats: dict[str, Any] = {"unit": ctx.unit, "frame_rate_hz": ctx.rate, "samples": n,
                              "residual_rms": math.sqrt(ssr0 / max(n, 1)), "noise_rms": math.sqrt(ctx.sigma2),
-                             "noise_estimator": "successive differences (von Neumann 1941; Rice 1984)"}
+                             "noise_estimator": "successive differences (von Neumann 1941; Rice 1984)",
+                             "tracker_bias": ctx.bias is not None}
     findings = _latency_note(ctx)
     verdict, recommendation, considered = "none", None, None
     if probe:
