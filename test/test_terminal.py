@@ -148,10 +148,19 @@ def test_moved_parameters_hide_moves_below_the_printed_digits_and_cap_the_line()
     assert moved_parameters(before, after, units) == ["b 1 → 1.5", "c 1 → 3", "d 1 → 1.1", "e 1 → 1.2",
                                                       "f 1 → 1.3"]
     out = io.StringIO()
-    t = CalibrationTerminal(units, iterations=1, budget=None, out=out, err=io.StringIO(), progress=False)
+    t = CalibrationTerminal(units, iterations=1, budget=None, out=out, err=io.StringIO(), progress=False, width=200)
     t.iteration(_rec(0, before))
     t.iteration(_rec(1, after))
     assert "b 1 → 1.5, c 1 → 3, d 1 → 1.1, e 1 → 1.2, 1 more" in out.getvalue()
+    # narrower: fewer named, the line within the width (was: 256-character iteration lines on a 100-column log)
+    for width, named in ((90, "b 1 → 1.5, c 1 → 3, 3 more"), (80, "b 1 → 1.5, 4 more"), (50, "5 parameters moved")):
+        out = io.StringIO()
+        t = CalibrationTerminal(units, iterations=1, budget=None, out=out, err=io.StringIO(), progress=False,
+                                width=width)
+        t.iteration(_rec(0, before))
+        t.iteration(_rec(1, after))
+        line = out.getvalue().splitlines()[1]
+        assert named in line and (len(line) <= width or named == "5 parameters moved"), line
 
 
 def test_the_resume_hint_names_a_program_that_exists(tmp_path, monkeypatch):

@@ -273,6 +273,14 @@ def moved_parameters(before: Mapping[str, float], after: Mapping[str, float], un
     return out
 
 
+def _moves_text(moved: list[str], named: int) -> str:
+    """The first ``named`` moves, the rest counted: ``a 1 → 2, b 3 → 4, 2 more`` (``4 parameters moved``
+    when none is named)."""
+    if named <= 0 and moved:
+        return f"{len(moved)} parameter{'s' if len(moved) > 1 else ''} moved"
+    return ", ".join(moved[:named] + ([f"{len(moved) - named} more"] if len(moved) > named else []))
+
+
 class CalibrationTerminal:
     """What ``vid2sid calibrate`` prints while it runs: every line goes through here.
 
@@ -293,6 +301,7 @@ class CalibrationTerminal:
         out, err: text streams (default ``sys.stdout``/``sys.stderr`` at call time).
         progress: force the bar on or off (default: ``err.isatty()`` and ``verbosity >= 0``).
         proposer: the run's proposer; an iteration proposed by another (the fallback) says so.
+        width: the iteration lines' width in columns (default :func:`terminal_width` of ``out``).
 
     The default ``err`` is a duplicate of file descriptor 2 taken here, so the bar and the
     warnings still reach the terminal while the run sends fd 2 (OpenCV, FFmpeg) to its log.
@@ -300,11 +309,12 @@ class CalibrationTerminal:
 
     def __init__(self, units: Mapping[str, str], *, iterations: int, budget: int | None, unit: str = "px",
                  verbosity: int = 0, out: TextIO | None = None, err: TextIO | None = None,
-                 progress: bool | None = None, proposer: str | None = None):
+                 progress: bool | None = None, proposer: str | None = None, width: int | None = None):
         self.units = dict(units)
         self.iterations, self.budget, self.unit, self.verbosity = int(iterations), budget, unit, int(verbosity)
         self.proposer = proposer
         self.out = out if out is not None else sys.stdout
+        self.width = int(width) if width else terminal_width(self.out)
         self._own_err = err is None
         self.err = err if err is not None else _terminal_stderr()
         if progress is None:
@@ -377,7 +387,9 @@ class CalibrationTerminal:
 
     def iteration_line(self, rec: Any, before: Mapping[str, float]) -> str:
         """One iteration's line, e.g.
-        ``iter  3/10  error 0.096 px (best 0.096 px)  joint_damping 0.00295 → 0.00274 N·m·s/rad  [22/40 rollouts]``."""
+        ``iter  3/10  error 0.096 px (best 0.096 px)  joint_damping 0.00295 → 0.00274 N·m·s/rad  [22/40 rollouts]``:
+        at most :data:`MAX_MOVES` moved parameters named, fewer when the line would be wider than
+        ``width`` (the others counted, ``3 more``; none named: ``5 parameters moved``)."""
         u = self.unit
         err = format_error(rec.error_px, u) if math.isfinite(rec.error_px) else "failed"
         best = (rec.extra or {}).get("best_error_px")
@@ -389,10 +401,12 @@ class CalibrationTerminal:
             moves = "start point"
         else:
             moved = moved_parameters(before, rec.values or {}, self.units)
-            if len(moved) > MAX_MOVES:  # the first ones (physics before nuisances); the rest counted (-v: all)
-                moved = moved[:MAX_MOVES] + [f"{len(moved) - MAX_MOVES} more"]
+            named = min(len(moved), MAX_MOVES)  # the first ones (physics before nuisances); the rest counted
+            tail = f"  [{total}{'/' + str(self.budget) if self.budget else ''} rollouts]"
+            while named > 0 and len(f"{head}  {_moves_text(moved, named)}{tail}") > self.width:
+                named -= 1  # one line within the terminal's width: fewer named, more counted
             if moved:
-                moves = ", ".join(moved)
+                moves = _moves_text(moved, named)
             elif any(float(v) != float(before.get(k, v)) for k, v in (rec.values or {}).items()):
                 moves = "moves below 3 significant digits"
             else:
