@@ -161,12 +161,12 @@ def test_a_caveat_is_one_terminal_line_and_the_consider_interval_stands_beside_t
     assert cav["cause"] == "frozen parameter 'transmission'" and cav["shift_relative"] > 0.15
     assert "a measurement of one of them alone" in cav["separate_with"]  # one product here
     (msg,) = [f["message"] for f in d["findings"] if f["severity"] == "caveat"]
-    lines = run_summary_lines(tmp_path)
+    lines = run_summary_lines(tmp_path, width=1 << 30)  # unwrapped: one line per item
     assert [ln for ln in lines if ln.startswith("caveat:")] == [f"caveat: {msg}"]
     assert not any("Caveat" in ln for ln in lines if ln.startswith("warning:"))  # not a model-error warning
     (row,) = [ln for ln in lines if ln.strip().startswith("gain =")]
     v = float(row.split("=")[1].split()[0])
-    lo, hi = (float(x) for x in row.split("  95 % [")[1].split("]")[0].split(","))
+    lo, hi = (float(x) for x in row.split("  [")[1].split("]")[0].split(","))  # the header says "95 % interval"
     clo, chi = (float(x) for x in row.split("consider 95 % [")[1].split("]")[0].split(","))
     assert lo <= v <= hi and clo <= lo and chi >= hi and chi - clo > hi - lo  # the value inside both; wider
     text = render_report(tmp_path / "report.html", tmp_path).read_text(encoding="utf-8")

@@ -52,7 +52,7 @@ def test_every_rollout_is_in_one_phase_with_its_wall_and_cpu_time(tmp_path):
     assert phases["start"]["diagnostic_rollouts"] == res.identifiability.rollouts
     assert phases["final_identifiability"]["diagnostic_rollouts"] == res.final_identifiability.rollouts
     assert all(p["wall_s"] >= 0 and p["cpu_s"] >= 0 for p in phases.values())
-    line = next(x for x in run_summary_lines(tmp_path / "run") if x.startswith("time: "))
+    line = next(x for x in run_summary_lines(tmp_path / "run", width=1 << 30) if x.startswith("time: "))
     assert f"for {res.rollouts} charged rollouts, diagnostics {res.diagnostic_rollouts} rollouts" in line
 
 
@@ -88,7 +88,8 @@ def test_calibrate_command_adds_the_load_and_report_phases(tmp_path, capsys):
     assert sum(p["charged_rollouts"] for p in phases.values()) == res["rollouts"]
     assert sum(p["diagnostic_rollouts"] for p in phases.values()) == res["diagnostic_rollouts"]
     assert phases["load"]["charged_rollouts"] == phases["report"]["charged_rollouts"] == 0
-    assert any(line.startswith("time: ") and "longest phase" in line for line in capsys.readouterr().out.splitlines())
+    printed = capsys.readouterr().out.replace("\n    ", " ")  # a line wrapped to the width, read whole
+    assert any(line.startswith("time: ") and "longest phase" in line for line in printed.splitlines())
 
 
 def test_add_phase_leaves_a_file_that_is_not_a_result_alone(tmp_path):

@@ -7,6 +7,8 @@ short into ``tmp_path`` with OpenCV.
 
 from __future__ import annotations
 
+import json
+
 import os
 from pathlib import Path
 
@@ -212,6 +214,14 @@ def test_demo_command_runs_end_to_end_on_a_short_clip(rig, clip, tmp_path, capsy
     assert 50_000 < (tmp_path / "out" / "report.html").stat().st_size <= REPORT_SIZE_BUDGET
     assert (tmp_path / "out" / "reasoner" / "trajectories.json").is_file()
     assert "\n\nstopped: " in out  # the summary starts with the stop reason
+    # the length is marked UNRELIABLE by calibrate's rule (was: "identified length: 1.0650 m ± 0.0011 m" with no
+    # mark after a run that stopped NOT converged)
+    stop = next(ln for ln in out.splitlines() if ln.startswith("stopped: "))
+    length = next(ln for ln in out.splitlines() if ln.startswith("identified length"))
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert ("UNRELIABLE" in length) == bool(summary["length_unreliable_because"]), (stop, length)
+    if stop.startswith(("stopped: budget (", "stopped: iterations (")):  # 2 iterations, 20 rollouts: never converged
+        assert "UNRELIABLE" in length and "NOT converged, so the values below are" in stop, (stop, length)
     assert "FFMPEG" not in capsys.readouterr().err  # codec notes go to OUT/run.log, not the terminal
     from helpers.browser import chromium, probe_page
     from vid2sid_ros.report import SECTION_IDS

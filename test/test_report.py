@@ -27,7 +27,7 @@ from vid2sid_ros.report import (SECTION_IDS, ReportError, ReportSection, Traject
                                 load_trajectories, parameter_rows, render_report, run_summary_lines,
                                 save_trajectories, write_benchmark_report, write_report)
 from vid2sid_ros.report.figures import error_axis_top, holdout_span, interval_figure
-from vid2sid_ros.report.insights import Insight
+from vid2sid_ros.report.insights import Insight, go_on_advice
 from vid2sid_ros.report.page import group_insights, interval_digits, stop_badge, tracking_rows, trials_caption
 
 WEBM_MAGIC = b"\x1a\x45\xdf\xa3"  # EBML header
@@ -155,7 +155,10 @@ def test_budget_stopped_run_says_so_and_marks_intervals_unreliable(toy_runs):
     lines = run_summary_lines(rd, report=out, resume_command="vid2sid calibrate --resume --out X")
     assert "NOT converged" in lines[0] and "budget" in lines[0]
     assert any("UNRELIABLE" in ln for ln in lines) and lines[-1] == f"report: {out}"
-    assert "continue this run" not in " ".join(lines) and any("larger --budget" in ln for ln in lines)
+    assert "continue this run" not in " ".join(lines)
+    helps, _ = go_on_advice(run)  # more iterations and budget when it was still improving, else why not
+    assert any(("larger --budget" in ln) if helps else ("will not help" in ln or "unlikely to help" in ln)
+               for ln in lines), lines
     run.result["stopped"] = "interrupted"
     assert "continue this run: vid2sid calibrate --resume --out X" in run_summary_lines(
         run, resume_command="vid2sid calibrate --resume --out X")
@@ -191,7 +194,7 @@ def test_the_start_points_identifiability_warning_is_an_insight(toy_runs):
     (start,) = [i for i in insights(run) if i.kind == "start_identifiability"]
     assert start.severity == "warning" and start.detail == "No check ran at the result."
     # the terminal prints it once, in the summary (the run itself sends IdentifiabilityWarnings to run.log)
-    assert [ln for ln in run_summary_lines(run) if warn in ln] == [f"warning: At the start point: {warn}"]
+    assert [ln for ln in run_summary_lines(run, width=1000) if warn in ln] == [f"warning: At the start point: {warn}"]
 
 
 def test_render_report_compares_runs_with_caller_sections_and_videos(toy_runs, tmp_path):
@@ -340,16 +343,19 @@ def test_an_identified_value_outside_its_interval_is_explained_in_the_terminal(t
     final = next(r.final for r in parameter_rows(run) if r.name == name)
     run.result["intervals"] = {name: {"lower": 1.1 * final, "upper": 1.3 * final, "centre": 1.2 * final,
                                       "method": "95 %, Gauss–Newton at the least-squares optimum"}}
-    line = next(ln for ln in run_summary_lines(run) if ln.strip().startswith(f"{name} ="))
+    line = next(ln for ln in run_summary_lines(run, width=400) if ln.strip().startswith(f"{name} ="))
     assert f"(centred on {1.2 * final:.4g}, the optimum once the tracker's bias is modelled" in line
     run.result["intervals"][name].update(lower=0.9 * final, upper=1.3 * final)   # inside: nothing added
-    line = next(ln for ln in run_summary_lines(run) if ln.strip().startswith(f"{name} ="))
+    line = next(ln for ln in run_summary_lines(run, width=400) if ln.strip().startswith(f"{name} ="))
     assert "centred on" not in line
     # what the loop states now: the interval extended to the value, the centre and the reason in its note
     note = f"the least-squares optimum with the tracker's bias modelled is {1.2 * final:.4g}; the interval is extended"
     run.result["intervals"][name].update(lower=final, upper=1.3 * final, kind="two-sided", note=note)
-    line = next(ln for ln in run_summary_lines(run) if ln.strip().startswith(f"{name} ="))
-    assert f"[{final:.4g}, {1.3 * final:.4g}]" in line and note in line
+    lines = run_summary_lines(run, width=200)
+    line = next(ln for ln in lines if ln.strip().startswith(f"{name} ="))
+    assert f"[{final:.4g}, {1.3 * final:.4g}]†" in line  # a mark on the row, the note's text once in the header
+    head = next(ln for ln in lines if ln.startswith("identified parameters"))
+    assert "† the least-squares optimum with the tracker's bias modelled; the interval is extended" in head
 
 
 def test_interval_digits_tell_the_bounds_from_the_value():
@@ -429,16 +435,17 @@ def test_tracking_rows_count_tracked_and_lost_frames():
     valid[5] = False  # one frame rejected: no keypoint at all
     real = Trajectory(np.arange(T) / 10.0, np.zeros((T, 2, 2)), valid, ("base", "tip"), "real")
     rows = tracking_rows([TrialCurves("chirp", "train", None, real, None, None)])
-    assert rows == [["chirp", "train", "base", 10, 9, 90.0], ["chirp", "train", "tip", 10, 6, 60.0],
-                    ["chirp", "train", "(no keypoint: frame rejected or lost)", 10, 1, 10.0]]
+    # was "(no keypoint: frame rejected or lost) | 252 | 0 | 0 %" under "tracked [%]": read as 0 % tracked
+    assert rows == [["chirp", "train", "base tracked", 10, 9, 90.0], ["chirp", "train", "tip tracked", 10, 6, 60.0],
+                    ["chirp", "train", "no keypoint found (frame rejected or lost)", 10, 1, 10.0]]
     # a time split's holdout trial: the training part before the split is unscored, not lost
     hv = np.ones((T, 2), bool)
     hv[:4] = False
     hv[7, 0] = False
     held = Trajectory(np.arange(T) / 10.0, np.zeros((T, 2, 2)), hv, ("base", "tip"), "real")
     rows = tracking_rows([TrialCurves("chirp_holdout", "holdout", None, held, None, None)])
-    assert rows[:2] == [["chirp_holdout", "holdout", "base", 6, 5, 83.3],
-                        ["chirp_holdout", "holdout", "tip", 6, 6, 100.0]]
+    assert rows[:2] == [["chirp_holdout", "holdout", "base tracked", 6, 5, 83.3],
+                        ["chirp_holdout", "holdout", "tip tracked", 6, 6, 100.0]]
     assert rows[2][4] == 0
 
 

@@ -148,10 +148,19 @@ def test_moved_parameters_hide_moves_below_the_printed_digits_and_cap_the_line()
     assert moved_parameters(before, after, units) == ["b 1 → 1.5", "c 1 → 3", "d 1 → 1.1", "e 1 → 1.2",
                                                       "f 1 → 1.3"]
     out = io.StringIO()
-    t = CalibrationTerminal(units, iterations=1, budget=None, out=out, err=io.StringIO(), progress=False)
+    t = CalibrationTerminal(units, iterations=1, budget=None, out=out, err=io.StringIO(), progress=False, width=200)
     t.iteration(_rec(0, before))
     t.iteration(_rec(1, after))
     assert "b 1 → 1.5, c 1 → 3, d 1 → 1.1, e 1 → 1.2, 1 more" in out.getvalue()
+    # narrower: fewer named, the line within the width (was: 256-character iteration lines on a 100-column log)
+    for width, named in ((90, "b 1 → 1.5, c 1 → 3, 3 more"), (80, "b 1 → 1.5, 4 more"), (50, "5 parameters moved")):
+        out = io.StringIO()
+        t = CalibrationTerminal(units, iterations=1, budget=None, out=out, err=io.StringIO(), progress=False,
+                                width=width)
+        t.iteration(_rec(0, before))
+        t.iteration(_rec(1, after))
+        line = out.getvalue().splitlines()[1]
+        assert named in line and (len(line) <= width or named == "5 parameters moved"), line
 
 
 def test_the_resume_hint_names_a_program_that_exists(tmp_path, monkeypatch):
@@ -203,16 +212,22 @@ def test_rationale_moves_show_enough_digits_and_no_percentage_of_a_signed_nuisan
 
 
 def test_a_run_stopped_by_its_budget_prints_a_command_that_goes_on(tmp_path, capsys, monkeypatch):
-    """Was: "to go on: a larger --budget in a new --out" (no command to run)."""
+    """Was: "to go on: a larger --budget in a new --out" (no command to run); then a command that raised
+    only the limit that stopped it (``--iterations 20`` with 118 of 120 rollouts spent: nothing ran).
+    Whether to print it is :func:`go_on_advice`'s (test_go_on_advice.py); here it says the run may go on."""
     import shlex
 
+    import vid2sid_ros.report.terminal as terminal
+
+    monkeypatch.setattr(terminal, "go_on_advice", lambda run: (True, "it was still improving at its limit"))
     monkeypatch.chdir(tmp_path)
     assert main(["calibrate", "--rig", "toy", "--proposer", "random", "--iterations", "20", "--budget", "6",
                  "--out", "run", "--no-report", "-q"]) == 0
-    out = capsys.readouterr().out
-    (line,) = [ln for ln in out.splitlines() if ln.startswith("to go on")]
-    argv = shlex.split(line.split(": ", 1)[1])
+    out = capsys.readouterr().out.splitlines()
+    (i,) = [k for k, ln in enumerate(out) if ln.startswith("to go on")]
+    argv = shlex.split(out[i + 1])  # the command on a line of its own, whole
     assert argv[:4] == [sys.executable, "-m", "vid2sid_ros.cli", "calibrate"]
-    assert argv[argv.index("--budget") + 1] == "12" and argv[argv.index("--out") + 1] == "run_more"
+    assert argv[argv.index("--budget") + 1] == "12" and argv[argv.index("--iterations") + 1] == "40"
+    assert argv[argv.index("--out") + 1] == "run_more"
     assert main([*argv[3:], "--no-report", "-q"]) == 0  # runs as printed
     assert json.loads((tmp_path / "run_more" / "result.json").read_text())["rollouts"] <= 12

@@ -139,8 +139,15 @@ def test_track_hint_lists_a_free_decay_trial_as_a_trial_not_an_excitation(tmp_pa
         "trials: [{name: push, source: {sim2sim: {}}, excitation: push},\n"
         "         {name: decay, source: {video: decay.mp4}, excitation: none, split: holdout}]\n")
     rig = str(tmp_path / "rig.yaml")
-    assert main(["track", str(clip), "--rig", rig, "--out", str(tmp_path / "bare.json")]) == 0
+    overlay = tmp_path / "tracked.mp4"
+    assert main(["track", str(clip), "--rig", rig, "--out", str(tmp_path / "bare.json"),
+                 "--overlay", str(overlay)]) == 0
     err = capsys.readouterr().err
     assert "(this rig's excitations: push, pull; trial parts: decay (no command: free decay))" in err, err
+    # the clip is trial 'decay' of the config: calibrate pairs it, --excitation is only for a real-trial file (was:
+    # "to calibrate from this clip, name the command it was filmed under: --excitation NAME")
+    assert "this clip is trial 'decay'" in err and "nothing more to name" in err, err
+    assert "name the command it was filmed under" not in err and "cannot tell" not in err, err
+    assert f"wrote the overlay video {overlay}" in err and overlay.stat().st_size > 0, err
     assert main(["track", str(clip), "--rig", rig, "--excitation", "nope", "--out", str(tmp_path / "t.json")]) == 2
     assert "valid: this rig's excitations: push, pull; trial parts: decay (no command" in capsys.readouterr().err

@@ -490,7 +490,6 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
         add_phase(out / "result.json", "report", ledger.to_dict().get("report"))
     from ..report import run_summary_lines
 
-    print()
     for line in run_summary_lines(out, report=report, resume_command=resume,
                                   go_on=go_on_commands(args, out, ccfg)):
         print(line)
@@ -574,13 +573,17 @@ def resume_command(args: argparse.Namespace, out: Path) -> str:
 
 def go_on_commands(args: argparse.Namespace, out: Path, ccfg) -> dict[str, str]:
     """``{"budget": cmd, "iterations": cmd}``: the command that runs this calibration again with twice
-    the rollout budget (or iterations) into a new run directory ``<out>_more`` (a run resumes only with
-    its own settings), runnable as printed."""
+    the iterations AND twice the rollout budget (whichever limit stopped it, the other would stop the
+    longer run next: a run stopped at 10 iterations with 118 of 120 rollouts spent gains nothing from 20
+    iterations alone) into a new run directory ``<out>_more`` (a run resumes only with its own
+    settings), runnable as printed. The summary prints it only when the run was still improving at its
+    limit (:func:`~vid2sid_ros.report.insights.go_on_advice`)."""
     more = out.with_name(out.name + "_more")
-    out_cmds = {"iterations": _command(args, more, iterations=2 * ccfg.iterations)}
+    override: dict[str, Any] = {"iterations": 2 * ccfg.iterations}
     if ccfg.rollout_budget is not None:
-        out_cmds["budget"] = _command(args, more, budget=2 * int(ccfg.rollout_budget))
-    return out_cmds
+        override["budget"] = 2 * int(ccfg.rollout_budget)
+    cmd = _command(args, more, **override)
+    return {"iterations": cmd, "budget": cmd}
 
 
 def _command(args: argparse.Namespace, out: Path, *, resume: bool = False, **override) -> str:

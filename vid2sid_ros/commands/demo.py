@@ -473,8 +473,10 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
             log(f"  overlay video not written: {type(err).__name__}: {err}")
 
     hold = main_res.holdout_mae_px
+    unreliable = _unreliable_because(runs[proposer], "length")
     key = [("holdout MAE (last 40 %)", f"{_f(hold)} px"), ("training MAE", f"{main_res.error_px:.2f} px"),
-           ("identified length", f"{L:.4f} m" + (f" ± {std:.4f}" if std else "")),
+           ("identified length", f"{L:.4f} m" + (f" ± {std:.4f} m" if std else "")
+            + (f" UNRELIABLE ({'; '.join(unreliable)})" if unreliable else "")),
            ("period: video / twin", f"{whole.period_s:.4f} / {twin_period:.4f} s"),
            ("rollouts", f"{main_res.rollouts} of {budget}")]
     report = render_report(out / "report.html", runs, main=proposer,
@@ -484,7 +486,8 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     summary = {
         "report": str(report), "clip": str(clip.path), "frames": T, "fps": clip.fps, "train_frames": n_train,
         "proposer": proposer, "holdout_mae_px": hold, "training_mae_px": main_res.error_px,
-        "length_m": L, "length_std_m": std, "measured_period_s": whole.period_s,
+        "length_m": L, "length_std_m": std, "length_unreliable_because": unreliable,
+        "measured_period_s": whole.period_s,
         "amplitude_rad": whole.amplitude_rad, "period_small_angle_s": period_small,
         "period_finite_amplitude_s": period_finite, "twin_period_s": twin_period, "values": best,
         "methods": {k: {"training_mae_px": r.error_px, "holdout_mae_px": r.holdout_mae_px, "rollouts": r.rollouts,
@@ -495,6 +498,23 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         "wall_s": time.perf_counter() - t_start}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
     return summary
+
+
+def _unreliable_because(run_dir: Path, name: str) -> list[str]:
+    """Why the value of ``name`` in the run ``run_dir`` is UNRELIABLE, by the rule ``vid2sid calibrate``
+    prints (:attr:`~vid2sid_ros.report.insights.ParameterRow.flagged`: the run did not converge, the value
+    is at a bound, or it is in a poorly identifiable combination); [] when it is not flagged.
+
+    Raises:
+        ReportError: ``run_dir`` is not a finished run directory.
+    """
+    from ..report.insights import parameter_rows
+    from ..report.run import load_run
+
+    row = next((r for r in parameter_rows(load_run(run_dir)) if r.name == name), None)
+    if row is None or not row.flagged:
+        return []
+    return list(row.unreliable_because) or ["interval not reliable"]
 
 
 def _f(x: Any) -> str:
@@ -611,10 +631,16 @@ def summary_lines(s: Mapping[str, Any], lines: Sequence[str]) -> list[str]:
     warnings (before any claim that the identified length is physical), the length, the other
     warnings, the period checks, the methods, where the report is.
 
+    The identified length carries the mark UNRELIABLE when ``s["length_unreliable_because"]`` lists a
+    reason (the rule ``vid2sid calibrate`` prints by, :func:`_unreliable_because`); a reason the stop line
+    already gives is not repeated.
+
     Args:
         s: the demo's summary dict (``summary.json``). lines: :func:`~vid2sid_ros.report.run_summary_lines`
-            of the main run (may be empty).
+            of the main run, unwrapped (may be empty).
     """
+    from ..report.insights import unconverged_reason
+
     out: list[str] = []
     if lines:
         out.append(lines[0])  # the stop reason first
@@ -624,8 +650,12 @@ def summary_lines(s: Mapping[str, Any], lines: Sequence[str]) -> list[str]:
     for line in residual:  # the model is probably wrong: said before the identified length
         out.append(line)
     std = s.get("length_std_m")
+    because = list(s.get("length_unreliable_because") or [])
+    stop = unconverged_reason(lines[0].removeprefix("stopped: ")) if lines else ""
+    own = [c for c in because if not (stop and "UNRELIABLE" in lines[0] and c == stop)]  # the stop line says it
     out.append(f"identified length: {s['length_m']:.4f} m"
-               + (f" ± {std:.4f} m (1σ, Gauss–Newton: local, optimistic)" if std else ""))
+               + (f" ± {std:.4f} m (1σ, Gauss–Newton: local, optimistic)" if std else "")
+               + (" UNRELIABLE" + (f" ({'; '.join(own)})" if own else "") if because else ""))
     for line in lines:
         if line.startswith("warning:") and line not in residual:  # e.g. damping and drag poorly identified
             out.append(line)
@@ -694,13 +724,17 @@ def run(args) -> int:
         return _unfinished(state, err)
     from ..report import ReportError, run_summary_lines
 
+    from ..report.terminal import terminal_width, wrap_line
+
     print()
     try:
-        lines = run_summary_lines(Path(args.out) / s["proposer"])
+        lines = run_summary_lines(Path(args.out) / s["proposer"], width=1 << 30)  # picked from whole, wrapped below
     except ReportError:
         lines = []
+    width = terminal_width()
     for line in summary_lines(s, lines):
-        print(line)
+        for part in wrap_line(line, width):
+            print(part)
     return 0
 
 

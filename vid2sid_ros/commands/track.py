@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = json.dumps(trajectory.to_dict())
     flag, target = "--overlay", args.overlay
+    wrote_overlay = None
     try:
         if args.overlay:  # refused before --out is written
             check_output_path(Path(args.overlay))
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             write_output(Path(args.out), text)
         if args.overlay:
             flag, target = "--overlay", args.overlay
-            _write_overlay(Path(args.overlay), args.video, trajectory, rate)
+            wrote_overlay = _write_overlay(Path(args.overlay), args.video, trajectory, rate)
     except OSError as err:  # VideoError is an OSError too
         print(f"vid2sid track: {write_error_message(flag, Path(target), err)}", file=sys.stderr)
         return 2
@@ -104,19 +105,24 @@ def run(args: argparse.Namespace) -> int:
     summary = ", ".join(f"{n} {100 * f:.0f}%" + (f" ({hidden[n]} frame(s) partly hidden: invalid)" if hidden.get(n)
                                                   else "") for n, f in zip(trajectory.names, found))
     print(f"vid2sid track: {trajectory.num_frames} frames at {rate:g} Hz from {args.video}; "
-          f"keypoints found: {summary}" + ("" if args.out == "-" else f"; wrote {args.out}"), file=sys.stderr)
+          f"keypoints found: {summary}" + ("" if args.out == "-" else f"; wrote {args.out}")
+          + (f"; wrote the overlay video {wrote_overlay}" if wrote_overlay else ""), file=sys.stderr)
     from ..perception.quality import check_tracking, min_tracked_fraction
 
     for w in check_tracking(trajectory, min_fraction=min_tracked_fraction(rig.config, rig.where)).warnings:
         print(f"warning: {w}", file=sys.stderr)  # the check every trial source runs
     own = _trial_of_clip(rig, args.video)
+    listing = _excitation_listing(rig)
     if args.excitation is None and own is not None:  # the config already pairs this clip with its command
         print(f"vid2sid track: this clip is trial '{own}' of {rig.source}: `calibrate {rig.source}` tracks it "
-              "the same way and pairs it with its trial's command", file=sys.stderr)
-    if args.excitation is None and args.out != "-":
-        listing = _excitation_listing(rig)
-        print("vid2sid track: to calibrate from this clip, name the command it was filmed under: --excitation NAME"
-              + (f" ({listing})" if listing else ""), file=sys.stderr)
+              "the same way and pairs it with its trial's command, nothing more to name (only for a real-trial "
+              "file, calibrate --real FILE: --excitation NAME" + (f" ({listing})" if listing else "") + ")",
+              file=sys.stderr)
+    elif args.excitation is None and args.out != "-":  # a clip the config does not know: calibrate needs its command
+        print("vid2sid track: this clip is no trial of the rig config, so calibrate cannot tell which command it "
+              "was filmed under: add it as a trial (trials: source: video) or write a real trial with "
+              "--excitation NAME" + (f" ({listing})" if listing else "") + " and pass it to calibrate --real FILE",
+              file=sys.stderr)
     return 0 if trajectory.valid.any() else 1
 
 

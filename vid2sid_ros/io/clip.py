@@ -61,6 +61,14 @@ class TrackedClip:
     thumb_every: int = 1
 
 
+def _marker_key(tracker_cfg: Mapping[str, Any], name: str) -> str:
+    """Where a marker's HSV range is in the rig config: ``tracker.markers[1].hsv_lower/hsv_upper`` (the
+    config's ``tracker:`` key; a legacy one-clip config's ``trial.tracker`` is loaded into it)."""
+    markers = list(tracker_cfg.get("markers") or []) if isinstance(tracker_cfg, Mapping) else []
+    k = next((i for i, m in enumerate(markers) if isinstance(m, Mapping) and m.get("name") == name), None)
+    return f"tracker.markers[{k}].hsv_lower/hsv_upper" if k is not None else "in the tracker's markers"
+
+
 def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float | None = None,
                max_frames: int | None = None, start_frame: int = 0, thumb_scale: float | None = 0.5,
                thumb_every: int = 1, min_tracked_fraction: float = DEFAULT_MIN_TRACKED_FRACTION,
@@ -161,9 +169,9 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
         warnings.append(f"decoded {T} of {declared} frames the container declares: the file may be truncated")
     for k, n in enumerate(tracker.names):
         if not valid[:, k].any():
-            raise ClipError(f"{path}: marker '{n}' was not found in any of {T} frames; check the HSV range "
-                                 f"in trial.tracker (OpenCV H 0-180; red wraps, e.g. hsv_lower [170, ..] to "
-                                 f"hsv_upper [10, ..])")
+            raise ClipError(f"{path}: marker '{n}' was not found in any of {T} frames; check its HSV range "
+                            f"{_marker_key(tracker_cfg, n)} (OpenCV H 0-180; red wraps, e.g. hsv_lower [170, ..] "
+                            f"to hsv_upper [10, ..])")
     check = check_tracking(traj, min_fraction=min_tracked_fraction)
     warnings.extend(check.warnings)
     traj = traj._with(meta={**dict(traj.meta), "tracking": check.to_dict()})

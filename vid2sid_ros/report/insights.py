@@ -25,7 +25,7 @@ from ..core.trajectory import format_error
 from .run import RunSummary, finite, stop_kind
 
 __all__ = ["ParameterRow", "Insight", "parameter_rows", "insights", "stop_sentence", "tracked_lines", "AT_BOUND_FRACTION",
-           "STRONG_CORRELATION"]
+           "STRONG_CORRELATION", "go_on_advice", "unconverged_reason", "recent_improvement", "STILL_IMPROVING", "IMPROVING_WINDOW"]
 
 #: a value within this fraction of the normalised range of a bound is "at the bound"
 AT_BOUND_FRACTION = 0.005
@@ -33,6 +33,10 @@ AT_BOUND_FRACTION = 0.005
 STRONG_CORRELATION = 0.95
 #: two-sided 95 % normal quantile
 Z95 = 1.959964
+#: a run stopped at a limit was "still improving" when its best training error fell by at least this
+#: fraction (relative) over its last :data:`IMPROVING_WINDOW` iterations
+STILL_IMPROVING = 0.01
+IMPROVING_WINDOW = 3
 
 
 @dataclass
@@ -71,6 +75,13 @@ class ParameterRow:
     consider_interval: tuple[float, float] | None = None
     #: the caveat's cause ("the mass of body 'middle' ...") when one names this parameter
     caveat: str = ""
+
+    @property
+    def flagged(self) -> bool:
+        """The value is printed with the mark UNRELIABLE (``vid2sid calibrate``, ``vid2sid demo``): it has an
+        interval and is not :attr:`reliable` (the run did not converge, the value is at a bound, or the
+        parameter is in a poorly identifiable combination; :attr:`unreliable_because` says which)."""
+        return self.interval is not None and not self.reliable
 
     @property
     def rel_error(self) -> float | None:
@@ -124,6 +135,20 @@ def _weak_names(run: RunSummary) -> set[str]:
     return out
 
 
+def unconverged_reason(stopped: str) -> str:
+    """Why every value of a run stopped by ``stopped`` is unreliable (its fit did not converge), as
+    :attr:`ParameterRow.unreliable_because` words it; "" for a stop that leaves the values reliable
+    (converged, target reached, stalled: the stalled stop's own test is the report's to state)."""
+    kind = stop_kind(stopped)
+    if kind == "budget":
+        return "run stopped at its rollout budget without converging"
+    if kind == "iterations":
+        return "run stopped at its iteration limit without converging"
+    if kind in ("interrupted", "other"):
+        return f"run did not converge ({stopped or 'unknown stop'})"
+    return ""
+
+
 def parameter_rows(run: RunSummary) -> list[ParameterRow]:
     """Every parameter of the run, free first, with interval, reliability, truth and bound flags."""
     start = run.start_values
@@ -160,13 +185,7 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
             row.interval_method = "frozen, not calibrated"
         else:
             row.interval_method = "no identifiability check at the result"
-        reasons = []
-        if kind == "budget":
-            reasons.append("run stopped at its rollout budget without converging")
-        elif kind == "iterations":
-            reasons.append("run stopped at its iteration limit without converging")
-        elif kind in ("interrupted", "other"):
-            reasons.append(f"run did not converge ({run.stopped or 'unknown stop'})")
+        reasons = [why] if (why := unconverged_reason(run.stopped)) else []
         if row.at_bound:
             reasons.append(f"value at the {row.at_bound} bound")
         if s.name in weak:
@@ -288,6 +307,74 @@ def _tracking_insights(result: Mapping[str, Any]) -> list[Insight]:
     return out
 
 
+def recent_improvement(run: RunSummary, window: int = IMPROVING_WINDOW) -> float | None:
+    """Relative decrease of the best training error over the run's last ``window`` iterations.
+
+    ``(best[-window-1] - best[-1]) / best[-window-1]`` where ``best[k]`` is the lowest finite
+    ``error_px`` of the records (``iterations.jsonl``, record 0 the start point) up to record ``k``;
+    0.0 when nothing improved, None when the run has fewer than ``window + 1`` finite records (too
+    short to tell) or a non-positive error.
+    """
+    best: list[float] = []
+    for rec in run.records:
+        e = finite(getattr(rec, "error_px", None))
+        if e is not None:
+            best.append(e if not best else min(best[-1], e))
+    if len(best) < window + 1 or best[-window - 1] <= 0:
+        return None
+    return (best[-window - 1] - best[-1]) / best[-window - 1]
+
+
+def _model_finding(diag: Any) -> str:
+    """The residual diagnosis's named cause and action (``actuator 'motor' dead-zone: model the drive's
+    deadzone ...``), else its summary; "" when the diagnosis does not say the model is wrong."""
+    if not isinstance(diag, Mapping) or not diag.get("misspecified"):
+        return ""
+    rec = diag.get("recommendation")
+    if isinstance(rec, Mapping) and rec.get("cause"):
+        return str(rec["cause"]) + (f": {rec['action']}" if rec.get("action") else "")
+    return str(diag.get("summary") or "the model cannot fit these data")
+
+
+def go_on_advice(run: RunSummary) -> tuple[bool, str]:
+    """Whether running longer could change an unconverged run's result, and the sentence that says so.
+
+    Returns ``(helps, sentence)``:
+
+    * the residual diagnosis says the model is wrong (``residual_diagnosis.misspecified``): more
+      iterations or budget cannot make the values physical, whatever the stop: ``False`` and the
+      diagnosis's finding (its recommended cause and action);
+    * ``stalled``: the optimiser itself found no step that lowers the error: ``False`` (a failed
+      first-order test at such a point means the model cannot fit the data or the rollouts are too
+      noisy for finite differences, not that the run was short);
+    * ``iterations`` / ``budget``: ``True`` when the run was still improving at its limit — its best
+      training error fell by at least :data:`STILL_IMPROVING` (relative) over its last
+      :data:`IMPROVING_WINDOW` iterations (:func:`recent_improvement`; a run too short to tell counts
+      as improving) — else ``False``;
+    * ``interrupted``: ``True`` (``--resume`` continues it); any other stop: ``True`` with no advice.
+    """
+    kind = stop_kind(run.stopped)
+    finding = _model_finding(run.result.get("residual_diagnosis"))
+    if finding and kind in ("budget", "iterations", "stalled", "interrupted", "other"):
+        return False, ("more iterations or a larger budget will not help: the residual diagnosis finds the model "
+                       f"cannot fit these data ({finding}); fix the model first")
+    if kind == "stalled":
+        return False, ("more iterations or a larger budget will not help: the optimiser found no step that lowers "
+                       "the error; check the model against the data (a model that cannot fit them leaves a "
+                       "gradient no step can follow) or lower the rollouts' noise")
+    if kind in ("budget", "iterations"):
+        rel = recent_improvement(run)
+        if rel is not None and rel < STILL_IMPROVING:
+            return False, (f"more iterations are unlikely to help: the best error fell by only {100 * rel:.2g} % over "
+                           f"the last {IMPROVING_WINDOW} iterations")
+        what = ("it was still improving at its limit" if rel is not None
+                else "the run was too short to tell whether it had settled")
+        return True, f"{what}: give it more iterations and a larger budget"
+    if kind == "interrupted":
+        return True, "continue it with --resume"
+    return True, ""
+
+
 def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[Insight]:
     """What a person should look at first, most important first (see the module docstring)."""
     rows = rows if rows is not None else parameter_rows(run)
@@ -297,9 +384,10 @@ def insights(run: RunSummary, rows: list[ParameterRow] | None = None) -> list[In
     if kind in ("budget", "iterations", "interrupted", "stalled"):
         what = {"budget": "at its rollout budget", "iterations": "at its iteration limit",
                 "interrupted": "when interrupted", "stalled": "with no step left that lowers the error"}[kind]
+        advice = go_on_advice(run)[1]
         out.append(Insight("unconverged", f"The run stopped {what} without converging",
                            stop_sentence(run) + ". The identified values are the best seen so far, not a converged "
-                           "fit; intervals are unreliable. Give it a larger budget or more iterations (or --resume)."))
+                           "fit; intervals are unreliable. " + advice[:1].upper() + advice[1:] + "."))
     out.extend(_tracking_insights(res))  # what the measurements lost comes before what was fitted to them
     for r in rows:
         if r.at_bound:

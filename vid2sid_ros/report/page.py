@@ -372,10 +372,14 @@ def _overlay_html(run: RunSummary) -> str:
     return video_html([path], f"{what} WebM/{'VP9' if codec == 'VP90' else 'VP8'}, embedded in this file.")
 
 
+#: the tracking table's row counting the frames in which no keypoint was found
+NO_KEYPOINT = "no keypoint found (frame rejected or lost)"
+
+
 def tracking_rows(trials: Sequence[Any]) -> list[list[Any]]:
-    """Per trial and keypoint: ``[trial, split, keypoint, frames, tracked frames, tracked %]`` from the
-    real trajectory's validity mask, plus one row per trial for the frames where no keypoint was found
-    (``"(no keypoint: frame rejected or lost)"``). A holdout trial counts from its first scored frame
+    """Per trial and keypoint: ``[trial, split, "<keypoint> tracked", frames, count, share %]`` from the
+    real trajectory's validity mask, plus one row per trial counting the frames where no keypoint was
+    found (``"no keypoint found (frame rejected or lost)"``: its share is of frames lost, not tracked). A holdout trial counts from its first scored frame
     (a recording split in time is stored as one holdout trial, unscored before the split)."""
     rows = []
     for t in trials:
@@ -385,9 +389,9 @@ def tracking_rows(trials: Sequence[Any]) -> list[list[Any]]:
         T = int(v.shape[0])
         for k, name in enumerate(t.real.names):
             n = int(v[:, k].sum())
-            rows.append([t.name, t.split, name, T, n, round(100.0 * n / max(T, 1), 1)])
+            rows.append([t.name, t.split, f"{name} tracked", T, n, round(100.0 * n / max(T, 1), 1)])
         lost = int((~v.any(axis=1)).sum()) if v.ndim == 2 else 0
-        rows.append([t.name, t.split, "(no keypoint: frame rejected or lost)", T, lost,
+        rows.append([t.name, t.split, NO_KEYPOINT, T, lost,
                      round(100.0 * lost / max(T, 1), 1)])
     return rows
 
@@ -447,11 +451,11 @@ def _tracking_html(run: RunSummary) -> str:
     from ..calibration.trial_curves import RENDERS_FILE
 
     rows = tracking_rows(run.trials)
-    parts = [table(["trial", "split", "keypoint", "frames", "tracked", "tracked [%]"], rows,
-                   row_classes=["bad" if r[5] < 80.0 and not r[2].startswith("(") else "" for r in rows]),
-             "<p class=\"muted\">Tracked: frames where the keypoint was measured (valid) in the real trial; rows "
-             "shaded below 80 %. Frames without any keypoint were rejected by the tracker or lost; they carry no "
-             "weight in the fit.</p>"]
+    parts = [table(["trial", "split", "frames where", "frames", "count", "share [%]"], rows,
+                   row_classes=["bad" if r[5] < 80.0 and r[2] != NO_KEYPOINT else "" for r in rows]),
+             "<p class=\"muted\">Share of the trial's frames: where the keypoint was measured (valid) in the real "
+             "trial, rows shaded below 80 %; in each trial's last row, where no keypoint was found at all (the "
+             "frame rejected by the tracker or lost: it carries no weight in the fit).</p>"]
     given = run.result.get("tracking")
     if isinstance(given, Mapping) and given:
         parts.append("<h3>Tracker report</h3>" + table(["entry", "value"], _flat(given)))

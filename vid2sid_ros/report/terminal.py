@@ -17,17 +17,24 @@ rationales and traces with ``-v``.
 from __future__ import annotations
 
 import math
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Mapping, TextIO
 
 from ..calibration.rationale import unit_text
 from ..core.trajectory import format_error
 
-from .insights import insights, parameter_rows, stop_sentence, tracked_lines
+from .insights import (ParameterRow, go_on_advice, insights, parameter_rows, stop_sentence, tracked_lines,
+                       unconverged_reason)
 from .run import RunSummary, load_run, stop_kind
 
-__all__ = ["run_summary_lines", "CalibrationTerminal", "moved_parameters", "unit_text"]
+__all__ = ["run_summary_lines", "CalibrationTerminal", "moved_parameters", "unit_text", "terminal_width", "wrap_line",
+           "DEFAULT_WIDTH"]
+
+#: the summary's width when stdout is not a terminal (a log, a pipe)
+DEFAULT_WIDTH = 100
 
 
 def _tracked_summary(res: Mapping[str, Any]) -> list[str]:
@@ -49,9 +56,135 @@ def _tracked_summary(res: Mapping[str, Any]) -> list[str]:
             f"'{trial}')"]
 
 
+def terminal_width(stream: TextIO | None = None) -> int:
+    """Columns of the terminal ``stream`` (default stdout) is on (:func:`shutil.get_terminal_size`,
+    at least 40); :data:`DEFAULT_WIDTH` when it is not a terminal (a log file, a pipe)."""
+    stream = stream if stream is not None else sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        tty = False
+    if not tty:
+        return DEFAULT_WIDTH
+    return max(40, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+
+
+def wrap_line(line: str, width: int, indent: int = 4) -> list[str]:
+    """``line`` wrapped to ``width`` columns, continuation lines indented by ``indent`` more than the
+    line's own leading spaces (a word longer than the width is cut)."""
+    if len(line) <= width:
+        return [line]
+    lead = len(line) - len(line.lstrip(" "))
+    return textwrap.wrap(line, width, initial_indent="", subsequent_indent=" " * min(lead + indent, width // 2),
+                         break_on_hyphens=False, drop_whitespace=True) or [line[:width]]
+
+
+def _residual_titles(diag: Any, titles: list[str]) -> list[str]:
+    """The residual diagnosis's warnings, its generic headline ("the model is probably wrong somewhere
+    ... (1 warning(s))") folded into the first finding instead of a line of its own."""
+    summary = f"Residual diagnosis: {diag.get('summary')}" if isinstance(diag, Mapping) and diag.get("summary") else None
+    rest = [t for t in titles if t != summary]
+    if summary is None or summary not in titles or not rest:
+        return titles
+    first = rest[0].removeprefix("Residual diagnosis: ")
+    return [f"Residual diagnosis (the model is probably wrong; do not read the parameters as physical): {first}",
+            *rest[1:]]
+
+
+#: marks of the interval notes said once (in the table's header when they fit, else under it)
+_NOTE_MARKS = "†‡§¶"
+
+
+def _parameter_lines(rows: list[ParameterRow], stop_reason: str = "") -> list[str]:
+    """The identified-parameter table, each thing said once.
+
+    A reason every flagged row shares is said above the table (``values UNRELIABLE: <reason>``;
+    ``stop_reason``, the unconverged stop the stop line already names, is left out: the caller
+    says it there) and each flagged row carries the mark ``UNRELIABLE`` plus only the reasons of its
+    own (value at a bound, poorly identifiable). An interval note that differs between rows only by
+    the optimum it names (``the least-squares optimum ... is 1.66; the interval is extended to the
+    identified value``) is a mark after the interval (``[0.4, 2]†``), its text once in the header
+    (the optimum is in the report and ``result.json: intervals``).
+    """
+    free = [p for p in rows if not p.frozen]
+    marked = [p for p in free if p.flagged]
+    common = ([c for c in marked[0].unreliable_because if all(c in p.unreliable_because for p in marked)]
+              if len(marked) >= 2 else [])
+    said = set(common) | {stop_reason}
+    notes: dict[str, str] = {}  # note template -> mark
+    width = max((len(p.name) for p in free), default=8)
+    body = []
+    for p in free:
+        line = f"  {p.name:>{width}s} = {p.final:.6g} {unit_text(p.unit)}".rstrip()
+        if p.interval is not None:
+            line += f"  [{p.interval[0]:.4g}, {p.interval[1]:.4g}]"  # the header says what it is
+            named = f" is {p.centre:.4g}" if p.centre is not None else None
+            if p.interval_note and named and named in p.interval_note:
+                template = p.interval_note.replace(named, "", 1)
+                line += notes.setdefault(template, _NOTE_MARKS[min(len(notes), len(_NOTE_MARKS) - 1)])
+            if p.interval_kind and p.interval_kind != "two-sided":
+                line += f" {p.interval_kind}"
+            if p.interval_note and not (named and named in p.interval_note):
+                line += f" ({p.interval_note})"
+            elif not p.interval_note and not p.interval[0] <= p.final <= p.interval[1] and p.centre is not None:
+                line += (f" (centred on {p.centre:.4g}, the optimum once the tracker's bias is modelled: "
+                         "the identified value lies outside it)")  # a run from older code
+            if p.flagged:
+                own = [c for c in p.unreliable_because if c not in said]
+                line += " UNRELIABLE" + (f" ({'; '.join(own)})" if own else "")
+        else:
+            line += f"  ({p.interval_method})"
+        if p.consider_interval is not None:
+            line += f"; consider 95 % [{p.consider_interval[0]:.4g}, {p.consider_interval[1]:.4g}] (caveat)"
+        if p.truth is not None:
+            re = p.rel_error
+            line += f"  truth {p.truth:.6g}, error {100 * re:.1f} %" if re is not None else f"  truth {p.truth:.6g}"
+            if p.truth_inside is not None:
+                line += ", in interval" if p.truth_inside else ", interval MISSES it"
+        body.append(line)
+    shared = [c for c in common if c != stop_reason]
+    head = [f"values UNRELIABLE: {'; '.join(shared)}"] if shared else []
+    what = "95 % interval: Gauss–Newton, local" + "".join(f"; {m} {_short_note(t)}" for t, m in notes.items())
+    head.append(f"identified parameters ({what}" + ("; UNRELIABLE where marked" if marked else "") + "):")
+    return head + body
+
+
+def _short_note(template: str) -> str:
+    """An interval note without its number, short enough for the table's header: the loop's "the
+    least-squares optimum ...; the interval is extended to the identified value" (an interval
+    centred elsewhere, extended to hold the value) is ``extended to the identified value``."""
+    if template.endswith("the interval is extended to the identified value"):
+        return "extended to the identified value" + (" (the optimum beyond the bound)" if "beyond the bound" in template
+                                                      else "")
+    return template
+
+
+def _go_on_lines(r: RunSummary, resume_command: str | None, go_on: Mapping[str, str] | None,
+                 width: int) -> list[str]:
+    """What to do about an unconverged stop (:func:`~vid2sid_ros.report.insights.go_on_advice`): the
+    resume command after an interrupt; the command that runs again with more iterations and a larger
+    budget when the run was still improving at its limit (printed whole on a line of its own, so it
+    pastes as printed); else why running longer will not help."""
+    kind = stop_kind(r.stopped)
+    helps, advice = go_on_advice(r)
+    if kind == "interrupted" and resume_command:
+        return [f"continue this run: {resume_command}"]
+    if kind not in ("budget", "iterations", "stalled"):
+        return []
+    if not helps:
+        return wrap_line(advice[:1].upper() + advice[1:], width)
+    cmd = (go_on or {}).get(kind)
+    if cmd:
+        return wrap_line(f"to go on ({advice}), in a new run directory:", width) + [f"  {cmd}"]
+    return wrap_line(f"to go on ({advice}): more --iterations and a larger --budget in a new --out (a run resumes "
+                 "only with its own settings)", width)
+
+
 def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None = None,
-                      resume_command: str | None = None, go_on: Mapping[str, str] | None = None) -> list[str]:
-    """Lines of the final summary (no trailing newlines).
+                      resume_command: str | None = None, go_on: Mapping[str, str] | None = None,
+                      width: int | None = None) -> list[str]:
+    """Lines of the final summary (no trailing newlines), each at most ``width`` columns (default
+    :func:`terminal_width`) except a command to run, printed whole on a line of its own.
 
     Args:
         run: a run directory or a loaded :class:`RunSummary`.
@@ -59,12 +192,15 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
         resume_command: the exact command that continues this run (printed when it was
             interrupted; a budget- or iteration-stopped run is told what to change instead).
         go_on: ``{"budget": command, "iterations": command}``: what runs it again with more
-            (printed when it stopped on that limit; without it, the flag to change is named).
+            (printed when it stopped on that limit and was still improving there, see
+            :func:`~vid2sid_ros.report.insights.go_on_advice`; without it, the flags to change are named).
+        width: columns to wrap to (None: :func:`terminal_width`).
 
     Raises:
         ReportError: ``run`` is not a finished run directory.
     """
     r = run if isinstance(run, RunSummary) else load_run(run)
+    width = width or terminal_width()
     res = r.result
     lines = [stop_sentence(r)]
     err = res.get("training_mae")
@@ -91,55 +227,23 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
             said.add(title)
             lines.append(f"warning: {title}")
 
-    for i in found:
-        if i.kind == "residual":
-            warn(i.title)
+    for title in _residual_titles(res.get("residual_diagnosis"), [i.title for i in found if i.kind == "residual"]):
+        warn(title)
     for i in found:  # a nominal value the fit cannot check: not a model error, but the values rest on it
         if i.kind == "caveat" and i.title not in said:
             said.add(i.title)
             lines.append(f"caveat: {i.title}")
-    free = [p for p in rows if not p.frozen]
-    lines.append("identified parameters (95 % interval: " + (
-        "Gauss–Newton, local" if all(p.reliable for p in free if p.interval)
-        else "Gauss–Newton, local; UNRELIABLE where marked") + "):")
-    width = max((len(p.name) for p in free), default=8)
-    for p in free:
-        line = f"  {p.name:>{width}s} = {p.final:.6g} {unit_text(p.unit)}".rstrip()
-        if p.interval is not None:
-            line += f"  95 % [{p.interval[0]:.4g}, {p.interval[1]:.4g}]"
-            if p.interval_kind and p.interval_kind != "two-sided":
-                line += f" {p.interval_kind}"
-            if p.interval_note:
-                line += f" ({p.interval_note})"
-            elif not p.interval[0] <= p.final <= p.interval[1] and p.centre is not None:  # a run from older code
-                line += (f" (centred on {p.centre:.4g}, the optimum once the tracker's bias is modelled: "
-                         "the identified value lies outside it)")
-            line += "" if p.reliable else f" UNRELIABLE ({'; '.join(p.unreliable_because)})"
-        else:
-            line += f"  ({p.interval_method})"
-        if p.consider_interval is not None:
-            line += f"; consider 95 % [{p.consider_interval[0]:.4g}, {p.consider_interval[1]:.4g}] (caveat)"
-        if p.truth is not None:
-            re = p.rel_error
-            line += f"  truth {p.truth:.6g}, error {100 * re:.1f} %" if re is not None else f"  truth {p.truth:.6g}"
-            if p.truth_inside is not None:
-                line += ", interval contains it" if p.truth_inside else ", interval MISSES it"
-        lines.append(line)
+    stop_reason = unconverged_reason(r.stopped)
+    if stop_reason and any(stop_reason in p.unreliable_because for p in rows):
+        lines[0] += ", so the values below are UNRELIABLE"  # said once here, a mark on each row
+    lines.extend(_parameter_lines(rows, stop_reason))
     for i in found:  # about the parameters above (bounds, identifiability, correlations, ...) and the tracking
         if i.kind not in ("residual", "caveat") and not (i.kind in ("start_identifiability", "tracking")
                                                          and i.severity == "info"):
             warn(i.title)  # a start-point warning the check at the result cleared is in the report only;
             # the tracked fractions are the "tracked:" lines
-    kind = stop_kind(r.stopped)
-    if kind == "interrupted" and resume_command:
-        lines.append(f"continue this run: {resume_command}")
-    elif kind in ("budget", "iterations") and (go_on or {}).get(kind):
-        lines.append(f"to go on with more {'rollouts' if kind == 'budget' else 'iterations'} "
-                     f"(a new run directory): {go_on[kind]}")
-    elif kind == "budget":
-        lines.append("to go on: a larger --budget in a new --out (a run resumes only with its own budget)")
-    elif kind == "iterations":
-        lines.append("to go on: more --iterations in a new --out (a run resumes only with its own settings)")
+    lines = [w for ln in lines for w in wrap_line(ln, width)]
+    lines.extend(_go_on_lines(r, resume_command, go_on, width))
     if report is not None:
         lines.append(f"report: {report}")
     return lines
@@ -169,6 +273,14 @@ def moved_parameters(before: Mapping[str, float], after: Mapping[str, float], un
     return out
 
 
+def _moves_text(moved: list[str], named: int) -> str:
+    """The first ``named`` moves, the rest counted: ``a 1 → 2, b 3 → 4, 2 more`` (``4 parameters moved``
+    when none is named)."""
+    if named <= 0 and moved:
+        return f"{len(moved)} parameter{'s' if len(moved) > 1 else ''} moved"
+    return ", ".join(moved[:named] + ([f"{len(moved) - named} more"] if len(moved) > named else []))
+
+
 class CalibrationTerminal:
     """What ``vid2sid calibrate`` prints while it runs: every line goes through here.
 
@@ -189,6 +301,7 @@ class CalibrationTerminal:
         out, err: text streams (default ``sys.stdout``/``sys.stderr`` at call time).
         progress: force the bar on or off (default: ``err.isatty()`` and ``verbosity >= 0``).
         proposer: the run's proposer; an iteration proposed by another (the fallback) says so.
+        width: the iteration lines' width in columns (default :func:`terminal_width` of ``out``).
 
     The default ``err`` is a duplicate of file descriptor 2 taken here, so the bar and the
     warnings still reach the terminal while the run sends fd 2 (OpenCV, FFmpeg) to its log.
@@ -196,11 +309,12 @@ class CalibrationTerminal:
 
     def __init__(self, units: Mapping[str, str], *, iterations: int, budget: int | None, unit: str = "px",
                  verbosity: int = 0, out: TextIO | None = None, err: TextIO | None = None,
-                 progress: bool | None = None, proposer: str | None = None):
+                 progress: bool | None = None, proposer: str | None = None, width: int | None = None):
         self.units = dict(units)
         self.iterations, self.budget, self.unit, self.verbosity = int(iterations), budget, unit, int(verbosity)
         self.proposer = proposer
         self.out = out if out is not None else sys.stdout
+        self.width = int(width) if width else terminal_width(self.out)
         self._own_err = err is None
         self.err = err if err is not None else _terminal_stderr()
         if progress is None:
@@ -273,7 +387,9 @@ class CalibrationTerminal:
 
     def iteration_line(self, rec: Any, before: Mapping[str, float]) -> str:
         """One iteration's line, e.g.
-        ``iter  3/10  error 0.096 px (best 0.096 px)  joint_damping 0.00295 → 0.00274 N·m·s/rad  [22/40 rollouts]``."""
+        ``iter  3/10  error 0.096 px (best 0.096 px)  joint_damping 0.00295 → 0.00274 N·m·s/rad  [22/40 rollouts]``:
+        at most :data:`MAX_MOVES` moved parameters named, fewer when the line would be wider than
+        ``width`` (the others counted, ``3 more``; none named: ``5 parameters moved``)."""
         u = self.unit
         err = format_error(rec.error_px, u) if math.isfinite(rec.error_px) else "failed"
         best = (rec.extra or {}).get("best_error_px")
@@ -285,10 +401,12 @@ class CalibrationTerminal:
             moves = "start point"
         else:
             moved = moved_parameters(before, rec.values or {}, self.units)
-            if len(moved) > MAX_MOVES:  # the first ones (physics before nuisances); the rest counted (-v: all)
-                moved = moved[:MAX_MOVES] + [f"{len(moved) - MAX_MOVES} more"]
+            named = min(len(moved), MAX_MOVES)  # the first ones (physics before nuisances); the rest counted
+            tail = f"  [{total}{'/' + str(self.budget) if self.budget else ''} rollouts]"
+            while named > 0 and len(f"{head}  {_moves_text(moved, named)}{tail}") > self.width:
+                named -= 1  # one line within the terminal's width: fewer named, more counted
             if moved:
-                moves = ", ".join(moved)
+                moves = _moves_text(moved, named)
             elif any(float(v) != float(before.get(k, v)) for k, v in (rec.values or {}).items()):
                 moves = "moves below 3 significant digits"
             else:
