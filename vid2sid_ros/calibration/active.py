@@ -253,7 +253,7 @@ def _csv_text(exc: Excitation) -> str:
 
 def _limits_record(limits: ExcitationLimits) -> dict[str, Any]:
     """The rig's command limits a design kept to, for the record (and the report's profile plot)."""
-    return {"actuator_names": list(limits.actuator_names),
+    return {"actuators": list(limits.actuator_names), "amplitude": list(limits.amplitude),
             "command_range": [list(limits.range_of(i)) for i in range(len(limits.amplitude))],
             "frequency_hz": list(limits.frequency_hz), "max_duration_s": limits.max_duration_s}
 

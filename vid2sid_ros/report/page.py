@@ -545,7 +545,8 @@ def _design_profile(dt: DesignedTrials, rec: Mapping[str, Any] | None) -> tuple[
         return None, ""
     from ..core.excitation import ExcitationError, build_excitation
 
-    names = ((rec.get("limits") or {}).get("actuator_names") or ["u0"])
+    lim = rec.get("limits") or {}
+    names = lim.get("actuators") or lim.get("actuator_names") or [rec["profile"].get("actuator", "u0")]
     try:
         return build_excitation(dict(rec["profile"]), [str(n) for n in names]), "the record's profile"
     except (ExcitationError, KeyError, TypeError, ValueError) as err:
