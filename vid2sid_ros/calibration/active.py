@@ -251,6 +251,13 @@ def _csv_text(exc: Excitation) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _limits_record(limits: ExcitationLimits) -> dict[str, Any]:
+    """The rig's command limits a design kept to, for the record (and the report's profile plot)."""
+    return {"actuators": list(limits.actuator_names), "amplitude": list(limits.amplitude),
+            "command_range": [list(limits.range_of(i)) for i in range(len(limits.amplitude))],
+            "frequency_hz": list(limits.frequency_hz), "max_duration_s": limits.max_duration_s}
+
+
 def _trial_block(design: DesignResult, csv_name: str) -> str:
     prof = {k: v for k, v in design.profile.items() if k != "name"}
     inline = ", ".join(f"{k}: {json.dumps(v)}" for k, v in prof.items())
@@ -423,7 +430,8 @@ class _ActiveRun:
         self.design_spent += design.rollouts
         self.spent += design.rollouts
         report = res.final_identifiability
-        rec = {"design": k + 1, **design.to_dict(), "warning": report.warning if report else None}
+        rec = {"design": k + 1, **design.to_dict(), "warning": report.warning if report else None,
+               "limits": _limits_record(self.limits)}
         if self.stand_in is None:
             rec.update(applied=False, reason="recorded data: the designed trial is a recommendation")
             if self.rd is not None:
@@ -576,7 +584,8 @@ def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, con
     rd = Path(run_dir)
     rec = {"design": 1, **design.to_dict(), "applied": False,
            "reason": "a recommendation: record this trial on the rig and add it to the rig config's trials",
-           "design_rollouts": design.rollouts, "charged": False}
+           "design_rollouts": design.rollouts, "charged": False, "limits": _limits_record(limits),
+           "warning": report.warning if report else None}
     rec["files"] = {"csv": str(atomic_write_text(rd / "designed_excitation.csv", _csv_text(design.excitation))),
                     "trial": str(atomic_write_text(rd / "designed_trial.yaml",
                                                    _trial_block(design, "designed_excitation.csv")))}

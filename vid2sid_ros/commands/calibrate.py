@@ -357,7 +357,8 @@ def _recommend(args: argparse.Namespace, rig, real, result, ccfg, out: Path) -> 
     if rec is None:
         print("active learning: the identifiability check flags no parameter; no trial designed")
     else:
-        print(f"active learning: next trial {rec['files']['trial']} ({rec['rationale'].split('. ')[0]})")
+        print(f"active learning: next trial saved in {rec['files']['trial']} and {rec['files']['csv']} "
+              f"({rec['rationale'].split('. ')[0]})")
 
 
 def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, name: str, out: Path, *,

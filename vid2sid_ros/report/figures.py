@@ -20,7 +20,7 @@ from .run import RunSummary, TrajectoryPanel, TrialCurves
 __all__ = ["figure_html", "trial_figure", "holdout_span", "error_axis_top", "panel_figure", "interval_figure",
            "correlation_figure",
            "convergence_iterations_figure", "convergence_rollouts_figure", "distribution_figure",
-           "pick_keypoints"]
+           "pick_keypoints", "designed_profile_figure"]
 
 REAL = "#222222"
 INITIAL = "#8c8c8c"
@@ -295,6 +295,34 @@ def interval_figure(rows: Sequence[ParameterRow]):
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
     for x in (0.0, 1.0):
         fig.add_vline(x=x, line={"color": "#999", "dash": "dot", "width": 1})
+    return fig
+
+
+def designed_profile_figure(exc, command_range=None):
+    """The designed command profile per actuator over time, its command limits as dashed lines.
+
+    Args:
+        exc: the designed :class:`~vid2sid_ros.core.excitation.Excitation` (values (T, A) in actuator units,
+            rate Hz; time = step / rate, s).
+        command_range: (A,) ``(lower, upper)`` per actuator in actuator units, or None (not recorded).
+    """
+    go = _go()
+    fig = go.Figure()
+    te = np.arange(exc.num_steps) / exc.rate
+    for a, an in enumerate(exc.actuator_names):
+        colour = _PALETTE[a % len(_PALETTE)]
+        fig.add_trace(go.Scatter(x=te, y=exc.values[:, a], name=f"command {an}", mode="lines",
+                                 line={"shape": "hv", "width": 1.2, "color": colour}))
+        if command_range is not None and a < len(command_range):
+            for k, v in enumerate(command_range[a]):
+                if v is not None and math.isfinite(float(v)):
+                    fig.add_hline(y=float(v), line={"dash": "dash", "width": 1, "color": colour},
+                                  annotation_text=f"{an} {'lower' if k == 0 else 'upper'} limit {float(v):.3g}",
+                                  annotation_position="top left" if k else "bottom left")
+    fig.update_xaxes(title_text="time [s]")
+    fig.update_yaxes(title_text="command [actuator units]")
+    fig.update_layout(height=300, margin={"l": 60, "r": 20, "t": 30, "b": 40}, template="plotly_white",
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})
     return fig
 
 

@@ -10,7 +10,9 @@ Sections (each a ``<section id=...>``): ``summary`` (key numbers, stop reason),
 calibrated twin, the commanded excitation under it, the holdout shaded), ``overlay``
 (video), ``parameters`` (initial, final, bounds, interval, unit, meaning, truth and
 error on sim2sim), ``intervals`` (per-parameter interval plot), ``correlation``
-(heatmap), caller sections, ``methods`` (several runs), ``convergence`` (per iteration
+(heatmap), ``designed-trial`` (only when active learning designed a trial: its rationale, command
+profile, the ``trials:`` entry to paste and, for designed trials that were run, one row each),
+caller sections, ``methods`` (several runs), ``convergence`` (per iteration
 and per rollout) and ``iterations`` (rationale and confidence).
 
 Plots are plotly figures; plotly.js is inlined once in the page head so the file opens
@@ -30,11 +32,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .figures import _shown_unit
-from .figures import (convergence_iterations_figure, convergence_rollouts_figure, correlation_figure, figure_html,
-                      interval_figure, panel_figure, trial_figure)
+from .figures import (convergence_iterations_figure, convergence_rollouts_figure, correlation_figure,
+                      designed_profile_figure, figure_html, interval_figure, panel_figure, trial_figure)
 from .insights import Insight, ParameterRow, insights, parameter_rows, stop_sentence
 from .media import encode_webm, load_renders, overlay_frames
-from .run import ReportError, ReportSection, RunSummary, TrajectoryPanel, load_run, load_trajectories
+from .run import (DesignedTrials, ReportError, ReportSection, RunSummary, TrajectoryPanel, load_designed_trials,
+                  load_run, load_trajectories)
 
 __all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_html", "interval_digits",
            "group_insights", "stop_badge", "tracking_rows", "SECTION_IDS"]
@@ -463,6 +466,148 @@ def _tracking_html(run: RunSummary) -> str:
     return "".join(parts)
 
 
+#: the design criteria in plain words (calibration.design, calibration.active)
+_CRITERIA = {"d_optimal": "D-optimal: the trial that most increases log det of the flagged parameters' information "
+                          "matrix (JᵀJ of the noise-scaled keypoint sensitivity)",
+             "separation": "separation: the trial whose predictions best tell the tied causes apart after refitting "
+                           "(in σ of the measurement noise)",
+             "proposer_request": "a proposer's excitation_change, validated against the rig's limits like a design"}
+
+
+def _design_numbers(rec: Mapping[str, Any]) -> list[str]:
+    """The rationale's numbers in plain words: criterion, before → after, what the design targets."""
+    crit = str(rec.get("criterion") or "")
+    out = [f"Criterion: {_CRITERIA.get(crit, crit or 'not recorded')}."]
+    cb, ca = rec.get("condition_before"), rec.get("condition_after")
+    sb, sa = rec.get("score_before"), rec.get("score_after")
+    if crit == "separation" and sa is not None:
+        out.append(f"Predicted separation of the closest pair: {fmt(sb, 3)} σ on the recorded trials → {fmt(sa, 3)} σ "
+                   "with the designed trial (3 σ or more: the data can tell them apart).")
+    elif cb is not None or ca is not None:
+        out.append(f"Condition number of the sensitivity: {fmt(cb, 3)} on the recorded trials → {fmt(ca, 3)} with the "
+                   "designed trial (lower: the parameters are better separated).")
+        if sb is not None and sa is not None:
+            out.append(f"log det of the information matrix: {fmt(sb, 4)} → {fmt(sa, 4)} (natural log).")
+    targets = [str(x) for x in (rec.get("flagged") or [])]
+    if targets:
+        what = "causes" if crit == "separation" else "parameters"
+        out.append(f"It targets the {what}: {', '.join(targets)}.")
+    if rec.get("rollouts") is not None:
+        charged = "" if rec.get("charged", True) else " (after the calibration's budget: not charged to it)"
+        out.append(f"Design rollouts: {fmt(rec.get('rollouts'))}{charged}.")
+    return out
+
+
+def _warning_cleared(designs: Sequence[Mapping[str, Any]], i: int, summary: Mapping[str, Any] | None) -> str:
+    """Whether the identifiability warning before design ``i`` is gone at the next check (the next design's or
+    the final result's)."""
+    rec = designs[i]
+    if not rec.get("applied"):
+        return "n/a (not run)"
+    before = rec.get("warning")
+    nxt = next((d for d in designs[i + 1:] if isinstance(d, Mapping) and "warning" in d), None)
+    if nxt is not None:
+        after = nxt.get("warning")
+    elif summary is not None and "warning_after" in summary:
+        after = summary.get("warning_after")
+    else:
+        return "not known (no check after it recorded)"
+    short = (lambda w: " ".join(str(w).split())[:160])
+    if not before:
+        return "no warning before it" + (f"; after: {short(after)}" if after else "")
+    return "yes: no warning after it" if not after else f"no: {short(after)}"
+
+
+def _design_rows(dt: DesignedTrials) -> list[list[Any]]:
+    designs = [d for d in dt.designs if isinstance(d, Mapping)]
+    rows = []
+    for i, d in enumerate(designs):
+        reason = " ".join(str(d.get("reason") or "").split())
+        if d.get("applied"):
+            status = "applied: run on the rig" + (f" (trial {d['trial']})" if d.get("trial") else "")
+        elif "refused" in reason:
+            status = f"refused: {reason}"
+        else:
+            status = f"not run: {reason or 'no reason recorded'}"
+        n = d.get("rollouts")
+        charged = n if d.get("charged", True) else f"0 ({fmt(n)} design rollouts after the budget)"
+        rows.append([d.get("design", "–"), str(d.get("criterion") or d.get("source") or "–"), status, charged,
+                     _warning_cleared(designs, i, dt.summary)])
+    return rows
+
+
+def _shown_design(dt: DesignedTrials) -> Mapping[str, Any] | None:
+    """The design the section explains: the last one with a profile (the recommendation, or the last run)."""
+    return next((d for d in reversed(dt.designs) if isinstance(d, Mapping) and d.get("profile")), None)
+
+
+def _design_profile(dt: DesignedTrials, rec: Mapping[str, Any] | None) -> tuple[Any, str]:
+    """The designed excitation to plot (the CSV, else built from the record's profile) and a note."""
+    if dt.excitation is not None:
+        return dt.excitation, "designed_excitation.csv"
+    if rec is None:
+        return None, ""
+    from ..core.excitation import ExcitationError, build_excitation
+
+    lim = rec.get("limits") or {}
+    names = lim.get("actuators") or lim.get("actuator_names") or [rec["profile"].get("actuator", "u0")]
+    try:
+        return build_excitation(dict(rec["profile"]), [str(n) for n in names]), "the record's profile"
+    except (ExcitationError, KeyError, TypeError, ValueError) as err:
+        return None, f"the record's profile cannot be built: {' '.join(str(err).split())[:200]}"
+
+
+def _designed_html(dt: DesignedTrials) -> str:
+    """The ``designed-trial`` section: rationale and numbers, profile plot, paste-able block, run designs."""
+    parts = [f"<p class=\"warn\">{e(x)}</p>" for x in dt.problems]
+    rec = _shown_design(dt)
+    if rec is not None:
+        state = ("run on the rig" if rec.get("applied") else
+                 "a recommendation: record this trial on the robot, then add the block below to the rig config's "
+                 "trials")
+        parts.append(f"<p><b>Design {e(rec.get('design', ''))}</b> ({e(state)}).</p>"
+                     + "<ul>" + "".join(f"<li>{e(x)}</li>" for x in _design_numbers(rec)) + "</ul>")
+        if rec.get("rationale"):
+            parts.append(f"<p class=\"muted\">Rationale as recorded:</p><pre>{e(rec['rationale'])}</pre>")
+    exc, src = _design_profile(dt, rec)
+    if exc is not None:
+        rng = ((rec or {}).get("limits") or {}).get("command_range")
+        parts.append(figure_html(designed_profile_figure(exc, rng), "designed-profile")
+                     + f"<p class=\"muted\">The designed command per actuator ({e(src)}; {exc.num_steps} samples at "
+                       f"{fmt(exc.rate)} Hz, {fmt(exc.num_steps / exc.rate, 3)} s)"
+                     + ("; dashed: the rig's command limits the design kept to" if rng else
+                        "; the rig's command limits were not recorded with this design") + ".</p>")
+    elif src:
+        parts.append(f"<p class=\"muted\">No profile plot: {e(src)}.</p>")
+    if dt.yaml_text is not None:
+        parts.append("<h3>The trial to paste (designed_trial.yaml)</h3><pre>" + e(dt.yaml_text) + "</pre>")
+    rows = _design_rows(dt)
+    if len(rows) > 1 or any(d.get("applied") or d.get("source") for d in dt.designs if isinstance(d, Mapping)):
+        parts.append("<h3>Designs</h3>" + table(["design", "criterion", "applied / refused", "rollouts charged",
+                                                 "identifiability warning cleared"], rows))
+    if dt.summary is not None and dt.summary.get("rollouts_charged") is not None:
+        parts.append(f"<p class=\"muted\">Rollouts charged to the budget in all: "
+                     f"{fmt(dt.summary.get('rollouts_charged'))}, of which design rollouts "
+                     f"{fmt(dt.summary.get('design_rollouts'))}; designed trials run: "
+                     f"{fmt(dt.summary.get('robot_trials'))}.</p>")
+    if len(parts) == len(dt.problems):
+        parts.append("<p class=\"muted\">No design recorded in the active-learning files.</p>")
+    return "".join(parts)
+
+
+def _designed_section(run: RunSummary) -> str | None:
+    """The ``designed-trial`` section, None when the run has no active-learning files; never raises."""
+    dt = load_designed_trials(run.path)
+    if dt is None:
+        return None
+    try:
+        content = _designed_html(dt)
+    except (AttributeError, KeyError, TypeError, ValueError) as err:  # a record of an unexpected layout
+        content = (f"<p class=\"warn\">The active-learning records in {e(dt.where.name)} are malformed "
+                   f"({e(type(err).__name__)}: {e(' '.join(str(err).split())[:200])}); not shown.</p>")
+    return _section("designed-trial", "Designed trial (active learning)", content)
+
+
 def _methods_html(loaded: Sequence[RunSummary], main: RunSummary, columns: Sequence[str]) -> str:
     u = _shown_unit(str(main.result.get("unit") or "px"))
     hdr = ["method", f"start MAE [{u}]", f"training MAE [{u}]", f"holdout MAE [{u}]", "rollouts", "stopped", "wall [s]"] + \
@@ -569,6 +714,9 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
                          figure_html(interval_figure(free_rows), "intervals-plot") if free_rows else
                          "<p class=\"muted\">no free parameter</p>"))
     body.append(_section("correlation", "Correlation of the identified parameters", _correlation_html(m, "main")))
+    designed = _designed_section(m)
+    if designed is not None:
+        body.append(designed)
     for i, s in enumerate(sections):
         content = "".join(f"<p>{e(t)}</p>" for t in s.paragraphs) + (table(s.headers, s.rows) if s.headers else "")
         body.append(_section(f"extra-{i}", s.title, content))

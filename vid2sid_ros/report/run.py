@@ -9,6 +9,11 @@ budget), ``trials.json`` (real / initial twin / calibrated twin per trial,
 ``truth.json`` (``{"values": {name: value}}``, e.g. a ROS stand-in rig's) or
 ``real_trial.json``.
 
+:func:`load_designed_trials` gathers what active learning left in a run (or, for a phase
+``RUN/phase_K`` of an active calibration, in its parent ``RUN``): ``designed_trial.yaml``,
+``designed_excitation.csv``, ``active_learning.jsonl`` and ``active_learning.json``
+(:mod:`vid2sid_ros.calibration.active`).
+
 :class:`TrajectoryPanel` and :func:`save_trajectories` / :func:`load_trajectories` keep
 caller-made plot panels (e.g. the demo's swing angle) next to a run.
 """
@@ -27,6 +32,7 @@ from ..core.excitation import Excitation
 from ..core.trajectory import Trajectory
 
 __all__ = ["ReportError", "RunSummary", "TrialCurves", "TrajectoryPanel", "ReportSection", "load_run",
+           "DesignedTrials", "load_designed_trials", "DESIGN_FILES",
            "save_trajectories", "load_trajectories", "is_converged", "stop_kind"]
 
 
@@ -220,6 +226,113 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunSummary:
     return RunSummary(label or str(result.get("proposer") or d.name), d, result, records, params,
                       dict(result.get("rig") or meta.get("rig") or {}), dict(meta.get("config") or {}), trials, truth,
                       nuisance)
+
+
+#: the files active learning writes into a run (calibration.active): recommendation, profile, records, summary
+DESIGN_FILES = ("designed_trial.yaml", "designed_excitation.csv", "active_learning.jsonl", "active_learning.json")
+
+
+@dataclass
+class DesignedTrials:
+    """What active learning left in a run directory (see :func:`load_designed_trials`).
+
+    Attributes:
+        where: the directory holding the files (the run, or an active calibration's ``RUN`` above ``phase_K``).
+        records: one design record a line of ``active_learning.jsonl`` (``DesignResult.to_dict()`` plus
+            ``design``, ``applied``, ``reason``, ``rollouts``, ``warning``, ``limits``...), file order.
+        summary: ``active_learning.json`` (``warning_before``, ``warning_after``, ``rollouts_charged``,
+            ``designs``...), None without it.
+        yaml_text: ``designed_trial.yaml`` as written (the ``trials:`` entry to paste), None without it.
+        excitation: ``designed_excitation.csv`` (values (T, A) in actuator units, rate Hz), None without it.
+        problems: one line per file that is present but unusable (names the file and what is wrong).
+    """
+
+    where: Path
+    records: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] | None = None
+    yaml_text: str | None = None
+    excitation: Excitation | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def designs(self) -> list[dict[str, Any]]:
+        """Every design record: the summary's (it also holds designs not written to the log), else the log's."""
+        listed = (self.summary or {}).get("designs")
+        if isinstance(listed, list) and listed and all(isinstance(d, Mapping) for d in listed):
+            return [dict(d) for d in listed]
+        return list(self.records)
+
+
+def load_designed_trials(run_dir: str | Path) -> DesignedTrials | None:
+    """Read the active-learning files of a run (module docstring); never raises.
+
+    Args:
+        run_dir: a run directory; for ``RUN/phase_K`` the files are looked for in ``RUN`` too.
+
+    Returns:
+        :class:`DesignedTrials`, or None when the run has none of :data:`DESIGN_FILES`. A file
+        that cannot be read or parsed is left out and named in ``problems`` (one line each).
+    """
+    import re
+
+    d = Path(run_dir)
+    dirs = [d] + ([d.parent] if re.fullmatch(r"phase_\d+", d.name) else [])
+    where = next((x for x in dirs if any((x / f).is_file() for f in DESIGN_FILES)), None)
+    if where is None:
+        return None
+    out = DesignedTrials(where)
+    out.records = _design_records(where / "active_learning.jsonl", out.problems)
+    p = where / "active_learning.json"
+    if p.is_file():
+        try:
+            doc = _read_json(p)
+            if not isinstance(doc, Mapping):
+                raise ReportError(f"{p.name}: expected a JSON object, got {type(doc).__name__}")
+            out.summary = dict(doc)
+        except ReportError as err:
+            out.problems.append(f"{p.name}: {str(err).removeprefix(str(p) + ': ')}")
+    p = where / "designed_trial.yaml"
+    if p.is_file():
+        try:
+            out.yaml_text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            out.problems.append(f"{p.name}: cannot read ({err})")
+    p = where / "designed_excitation.csv"
+    if p.is_file():
+        from ..core.excitation import ExcitationError, build_excitation
+
+        try:
+            out.excitation = build_excitation({"kind": "csv", "path": str(p)})
+        except (ExcitationError, OSError, UnicodeDecodeError, ValueError) as err:
+            out.problems.append(f"{p.name}: not a command profile (expected a time column then one column per "
+                                f"actuator): {' '.join(str(err).split())[:300]}")
+    return out
+
+
+def _design_records(path: Path, problems: list[str]) -> list[dict[str, Any]]:
+    """The JSON objects of ``active_learning.jsonl`` up to the first bad line (named in ``problems``)."""
+    if not path.is_file():
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        problems.append(f"{path.name}: cannot read ({err})")
+        return []
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as err:
+            problems.append(f"{path.name}: line {i} is not JSON ({err.msg}); it and the lines after it are not shown")
+            break
+        if not isinstance(rec, Mapping):
+            problems.append(f"{path.name}: line {i} is not a JSON object (a design record); it and the lines after "
+                            "it are not shown")
+            break
+        out.append(dict(rec))
+    return out
 
 
 def _nuisance_specs(block: Any, path: Path, *, skip: set[str]) -> list[Any]:
