@@ -98,8 +98,10 @@ def test_csv_time_column_gives_the_rate_and_is_checked(tmp_path):
     ok_jitter = tmp_path / "jitter.csv"
     ok_jitter.write_text("time,u\n0,1\n0.1,2\n0.2005,3\n0.3,4\n")  # 0.5 % jitter: accepted
     assert build_excitation({"kind": "csv", "path": str(ok_jitter)}).num_steps == 4
-    with pytest.raises(ExcitationError, match="file not found"):
+    with pytest.raises(ExcitationError, match="no 'path' given"):
         build_excitation({"kind": "csv"})
+    with pytest.raises(ExcitationError, match="file not found"):
+        build_excitation({"kind": "csv", "path": str(tmp_path / "missing.csv")})
 
 
 def test_sets_refuse_duplicate_names_and_pass_the_actuators():

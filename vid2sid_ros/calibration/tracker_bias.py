@@ -186,13 +186,16 @@ def _film_streamed(twin: Twin, exc: Excitation, tracker: Any) -> tuple[Any, Traj
     def frames():
         while (f := q.get()) is not done:
             yield f
+        box["ended"] = True  # the end marker is taken: nothing more will come
 
     def consume():
         try:
             box["traj"] = tracker.track(frames(), source="sim", trial_id=exc.name)
         except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
             box["err"] = err
-            while q.get() is not done:  # keep draining: the renderer must never block on a full queue
+            # keep draining until the end marker (the renderer must never block on a full queue), unless the
+            # tracker failed after taking it (e.g. "no frames" from a twin that rendered none): then it came
+            while not box.get("ended") and q.get() is not done:
                 pass
 
     worker = threading.Thread(target=consume, name="tracker-bias", daemon=True)

@@ -216,7 +216,9 @@ def _csv(cfg):
     ``(T - 1) / (t[-1] - t[0])``, exact for times rounded to a few decimals, or must match
     ``rate`` (1 %).
     """
-    path = Path(cfg.get("path", ""))
+    if not str(cfg.get("path") or "").strip():
+        raise ExcitationError("excitation csv: no 'path' given; expected the CSV file of the commands")
+    path = Path(cfg["path"])
     why = file_problem(path)
     if why:  # missing, or a FIFO / directory / device (never opened)
         raise ExcitationError(f"excitation csv: {why}")
