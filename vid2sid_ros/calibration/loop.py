@@ -82,7 +82,7 @@ from .effects import ParameterEffectError, check_parameter_effects
 from .identifiability import IdentifiabilityReport, check_identifiability
 from .nuisance import MeasurementModel, add_measurement_nuisances, offset_unit
 from .objective import TrialObjective, measurement_unit
-from .observation import RealTrial, jsonable
+from .observation import RealTrial, jsonable, with_current_keys
 from .trial_curves import RENDERS_FILE, render_trials, save_trial_curves, trial_curves
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
 from .rationale import ensure_lead, truncate_text
@@ -375,12 +375,7 @@ def result_keys_current(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a ``result.json`` summary (or ``result.yaml``'s ``calibration`` block) with the
     error keys of older run directories (``error_px``, ``holdout_mae_px``, ...:
     :data:`LEGACY_RESULT_KEYS`) under their current names; a current key wins over an old one."""
-    out = dict(doc)
-    for old, new in LEGACY_RESULT_KEYS.items():
-        if old in out:
-            v = out.pop(old)
-            out.setdefault(new, v)
-    return out
+    return with_current_keys(doc, LEGACY_RESULT_KEYS)
 
 
 # -- records <-> JSON ------------------------------------------------------------------

@@ -4,6 +4,7 @@ Kept so that ``from vid2sid_ros.calibration.observation import RealTrial`` keeps
 new code imports :mod:`vid2sid_ros.core.trial`.
 """
 
-from ..core.trial import ObservationError, RealTrial, jsonable
+from ..core.trial import ObservationError, RealTrial, jsonable, with_current_keys
 
-__all__ = ["RealTrial", "ObservationError", "jsonable"]
+__all__ = ["RealTrial", "ObservationError", "jsonable", "with_current_keys"]
+

@@ -34,7 +34,7 @@ from ..core.parameters import ParameterSet, relative_parameter_error
 from ..core.rig import Rig
 from .executor import Executor, TaskFailure
 from .identifiability import IdentifiabilityWarning, check_identifiability
-from .observation import jsonable
+from .observation import jsonable, with_current_keys
 
 __all__ = ["SweepSettings", "run_sweep", "CELL_FILE", "SEED_FILE", "LEGACY_CELL_KEYS", "cell_keys_current"]
 
@@ -104,12 +104,7 @@ def cell_keys_current(rec: dict[str, Any]) -> dict[str, Any]:
     """A cell (or a benchmark's per-method summary) with the ``*_px`` error keys of earlier versions
     under their current names (:data:`LEGACY_CELL_KEYS`); a current key wins. Such a record has
     no ``unit``: it stays absent (unknown), never guessed."""
-    out = dict(rec)
-    for old, new in LEGACY_CELL_KEYS.items():
-        if old in out:
-            v = out.pop(old)
-            out.setdefault(new, v)
-    return out
+    return with_current_keys(rec, LEGACY_CELL_KEYS)
 
 
 def _load_json(path: Path) -> dict[str, Any] | None:
@@ -217,7 +212,7 @@ def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], Prepare
 
 def _settings(st: SweepSettings) -> dict[str, Any]:
     """What a finished cell was computed with (JSON values), in the calibration's own words."""
-    from .observation import jsonable
+    from .observation import jsonable, with_current_keys
 
     return jsonable({"rollout_budget": st.budget, "iterations": st.iterations, "noise": st.noise,
                      "truth_range": list(st.truth_range), "misspecify": dict(st.mis),

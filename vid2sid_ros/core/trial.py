@@ -32,7 +32,7 @@ from .excitation import Excitation, ExcitationError
 from .files import file_problem
 from .trajectory import Trajectory, TrajectoryError
 
-__all__ = ["RealTrial", "ObservationError", "jsonable"]
+__all__ = ["RealTrial", "ObservationError", "jsonable", "with_current_keys"]
 
 
 class ObservationError(ValueError):
@@ -199,3 +199,14 @@ def jsonable(x: Any) -> Any:
     if isinstance(x, Path):
         return str(x)
     return x
+
+
+def with_current_keys(doc: Mapping[str, Any], legacy: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of ``doc`` with each old key of ``legacy`` (``{old: new}``) under its new name; a key
+    already under its new name wins over the old one (records of older versions still read)."""
+    out = dict(doc)
+    for old, new in legacy.items():
+        if old in out:
+            v = out.pop(old)
+            out.setdefault(new, v)
+    return out
