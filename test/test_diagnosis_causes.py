@@ -287,3 +287,50 @@ def test_a_tie_set_by_the_refits_accuracy_is_decided_by_the_data_once_the_refits
     assert dec["verdict"] == "named" and [m.cause.name for m in dec["set"]] == ["mass"]
     assert dec["tie"] == pytest.approx(6.635, abs=1e-3)  # the chi-square(1) 0.99 quantile × sigma²
     assert decide(ctx, [mass, armature], null, accuracy=40.0)["verdict"] == "indistinguishable"
+
+
+# -- (f) a point short of the optimum: the free parameters explain the residual, no cause is named -------------
+def test_an_exact_model_stopped_before_its_optimum_names_no_cause(tmp_path):
+    # the twin is the model that made the data; the diagnosed point is where a short run stopped (damping and
+    # stiffness 40 % off). The free parameters alone remove the residual's systematic part: before the check
+    # the stiffness/armature/inertia columns correlated with it were named as a model error.
+    params = _spec(free=("damping", "stiffness"))
+    twin = _twin(tmp_path, params)
+    excs = _excitations()
+    truth = {"damping": 0.02, "stiffness": 0.5, "armature": 0.0005}
+    reals = _real(_twin(tmp_path, params), excs, truth, seed=0, sigma=0.1)
+    d = _diagnose(twin, params, excs, reals, {"damping": 0.028, "stiffness": 0.3})
+    assert d.verdict == "not_at_optimum" and not d.warnings and d.recommendation is None, d.summary()
+    assert d.kinds == ["convergence"] and "the run stopped before converging" in d.summary()
+    opt = d.statistics["optimality"]
+    assert opt["at_optimum"] is False and opt["free_explain_systematic"] and opt["likelihood_ratio"] > opt["critical_lr"]
+    assert d.to_dict()["misspecified"] is False
+
+
+def test_a_model_error_at_the_optimum_is_still_named_with_the_optimality_check_passed(tmp_path):
+    params = _spec(free=("damping",), stiffness=0.5)
+    twin = _twin(tmp_path, params)
+    excs = _excitations()
+    reals = _real(_twin(tmp_path, params), excs, {"damping": 0.02, "stiffness": 0.8, "armature": 0.0005})
+    from vid2sid_ros.calibration.diagnosis.compare import free_columns, refit
+    ctx = ProbeContext(TrialObjective(twin, excs, reals, params), {"damping": 0.02}, params)
+    best = refit(ctx, [], [], free_columns(ctx))  # the free damping's least-squares optimum, as a run ends
+    at = {"damping": ctx.values_at(best.u)["damping"]}
+    d = _diagnose(twin, params, excs, reals, at)
+    assert d.statistics["optimality"]["at_optimum"] is True, d.summary()
+    assert d.verdict == "named" and d.warnings[0].evidence["parameter"] == "stiffness", d.summary()
+
+
+def test_a_free_actuator_gear_leaves_the_command_gain_out_of_the_candidates(tmp_path):
+    params = ParameterSet(tuple(_spec(free=("damping",)).specs) + (
+        ParameterSpec("gear", "N*m", 0.2, 5.0, 1.0, "motor gear", "actuator_gear[m,0]", "log"),))
+    twin = _twin(tmp_path, params)
+    excs = _excitations()
+    truth = {"damping": 0.02, "stiffness": 0.5, "armature": 0.0005, "gear": 1.0}
+    reals = _real(_twin(tmp_path, params), excs, truth)
+    ctx = ProbeContext(TrialObjective(twin, excs, reals, params), truth, params)
+    names = {c.name for c in candidate_causes(ctx)}
+    assert "actuator 'm' gain" not in names and "actuator 'm' bias" in names
+    frozen = ParameterSet(tuple(replace(s, frozen=True) if s.name == "gear" else s for s in params.specs))
+    ctx = ProbeContext(TrialObjective(twin, excs, reals, frozen), truth, frozen)
+    assert "actuator 'm' gain" in {c.name for c in candidate_causes(ctx)}  # frozen: still a candidate

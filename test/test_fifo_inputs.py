@@ -133,3 +133,30 @@ def test_the_command_line_refuses_a_fifo_in_one_line(tmp_path):
         assert proc.returncode == 2 and "\n" not in err, (args, proc.returncode, err)
         assert str(tmp_path / name) in err and "is a FIFO (named pipe), expected a regular file" in err, (args, err)
     assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+
+
+@pytest.mark.parametrize("name", ["iterations.jsonl", "result.json"])
+def test_a_fifo_artefact_in_the_run_directory_is_refused_before_the_run(tmp_path, name):
+    """``calibrate --resume`` into a directory whose iterations.jsonl or result.json is a FIFO hung (the read or
+    the write waited for the other end) and its SIGTERM message named the FIFO as where iterations were saved."""
+    run = tmp_path / "run"
+    run.mkdir()
+    os.mkfifo(run / name)
+    proc = _cli(["calibrate", "--rig", "finger", "--iterations", "4", "--budget", "30", "--out", str(run),
+                 "--resume"], tmp_path)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and "\n" not in err, (proc.returncode, err)
+    assert f"{run / name} {FIFO_SAYS}" in err and "--out" in err, err
+    assert sorted(p.name for p in run.iterdir() if p.name != ".vid2sid.lock") == [name]  # nothing written
+
+
+def test_track_refuses_a_fifo_out_or_overlay_before_tracking(tmp_path):
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    for args, flag in ((["--out", str(fifo)], "--out"), (["--out", str(tmp_path / "t.json"), "--overlay", str(fifo)],
+                                                          "--overlay")):
+        proc = _cli(["track", str(tmp_path / "missing.mp4"), "--rig", "pendulum", *args], tmp_path)
+        err = proc.stderr.strip()
+        assert proc.returncode == 2 and "\n" not in err, (args, proc.returncode, err)
+        assert err == f"vid2sid track: cannot write {flag} {fifo}: {fifo} {FIFO_SAYS}", err
+    assert not (tmp_path / "t.json").exists()

@@ -95,3 +95,25 @@ def test_a_full_disk_error_of_the_run_files_names_the_file():
     with pytest.raises(OSError) as ei:
         _fsync_write(Path("/dev/full"), "x" * 10000)
     assert ei.value.filename == "/dev/full" and "No space left" in ei.value.strerror
+
+
+def test_an_interrupted_track_says_so_and_speaks_of_no_iterations(tmp_path, monkeypatch, capsys):
+    """SIGTERM during ``track`` printed "completed iterations are saved in the run directory" (a calibrate
+    message: track has no iterations and no run directory)."""
+    import vid2sid_ros.perception as perception
+
+    class Stopped:
+        def track(self, *a, **k):
+            raise Terminated()
+
+    monkeypatch.setattr(perception, "rig_tracker", lambda rig: (Stopped(), None))
+    import vid2sid_ros.commands.track as track
+
+    monkeypatch.setattr("vid2sid_ros.io.video.video_info", lambda p: {"frames": 60, "fps": 30.0, "width": 320, "height": 240})
+    monkeypatch.setattr("vid2sid_ros.io.video.iter_video", lambda p, timestamps=None: iter(()))
+    assert track is not None
+    rc = main(["track", str(tmp_path / "clip.mp4"), "--rig", "pendulum", "--out", str(tmp_path / "t.json")])
+    err = capsys.readouterr().err
+    assert rc == 143, err
+    assert "interrupted (SIGTERM); track stopped before it finished" in err and "iterations" not in err, err
+    assert not (tmp_path / "t.json").exists()

@@ -373,6 +373,10 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
 
     from ..calibration.loop import check_run_dir
 
+    odd = _special_file_in(out)
+    if odd is not None:  # a FIFO iterations.jsonl or result.json would block the run's read or write forever
+        print(f"vid2sid calibrate: cannot use {out} as the run directory (--out): {odd}", file=sys.stderr)
+        return 2
     try:  # every refusal check before anything is written into the run directory (real_trial.json included)
         pre = None
         if not (out.exists() and not out.is_dir()):
@@ -523,6 +527,29 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
     return 0
 
 
+
+
+def _special_file_in(out: Path) -> str | None:
+    """Why the run directory ``out`` cannot hold the run's artefacts: an entry that is a FIFO, a device or a
+    socket (``core.files.file_problem``: stat only, never opened, so never blocks), or None."""
+    import stat as _stat
+
+    from ..core.files import file_problem
+
+    if not out.is_dir():
+        return None
+    try:
+        entries = sorted(out.iterdir())
+    except OSError:
+        return None  # said by the directory's own checks
+    for p in entries:
+        try:
+            mode = p.stat().st_mode
+        except OSError:
+            continue  # a dangling link: replaced by the atomic write, never opened
+        if not (_stat.S_ISDIR(mode) or _stat.S_ISREG(mode)):
+            return file_problem(p)
+    return None
 
 
 def _check_real_trial_file(path: Path, real) -> None:

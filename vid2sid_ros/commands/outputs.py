@@ -11,20 +11,33 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 __all__ = ["check_output_path", "write_output", "write_error_message"]
 
 
 def check_output_path(path: Path) -> None:
-    """Refuse an output path that cannot be a file: a directory, or a parent that is a file.
+    """Refuse an output path that cannot be a file: a directory, a FIFO, a socket or a block device (never
+    opened: a FIFO's open would wait for a reader), or a parent that is a file. A character device
+    (``/dev/null``) is accepted.
 
     Raises:
-        IsADirectoryError: ``path`` is a directory. NotADirectoryError: a parent is a file
-            (``filename`` = that parent).
+        IsADirectoryError: ``path`` is a directory. NotARegularFileError: ``path`` exists and is a FIFO, a
+            socket or a block device. NotADirectoryError: a parent is a file (``filename`` = that parent).
     """
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory, expected a file path", str(path))
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None
+    # a FIFO would block the open until a reader came, a socket cannot be opened; a character device (/dev/null,
+    # /dev/full) is written as asked and its error, if any, said by write_output
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+        from ..core.files import NotARegularFileError, file_problem
+
+        raise NotARegularFileError(errno.EINVAL, file_problem(path) or "not a regular file", str(path))
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -63,4 +76,6 @@ def write_error_message(flag: str, path: Path, err: OSError) -> str:
         return f"cannot write {flag} {path}: {where} is a file, not a directory"
     if isinstance(err, IsADirectoryError):
         return f"cannot write {flag} {path}: it is a directory, expected a file path"
+    if where is None and err.strerror and str(path) in err.strerror:  # the reason names the path already
+        return f"cannot write {flag} {path}: {err.strerror}"
     return f"cannot write {flag} {path}: {why}" + (f" ({where})" if where else "")

@@ -56,6 +56,14 @@ def run(args: argparse.Namespace) -> int:
     from ..perception import rig_tracker
     from ..rigs import RigConfigError, UnknownRigError, load_rig
 
+    # refused before the clip is tracked: a FIFO --out would block the write until a reader came
+    for flag, target in (("--out", None if args.out == "-" else args.out), ("--overlay", args.overlay)):
+        try:
+            if target:
+                check_output_path(Path(target))
+        except OSError as err:
+            print(f"vid2sid track: {write_error_message(flag, Path(target), err)}", file=sys.stderr)
+            return 2
     try:
         rig = load_rig(args.rig, allow_code=getattr(args, "allow_code", False))
         tracker, _ = rig_tracker(rig)

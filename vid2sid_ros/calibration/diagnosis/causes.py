@@ -408,15 +408,20 @@ def command_causes(ctx: Any) -> list[Cause]:
     if not excs:
         return out
     names = excs[0].actuator_names
+    free_gains = {m.group(1) for s in ctx.params.free
+                  for m in [re.match(r"^\s*actuator_(?:gear|gainprm)\[\s*([^,\]\s]+)", s.target)] if m}
     for a, n in enumerate(names):
+        # a free parameter already writes this actuator's gain: its column is in the free span, never a cause
+        has_gain = n in free_gains or str(a) in free_gains
         col = np.concatenate([np.asarray(e.values, float)[:, a] for e in excs if a < e.values.shape[1]])
         span, peak = float(np.ptp(col)), float(np.max(np.abs(col)))
         if span <= 0:
             continue
         unit = "command units"
-        out += [CommandTransform(f"actuator '{n}' gain", "actuator", (f"gain of '{n}'",), "relative", 0.05,
-                                 (-0.6, 1.5), column=a, mode="gain"),
-                CommandTransform(f"actuator '{n}' bias", "actuator", (f"bias of '{n}'",), unit, 0.02 * peak,
+        if not has_gain:
+            out.append(CommandTransform(f"actuator '{n}' gain", "actuator", (f"gain of '{n}'",), "relative", 0.05,
+                                        (-0.6, 1.5), column=a, mode="gain"))
+        out += [CommandTransform(f"actuator '{n}' bias", "actuator", (f"bias of '{n}'",), unit, 0.02 * peak,
                                  (-peak, peak), column=a, mode="bias"),
                 CommandTransform(f"actuator '{n}' dead-zone", "actuator", (f"dead-zone of '{n}'",), unit,
                                  0.02 * peak, (0.0, 0.5 * peak), column=a, mode="deadzone"),

@@ -67,7 +67,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     if probe:
         verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals)
         findings += found
-    if verdict in ("none",):
+    if verdict == "none":
         findings += _structure(ctx, stats)
         if any(f.kind == "structure" for f in findings):
             verdict = "unexplained"
@@ -108,12 +108,15 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None
     causes = candidate_causes(ctx, tuple(families) if families is not None else None)
     F = free_columns(ctx)
     null = refit(ctx, [], [], F)
+    unconverged = _not_at_optimum(ctx, F, null, stats)
     scores = screen(ctx, causes, F)
     try:
         considered = consider(ctx, scores, F, null.ssr, len(causes), intervals)
     except (ValueError, np.linalg.LinAlgError) as err:  # a degenerate column set: said, never fatal
         considered = None
         stats["consider_error"] = f"{type(err).__name__}: {err}"
+    if unconverged is not None:  # the free parameters alone remove the systematic part: no cause is named
+        return "not_at_optimum", None, [unconverged], considered
     top = [s for s in scores if s.share_linear > 0 and s.column is not None][: int(THRESHOLDS["refit_top"])]
     for s in top:
         line_scan(ctx, s, F)
@@ -137,6 +140,58 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None
     if len(members) == 1 or members[0].cause.kind == "camera":
         return (*_named(ctx, members, scores, F, null, s0), considered)
     return "named", None, [_same_kind(ctx, members, s0)], considered
+
+
+def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Finding | None:
+    """Whether the point diagnosed is not the least-squares optimum of the free parameters.
+
+    Every cause is scored on what the free parameters leave; away from their optimum the residual still
+    holds a part they would remove, and a candidate correlated with it would be named for the wrong
+    reason. The test: the decrease ``S(u0) − S_0`` a Gauss–Newton refit of the free parameters alone
+    (``null``, :func:`~.compare.refit` from the diagnosed point, inside the bounds) achieves, as a likelihood
+    ratio ``(S(u0) − S_0) / σ²`` against the χ²_F quantile at ``1 − α`` (Wilks; F free columns), and at
+    least ``min_share`` of ``S(u0)`` (:data:`~.result.THRESHOLDS`): the point is not the optimum. When that
+    decrease is also at least ``1 − min_share`` of the systematic part ``S(u0) − M σ²`` (M samples: what the
+    noise does not account for), the free parameters alone explain the residual and no cause is looked for;
+    otherwise a part remains that they leave, and the causes are compared against their refit ``S_0`` as
+    usual. The linearised prediction ``‖P_F r0‖²`` (projection on the free columns) is recorded beside it.
+
+    Returns:
+        a ``convergence`` note when the point is not at the optimum (no cause named), else None.
+    """
+    from scipy.stats import chi2
+
+    usable = [j for j in range(F.shape[1]) if np.all(np.isfinite(F[ctx.ok, j]))]  # as refit() picks them
+    keep = ctx.ok & np.all(np.isfinite(F[:, usable]), axis=1)
+    s_here = ctx.ssr(ctx.r0, keep)
+    drop = s_here - null.ssr
+    predicted = 0.0
+    if usable and keep.any():
+        A, r = F[keep][:, usable], np.nan_to_num(ctx.r0[keep])
+        predicted = float(np.sum((A @ np.linalg.lstsq(A, r, rcond=1e-6)[0]) ** 2))
+    lr = drop / ctx.sigma2 if ctx.sigma2 > 0 else (math.inf if drop > 0 else 0.0)
+    crit = float(chi2.ppf(1.0 - THRESHOLDS["alpha"], max(len(usable), 1)))
+    stats["optimality"] = {
+        "test": "likelihood ratio (S(u0) - S0) / noise variance of a Gauss-Newton refit of the free parameters "
+                "alone against the chi-square(F) quantile at 1 - alpha, and at least min_share of S(u0)",
+        "ssr_here": s_here, "ssr_free_refit": null.ssr, "predicted_decrease": predicted,
+        "likelihood_ratio": lr, "critical_lr": crit, "free_columns": len(usable)}
+    n = max(int(keep.sum()), 1)
+    excess = max(s_here - n * ctx.sigma2, 0.0)  # the systematic part: what the noise does not account for
+    moved = lr > crit and s_here > 0 and drop >= THRESHOLDS["min_share"] * s_here
+    stats["optimality"].update(at_optimum=not moved, systematic_ssr=excess,
+                               free_explain_systematic=moved and drop >= (1.0 - THRESHOLDS["min_share"]) * excess)
+    if not stats["optimality"]["free_explain_systematic"]:  # at the optimum, or a part remains that they leave:
+        return None                                          # the causes are compared against their refit
+
+    msg = (f"Not at the optimum: the free parameters alone explain the residual (the run stopped before "
+           f"converging) — refitting only them lowers the training error from {math.sqrt(s_here / n):.3g} to "
+           f"{math.sqrt(null.ssr / n):.3g} {ctx.unit} RMS ({100 * drop / s_here:.0f} % of the squared residual, "
+           f"{lr:.3g} noise variances). No other cause is looked for; calibrate further (more iterations or "
+           f"rollouts) before reading the residual.")
+    return Finding("convergence", "note", msg, {"ssr_here": s_here, "ssr_free_refit": null.ssr,
+                                                "share_removed": drop / s_here, "likelihood_ratio": lr,
+                                                "critical_lr": crit, "unit": ctx.unit})
 
 
 def _score_dict(ctx: ProbeContext, s: Score, s0: float) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class Finding:
     Attributes:
         kind: ``inertia`` | ``joint`` | ``friction`` | ``actuator`` | ``frozen`` | ``latency`` |
             ``timing`` | ``rolling_shutter`` | ``camera`` | ``offset`` (a named cause of that kind),
+            ``convergence`` (a note: the point is not the free parameters' optimum, nothing else is looked for),
             ``indistinguishable`` (several causes of different kinds explain the residual equally),
             ``structure`` (no candidate explains it: the model is too simple here).
         severity: ``warning`` (the parameters are probably not the physical ones), ``caveat`` (kind
@@ -78,7 +79,9 @@ class Diagnosis:
         rollouts: diagnostic rollouts spent (probes and refits; never charged to a budget).
         verdict: ``named`` (one cause, or one kind of cause, explains the residual clearly better
             than the others), ``indistinguishable`` (several of different kinds explain it equally),
-            ``unexplained`` (no candidate does; the model is too simple here), ``none`` (the
+            ``unexplained`` (no candidate does; the model is too simple here), ``not_at_optimum`` (the free
+            parameters alone would remove the residual's systematic part: the run stopped before converging;
+            no cause is named, no warning), ``none`` (the
             residual is at the noise level or no candidate matters) or ``failed``.
         recommendation: what to free and what that did on held-out data, or None.
         consider: the consider analysis (:meth:`.consider.ConsiderResult.to_dict`), or None.
