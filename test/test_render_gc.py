@@ -93,3 +93,35 @@ def test_a_renderer_of_an_ended_thread_is_never_freed_from_another_thread():
     lines = proc.stdout.split("\n")
     assert lines[0] == "ok", proc.stdout
     assert lines[1] == "leaked 1 pending 0", proc.stdout
+
+
+#: a model declaring a 3840 x 2160 offscreen buffer (a 4K camera) rendered through a 200 x 150 renderer
+SMALL = textwrap.dedent('''
+    import os
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    import mujoco, numpy as np
+    from vid2sid_ros.sim import mujoco_render as mr
+    XML = """<mujoco><visual><global offwidth="3840" offheight="2160"/><quality offsamples="4"/></visual><worldbody>
+    <light pos="0 0 2"/><camera name="c" pos="0 -1 0.2" xyaxes="1 0 0 0 0 1"/>
+    <body><joint name="j" type="slide" axis="1 0 0"/><geom type="sphere" size="0.1" rgba="1 0 0 1"/></body>
+    </worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(XML); d = mujoco.MjData(m); mujoco.mj_forward(m, d)
+    small = mr.OffscreenRenderer(m, 200, 150, "c")
+    img = small.render(d)
+    print("buffer", small._con.offWidth, small._con.offHeight, "declared", m.vis.global_.offwidth, m.vis.global_.offheight)
+    print("red", int((img[..., 0] > 150).sum()))
+    small.close()
+''')
+
+
+def test_a_small_renderer_of_a_large_camera_holds_only_its_own_size_of_gl_buffers():
+    """Regression: a 200 px thumbnail renderer of a model declaring a 3840 x 2160 offscreen buffer
+    allocated the full 4K multisampled buffers (about 600 MB resident) it never drew into; the buffers
+    are now its own size and the model's declared size is left as it was."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    proc = subprocess.run([sys.executable, "-c", SMALL], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.split("\n")
+    assert lines[0] == "buffer 200 150 declared 3840 2160"
+    assert int(lines[1].split()[1]) > 0  # the sphere is drawn

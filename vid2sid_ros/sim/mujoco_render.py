@@ -297,12 +297,19 @@ class OffscreenRenderer:
             q.offsamples = MAX_SAMPLED_PIXELS // (self.width * self.height)
         _drain_pending()
         ctx = _make_gl_context(self.width, self.height)
+        g = model.vis.global_
+        declared = (g.offwidth, g.offheight)
+        # MjrContext sizes its offscreen buffers by the model's offwidth x offheight: a thumbnail renderer of
+        # a 3840 x 2160 camera would hold the full-size multisampled buffers (about 600 MB) it never uses
+        g.offwidth, g.offheight = self.width, self.height
         try:
             con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100.value)
         except Exception:
             ctx.free()
             _CURRENT.renderer = None
             raise
+        finally:
+            g.offwidth, g.offheight = declared
         self._ctx, self._con = ctx, con
         _CURRENT.renderer = weakref.ref(self)
         self._token = next(_TOKENS)
