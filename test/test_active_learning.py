@@ -514,7 +514,8 @@ def test_a_separation_design_given_the_diagnosis_tied_causes_probes_only_those(t
     assert tied.profile == full.profile
 
 
-@pytest.mark.parametrize("bad,key", [({"max_amplitude": 0}, "max_amplitude"), ({"max_amplitude": -0.5}, "max_amplitude"),
+@pytest.mark.parametrize("bad,key", [({"max_amplitude": 0}, "max_amplitude"),
+                                     ({"max_amplitude": -0.5}, "max_amplitude"),
                                      ({"max_amplitude": []}, "max_amplitude"),
                                      ({"frequency_hz": [5.0, 1.0]}, "frequency_hz"),
                                      ({"frequency_hz": [0, 0]}, "frequency_hz"), ({"frequency_hz": 3}, "frequency_hz"),
@@ -570,3 +571,17 @@ def test_a_design_that_fails_after_the_run_is_a_missing_artefact_exit_3(tmp_path
     assert doc["calibration"]["status"] == "artefacts_missing"
     assert doc["calibration"]["artefacts_missing"][-1]["file"] == "designed_trial.yaml"
     assert not (out / "designed_trial.yaml").exists()
+
+
+def test_every_candidate_is_named_as_a_rig_config_accepts():
+    """Designed names held '.' and '/' ('designed_step_0.6_at_0.2_s', a multisine's '0.1/0.55/1'): a
+    designed trial pasted into the rig config's trials was refused (letters, digits, _ and - only)."""
+    from vid2sid_ros.calibration.design import candidate_profiles, trial_name
+    from vid2sid_ros.rigs.loader import _NAME_RE
+
+    names = [c["name"] for c in candidate_profiles(_limits(amp=0.6, band=(0.1, 4.0), dur=5.6))]
+    assert len(set(names)) == len(names) and {n.split("_")[1] for n in names} == {"chirp", "step", "multisine"}
+    assert all(_NAME_RE.match(n) for n in names), names
+    assert "designed_step_0p6_at_0p2_s" in names
+    assert trial_name("designed multisine 0.1/0.55/1 Hz amplitude 0.3") == "designed_multisine_0p1_0p55_1_Hz_amplitude_0p3"
+    assert trial_name("designed chirp 0.1–4 Hz") == "designed_chirp_0p1-4_Hz"

@@ -48,7 +48,7 @@ from ..core.files import atomic_write_text
 from ..core.trajectory import Trajectory
 from .design import (CRITERIA, DesignResult, ExcitationLimits, ExcitationRefused, design_excitation,
                      design_separating_excitation, profile_from_change, steepest_change,
-                     validate_profile)
+                     trial_name, validate_profile)
 from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_calibration
 from .objective import TrialObjective
 from .observation import RealTrial
@@ -289,7 +289,7 @@ def _trial_block(design: DesignResult, csv_name: str) -> str:
     inline = ", ".join(f"{k}: {json.dumps(v)}" for k, v in prof.items())
     return ("# a designed trial: record it on the robot, then add this entry to the rig config's trials:\n"
             "# " + design.rationale.replace("\n", " ") + "\n"
-            f"- name: {design.profile.get('name', 'designed')}\n"
+            f"- name: {trial_name(design.profile.get('name') or 'designed')}\n"
             "  source: {video: PATH/TO/RECORDING}   # the recording of this trial\n"
             f"  excitation: {{{inline}}}\n"
             f"  # the same commands sample by sample: {csv_name} ({{kind: csv, path: {csv_name}}})\n")

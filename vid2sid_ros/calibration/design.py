@@ -56,6 +56,7 @@ allows starts with a linear ramp (``ramp_from``/``ramp_duration``), shortened to
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -72,7 +73,8 @@ from .proposer import Evaluation
 
 __all__ = ["ExcitationLimits", "ExcitationRefused", "DesignResult", "design_excitation", "validate_profile",
            "design_separating_excitation", "indistinguishable_set", "separation",
-           "profile_from_change", "candidate_profiles", "steepest_change", "information_criterion", "CRITERIA"]
+           "profile_from_change", "candidate_profiles", "steepest_change", "information_criterion", "CRITERIA",
+           "trial_name"]
 
 #: design criteria by name (``calibration.active_learning.criterion``)
 CRITERIA = ("d_optimal", "separation")
@@ -233,7 +235,8 @@ class ExcitationLimits:
             vals = raw if isinstance(raw, (list, tuple)) else [raw] * len(names)
             if len(vals) != len(names) or not all(_positive(v) for v in vals):
                 raise ExcitationRefused(f"calibration.active_learning.max_amplitude: expected a number > 0 or a list "
-                                        f"of {len(names)} number{'s' if len(names) != 1 else ''} > 0 (one per actuator: {', '.join(shown)}), "
+                                        f"of {len(names)} number{'s' if len(names) != 1 else ''} > 0 "
+                                        f"(one per actuator: {', '.join(shown)}), "
                                         f"got {raw!r}")
             for i, v in enumerate(vals):
                 if float(v) < amp[i]:
@@ -492,8 +495,20 @@ def candidate_profiles(limits: ExcitationLimits, *, duration: float | None = Non
     out.append({"kind": "multisine", "amplitude": amp, "frequencies": [round(float(f), 3) for f in edges[1:]],
                 "seed": 0, **common})
     for i, c in enumerate(out):
-        c["name"] = f"designed_{_describe(c).replace(' ', '_').replace('–', '-')}"
+        c["name"] = trial_name(f"designed {_describe(c)}")
     return out
+
+
+def trial_name(text: str) -> str:
+    """``text`` as a trial name a rig config accepts (letters, digits, ``_`` and ``-``).
+
+    A decimal point becomes ``p`` (``0.6`` -> ``0p6``), a space, ``/`` or any other character
+    ``_`` (runs of them one), an en dash ``-``: ``"designed step 0.6 at 0.2 s"`` ->
+    ``"designed_step_0p6_at_0p2_s"``. An empty result is ``"designed"``.
+    """
+    out = re.sub(r"(?<=\d)\.(?=\d)", "p", str(text)).replace("–", "-").replace(".", "p")
+    out = re.sub(r"[^A-Za-z0-9_\-]+", "_", out).strip("_")
+    return out or "designed"
 
 
 def _describe(cfg: Mapping[str, Any]) -> str:
