@@ -198,3 +198,18 @@ def test_the_designed_trial_pasted_into_the_rig_config_loads(recommended, tmp_pa
     (tmp_path / "rig.yaml").write_text(yaml.safe_dump(cfg))
     rig = load_rig(str(tmp_path / "rig.yaml"))
     assert [t.name for t in rig.trials] == ["base", entry["name"]] and entry["name"].startswith("designed_")
+
+
+def test_a_report_over_its_size_budget_says_so_at_its_top(recommended, tmp_path, monkeypatch):
+    """A 12-trial report was 3.7 MB against its 3 MB budget without a word; it now says so and why."""
+    import vid2sid_ros.report.page as page_mod
+    from vid2sid_ros.report import write_report
+
+    run = _copy(recommended[0], tmp_path / "run")
+    page = write_report(run).read_text(encoding="utf-8")
+    assert "over its" not in page  # within the budget: nothing said
+    monkeypatch.setattr(page_mod, "REPORT_SIZE_BUDGET", 100_000)
+    page = write_report(run).read_text(encoding="utf-8")
+    warn = re.findall(r'<p class="warn">(This report is [^<]*)</p>', page)
+    assert len(warn) == 1 and "over its 0.1 MB budget" in warn[0] and "largest sections: " in warn[0], warn
+    assert page.index(warn[0]) < page.index('<section id="summary"')

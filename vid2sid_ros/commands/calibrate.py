@@ -512,6 +512,13 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
         try:
             with library_output_to(log_path, verbose=args.verbose >= 2):
                 report = write_report(out)
+            from ..report import REPORT_SIZE_BUDGET
+
+            size = report.stat().st_size
+            if size > REPORT_SIZE_BUDGET:  # the page says why at its top
+                print(f"vid2sid calibrate: warning: {report} is {size / 1e6:.2f} MB, over its "
+                      f"{REPORT_SIZE_BUDGET / 1e6:g} MB budget (the embedded media of many trials; the page "
+                      "names its largest sections)", file=sys.stderr)
         except (ReportError, OSError, ValueError) as err:  # the calibration result stands without its report
             why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
             print(f"vid2sid calibrate: report not written: {why}", file=sys.stderr)
