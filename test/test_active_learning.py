@@ -512,3 +512,76 @@ def test_a_separation_design_given_the_diagnosis_tied_causes_probes_only_those(t
     assert sorted(tied.flagged) == sorted(full.flagged) and len(tied.flagged) >= 2
     assert tied.rollouts < full.rollouts
     assert tied.profile == full.profile
+
+
+@pytest.mark.parametrize("bad,key", [({"max_amplitude": 0}, "max_amplitude"),
+                                     ({"max_amplitude": -0.5}, "max_amplitude"),
+                                     ({"max_amplitude": []}, "max_amplitude"),
+                                     ({"frequency_hz": [5.0, 1.0]}, "frequency_hz"),
+                                     ({"frequency_hz": [0, 0]}, "frequency_hz"), ({"frequency_hz": 3}, "frequency_hz"),
+                                     ({"max_duration_s": 0}, "max_duration_s"),
+                                     ({"max_duration_s": "4 s"}, "max_duration_s")])
+def test_the_limit_keys_are_checked_when_the_block_is_read(bad, key):
+    """A zero/negative amplitude, an inverted or zero band, a zero duration were read without a word and the
+    design failed after the whole calibration budget was spent."""
+    from vid2sid_ros.calibration.active import parse_active_learning
+    from vid2sid_ros.calibration.loop import CalibrationError
+
+    with pytest.raises(CalibrationError, match=rf"^src\.{key}: expected "):
+        parse_active_learning({"trigger": "always", **bad}, source="src")
+
+
+@pytest.mark.parametrize("al,says", [
+    ({"max_amplitude": [0.1, 0.2, 0.3]}, "max_amplitude: expected a number > 0 or a list of 1 number > 0 "
+                                         "(one per actuator: tau), got [0.1, 0.2, 0.3]"),
+    ({"max_duration_s": 0.001}, "max_duration_s: expected at least 0.333333 s (10 command steps at 30 Hz)"),
+    ({"frequency_hz": [7.0, 9.0]}, "frequency_hz: expected a low frequency below 6 Hz"),
+])
+def test_limits_that_do_not_fit_the_rig_are_refused_before_the_run(tmp_path, al, says):
+    """The list's length against the model's actuators (named as the model names them, not u0), the duration
+    against the command rate: exit 2 in one line, no run directory (was: exit 0 after the whole budget)."""
+    cfg = _hinge_yaml(tmp_path, **al)
+    p = _cli("calibrate", cfg, "--active-learning", "--proposer", "least-squares", "--budget", 20, "--iterations", 1,
+             "--out", tmp_path / "run", "--no-report", "-q")
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and says in p.stderr, p.stderr
+    assert "u0" not in p.stderr and not (tmp_path / "run").exists()
+
+
+def test_a_design_that_fails_after_the_run_is_a_missing_artefact_exit_3(tmp_path, monkeypatch, capsys):
+    """--active-learning promises designed_trial.yaml: a design that fails says so, result.yaml says
+    artefacts_missing and the exit code is 3 (was: one stderr line and exit 0)."""
+    import yaml
+
+    import vid2sid_ros.calibration.active as active
+    from vid2sid_ros.cli import main
+
+    def refuse(*a, **k):
+        raise ExcitationRefused("no candidate fits the limits")
+
+    monkeypatch.setattr(active, "recommend_trial", refuse)
+    cfg = _hinge_yaml(tmp_path, enabled=False)
+    out = tmp_path / "run"
+    rc = main(["calibrate", str(cfg), "--active-learning", "--proposer", "least-squares", "--budget", "20",
+               "--iterations", "1", "--out", str(out), "--no-report", "-q"])
+    err = capsys.readouterr().err
+    assert rc == 3, err
+    assert "active learning: no trial designed: no candidate fits the limits" in err
+    doc = yaml.safe_load((out / "result.yaml").read_text())
+    assert doc["calibration"]["status"] == "artefacts_missing"
+    assert doc["calibration"]["artefacts_missing"][-1]["file"] == "designed_trial.yaml"
+    assert not (out / "designed_trial.yaml").exists()
+
+
+def test_every_candidate_is_named_as_a_rig_config_accepts():
+    """Designed names held '.' and '/' ('designed_step_0.6_at_0.2_s', a multisine's '0.1/0.55/1'): a
+    designed trial pasted into the rig config's trials was refused (letters, digits, _ and - only)."""
+    from vid2sid_ros.calibration.design import candidate_profiles, trial_name
+    from vid2sid_ros.rigs.loader import _NAME_RE
+
+    names = [c["name"] for c in candidate_profiles(_limits(amp=0.6, band=(0.1, 4.0), dur=5.6))]
+    assert len(set(names)) == len(names) and {n.split("_")[1] for n in names} == {"chirp", "step", "multisine"}
+    assert all(_NAME_RE.match(n) for n in names), names
+    assert "designed_step_0p6_at_0p2_s" in names
+    assert trial_name("designed multisine 0.1/0.55/1 Hz amplitude 0.3") == "designed_multisine_0p1_0p55_1_Hz_amplitude_0p3"
+    assert trial_name("designed chirp 0.1–4 Hz") == "designed_chirp_0p1-4_Hz"

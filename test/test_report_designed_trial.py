@@ -176,3 +176,40 @@ def test_warning_cleared_reads_the_next_check():
     assert _warning_cleared(designs, 2, {"warning_after": "W3"}) == "no warning before it; after: W3"
     assert _warning_cleared(designs, 2, None) == "not known (no check after it recorded)"
     assert _warning_cleared([{"applied": False, "warning": "W"}], 0, {"warning_after": None}) == "n/a (not run)"
+
+
+def test_the_designed_trial_pasted_into_the_rig_config_loads(recommended, tmp_path):
+    """The saved block, pasted into the rig config's trials as its comment says (its recording's source
+    filled in), is a trial the loader accepts: its name was refused ('.' in 'designed_chirp_0.1-4_Hz...')."""
+    import yaml
+
+    from vid2sid_ros.rigs import load_rig
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_active_learning as bench
+
+    run, _ = recommended
+    (entry,) = yaml.safe_load((run / "designed_trial.yaml").read_text())
+    entry["source"] = {"sim2sim": {"noise": "keypoint"}}  # the recording of the trial
+    (tmp_path / "hinge.xml").write_text(bench.HINGE_XML)
+    cfg = bench.hinge_config()
+    base = cfg.pop("excitations")["train"][0]
+    cfg["trials"] = [{"name": "base", "source": {"sim2sim": {"noise": "keypoint"}}, "excitation": base}, entry]
+    (tmp_path / "rig.yaml").write_text(yaml.safe_dump(cfg))
+    rig = load_rig(str(tmp_path / "rig.yaml"))
+    assert [t.name for t in rig.trials] == ["base", entry["name"]] and entry["name"].startswith("designed_")
+
+
+def test_a_report_over_its_size_budget_says_so_at_its_top(recommended, tmp_path, monkeypatch):
+    """A 12-trial report was 3.7 MB against its 3 MB budget without a word; it now says so and why."""
+    import vid2sid_ros.report.page as page_mod
+    from vid2sid_ros.report import write_report
+
+    run = _copy(recommended[0], tmp_path / "run")
+    page = write_report(run).read_text(encoding="utf-8")
+    assert "over its" not in page  # within the budget: nothing said
+    monkeypatch.setattr(page_mod, "REPORT_SIZE_BUDGET", 100_000)
+    page = write_report(run).read_text(encoding="utf-8")
+    warn = re.findall(r'<p class="warn">(This report is [^<]*)</p>', page)
+    assert len(warn) == 1 and "over its 0.1 MB budget" in warn[0] and "largest sections: " in warn[0], warn
+    assert page.index(warn[0]) < page.index('<section id="summary"')

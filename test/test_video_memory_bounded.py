@@ -29,10 +29,10 @@ from helpers import one_link_arm  # noqa: E402
 N, W, H, FPS = 450, 1280, 720, 30.0  # 15 s of 720p: 450 frames, more than MAX_THUMBS
 
 
-def _rig(tmp_path, source: str, duration: float, excitation: str = "none"):
+def _rig(tmp_path, source: str, duration: float, excitation: str = "none", **size):
     return one_link_arm.write_rig(tmp_path, one_link_arm.rig_text(
         source=source, excitation=f"kind: sine, amplitude: 0.6, frequency: 1, duration: {duration:g}, rate: 30",
-        trial_excitation=excitation))
+        trial_excitation=excitation, **size))
 
 
 def test_a_long_video_trial_is_decoded_one_frame_at_a_time_with_bounded_thumbnails(tmp_path, monkeypatch):
@@ -58,7 +58,8 @@ def test_a_long_video_trial_is_decoded_one_frame_at_a_time_with_bounded_thumbnai
     monkeypatch.setattr(video, "video_info", lambda path: {"frames": N, "fps": FPS, "width": W, "height": H})
     clip = tmp_path / "clip.mp4"
     clip.write_bytes(b"not decoded: the fake decoder stands in")
-    rig = load_rig(_rig(tmp_path, f"{{video: {{path: {clip}, repair_frame_timing: false}}}}", N / FPS))
+    rig = load_rig(_rig(tmp_path, f"{{video: {{path: {clip}, repair_frame_timing: false}}}}", N / FPS,
+                        width=W, height=H))  # the camera that filmed the 720p clip
     real = build_real_trial(rig, keep_frames=True)  # what calibrate does for a video trial (the report's footage)
     assert len(refs) == N and real.train[0].num_frames + sum(t.num_frames for t in real.holdout) == N
     assert most_alive[0] <= 2, f"{most_alive[0]} decoded frames alive at once"

@@ -48,7 +48,7 @@ from ..core.files import atomic_write_text
 from ..core.trajectory import Trajectory
 from .design import (CRITERIA, DesignResult, ExcitationLimits, ExcitationRefused, design_excitation,
                      design_separating_excitation, profile_from_change, steepest_change,
-                     validate_profile)
+                     trial_name, validate_profile)
 from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_calibration
 from .objective import TrialObjective
 from .observation import RealTrial
@@ -119,9 +119,35 @@ def parse_active_learning(raw: Any, *, source: str = "calibration.active_learnin
     db = d.get("design_budget")
     if db is not None and (isinstance(db, bool) or not isinstance(db, int) or db < 1):
         raise CalibrationError(f"{source}.design_budget: expected an integer >= 1 (rollouts) or null, got {db!r}")
+    _check_limit_types(d, source)
     limits = {k: d[k] for k in ("max_amplitude", "frequency_hz", "max_duration_s") if k in d}
     return ActiveLearningConfig(en, int(d.get("max_trials", 1)), int(d.get("after_iteration", 4)),
                                 d.get("criterion", "d_optimal"), d.get("trigger", "flagged"), db, limits)
+
+
+def _is_positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def _check_limit_types(d: Mapping[str, Any], source: str) -> None:
+    """The limit keys' types and signs (what needs no rig: one actuator count, the command rate,
+    are checked by :meth:`~vid2sid_ros.calibration.design.ExcitationLimits.from_rig`).
+
+    Raises:
+        CalibrationError: ``source.KEY: expected ..., got ...``.
+    """
+    amp = d.get("max_amplitude")
+    if amp is not None and not (_is_positive(amp) or (isinstance(amp, (list, tuple)) and amp
+                                                      and all(_is_positive(v) for v in amp))):
+        raise CalibrationError(f"{source}.max_amplitude: expected a number > 0 (command units, every actuator) or "
+                               f"a list of numbers > 0 (one per actuator), got {amp!r}")
+    band = d.get("frequency_hz")
+    if band is not None and not (isinstance(band, (list, tuple)) and len(band) == 2
+                                 and all(_is_positive(v) for v in band) and float(band[0]) < float(band[1])):
+        raise CalibrationError(f"{source}.frequency_hz: expected [low, high] Hz with 0 < low < high, got {band!r}")
+    dur = d.get("max_duration_s")
+    if dur is not None and not _is_positive(dur):
+        raise CalibrationError(f"{source}.max_duration_s: expected a number > 0 s, got {dur!r}")
 
 
 def tied_causes(diagnosis: Mapping[str, Any] | None) -> list[str] | None:
@@ -263,7 +289,7 @@ def _trial_block(design: DesignResult, csv_name: str) -> str:
     inline = ", ".join(f"{k}: {json.dumps(v)}" for k, v in prof.items())
     return ("# a designed trial: record it on the robot, then add this entry to the rig config's trials:\n"
             "# " + design.rationale.replace("\n", " ") + "\n"
-            f"- name: {design.profile.get('name', 'designed')}\n"
+            f"- name: {trial_name(design.profile.get('name') or 'designed')}\n"
             "  source: {video: PATH/TO/RECORDING}   # the recording of this trial\n"
             f"  excitation: {{{inline}}}\n"
             f"  # the same commands sample by sample: {csv_name} ({{kind: csv, path: {csv_name}}})\n")

@@ -56,6 +56,7 @@ allows starts with a linear ramp (``ramp_from``/``ramp_duration``), shortened to
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -72,12 +73,16 @@ from .proposer import Evaluation
 
 __all__ = ["ExcitationLimits", "ExcitationRefused", "DesignResult", "design_excitation", "validate_profile",
            "design_separating_excitation", "indistinguishable_set", "separation",
-           "profile_from_change", "candidate_profiles", "steepest_change", "information_criterion", "CRITERIA"]
+           "profile_from_change", "candidate_profiles", "steepest_change", "information_criterion", "CRITERIA",
+           "trial_name"]
 
 #: design criteria by name (``calibration.active_learning.criterion``)
 CRITERIA = ("d_optimal", "separation")
 #: the highest frequency a design may ask for, as a fraction of the command rate (5 samples a period)
 MAX_FREQUENCY_OF_RATE = 0.2
+#: fewest command steps a designed trial may have: two periods of the fastest frequency a design may ask
+#: for (:data:`MAX_FREQUENCY_OF_RATE`); a shorter ``max_duration_s`` is refused
+MIN_DESIGN_STEPS = 10
 
 
 class ExcitationRefused(ValueError):
@@ -208,6 +213,7 @@ class ExcitationLimits:
         amp = np.full(len(names), np.inf)
         ranges = [(-math.inf, math.inf)] * len(names)
         model = getattr(twin, "model", None)
+        shown = list(names)  # the model's actuator names where the columns are generic (u0, u1...)
         try:
             import mujoco
 
@@ -216,6 +222,7 @@ class ExcitationLimits:
                     aid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, name)
                     if aid < 0 and len(names) == model.nu:  # generic column names (u0, u1...): by position
                         aid = i
+                        shown[i] = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, i) or name
                     if aid >= 0 and model.actuator_ctrllimited[aid]:
                         lo, hi = model.actuator_ctrlrange[aid]
                         amp[i] = min(amp[i], max(abs(lo), abs(hi)))
@@ -228,7 +235,9 @@ class ExcitationLimits:
             vals = raw if isinstance(raw, (list, tuple)) else [raw] * len(names)
             if len(vals) != len(names) or not all(_positive(v) for v in vals):
                 raise ExcitationRefused(f"calibration.active_learning.max_amplitude: expected a number > 0 or a list "
-                                        f"of {len(names)} (one per actuator {list(names)}), got {raw!r}")
+                                        f"of {len(names)} number{'s' if len(names) != 1 else ''} > 0 "
+                                        f"(one per actuator: {', '.join(shown)}), "
+                                        f"got {raw!r}")
             for i, v in enumerate(vals):
                 if float(v) < amp[i]:
                     amp[i] = float(v)
@@ -244,9 +253,17 @@ class ExcitationLimits:
             raise ExcitationRefused(f"calibration.active_learning.frequency_hz: expected [low, high] Hz with "
                                     f"0 < low < high, got {band!r}")
         hi = min(float(band[1]), MAX_FREQUENCY_OF_RATE * rate)
+        if float(band[0]) >= hi:
+            raise ExcitationRefused(f"calibration.active_learning.frequency_hz: expected a low frequency below "
+                                    f"{hi:g} Hz ({MAX_FREQUENCY_OF_RATE:g} x the {rate:g} Hz command rate), "
+                                    f"got {band!r}")
         dur = cfg.get("max_duration_s")
         if dur is not None and not _positive(dur):
             raise ExcitationRefused(f"calibration.active_learning.max_duration_s: expected a number > 0 s, got {dur!r}")
+        if dur is not None and float(dur) * rate < MIN_DESIGN_STEPS - 1e-9:
+            raise ExcitationRefused(f"calibration.active_learning.max_duration_s: expected at least "
+                                    f"{MIN_DESIGN_STEPS / rate:g} s ({MIN_DESIGN_STEPS} command steps at "
+                                    f"{rate:g} Hz), got {dur!r}")
         max_dur = float(dur) if dur is not None else max(e.duration for e in excitations)
         return cls(tuple(float(a) for a in amp), names, (float(band[0]), hi), max_dur, rate, src, tuple(ranges))
 
@@ -478,8 +495,20 @@ def candidate_profiles(limits: ExcitationLimits, *, duration: float | None = Non
     out.append({"kind": "multisine", "amplitude": amp, "frequencies": [round(float(f), 3) for f in edges[1:]],
                 "seed": 0, **common})
     for i, c in enumerate(out):
-        c["name"] = f"designed_{_describe(c).replace(' ', '_').replace('–', '-')}"
+        c["name"] = trial_name(f"designed {_describe(c)}")
     return out
+
+
+def trial_name(text: str) -> str:
+    """``text`` as a trial name a rig config accepts (letters, digits, ``_`` and ``-``).
+
+    A decimal point becomes ``p`` (``0.6`` -> ``0p6``), a space, ``/`` or any other character
+    ``_`` (runs of them one), an en dash ``-``: ``"designed step 0.6 at 0.2 s"`` ->
+    ``"designed_step_0p6_at_0p2_s"``. An empty result is ``"designed"``.
+    """
+    out = re.sub(r"(?<=\d)\.(?=\d)", "p", str(text)).replace("–", "-").replace(".", "p")
+    out = re.sub(r"[^A-Za-z0-9_\-]+", "_", out).strip("_")
+    return out or "designed"
 
 
 def _describe(cfg: Mapping[str, Any]) -> str:

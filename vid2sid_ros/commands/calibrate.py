@@ -299,6 +299,8 @@ def run(args: argparse.Namespace) -> int:
             real = build_real_trial(rig, keep_frames=keep)
         else:
             real = build_real(rig, cfg, ccfg.seed, keep_frames=keep)
+        if active.enabled and active.limits:  # the limits against the actuators and command rate, before any run
+            _check_active_limits(rig, real, active, src)
         if start_cfg.guess or start_cfg.kind != "nominal":
             # the generic start: rig-agnostic; a guess plugin only suggests nominal values (logged, never fatal)
             params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
@@ -339,8 +341,32 @@ def run(args: argparse.Namespace) -> int:
         executor.close()  # idempotent: also after a refusal before the run
 
 
-def _recommend(args: argparse.Namespace, rig, real, result, ccfg, out: Path) -> None:
-    """Active learning after the run: the designed trial saved as a recommendation, one line on the terminal."""
+def _check_active_limits(rig, real, active, src: str) -> None:
+    """``calibration.active_learning``'s limits checked against the rig's actuators (named as its model
+    names them) and the real trial's command rate, the way the design reads them.
+
+    Raises:
+        ConfigError: ``SRC:calibration.active_learning.KEY: expected ..., got ...``.
+    """
+    from ..calibration.design import ExcitationLimits, ExcitationRefused
+
+    twin = rig.make_twin()
+    try:
+        ExcitationLimits.from_rig(twin, real.train_excitations, active.limits)
+    except ExcitationRefused as err:
+        raise ConfigError(f"{src}:{err}") from None
+    finally:
+        close = getattr(twin, "close", None)
+        if callable(close):
+            close()
+
+
+def _recommend(args: argparse.Namespace, rig, real, result, ccfg, out: Path) -> dict[str, str] | None:
+    """Active learning after the run: the designed trial saved as a recommendation, one line on the terminal.
+
+    Returns:
+        None, or ``{"file": "designed_trial.yaml", "error": why}`` when the design failed (the
+        promised artefact is missing: the caller records it and exits 3)."""
     from ..calibration.active import recommend_trial
     from ..calibration.design import ExcitationRefused
 
@@ -349,11 +375,14 @@ def _recommend(args: argparse.Namespace, rig, real, result, ccfg, out: Path) -> 
             warnings.simplefilter("ignore")
             rec = recommend_trial(rig, real, result, ccfg, args.active, out, parameters=rig.parameters)
     except (ExcitationRefused, ValueError, OSError) as err:
-        print(f"vid2sid calibrate: active learning: no trial designed: {err}", file=sys.stderr)
-        return
+        why = f"active learning: no trial designed: {err}"
     except Exception as err:  # noqa: BLE001 - the calibration is done and saved: a failed design never loses it
-        print(f"vid2sid calibrate: active learning: no trial designed: {type(err).__name__}: {err}", file=sys.stderr)
-        return
+        why = f"active learning: no trial designed: {type(err).__name__}: {err}"
+    else:
+        why = None
+    if why is not None:
+        print(f"vid2sid calibrate: {why}", file=sys.stderr)
+        return {"file": "designed_trial.yaml", "error": " ".join(why.split())[:500]}
     if rec is None:
         print("active learning: the identifiability check flags no parameter; no trial designed")
     else:
@@ -467,10 +496,19 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
         return failure[0]
     _save_real_trial(out, real)
     _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning)
-    if getattr(args, "active", None) is not None and args.active.enabled:
-        _recommend(args, rig, real, result, ccfg, out)
     report = None
     missing = list(result.artefacts_missing)
+    if getattr(args, "active", None) is not None and args.active.enabled:
+        design_missing = _recommend(args, rig, real, result, ccfg, out)
+        if design_missing is not None:  # asked for (--active-learning or the config): never exit 0 without it
+            missing.append(design_missing)
+            try:
+                from ..calibration.loop import mark_artefacts_missing
+
+                mark_artefacts_missing(out, [design_missing])
+            except OSError as err2:
+                print(f"vid2sid calibrate: cannot record the missing design in {out / 'result.yaml'}: "
+                      f"{err2.strerror or err2}", file=sys.stderr)
     if not args.no_report:
         from ..report import ReportError, write_report
 
@@ -478,6 +516,13 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
         try:
             with library_output_to(log_path, verbose=args.verbose >= 2):
                 report = write_report(out)
+            from ..report import REPORT_SIZE_BUDGET
+
+            size = report.stat().st_size
+            if size > REPORT_SIZE_BUDGET:  # the page says why at its top
+                print(f"vid2sid calibrate: warning: {report} is {size / 1e6:.2f} MB, over its "
+                      f"{REPORT_SIZE_BUDGET / 1e6:g} MB budget (the embedded media of many trials; the page "
+                      "names its largest sections)", file=sys.stderr)
         except (ReportError, OSError, ValueError) as err:  # the calibration result stands without its report
             why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
             print(f"vid2sid calibrate: report not written: {why}", file=sys.stderr)

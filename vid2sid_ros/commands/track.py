@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..io.sources import SourceError, check_clip_size
     from ..io.video import VideoError, frame_times, iter_video, video_info
     from .outputs import check_output_path, write_error_message, write_output
     from ..perception import rig_tracker
@@ -67,10 +68,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         rig = load_rig(args.rig, allow_code=getattr(args, "allow_code", False))
         tracker, _ = rig_tracker(rig)
+        cfg = getattr(rig, "config", None) or {}
+        check_clip_size(args.video, cfg, where="vid2sid track", base=cfg.get("_dir"))
         fps = float(video_info(args.video)["fps"])
         pts: list[float] = []  # streamed: one frame in memory at a time, whatever the clip's length
         trajectory = tracker.track(iter_video(args.video, timestamps=pts), fps=fps if fps > 0 else None,
                                    source=args.source, trial_id=args.trial_id or Path(args.video).stem)
+    except SourceError as err:
+        print(err, file=sys.stderr)
+        return 2
     except (UnknownRigError, RigConfigError, VideoError, ValueError) as err:  # tracker config errors: ValueErrors
         print(f"vid2sid track: {err}", file=sys.stderr)
         return 2

@@ -424,3 +424,63 @@ register_source(SourceKind(
 
 # the lab-data kinds (mocap, joint_csv, bag) register themselves on import
 from . import lab_sources  # noqa: E402,F401
+
+
+def rig_image_size(config: Mapping[str, Any] | None, base: Path | str | None = None
+                   ) -> tuple[int, int, str] | None:
+    """The image size a rig config declares: ``(width, height, where)`` px, or None.
+
+    ``where`` names the key the size came from (``camera.camera_info`` file or ``camera``).
+    None when the config declares no ``camera`` block (a ``projection`` twin, whose image scale
+    ``px_per_m`` may be calibrated as a nuisance, or a built-in twin's own default).
+
+    Raises:
+        SourceError: the ``camera`` block cannot be read (a bad CameraInfo file...).
+    """
+    from ..core.camera import CameraError, camera_from_config
+
+    config = config or {}
+    cam = config.get("camera")
+    if isinstance(cam, Mapping) and cam:
+        try:
+            c = camera_from_config(cam, base=Path(base) if base is not None else None)
+        except CameraError as err:
+            raise SourceError(str(err)) from None
+        where = f"camera.camera_info ({cam['camera_info']})" if cam.get("camera_info") else "camera"
+        return int(c.width), int(c.height), where
+    return None
+
+
+def check_clip_size(path: str | Path, config: Mapping[str, Any] | None, *, where: str,
+                    base: Path | str | None = None) -> None:
+    """Refuse a video whose frame size differs from the rig's camera image size.
+
+    The twin renders and projects its keypoints at the camera's size; pixels tracked in a
+    clip of another size would be compared with them as if they were the same pixels, and
+    the calibration would fit nonsense. There is no rescaling option: film at the camera's
+    size, or describe the camera that filmed the clip.
+
+    Args:
+        path: the video file. config: the rig config (its ``camera`` block).
+        where: prefix of the error (the trial's source key or the command).
+        base: directory a relative ``camera_info`` path is resolved against.
+
+    Raises:
+        SourceError: ``where: the clip is WxH px but the rig's camera is wxh px ...``.
+    """
+    from .video import VideoError, video_info
+
+    size = rig_image_size(config, base)
+    if size is None:
+        return
+    try:
+        info = video_info(path)
+    except VideoError as err:
+        raise SourceError(f"{where}: {err}") from None
+    w, h = int(info.get("width") or 0), int(info.get("height") or 0)
+    if w <= 0 or h <= 0:
+        return  # the container does not tell; the frames are checked when decoded
+    if (w, h) != size[:2]:
+        raise SourceError(f"{where}: the clip {Path(path).name} is {w}x{h} px but the rig's {size[2]} is "
+                          f"{size[0]}x{size[1]} px; film at the camera's size or describe the camera that "
+                          "filmed the clip (camera.width/height, or its camera_info)")

@@ -734,8 +734,28 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
     out.parent.mkdir(parents=True, exist_ok=True)
     from ..core.files import atomic_write_text
 
-    atomic_write_text(out, html_page(title, body))  # never half a page: a full disk leaves the old one (or none)
+    page = html_page(title, body)
+    if len(page.encode("utf-8")) > REPORT_SIZE_BUDGET:  # said on the page (calibrate says it on the terminal)
+        body.insert(0, f'<p class="warn">{e(size_note(len(page.encode("utf-8")), body))}</p>')
+        page = html_page(title, body)
+    atomic_write_text(out, page)  # never half a page: a full disk leaves the old one (or none)
     return out
+
+
+def size_note(size: int, body: Sequence[str]) -> str:
+    """One line: a report of ``size`` bytes is over :data:`REPORT_SIZE_BUDGET`, and its largest
+    sections (the section ids of ``body``, HTML strings) with their sizes in MB."""
+    import re
+
+    parts = []
+    for html in body:
+        m = re.search(r'<section id="([^"]+)"', html)
+        if m:
+            parts.append((len(html.encode("utf-8")), m.group(1)))
+    parts.sort(reverse=True)
+    big = ", ".join(f"{sid} {n / 1e6:.2f} MB" for n, sid in parts[:3])
+    return (f"This report is {size / 1e6:.2f} MB, over its {REPORT_SIZE_BUDGET / 1e6:g} MB budget: the embedded "
+            f"media of many trials do not fit (largest sections: {big}); it opens, but slowly and heavily.")
 
 
 def shown_run_path(run_dir: str | Path, page_dir: str | Path) -> str:

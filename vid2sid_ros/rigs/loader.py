@@ -35,7 +35,7 @@ from ..core.files import file_problem
 from ..core.excitation import Excitation, ExcitationError, build_excitation, build_excitation_sets
 from ..core.parameters import ParameterSet, ParameterSpec, ParameterSpecError, load_parameter_set
 from ..core.rig import Rig, TrialSpec, UnknownRigError
-from ..io.sources import SOURCES, SourceContext, SourceError
+from ..io.sources import SOURCES, SourceContext, SourceError, check_clip_size
 from ..share import PACKAGE_DIR, resolve_path
 from .schema import RigConfigError, describe_value, validate_tree
 
@@ -324,6 +324,12 @@ def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, chec
         keep_free = list(doc["free"]) + [t for tr in rig.trials for t in tr.free_init.values()]
         rig.parameters = rig.parameters.with_frozen(free=keep_free)
     rig.camera = dict(doc.get("camera") or {})
+    for t in rig.trials:  # a clip of another size than the camera's: tracked pixels are not the twin's
+        if t.kind == "video":
+            try:
+                check_clip_size(t.source["video"]["path"], doc, where=f"{t.where}.source.video", base=base)
+            except SourceError as err:
+                raise RigConfigError(str(err)) from None
     rig.nuisance = dict(doc.get("nuisance") or {})
     rig.calibration = dict(doc.get("calibration") or {})
     rig.proposer = {k: doc[k] for k in ("proposer", "proposer_options", "fallback") if k in doc}
