@@ -125,14 +125,7 @@ def budget_arg(text: str) -> int | None:
     """
     if text.strip().lower() in ("none", "null", "unlimited"):
         return None
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number of rollouts, or 'none' for no limit; "
-                                         f"got {text!r}")
-    return n
+    return _positive_rollouts(text, "a positive number of rollouts, or 'none' for no limit")
 
 
 def positive_budget_arg(text: str) -> int:
@@ -142,13 +135,18 @@ def positive_budget_arg(text: str) -> int:
     Raises:
         argparse.ArgumentTypeError: anything else, naming what is expected.
     """
+    return _positive_rollouts(text, "a positive number of rollouts (methods are compared at the same limited "
+                                    "budget)")
+
+
+def _positive_rollouts(text: str, expected: str) -> int:
+    """``int(text)`` when it is at least 1, else :class:`argparse.ArgumentTypeError` saying ``expected``."""
     try:
         n = int(text)
     except ValueError:
         n = 0
     if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number of rollouts (methods are compared at the "
-                                         f"same limited budget); got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected}; got {text!r}")
     return n
 
 
