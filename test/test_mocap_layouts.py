@@ -163,36 +163,3 @@ def test_times_rounded_coarser_than_the_period_say_so(tmp_path):
         load_mocap(p, markers=["mark"], unit="mm")
     msg = str(info.value)
     assert "\n" not in msg and "duplicate time" in msg and "written to 0.01 s" in msg and "more decimals" in msg
-
-
-@pytest.mark.parametrize("rate", [120.0, 240.0, 480.0, 700.0, 900.0])
-def test_the_rate_of_times_rounded_to_1_ms_is_the_span_over_the_periods(rate):
-    """Above ~240 Hz the steps of 1 ms-rounded times are 1, 2 or 3 ms and the median-filtered mean misread
-    them (480 Hz -> 491.8 Hz, 700 and 900 Hz -> 1000 Hz): the span over the sample periods is the rate."""
-    from vid2sid_ros.io.mocap import rate_from_times
-
-    times = np.round(np.arange(int(4 * rate)) / rate, 3)
-    assert rate_from_times(times) == rate
-
-
-def test_the_rate_of_jittered_times_is_their_mean_rate_and_a_dropped_sample_counts_two_periods():
-    from vid2sid_ros.io.mocap import rate_from_times
-
-    rng = np.random.default_rng(0)
-    times = np.round(np.arange(400) / 100.0 + rng.normal(0.0, 0.0015, 400), 4)  # 100 Hz, 1.5 ms jitter
-    assert rate_from_times(times) == pytest.approx(100.0, rel=2e-4)  # was 100.21 Hz
-    assert rate_from_times(np.delete(np.arange(300) / 480.0, [50, 51, 200]).round(3)) == 480.0
-
-
-def test_the_rate_option_overrides_a_time_column(tmp_path):
-    """Times written coarser than the period repeat; the refusal says to give `rate`, which then reads row k
-    as sample k (it was refused all the same: the time column was still checked)."""
-    rows = [[f"{k / 240.0:.2f}", f"{k:.1f}", "0", "100"] for k in range(40)]
-    p = _write(tmp_path / "m.csv", ["time", "mark_x", "mark_y", "mark_z"], rows)
-    with pytest.raises(MocapError, match=r"give the trial's `rate` \(it overrides the time column\)"):
-        load_mocap(p, markers=["mark"], unit="mm")
-    rec = load_mocap(p, markers=["mark"], unit="mm", rate=240.0)
-    assert rec.rate == 240.0
-    traj = rec.trajectory("a")
-    assert traj.num_frames == 40 and traj.valid.all()
-    np.testing.assert_allclose(traj.keypoints[:, 0, 0], np.arange(40) * 1e-3, atol=1e-12)

@@ -123,7 +123,7 @@ register_source(SourceKind(
            "lines, .c3d by suffix)."),
           ("unit", "string", "", None, "Length unit of the file (mm, cm, m); required for plain files, checked "
            "against the header of the others."),
-          ("rate", "number", "Hz", None, "Sample rate; overrides a time column (row k is sample k, at k / rate s)."),
+          ("rate", "number", "Hz", None, "Sample rate when the file has no time column."),
           ("time_column", "string", "", None, "Time column of a plain file (default: time, t, timestamp)."),
           ("frame", "mapping", "", None, "Pose of the capture volume in the twin's world: up_axis (z | y, Motive is "
            "y), position [x, y, z] m, rpy [roll, pitch, yaw] rad."),

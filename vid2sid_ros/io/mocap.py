@@ -563,9 +563,6 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
         if not np.all(np.isfinite(times)):
             raise MocapError(f"{path}: Frame column holds a non-number")
         times = (times - times[0]) / float(rate_hz)
-    elif rate is not None:  # the trial's `rate` overrides the time column: row k is sample k, k / rate s
-        times = np.arange(times.size, dtype=float) / float(rate)
-        rate_hz = float(rate)
     dt = np.diff(times)
     bad = np.nonzero(dt <= 0)[0]
     if bad.size:
@@ -575,7 +572,7 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
         q = _time_resolution(times)
         span = float(times[-1] - times[0]) / max(times.size - 1, 1)
         hint = (f"; the times are written to {q:g} s, about the sample period ({span:.3g} s) or coarser: export "
-                "them with more decimals, or give the trial's `rate` (it overrides the time column)"
+                "them with more decimals, or drop the time column and give the trial's `rate`"
                 if what == "duplicate" and q is not None and q >= 0.5 * span else "")
         raise MocapError(f"{path}:{line}: time column: {what} time {times[i]:.6g} s after {times[i - 1]:.6g} s "
                          f"(times must increase){hint}")
@@ -630,23 +627,12 @@ def _time_resolution(times: np.ndarray) -> float | None:
     return None
 
 
-def _grid_spread(t: np.ndarray, k: np.ndarray, period: float) -> float:
-    """Range (max - min) of ``t - k * period``, s: 0 for times exactly on a uniform grid, at most one
-    resolution step for rounded ones."""
-    r = t - t[0] - k * period
-    return float(np.max(r) - np.min(r))
-
-
 def rate_from_times(times: np.ndarray) -> float:
     """Sample rate (Hz) of a strictly increasing time column of a constant-rate capture.
 
-    The period is the span over the number of sample periods it holds,
-    ``(t[-1] - t[0]) / (k[-1] - k[0])``, where ``k`` is each sample's slot on the period's grid
-    (``n - 1`` periods without a dropped sample; a dropped sample's double step counts two). It
-    is not a typical step: times rounded to 1 ms step by 2 and 3 ms at 480 Hz, whose median
-    (2 ms) read 500 Hz and whose filtered mean 491.8 Hz; every rounded time of a constant rate
-    lies within half a resolution step of its grid, so the span is off by at most one
-    resolution step over the whole capture. Jitter averages out the same way. When every time
+    The period is the mean of the regular steps (those within 0.5-1.5x the median step; a
+    dropped sample's double step is left out), not the median step: times rounded to the
+    millisecond at 120 Hz step by 8 and 9 ms, whose median (8 ms) reads 125 Hz. When every time
     lies within the column's resolution (:func:`_time_resolution`, both ends rounded) of a
     whole-number rate's grid, that rate is returned (120 Hz, not 119.992 Hz).
 
@@ -658,27 +644,17 @@ def rate_from_times(times: np.ndarray) -> float:
     """
     t = np.asarray(times, float)
     dt = np.diff(t)
-    span = float(t[-1] - t[0]) if t.size > 1 else math.nan
-    if not (math.isfinite(span) and span > 0 and np.all(np.isfinite(dt))):
+    med = float(np.median(dt))
+    regular = dt[(dt > 0.5 * med) & (dt < 1.5 * med)]
+    period = float(np.mean(regular)) if regular.size else med
+    if not (math.isfinite(period) and period > 0):
         return math.inf
-    period = span / (t.size - 1)  # every sample in its own slot
-    spread = _grid_spread(t, np.arange(t.size, dtype=float), period)
-    q = _time_resolution(t)
-    p = period
-    # every time within the rounding of one grid without a gap: that is the rate (1 ms-rounded times also
-    # lie on a 1000 Hz grid with gaps, a reading the data cannot tell from this one and never needs)
-    explained = q is not None and spread <= q * (1 + 1e-6)
-    for _ in range(0 if explained else 4):  # or slots counting a dropped sample's step as two periods, if the grid fits better
-        k = np.concatenate([[0.0], np.cumsum(np.maximum(np.rint(dt / p), 1.0))])
-        p = span / float(k[-1])
-        s_k = _grid_spread(t, k, p)
-        if s_k < 0.5 * spread:  # a better fit by far: rounding or jitter never makes a step of two periods fit
-            period, spread = p, s_k
     rate = 1.0 / period
+    q = _time_resolution(t)
     whole = float(round(rate))
     if q is not None and whole > 0:
-        kw = np.rint((t - t[0]) * whole)
-        if np.all(np.diff(kw) >= 1) and np.max(np.abs(t - t[0] - kw / whole)) <= q * (1 + 1e-6):
+        k = np.rint((t - t[0]) * whole)
+        if np.all(np.diff(k) >= 1) and np.max(np.abs(t - t[0] - k / whole)) <= q * (1 + 1e-6):
             return whole
     return rate
 
