@@ -215,8 +215,21 @@ class Executor:
         return self._run_bounded(submit, items, on_done, broken=(BrokenProcessPool,), rebuild=self._rebuild_pool)
 
     def _rebuild_pool(self) -> None:
+        """A fresh pool after a worker died. The broken pool's surviving workers are stopped and waited
+        for first: a task lost with the pool may still be running in one of them (holding its run
+        directory's lock, writing its files), and its retry must not start beside it. (Python 3.11's
+        ProcessPoolExecutor has no public way to stop its workers: its ``_processes`` map is read.)"""
         if self._procs is not None:
+            survivors = list((getattr(self._procs, "_processes", None) or {}).values())
             self._procs.shutdown(wait=False, cancel_futures=True)
+            for proc in survivors:
+                if proc.is_alive():
+                    proc.terminate()
+            for proc in survivors:
+                proc.join(timeout=10.0)
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(timeout=10.0)
         self._procs = self._new_pool()
 
     def _run_bounded(self, submit: Callable[[Any], Future], items: list[Any],
