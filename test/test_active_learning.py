@@ -309,21 +309,29 @@ def test_benchmark_active_learning_charges_the_design_and_reuses_it(tmp_path):
     assert len(lines) == 1
 
 
-def test_separation_design_says_when_no_trial_can_tell_link_inertia_from_armature(tmp_path):
-    """About a single hinge without gravity a 20 % heavier link and a larger armature are the same effect: the
-    diagnosis reports them indistinguishable, and the separation criterion finds no candidate that separates
-    them by 3 σ — the rationale says the model cannot tell them apart (no trial is promised to)."""
+
+def _heavier_body_objective(tmp_path):
+    """``(objective, limits)``: damping free, the real side's body 1.2x heavier than the twin's (a mass
+    error the diagnosis ties with the armature), on a slow sine, within an amplitude of 0.3."""
     from test_diagnosis_causes import _excitations, _real, _spec, _twin
 
-    from vid2sid_ros.calibration.design import design_separating_excitation, separation
     from vid2sid_ros.calibration.objective import TrialObjective
 
     params = _spec(free=("damping",))
     excs = _excitations("slow_sine")
     reals = _real(_twin(tmp_path, params), excs, {"damping": 0.02, "stiffness": 0.5, "armature": 0.0005},
                   body_scale=1.2)
-    obj = TrialObjective(_twin(tmp_path, params), excs, reals, params)
-    lim = ExcitationLimits((0.3,), ("m",), (0.1, 4.0), 4.0, 30.0)
+    return (TrialObjective(_twin(tmp_path, params), excs, reals, params),
+            ExcitationLimits((0.3,), ("m",), (0.1, 4.0), 4.0, 30.0))
+
+def test_separation_design_says_when_no_trial_can_tell_link_inertia_from_armature(tmp_path):
+    """About a single hinge without gravity a 20 % heavier link and a larger armature are the same effect: the
+    diagnosis reports them indistinguishable, and the separation criterion finds no candidate that separates
+    them by 3 σ — the rationale says the model cannot tell them apart (no trial is promised to)."""
+
+    from vid2sid_ros.calibration.design import design_separating_excitation, separation
+
+    obj, lim = _heavier_body_objective(tmp_path)
     d = design_separating_excitation(obj, {"damping": 0.02}, lim)
     assert d is not None and d.criterion == "separation"
     assert "frozen parameter 'armature'" in d.flagged and "mass of body 'link' (mass and inertia together)" in d.flagged
@@ -496,17 +504,10 @@ def test_a_separation_design_given_the_diagnosis_tied_causes_probes_only_those(t
     excitation; on the finger that took about 360 of its allowance of about 200 rollouts and the design failed
     ('no candidate excitation could be evaluated'), so no trial was ever run. Given the tied set it probes only
     those causes: the same members and choice, fewer rollouts."""
-    from test_diagnosis_causes import _excitations, _real, _spec, _twin
 
     from vid2sid_ros.calibration.design import design_separating_excitation
-    from vid2sid_ros.calibration.objective import TrialObjective
 
-    params = _spec(free=("damping",))
-    excs = _excitations("slow_sine")
-    reals = _real(_twin(tmp_path, params), excs, {"damping": 0.02, "stiffness": 0.5, "armature": 0.0005},
-                  body_scale=1.2)
-    obj = TrialObjective(_twin(tmp_path, params), excs, reals, params)
-    lim = ExcitationLimits((0.3,), ("m",), (0.1, 4.0), 4.0, 30.0)
+    obj, lim = _heavier_body_objective(tmp_path)
     full = design_separating_excitation(obj, {"damping": 0.02}, lim)
     tied = design_separating_excitation(obj, {"damping": 0.02}, lim, tied=full.flagged)
     assert sorted(tied.flagged) == sorted(full.flagged) and len(tied.flagged) >= 2

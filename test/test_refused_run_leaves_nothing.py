@@ -47,15 +47,22 @@ UNUSED = ('  damp2: {unit: N*m*s/rad, lower: 0.002, upper: 0.05, nominal: 0.01, 
           'target: "dof_damping[j2]"}')
 
 
+
+def _configs(tmp_path):
+    """``(bad, good)`` rig configs of the two-joint arm: the bad one frees a parameter the training
+    rollouts cannot see (refused at load), the good one does not."""
+    (tmp_path / "arm2.xml").write_text(ARM2)
+    bad, good = tmp_path / "bad.yaml", tmp_path / "good.yaml"
+    bad.write_text(RIG % UNUSED)
+    good.write_text(RIG % "")
+    return bad, good
+
 def _run(cfg, out):
     return cli.main(["calibrate", str(cfg), "--out", str(out), "--quiet", "--no-report"])
 
 
 def test_refused_run_writes_nothing_and_the_corrected_config_runs_there(tmp_path, capsys):
-    (tmp_path / "arm2.xml").write_text(ARM2)
-    bad, good = tmp_path / "bad.yaml", tmp_path / "good.yaml"
-    bad.write_text(RIG % UNUSED)
-    good.write_text(RIG % "")
+    bad, good = _configs(tmp_path)
     out = tmp_path / "run"
     assert _run(bad, out) == 2
     err = capsys.readouterr().err
@@ -67,10 +74,7 @@ def test_refused_run_writes_nothing_and_the_corrected_config_runs_there(tmp_path
 
 
 def test_refused_run_into_an_existing_empty_directory_leaves_it_usable(tmp_path, capsys):
-    (tmp_path / "arm2.xml").write_text(ARM2)
-    bad, good = tmp_path / "bad.yaml", tmp_path / "good.yaml"
-    bad.write_text(RIG % UNUSED)
-    good.write_text(RIG % "")
+    bad, good = _configs(tmp_path)
     out = tmp_path / "run"
     out.mkdir()
     assert _run(bad, out) == 2
