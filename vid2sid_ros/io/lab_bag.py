@@ -329,6 +329,58 @@ def load_lab_bag(cfg: LabBagConfig | Mapping[str, Any], *, tracker: Any = None, 
     if not isinstance(cfg, LabBagConfig):
         cfg = parse_lab_bag_config(cfg, source=source)
     path = cfg.path
+    present = _checked_topics(cfg, path)
+    img_topic = cfg.topics.get("image")
+    if img_topic is not None and tracker is None:
+        if rig is None:
+            raise ValueError("give a `tracker` or a `rig` to re-track the camera topic")
+        tracker = rig_tracker(rig)[0]
+    rec = _read_recording(cfg, path)
+    cmds = rec.cmds
+    t_first = cmds[0].t  # windows count from the first command (stamp or receive time, as the commands')
+    ctype = present[cfg.topics["command"]][0]
+    warnings: list[str] = []
+    if not all(c.stamped for c in cmds):
+        why = "has no header" if ctype == "std_msgs/msg/Float64MultiArray" else "has zero header stamps"
+        warnings.append(f"{cfg.topics['command']} ({ctype.split('/')[-1]}) {why}: command times are the bag's "
+                        "receive times")
+    if rec.images and not all(ok for _, ok, _, _ in rec.images):
+        warnings.append(f"{img_topic}: zero header stamps; frame times are the bag's receive times")
+    cam_meta = None
+    if rec.info is not None:
+        info = rec.info
+        cam_meta = {"width": int(info.width), "height": int(info.height), "k": [float(x) for x in info.k],
+                    "d": [float(x) for x in info.d], "distortion_model": str(info.distortion_model),
+                    "frame_id": str(info.header.frame_id)}
+    names = tracker_names(tracker) if tracker is not None else ()
+    out = []
+    for tid, group in _split(cmds, cfg, rec.markers, t_first, path):
+        tw = list(warnings)
+        period = _command_period(group, cfg, tid, path)
+        values, stamps = _command_grid(group, tid, period, rec.end_steps, cfg.topics["command"], tw)
+        T, A = values.shape
+        cmd_names = group[0].names or cfg.command_names or tuple(f"u{i}" for i in range(A))
+        actuators = tuple(cfg.actuators.get(n, n) for n in cmd_names)
+        exc = Excitation(tid, 1.0 / period, values, actuators, meta={"source": f"bag:{path}", "command_type": ctype})
+        extra: dict[str, Any] = {"camera_info": cam_meta}
+        traj = None
+        image_stamps: list[float] = []
+        kept: list[np.ndarray] = []
+        if img_topic is not None:
+            traj, image_stamps, kept = _track_trial(rec.images, tracker, names, cfg, tid, stamps, period, cam_meta,
+                                                    keep_frames, path, tw)
+        if cfg.joints:
+            extra["joints"] = _joint_trajectory(rec.jstates, cfg, tid, stamps, period, path, tw)
+            if traj is None:
+                traj = extra["joints"]
+        elif traj is None:
+            raise BagError(f"bag {path}: topics.joint_states is mapped but no joints are named; give joints: [...]")
+        out.append(BagTrial(traj, exc, stamps, np.asarray(image_stamps), np.stack(kept) if kept else None, tw, extra))
+    return out
+
+
+def _checked_topics(cfg: LabBagConfig, path: Path) -> dict[str, tuple[str, int]]:
+    """The bag's topics (``bag_topics``) once each mapped topic is there with an accepted type, else BagError."""
     present = bag_topics(path)
     for key, topic in cfg.topics.items():
         if topic not in present:
@@ -342,131 +394,126 @@ def load_lab_bag(cfg: LabBagConfig | Mapping[str, Any], *, tracker: Any = None, 
                            + " or ".join(allowed[key]))
     if "command" not in cfg.topics:
         raise BagError(f"bag {path}: map topics.command to the commands the robot received (they drive the twin)")
-    img_topic = cfg.topics.get("image")
-    if img_topic is not None and tracker is None:
-        if rig is None:
-            raise ValueError("give a `tracker` or a `rig` to re-track the camera topic")
-        tracker = rig_tracker(rig)[0]
+    return present
+
+
+@dataclass
+class _Recording:
+    """The mapped topics' messages of one bag, decoded: commands sorted by time (s), the rest in bag order."""
+
+    cmds: list[_Command]
+    images: list[tuple[float, bool, Any, str]]  # (t s, header-stamped, message, message type)
+    jstates: list[tuple[float, Any]]  # (t s, JointState)
+    markers: list[tuple[float, str]]  # (t s, trial name)
+    end_steps: dict[str, int]  # ExcitationCommand trial ends (step = the trial's length)
+    info: Any  # the first CameraInfo, or None
+
+
+def _read_recording(cfg: LabBagConfig, path: Path) -> _Recording:
+    """One pass over the bag's mapped topics; BagError when the command topic holds no message."""
     store = make_typestore()
     by_topic = {v: k for k, v in cfg.topics.items()}
-    cmds: list[_Command] = []
-    images: list[tuple[float, bool, Any, str]] = []
-    jstates: list[tuple[float, Any]] = []
-    markers: list[tuple[float, str]] = []
-    end_steps: dict[str, int] = {}  # ExcitationCommand trial ends (step = the trial's length)
-    info = None
-    t_first = math.inf
-    warnings: list[str] = []
+    rec = _Recording([], [], [], [], {}, None)
     for m in read_messages(path, list(cfg.topics.values()), typestore=store):
-        t_first = min(t_first, m.timestamp_ns * 1e-9)
         key = by_topic[m.topic]
         if key == "command":
-            cmds.append(_decode_command(m, cfg, path))
+            rec.cmds.append(_decode_command(m, cfg, path))
         elif key == "image":
             t, ok = _stamp(m.msg, m.timestamp_ns)
-            images.append((t, ok, m.msg, m.msgtype))
+            rec.images.append((t, ok, m.msg, m.msgtype))
         elif key == "joint_states":
             t, _ = _stamp(m.msg, m.timestamp_ns)
-            jstates.append((t, m.msg))
-        elif key == "camera_info" and info is None:
-            info = m.msg
+            rec.jstates.append((t, m.msg))
+        elif key == "camera_info" and rec.info is None:
+            rec.info = m.msg
         elif key == "trial_marker":
             t, _ = _stamp(m.msg, m.timestamp_ns)
-            markers.append((t, str(getattr(m.msg, "data", "") or getattr(m.msg, "trial_id", ""))))
+            rec.markers.append((t, str(getattr(m.msg, "data", "") or getattr(m.msg, "trial_id", ""))))
             if m.msgtype == "vid2sid_ros/msg/ExcitationCommand":
-                end_steps[str(m.msg.trial_id)] = max(end_steps.get(str(m.msg.trial_id), 0), int(m.msg.step))
-    if not cmds:
+                tid = str(m.msg.trial_id)
+                rec.end_steps[tid] = max(rec.end_steps.get(tid, 0), int(m.msg.step))
+    if not rec.cmds:
         raise BagError(f"bag {path}: no message on {cfg.topics['command']}")
-    cmds.sort(key=lambda c: c.t)
-    t_first = cmds[0].t  # windows count from the first command (stamp or receive time, as the commands')
-    ctype = present[cfg.topics["command"]][0]
-    if not all(c.stamped for c in cmds):
-        why = "has no header" if ctype == "std_msgs/msg/Float64MultiArray" else "has zero header stamps"
-        warnings.append(f"{cfg.topics['command']} ({ctype.split('/')[-1]}) {why}: command times are the bag's "
-                        "receive times")
-    if images and not all(ok for _, ok, _, _ in images):
-        warnings.append(f"{img_topic}: zero header stamps; frame times are the bag's receive times")
-    cam_meta = None
-    if info is not None:
-        cam_meta = {"width": int(info.width), "height": int(info.height), "k": [float(x) for x in info.k],
-                    "d": [float(x) for x in info.d], "distortion_model": str(info.distortion_model),
-                    "frame_id": str(info.header.frame_id)}
-    names = tracker_names(tracker) if tracker is not None else ()
-    out = []
-    for tid, group in _split(cmds, cfg, markers, t_first, path):
-        tw = list(warnings)
-        if group[0].period:
-            period = float(group[0].period)
-        elif cfg.rate:
-            period = 1.0 / cfg.rate
-        else:
-            dts = np.diff([c.t for c in group])
-            if not dts.size:
-                raise BagError(f"bag {path}: trial {tid!r} has one command; give rate: <Hz>")
-            period = float(np.median(dts))
-        steps = ([int(c.step) for c in group] if group[0].step is not None
-                 else [int(round((c.t - group[0].t) / period)) for c in group])
-        T = max(steps) + 1
-        if group[0].step is not None:  # commands missing at the end of a trial: its trial-end marker says
-            T = max(T, end_steps.get(tid, 0))
-        A = group[0].values.size
-        values = np.full((T, A), np.nan)
-        stamps = np.full(T, np.nan)
-        for k, c in zip(steps, group):
-            values[k] = c.values
-            stamps[k] = c.t
-        held = np.flatnonzero(np.isnan(values).any(axis=1))
-        if held.size:
-            tw.append(f"trial {tid}: commands of {held.size} of {T} steps missing from {cfg.topics['command']}; "
-                      "held the previous one")
-            for k in held:
-                values[k] = values[k - 1] if k > 0 else 0.0
-        cmd_names = group[0].names or cfg.command_names or tuple(f"u{i}" for i in range(A))
-        actuators = tuple(cfg.actuators.get(n, n) for n in cmd_names)
-        exc = Excitation(tid, 1.0 / period, values, actuators, meta={"source": f"bag:{path}", "command_type": ctype})
-        t0 = float(np.nanmin(stamps))
-        t_lo, t_hi = t0 + 0.5 * period, float(np.nanmax(stamps)) + 1.5 * period
-        extra: dict[str, Any] = {"camera_info": cam_meta}
-        traj = None
-        image_stamps: list[float] = []
-        kept = []
-        if img_topic is not None:
-            stream = LockstepStream(tid, "real", names, period)
-            for k in range(T):
-                if np.isfinite(stamps[k]):
-                    stream.add_command(k, stamps[k])
-            reset_tracker(tracker)
-            for t, _, msg, mtype in images:
-                if not (t_lo <= t <= t_hi):
-                    continue
-                try:
-                    rgb = (compressed_to_array(msg) if mtype == "sensor_msgs/msg/CompressedImage"
-                           else image_to_array(msg, "rgb8"))
-                except ImageEncodingError as err:
-                    tw.append(f"trial {tid}: frame at t={t:.3f} s skipped: {err}")
-                    continue
-                if cam_meta and (rgb.shape[1], rgb.shape[0]) != (cam_meta["width"], cam_meta["height"]):
-                    raise BagError(f"bag {path}: topic {img_topic}: frames are {rgb.shape[1]}x{rgb.shape[0]} but "
-                                   f"{cfg.topics['camera_info']} says {cam_meta['width']}x{cam_meta['height']}")
-                xy, valid = tracker.detect(rgb)
-                stream.add_frame(t, xy, valid)
-                image_stamps.append(t)
-                if keep_frames:
-                    kept.append(rgb)
-            if not image_stamps:
-                raise BagError(f"bag {path}: no {img_topic} frame falls within trial {tid!r}")
-            traj = stream.trajectory(T)
-            dropped = int(traj.meta["dropped_frames"])
-            if dropped:
-                tw.append(f"trial {tid}: {dropped} of {T} frames missing on {img_topic}")
-        if cfg.joints:
-            extra["joints"] = _joint_trajectory(jstates, cfg, tid, stamps, period, path, tw)
-            if traj is None:
-                traj = extra["joints"]
-        elif traj is None:
-            raise BagError(f"bag {path}: topics.joint_states is mapped but no joints are named; give joints: [...]")
-        out.append(BagTrial(traj, exc, stamps, np.asarray(image_stamps), np.stack(kept) if kept else None, tw, extra))
-    return out
+    rec.cmds.sort(key=lambda c: c.t)
+    return rec
+
+
+def _command_period(group: list[_Command], cfg: LabBagConfig, tid: str, path: Path) -> float:
+    """A trial's command period in s: the message's own, else ``rate``, else the median command interval."""
+    if group[0].period:
+        return float(group[0].period)
+    if cfg.rate:
+        return 1.0 / cfg.rate
+    dts = np.diff([c.t for c in group])
+    if not dts.size:
+        raise BagError(f"bag {path}: trial {tid!r} has one command; give rate: <Hz>")
+    return float(np.median(dts))
+
+
+def _command_grid(group: list[_Command], tid: str, period: float, end_steps: dict[str, int], topic: str,
+                  warnings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A trial's commands on its step grid: values (T, A), each step's command time (T,) s (NaN when missing).
+
+    A missing step holds the previous command (0 at step 0), and ``warnings`` says how many.
+    """
+    steps = ([int(c.step) for c in group] if group[0].step is not None
+             else [int(round((c.t - group[0].t) / period)) for c in group])
+    T = max(steps) + 1
+    if group[0].step is not None:  # commands missing at the end of a trial: its trial-end marker says
+        T = max(T, end_steps.get(tid, 0))
+    A = group[0].values.size
+    values = np.full((T, A), np.nan)
+    stamps = np.full(T, np.nan)
+    for k, c in zip(steps, group):
+        values[k] = c.values
+        stamps[k] = c.t
+    held = np.flatnonzero(np.isnan(values).any(axis=1))
+    if held.size:
+        warnings.append(f"trial {tid}: commands of {held.size} of {T} steps missing from {topic}; "
+                        "held the previous one")
+        for k in held:
+            values[k] = values[k - 1] if k > 0 else 0.0
+    return values, stamps
+
+
+def _track_trial(images: list[tuple[float, bool, Any, str]], tracker: Any, names: Sequence[str], cfg: LabBagConfig,
+                 tid: str, stamps: np.ndarray, period: float, cam_meta: dict[str, Any] | None, keep_frames: bool,
+                 path: Path, warnings: list[str]) -> tuple[Trajectory, list[float], list[np.ndarray]]:
+    """The trial's frames re-tracked in lockstep with its commands: (image trajectory, frame times s, kept frames)."""
+    img_topic = cfg.topics["image"]
+    T = stamps.size
+    t_lo, t_hi = float(np.nanmin(stamps)) + 0.5 * period, float(np.nanmax(stamps)) + 1.5 * period
+    stream = LockstepStream(tid, "real", names, period)
+    for k in range(T):
+        if np.isfinite(stamps[k]):
+            stream.add_command(k, stamps[k])
+    reset_tracker(tracker)
+    image_stamps: list[float] = []
+    kept: list[np.ndarray] = []
+    for t, _, msg, mtype in images:
+        if not (t_lo <= t <= t_hi):
+            continue
+        try:
+            rgb = (compressed_to_array(msg) if mtype == "sensor_msgs/msg/CompressedImage"
+                   else image_to_array(msg, "rgb8"))
+        except ImageEncodingError as err:
+            warnings.append(f"trial {tid}: frame at t={t:.3f} s skipped: {err}")
+            continue
+        if cam_meta and (rgb.shape[1], rgb.shape[0]) != (cam_meta["width"], cam_meta["height"]):
+            raise BagError(f"bag {path}: topic {img_topic}: frames are {rgb.shape[1]}x{rgb.shape[0]} but "
+                           f"{cfg.topics['camera_info']} says {cam_meta['width']}x{cam_meta['height']}")
+        xy, valid = tracker.detect(rgb)
+        stream.add_frame(t, xy, valid)
+        image_stamps.append(t)
+        if keep_frames:
+            kept.append(rgb)
+    if not image_stamps:
+        raise BagError(f"bag {path}: no {img_topic} frame falls within trial {tid!r}")
+    traj = stream.trajectory(T)
+    dropped = int(traj.meta["dropped_frames"])
+    if dropped:
+        warnings.append(f"trial {tid}: {dropped} of {T} frames missing on {img_topic}")
+    return traj, image_stamps, kept
 
 
 def _joint_trajectory(jstates, cfg: LabBagConfig, tid: str, stamps: np.ndarray, period: float, path: Path,
