@@ -185,8 +185,70 @@ def run_benchmark(
         CalibrationError: a budget below one evaluation (checked before any work), or an `out`
             holding runs made with other settings.
     """
+    settings, seed_list, methods = _checked_sweep(
+        rig, methods, seeds, budget=budget, iterations=iterations, noise=noise, out=out, truth_range=truth_range,
+        final_identifiability=final_identifiability, proposer_options=proposer_options, misspecify=misspecify,
+        nuisance=nuisance, nominal_identifiability=nominal_identifiability, diagnosis=diagnosis,
+        active_learning=active_learning)
+    if executor is not None and executor.backend == "threads":
+        raise CalibrationError("--executor threads runs one calibration's finite differences; a benchmark sweep "
+                               "runs its cells on a process pool or Ray: use pool or ray (or serial)")
+    return _run_checked_sweep(settings, seed_list, methods, executor, progress=progress, on_result=on_result)
+
+
+def _run_checked_sweep(settings: Any, seed_list: list[int], methods: list[str], executor: Any, *, progress: bool,
+           on_result: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+    """Run a checked sweep's cells with a progress bar; partial and final ``results.{json,md}`` in ``out``."""
+    from .sweep import run_sweep
+
+    rig_obj, out_dir, mis = settings.rig, settings.out_dir, settings.mis
+    t_all = time.perf_counter()
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(seed_list) * len(methods), desc=f"sim2sim {rig_obj.name}", unit="run")
+
+    def cell_done(rec: dict[str, Any]) -> None:
+        if bar is not None:
+            bar.set_postfix_str(f"seed {rec['seed']} {rec['method']}")
+            bar.update(1)
+        if on_result:
+            on_result(rec)
+
+    def summary(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+        return _summarise(rig_obj, methods, per_seed, settings.budget, settings.iterations, settings.noise,
+                          settings.truth_range, time.perf_counter() - t_all, mis, failures)
+
+    def partial(per_seed: list[dict[str, Any]]) -> None:  # partial results survive an interruption
+        if out_dir is not None:
+            _write(out_dir, summary(per_seed))
+
+    failures: list[dict[str, Any]] = []
+    try:
+        per_seed = run_sweep(settings, seed_list, methods, executor, on_cell=cell_done, on_change=partial,
+                             failures=failures)
+    finally:
+        if bar is not None:
+            bar.close()
+    results = summary(per_seed)
+    if executor is not None:
+        results["executor"] = executor.describe()
+    if out_dir is not None:
+        _write(out_dir, results)
+    return results
+
+
+def _checked_sweep(rig: str | Rig, methods: Sequence[str], seeds: int | Sequence[int], *, budget: int,
+                   iterations: int, noise: str, out: str | Path | None, truth_range: tuple[float, float],
+                   final_identifiability: bool, proposer_options: Mapping[str, Mapping[str, Any]] | None,
+                   misspecify: str | Mapping[str, float] | None, nuisance: Mapping[str, Any] | None,
+                   nominal_identifiability: bool, diagnosis: bool,
+                   active_learning: Any) -> tuple[Any, list[int], list[str]]:
+    """A benchmark's sweep settings, seeds and methods once every refusal of :func:`run_benchmark` has passed."""
     from .misspecification import check_misspecification, parse_misspecify
     from .nuisance import parse_nuisance_config, rig_nuisance
+    from .sweep import SweepSettings
 
     mis = parse_misspecify(misspecify)
     rig_obj = resolve_rig(rig)
@@ -209,63 +271,24 @@ def run_benchmark(
         nuisance = rig_nuisance(rig_obj, source=rig_obj.where)
     start_cfg = _rig_start(rig_obj, budget)  # a bad calibration.start block: refused before any file is written
     out_dir = Path(out) if out is not None else None
+    active = active_learning if active_learning is not None and active_learning.enabled else None
     if out_dir is not None:  # every run directory's refusal checks before anything is written
         if out_dir.exists() and not out_dir.is_dir():
             raise CalibrationError(f"{out_dir} is a file, expected the benchmark's output directory")
         for seed in seed_list:
             for m in methods:
                 rd = out_dir / f"seed_{seed}" / m
-                if active_learning is not None and active_learning.enabled:
+                if active is not None:
                     rd = rd / "phase_0"  # the phases of an active-learning run are run directories of their own
                 check_run_dir(rd, proposer_name=m, real=None, parameters=rig_obj.parameters,
                               config=CalibrationConfig(resume=(rd / "run.json").is_file(), nuisance=nuisance))
-    from .sweep import SweepSettings, run_sweep
-
-    params = rig_obj.parameters
-    t_all = time.perf_counter()
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(seed_list) * len(methods), desc=f"sim2sim {rig_obj.name}", unit="run")
     settings = SweepSettings(rig=rig_obj, budget=budget, iterations=iterations, noise=noise_mode,
                              truth_range=truth_range, final_identifiability=final_identifiability,
                              proposer_options=dict(proposer_options or {}), mis=dict(mis or {}),
                              nuisance=None if nuisance is None else dict(nuisance),
                              nominal_identifiability=nominal_identifiability, diagnosis=diagnosis,
-                             start=start_cfg, out_dir=out_dir, detected_as=DETECTED_AS,
-                             active_learning=active_learning if active_learning is not None and
-                             active_learning.enabled else None)
-    if executor is not None and executor.backend == "threads":
-        raise CalibrationError("--executor threads runs one calibration's finite differences; a benchmark sweep "
-                               "runs its cells on a process pool or Ray: use pool or ray (or serial)")
-
-    def cell_done(rec: dict[str, Any]) -> None:
-        if bar is not None:
-            bar.set_postfix_str(f"seed {rec['seed']} {rec['method']}")
-            bar.update(1)
-        if on_result:
-            on_result(rec)
-
-    def partial(per_seed: list[dict[str, Any]]) -> None:  # partial results survive an interruption
-        if out_dir is not None:
-            _write(out_dir, _summarise(rig_obj, methods, per_seed, budget, iterations, noise_mode, truth_range,
-                                       time.perf_counter() - t_all, mis, failures))
-
-    failures: list[dict[str, Any]] = []
-    try:
-        per_seed = run_sweep(settings, seed_list, methods, executor, on_cell=cell_done, on_change=partial,
-                             failures=failures)
-    finally:
-        if bar is not None:
-            bar.close()
-    results = _summarise(rig_obj, methods, per_seed, budget, iterations, noise_mode, truth_range,
-                         time.perf_counter() - t_all, mis, failures)
-    if executor is not None:
-        results["executor"] = executor.describe()
-    if out_dir is not None:
-        _write(out_dir, results)
-    return results
+                             start=start_cfg, out_dir=out_dir, detected_as=DETECTED_AS, active_learning=active)
+    return settings, seed_list, methods
 
 
 def _active_run(rig: Rig, real: Any, method: str, proposer_options: Mapping[str, Mapping[str, Any]] | None,
