@@ -31,7 +31,7 @@ prints before the run and ``result.json`` keeps).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -179,10 +179,8 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
             that turns the camera away from the rig).
         MisspecificationError: a bad or inexpressible misspecification.
     """
-    from .misspecification import (LATENCY_UPSAMPLE, MODEL_KINDS, apply_model_changes, check_misspecification,
-                                   delayed_rows, first_step_of, focal_scaled, parse_misspecify, perturb_real_twin,
-                                   rolling_shutter_frames, rolling_shutter_sample,
-                                   transform_real_trajectory, upsampled_excitation)
+    from .misspecification import MODEL_KINDS, apply_model_changes, check_misspecification, parse_misspecify
+    from .misspecification import perturb_real_twin
 
     if noise not in NOISE_MODES:
         raise Sim2SimError(f"unknown noise mode {noise!r}; valid: {', '.join(NOISE_MODES)}")
@@ -209,48 +207,12 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
     min_fraction = min_tracked_fraction(rig.config, rig.where)
     for label in ("train", "holdout"):
         for i, exc in enumerate(rig.excitations.get(label, [])):
-            fine = "latency" in mis or "rolling_shutter" in mis
-            if fine:
-                res = twin.rollout(upsampled_excitation(exc), render=(noise == "camera"))
-            else:
-                res = twin.rollout(exc, render=(noise == "camera"))
-            if res.diverged:
-                raise Sim2SimError(f"the twin diverged at the ground truth on '{exc.name}': {res.message}")
-            gt = res.trajectory
-            # the twin's frame convention: its first sample after one command step (the finger) or the initial
-            # state (a user model); the delayed frames must follow it or a latency of 0 is a frame off
-            first = first_step_of(gt.time, exc.rate) if fine else 1
-            if "rolling_shutter" in mis:  # each keypoint at the time its image row is read (and any latency)
-                readout, lat = float(mis["rolling_shutter"]), float(mis.get("latency", 0.0))
-                kp, valid, read_t = rolling_shutter_sample(gt.keypoints, gt.valid, exc.num_steps, exc.rate, readout,
-                                                           int(twin.camera.height), latency_s=lat,
-                                                           first_step=first)
-                stamp = (np.arange(exc.num_steps) + first) / exc.rate
-                lag = stamp[:, None] - read_t
-                mis_info.setdefault("rolling_shutter", {"readout_s": readout, "upsample": LATENCY_UPSAMPLE,
-                                                        "lag_s": {}})["lag_s"][exc.name] = {
-                    "min": float(np.min(lag)), "max": float(np.max(lag)), "mean": float(np.mean(lag))}
-                if "latency" in mis:
-                    mis_info["latency"] = {"requested_s": lat, "realised_s": lat, "upsample": LATENCY_UPSAMPLE}
-                frames = (rolling_shutter_frames(res.frames, exc.num_steps, exc.rate, readout, latency_s=lat,
-                                                 first_step=first)
-                          if res.frames is not None else None)
-                from dataclasses import replace
-
-                gt = replace(gt, time=stamp, keypoints=kp, valid=valid, steps=np.arange(exc.num_steps))
-                res = type(res)(gt, frames, res.diverged, res.message)
-            elif "latency" in mis:
-                rows, realised = delayed_rows(exc.num_steps, mis["latency"], exc.rate, first_step=first)
-                mis_info["latency"] = {"requested_s": mis["latency"], "realised_s": realised,
-                                       "upsample": LATENCY_UPSAMPLE}
-                gt = _rows(gt, rows, exc.rate, first)
-                if res.frames is not None:
-                    res = type(res)(gt, res.frames[rows], res.diverged, res.message)
+            res, gt = _rollout_as_sampled(twin, exc, mis, mis_info, render=(noise == "camera"))
             if noise == "camera":
                 if res.frames is None:
                     raise Sim2SimError(f"rig '{rig.name}': the twin returned no frames; use noise='keypoint'")
                 tr, info, noisy = _tracked(rig, res.frames, gt, seed=int(rng.integers(2 ** 31)), trial=exc.name,
-                                    noise_cfg=noise_config)
+                                           noise_cfg=noise_config)
                 tracking[exc.name] = info
                 if label == "train" and i == 0:
                     frames_out[exc.name] = noisy  # what the camera saw
@@ -259,34 +221,101 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                 tr = Trajectory(gt.time, kp, in_image_valid(gt, twin), gt.names, "real", exc.name, gt.steps)
             else:
                 tr = Trajectory(gt.time, gt.keypoints, in_image_valid(gt, twin), gt.names, "real", exc.name, gt.steps)
-            if "focal" in mis:  # the keypoints a lens (1 + SIZE) longer would measure
-                fo = mis_info["focal"]
-                tr = focal_scaled(tr, fo["cx"], fo["cy"], fo["scale"])
             if mis:
-                tr, tinfo = transform_real_trajectory(tr, mis, mis_rng)
-                for k, v in tinfo.items():
-                    mis_info.setdefault(k, {})[exc.name] = v
+                tr = _misspecified_measurement(tr, exc.name, mis, mis_info, mis_rng)
             # the one tracking check of every source: tracked fraction per keypoint, jumps, blobs unlike a marker
             chk = check_tracking(tr, min_fraction=min_fraction)
             tracking.setdefault(exc.name, {}).update(chk.to_dict())
             warnings += [f"trial '{exc.name}': {w}" for w in chk.warnings]
-            scored_from = int((exc.meta or {}).get("scored_from_frame", 0) or 0)
-            if label == "holdout" and scored_from > 0:  # a trial split by time: only its continuation is scored
-                valid = np.asarray(tr.valid).copy()
-                valid[np.asarray(tr.steps) < scored_from] = False
-                tr = Trajectory(tr.time, tr.keypoints, valid, tr.names, tr.source, tr.trial_id, tr.steps,
-                                dict(tr.meta))
+            if label == "holdout":
+                tr = _scored_continuation(tr, exc)
             out[label].append(tr)
-    for tr in out["train"]:  # a stand-in nothing of which is seen cannot be fitted: refused before any run is written
-        if not np.asarray(tr.valid).any():
-            cause = (f"the stand-in camera moved by --misspecify camera={mis['camera']:g} (mm and mrad) sees none of "
-                     "the keypoints; use a smaller size" if "camera" in mis else
-                     "every keypoint is lost or outside the image at the ground truth")
-            raise Sim2SimError(f"rig '{rig.name}': no valid keypoint in any of the {len(tr.valid)} frames of the "
-                               f"stand-in trial '{tr.trial_id}': {cause}")
+    _check_stand_in_seen(rig, out["train"], mis)
     return RealTrial(out["train"], list(rig.excitations["train"]), out["holdout"],
                      list(rig.excitations.get("holdout", [])), frames=frames_out,
                      source=f"sim2sim {rig.name} seed {seed} noise {noise}", truth=dict(full),
                      meta={"noise": noise, "seed": seed, "keypoint_sigma_px": keypoint_sigma_px if noise == "keypoint"
                            else None, "tracking": tracking, "warnings": warnings,
                            **({"misspecification": {"kinds": dict(mis), "applied": mis_info}} if mis else {})})
+
+
+def _rollout_as_sampled(twin: Twin, exc: Any, mis: Mapping[str, float], mis_info: dict[str, Any], *,
+                        render: bool) -> tuple[Any, Trajectory]:
+    """The twin's rollout of ``exc`` sampled as the real side's camera would (latency, rolling shutter).
+
+    Returns the rollout result and its keypoint trajectory (the delayed one; the result's own
+    trajectory is replaced too except for a latency-only rollout without frames). Records the
+    realised delays in ``mis_info``; Sim2SimError on a diverged rollout.
+    """
+    from .misspecification import (LATENCY_UPSAMPLE, delayed_rows, first_step_of, rolling_shutter_frames,
+                                   rolling_shutter_sample, upsampled_excitation)
+
+    fine = "latency" in mis or "rolling_shutter" in mis
+    res = twin.rollout(upsampled_excitation(exc) if fine else exc, render=render)
+    if res.diverged:
+        raise Sim2SimError(f"the twin diverged at the ground truth on '{exc.name}': {res.message}")
+    gt = res.trajectory
+    # the twin's frame convention: its first sample after one command step (the finger) or the initial
+    # state (a user model); the delayed frames must follow it or a latency of 0 is a frame off
+    first = first_step_of(gt.time, exc.rate) if fine else 1
+    if "rolling_shutter" in mis:  # each keypoint at the time its image row is read (and any latency)
+        readout, lat = float(mis["rolling_shutter"]), float(mis.get("latency", 0.0))
+        kp, valid, read_t = rolling_shutter_sample(gt.keypoints, gt.valid, exc.num_steps, exc.rate, readout,
+                                                   int(twin.camera.height), latency_s=lat, first_step=first)
+        stamp = (np.arange(exc.num_steps) + first) / exc.rate
+        lag = stamp[:, None] - read_t
+        mis_info.setdefault("rolling_shutter", {"readout_s": readout, "upsample": LATENCY_UPSAMPLE,
+                                                "lag_s": {}})["lag_s"][exc.name] = {
+            "min": float(np.min(lag)), "max": float(np.max(lag)), "mean": float(np.mean(lag))}
+        if "latency" in mis:
+            mis_info["latency"] = {"requested_s": lat, "realised_s": lat, "upsample": LATENCY_UPSAMPLE}
+        frames = (rolling_shutter_frames(res.frames, exc.num_steps, exc.rate, readout, latency_s=lat,
+                                         first_step=first)
+                  if res.frames is not None else None)
+        from dataclasses import replace
+
+        gt = replace(gt, time=stamp, keypoints=kp, valid=valid, steps=np.arange(exc.num_steps))
+        res = type(res)(gt, frames, res.diverged, res.message)
+    elif "latency" in mis:
+        rows, realised = delayed_rows(exc.num_steps, mis["latency"], exc.rate, first_step=first)
+        mis_info["latency"] = {"requested_s": mis["latency"], "realised_s": realised,
+                               "upsample": LATENCY_UPSAMPLE}
+        gt = _rows(gt, rows, exc.rate, first)
+        if res.frames is not None:
+            res = type(res)(gt, res.frames[rows], res.diverged, res.message)
+    return res, gt
+
+
+def _misspecified_measurement(tr: Trajectory, name: str, mis: Mapping[str, float], mis_info: dict[str, Any],
+                              mis_rng: np.random.Generator) -> Trajectory:
+    """The measured keypoints as a misspecified real side gives them (longer lens, measurement transforms)."""
+    from .misspecification import focal_scaled, transform_real_trajectory
+
+    if "focal" in mis:  # the keypoints a lens (1 + SIZE) longer would measure
+        fo = mis_info["focal"]
+        tr = focal_scaled(tr, fo["cx"], fo["cy"], fo["scale"])
+    tr, tinfo = transform_real_trajectory(tr, mis, mis_rng)
+    for k, v in tinfo.items():
+        mis_info.setdefault(k, {})[name] = v
+    return tr
+
+
+def _scored_continuation(tr: Trajectory, exc: Any) -> Trajectory:
+    """A holdout trial split by time: samples before its ``scored_from_frame`` marked invalid (not scored)."""
+    scored_from = int((exc.meta or {}).get("scored_from_frame", 0) or 0)
+    if scored_from <= 0:
+        return tr
+    valid = np.asarray(tr.valid).copy()
+    valid[np.asarray(tr.steps) < scored_from] = False
+    return Trajectory(tr.time, tr.keypoints, valid, tr.names, tr.source, tr.trial_id, tr.steps, dict(tr.meta))
+
+
+def _check_stand_in_seen(rig: Rig, train: Sequence[Trajectory], mis: Mapping[str, float]) -> None:
+    """Sim2SimError when a training stand-in has no valid keypoint in any frame (nothing of it can be fitted)."""
+    for tr in train:  # a stand-in nothing of which is seen cannot be fitted: refused before any run is written
+        if not np.asarray(tr.valid).any():
+            cause = (f"the stand-in camera moved by --misspecify camera={mis['camera']:g} (mm and mrad) sees none of "
+                     "the keypoints; use a smaller size" if "camera" in mis else
+                     "every keypoint is lost or outside the image at the ground truth")
+            raise Sim2SimError(f"rig '{rig.name}': no valid keypoint in any of the {len(tr.valid)} frames of the "
+                               f"stand-in trial '{tr.trial_id}': {cause}")
