@@ -650,51 +650,17 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
         ReportError: no run given, an unknown ``main``, or a run directory that is not a
             finished calibration (names it).
     """
-    if isinstance(runs, (str, Path)):
-        runs = [runs]
-    items = list(runs.items()) if isinstance(runs, Mapping) else [(None, p) for p in runs]
-    if not items:
-        raise ReportError("write_report: no run directory given")
-    loaded = [load_run(p, label) for label, p in items]
-    by_label = {r.label: r for r in loaded}
-    if main is not None and main not in by_label:
-        raise ReportError(f"write_report: main run {main!r} not among {list(by_label)}")
-    m = by_label[main] if main is not None else loaded[0]
+    loaded, m = _loaded_runs(runs, main)
     if trajectories is None and (m.path / "trajectories.json").is_file():
         trajectories = load_trajectories(m.path / "trajectories.json")
-    rig_name = m.rig.get("name") or "calibration"
-    desc = str(m.rig.get("description") or "")
-    title = title or f"{rig_name}: calibration report"
+    title = title or f"{m.rig.get('name') or 'calibration'}: calibration report"
     res = m.result
     rows = parameter_rows(m)
     found = group_insights(insights(m, rows))
-    badge, badge_text = stop_badge(m, found)
     body = [f"<h1>{e(title)}</h1>",
             f"<p class=\"muted\">vid2sid report generated {e(_dt.datetime.now().strftime('%Y-%m-%d %H:%M'))} from "
             f"run directory {e(shown_run_path(m.path, Path(out_path).parent))}; proposer <b>{e(m.label)}</b>; real trial: {e(res.get('real_source') or '')}</p>"]
-    summary = []
-    if desc:
-        summary.append(f"<p>{e(desc)}</p>")
-    summary.append(f"<p class=\"stop {badge}\">{e(badge_text)}</p>")
-    def err_text(key: str, unit_key: str = "unit") -> str:  # metres shown in mm
-        u = str(res.get(unit_key) or res.get("unit") or "px")
-        v = res.get(key)
-        return f"{fmt(v * (1000.0 if u == 'm' else 1.0) if v is not None else None)} {_shown_unit(u)}"
-
-    kn = list(key_numbers) or [("training MAE", err_text("training_mae")),
-                               ("start MAE", err_text("initial_mae")),
-                               ("holdout MAE", err_text("holdout_mae", "holdout_unit")
-                                if res.get("holdout_mae") is not None else "n/a (no holdout trial)"),
-                               ("rollouts", f"{fmt(res.get('rollouts'))}"
-                                + (f" of {m.config['rollout_budget']}" if m.config.get("rollout_budget") else "")),
-                               ("iterations", f"{fmt(res.get('iterations'))}"
-                                + (f" of {m.config['iterations']}" if m.config.get("iterations") is not None else ""))]
-    if m.truth:
-        errs = [r.rel_error for r in rows if not r.frozen and r.rel_error is not None]
-        if errs and not key_numbers:
-            kn.append(("mean parameter error vs truth", f"{100 * float(np.mean(errs)):.2f} %"))
-    summary.append("<div class=\"key\">" + "".join(f"<div>{e(k)}<b>{e(v)}</b></div>" for k, v in kn) + "</div>")
-    body.append(_section("summary", "Summary", "".join(summary)))
+    body.append(_section("summary", "Summary", _summary_html(m, rows, found, key_numbers)))
     body.append(_section("insights", f"Insights ({len(found)})", _insights_html(found)))
     body.append(_section("trials", "Trials: real vs initial twin vs calibrated twin", _trials_html(m)))
     ov = _overlay_html(m)
@@ -730,7 +696,58 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
                            "many inside one iteration), cumulative over the run.</p>"))
     body.append(_section("iterations", "Iterations: rationale and confidence",
                          "".join(_iterations_html(r, open_=(r is m)) for r in loaded)))
-    out = Path(out_path)
+    return _write_page(Path(out_path), title, body)
+
+
+def _loaded_runs(runs: Mapping[str, str | Path] | Sequence[str | Path] | str | Path,
+                 main: str | None) -> tuple[list[RunSummary], RunSummary]:
+    """The runs loaded in the order given, and the main one; ReportError on none or an unknown ``main``."""
+    if isinstance(runs, (str, Path)):
+        runs = [runs]
+    items = list(runs.items()) if isinstance(runs, Mapping) else [(None, p) for p in runs]
+    if not items:
+        raise ReportError("write_report: no run directory given")
+    loaded = [load_run(p, label) for label, p in items]
+    by_label = {r.label: r for r in loaded}
+    if main is not None and main not in by_label:
+        raise ReportError(f"write_report: main run {main!r} not among {list(by_label)}")
+    return loaded, (by_label[main] if main is not None else loaded[0])
+
+
+def _summary_html(m: RunSummary, rows: Sequence[ParameterRow], found: Sequence[tuple[Insight, list[Insight]]],
+                  key_numbers: Sequence[tuple[str, str]]) -> str:
+    """The summary: the rig's description, the stop badge and the headline numbers (errors in mm or px)."""
+    res = m.result
+    badge, badge_text = stop_badge(m, found)
+    desc = str(m.rig.get("description") or "")
+    summary = []
+    if desc:
+        summary.append(f"<p>{e(desc)}</p>")
+    summary.append(f"<p class=\"stop {badge}\">{e(badge_text)}</p>")
+
+    def err_text(key: str, unit_key: str = "unit") -> str:  # metres shown in mm
+        u = str(res.get(unit_key) or res.get("unit") or "px")
+        v = res.get(key)
+        return f"{fmt(v * (1000.0 if u == 'm' else 1.0) if v is not None else None)} {_shown_unit(u)}"
+
+    kn = list(key_numbers) or [("training MAE", err_text("training_mae")),
+                               ("start MAE", err_text("initial_mae")),
+                               ("holdout MAE", err_text("holdout_mae", "holdout_unit")
+                                if res.get("holdout_mae") is not None else "n/a (no holdout trial)"),
+                               ("rollouts", f"{fmt(res.get('rollouts'))}"
+                                + (f" of {m.config['rollout_budget']}" if m.config.get("rollout_budget") else "")),
+                               ("iterations", f"{fmt(res.get('iterations'))}"
+                                + (f" of {m.config['iterations']}" if m.config.get("iterations") is not None else ""))]
+    if m.truth:
+        errs = [r.rel_error for r in rows if not r.frozen and r.rel_error is not None]
+        if errs and not key_numbers:
+            kn.append(("mean parameter error vs truth", f"{100 * float(np.mean(errs)):.2f} %"))
+    summary.append("<div class=\"key\">" + "".join(f"<div>{e(k)}<b>{e(v)}</b></div>" for k, v in kn) + "</div>")
+    return "".join(summary)
+
+
+def _write_page(out: Path, title: str, body: list[str]) -> Path:
+    """Write the page atomically (folder created), with a warning on top when it is over the size budget."""
     out.parent.mkdir(parents=True, exist_ok=True)
     from ..core.files import atomic_write_text
 
