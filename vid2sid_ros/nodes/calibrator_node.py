@@ -387,40 +387,15 @@ class CalibratorNode(Node):
             return self._fail(response, f"calibration failed: {type(err).__name__}: {err}")
 
     def _propose(self, request, response):
-        from ..calibration.loop import CalibrationConfig, load_history, run_calibration
+        from ..calibration.loop import CalibrationConfig, run_calibration
+        from ..calibration.session import session_start
         from ..core.trial import RealTrial
-        from ..calibration.proposers import make_proposer
 
         p = values(self, PARAMS)
-        too_long = request_too_long(request)
-        if too_long:  # refused before anything echoes the field (logs, the response, a session name)
-            return self._fail(response, too_long)
-        proposer_name = request.proposer or p["proposer"]
-        names = list(request.names)
-        unknown = [n for n in names if n not in self.parameters]
-        if unknown:
-            return self._fail(response, f"unknown parameter(s) {unknown}; valid: {', '.join(self.parameters.names)}")
-        with self._lock:
-            available = [t for t in self._trial_order if t not in self.designed_trials]
-        if request.trial_id:
-            if request.trial_id not in self.real:
-                return self._fail(response, f"no real trajectory for trial {request.trial_id!r}; trials with one: "
-                                  + (", ".join(available) or "none yet (run a trial first)"))
-            trial_ids = [request.trial_id]
-        elif not available:
-            return self._fail(response, "no real trajectory yet: run a trial (/vid2sid/excitation/start) or replay "
-                              "a bag first")
-        else:
-            trial_ids = available[-1:] if p["trials"] == "latest" else available
-        params = self.parameters.with_frozen(free=names) if names else self.parameters
-        if not params.free:
-            return self._fail(response, "nothing to calibrate: every requested parameter is frozen")
-        opts = loads_yaml(p["proposer_options"], source="parameter proposer_options") \
-            if p["proposer_options"].strip() else {}
-        try:
-            proposer = make_proposer(proposer_name, **(opts or {}))
-        except Exception as err:  # noqa: BLE001 - unknown name, missing API key...: a clear answer
-            return self._fail(response, f"proposer {proposer_name!r}: {err}")
+        got = self._request_setup(request, p)
+        if isinstance(got, str):
+            return self._fail(response, got)
+        proposer_name, names, trial_ids, params, proposer = got
         real = RealTrial([self.real[t] for t in trial_ids], [self.excitations[t] for t in trial_ids],
                          source="ros:" + ",".join(trial_ids))
         session_dir = Path(p["run_dir"]) / _session_name(trial_ids, proposer_name, names)
@@ -433,22 +408,17 @@ class CalibratorNode(Node):
                 {**begin, **(session.start or {})}
         else:
             run_dir = session_dir
-        start_file = run_dir / "session_start.json"
-        resume = (run_dir / "run.json").is_file()
-        done = len(load_history(run_dir)) - 1 if resume else 0
-        fresh = not (resume and start_file.is_file())
-        start = ({n: float(v) for n, v in begin.items() if n in params} if fresh
-                 else json.loads(start_file.read_text()))
+        at = session_start(run_dir, begin, params)
         n_new = max(int(request.iterations), 1)
-        cfg = CalibrationConfig(iterations=done + n_new, rollout_budget=budget, seed=p["seed"],
+        cfg = CalibrationConfig(iterations=at.done + n_new, rollout_budget=budget, seed=p["seed"],
                                 identifiability=p["identifiability"], final_identifiability=p["final_identifiability"],
-                                resume=resume, start=start, video=None, nuisance=self._nuisance)
+                                resume=at.resume, start=at.start, video=None, nuisance=self._nuisance)
         self.get_logger().info(f"/vid2sid/propose: {proposer_name}, {n_new} iteration(s) on trial(s) "
-                               f"{', '.join(trial_ids)} (session {run_dir.name}, {done} done)")
+                               f"{', '.join(trial_ids)} (session {run_dir.name}, {at.done} done)")
 
         def progress(rec) -> None:
-            if rec.iteration == 0 and fresh:  # the run's checks passed and run.json is written: keep its start
-                start_file.write_text(json.dumps(start))
+            if rec.iteration == 0 and at.fresh:  # the run's checks passed and run.json is written: keep its start
+                at.start_file.write_text(json.dumps(at.start))
             self._pub.publish(parameter_update_msg(
                 iteration=rec.iteration, proposer=rec.proposer, values={n: rec.values[n] for n in params.free_names
                                                                         if n in rec.values},
@@ -462,6 +432,42 @@ class CalibratorNode(Node):
 
         result = self._pool.submit(run).result()
         self.results.append(result)
+        return self._answer(request, response, result, proposer_name, params, p, session, cfg)
+
+    def _request_setup(self, request, p: dict) -> tuple[str, list[str], list[str], Any, Any] | str:
+        """A Propose request's (proposer name, names, trial ids, parameter set, proposer), or why it is refused."""
+        from ..calibration.proposers import make_proposer
+        from ..calibration.session import SessionRequestError, choose_trials
+
+        too_long = request_too_long(request)
+        if too_long:  # refused before anything echoes the field (logs, the response, a session name)
+            return too_long
+        proposer_name = request.proposer or p["proposer"]
+        names = list(request.names)
+        unknown = [n for n in names if n not in self.parameters]
+        if unknown:
+            return f"unknown parameter(s) {unknown}; valid: {', '.join(self.parameters.names)}"
+        with self._lock:
+            available = [t for t in self._trial_order if t not in self.designed_trials]
+        try:
+            trial_ids = choose_trials(request.trial_id, available, self.real, p["trials"])
+        except SessionRequestError as err:
+            return str(err)
+        params = self.parameters.with_frozen(free=names) if names else self.parameters
+        if not params.free:
+            return "nothing to calibrate: every requested parameter is frozen"
+        opts = loads_yaml(p["proposer_options"], source="parameter proposer_options") \
+            if p["proposer_options"].strip() else {}
+        try:
+            proposer = make_proposer(proposer_name, **(opts or {}))
+        except Exception as err:  # noqa: BLE001 - unknown name, missing API key...: a clear answer
+            return f"proposer {proposer_name!r}: {err}"
+        return proposer_name, names, trial_ids, params, proposer
+
+    def _answer(self, request, response, result, proposer_name: str, params, p: dict, session, cfg):
+        """Fill the Propose response from a session's result (applied to the twin when asked) and publish it."""
+        from ..calibration.session import result_notes
+
         best = {n: float(result.values[n]) for n in params.free_names}
         last = result.history[-1]
         response.names = list(best)
@@ -471,19 +477,7 @@ class CalibratorNode(Node):
         response.confidence = float(last.confidence)
         response.error_px = float(result.error_px) if math.isfinite(result.error_px) else float("nan")
         response.iteration = int(last.iteration)
-        from ..core.trajectory import format_error
-
-        notes = [f"best of {len(result.history) - 1} iteration(s): {format_error(result.error_px, result.unit)} "
-                 f"(start {format_error(result.initial_error_px, result.unit)}), stopped: {result.stopped}"]
-        if result.status != "ok":
-            notes.insert(0, f"status {result.status}: no proposal was made, nothing was calibrated")
-        elif result.best_proposer != proposer_name:
-            notes.append(f"best values proposed by '{result.best_proposer}' (iteration {result.best_iteration})")
-        if last.notes:
-            notes.append("; ".join(str(n) for n in last.notes))
-        diag = result.diagnosis or {}
-        if diag.get("text"):  # the residual diagnosis comes before anything else the caller reads
-            notes.insert(0, str(diag["text"]))
+        notes = result_notes(result, proposer_name)
         applied = False
         if request.apply and result.status != "ok":
             notes.append("NOT applied: no proposal was made")
