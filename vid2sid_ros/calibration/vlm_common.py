@@ -322,8 +322,25 @@ def validate_reply(text: str | None, parameters: ParameterSet, current: Mapping[
     obj = parse_reply_json(text, max_chars=max_chars)
     problems: list[ReplyProblem] = []
     base = {**parameters.nominal(), **{k: float(v) for k, v in current.items() if k in parameters}}
-    free = parameters.free_names
+    values = _reply_values(obj, parameters, base, problems)
+    missing = [n for n in parameters.free_names if n not in values]
+    if missing:
+        problems.append(ReplyProblem(f"no value for {', '.join(missing)}; kept current value(s)", False))
+    out_values = {n: values.get(n, base[n]) for n in parameters.free_names}
+    rationale = _reply_rationale(obj, max_rationale_chars, problems)
+    conf = _reply_confidence(obj, problems)
+    diagnosis = _reply_diagnosis(obj, parameters, problems)
+    exc = _validate_excitation(obj.get("excitation_change"), o, problems)
+    analysis = obj.get("analysis") if isinstance(obj.get("analysis"), str) else ""
+    if o.chain_of_thought and not analysis:
+        problems.append(ReplyProblem("no 'analysis' given although chain of thought was requested", False))
+    return ValidatedReply(out_values, rationale.strip(), float(conf), diagnosis, exc, analysis or "", problems)
 
+
+def _reply_values(obj: Mapping[str, Any], parameters: ParameterSet, base: Mapping[str, float],
+                  problems: list[ReplyProblem]) -> dict[str, float]:
+    """The reply's valid free-parameter values, clamped to their bounds; ReplyError when there is none."""
+    free = parameters.free_names
     raw = obj.get("parameters")
     if isinstance(raw, Mapping):
         problems.append(ReplyProblem("'parameters' was a {name: value} object instead of a list of {name, value}",
@@ -362,27 +379,36 @@ def validate_reply(text: str | None, parameters: ParameterSet, current: Mapping[
         values[name] = c
     if not values:
         raise ReplyError(problems + [ReplyProblem("no valid value for any free parameter", True)])
-    missing = [n for n in free if n not in values]
-    if missing:
-        problems.append(ReplyProblem(f"no value for {', '.join(missing)}; kept current value(s)", False))
-    out_values = {n: values.get(n, base[n]) for n in free}
+    return values
 
+
+def _reply_rationale(obj: Mapping[str, Any], max_chars: int, problems: list[ReplyProblem]) -> str:
+    """The reply's rationale ("" when missing), cut to ``max_chars`` characters."""
     rationale = obj.get("rationale")
     if not isinstance(rationale, str) or not rationale.strip():
         problems.append(ReplyProblem("no rationale given", False))
-        rationale = ""
-    elif len(rationale.strip()) > max_rationale_chars:
+        return ""
+    if len(rationale.strip()) > max_chars:
         problems.append(ReplyProblem(f"rationale of {len(rationale.strip()):,} characters cut to "
-                                     f"{max_rationale_chars:,}", False))
-        rationale = truncate_text(rationale.strip(), max_rationale_chars)
+                                     f"{max_chars:,}", False))
+        return truncate_text(rationale.strip(), max_chars)
+    return rationale
+
+
+def _reply_confidence(obj: Mapping[str, Any], problems: list[ReplyProblem]) -> float:
+    """The reply's confidence clamped to [0, 1]; 0.5 when it is not a number."""
     conf = _as_float(obj.get("confidence"))
     if conf is None or not math.isfinite(conf):
         problems.append(ReplyProblem(f"confidence {obj.get('confidence')!r} is not a number; set to 0.5", False))
-        conf = 0.5
-    elif not 0.0 <= conf <= 1.0:
+        return 0.5
+    if not 0.0 <= conf <= 1.0:
         problems.append(ReplyProblem(f"confidence {conf:.3g} outside [0, 1]; clamped", False))
-        conf = min(max(conf, 0.0), 1.0)
+        return min(max(conf, 0.0), 1.0)
+    return conf
 
+
+def _reply_diagnosis(obj: Mapping[str, Any], parameters: ParameterSet, problems: list[ReplyProblem]) -> dict[str, str]:
+    """The reply's per-parameter diagnoses ``{name: text}`` (list or mapping form; unknown names dropped)."""
     diagnosis: dict[str, str] = {}
     raw_diag = obj.get("diagnosis")
     if isinstance(raw_diag, Mapping):
@@ -393,12 +419,7 @@ def validate_reply(text: str | None, parameters: ParameterSet, current: Mapping[
                 diagnosis[str(d["name"])] = str(d["diagnosis"])
     elif raw_diag is not None:
         problems.append(ReplyProblem("'diagnosis' is not a list of {name, diagnosis}; ignored", False))
-
-    exc = _validate_excitation(obj.get("excitation_change"), o, problems)
-    analysis = obj.get("analysis") if isinstance(obj.get("analysis"), str) else ""
-    if o.chain_of_thought and not analysis:
-        problems.append(ReplyProblem("no 'analysis' given although chain of thought was requested", False))
-    return ValidatedReply(out_values, rationale.strip(), float(conf), diagnosis, exc, analysis or "", problems)
+    return diagnosis
 
 
 def _validate_excitation(raw: Any, o: PromptOptions, problems: list[ReplyProblem]) -> dict[str, float] | None:
