@@ -236,14 +236,78 @@ def _num(v: Any) -> bool:
 
 
 def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, check_model: bool) -> Rig:
-    from ..sim.registry import BUILTIN_TWINS
-
+    """The rig a validated config describes: its base rig with the config's keys applied; RigConfigError otherwise."""
     _legacy_trial(doc, file)
     validate_tree(doc, file)
     rig_name = doc.get("rig")
     name_str = str(rig_name) if rig_name is not None else Path(file).stem
-    base_rig: Rig | None = None
+    rig, doc, model = _base_rig(doc, file, base, name_str, allow_code=allow_code, check_model=check_model)
+    user_model = not (model is None or isinstance(model, Mapping) and "builtin" in model)
+    rig.name = name_str if rig_name is not None else rig.name
+    rig.source = Path(file) if not file.startswith("<") else None
+    if doc.get("description"):
+        rig.description = " ".join(str(doc["description"]).split())
+    if doc.get("parameters") is not None and not user_model:
+        _replace_parameters(rig, doc["parameters"], file, base)
+    if doc.get("tracker") is not None:
+        from ..perception import make_tracker
+
+        try:
+            make_tracker(doc["tracker"])
+        except ValueError as err:
+            raise RigConfigError(f"{file}:tracker: {err}") from None
+        rig.tracker = dict(doc["tracker"])
+    from ..perception.quality import min_tracked_fraction
+
+    try:  # checked now, used by every trial source when it is read
+        min_tracked_fraction(doc, str(file))
+    except ValueError as err:
+        raise RigConfigError(str(err)) from None
+    named = _named_excitations(doc, rig, file, base)
+    rig.named_excitations = dict(named)
+    rig.keypoints = tuple(doc["keypoints"]) if doc.get("keypoints") else rig.keypoints  # trial sources default to them
+    if doc.get("trials"):
+        rig.trials = _trials(doc["trials"], rig, named, file, base)
+        _trial_parameters(rig, doc["trials"], file)
+        rig.excitations = _trial_excitations(rig, file, base)
+    _free_parameters(rig, doc, file)
+    rig.camera = dict(doc.get("camera") or {})
+    for t in rig.trials:  # a clip of another size than the camera's: tracked pixels are not the twin's
+        if t.kind == "video":
+            try:
+                check_clip_size(t.source["video"]["path"], doc, where=f"{t.where}.source.video", base=base)
+            except SourceError as err:
+                raise RigConfigError(str(err)) from None
+    rig.nuisance = dict(doc.get("nuisance") or {})
+    rig.calibration = dict(doc.get("calibration") or {})
+    rig.proposer = {k: doc[k] for k in ("proposer", "proposer_options", "fallback") if k in doc}
+    rig.keypoints = tuple(doc["keypoints"]) if doc.get("keypoints") else rig.keypoints
+    if rig.tracker and rig.keypoints:
+        _check_tracker_names(rig, file)
+    if not rig.parameters.rig:  # an inline spec names no rig: result.yaml and randomization.yaml say this one
+        import dataclasses
+
+        rig.parameters = dataclasses.replace(rig.parameters, rig=rig.name)
+    resolved = dict(doc)
+    resolved["_source"], resolved["_dir"] = file, str(base)
+    rig.config = {**dict(rig.config or {}), **resolved}
+    if check_model:
+        _check_twin(rig, file)
+    return rig
+
+
+def _base_rig(doc: dict[str, Any], file: str, base: Path, name_str: str, *, allow_code: bool,
+              check_model: bool) -> tuple[Rig, dict[str, Any], Any]:
+    """The rig a config starts from, the config as it applies to it, and its model block.
+
+    The base is a code entry point (``rig: module:function``), a built-in rig this config
+    extends (its keys then override the built-in's), or the config's own model.
+    """
+    from ..sim.registry import BUILTIN_TWINS
+
+    rig_name = doc.get("rig")
     model = doc.get("model")
+    base_rig: Rig | None = None
     if isinstance(rig_name, str) and ":" in rig_name:
         if not _CODE_RE.match(rig_name):
             raise RigConfigError(f"{file}:rig: expected a name (letters, digits, _ and -), got {rig_name!r}")
@@ -274,44 +338,25 @@ def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, chec
             raise RigConfigError(f"{file}:model: missing (required): an MJCF/URDF file, {{robot_description: ...}} "
                                  f"or {{builtin: {'|'.join(BUILTIN_TWINS)}}}")
         base_rig = _model_rig(doc, model, name_str, file, base)
-    user_model = not (model is None or isinstance(model, Mapping) and "builtin" in model)
-    rig = base_rig
-    rig.name = name_str if rig_name is not None else rig.name
-    rig.source = Path(file) if not file.startswith("<") else None
-    if doc.get("description"):
-        rig.description = " ".join(str(doc["description"]).split())
-    if doc.get("parameters") is not None and not user_model:
-        spec = _parameters(doc["parameters"], file, base)
-        unknown = [n for n in spec.names if n not in rig.parameters]
-        missing = [n for n in rig.parameters.names if n not in spec]
-        if unknown or missing:
-            raise RigConfigError(f"{file}:parameters: {spec.source} does not match rig '{rig.name}'"
-                                 + (f"; unknown parameter(s) {unknown}" if unknown else "")
-                                 + (f"; missing parameter(s) {missing}" if missing else "")
-                                 + f"; the rig's parameters are {', '.join(rig.parameters.names)}")
-        honour_targets(rig, spec, file)
-        rig.parameters = spec
-    if doc.get("tracker") is not None:
-        from ..perception import make_tracker
+    return base_rig, doc, model
 
-        try:
-            make_tracker(doc["tracker"])
-        except ValueError as err:
-            raise RigConfigError(f"{file}:tracker: {err}") from None
-        rig.tracker = dict(doc["tracker"])
-    from ..perception.quality import min_tracked_fraction
 
-    try:  # checked now, used by every trial source when it is read
-        min_tracked_fraction(doc, str(file))
-    except ValueError as err:
-        raise RigConfigError(str(err)) from None
-    named = _named_excitations(doc, rig, file, base)
-    rig.named_excitations = dict(named)
-    rig.keypoints = tuple(doc["keypoints"]) if doc.get("keypoints") else rig.keypoints  # trial sources default to them
-    if doc.get("trials"):
-        rig.trials = _trials(doc["trials"], rig, named, file, base)
-        _trial_parameters(rig, doc["trials"], file)
-        rig.excitations = _trial_excitations(rig, file, base)
+def _replace_parameters(rig: Rig, block: Any, file: str, base: Path) -> None:
+    """Replace a built-in rig's parameter spec by the config's; it must name exactly the rig's parameters."""
+    spec = _parameters(block, file, base)
+    unknown = [n for n in spec.names if n not in rig.parameters]
+    missing = [n for n in rig.parameters.names if n not in spec]
+    if unknown or missing:
+        raise RigConfigError(f"{file}:parameters: {spec.source} does not match rig '{rig.name}'"
+                             + (f"; unknown parameter(s) {unknown}" if unknown else "")
+                             + (f"; missing parameter(s) {missing}" if missing else "")
+                             + f"; the rig's parameters are {', '.join(rig.parameters.names)}")
+    honour_targets(rig, spec, file)
+    rig.parameters = spec
+
+
+def _free_parameters(rig: Rig, doc: Mapping[str, Any], file: str) -> None:
+    """Freeze every parameter the config's ``free:`` list (or a trial's ``free_init``) does not name."""
     if doc.get("free") is not None and not doc["free"]:  # an empty list would silently calibrate everything
         raise RigConfigError(f"{file}:free: lists no parameter; name the parameters to calibrate or drop the key")
     if doc.get("free"):
@@ -323,29 +368,6 @@ def _build(doc: dict[str, Any], file: str, base: Path, *, allow_code: bool, chec
                                  + f"; parameters: {', '.join(rig.parameters.names)}")
         keep_free = list(doc["free"]) + [t for tr in rig.trials for t in tr.free_init.values()]
         rig.parameters = rig.parameters.with_frozen(free=keep_free)
-    rig.camera = dict(doc.get("camera") or {})
-    for t in rig.trials:  # a clip of another size than the camera's: tracked pixels are not the twin's
-        if t.kind == "video":
-            try:
-                check_clip_size(t.source["video"]["path"], doc, where=f"{t.where}.source.video", base=base)
-            except SourceError as err:
-                raise RigConfigError(str(err)) from None
-    rig.nuisance = dict(doc.get("nuisance") or {})
-    rig.calibration = dict(doc.get("calibration") or {})
-    rig.proposer = {k: doc[k] for k in ("proposer", "proposer_options", "fallback") if k in doc}
-    rig.keypoints = tuple(doc["keypoints"]) if doc.get("keypoints") else rig.keypoints
-    if rig.tracker and rig.keypoints:
-        _check_tracker_names(rig, file)
-    if not rig.parameters.rig:  # an inline spec names no rig: result.yaml and randomization.yaml say this one
-        import dataclasses
-
-        rig.parameters = dataclasses.replace(rig.parameters, rig=rig.name)
-    resolved = dict(doc)
-    resolved["_source"], resolved["_dir"] = file, str(base)
-    rig.config = {**dict(rig.config or {}), **resolved}
-    if check_model:
-        _check_twin(rig, file)
-    return rig
 
 
 def _check_tracker_names(rig: Rig, file: str) -> None:
@@ -546,6 +568,7 @@ def _actuators(rig: Rig, doc: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str, base: Path) -> list[TrialSpec]:
+    """The config's ``trials:`` entries as checked trial specs (sources checked by their kind); RigConfigError."""
     out: list[TrialSpec] = []
     seen: set[str] = set()
     actuators = _actuators(rig, rig.config if rig.config.get("actuators") else {"actuators": None})
@@ -557,23 +580,7 @@ def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str,
         if name in seen:
             raise RigConfigError(f"{w}.name: duplicate trial name {name!r}")
         seen.add(name)
-        src = dict(t["source"])
-        kinds = [k for k in src if k in SOURCES]
-        if len(kinds) != 1:
-            close = difflib.get_close_matches(next(iter(src), ""), list(SOURCES), n=1) if src else []
-            raise RigConfigError(f"{w}.source: expected exactly one source kind ({', '.join(SOURCES)}), got "
-                                 f"{list(src) or 'none'}" + (f" (did you mean {close[0]}?)" if close and not kinds
-                                                            else ""))
-        kind = kinds[0]
-        sk = SOURCES[kind]
-        block = src.pop(kind)
-        if block is None:
-            block = {}
-        elif not isinstance(block, Mapping):
-            if sk.shorthand is None:
-                raise RigConfigError(f"{w}.source.{kind}: expected a mapping, got {describe_value(block)}")
-            block = {sk.shorthand: block}
-        block = {**dict(block), **src}
+        kind, block = _trial_source_block(t["source"], w)
         split = t.get("split", "train")
         if isinstance(split, Mapping):
             frac = split.get("train_fraction", 0.6)
@@ -606,39 +613,11 @@ def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str,
                 spec.excitation = build_excitation({"name": name, **_resolve_csv(dict(exc_cfg), base)}, actuators)
             except ExcitationError as err:
                 raise RigConfigError(f"{w}.excitation: {err}") from None
-        init = dict(t.get("init") or {})
-        bounds = dict(t.get("init_bounds") or {})
-        for k, v in init.items():
-            m = _INIT_KEY_RE.match(str(k))
-            if not m:
-                raise RigConfigError(f"{w}.init.{k}: expected a key 'qpos[joint]', 'qvel[joint]' or "
-                                     "'qpos[joint,component]'")
-            if v == "free" and split == "holdout":  # never fitted: no training sample sees it
-                raise RigConfigError(f"{w}.init.{k}: a held-out trial's initial state cannot be free (the calibration "
-                                     "fits only the training trials, which never see it); give its measured value "
-                                     "(a number), or make it a training trial (split: train or {train_fraction: f})")
-            if v == "free":
-                joint = re.sub(r"\W+", "_", m.group("joint")).strip("_")
-                pname = f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{m.group('what')}_{joint}" + (
-                    f"_{m.group('c')}" if m.group("c") else "")
-                if pname[0].isdigit():
-                    pname = f"t{pname}"
-                spec.free_init[str(k)] = pname
-            elif _num(v):
-                spec.init[str(k)] = float(v)
-            else:
-                raise RigConfigError(f"{w}.init.{k}: expected a number (rad or m; per second for qvel) or 'free', "
-                                     f"got {describe_value(v)}")
-        for k, b in bounds.items():
-            if k not in spec.free_init:
-                raise RigConfigError(f"{w}.init_bounds.{k}: no free initial-state coordinate {k!r} in this trial's "
-                                     f"init (free: {', '.join(spec.free_init) or 'none'})")
-            if not b[0] < b[1]:
-                raise RigConfigError(f"{w}.init_bounds.{k}: expected [lower, upper] with lower < upper, got {b!r}")
+        _trial_initial_state(spec, dict(t.get("init") or {}), dict(t.get("init_bounds") or {}))
         ctx = SourceContext(where=f"{w}.source.{kind}", base_dir=base, rig=None, trial=spec,
                             keypoints=tuple(rig.keypoints or ()))
         try:
-            spec.source = {kind: sk.check(dict(block), ctx)}
+            spec.source = {kind: SOURCES[kind].check(dict(block), ctx)}
         except SourceError as err:
             raise RigConfigError(str(err)) from None
         out.append(spec)
@@ -648,6 +627,59 @@ def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str,
         raise RigConfigError(f"{sims[1].where}.source.sim2sim: sim2sim trials share one hidden truth; give every "
                              "sim2sim trial the same seed, truth and truth_range")
     return out
+
+
+def _trial_source_block(source: Mapping[str, Any], w: str) -> tuple[str, dict[str, Any]]:
+    """A trial's one source kind and its block (a shorthand expanded, the source's other keys merged in)."""
+    src = dict(source)
+    kinds = [k for k in src if k in SOURCES]
+    if len(kinds) != 1:
+        close = difflib.get_close_matches(next(iter(src), ""), list(SOURCES), n=1) if src else []
+        raise RigConfigError(f"{w}.source: expected exactly one source kind ({', '.join(SOURCES)}), got "
+                             f"{list(src) or 'none'}" + (f" (did you mean {close[0]}?)" if close and not kinds
+                                                        else ""))
+    kind = kinds[0]
+    sk = SOURCES[kind]
+    block = src.pop(kind)
+    if block is None:
+        block = {}
+    elif not isinstance(block, Mapping):
+        if sk.shorthand is None:
+            raise RigConfigError(f"{w}.source.{kind}: expected a mapping, got {describe_value(block)}")
+        block = {sk.shorthand: block}
+    return kind, {**dict(block), **src}
+
+
+def _trial_initial_state(spec: TrialSpec, init: Mapping[Any, Any], bounds: Mapping[Any, Any]) -> None:
+    """Fill a trial's measured (``spec.init``, rad or m) and free (``spec.free_init``) initial-state coordinates."""
+    w, name, split = spec.where, spec.name, spec.split
+    for k, v in init.items():
+        m = _INIT_KEY_RE.match(str(k))
+        if not m:
+            raise RigConfigError(f"{w}.init.{k}: expected a key 'qpos[joint]', 'qvel[joint]' or "
+                                 "'qpos[joint,component]'")
+        if v == "free" and split == "holdout":  # never fitted: no training sample sees it
+            raise RigConfigError(f"{w}.init.{k}: a held-out trial's initial state cannot be free (the calibration "
+                                 "fits only the training trials, which never see it); give its measured value "
+                                 "(a number), or make it a training trial (split: train or {train_fraction: f})")
+        if v == "free":
+            joint = re.sub(r"\W+", "_", m.group("joint")).strip("_")
+            pname = f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}_{m.group('what')}_{joint}" + (
+                f"_{m.group('c')}" if m.group("c") else "")
+            if pname[0].isdigit():
+                pname = f"t{pname}"
+            spec.free_init[str(k)] = pname
+        elif _num(v):
+            spec.init[str(k)] = float(v)
+        else:
+            raise RigConfigError(f"{w}.init.{k}: expected a number (rad or m; per second for qvel) or 'free', "
+                                 f"got {describe_value(v)}")
+    for k, b in bounds.items():
+        if k not in spec.free_init:
+            raise RigConfigError(f"{w}.init_bounds.{k}: no free initial-state coordinate {k!r} in this trial's "
+                                 f"init (free: {', '.join(spec.free_init) or 'none'})")
+        if not b[0] < b[1]:
+            raise RigConfigError(f"{w}.init_bounds.{k}: expected [lower, upper] with lower < upper, got {b!r}")
 
 
 def _trial_parameters(rig: Rig, entries: list, file: str) -> None:
