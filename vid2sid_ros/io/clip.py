@@ -101,10 +101,7 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
         vid2sid_ros.io.video.VideoError: missing/corrupt file (names it).
         ClipError: no frames, a bad fps, or the marker never found (says which marker).
     """
-    import cv2
-
-    from ..io.video import frame_times, iter_video, video_info
-    from ..perception.frame_timing import slots_from_times
+    from ..io.video import iter_video, video_info
     from ..perception.markers import MarkerTracker
 
     path = Path(video)
@@ -118,25 +115,11 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     expected = min(expected, int(max_frames)) if max_frames is not None else expected
     if max_thumbs and expected > max_thumbs * every:
         every = math.ceil(expected / max_thumbs)
-    xs, vs, thumbs = [], [], []
-    size = None
     pts: list[float] = []
-    for i, frame in enumerate(iter_video(path, check_length=False, timestamps=pts)):
-        if i < start_frame:
-            continue
-        if max_frames is not None and len(xs) >= max_frames:
-            break
-        size = (frame.shape[1], frame.shape[0])
-        xy, ok = tracker.detect(frame)
-        xs.append(xy)
-        vs.append(ok)
-        if thumb_scale and len(xs) == 1 and thumb_max_width:  # the scale is fixed by the first frame
-            thumb_scale = min(float(thumb_scale), thumb_max_width / frame.shape[1])
-        if thumb_scale and (len(xs) - 1) % every == 0:
-            thumbs.append(cv2.resize(frame, None, fx=thumb_scale, fy=thumb_scale, interpolation=cv2.INTER_AREA))
-            if max_thumbs and len(thumbs) > max_thumbs:  # more frames than declared: keep every other one
-                thumbs, every = thumbs[::2], 2 * every
-        del frame  # the decoded frame is not kept past its thumbnail
+    xs, vs, thumbs, size, thumb_scale, every = _track_frames(
+        iter_video(path, check_length=False, timestamps=pts), tracker, start_frame=start_frame,
+        max_frames=max_frames, thumb_scale=thumb_scale, every=every, thumb_max_width=thumb_max_width,
+        max_thumbs=max_thumbs)
     if not xs:
         raise ClipError(f"{path}: no frames decoded (start_frame={start_frame})")
     kp, valid = np.stack(xs), np.stack(vs)
@@ -148,17 +131,9 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     if fps:  # an explicit rate (a slow-motion clip): the container's playback times do not apply
         times = np.arange(T) / rate
     else:  # the container's presentation timestamps (a variable frame rate, dropped frames)
-        times, uneven = frame_times(pts[start_frame:start_frame + T], rate, where=str(path), first_at=0.0)
-        if uneven and np.all(np.diff(times) > 0):  # timestamps place the frames: slots at the nominal rate
-            steps, keep, nominal, worst = slots_from_times(times)
-            slot_meta = {"container_fps": rate, "timestamp_slots": True}
-            uneven += (f"; frames are paired with the twin at their own times on a {nominal:.3f} Hz grid (the "
-                       f"median frame interval; the container's average is {rate:.3f} Hz), within "
-                       f"{worst * 1000:.1f} ms")
-            if not keep.all():
-                uneven += f"; {int((~keep).sum())} frame(s) closer than one slot to the previous one are left out"
-            rate = nominal
-            times, kp, valid = times[keep], kp[keep], valid[keep]
+        times, keep, steps, rate, uneven, slot_meta = _container_times(pts[start_frame:start_frame + T], rate, path)
+        if keep is not None:
+            kp, valid = kp[keep], valid[keep]
     traj = Trajectory(time=times, keypoints=kp, valid=valid, names=tracker.names, source="real",
                       trial_id=path.stem, steps=steps, meta={"video": str(path), "fps": rate, **slot_meta,
                                                 "occluded": {m.name: int(c) for m, c in zip(tracker.markers,
@@ -177,4 +152,57 @@ def track_clip(video: str | Path, tracker_cfg: Mapping[str, Any], *, fps: float 
     traj = traj._with(meta={**dict(traj.meta), "tracking": check.to_dict()})
     return TrackedClip(traj, rate, size, path, np.stack(thumbs) if thumbs else None,
                        float(thumb_scale or 1.0), tuple(warnings), every)
+
+
+def _track_frames(frames: Any, tracker: Any, *, start_frame: int, max_frames: int | None, thumb_scale: float | None,
+                  every: int, thumb_max_width: int | None, max_thumbs: int | None) -> tuple[list, list, list, Any,
+                                                                                           float | None, int]:
+    """Track streamed frames: (keypoints, validity, thumbnails per frame, (w, h) px, thumb scale, thumb stride)."""
+    import cv2
+
+    xs, vs, thumbs = [], [], []
+    size = None
+    for i, frame in enumerate(frames):
+        if i < start_frame:
+            continue
+        if max_frames is not None and len(xs) >= max_frames:
+            break
+        size = (frame.shape[1], frame.shape[0])
+        xy, ok = tracker.detect(frame)
+        xs.append(xy)
+        vs.append(ok)
+        if thumb_scale and len(xs) == 1 and thumb_max_width:  # the scale is fixed by the first frame
+            thumb_scale = min(float(thumb_scale), thumb_max_width / frame.shape[1])
+        if thumb_scale and (len(xs) - 1) % every == 0:
+            thumbs.append(cv2.resize(frame, None, fx=thumb_scale, fy=thumb_scale, interpolation=cv2.INTER_AREA))
+            if max_thumbs and len(thumbs) > max_thumbs:  # more frames than declared: keep every other one
+                thumbs, every = thumbs[::2], 2 * every
+        del frame  # the decoded frame is not kept past its thumbnail
+    return xs, vs, thumbs, size, thumb_scale, every
+
+
+def _container_times(pts: list[float], rate: float, path: Path) -> tuple[np.ndarray, Any, Any, float,
+                                                                         str | None, dict[str, Any]]:
+    """Frame times (s) from the container's timestamps: (times, kept-frame mask, slots, rate Hz, note, meta).
+
+    Uneven timestamps place the frames on slots of the median interval; frames closer than one
+    slot to the previous one are left out (the mask; None when the frames are not slotted), and
+    the note says so.
+    """
+    from ..io.video import frame_times
+    from ..perception.frame_timing import slots_from_times
+
+    times, uneven = frame_times(pts, rate, where=str(path), first_at=0.0)
+    keep, steps, slot_meta = None, None, {}
+    if uneven and np.all(np.diff(times) > 0):  # timestamps place the frames: slots at the nominal rate
+        steps, keep, nominal, worst = slots_from_times(times)
+        slot_meta = {"container_fps": rate, "timestamp_slots": True}
+        uneven += (f"; frames are paired with the twin at their own times on a {nominal:.3f} Hz grid (the "
+                   f"median frame interval; the container's average is {rate:.3f} Hz), within "
+                   f"{worst * 1000:.1f} ms")
+        if not keep.all():
+            uneven += f"; {int((~keep).sum())} frame(s) closer than one slot to the previous one are left out"
+        rate = nominal
+        times = times[keep]
+    return times, keep, steps, rate, uneven, slot_meta
 
