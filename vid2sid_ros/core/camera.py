@@ -525,19 +525,34 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
         CameraError: ``source:key.sub: expected ..., got ...`` for unknown keys (with a
             suggestion), wrong types, a bad CameraInfo file, an impossible pose.
     """
-    import difflib
-
     if not isinstance(cfg, Mapping):
         raise CameraError(f"{source}:{key}: expected a mapping (camera_info or fx/fy/cx/cy, pose), got {cfg!r}")
+    _refuse_unknown_keys(cfg, _CAMERA_KEYS, f"{source}:{key}")
+    kw = _intrinsics(cfg, source=source, key=key, base=base)
+    pose = cfg.get("pose") or {}
+    if not isinstance(pose, Mapping):
+        raise CameraError(f"{source}:{key}.pose: expected a mapping {{position, look_at | rpy}}, got {pose!r}")
+    _refuse_unknown_keys(pose, _POSE_KEYS, f"{source}:{key}.pose")
+    position, angles = _pose(pose, f"{source}:{key}.pose")
+    try:
+        return PinholeCamera(position=position, **angles, **kw)
+    except CameraError as err:
+        raise CameraError(f"{source}:{key}: {err}") from None
 
-    def unknown(block: Mapping[str, Any], valid: Sequence[str], where: str) -> None:
-        for k in block:
-            if k not in valid:
-                close = difflib.get_close_matches(str(k), list(valid), n=1)
-                raise CameraError(f"{source}:{where}.{k}: unknown key" + (f" (did you mean {close[0]}?)" if close else "")
-                                  + f"; valid: {', '.join(valid)}")
 
-    unknown(cfg, _CAMERA_KEYS, key)
+def _refuse_unknown_keys(block: Mapping[str, Any], valid: Sequence[str], where: str) -> None:
+    """CameraError naming the first key of ``block`` not in ``valid`` (with the closest valid one)."""
+    import difflib
+
+    for k in block:
+        if k not in valid:
+            close = difflib.get_close_matches(str(k), list(valid), n=1)
+            raise CameraError(f"{where}.{k}: unknown key" + (f" (did you mean {close[0]}?)" if close else "")
+                              + f"; valid: {', '.join(valid)}")
+
+
+def _intrinsics(cfg: Mapping[str, Any], *, source: str, key: str, base: Path | None) -> dict[str, Any]:
+    """PinholeCamera keyword arguments of a ``camera:`` block: size (px), fx, fy, cx, cy (px), distortion, name."""
     kw: dict[str, Any] = {}
     if cfg.get("camera_info") is not None:
         ci = Path(str(cfg["camera_info"])).expanduser()
@@ -579,25 +594,26 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
         kw["name"] = str(cfg["name"])
     kw.setdefault("cx", (kw["width"] - 1) / 2.0)
     kw.setdefault("cy", (kw["height"] - 1) / 2.0)
-    pose = cfg.get("pose") or {}
-    if not isinstance(pose, Mapping):
-        raise CameraError(f"{source}:{key}.pose: expected a mapping {{position, look_at | rpy}}, got {pose!r}")
-    unknown(pose, _POSE_KEYS, f"{key}.pose")
+    return kw
+
+
+def _pose(pose: Mapping[str, Any], where: str) -> tuple[tuple[float, float, float], dict[str, float]]:
+    """A ``pose:`` block as (position m, {roll, pitch, yaw} rad of camera_link); look_at converted."""
 
     def vec3(name: str) -> tuple[float, float, float]:
         v = pose[name]
         if not isinstance(v, list) or len(v) != 3:
             unit = "rad" if name == "rpy" else ("1" if name == "up" else "m")
-            raise CameraError(f"{source}:{key}.pose.{name}: expected [x, y, z] ({unit}), got {v!r}")
-        return tuple(_number(x, f"{source}:{key}.pose.{name}[{i}]") for i, x in enumerate(v))  # type: ignore
+            raise CameraError(f"{where}.{name}: expected [x, y, z] ({unit}), got {v!r}")
+        return tuple(_number(x, f"{where}.{name}[{i}]") for i, x in enumerate(v))  # type: ignore
 
     position = vec3("position") if "position" in pose else (0.0, 0.0, 0.0)
-    angles = {a: _number(pose[a], f"{source}:{key}.pose.{a}") for a in ("roll", "pitch", "yaw") if a in pose}
+    angles = {a: _number(pose[a], f"{where}.{a}") for a in ("roll", "pitch", "yaw") if a in pose}
     given = [k for k in ("look_at", "rpy") if k in pose] + (["roll/pitch/yaw"] if angles else [])
     if len(given) > 1:
-        raise CameraError(f"{source}:{key}.pose: give one of look_at, rpy or roll/pitch/yaw, got {', '.join(given)}")
+        raise CameraError(f"{where}: give one of look_at, rpy or roll/pitch/yaw, got {', '.join(given)}")
     if "up" in pose and "look_at" not in pose:
-        raise CameraError(f"{source}:{key}.pose.up: only used with look_at")
+        raise CameraError(f"{where}.up: only used with look_at")
     if "rpy" in pose:
         angles = dict(zip(("roll", "pitch", "yaw"), vec3("rpy")))
     if "look_at" in pose:
@@ -605,12 +621,9 @@ def camera_from_config(cfg: Mapping[str, Any], *, source: str = "<config>", key:
         try:  # only the geometry's errors get the pose.look_at prefix: vec3 already names its key
             r, p_, y = look_at_rotation(position, target, up)
         except CameraError as err:
-            raise CameraError(f"{source}:{key}.pose.look_at: {err}") from None
+            raise CameraError(f"{where}.look_at: {err}") from None
         angles = {"roll": r, "pitch": p_, "yaw": y}
-    try:
-        return PinholeCamera(position=position, **angles, **kw)
-    except CameraError as err:
-        raise CameraError(f"{source}:{key}: {err}") from None
+    return position, angles
 
 
 def link_frame_of(optical_frame: str) -> str:
