@@ -531,14 +531,7 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
     mapping = dict(markers) if isinstance(markers, Mapping) else {str(m): str(m) for m in markers}
     if not mapping:
         raise MocapError(f"{path}: no markers asked for; give markers: {{keypoint: label}}")
-    for kp, label in mapping.items():
-        if label not in table.columns:
-            have = ", ".join(table.columns) or "none"
-            close = difflib.get_close_matches(label, list(table.columns), n=1)
-            naming = (" (a plain file names each marker's three columns <m>_x, <m>_y, <m>_z, or <m>.x, '<m> X', "
-                      "<m>:X, or axis first x<m>, x_<m>)" if fmt == "plain" and not table.columns else "")
-            raise MocapError(f"{path}: marker column {label!r} (keypoint {kp!r}) not found; markers in the file: {have}"
-                             + (f" (did you mean {close[0]!r}?)" if close else "") + naming)
+    _check_marker_columns(mapping, table, fmt, path)
     factor = _length_factor(table.unit, unit, path, says=None if table.unit is None else
                             f"the file's header says {1 / table.unit:g} units per m",
                             missing="the file does not say its length unit")
@@ -563,6 +556,35 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
         if not np.all(np.isfinite(times)):
             raise MocapError(f"{path}: Frame column holds a non-number")
         times = (times - times[0]) / float(rate_hz)
+    _check_increasing(times, line_of, path)
+    dt = np.diff(times)
+    if trial_column is not None:
+        times = times - times[0]  # one take of several: its time starts at its first row
+    if table.zero_is_gap:
+        pts[np.all(pts == 0.0, axis=2)] = np.nan
+    if rate_hz is None:
+        rate_hz = rate_from_times(times) if dt.size else 1.0
+    if not (math.isfinite(rate_hz) and rate_hz > 0):
+        raise MocapError(f"{path}: time column: the times give no sample rate (median step {float(np.median(dt)):.6g}"
+                         " s); times must be seconds")
+    _check_span(times, float(rate_hz), path, line_of)
+    return _recording(times, mapping, pts, factor, frame, float(rate_hz), path, fmt, line_of)
+
+
+def _check_marker_columns(mapping: Mapping[str, str], table: Any, fmt: str, path: Path) -> None:
+    """MocapError naming the first asked marker label the file has no columns for (and the closest it has)."""
+    for kp, label in mapping.items():
+        if label not in table.columns:
+            have = ", ".join(table.columns) or "none"
+            close = difflib.get_close_matches(label, list(table.columns), n=1)
+            naming = (" (a plain file names each marker's three columns <m>_x, <m>_y, <m>_z, or <m>.x, '<m> X', "
+                      "<m>:X, or axis first x<m>, x_<m>)" if fmt == "plain" and not table.columns else "")
+            raise MocapError(f"{path}: marker column {label!r} (keypoint {kp!r}) not found; markers in the file: {have}"
+                             + (f" (did you mean {close[0]!r}?)" if close else "") + naming)
+
+
+def _check_increasing(times: np.ndarray, line_of: np.ndarray, path: Path) -> None:
+    """MocapError at the first line whose time (s) does not increase (with a hint when times are rounded)."""
     dt = np.diff(times)
     bad = np.nonzero(dt <= 0)[0]
     if bad.size:
@@ -576,17 +598,6 @@ def load_mocap(path: str | Path, *, markers: Mapping[str, str] | Sequence[str], 
                 if what == "duplicate" and q is not None and q >= 0.5 * span else "")
         raise MocapError(f"{path}:{line}: time column: {what} time {times[i]:.6g} s after {times[i - 1]:.6g} s "
                          f"(times must increase){hint}")
-    if trial_column is not None:
-        times = times - times[0]  # one take of several: its time starts at its first row
-    if table.zero_is_gap:
-        pts[np.all(pts == 0.0, axis=2)] = np.nan
-    if rate_hz is None:
-        rate_hz = rate_from_times(times) if dt.size else 1.0
-    if not (math.isfinite(rate_hz) and rate_hz > 0):
-        raise MocapError(f"{path}: time column: the times give no sample rate (median step {float(np.median(dt)):.6g}"
-                         " s); times must be seconds")
-    _check_span(times, float(rate_hz), path, line_of)
-    return _recording(times, mapping, pts, factor, frame, float(rate_hz), path, fmt, line_of)
 
 
 def _trial_rows(lines: Sequence[str], data: Sequence[int], delim: str, header: Sequence[str] | None,
