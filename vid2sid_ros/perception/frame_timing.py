@@ -132,32 +132,9 @@ def repair_frame_timing(trajectory: Trajectory, fps: float, *, min_speed_px: flo
     shift = np.zeros(T, int)
     invalid = np.zeros(T, bool)
     notes: list[str] = []
-    def ratios(flagged: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Displacement / predicted displacement per step; the prediction averages the nearest
-        unflagged steps at distance >= 2 on each side."""
-        r = np.full(len(v), np.nan)
-        pr = np.full((len(v), 2), np.nan)
-        spd = np.zeros(len(v))
-        for i in range(len(v)):
-            side = []
-            for direction in (-1, 1):
-                for dist in range(2, 6):
-                    j = i + direction * dist
-                    if 0 <= j < len(v) and not flagged[j] and np.all(np.isfinite(v[j])):
-                        side.append(v[j])
-                        break
-            if len(side) < 2 or not np.all(np.isfinite(v[i])):
-                continue
-            pred = 0.5 * (side[0] + side[1])
-            spd[i] = float(np.hypot(*pred))
-            if spd[i] >= min_speed_px:
-                pr[i] = pred
-                r[i] = float(v[i] @ pred) / spd[i] ** 2
-        return r, pr, spd
-
-    r0, _, _ = ratios(np.zeros(len(v), bool))
+    r0, _, _ = _step_ratios(v, np.zeros(len(v), bool), min_speed_px)
     suspect = np.isfinite(r0) & ((r0 < 0.6) | (r0 > 1.4))
-    r, pr, spd = ratios(suspect)  # second pass: glitches do not pollute their neighbours' predictions
+    r, pr, spd = _step_ratios(v, suspect, min_speed_px)  # second pass: glitches do not pollute their neighbours
     skip_next = False
     for i in range(len(v)):
         if skip_next or not np.isfinite(r[i]):
@@ -189,4 +166,32 @@ def repair_frame_timing(trajectory: Trajectory, fps: float, *, min_speed_px: flo
     out = Trajectory(steps / float(fps), kpk, vk, trajectory.names, trajectory.source, trajectory.trial_id, steps,
                      {**dict(trajectory.meta), "retimed": notes, "frame_index": np.flatnonzero(keep)})
     return out, notes
+
+
+def _step_ratios(v: np.ndarray, flagged: np.ndarray,
+                 min_speed_px: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step of ``v`` (T-1, 2) px/frame: (displacement / prediction, prediction (T-1, 2) px, its speed px/frame).
+
+    The prediction averages the nearest unflagged finite steps at distance >= 2 on each side;
+    ratios are NaN where there is no prediction or it is slower than ``min_speed_px``.
+    """
+    r = np.full(len(v), np.nan)
+    pr = np.full((len(v), 2), np.nan)
+    spd = np.zeros(len(v))
+    for i in range(len(v)):
+        side = []
+        for direction in (-1, 1):
+            for dist in range(2, 6):
+                j = i + direction * dist
+                if 0 <= j < len(v) and not flagged[j] and np.all(np.isfinite(v[j])):
+                    side.append(v[j])
+                    break
+        if len(side) < 2 or not np.all(np.isfinite(v[i])):
+            continue
+        pred = 0.5 * (side[0] + side[1])
+        spd[i] = float(np.hypot(*pred))
+        if spd[i] >= min_speed_px:
+            pr[i] = pred
+            r[i] = float(v[i] @ pred) / spd[i] ** 2
+    return r, pr, spd
 
