@@ -261,7 +261,7 @@ def test_user_rig_rollout_batch_reproduces_each_rollout_with_its_time_offset_and
 
 
 def test_threads_on_a_mujoco_twin_batch_through_mujoco_rollout_with_the_serial_evaluations():
-    """No Python thread and no twin copy: the points go through the twin's rollout_batch; every
+    """No Python thread and no twin copy: the points go through the twin's rollout_many; every
     Evaluation (rollouts charged, a diverged point's failure and count included) equals serial's."""
     objective = _objective("finger")
     nominal = objective.parameters.nominal()
@@ -272,16 +272,15 @@ def test_threads_on_a_mujoco_twin_batch_through_mujoco_rollout_with_the_serial_e
     objective.clear_cache()
     calls = []
     twin = objective.twin
-    real_batch = twin.rollout_batch
-    twin.rollout_batch = lambda exc, values, nthread: calls.append(len(values)) or real_batch(exc, values,
-                                                                                               nthread=nthread)
+    real_many = twin.rollout_many
+    twin.rollout_many = lambda pairs, nthread: calls.append(len(pairs)) or real_many(pairs, nthread=nthread)
     try:
         with make_executor("threads", 2) as ex:
             got = evaluate_batch(objective, pts, ex)
             assert ex._threads is None  # no Python thread pool was started
     finally:
-        del twin.rollout_batch
-    assert calls == [3] * objective.cost  # the three distinct points, one call per excitation
+        del twin.rollout_many
+    assert calls == [3 * objective.cost]  # the three distinct points on every excitation, in one call
     assert [(e.error_px, e.failed, e.rollouts, e.message) for e in got] == \
         [(e.error_px, e.failed, e.rollouts, e.message) for e in ref]
     assert got[1].failed and got[3].rollouts == 0

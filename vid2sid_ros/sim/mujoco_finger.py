@@ -170,6 +170,8 @@ class FingerTwin(BatchScratch):
     writes_targets = True
     #: cost cap of one rollout (:class:`~vid2sid_ros.sim.base.RolloutLimits`); the loop sets it
     rollout_limits: RolloutLimits = RolloutLimits()
+    #: a state with any ``|qpos|`` above this is a blow-up (rad or m)
+    _max_abs_qpos = _MAX_ABS_QPOS
 
     def __init__(self, *, model_path: str | Path | None = None,
                  parameters: ParameterSet | str | Path | None = None,
@@ -556,65 +558,40 @@ class FingerTwin(BatchScratch):
         return RolloutResult(trajectory=traj, frames=frames, diverged=bool(self._diverged),
                              message=self._diverged, state=state)
 
-    def rollout_batch(self, excitation: Excitation, values: Sequence[Mapping[str, float]], *,
-                      nthread: int = 1) -> list[RolloutResult]:
-        """``[rollout(excitation) at each of values]`` (not rendered), stepped by ``mujoco.rollout`` on
-        ``nthread`` C++ threads (:mod:`~.mujoco_batch`): the same results to the bit.
-
-        Each point's parameters are written (:meth:`set_parameters`, in order: the twin is left at the
-        last point's values) and its rest state solved here; the stepping runs in one batch; a point
-        whose batched rollout was not clean (a MuJoCo warning, a blow-up) is rolled out again by
-        :meth:`rollout` (its divergence reported as there), as is every point when a wall-time limit is set.
-
-        Args:
-            excitation: as :meth:`rollout`. values: B parameter dicts (spec units).
-            nthread: MuJoCo threads.
-
-        Returns:
-            B results, as :meth:`rollout` returns them with ``render=False``.
+    def _batch_job(self, excitation: Excitation, values: Mapping[str, float], memo: dict):
+        """The :class:`~.mujoco_batch.BatchJob` of :meth:`rollout` at ``values`` (used by ``rollout_batch`` /
+        ``rollout_many``): the parameters written, the rest state solved, the model copied; None where
+        :meth:`rollout` must run it (no command step, refused by the rollout limits). The rest state and
+        the model copy depend on the parameters and the command period only: pairs of one
+        ``rollout_many`` call at the same point and period share them (``memo``).
 
         Raises:
             TwinError, ParameterSpecError: as :meth:`set_parameters` / :meth:`rollout`.
         """
-        from .mujoco_batch import batched_states, full_state, points_per_batch
+        from .mujoco_batch import BatchJob, full_state
 
         ctrl = self._ctrl_matrix(excitation)
         if not np.all(np.isfinite(ctrl)):
             raise TwinError(f"excitation '{excitation.name}' holds NaN or inf commands")
         T = excitation.num_steps
         nsub = max(1, int(math.ceil(float(excitation.period) / self.max_physics_timestep - 1e-9)))
-        cap = points_per_batch(self.model, T * nsub)
-        if (len(values) < 2 or T == 0 or cap < 2 or self.rollout_limits.max_wall_s is not None
-                or self.rollout_limits.substeps_problem(T * nsub)):
-            return [self._rollout_at(v, excitation) for v in values]
-        if len(values) > cap:  # a long trial: a few points at a time (bounded memory)
-            return [r for i in range(0, len(values), cap)
-                    for r in self.rollout_batch(excitation, values[i:i + cap], nthread=nthread)]
-        models, init, warm, points = [], [], [], []
-        for v in values:
-            self.set_parameters(v)
+        if T == 0 or self.rollout_limits.substeps_problem(T * nsub):
+            return None
+        self.set_parameters(values)
+        key = (tuple(sorted(self._values.items())), float(excitation.period))
+        if key not in memo:
             self.reset(excitation.period)
             self.model.opt.timestep = self._period / self._substeps  # as step() sets it
-            models.append(copy.copy(self.model))
-            init.append(full_state(self.model, self.data))
-            warm.append(self.data.qacc_warmstart.copy())
-            points.append((dict(self._values), self._cam_pose))
+            memo[key] = (copy.copy(self.model), full_state(self.model, self.data), self.data.qacc_warmstart.copy(),
+                         dict(self._values), self._cam_pose)
+        model, init, warm, point, cam_pose = memo[key]
         u = np.asarray(ctrl, dtype=float)
-        control = np.broadcast_to(np.repeat(u, nsub, axis=0)[None], (len(values), T * nsub, u.shape[1]))
-        datas = self._batch_datas(nthread)
-        states, clean = batched_states(models, datas, np.stack(init), np.stack(warm), control,
-                                       max_abs_qpos=_MAX_ABS_QPOS)
-        out = []
-        for b, v in enumerate(values):
-            if not clean[b]:
-                out.append(self._rollout_at(v, excitation))
-                continue
-            self._cam_pose = points[b][1]
-            out.append(self._batched_result(excitation, models[b], datas[0], init[b], states[b], u, nsub,
-                                            points[b][0]))
-        if len(out) and self._values != points[-1][0]:  # a point re-run after the batch: back to the last
-            self.set_parameters(values[-1])
-        return out
+
+        def finish(states: np.ndarray, d: mujoco.MjData) -> RolloutResult:
+            self._cam_pose = cam_pose
+            return self._batched_result(excitation, model, d, init, states, u, nsub, point)
+
+        return BatchJob(model, init, warm, np.repeat(u, nsub, axis=0), finish)
 
     def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
                         states: np.ndarray, ctrl: np.ndarray, nsub: int, values: dict[str, float]) -> RolloutResult:

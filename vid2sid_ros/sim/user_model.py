@@ -344,6 +344,8 @@ class UserModelTwin(BatchScratch):
     writes_targets = True
     #: cost cap of one rollout (:class:`~vid2sid_ros.sim.base.RolloutLimits`); the loop sets it
     rollout_limits: RolloutLimits = RolloutLimits()
+    #: a state with any ``|qpos|`` above this is a blow-up (rad or m)
+    _max_abs_qpos = _MAX_ABS_QPOS
 
     def __init__(self, *, parameters: ParameterSet | str | Path, keypoints: Mapping[str, str],
                  model: str | Path | Mapping[str, Any] | None = None, model_path: str | Path | None = None,
@@ -889,74 +891,45 @@ class UserModelTwin(BatchScratch):
         state = {"qpos": qpos, "qvel": qvel, "keypoints_world": pts, "time": time}
         return RolloutResult(trajectory=traj, frames=frames, diverged=diverged, message=message, state=state)
 
-    def rollout_batch(self, excitation: Excitation, values: Sequence[Mapping[str, float]], *,
-                      nthread: int = 1) -> list[RolloutResult]:
-        """``[rollout(excitation) at each of values]`` (not rendered), stepped by ``mujoco.rollout`` on
-        ``nthread`` C++ threads (:mod:`~.mujoco_batch`): the same results to the bit.
-
-        Each point's parameters are written (:meth:`set_parameters`, in order: the twin is left at the
-        last point's values) and its initial state (with the ``time_offset`` pre-roll) made here; the
-        stepping runs in one batch; a point whose batched rollout was not clean (a MuJoCo warning, a
-        blow-up) is rolled out again by :meth:`rollout` (its divergence reported as there), as is every
-        point when a wall-time limit is set.
-
-        Args:
-            excitation: as :meth:`rollout`. values: B parameter dicts (spec units).
-            nthread: MuJoCo threads.
-
-        Returns:
-            B results, as :meth:`rollout` returns them with ``render=False``.
+    def _batch_job(self, excitation: Excitation, values: Mapping[str, float], memo: dict):
+        """The :class:`~.mujoco_batch.BatchJob` of :meth:`rollout` at ``values`` (used by ``rollout_batch`` /
+        ``rollout_many``): the parameters written, the trial's initial state made (with its ``time_offset``
+        pre-roll), the model copied; None where :meth:`rollout` must run it (no command step, refused by
+        the rollout limits, diverged in the pre-roll). Pairs of one ``rollout_many`` call at the same point
+        and physics step share one model copy (``memo``).
 
         Raises:
             TwinError, ParameterSpecError: as :meth:`set_parameters` / :meth:`rollout`.
         """
-        from .mujoco_batch import batched_states, full_state, points_per_batch
+        from .mujoco_batch import BatchJob, full_state
 
         ctrl = self._ctrl(excitation)
         T, period = excitation.num_steps, excitation.period
         nsub = max(1, int(math.ceil(period / self.physics_step_bound - 1e-9)))
-        cap = points_per_batch(self.model, T * nsub)
-        if (len(values) < 2 or T == 0 or cap < 2 or self.rollout_limits.max_wall_s is not None
-                or self.rollout_limits.substeps_problem(T * nsub)):  # refused: rollout() says so
-            return [self._rollout_at(v, excitation) for v in values]
-        if len(values) > cap:  # a long trial: a few points at a time (bounded memory)
-            return [r for i in range(0, len(values), cap)
-                    for r in self.rollout_batch(excitation, values[i:i + cap], nthread=nthread)]
+        if T == 0 or self.rollout_limits.substeps_problem(T * nsub):  # refused: rollout() says so
+            return None
         m, d = self.model, self.data
-        models, init, warm, points, serial = [], [], [], [], set()
-        for b, v in enumerate(values):
-            self.set_parameters(v)
-            offset = self._reset(self._trial_of(excitation), excitation)
-            npre = self._pre_roll_steps(offset)
-            if self.rollout_limits.substeps_problem(T * nsub + npre):
-                serial.add(b)  # refused: rollout() says so
-            else:
-                self._pre_roll(offset)
-                if self._divergence():
-                    serial.add(b)
-            m.opt.timestep = period / nsub
-            models.append(copy.copy(m))
-            init.append(full_state(m, d))
-            warm.append(d.qacc_warmstart.copy())
-            anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
-            points.append((dict(self._values), offset, anchor, self.pinhole, self.projection))
-        if m.nu:
-            control = np.repeat(ctrl, nsub, axis=0)
-        else:
-            control = np.zeros((T * nsub, 0))
-        control = np.broadcast_to(control[None], (len(values),) + control.shape)
-        datas = self._batch_datas(nthread)
-        states, clean = batched_states(models, datas, np.stack(init), np.stack(warm), control,
-                                       max_abs_qpos=_MAX_ABS_QPOS)
-        out = []
-        for b, v in enumerate(values):
-            if b in serial or not clean[b]:
-                out.append(self._rollout_at(v, excitation))
-            else:
-                out.append(self._batched_result(excitation, models[b], datas[0], init[b], states[b], nsub, *points[b]))
-        if len(out) and self._values != points[-1][0]:  # a point re-run after the batch: back to the last
-            self.set_parameters(values[-1])
-        return out
+        self.set_parameters(values)
+        offset = self._reset(self._trial_of(excitation), excitation)
+        if self.rollout_limits.substeps_problem(T * nsub + self._pre_roll_steps(offset)):
+            return None
+        self._pre_roll(offset)
+        if self._divergence():
+            return None
+        m.opt.timestep = period / nsub
+        key = (tuple(sorted(self._values.items())), float(m.opt.timestep))
+        if key not in memo:
+            memo[key] = copy.copy(m)
+        model = memo[key]
+        init = full_state(m, d)
+        anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
+        point = (dict(self._values), offset, anchor, self.pinhole, self.projection)
+        control = np.repeat(ctrl, nsub, axis=0) if m.nu else np.zeros((T * nsub, 0))
+
+        def finish(states: np.ndarray, scratch: mujoco.MjData) -> RolloutResult:
+            return self._batched_result(excitation, model, scratch, init, states, nsub, *point)
+
+        return BatchJob(model, init, d.qacc_warmstart.copy(), control, finish)
 
     def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
                         states: np.ndarray, nsub: int, values: dict[str, float], offset: float, anchor: np.ndarray,
