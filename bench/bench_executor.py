@@ -3,10 +3,18 @@
 Prints one Markdown table of wall and CPU time per case and backend, the ratio to serial, and
 whether the results are identical to serial:
 
-- ``reasoner FD``: one reasoner iteration's finite-difference columns (one forward probe per
-  free parameter on every training trial, :func:`~vid2sid_ros.calibration.batch.evaluate_batch`)
-  on the ``--fd-rig`` (default finger): serial vs threads(W) (a MuJoCo twin: one batched
-  ``mujoco.rollout`` call per trial on W C++ threads);
+- ``reasoner iteration``: one whole iteration of the reasoner (``Reasoner.propose``) from the
+  nominal parameters of the ``--fd-rig`` (default finger) on all its training trials, the first of a
+  calibration (no sensitivities yet): its finite-difference columns, its step and line-search
+  evaluations (``--iteration-budget`` rollouts spread over ``--iteration-of`` iterations, as in the
+  first iteration of ``vid2sid calibrate config/calibrate_finger.yaml``),
+  any re-measurement its convergence test asks for, and the signatures and residuals it extracts from
+  every rollout; the evaluations go through the calibration loop's callbacks
+  (:func:`~vid2sid_ros.calibration.batch.evaluate_batch`, one point or several). serial vs threads(W)
+  (a MuJoCo twin: every rollout of a batch, or a single point's trials, in one ``mujoco.rollout`` call
+  on W C++ threads). Its result is the proposal (values, rationale) and every evaluation's error;
+- ``reasoner FD``: the same iteration's first finite-difference columns alone (one forward probe per
+  free parameter on every training trial);
 - ``identifiability``: the identifiability check's central-difference Jacobian with its error
   estimate (4n probes) on the same rig: serial vs threads(W);
 - ``FD Jacobian``: the identifiability Jacobian on ``--pool-rig`` (default tentacle):
@@ -21,6 +29,7 @@ processes (``resource.RUSAGE_CHILDREN``; Ray's actors are not children and are n
 Timings depend on what else the machine runs; the ratios are measured in the same run.
 
     nice .venv/bin/python bench/bench_executor.py --workers 2
+    nice .venv/bin/python bench/bench_executor.py --workers 2 --cases iteration --repeat 6
     .venv/bin/python bench/bench_executor.py --tiny          # a smoke run (toy rig, seconds)
 """
 
@@ -95,6 +104,41 @@ def _fd_probes(obj: TrialObjective):
     return run
 
 
+def _iteration(obj: TrialObjective, budget: int, iterations: int):
+    """One whole reasoner iteration (module docstring) on ``obj`` from its nominal point, with a budget of
+    ``budget`` rollouts for ``iterations`` iterations; returns (proposed values, rationale, every evaluation's
+    (values, error, rollouts))."""
+    from vid2sid_ros.calibration.proposer import ProposalContext
+    from vid2sid_ros.calibration.reasoner import Reasoner
+
+    state = ObjectiveState(obj)
+    real = obj.real
+    excitations = tuple(obj.excitations)
+
+    def run(ex):
+        obj.clear_cache()  # every iteration rolls out afresh (nothing served from an earlier run)
+        seen = []
+
+        def evaluate(v):
+            ev = evaluate_batch(obj, [v], ex, state=state)[0]
+            seen.append(ev)
+            return ev
+
+        def evaluate_many(points):
+            evs = evaluate_batch(obj, points, ex, state=state)
+            seen.extend(evs)
+            return evs
+
+        start = obj.parameters.nominal()
+        ctx = ProposalContext(parameters=obj.parameters, current=dict(start), current_eval=evaluate(start),
+                              real=real, evaluate=evaluate, evaluate_many=evaluate_many,
+                              rollouts_remaining=budget, iterations_remaining=iterations, excitations=excitations)
+        p = Reasoner().propose(ctx)
+        return (p.values, p.rationale, [(e.values, e.error_px, e.rollouts) for e in seen])
+
+    return run
+
+
 def _jacobian(obj: TrialObjective):
     def run(ex):
         obj.clear_cache()
@@ -157,8 +201,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3, help="warm runs per row (the fastest is printed)")
     ap.add_argument("--tiny", action="store_true", help="smoke size: toy rig everywhere, one seed, tiny budget")
-    ap.add_argument("--cases", default="fd,identifiability,jacobian,sweep",
-                    help="comma-separated subset of fd, identifiability, jacobian, sweep")
+    ap.add_argument("--iteration-budget", type=int, default=38,
+                    help="rollouts left at the reasoner iteration (default: config/calibrate_finger.yaml's 40 less "
+                         "the start point's evaluation)")
+    ap.add_argument("--iteration-of", type=int, default=10,
+                    help="iterations left including the reasoner's (default: calibrate_finger.yaml's 10); with "
+                         "--iteration-budget, its step quota")
+    ap.add_argument("--cases", default="iteration,fd,identifiability,jacobian,sweep",
+                    help="comma-separated subset of iteration, fd, identifiability, jacobian, sweep")
     a = ap.parse_args(argv)
     cases = set(a.cases.split(","))
     if a.tiny:
@@ -176,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
           "| same results |")
     print("|---|---|---|---|---|---|---|---|")
     fd = _objective(a.fd_rig, trials=None)  # a reasoner iteration rolls out every training trial
+    if "iteration" in cases:
+        _rows(f"reasoner iteration ({a.fd_rig}, {len(fd.parameters.free_names)} parameters x {fd.cost} trials)",
+              _iteration(fd, a.iteration_budget, a.iteration_of), ["serial", "threads"], a.workers, a.repeat)
     if "fd" in cases:
         _rows(f"reasoner FD ({a.fd_rig}, {len(fd.parameters.free_names)} columns x {fd.cost} trials)", _fd_probes(fd),
               ["serial", "threads"], a.workers, a.repeat)
