@@ -21,12 +21,13 @@ whether the results are identical to serial:
   serial vs pool(W) vs ray-local(W) (Ray only when installed);
 - ``sweep``: a small sim2sim benchmark (``--sweep-rig``, seeds x methods) serial vs pool(W).
 
-Each backend row runs its case ``--repeat`` + 1 times with the same executor: ``cold`` is the
-first (it includes starting the workers: thread twin copies, forked processes, Ray actors),
-``warm`` the fastest of the others, which reuse them (what every iteration after the first of a
-calibration sees). CPU is this process plus its finished child
-processes (``resource.RUSAGE_CHILDREN``; Ray's actors are not children and are not counted).
-Timings depend on what else the machine runs; the ratios are measured in the same run.
+Each case runs once per backend, each on its own executor (``cold``: it includes starting the
+workers: thread twin copies, forked processes, Ray actors), then ``--repeat`` rounds in which every
+backend runs it once, in turn, on the same executors (what every iteration after the first of a
+calibration sees): ``warm`` is a backend's fastest round, ``CPU`` the mean CPU time of its rounds
+(this process, all its threads, plus its finished child processes, ``resource.RUSAGE_CHILDREN``;
+Ray's actors are not children and are not counted). Timings depend on what else the machine runs;
+the ratios are measured in the same run, the backends taking turns.
 
     nice .venv/bin/python bench/bench_executor.py --workers 2
     nice .venv/bin/python bench/bench_executor.py --workers 2 --cases iteration --repeat 6
@@ -63,6 +64,11 @@ def _cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _cpu_children() -> float:
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
 def _objective(rig_name: str, seed: int = 1, trials: int | None = 1) -> TrialObjective:
     """The rig's calibration objective on its first ``trials`` training trials (None: all of them)."""
     rig = load_rig(rig_name)
@@ -70,20 +76,32 @@ def _objective(rig_name: str, seed: int = 1, trials: int | None = 1) -> TrialObj
     return TrialObjective(rig.make_twin(), real.train_excitations[:trials], real.train[:trials], rig.parameters)
 
 
-def _measure(run, backend: str, workers: int, repeat: int):
-    """(cold wall, warm wall, CPU per run, result) of ``run(executor)`` on a fresh executor: the first run
-    (cold), then the fastest of ``repeat`` more (warm); CPU is the mean over all runs."""
-    ex = make_executor(backend, workers if backend != "serial" else None)
-    c0, t0 = _cpu(), time.perf_counter()
-    out = run(ex)
-    cold = time.perf_counter() - t0
-    warm = []
-    for _ in range(repeat):
-        t1 = time.perf_counter()
-        run(ex)
-        warm.append(time.perf_counter() - t1)
-    ex.close()
-    return cold, min(warm), (_cpu() - c0) / (repeat + 1), out
+def _measure(run, backends: list[str], workers: int, repeat: int) -> list[tuple[float, float, float, object]]:
+    """Per backend, ``(cold wall, warm wall, warm CPU, result)`` of ``run(executor)`` on a fresh executor each:
+    the first run of each (cold), then ``repeat`` rounds in which every backend runs once, in turn (the
+    backends side by side: a change of the machine's load hits them alike); warm is the fastest of a
+    backend's rounds, its CPU the mean over them (a process pool's workers' CPU, counted when they exit, is
+    spread over all its runs)."""
+    exs = [make_executor(b, workers if b != "serial" else None) for b in backends]
+    cold, out = [], []
+    for ex in exs:
+        t0 = time.perf_counter()
+        out.append(run(ex))
+        cold.append(time.perf_counter() - t0)
+    warm: list[list[float]] = [[] for _ in exs]
+    cpu: list[list[float]] = [[] for _ in exs]
+    for _ in range(max(repeat, 1)):
+        for i, ex in enumerate(exs):
+            c0, t1 = _cpu(), time.perf_counter()
+            run(ex)
+            warm[i].append(time.perf_counter() - t1)
+            cpu[i].append(_cpu() - c0)
+    kids = []  # a process pool's workers' CPU, counted once they have exited (at close), over all its runs
+    for ex in exs:
+        k0 = _cpu_children()
+        ex.close()
+        kids.append((_cpu_children() - k0) / (len(warm[0]) + 1))
+    return [(cold[i], min(warm[i]), sum(cpu[i]) / len(cpu[i]) + kids[i], out[i]) for i in range(len(exs))]
 
 
 def _fd_probes(obj: TrialObjective):
@@ -173,17 +191,15 @@ def _same(a, b) -> bool:
 
 
 def _rows(case: str, run, backends: list[str], workers: int, repeat: int = 3) -> list[str]:
-    ref = None
     out = []
-    for b in backends:
-        cold, warm, cpu, res = _measure(run, b, workers, repeat)
-        if ref is None:
-            ref = (cold, warm, res, cpu)
-        else:
-            _RATIOS.append((case, f"{b}({workers})", ref[1] / warm, cpu / ref[3], _same(res, ref[2])))
-        same = "yes" if _same(res, ref[2]) else "NO"
+    measured = _measure(run, backends, workers, repeat)
+    ref = measured[0]
+    for b, (cold, warm, cpu, res) in zip(backends, measured):
+        if b != backends[0]:
+            _RATIOS.append((case, f"{b}({workers})", ref[1] / warm, cpu / ref[2], _same(res, ref[3])))
+        same = "yes" if _same(res, ref[3]) else "NO"
         label = b if b == "serial" else f"{b}({workers})"
-        out.append(f"| {case} | {label} | {cold:.2f} | {warm:.2f} | {cpu:.2f} | {ref[0] / cold:.2f}x "
+        out.append(f"| {case} | {label} | {cold:.2f} | {warm:.3f} | {cpu:.3f} | {ref[0] / cold:.2f}x "
                    f"| {ref[1] / warm:.2f}x | {same} |")
         print(out[-1], flush=True)
     return out
@@ -222,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         ray_ok = False
     print(f"{len(os.sched_getaffinity(0))} CPUs; load average {os.getloadavg()[0]:.1f} (other work on this machine "
           "slows every row alike)")
-    print("| case | backend | cold wall s | warm wall s (best) | CPU s per run | cold vs serial | warm vs serial "
+    print("| case | backend | cold wall s | warm wall s (best) | warm CPU s (mean) | cold vs serial | warm vs serial "
           "| same results |")
     print("|---|---|---|---|---|---|---|---|")
     fd = _objective(a.fd_rig, trials=None)  # a reasoner iteration rolls out every training trial
