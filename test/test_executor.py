@@ -227,8 +227,9 @@ def _same_rollout(a, b) -> None:
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_mujoco_rollout_batch_reproduces_each_rollout_to_the_bit_and_a_blow_up_as_the_twin_reports_it():
-    """Finger: qpos, tendon force, markers, keypoints identical (0.0 difference), the diverging point
-    (negative damping: MuJoCo's bad-qpos warning) re-run by the twin's loop with its own message."""
+    """Finger: qpos, tendon force, markers, keypoints identical (0.0 difference; markers and forces read from
+    sensors the batch model adds), the diverging point (negative damping: MuJoCo's bad-qpos warning) re-run
+    by the twin's loop with its own message."""
     rig = load_rig("finger")
     twin = rig.make_twin()
     nominal = rig.parameters.nominal()
@@ -243,6 +244,8 @@ def test_mujoco_rollout_batch_reproduces_each_rollout_to_the_bit_and_a_blow_up_a
         for a, b in zip(ref, got):
             _same_rollout(a, b)
         assert twin.get_parameters() == pts[-1]  # left at the last point, as the serial loop leaves it
+    # the markers and tendon forces came from sensors stepped in mujoco.rollout's threads, not a Python read-back
+    assert twin._batch_job(exc, pts[0], {}).model.nsensordata == 3 * len(twin.keypoint_names) + twin.model.nu
 
 
 def test_user_rig_rollout_batch_reproduces_each_rollout_with_its_time_offset_and_camera():
@@ -300,10 +303,11 @@ def test_a_long_trial_is_batched_a_few_points_at_a_time_with_the_same_results(mo
     exc = rig.excitations["train"][0]
     nominal = rig.parameters.nominal()
     pts = [dict(nominal, joint_stiffness=s) for s in (0.22, 0.3, 0.38)]
-    nsub = int(np.ceil(exc.period / twin.max_physics_timestep - 1e-9))
-    per_point = exc.num_steps * nsub * mujoco.mj_stateSize(twin.model, mujoco_batch.FULL_STATE) * 8
+    job = twin._batch_job(exc, pts[0], {})  # its model (the read-back sensors added) and its steps
+    steps = job.control.shape[0] + job.extra
+    per_point = steps * (mujoco.mj_stateSize(job.model, mujoco_batch.FULL_STATE) + job.model.nsensordata) * 8
     monkeypatch.setattr(mujoco_batch, "MAX_BATCH_BYTES", 2 * per_point)
-    assert mujoco_batch.points_per_batch(twin.model, exc.num_steps * nsub) == 2
+    assert mujoco_batch.points_per_batch(job.model, steps) == 2
     calls = []
     real = mujoco_batch.batched_states
     monkeypatch.setattr(mujoco_batch, "batched_states", lambda models, *a, **k: calls.append(len(models))

@@ -41,8 +41,9 @@ MAX_BATCH_BYTES = 256 * 2**20
 
 
 def points_per_batch(model: mujoco.MjModel, nstep: int) -> int:
-    """How many rollouts of ``nstep`` physics steps fit in one batch (:data:`MAX_BATCH_BYTES`; at least 1)."""
-    per_point = max(1, int(nstep)) * mujoco.mj_stateSize(model, FULL_STATE) * 8
+    """How many rollouts of ``nstep`` physics steps fit in one batch (:data:`MAX_BATCH_BYTES`: their states
+    and sensor values; at least 1)."""
+    per_point = max(1, int(nstep)) * (mujoco.mj_stateSize(model, FULL_STATE) + model.nsensordata) * 8
     return max(1, MAX_BATCH_BYTES // per_point)
 
 
@@ -64,7 +65,8 @@ def _pool(nthread: int):
 
 def batched_states(models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjData], initial_state: np.ndarray,
                    warmstart: np.ndarray, control: np.ndarray, *, max_abs_qpos: float,
-                   nsteps: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   nsteps: Sequence[int] | None = None, sensordata: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Roll ``B`` models out open-loop from their initial states, ``S`` physics steps each.
 
     Args:
@@ -77,6 +79,8 @@ def batched_states(models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjDa
         nsteps: (B,) the steps each rollout needs (<= S; default S): a shorter one is stepped on to
             ``S`` with the padding of its ``control`` and only its first ``nsteps[b]`` states are judged
             (a step depends on the earlier ones only, so the padding changes none of them).
+        sensordata: (B, S, nsensordata) filled with the sensor values of each step (computed by
+            ``mj_step`` from the state before it, the step's control applied), or None.
 
     Returns:
         ``(states, clean)``: states (B, S, nstate) after each physics step; clean (B,) bool
@@ -91,7 +95,7 @@ def batched_states(models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjDa
     with _POOL_LOCK:  # one pool: one batch at a time
         _pool(len(datas)).rollout(list(models), list(datas), np.ascontiguousarray(initial_state),
                                   np.ascontiguousarray(control), initial_warmstart=np.ascontiguousarray(warmstart),
-                                  state=states, nstep=S)
+                                  state=states, sensordata=sensordata, nstep=S)
     nq = models[0].nq
     upto = np.full(B, S) if nsteps is None else np.asarray(nsteps, dtype=int)
     judged = np.arange(S)[None, :] < upto[:, None]  # (B, S): the steps each rollout needs
@@ -112,29 +116,39 @@ class BatchJob:
         init: (nstate,) the full physics state it starts from (:func:`full_state`).
         warm: (nv,) ``qacc_warmstart`` at ``init``.
         control: (S, nu) ``ctrl`` during each of its S physics steps.
-        finish: ``finish(states, data)`` -> the twin's RolloutResult from its clean states (S, nstate),
-            ``data`` a scratch MjData of the model's structure.
+        finish: ``finish(states, sensordata, data)`` -> the twin's RolloutResult from its clean states
+            (S + extra, nstate) and sensor values (S + extra, nsensordata; None for a model without
+            sensors), ``data`` a scratch MjData of the model's structure.
+        extra: steps taken after the S (their control the last row of ``control``; judged clean as the
+            others) for the sensor values of the state after the S-th step.
     """
 
     model: mujoco.MjModel
     init: np.ndarray
     warm: np.ndarray
     control: np.ndarray
-    finish: Callable[[np.ndarray, mujoco.MjData], Any]
+    finish: Callable[[np.ndarray, np.ndarray | None, mujoco.MjData], Any]
+    extra: int = 0
 
 
 def _run_jobs(jobs: Sequence[BatchJob], datas: Sequence[mujoco.MjData], max_abs_qpos: float) -> list[Any]:
     """Every job stepped in one ``mujoco.rollout`` call (shorter ones padded), then finished; None
     for a job whose rollout was not clean."""
-    S = max(j.control.shape[0] for j in jobs)
+    steps = [j.control.shape[0] + j.extra for j in jobs]
+    S = max(steps)
     nu = jobs[0].control.shape[1]
     control = np.zeros((len(jobs), S, nu))
     for b, j in enumerate(jobs):
-        control[b, :j.control.shape[0]] = j.control
+        n = j.control.shape[0]
+        control[b, :n] = j.control
+        control[b, n:n + j.extra] = j.control[-1]
+    nsd = jobs[0].model.nsensordata
+    sensordata = np.empty((len(jobs), S, nsd)) if nsd else None
     states, clean = batched_states([j.model for j in jobs], datas, np.stack([j.init for j in jobs]),
                                    np.stack([j.warm for j in jobs]), control, max_abs_qpos=max_abs_qpos,
-                                   nsteps=[j.control.shape[0] for j in jobs])
-    return [j.finish(states[b, :j.control.shape[0]], datas[0]) if clean[b] else None for b, j in enumerate(jobs)]
+                                   nsteps=steps, sensordata=sensordata)
+    return [j.finish(states[b, :steps[b]], None if sensordata is None else sensordata[b, :steps[b]], datas[0])
+            if clean[b] else None for b, j in enumerate(jobs)]
 
 
 class BatchScratch:
@@ -197,11 +211,11 @@ class BatchScratch:
         jobs = [self._batch_job(exc, v, memo) for exc, v in pairs]  # type: ignore[attr-defined]
         last = self.get_parameters()  # type: ignore[attr-defined]
         todo = [b for b, j in enumerate(jobs) if j is not None]
-        S = max([jobs[b].control.shape[0] for b in todo] or [1])
-        cap = points_per_batch(self.model, S)
+        S = max([jobs[b].control.shape[0] + jobs[b].extra for b in todo] or [1])
+        cap = points_per_batch(jobs[todo[0]].model if todo else self.model, S)
         out: list[Any] = [None] * len(pairs)
         if len(todo) >= 2 and cap >= 2:
-            datas = self._batch_datas(nthread)
+            datas = self._batch_datas(nthread, jobs[todo[0]].model)
             for i in range(0, len(todo), cap):  # a long trial: a few pairs at a time (bounded memory)
                 chunk = todo[i:i + cap]
                 if len(chunk) < 2:
@@ -215,9 +229,12 @@ class BatchScratch:
             self.set_parameters(pairs[-1][1])  # type: ignore[attr-defined]
         return out
 
-    def _batch_datas(self, nthread: int) -> list[mujoco.MjData]:
-        """``nthread`` scratch MjData for batched rollouts (kept; the first also reads the samples)."""
-        datas = self.__dict__.setdefault("_batch_data", [])
+    def _batch_datas(self, nthread: int, model: mujoco.MjModel | None = None) -> list[mujoco.MjData]:
+        """``nthread`` scratch MjData of ``model`` (default the twin's; a batch model with sensors added has
+        its own) for batched rollouts, kept; the first also reads the samples."""
+        model = self.model if model is None else model
+        kept = self.__dict__.setdefault("_batch_data", {})
+        datas = kept.setdefault((model.nq, model.nv, model.na, model.nsensordata), [])
         while len(datas) < max(1, nthread):
-            datas.append(mujoco.MjData(self.model))
+            datas.append(mujoco.MjData(model))
         return datas[:max(1, nthread)]

@@ -582,27 +582,84 @@ class FingerTwin(BatchScratch):
         if key not in memo:
             self.reset(excitation.period)
             self.model.opt.timestep = self._period / self._substeps  # as step() sets it
-            memo[key] = (copy.copy(self.model), full_state(self.model, self.data), self.data.qacc_warmstart.copy(),
-                         dict(self._values), self._cam_pose)
+            memo[key] = (self._sensor_model() or copy.copy(self.model), full_state(self.model, self.data),
+                         self.data.qacc_warmstart.copy(), dict(self._values), self._cam_pose)
         model, init, warm, point, cam_pose = memo[key]
         u = np.asarray(ctrl, dtype=float)
 
-        def finish(states: np.ndarray, d: mujoco.MjData) -> RolloutResult:
+        def finish(states: np.ndarray, sensordata: np.ndarray | None, d: mujoco.MjData) -> RolloutResult:
             self._cam_pose = cam_pose
-            return self._batched_result(excitation, model, d, init, states, u, nsub, point)
+            return self._batched_result(excitation, model, d, init, states, sensordata, u, nsub, point)
 
-        return BatchJob(model, init, warm, np.repeat(u, nsub, axis=0), finish)
+        return BatchJob(model, init, warm, np.repeat(u, nsub, axis=0), finish,
+                        extra=1 if model.nsensordata else 0)
+
+    def _sensor_model(self) -> mujoco.MjModel | None:
+        """A copy of the twin's model as it is now (parameters, ``opt.timestep``) with a ``framepos`` sensor
+        per marker geom and an ``actuatorfrc`` sensor per actuator appended, so that ``mujoco.rollout``
+        returns the markers and tendon forces of every step from its C++ threads; None where that model
+        cannot be made equal to the twin's (then the states are read back in Python).
+
+        It is compiled once from the twin's MJCF with the sensors added; each copy gets the current
+        parameter values written as :meth:`set_parameters` writes them and its constants refreshed. The
+        first copy is compared with the twin's model, every array and option but the sensors' and the
+        names': a difference (or two parameters writing one field) keeps the Python read-back for good.
+        """
+        kept = self.__dict__.get("_batch_sensor_model", False)
+        if kept is False:
+            kept = self.__dict__["_batch_sensor_model"] = self._compile_sensor_model()
+        if kept is None:
+            return None
+        template, scratch = kept
+        m = copy.copy(template)
+        for name, fv in self._values.items():
+            for t in self._targets[name]:
+                getattr(m, t.field)[t.index] = fv * t.ratio
+        if any(self._targets[name] for name in self._values):
+            refresh_constants(m, scratch)
+        m.opt.timestep = self.model.opt.timestep
+        if not self.__dict__.get("_batch_sensor_checked"):
+            if not _same_physics(m, self.model):
+                self.__dict__["_batch_sensor_model"] = None
+                return None
+            self.__dict__["_batch_sensor_checked"] = True
+        return m
+
+    def _compile_sensor_model(self) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
+        """(the twin's MJCF compiled with the marker and actuator sensors appended, its scratch data), or None
+        (the MJCF cannot be re-read, it has sensors of its own, or two parameters write one model field)."""
+        writes = [(t.field, tuple(t.index)) for ts in self._targets.values() for t in ts]
+        if self.model.nsensor or len(set(writes)) != len(writes):
+            return None
+        try:
+            spec = mujoco.MjSpec.from_file(str(self.model_path))
+            for g in self._marker_geoms:
+                spec.add_sensor(type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_GEOM,
+                                objname=self.model.geom(g).name)
+            for i in range(self.model.nu):
+                spec.add_sensor(type=mujoco.mjtSensor.mjSENS_ACTUATORFRC, objtype=mujoco.mjtObj.mjOBJ_ACTUATOR,
+                                objname=self.model.actuator(i).name)
+            m = spec.compile()
+        except Exception:  # noqa: BLE001 - the Python read-back serves any model
+            return None
+        return m, mujoco.MjData(m)
 
     def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
-                        states: np.ndarray, ctrl: np.ndarray, nsub: int, values: dict[str, float]) -> RolloutResult:
-        """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub."""
+                        states: np.ndarray, sensordata: np.ndarray | None, ctrl: np.ndarray, nsub: int,
+                        values: dict[str, float]) -> RolloutResult:
+        """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub, and,
+        from a model with the read-back sensors (:meth:`_sensor_model`; one more step), its sensor values
+        (S + 1, nsensordata): row j computed from the state after j steps with the control of step j + 1."""
         from .mujoco_batch import FULL_STATE
 
         T, K = excitation.num_steps, len(self._marker_geoms)
         every = np.concatenate([init[None], states])  # row j: after j physics steps
         markers = np.empty((T, K, 3))
         tension = np.empty((T, m.nu))
-        for k in range(T):
+        if sensordata is not None:  # the end of each period; the period's last substep
+            markers[:] = sensordata[nsub::nsub][:T, :3 * K].reshape(T, K, 3)
+            tension[:] = sensordata[nsub - 1::nsub][:T, 3 * K:3 * K + m.nu]
+        for k in range(0 if sensordata is not None else T):
             mujoco.mj_setState(m, d, every[(k + 1) * nsub - 1], FULL_STATE)  # before the period's last substep
             d.ctrl[:] = ctrl[k]
             mujoco.mj_fwdPosition(m, d)  # the actuator force of that substep (what mj_step leaves in data)
@@ -612,7 +669,7 @@ class FingerTwin(BatchScratch):
             mujoco.mj_setState(m, d, every[(k + 1) * nsub], FULL_STATE)  # the end of the period
             mujoco.mj_kinematics(m, d)
             markers[k] = d.geom_xpos[self._marker_geoms]
-        qpos = every[nsub::nsub, 1:1 + m.nq].copy()
+        qpos = every[nsub:T * nsub + 1:nsub, 1:1 + m.nq].copy()
         kp, valid = self._project(markers)
         traj = Trajectory(time=(np.arange(T) + 1) / excitation.rate, keypoints=kp, valid=valid,
                           names=self.keypoint_names, source="sim", trial_id=excitation.name,
@@ -644,6 +701,25 @@ class FingerTwin(BatchScratch):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _same_physics(a: mujoco.MjModel, b: mujoco.MjModel) -> bool:
+    """Whether two models hold the same values in every array and option (sensors and names aside)."""
+    for name in dir(b):
+        if name.startswith(("_", "sensor", "name")):
+            continue
+        x = getattr(b, name, None)
+        if isinstance(x, np.ndarray):
+            y = getattr(a, name, None)
+            if not isinstance(y, np.ndarray) or x.shape != y.shape or not np.array_equal(x, y, equal_nan=True):
+                return False
+    for name in dir(b.opt):
+        if not name.startswith("_"):
+            x, y = getattr(b.opt, name), getattr(a.opt, name)
+            if isinstance(x, np.ndarray) and not np.array_equal(x, y, equal_nan=True) or (
+                    isinstance(x, (int, float)) and x != y):
+                return False
+    return True
 
 
 def _render_rows(T: int, render_steps: Sequence[int] | None) -> dict[int, list[int]]:

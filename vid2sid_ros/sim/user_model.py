@@ -954,7 +954,7 @@ class UserModelTwin(BatchScratch):
         point = (dict(self._values), offset, anchor, self.pinhole, self.projection)
         control = np.repeat(ctrl, nsub, axis=0) if m.nu else np.zeros((T * nsub, 0))
 
-        def finish(states: np.ndarray, scratch: mujoco.MjData) -> RolloutResult:
+        def finish(states: np.ndarray, sensordata: np.ndarray | None, scratch: mujoco.MjData) -> RolloutResult:
             return self._batched_result(excitation, model, scratch, init, states, nsub, *point)
 
         return BatchJob(model, init, d.qacc_warmstart.copy(), control, finish)
