@@ -31,7 +31,7 @@ Ray's actors are not children and are not counted). Timings depend on what else 
 the ratios are measured in the same run, the backends taking turns.
 
     nice .venv/bin/python bench/bench_executor.py --workers 2
-    nice .venv/bin/python bench/bench_executor.py --workers 2 --cases iteration --repeat 6
+    nice .venv/bin/python bench/bench_executor.py --workers 2 --cases iteration --repeat 30
     .venv/bin/python bench/bench_executor.py --tiny          # a smoke run (toy rig, seconds)
 """
 
@@ -77,7 +77,7 @@ def _objective(rig_name: str, seed: int = 1, trials: int | None = 1) -> TrialObj
     return TrialObjective(rig.make_twin(), real.train_excitations[:trials], real.train[:trials], rig.parameters)
 
 
-def _measure(run, backends: list[str], workers: int, repeat: int) -> list[tuple[float, float, float, object]]:
+def _measure(run, backends: list[str], workers: int, repeat: int) -> list[tuple[float, float, float, float, object]]:
     """Per backend, ``(cold wall, warm wall, median warm wall, warm CPU, result)`` of ``run(executor)`` on a
     fresh executor each:
     the first run of each (cold), then ``repeat`` rounds in which every backend runs once, in turn (the
