@@ -391,6 +391,8 @@ def test_rollout_many_mixes_trials_of_different_lengths_and_reproduces_each_roll
     for a, b in zip(ref, got):
         _same_rollout(a, b)
     assert twin.get_parameters() == ref[-1].trajectory.meta["parameters"]  # left at the last pair's values
+    # the keypoints came from a framepos sensor per keypoint stepped in mujoco.rollout's threads
+    assert twin._batch_job(excs[0], pts[0], {}).model.nsensordata == 3 * len(twin.keypoint_names)
 
 
 def _reasoner_iteration(objective: TrialObjective, executor) -> tuple:

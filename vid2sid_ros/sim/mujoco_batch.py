@@ -26,8 +26,8 @@ from typing import Any, Callable, Mapping, Sequence
 import mujoco
 import numpy as np
 
-__all__ = ["batched_states", "full_state", "points_per_batch", "BatchJob", "BatchScratch", "FULL_STATE",
-           "MAX_BATCH_BYTES"]
+__all__ = ["batched_states", "full_state", "points_per_batch", "same_physics", "BatchJob", "BatchScratch",
+           "FULL_STATE", "MAX_BATCH_BYTES"]
 
 #: the state ``mujoco.rollout`` takes and returns (time, qpos, qvel, act, history, mocap, plugin)
 FULL_STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -105,6 +105,26 @@ def batched_states(models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjDa
     ok &= np.all(np.abs(states[:, :, 1:1 + nq]) <= max_abs_qpos, axis=2)
     clean = np.all(ok | ~judged, axis=1)
     return states, clean
+
+
+def same_physics(a: mujoco.MjModel, b: mujoco.MjModel) -> bool:
+    """Whether two models hold the same values in every array and option, their sensors, names and
+    cameras aside (none of which changes a rollout's states or a position sensor's values)."""
+    for name in dir(b):
+        if name.startswith(("_", "sensor", "name", "cam_")):
+            continue
+        x = getattr(b, name, None)
+        if isinstance(x, np.ndarray):
+            y = getattr(a, name, None)
+            if not isinstance(y, np.ndarray) or x.shape != y.shape or not np.array_equal(x, y, equal_nan=True):
+                return False
+    for name in dir(b.opt):
+        if not name.startswith("_"):
+            x, y = getattr(b.opt, name), getattr(a.opt, name)
+            if isinstance(x, np.ndarray) and not np.array_equal(x, y, equal_nan=True) or (
+                    isinstance(x, (int, float)) and x != y):
+                return False
+    return True
 
 
 @dataclass

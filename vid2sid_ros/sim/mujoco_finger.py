@@ -45,7 +45,7 @@ from ..core.excitation import Excitation, build_excitation_sets  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
 from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError  # noqa: E402
-from .mujoco_batch import BatchScratch  # noqa: E402
+from .mujoco_batch import BatchScratch, same_physics  # noqa: E402
 from .mujoco_constants import derived_field_problem, refresh_constants  # noqa: E402
 from .mujoco_model import compiled_model_xml  # noqa: E402
 from .mujoco_render import (OffscreenRenderer, camera_extrinsics, camera_intrinsics, move_camera,  # noqa: E402
@@ -602,8 +602,8 @@ class FingerTwin(BatchScratch):
 
         It is compiled once from the twin's MJCF with the sensors added; each copy gets the current
         parameter values written as :meth:`set_parameters` writes them and its constants refreshed. The
-        first copy is compared with the twin's model, every array and option but the sensors' and the
-        names': a difference (or two parameters writing one field) keeps the Python read-back for good.
+        first copy is compared with the twin's model (:func:`~.mujoco_batch.same_physics`): a difference
+        (or two parameters writing one field) keeps the Python read-back for good.
         """
         kept = self.__dict__.get("_batch_sensor_model", False)
         if kept is False:
@@ -619,7 +619,7 @@ class FingerTwin(BatchScratch):
             refresh_constants(m, scratch)
         m.opt.timestep = self.model.opt.timestep
         if not self.__dict__.get("_batch_sensor_checked"):
-            if not _same_physics(m, self.model):
+            if not same_physics(m, self.model):
                 self.__dict__["_batch_sensor_model"] = None
                 return None
             self.__dict__["_batch_sensor_checked"] = True
@@ -701,25 +701,6 @@ class FingerTwin(BatchScratch):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def _same_physics(a: mujoco.MjModel, b: mujoco.MjModel) -> bool:
-    """Whether two models hold the same values in every array and option (sensors and names aside)."""
-    for name in dir(b):
-        if name.startswith(("_", "sensor", "name")):
-            continue
-        x = getattr(b, name, None)
-        if isinstance(x, np.ndarray):
-            y = getattr(a, name, None)
-            if not isinstance(y, np.ndarray) or x.shape != y.shape or not np.array_equal(x, y, equal_nan=True):
-                return False
-    for name in dir(b.opt):
-        if not name.startswith("_"):
-            x, y = getattr(b.opt, name), getattr(a.opt, name)
-            if isinstance(x, np.ndarray) and not np.array_equal(x, y, equal_nan=True) or (
-                    isinstance(x, (int, float)) and x != y):
-                return False
-    return True
 
 
 def _render_rows(T: int, render_steps: Sequence[int] | None) -> dict[int, list[int]]:

@@ -947,7 +947,7 @@ class UserModelTwin(BatchScratch):
         m.opt.timestep = period / nsub
         key = (tuple(sorted(self._values.items())), float(m.opt.timestep))
         if key not in memo:
-            memo[key] = copy.copy(m)
+            memo[key] = self._sensor_model() or copy.copy(m)
         model = memo[key]
         init = full_state(m, d)
         anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
@@ -955,21 +955,76 @@ class UserModelTwin(BatchScratch):
         control = np.repeat(ctrl, nsub, axis=0) if m.nu else np.zeros((T * nsub, 0))
 
         def finish(states: np.ndarray, sensordata: np.ndarray | None, scratch: mujoco.MjData) -> RolloutResult:
-            return self._batched_result(excitation, model, scratch, init, states, nsub, *point)
+            return self._batched_result(excitation, model, scratch, init, states, sensordata, nsub, *point)
 
         return BatchJob(model, init, d.qacc_warmstart.copy(), control, finish)
 
+    def _sensor_model(self) -> mujoco.MjModel | None:
+        """A copy of the twin's model as it is now (parameter values, ``opt.timestep``) with a ``framepos``
+        sensor per keypoint (its site, or its body's frame) appended after the model's own sensors, so that
+        ``mujoco.rollout`` returns the keypoints of every step from its C++ threads; None where that model
+        cannot be made equal to the twin's (then the states are read back in Python).
+
+        It is compiled once from the twin's MjSpec with the sensors added; each copy gets the current model
+        and option bindings written as :meth:`set_parameters` writes them. The first copy is compared with
+        the twin's model (:func:`~.mujoco_batch.same_physics`): a difference (or two parameters writing one
+        field) keeps the Python read-back for good.
+        """
+        from .mujoco_batch import same_physics
+
+        kept = self.__dict__.get("_batch_sensor_model", False)
+        if kept is False:
+            kept = self.__dict__["_batch_sensor_model"] = self._compile_sensor_model()
+        if kept is None:
+            return None
+        template, scratch = kept
+        m = copy.copy(template)
+        write_model_bindings(m, [(b, fv * b.ratio) for name, fv in self._values.items()
+                                 for b in self._bindings[name] if b.kind in ("model", "option")], scratch)
+        m.opt.timestep = self.model.opt.timestep
+        if not self.__dict__.get("_batch_sensor_checked"):
+            if not same_physics(m, self.model):
+                self.__dict__["_batch_sensor_model"] = None
+                return None
+            self.__dict__["_batch_sensor_checked"] = True
+        return m
+
+    def _compile_sensor_model(self) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
+        """(the twin's MjSpec compiled with the keypoint sensors appended, its scratch data), or None (the
+        spec cannot be copied or compiled, or two parameters write one model field)."""
+        writes = [(b.kind, b.field, tuple(b.index)) for bs in self._bindings.values() for b in bs
+                  if b.kind in ("model", "option")]
+        if len(set(writes)) != len(writes):
+            return None
+        try:
+            spec = self._built.spec.copy()
+            for kind, i in self._keypoints:
+                obj = self.model.site(i).name if kind == "site" else self.model.body(i).name
+                spec.add_sensor(type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                                objtype=mujoco.mjtObj.mjOBJ_SITE if kind == "site" else mujoco.mjtObj.mjOBJ_XBODY,
+                                objname=obj)
+            m = spec.compile()
+        except Exception:  # noqa: BLE001 - the Python read-back serves any model
+            return None
+        return m, mujoco.MjData(m)
+
     def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
-                        states: np.ndarray, nsub: int, values: dict[str, float], offset: float, anchor: np.ndarray,
-                        pinhole: PinholeCamera | None, projection: ImageProjection | None) -> RolloutResult:
+                        states: np.ndarray, sensordata: np.ndarray | None, nsub: int, values: dict[str, float],
+                        offset: float, anchor: np.ndarray, pinhole: PinholeCamera | None,
+                        projection: ImageProjection | None) -> RolloutResult:
         """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub:
-        row k is the state before command k (the initial state, then the end of each period)."""
+        row k is the state before command k (the initial state, then the end of each period); from a
+        model with the read-back sensors (:meth:`_sensor_model`) the keypoints come from its sensor values
+        (S, nsensordata; row j computed from the state after j steps)."""
         from .mujoco_batch import FULL_STATE
 
         T, K, period = excitation.num_steps, len(self._keypoints), excitation.period
         rows = np.concatenate([init[None], states[nsub - 1:-1:nsub]]) if T > 1 else init[None]
         pts = np.empty((T, K, 3))
-        for k in range(T):
+        if sensordata is not None:
+            n0 = self.model.nsensordata  # the model's own sensors come first
+            pts[:] = sensordata[0:T * nsub:nsub, n0:n0 + 3 * K].reshape(T, K, 3)
+        for k in range(0 if sensordata is not None else T):
             mujoco.mj_setState(m, d, rows[k], FULL_STATE)
             mujoco.mj_kinematics(m, d)
             for j, ref in enumerate(self._keypoints):
