@@ -19,4 +19,4 @@ def test_bench_executor_tiny_runs_and_every_backend_matches_serial():
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
     backends = {line.split("|")[2].strip() for line in rows}
     assert {"serial", "threads(2)", "pool(2)"} <= backends
-    assert len(rows) == 8 and all(line.rstrip().endswith("| yes |") for line in rows), out.stdout
+    assert len(rows) == 10 and all(line.rstrip().endswith("| yes |") for line in rows), out.stdout

@@ -227,8 +227,9 @@ def _same_rollout(a, b) -> None:
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_mujoco_rollout_batch_reproduces_each_rollout_to_the_bit_and_a_blow_up_as_the_twin_reports_it():
-    """Finger: qpos, tendon force, markers, keypoints identical (0.0 difference), the diverging point
-    (negative damping: MuJoCo's bad-qpos warning) re-run by the twin's loop with its own message."""
+    """Finger: qpos, tendon force, markers, keypoints identical (0.0 difference; markers and forces read from
+    sensors the batch model adds), the diverging point (negative damping: MuJoCo's bad-qpos warning) re-run
+    by the twin's loop with its own message."""
     rig = load_rig("finger")
     twin = rig.make_twin()
     nominal = rig.parameters.nominal()
@@ -243,6 +244,8 @@ def test_mujoco_rollout_batch_reproduces_each_rollout_to_the_bit_and_a_blow_up_a
         for a, b in zip(ref, got):
             _same_rollout(a, b)
         assert twin.get_parameters() == pts[-1]  # left at the last point, as the serial loop leaves it
+    # the markers and tendon forces came from sensors stepped in mujoco.rollout's threads, not a Python read-back
+    assert twin._batch_job(exc, pts[0], {}).model.nsensordata == 3 * len(twin.keypoint_names) + twin.model.nu
 
 
 def test_user_rig_rollout_batch_reproduces_each_rollout_with_its_time_offset_and_camera():
@@ -261,7 +264,7 @@ def test_user_rig_rollout_batch_reproduces_each_rollout_with_its_time_offset_and
 
 
 def test_threads_on_a_mujoco_twin_batch_through_mujoco_rollout_with_the_serial_evaluations():
-    """No Python thread and no twin copy: the points go through the twin's rollout_batch; every
+    """No Python thread and no twin copy: the points go through the twin's rollout_many; every
     Evaluation (rollouts charged, a diverged point's failure and count included) equals serial's."""
     objective = _objective("finger")
     nominal = objective.parameters.nominal()
@@ -272,16 +275,15 @@ def test_threads_on_a_mujoco_twin_batch_through_mujoco_rollout_with_the_serial_e
     objective.clear_cache()
     calls = []
     twin = objective.twin
-    real_batch = twin.rollout_batch
-    twin.rollout_batch = lambda exc, values, nthread: calls.append(len(values)) or real_batch(exc, values,
-                                                                                               nthread=nthread)
+    real_many = twin.rollout_many
+    twin.rollout_many = lambda pairs, nthread: calls.append(len(pairs)) or real_many(pairs, nthread=nthread)
     try:
         with make_executor("threads", 2) as ex:
             got = evaluate_batch(objective, pts, ex)
             assert ex._threads is None  # no Python thread pool was started
     finally:
-        del twin.rollout_batch
-    assert calls == [3] * objective.cost  # the three distinct points, one call per excitation
+        del twin.rollout_many
+    assert calls == [3 * objective.cost]  # the three distinct points on every excitation, in one call
     assert [(e.error_px, e.failed, e.rollouts, e.message) for e in got] == \
         [(e.error_px, e.failed, e.rollouts, e.message) for e in ref]
     assert got[1].failed and got[3].rollouts == 0
@@ -301,10 +303,11 @@ def test_a_long_trial_is_batched_a_few_points_at_a_time_with_the_same_results(mo
     exc = rig.excitations["train"][0]
     nominal = rig.parameters.nominal()
     pts = [dict(nominal, joint_stiffness=s) for s in (0.22, 0.3, 0.38)]
-    nsub = int(np.ceil(exc.period / twin.max_physics_timestep - 1e-9))
-    per_point = exc.num_steps * nsub * mujoco.mj_stateSize(twin.model, mujoco_batch.FULL_STATE) * 8
+    job = twin._batch_job(exc, pts[0], {})  # its model (the read-back sensors added) and its steps
+    steps = job.control.shape[0] + job.extra
+    per_point = steps * (mujoco.mj_stateSize(job.model, mujoco_batch.FULL_STATE) + job.model.nsensordata) * 8
     monkeypatch.setattr(mujoco_batch, "MAX_BATCH_BYTES", 2 * per_point)
-    assert mujoco_batch.points_per_batch(twin.model, exc.num_steps * nsub) == 2
+    assert mujoco_batch.points_per_batch(job.model, steps) == 2
     calls = []
     real = mujoco_batch.batched_states
     monkeypatch.setattr(mujoco_batch, "batched_states", lambda models, *a, **k: calls.append(len(models))
@@ -314,3 +317,132 @@ def test_a_long_trial_is_batched_a_few_points_at_a_time_with_the_same_results(mo
     for p, b in zip(pts, got):
         twin.set_parameters(p)
         _same_rollout(twin.rollout(exc), b)
+
+
+# -- a whole reasoner iteration on a user MJCF rig: threads give the serial results ------------------------
+_ARM_XML = """<mujoco model="two_link_arm">
+  <option timestep="0.002" gravity="0 0 -9.81"/>
+  <worldbody>
+    <body name="upper" pos="0 0 1.0">
+      <joint name="shoulder" type="hinge" axis="0 1 0" damping="0.05"/>
+      <geom name="upper_geom" type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.5"/>
+      <site name="elbow_site" pos="0.3 0 0"/>
+      <body name="lower" pos="0.3 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0" damping="0.03"/>
+        <geom name="lower_geom" type="capsule" fromto="0 0 0 0.25 0 0" size="0.015" mass="0.3"/>
+        <site name="tip" pos="0.25 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="shoulder_motor" joint="shoulder" gear="2.0" ctrlrange="-1 1"/>
+  </actuator>
+</mujoco>
+"""
+
+_ARM_RIG = """rig: two_link_arm
+description: a two-link arm in a vertical plane, a motor at the shoulder, filmed from the front
+model: arm.xml
+parameters:
+  shoulder_damping: {unit: N*m*s/rad, lower: 0.02, upper: 0.2, nominal: 0.05, scale: log,
+                     target: "dof_damping[shoulder]"}
+  elbow_damping: {unit: N*m*s/rad, lower: 0.01, upper: 0.1, nominal: 0.03, scale: log, target: "dof_damping[elbow]"}
+  shoulder_gain: {unit: N*m, lower: 1.0, upper: 4.0, nominal: 2.0, target: "actuator_gear[shoulder_motor,0]"}
+keypoints: {elbow: elbow_site, tip: tip}
+camera:
+  width: 320
+  height: 240
+  fovy: 50
+  pose: {position: [0.3, -1.6, 1.0], look_at: [0.3, 0.0, 1.0]}
+excitations:
+  push: {kind: step, amplitude: 0.4, t_step: 0.2, t_release: 1.0, duration: 1.5, rate: 30}
+  sweep: {kind: chirp, amplitude: 0.3, f0: 0.5, f1: 2.0, duration: 2.5, rate: 30}
+trials:
+  - {name: push, source: {sim2sim: {seed: 0}}, excitation: push, split: train}
+  - {name: sweep, source: {sim2sim: {seed: 0}}, excitation: sweep, split: train}
+calibration: {iterations: 5, rollout_budget: 40, seed: 0}
+proposer: reasoner
+"""
+
+
+@pytest.fixture(scope="module")
+def arm_rig(tmp_path_factory):
+    """A user MJCF rig built here: two links, three free parameters, two trials of different lengths (45 and
+    75 frames: a batch of both pads the shorter)."""
+    d = tmp_path_factory.mktemp("arm")
+    (d / "arm.xml").write_text(_ARM_XML)
+    (d / "rig.yaml").write_text(_ARM_RIG)
+    return load_rig(str(d / "rig.yaml"))
+
+
+def test_rollout_many_mixes_trials_of_different_lengths_and_reproduces_each_rollout(arm_rig):
+    twin = arm_rig.make_twin()
+    params = arm_rig.parameters
+    excs = arm_rig.excitations["train"]
+    assert len({e.num_steps for e in excs}) == 2  # the padding is exercised
+    pts = [params.from_unit_vector(np.full(len(params.free_names), u), params.nominal()) for u in (0.3, 0.7)]
+    pairs = [(e, p) for p in pts for e in excs]
+    ref = []
+    for e, p in pairs:
+        twin.set_parameters(p)
+        ref.append(twin.rollout(e))
+    got = twin.rollout_many(pairs, nthread=2)
+    assert len(got) == len(pairs)
+    for a, b in zip(ref, got):
+        _same_rollout(a, b)
+    assert twin.get_parameters() == ref[-1].trajectory.meta["parameters"]  # left at the last pair's values
+    # the keypoints came from a framepos sensor per keypoint stepped in mujoco.rollout's threads
+    assert twin._batch_job(excs[0], pts[0], {}).model.nsensordata == 3 * len(twin.keypoint_names)
+
+
+def _reasoner_iteration(objective: TrialObjective, executor) -> tuple:
+    """The first reasoner iteration from the nominal point, its evaluations through evaluate_batch as the
+    calibration loop's callbacks make them: (proposal values, rationale, every evaluation)."""
+    from vid2sid_ros.calibration.proposer import ProposalContext
+    from vid2sid_ros.calibration.reasoner import Reasoner
+
+    objective.clear_cache()
+    state = ObjectiveState(objective)
+    seen = []
+
+    def evaluate_many(points):
+        evs = evaluate_batch(objective, points, executor, state=state)
+        seen.extend(evs)
+        return evs
+
+    start = objective.parameters.nominal()
+    ctx = ProposalContext(parameters=objective.parameters, current=dict(start),
+                          current_eval=evaluate_many([start])[0], real=objective.real,
+                          evaluate=lambda v: evaluate_many([v])[0], evaluate_many=evaluate_many,
+                          rollouts_remaining=38, iterations_remaining=3, excitations=tuple(objective.excitations))
+    proposal = Reasoner().propose(ctx)
+    return proposal.values, proposal.rationale, seen
+
+
+def test_a_whole_reasoner_iteration_on_threads_is_the_serial_one_on_a_user_arm(arm_rig):
+    """FD columns, steps (a single point's two trials side by side on threads), signatures: the same proposal,
+    rationale and evaluations (errors, rollouts charged, keypoints to the bit)."""
+    truth = draw_ground_truth(arm_rig.parameters, 5)
+    real = make_sim2sim_trial(arm_rig, truth, seed=5, noise="keypoint")
+    objective = TrialObjective(arm_rig.make_twin(), real.train_excitations, real.train, arm_rig.parameters)
+    assert objective.cost == 2 and len(objective.parameters.free_names) == 3
+    ref_values, ref_text, ref_evs = _reasoner_iteration(objective, None)
+    calls = []
+    twin = objective.twin
+    real_many = twin.rollout_many
+    twin.rollout_many = lambda pairs, nthread: calls.append(len(pairs)) or real_many(pairs, nthread=nthread)
+    try:
+        with make_executor("threads", 2) as ex:
+            values, text, evs = _reasoner_iteration(objective, ex)
+            assert ex._threads is None  # every batch went through mujoco.rollout, no Python thread pool
+    finally:
+        del twin.rollout_many
+    assert calls[:2] == [2, 6] and set(calls[2:]) == {2}  # the start's and each step's two trials side by side
+    assert values == ref_values and text == ref_text
+    assert len(evs) == len(ref_evs) > 1 + 3  # the start, the three columns, at least one step
+    assert [(e.values, e.error_px, e.failed, e.rollouts) for e in evs] == \
+        [(e.values, e.error_px, e.failed, e.rollouts) for e in ref_evs]
+    for a, b in zip(ref_evs, evs):
+        for s, t in zip(a.sim, b.sim):
+            np.testing.assert_array_equal(s.keypoints, t.keypoints)
+    assert values != {k: v for k, v in objective.parameters.nominal().items() if k in values}  # it moved

@@ -3,10 +3,11 @@
 :func:`evaluate_batch` runs :meth:`TrialObjective.evaluate` at a list of parameter points on an
 :class:`~vid2sid_ros.calibration.executor.Executor`: serially on the objective itself, or on
 worker copies of it (one twin copy per process or Ray actor, made once). On ``threads``, a
-MuJoCo twin (one with ``rollout_batch``: the finger, rig-config twins) steps every point's
-rollout of an excitation in one ``mujoco.rollout`` call on the executor's ``workers`` C++ threads
-(:mod:`vid2sid_ros.sim.mujoco_batch`), which reproduces the twin's own rollout to the bit; any
-other twin gets one copy per Python thread. Every evaluation is a deterministic function of its
+MuJoCo twin (one with ``rollout_many``: the finger, rig-config twins) steps every point's rollout
+of every excitation in one ``mujoco.rollout`` call on the executor's ``workers`` C++ threads
+(:mod:`vid2sid_ros.sim.mujoco_batch`), which reproduces the twin's own rollout to the bit (a single
+point too, when it has several excitations: its trials run side by side); any other twin gets one
+copy per Python thread. Every evaluation is a deterministic function of its
 point, so the results, rollout counts included, equal the serial ones on every backend.
 """
 
@@ -93,7 +94,9 @@ def evaluate_batch(objective: Any, points: Sequence[Mapping[str, float]], execut
         Evaluation (``error_px=inf``, the message says so, ``rollouts=objective.cost``).
     """
     points = list(points)
-    if executor is None or executor.backend == "serial" or len(points) < 2:
+    batches = (executor is not None and executor.backend == "threads"
+               and callable(getattr(objective.twin, "rollout_many", None)))
+    if executor is None or executor.backend == "serial" or len(points) < (1 if batches else 2):
         return [objective.evaluate(p)[0] for p in points]
     keys = [objective.physics_key(p) for p in points]
     seen = set()
@@ -102,10 +105,12 @@ def evaluate_batch(objective: Any, points: Sequence[Mapping[str, float]], execut
         if k not in seen and objective.cached(k) is None:
             remote.append(i)
         seen.add(k)
-    if executor.backend == "threads" and len(remote) > 1 and callable(getattr(objective.twin, "rollout_batch", None)):
+    if batches and len(remote) * len(objective.excitations) > 1:
         batched = _rollout_batched(objective, [points[i] for i in remote], executor.workers)
         if batched is not None:
             return _adopt_batched(objective, points, keys, dict(zip(remote, batched)))
+    if len(points) < 2:
+        return [objective.evaluate(p)[0] for p in points]
     done = executor.map(_evaluate, [points[i] for i in remote],
                         state=state if state is not None else ObjectiveState(objective))
     far = dict(zip(remote, done))
@@ -127,18 +132,17 @@ def evaluate_batch(objective: Any, points: Sequence[Mapping[str, float]], execut
 
 
 def _rollout_batched(objective: Any, points: Sequence[Mapping[str, float]], nthread: int) -> list[list] | None:
-    """Every excitation's rollouts at ``points`` through the twin's ``rollout_batch`` (a MuJoCo twin:
-    one ``mujoco.rollout`` call per excitation on ``nthread`` C++ threads): one list of rollouts (one
-    per excitation) per point, or None when the twin refuses a point (the caller then evaluates one
+    """Every excitation's rollout at every one of ``points`` through the twin's ``rollout_many`` (a MuJoCo
+    twin: all of them in one ``mujoco.rollout`` call on ``nthread`` C++ threads): one list of rollouts
+    (one per excitation) per point, or None when the twin refuses a point (the caller then evaluates one
     point at a time, which records the refusal as a failed evaluation)."""
     twin_values = [objective.measurement.split(objective.parameters.complete(p))[0] for p in points]
-    per_exc = []
-    for exc in objective.excitations:
-        try:
-            per_exc.append(objective.twin.rollout_batch(exc, twin_values, nthread=nthread))
-        except Exception:  # noqa: BLE001 - evaluate() turns the same error into a failed evaluation
-            return None
-    return [list(r) for r in zip(*per_exc)]
+    excs = list(objective.excitations)
+    try:
+        flat = objective.twin.rollout_many([(exc, v) for v in twin_values for exc in excs], nthread=nthread)
+    except Exception:  # noqa: BLE001 - evaluate() turns the same error into a failed evaluation
+        return None
+    return [list(flat[i:i + len(excs)]) for i in range(0, len(flat), len(excs))]
 
 
 def _adopt_batched(objective: Any, points: list, keys: list[tuple], far: dict[int, list]) -> list[Evaluation]:

@@ -250,17 +250,7 @@ def finite_difference_jacobian(
         base = evaluate(point)
         evals.append(base)
     y0 = vectorise(base) if not base.failed else None
-    n = len(u0)
-    # every probe is planned first and evaluated in one batch (``evaluate_many``: an executor),
-    # in the order a column-by-column loop would: (lo, hi[, lo2, hi2]) per column, or one forward probe
-    plan: list[tuple[int, float]] = []
-    for j in range(n):
-        if scheme == "central":
-            plan += [(j, max(u0[j] - step, 0.0)), (j, min(u0[j] + step, 1.0))]
-            if return_error:
-                plan += [(j, max(u0[j] - 2 * step, 0.0)), (j, min(u0[j] + 2 * step, 1.0))]
-        else:
-            plan.append((j, u0[j] + (step if u0[j] + step <= 1.0 else -step)))
+    plan = _fd_plan(u0, step, scheme, return_error)
 
     def at(j: int, uj: float) -> dict[str, float]:
         u = u0.copy()
@@ -273,34 +263,63 @@ def finite_difference_jacobian(
     got = {k: (None if e.failed else vectorise(e)) for k, e in zip(plan, probes)}
     cols: list[np.ndarray | None] = []
     errs: list[np.ndarray | None] = []
-    for j in range(n):
+    for j in range(len(u0)):
         if scheme == "forward":
             h = step if u0[j] + step <= 1.0 else -step
             y = got[(j, u0[j] + h)]
             cols.append(None if (y is None or y0 is None) else (y - y0) / h)
             errs.append(None)
-            continue
-        lo, hi = max(u0[j] - step, 0.0), min(u0[j] + step, 1.0)
-        pair = got[(j, lo)], got[(j, hi)]
-        if pair[0] is None or pair[1] is None or hi == lo:
-            cols.append(None)
-            errs.append(None)
-            continue
-        d1 = (pair[1] - pair[0]) / (hi - lo)
-        cols.append(d1)
-        if not return_error:
-            errs.append(None)
-            continue
-        # the same central difference over twice the step: D(2h) - D(h) = f‴·h²/2 for a smooth
-        # response (Richardson; 3x the error of D(h)), while a jump of size a in the response
-        # (e.g. a changed integration step count) shows up as ~a/(4h), half its effect on D(h).
-        # Curvature (f''), which the central difference cancels, does not enter.
-        lo2, hi2 = max(u0[j] - 2 * step, 0.0), min(u0[j] + 2 * step, 1.0)
-        pair2 = got[(j, lo2)], got[(j, hi2)]
-        if pair2[0] is None or pair2[1] is None or hi2 - lo2 <= hi - lo:
-            errs.append(None)
         else:
-            errs.append((pair2[1] - pair2[0]) / (hi2 - lo2) - d1)
+            c, err = _central_column(got, float(u0[j]), j, step, return_error)
+            cols.append(c)
+            errs.append(err)
+    J, E = _fd_matrices(cols, errs, y0)
+    return (J, base, evals, E) if return_error else (J, base, evals)
+
+
+def _fd_plan(u0: np.ndarray, step: float, scheme: str, return_error: bool) -> list[tuple[int, float]]:
+    """Every probe ``(column j, its normalised value)``, planned before any is evaluated (one batch for an
+    executor), in the order a column-by-column loop would: (lo, hi[, lo2, hi2]) per column, or one forward
+    probe (backwards where a forward step would leave [0, 1])."""
+    plan: list[tuple[int, float]] = []
+    for j in range(len(u0)):
+        if scheme == "central":
+            plan += [(j, max(u0[j] - step, 0.0)), (j, min(u0[j] + step, 1.0))]
+            if return_error:
+                plan += [(j, max(u0[j] - 2 * step, 0.0)), (j, min(u0[j] + 2 * step, 1.0))]
+        else:
+            plan.append((j, u0[j] + (step if u0[j] + step <= 1.0 else -step)))
+    return plan
+
+
+def _central_column(got: Mapping[tuple[int, float], np.ndarray | None], u0j: float, j: int, step: float,
+                    return_error: bool) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Column ``j``'s central difference (M,) over ±``step`` (None where a probe failed or the bounds leave
+    no step) and, with ``return_error``, its error estimate (M,): the same difference over ±2·step minus it
+    (None where a wider probe failed or the bounds leave no wider step)."""
+    lo, hi = max(u0j - step, 0.0), min(u0j + step, 1.0)
+    pair = got[(j, lo)], got[(j, hi)]
+    if pair[0] is None or pair[1] is None or hi == lo:
+        return None, None
+    d1 = (pair[1] - pair[0]) / (hi - lo)
+    if not return_error:
+        return d1, None
+    # the same central difference over twice the step: D(2h) - D(h) = f‴·h²/2 for a smooth
+    # response (Richardson; 3x the error of D(h)), while a jump of size a in the response
+    # (e.g. a changed integration step count) shows up as ~a/(4h), half its effect on D(h).
+    # Curvature (f''), which the central difference cancels, does not enter.
+    lo2, hi2 = max(u0j - 2 * step, 0.0), min(u0j + 2 * step, 1.0)
+    pair2 = got[(j, lo2)], got[(j, hi2)]
+    if pair2[0] is None or pair2[1] is None or hi2 - lo2 <= hi - lo:
+        return d1, None
+    return d1, (pair2[1] - pair2[0]) / (hi2 - lo2) - d1
+
+
+def _fd_matrices(cols: Sequence[np.ndarray | None], errs: Sequence[np.ndarray | None],
+                 y0: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(J, E)`` (M, n) from the columns: NaN columns of J where a column is None; E zero there and where
+    an error estimate is missing or not finite."""
+    n = len(cols)
     m = next((c.shape[0] for c in cols if c is not None), 0 if y0 is None else y0.shape[0])
     J = np.full((m, n), np.nan)
     E = np.zeros((m, n))
@@ -309,7 +328,7 @@ def finite_difference_jacobian(
             J[:, j] = c
         if err is not None:
             E[:, j] = np.where(np.isfinite(err), err, 0.0)
-    return (J, base, evals, E) if return_error else (J, base, evals)
+    return J, E
 
 
 def correlation_time(sim: Sequence[Trajectory], real: Sequence[Trajectory], *, max_lag: int = 10) -> float:
@@ -470,6 +489,33 @@ def analyse_jacobian(
     col_rms = np.sqrt(np.sum(Js ** 2, axis=0)) if Js.size else np.zeros(n)
     sensitivity = {nm: float(0.1 * c) for nm, c in zip(names, col_rms)}
     cond = float(S[0] / S[-1]) if S.size and S[-1] > 0 else math.inf
+    weak = _weak_directions(S, Vt, Es, names, condition_threshold, min_effect_px)
+    message = _weak_message(weak, sensitivity, cond, bad_cols, unit) if (weak or bad_cols) else None
+    uncertainty: dict[str, float] = {}
+    interval: dict[str, list[float]] = {}
+    centre_values: dict[str, float] = {}
+    raw: dict[str, tuple[float, float]] = {}
+    if residuals is not None and Js.size:
+        centre_values, raw = _gauss_newton_intervals(
+            Jc, rows, J.shape[0], np.asarray(residuals, float), parameters, point,
+            correlation_time_frames=correlation_time_frames, correlation_time_of=correlation_time_of,
+            clusters=clusters)
+    correlation = _correlation_matrix(Jc) if Js.size and n > 1 else []
+    report = IdentifiabilityReport(names, dict(parameters.complete(point)), sensitivity, [float(s) for s in S], cond,
+                                   weak, message, uncertainty, rollouts, step, scheme, correlation, interval,
+                                   centre_values, dict(measurement_bias or {}))
+    report.interval_raw = raw
+    state_intervals(report, parameters, report.point)
+    if warn and message:
+        warnings.warn(message, IdentifiabilityWarning, stacklevel=2)
+    return report
+
+
+def _weak_directions(S: np.ndarray, Vt: np.ndarray, Es: np.ndarray | None, names: Sequence[str],
+                     condition_threshold: float, min_effect_px: float) -> list[dict[str, Any]]:
+    """The directions (rows of ``Vt``, singular values ``S`` of the row-scaled Jacobian) that are badly
+    conditioned, move the keypoints too little, or cannot be told from the finite-difference error ``Es``
+    (M, n) along them; each with its combination, the causes that flagged it and its nearest partners."""
     weak = []
     for i in range(len(S)):
         rel_bad = S[0] > 0 and (S[i] == 0 or S[0] / S[i] > condition_threshold)
@@ -487,79 +533,88 @@ def analyse_jacobian(
             weak.append({"singular_value": float(S[i]), "relative": float(S[i] / S[0]) if S[0] > 0 else 0.0,
                          "fd_error": fd_err, "combination": combo, "causes": causes,
                          "partners": {nm: float(round(v[names.index(nm)], 4)) for nm in partners}})
-    message = _weak_message(weak, sensitivity, cond, bad_cols, unit) if (weak or bad_cols) else None
-    uncertainty: dict[str, float] = {}
-    interval: dict[str, list[float]] = {}
+    return weak
+
+
+def _gauss_newton_intervals(Jc: np.ndarray, rows: np.ndarray, M: int, residuals: np.ndarray,
+                            parameters: ParameterSet, point: Mapping[str, float], *,
+                            correlation_time_frames: float, correlation_time_of: Callable[[np.ndarray], float] | None,
+                            clusters: np.ndarray | None) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+    """``(centre values {name: SI}, {name: (centre, half-width 95 %)} in normalised units)`` of the free
+    parameters (:func:`analyse_jacobian`'s Returns): ``Jc`` the finite rows ``rows`` (of ``M``) of the
+    Jacobian, ``residuals`` (M,) or any length (then not aligned with the rows: no Gauss–Newton step);
+    empty where the normal matrix cannot be inverted."""
+    n = Jc.shape[1]
     centre_values: dict[str, float] = {}
     raw: dict[str, tuple[float, float]] = {}
-    if residuals is not None and Js.size:
-        residuals = np.asarray(residuals, float)
-        aligned = residuals.shape[0] == J.shape[0]
-        r = residuals[rows] if aligned else residuals
-        r = r[np.isfinite(r)]
-        JtJ = Jc.T @ Jc
-        try:
-            Ainv = np.linalg.pinv(JtJ, rcond=1e-12)
-            full_point = parameters.complete(point)
-            u0 = parameters.to_unit_vector(full_point)
-            centre_u = u0.copy()
-            rr = residuals[rows] if aligned else None
-            ok = np.isfinite(rr) if rr is not None else None
-            if rr is not None and ok.sum() > n:
-                # the point is where the optimiser stopped, not necessarily the least-squares optimum: the
-                # interval is centred on the optimum one Gauss-Newton step away (normalised units), and the
-                # noise is estimated from the residuals there (linearised), not from those at the point
-                step_u = -(Ainv @ (Jc[ok].T @ rr[ok]))
-                centre_u = u0 + step_u
-                rr = np.where(ok, rr + Jc @ step_u, np.nan)
-                r = rr[ok]
-            dof = max(r.shape[0] - n, 1)
-            tau = float(correlation_time_frames)
-            if correlation_time_of is not None:
-                at_centre = residuals.copy()
-                if rr is not None:
-                    at_centre[:] = np.nan
-                    at_centre[rows] = rr
-                tau = float(correlation_time_of(at_centre))
-            s2 = float(np.sum(r ** 2) / dof) * max(tau, 1.0)
-            cov_u = s2 * Ainv
-            if clusters is not None and np.asarray(clusters).shape[0] == J.shape[0] and rr is not None:
-                cl = np.asarray(clusters)[rows]
-                G = np.zeros((n, n))
-                for b in np.unique(cl[ok]):
-                    sel = ok & (cl == b)
-                    g = Jc[sel].T @ rr[sel]
-                    G += np.outer(g, g)
-                M_ = int(ok.sum())
-                sandwich = Ainv @ G @ Ainv * (M_ / max(M_ - n, 1))
-                cov_u = np.where(np.eye(n, dtype=bool), np.maximum(np.diag(cov_u), np.diag(sandwich))[:, None]
-                                 * np.eye(n), cov_u)
-            var_u = np.clip(np.diag(cov_u), 0.0, None)
-            half = Z95 * np.sqrt(var_u)
-            for j, spec in enumerate(parameters.free):
-                if not math.isfinite(centre_u[j]):
-                    continue
-                raw[spec.name] = (float(centre_u[j]), float(half[j]))
-                centre_values[spec.name] = spec.from_unit(centre_u[j])
-        except np.linalg.LinAlgError:
-            uncertainty, interval, centre_values, raw = {}, {}, {}, {}
-    correlation: list[list[float]] = []
-    if Js.size and n > 1:
-        try:
-            c = np.linalg.pinv(Jc.T @ Jc, rcond=1e-12)
-            d = np.sqrt(np.clip(np.diag(c), 0.0, None))
-            if np.all(d > 0):
-                correlation = np.clip(c / np.outer(d, d), -1.0, 1.0).tolist()
-        except np.linalg.LinAlgError:
-            correlation = []
-    report = IdentifiabilityReport(names, dict(parameters.complete(point)), sensitivity, [float(s) for s in S], cond,
-                                   weak, message, uncertainty, rollouts, step, scheme, correlation, interval,
-                                   centre_values, dict(measurement_bias or {}))
-    report.interval_raw = raw
-    state_intervals(report, parameters, report.point)
-    if warn and message:
-        warnings.warn(message, IdentifiabilityWarning, stacklevel=2)
-    return report
+    aligned = residuals.shape[0] == M
+    r = residuals[rows] if aligned else residuals
+    r = r[np.isfinite(r)]
+    JtJ = Jc.T @ Jc
+    try:
+        Ainv = np.linalg.pinv(JtJ, rcond=1e-12)
+        u0 = parameters.to_unit_vector(parameters.complete(point))
+        centre_u = u0.copy()
+        rr = residuals[rows] if aligned else None
+        ok = np.isfinite(rr) if rr is not None else None
+        if rr is not None and ok.sum() > n:
+            # the point is where the optimiser stopped, not necessarily the least-squares optimum: the
+            # interval is centred on the optimum one Gauss-Newton step away (normalised units), and the
+            # noise is estimated from the residuals there (linearised), not from those at the point
+            step_u = -(Ainv @ (Jc[ok].T @ rr[ok]))
+            centre_u = u0 + step_u
+            rr = np.where(ok, rr + Jc @ step_u, np.nan)
+            r = rr[ok]
+        dof = max(r.shape[0] - n, 1)
+        tau = float(correlation_time_frames)
+        if correlation_time_of is not None:
+            at_centre = residuals.copy()
+            if rr is not None:
+                at_centre[:] = np.nan
+                at_centre[rows] = rr
+            tau = float(correlation_time_of(at_centre))
+        s2 = float(np.sum(r ** 2) / dof) * max(tau, 1.0)
+        cov_u = s2 * Ainv
+        if clusters is not None and np.asarray(clusters).shape[0] == M and rr is not None:
+            cov_u = _with_cluster_sandwich(cov_u, Ainv, Jc, rr, ok, np.asarray(clusters)[rows])
+        var_u = np.clip(np.diag(cov_u), 0.0, None)
+        half = Z95 * np.sqrt(var_u)
+        for j, spec in enumerate(parameters.free):
+            if not math.isfinite(centre_u[j]):
+                continue
+            raw[spec.name] = (float(centre_u[j]), float(half[j]))
+            centre_values[spec.name] = spec.from_unit(centre_u[j])
+    except np.linalg.LinAlgError:
+        return {}, {}
+    return centre_values, raw
+
+
+def _with_cluster_sandwich(cov_u: np.ndarray, Ainv: np.ndarray, Jc: np.ndarray, rr: np.ndarray, ok: np.ndarray,
+                           cl: np.ndarray) -> np.ndarray:
+    """``cov_u`` (n, n) with each variance the larger of its own and the block sandwich's
+    ``A⁻¹ (Σ_b g_b g_bᵀ) A⁻¹ · M/(M−n)``, ``g_b = J_bᵀ r_b`` over the rows ``ok`` of each block id in ``cl``."""
+    n = Jc.shape[1]
+    G = np.zeros((n, n))
+    for b in np.unique(cl[ok]):
+        sel = ok & (cl == b)
+        g = Jc[sel].T @ rr[sel]
+        G += np.outer(g, g)
+    M_ = int(ok.sum())
+    sandwich = Ainv @ G @ Ainv * (M_ / max(M_ - n, 1))
+    return np.where(np.eye(n, dtype=bool), np.maximum(np.diag(cov_u), np.diag(sandwich))[:, None] * np.eye(n), cov_u)
+
+
+def _correlation_matrix(Jc: np.ndarray) -> list[list[float]]:
+    """The parameters' correlation matrix (n, n) from ``(JcᵀJc)⁺``; empty where a variance is zero or the
+    inverse fails."""
+    try:
+        c = np.linalg.pinv(Jc.T @ Jc, rcond=1e-12)
+        d = np.sqrt(np.clip(np.diag(c), 0.0, None))
+        if np.all(d > 0):
+            return np.clip(c / np.outer(d, d), -1.0, 1.0).tolist()
+    except np.linalg.LinAlgError:
+        pass
+    return []
 
 
 def stated_interval(spec: Any, value: float, centre_u: float, half_u: float, *,
@@ -785,9 +840,6 @@ def check_identifiability(
         count["rollouts"] += e.rollouts
         return e
 
-    def vec(e: Evaluation) -> np.ndarray:
-        return trajectory_vector(e.sim, objective.real)
-
     def ev_many(points: Sequence[Mapping[str, float]]) -> list[Evaluation]:
         from .batch import evaluate_batch
 
@@ -795,28 +847,14 @@ def check_identifiability(
         count["rollouts"] += sum(e.rollouts for e in out)
         return out
 
-    J, base, _, E = finite_difference_jacobian(ev, parameters, point, vec, step=step, scheme=scheme,
+    J, base, _, E = finite_difference_jacobian(ev, parameters, point,
+                                               lambda e: trajectory_vector(e.sim, objective.real),
+                                               step=step, scheme=scheme,
                                                return_error=True,
                                                evaluate_many=ev_many if executor is not None else None)
-    sim = None if base.failed else list(base.sim)
-    bias_info: dict[str, Any] = {}
-    bias = None
+    sim, bias, bias_info = None if base.failed else list(base.sim), None, {}
     if twin_camera is not None and sim is not None:
-        from .nuisance import MeasurementModel
-        from .tracker_bias import TrackerBiasError, add_bias, twin_tracker_bias
-
-        try:
-            bias, spent = twin_tracker_bias(objective.twin, objective.excitations,
-                                            MeasurementModel(parameters).split(point)[0], twin_camera)
-            count["rollouts"] += spent
-            sim = add_bias(sim, bias)
-            b = np.concatenate([np.asarray(t.keypoints)[np.asarray(t.valid)].ravel() for t in bias]) if bias else []
-            bias_info = {"applied": True, "source": twin_camera.source, "rollouts": spent,
-                         "rms_px": float(np.sqrt(np.mean(np.square(b)))) if len(b) else 0.0}
-        except Exception as err:  # noqa: BLE001 - a twin that cannot be filmed never loses the check
-            bias, sim = None, list(base.sim)
-            bias_info = {"applied": False, "reason": f"{type(err).__name__}: {err}" if not isinstance(
-                err, TrackerBiasError) else str(err)}
+        sim, bias, bias_info = _with_tracker_bias(objective, parameters, point, twin_camera, base, count)
     res = None if sim is None else residual_vector(sim, objective.real)
     tau = 1.0 if sim is None else correlation_time(sim, objective.real)
     blocks = residual_blocks(objective.real, max(2, int(math.ceil(2 * tau))))
@@ -839,9 +877,45 @@ def check_identifiability(
             report.warning = report.warning.removesuffix(_EXCITATION_ADVICE) + rest
     if warn and report.warning:
         warnings.warn(report.warning, IdentifiabilityWarning, stacklevel=2)
-    # Gauss-Newton iterations with the same Jacobian (the chord method) from the point to the least-squares
-    # optimum the interval is centred on: a step of several standard deviations (an estimate the tracker's bias
-    # moved, a budget-stopped run) is not exact in one linear step. Residuals at each iterate are rolled out.
+    centred = _chord_refine(report, analyse, ev, parameters, objective, bias, refine)
+    if centred is not report:
+        report.centre, report.interval_raw = centred.centre, centred.interval_raw
+        state_intervals(report, parameters, parameters.complete(point))
+    report.rollouts = count["rollouts"]
+    report.bias_trajectories = bias
+    return report
+
+
+def _with_tracker_bias(objective: TrialObjective, parameters: ParameterSet, point: Mapping[str, float],
+                       twin_camera: Any, base: Evaluation, count: dict[str, int]
+                       ) -> tuple[list[Trajectory], list[Trajectory] | None, dict[str, Any]]:
+    """``(sim, bias, bias_info)``: the base evaluation's trajectories with the tracker's bias of the twin filmed
+    at ``point`` added (its rollouts counted in ``count``), the bias trajectories, and what
+    ``report.measurement_bias`` says; a twin that cannot be filmed gives the trajectories unchanged, no
+    bias, and the reason."""
+    from .nuisance import MeasurementModel
+    from .tracker_bias import TrackerBiasError, add_bias, twin_tracker_bias
+
+    try:
+        bias, spent = twin_tracker_bias(objective.twin, objective.excitations,
+                                        MeasurementModel(parameters).split(point)[0], twin_camera)
+        count["rollouts"] += spent
+        sim = add_bias(list(base.sim), bias)
+        b = np.concatenate([np.asarray(t.keypoints)[np.asarray(t.valid)].ravel() for t in bias]) if bias else []
+        return sim, bias, {"applied": True, "source": twin_camera.source, "rollouts": spent,
+                           "rms_px": float(np.sqrt(np.mean(np.square(b)))) if len(b) else 0.0}
+    except Exception as err:  # noqa: BLE001 - a twin that cannot be filmed never loses the check
+        return list(base.sim), None, {"applied": False, "reason": f"{type(err).__name__}: {err}" if not isinstance(
+            err, TrackerBiasError) else str(err)}
+
+
+def _chord_refine(report: IdentifiabilityReport, analyse: Callable[..., IdentifiabilityReport],
+                  ev: Callable[[Mapping[str, float]], Evaluation], parameters: ParameterSet,
+                  objective: TrialObjective, bias: list[Trajectory] | None, refine: int) -> IdentifiabilityReport:
+    """At most ``refine`` Gauss-Newton iterations with the same Jacobian (the chord method) from the point to
+    the least-squares optimum the interval is centred on: a step of several standard deviations (an estimate
+    the tracker's bias moved, a budget-stopped run) is not exact in one linear step. Residuals at each iterate
+    are rolled out (``ev``); ``analyse(at, residuals, warn)`` re-analyses there. Returns the last report."""
     centred = report
     for _ in range(refine):
         if not centred.centre or not centred.interval:
@@ -853,11 +927,11 @@ def check_identifiability(
         e = ev(at)
         if e.failed:
             break
-        sim_at = add_bias(list(e.sim), bias) if bias is not None else list(e.sim)
+        if bias is not None:
+            from .tracker_bias import add_bias
+
+            sim_at = add_bias(list(e.sim), bias)
+        else:
+            sim_at = list(e.sim)
         centred = analyse(at, residual_vector(sim_at, objective.real), False)
-    if centred is not report:
-        report.centre, report.interval_raw = centred.centre, centred.interval_raw
-        state_intervals(report, parameters, parameters.complete(point))
-    report.rollouts = count["rollouts"]
-    report.bias_trajectories = bias
-    return report
+    return centred

@@ -842,6 +842,10 @@ class _Session:
         if self.remaining < cost:
             raise BudgetExhausted(f"rollout budget exhausted: {self.remaining} rollout(s) left, an evaluation "
                                   f"costs {cost} (budget {self.cfg.rollout_budget})")
+        if self.executor is not None and self.executor.backend == "threads":  # a MuJoCo twin's trials side by side
+            from .batch import evaluate_batch
+
+            return self._charge(evaluate_batch(self.objective, [full], self.executor, state=self.executor_state)[0])
         ev, _ = self.objective.evaluate(full)
         return self._charge(ev)
 

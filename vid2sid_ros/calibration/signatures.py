@@ -42,6 +42,7 @@ scaled by the real motion's amplitude, period or command range for the others.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -305,21 +306,53 @@ def measure_all(sim: Sequence[Trajectory], real: Sequence[Trajectory],
                 excitations: Sequence[Excitation | None]) -> tuple[list[Signature], list[Signature]]:
     """Signatures of paired sim/real trials, sim measured on the real trials' axes and thresholds.
 
+    The real side (its axes, onset thresholds and signatures) depends only on the real frames paired
+    with the sim's and on the excitation: it is measured once and kept (:func:`_real_side`) for the
+    next call with the same frames, as every evaluation of one calibration makes.
+
     Returns:
         ``(sim_signatures, real_signatures)``, same order and keys.
     """
     s_out, r_out = [], []
     for s, r, e in zip(sim, real, excitations):
         r_al, s_al = align(r, s)
-        axes = principal_axes(r_al)
-        rs = measure_signatures(r_al, e, axes=axes)
-        peaks = [x.value for x in rs if x.name == "peak_amplitude"]
-        thr = [0.05 * p if math.isfinite(p) else 0.0 for p in peaks]
-        rs = measure_signatures(r_al, e, axes=axes, onset_threshold_px=thr)
+        axes, thr, rs = _real_side(r_al, e)
         ss = measure_signatures(s_al, e, axes=axes, onset_threshold_px=thr)
         s_out.extend(ss)
         r_out.extend(rs)
     return s_out, r_out
+
+
+#: the real sides :func:`_real_side` keeps (a calibration has one per training trial; a few more hold the
+#: identifiability and diagnosis objectives' trials)
+_REAL_SIDES_KEPT = 32
+_REAL_SIDES: dict[tuple, tuple[np.ndarray, list[float], list[Signature]]] = {}
+_REAL_SIDES_LOCK = threading.Lock()
+
+
+def _real_side(r_al: Trajectory, e: Excitation | None) -> tuple[np.ndarray, list[float], list[Signature]]:
+    """``(axes (K, D), onset thresholds (K,), signatures)`` of an aligned real trajectory: its principal
+    axes, 5 % of each keypoint's peak amplitude, and its signatures on those axes and thresholds.
+
+    A pure function of the trajectory's and the excitation's contents, kept by content (every array
+    and label :func:`measure_signatures` reads) for the next call."""
+    key = (r_al.trial_id, tuple(r_al.names), tuple(r_al.units), r_al.keypoints.shape, r_al.time.tobytes(),
+           r_al.steps.tobytes(), r_al.keypoints.tobytes(), r_al.valid.tobytes(),
+           None if e is None else (float(e.rate), np.asarray(e.values).shape, np.asarray(e.values, float).tobytes()))
+    with _REAL_SIDES_LOCK:
+        kept = _REAL_SIDES.get(key)
+    if kept is not None:
+        return kept[0].copy(), list(kept[1]), list(kept[2])
+    axes = principal_axes(r_al)
+    rs = measure_signatures(r_al, e, axes=axes)
+    peaks = [x.value for x in rs if x.name == "peak_amplitude"]
+    thr = [0.05 * p if math.isfinite(p) else 0.0 for p in peaks]
+    rs = measure_signatures(r_al, e, axes=axes, onset_threshold_px=thr)
+    with _REAL_SIDES_LOCK:
+        if len(_REAL_SIDES) >= _REAL_SIDES_KEPT:
+            _REAL_SIDES.pop(next(iter(_REAL_SIDES)))  # the oldest
+        _REAL_SIDES[key] = (axes.copy(), list(thr), list(rs))
+    return axes, thr, rs
 
 
 @dataclass(frozen=True)

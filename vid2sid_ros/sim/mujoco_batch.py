@@ -20,12 +20,14 @@ point out one at a time with their own loop, so that a blow-up is reported exact
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import mujoco
 import numpy as np
 
-__all__ = ["batched_states", "full_state", "points_per_batch", "BatchScratch", "FULL_STATE", "MAX_BATCH_BYTES"]
+__all__ = ["batched_states", "full_state", "points_per_batch", "same_physics", "BatchJob", "BatchScratch",
+           "FULL_STATE", "MAX_BATCH_BYTES"]
 
 #: the state ``mujoco.rollout`` takes and returns (time, qpos, qvel, act, history, mocap, plugin)
 FULL_STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -39,8 +41,9 @@ MAX_BATCH_BYTES = 256 * 2**20
 
 
 def points_per_batch(model: mujoco.MjModel, nstep: int) -> int:
-    """How many rollouts of ``nstep`` physics steps fit in one batch (:data:`MAX_BATCH_BYTES`; at least 1)."""
-    per_point = max(1, int(nstep)) * mujoco.mj_stateSize(model, FULL_STATE) * 8
+    """How many rollouts of ``nstep`` physics steps fit in one batch (:data:`MAX_BATCH_BYTES`: their states
+    and sensor values; at least 1)."""
+    per_point = max(1, int(nstep)) * (mujoco.mj_stateSize(model, FULL_STATE) + model.nsensordata) * 8
     return max(1, MAX_BATCH_BYTES // per_point)
 
 
@@ -61,7 +64,8 @@ def _pool(nthread: int):
 
 
 def batched_states(models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjData], initial_state: np.ndarray,
-                   warmstart: np.ndarray, control: np.ndarray, *, max_abs_qpos: float
+                   warmstart: np.ndarray, control: np.ndarray, *, max_abs_qpos: float,
+                   nsteps: Sequence[int] | None = None, sensordata: np.ndarray | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
     """Roll ``B`` models out open-loop from their initial states, ``S`` physics steps each.
 
@@ -72,6 +76,11 @@ def batched_states(models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjDa
         warmstart: (B, nv) each rollout's ``qacc_warmstart`` at its initial state.
         control: (B, S, nu) ``ctrl`` during each physics step (S >= 1).
         max_abs_qpos: a state with any ``|qpos|`` above this is not clean (the twin's blow-up bound).
+        nsteps: (B,) the steps each rollout needs (<= S; default S): a shorter one is stepped on to
+            ``S`` with the padding of its ``control`` and only its first ``nsteps[b]`` states are judged
+            (a step depends on the earlier ones only, so the padding changes none of them).
+        sensordata: (B, S, nsensordata) filled with the sensor values of each step (computed by
+            ``mj_step`` from the state before it, the step's control applied), or None.
 
     Returns:
         ``(states, clean)``: states (B, S, nstate) after each physics step; clean (B,) bool
@@ -86,21 +95,91 @@ def batched_states(models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjDa
     with _POOL_LOCK:  # one pool: one batch at a time
         _pool(len(datas)).rollout(list(models), list(datas), np.ascontiguousarray(initial_state),
                                   np.ascontiguousarray(control), initial_warmstart=np.ascontiguousarray(warmstart),
-                                  state=states, nstep=S)
-    m = models[0]
-    nq = m.nq
+                                  state=states, sensordata=sensordata, nstep=S)
+    nq = models[0].nq
+    upto = np.full(B, S) if nsteps is None else np.asarray(nsteps, dtype=int)
+    judged = np.arange(S)[None, :] < upto[:, None]  # (B, S): the steps each rollout needs
     t = np.concatenate([initial_state[:, None, 0], states[:, :, 0]], axis=1)
-    clean = np.all(np.diff(t, axis=1) > 0, axis=1)
-    clean &= np.all(np.isfinite(states), axis=(1, 2))
-    clean &= np.all(np.abs(states[:, :, 1:1 + nq]) <= max_abs_qpos, axis=(1, 2))
+    ok = np.diff(t, axis=1) > 0
+    ok &= np.all(np.isfinite(states), axis=2)
+    ok &= np.all(np.abs(states[:, :, 1:1 + nq]) <= max_abs_qpos, axis=2)
+    clean = np.all(ok | ~judged, axis=1)
     return states, clean
+
+
+def same_physics(a: mujoco.MjModel, b: mujoco.MjModel) -> bool:
+    """Whether two models hold the same values in every array and option, their sensors, names and
+    cameras aside (none of which changes a rollout's states or a position sensor's values)."""
+    for name in dir(b):
+        if name.startswith(("_", "sensor", "name", "cam_")):
+            continue
+        x = getattr(b, name, None)
+        if isinstance(x, np.ndarray):
+            y = getattr(a, name, None)
+            if not isinstance(y, np.ndarray) or x.shape != y.shape or not np.array_equal(x, y, equal_nan=True):
+                return False
+    for name in dir(b.opt):
+        if not name.startswith("_"):
+            x, y = getattr(b.opt, name), getattr(a.opt, name)
+            if isinstance(x, np.ndarray) and not np.array_equal(x, y, equal_nan=True) or (
+                    isinstance(x, (int, float)) and x != y):
+                return False
+    return True
+
+
+@dataclass
+class BatchJob:
+    """One rollout a twin has prepared for a batch (:meth:`BatchScratch.rollout_many`).
+
+    Attributes:
+        model: its own copy of the twin's model (parameter values, ``opt.timestep`` set).
+        init: (nstate,) the full physics state it starts from (:func:`full_state`).
+        warm: (nv,) ``qacc_warmstart`` at ``init``.
+        control: (S, nu) ``ctrl`` during each of its S physics steps.
+        finish: ``finish(states, sensordata, data)`` -> the twin's RolloutResult from its clean states
+            (S + extra, nstate) and sensor values (S + extra, nsensordata; None for a model without
+            sensors), ``data`` a scratch MjData of the model's structure.
+        extra: steps taken after the S (their control the last row of ``control``; judged clean as the
+            others) for the sensor values of the state after the S-th step.
+    """
+
+    model: mujoco.MjModel
+    init: np.ndarray
+    warm: np.ndarray
+    control: np.ndarray
+    finish: Callable[[np.ndarray, np.ndarray | None, mujoco.MjData], Any]
+    extra: int = 0
+
+
+def _run_jobs(jobs: Sequence[BatchJob], datas: Sequence[mujoco.MjData], max_abs_qpos: float) -> list[Any]:
+    """Every job stepped in one ``mujoco.rollout`` call (shorter ones padded), then finished; None
+    for a job whose rollout was not clean."""
+    steps = [j.control.shape[0] + j.extra for j in jobs]
+    S = max(steps)
+    nu = jobs[0].control.shape[1]
+    control = np.zeros((len(jobs), S, nu))
+    for b, j in enumerate(jobs):
+        n = j.control.shape[0]
+        control[b, :n] = j.control
+        control[b, n:n + j.extra] = j.control[-1]
+    nsd = jobs[0].model.nsensordata
+    sensordata = np.empty((len(jobs), S, nsd)) if nsd else None
+    states, clean = batched_states([j.model for j in jobs], datas, np.stack([j.init for j in jobs]),
+                                   np.stack([j.warm for j in jobs]), control, max_abs_qpos=max_abs_qpos,
+                                   nsteps=steps, sensordata=sensordata)
+    return [j.finish(states[b, :steps[b]], None if sensordata is None else sensordata[b, :steps[b]], datas[0])
+            if clean[b] else None for b, j in enumerate(jobs)]
 
 
 class BatchScratch:
     """What both MuJoCo twins' ``rollout_batch`` share: scratch MjData kept between batches, and a point
     re-run by the twin's own loop (a rollout the batch could not reproduce cleanly).
 
-    The twin provides ``model`` (its MjModel), ``set_parameters(values)`` and ``rollout(excitation)``.
+    The twin provides ``model`` (its MjModel), ``rollout_limits``, ``set_parameters(values)``,
+    ``get_parameters()``, ``rollout(excitation)``, ``_max_abs_qpos`` (its blow-up bound on ``|qpos|``)
+    and ``_batch_job(excitation, values, memo)``: the :class:`BatchJob` of one pair, or None for a pair
+    its own ``rollout`` must run (``memo``: a dict kept for one :meth:`rollout_many` call, in which the
+    twin keeps what the pairs at one point share).
     """
 
     model: mujoco.MjModel
@@ -110,9 +189,72 @@ class BatchScratch:
         self.set_parameters(values)  # type: ignore[attr-defined]
         return self.rollout(excitation)  # type: ignore[attr-defined]
 
-    def _batch_datas(self, nthread: int) -> list[mujoco.MjData]:
-        """``nthread`` scratch MjData for batched rollouts (kept; the first also reads the samples)."""
-        datas = self.__dict__.setdefault("_batch_data", [])
+    def rollout_batch(self, excitation: Any, values: Sequence[Mapping[str, float]], *, nthread: int = 1) -> list[Any]:
+        """``[rollout(excitation) at each of values]`` (not rendered): :meth:`rollout_many` of one excitation.
+
+        Args:
+            excitation: an Excitation. values: B parameter dicts (spec units). nthread: MuJoCo threads.
+
+        Returns:
+            B results, as ``rollout`` returns them with ``render=False``.
+
+        Raises:
+            TwinError, ParameterSpecError: as ``set_parameters`` / ``rollout``.
+        """
+        return self.rollout_many([(excitation, v) for v in values], nthread=nthread)
+
+    def rollout_many(self, pairs: Sequence[tuple[Any, Mapping[str, float]]], *, nthread: int = 1) -> list[Any]:
+        """``[rollout(excitation) at values for (excitation, values) in pairs]`` (not rendered), stepped
+        by ``mujoco.rollout`` on ``nthread`` C++ threads (module docstring): the same results to the bit.
+
+        Each pair's parameters are written (``set_parameters``, in order: the twin is left at the last
+        pair's values) and its initial state made by the twin (``_batch_job``); every pair's physics
+        steps run in one batch (excitations of different lengths included: the shorter are padded), a
+        few pairs at a time for a long trial (:data:`MAX_BATCH_BYTES`). A pair the twin does not batch
+        (refused by its rollout limits, diverged in its pre-roll) or whose batched rollout was not clean
+        (a MuJoCo warning, a blow-up) is rolled out again by the twin's own ``rollout`` (its divergence
+        reported as there), as is every pair when a wall-time limit is set.
+
+        Args:
+            pairs: B ``(excitation, parameter dict)`` pairs. nthread: MuJoCo threads.
+
+        Returns:
+            B results, in order, as ``rollout`` returns them with ``render=False``.
+
+        Raises:
+            TwinError, ParameterSpecError: as ``set_parameters`` / ``rollout``.
+        """
+        pairs = list(pairs)
+        if len(pairs) < 2 or self.rollout_limits.max_wall_s is not None:  # type: ignore[attr-defined]
+            return [self._rollout_at(v, exc) for exc, v in pairs]
+        memo: dict = {}  # what pairs at one point share (the twin's model copy, its rest state), this call only
+        jobs = [self._batch_job(exc, v, memo) for exc, v in pairs]  # type: ignore[attr-defined]
+        last = self.get_parameters()  # type: ignore[attr-defined]
+        todo = [b for b, j in enumerate(jobs) if j is not None]
+        S = max([jobs[b].control.shape[0] + jobs[b].extra for b in todo] or [1])
+        cap = points_per_batch(jobs[todo[0]].model if todo else self.model, S)
+        out: list[Any] = [None] * len(pairs)
+        if len(todo) >= 2 and cap >= 2:
+            datas = self._batch_datas(nthread, jobs[todo[0]].model)
+            for i in range(0, len(todo), cap):  # a long trial: a few pairs at a time (bounded memory)
+                chunk = todo[i:i + cap]
+                if len(chunk) < 2:
+                    break  # one left: the twin's own rollout
+                for b, r in zip(chunk, _run_jobs([jobs[b] for b in chunk], datas, self._max_abs_qpos)):
+                    out[b] = r
+        for b, (exc, v) in enumerate(pairs):
+            if out[b] is None:
+                out[b] = self._rollout_at(v, exc)
+        if self.get_parameters() != last:  # type: ignore[attr-defined]  # a pair re-run: back to the last
+            self.set_parameters(pairs[-1][1])  # type: ignore[attr-defined]
+        return out
+
+    def _batch_datas(self, nthread: int, model: mujoco.MjModel | None = None) -> list[mujoco.MjData]:
+        """``nthread`` scratch MjData of ``model`` (default the twin's; a batch model with sensors added has
+        its own) for batched rollouts, kept; the first also reads the samples."""
+        model = self.model if model is None else model
+        kept = self.__dict__.setdefault("_batch_data", {})
+        datas = kept.setdefault((model.nq, model.nv, model.na, model.nsensordata), [])
         while len(datas) < max(1, nthread):
-            datas.append(mujoco.MjData(self.model))
+            datas.append(mujoco.MjData(model))
         return datas[:max(1, nthread)]

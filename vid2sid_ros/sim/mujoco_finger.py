@@ -45,7 +45,7 @@ from ..core.excitation import Excitation, build_excitation_sets  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
 from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError  # noqa: E402
-from .mujoco_batch import BatchScratch  # noqa: E402
+from .mujoco_batch import BatchScratch, same_physics  # noqa: E402
 from .mujoco_constants import derived_field_problem, refresh_constants  # noqa: E402
 from .mujoco_model import compiled_model_xml  # noqa: E402
 from .mujoco_render import (OffscreenRenderer, camera_extrinsics, camera_intrinsics, move_camera,  # noqa: E402
@@ -170,6 +170,8 @@ class FingerTwin(BatchScratch):
     writes_targets = True
     #: cost cap of one rollout (:class:`~vid2sid_ros.sim.base.RolloutLimits`); the loop sets it
     rollout_limits: RolloutLimits = RolloutLimits()
+    #: a state with any ``|qpos|`` above this is a blow-up (rad or m)
+    _max_abs_qpos = _MAX_ABS_QPOS
 
     def __init__(self, *, model_path: str | Path | None = None,
                  parameters: ParameterSet | str | Path | None = None,
@@ -556,76 +558,108 @@ class FingerTwin(BatchScratch):
         return RolloutResult(trajectory=traj, frames=frames, diverged=bool(self._diverged),
                              message=self._diverged, state=state)
 
-    def rollout_batch(self, excitation: Excitation, values: Sequence[Mapping[str, float]], *,
-                      nthread: int = 1) -> list[RolloutResult]:
-        """``[rollout(excitation) at each of values]`` (not rendered), stepped by ``mujoco.rollout`` on
-        ``nthread`` C++ threads (:mod:`~.mujoco_batch`): the same results to the bit.
-
-        Each point's parameters are written (:meth:`set_parameters`, in order: the twin is left at the
-        last point's values) and its rest state solved here; the stepping runs in one batch; a point
-        whose batched rollout was not clean (a MuJoCo warning, a blow-up) is rolled out again by
-        :meth:`rollout` (its divergence reported as there), as is every point when a wall-time limit is set.
-
-        Args:
-            excitation: as :meth:`rollout`. values: B parameter dicts (spec units).
-            nthread: MuJoCo threads.
-
-        Returns:
-            B results, as :meth:`rollout` returns them with ``render=False``.
+    def _batch_job(self, excitation: Excitation, values: Mapping[str, float], memo: dict):
+        """The :class:`~.mujoco_batch.BatchJob` of :meth:`rollout` at ``values`` (used by ``rollout_batch`` /
+        ``rollout_many``): the parameters written, the rest state solved, the model copied; None where
+        :meth:`rollout` must run it (no command step, refused by the rollout limits). The rest state and
+        the model copy depend on the parameters and the command period only: pairs of one
+        ``rollout_many`` call at the same point and period share them (``memo``).
 
         Raises:
             TwinError, ParameterSpecError: as :meth:`set_parameters` / :meth:`rollout`.
         """
-        from .mujoco_batch import batched_states, full_state, points_per_batch
+        from .mujoco_batch import BatchJob, full_state
 
         ctrl = self._ctrl_matrix(excitation)
         if not np.all(np.isfinite(ctrl)):
             raise TwinError(f"excitation '{excitation.name}' holds NaN or inf commands")
         T = excitation.num_steps
         nsub = max(1, int(math.ceil(float(excitation.period) / self.max_physics_timestep - 1e-9)))
-        cap = points_per_batch(self.model, T * nsub)
-        if (len(values) < 2 or T == 0 or cap < 2 or self.rollout_limits.max_wall_s is not None
-                or self.rollout_limits.substeps_problem(T * nsub)):
-            return [self._rollout_at(v, excitation) for v in values]
-        if len(values) > cap:  # a long trial: a few points at a time (bounded memory)
-            return [r for i in range(0, len(values), cap)
-                    for r in self.rollout_batch(excitation, values[i:i + cap], nthread=nthread)]
-        models, init, warm, points = [], [], [], []
-        for v in values:
-            self.set_parameters(v)
+        if T == 0 or self.rollout_limits.substeps_problem(T * nsub):
+            return None
+        self.set_parameters(values)
+        key = (tuple(sorted(self._values.items())), float(excitation.period))
+        if key not in memo:
             self.reset(excitation.period)
             self.model.opt.timestep = self._period / self._substeps  # as step() sets it
-            models.append(copy.copy(self.model))
-            init.append(full_state(self.model, self.data))
-            warm.append(self.data.qacc_warmstart.copy())
-            points.append((dict(self._values), self._cam_pose))
+            memo[key] = (self._sensor_model() or copy.copy(self.model), full_state(self.model, self.data),
+                         self.data.qacc_warmstart.copy(), dict(self._values), self._cam_pose)
+        model, init, warm, point, cam_pose = memo[key]
         u = np.asarray(ctrl, dtype=float)
-        control = np.broadcast_to(np.repeat(u, nsub, axis=0)[None], (len(values), T * nsub, u.shape[1]))
-        datas = self._batch_datas(nthread)
-        states, clean = batched_states(models, datas, np.stack(init), np.stack(warm), control,
-                                       max_abs_qpos=_MAX_ABS_QPOS)
-        out = []
-        for b, v in enumerate(values):
-            if not clean[b]:
-                out.append(self._rollout_at(v, excitation))
-                continue
-            self._cam_pose = points[b][1]
-            out.append(self._batched_result(excitation, models[b], datas[0], init[b], states[b], u, nsub,
-                                            points[b][0]))
-        if len(out) and self._values != points[-1][0]:  # a point re-run after the batch: back to the last
-            self.set_parameters(values[-1])
-        return out
+
+        def finish(states: np.ndarray, sensordata: np.ndarray | None, d: mujoco.MjData) -> RolloutResult:
+            self._cam_pose = cam_pose
+            return self._batched_result(excitation, model, d, init, states, sensordata, u, nsub, point)
+
+        return BatchJob(model, init, warm, np.repeat(u, nsub, axis=0), finish,
+                        extra=1 if model.nsensordata else 0)
+
+    def _sensor_model(self) -> mujoco.MjModel | None:
+        """A copy of the twin's model as it is now (parameters, ``opt.timestep``) with a ``framepos`` sensor
+        per marker geom and an ``actuatorfrc`` sensor per actuator appended, so that ``mujoco.rollout``
+        returns the markers and tendon forces of every step from its C++ threads; None where that model
+        cannot be made equal to the twin's (then the states are read back in Python).
+
+        It is compiled once from the twin's MJCF with the sensors added; each copy gets the current
+        parameter values written as :meth:`set_parameters` writes them and its constants refreshed. The
+        first copy is compared with the twin's model (:func:`~.mujoco_batch.same_physics`): a difference
+        (or two parameters writing one field) keeps the Python read-back for good.
+        """
+        kept = self.__dict__.get("_batch_sensor_model", False)
+        if kept is False:
+            kept = self.__dict__["_batch_sensor_model"] = self._compile_sensor_model()
+        if kept is None:
+            return None
+        template, scratch = kept
+        m = copy.copy(template)
+        for name, fv in self._values.items():
+            for t in self._targets[name]:
+                getattr(m, t.field)[t.index] = fv * t.ratio
+        if any(self._targets[name] for name in self._values):
+            refresh_constants(m, scratch)
+        m.opt.timestep = self.model.opt.timestep
+        if not self.__dict__.get("_batch_sensor_checked"):
+            if not same_physics(m, self.model):
+                self.__dict__["_batch_sensor_model"] = None
+                return None
+            self.__dict__["_batch_sensor_checked"] = True
+        return m
+
+    def _compile_sensor_model(self) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
+        """(the twin's MJCF compiled with the marker and actuator sensors appended, its scratch data), or None
+        (the MJCF cannot be re-read, it has sensors of its own, or two parameters write one model field)."""
+        writes = [(t.field, tuple(t.index)) for ts in self._targets.values() for t in ts]
+        if self.model.nsensor or len(set(writes)) != len(writes):
+            return None
+        try:
+            spec = mujoco.MjSpec.from_file(str(self.model_path))
+            for g in self._marker_geoms:
+                spec.add_sensor(type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_GEOM,
+                                objname=self.model.geom(g).name)
+            for i in range(self.model.nu):
+                spec.add_sensor(type=mujoco.mjtSensor.mjSENS_ACTUATORFRC, objtype=mujoco.mjtObj.mjOBJ_ACTUATOR,
+                                objname=self.model.actuator(i).name)
+            m = spec.compile()
+        except Exception:  # noqa: BLE001 - the Python read-back serves any model
+            return None
+        return m, mujoco.MjData(m)
 
     def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
-                        states: np.ndarray, ctrl: np.ndarray, nsub: int, values: dict[str, float]) -> RolloutResult:
-        """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub."""
+                        states: np.ndarray, sensordata: np.ndarray | None, ctrl: np.ndarray, nsub: int,
+                        values: dict[str, float]) -> RolloutResult:
+        """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub, and,
+        from a model with the read-back sensors (:meth:`_sensor_model`; one more step), its sensor values
+        (S + 1, nsensordata): row j computed from the state after j steps with the control of step j + 1."""
         from .mujoco_batch import FULL_STATE
 
         T, K = excitation.num_steps, len(self._marker_geoms)
         every = np.concatenate([init[None], states])  # row j: after j physics steps
         markers = np.empty((T, K, 3))
         tension = np.empty((T, m.nu))
-        for k in range(T):
+        if sensordata is not None:  # the end of each period; the period's last substep
+            markers[:] = sensordata[nsub::nsub][:T, :3 * K].reshape(T, K, 3)
+            tension[:] = sensordata[nsub - 1::nsub][:T, 3 * K:3 * K + m.nu]
+        for k in range(0 if sensordata is not None else T):
             mujoco.mj_setState(m, d, every[(k + 1) * nsub - 1], FULL_STATE)  # before the period's last substep
             d.ctrl[:] = ctrl[k]
             mujoco.mj_fwdPosition(m, d)  # the actuator force of that substep (what mj_step leaves in data)
@@ -635,7 +669,7 @@ class FingerTwin(BatchScratch):
             mujoco.mj_setState(m, d, every[(k + 1) * nsub], FULL_STATE)  # the end of the period
             mujoco.mj_kinematics(m, d)
             markers[k] = d.geom_xpos[self._marker_geoms]
-        qpos = every[nsub::nsub, 1:1 + m.nq].copy()
+        qpos = every[nsub:T * nsub + 1:nsub, 1:1 + m.nq].copy()
         kp, valid = self._project(markers)
         traj = Trajectory(time=(np.arange(T) + 1) / excitation.rate, keypoints=kp, valid=valid,
                           names=self.keypoint_names, source="sim", trial_id=excitation.name,

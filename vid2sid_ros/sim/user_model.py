@@ -344,6 +344,8 @@ class UserModelTwin(BatchScratch):
     writes_targets = True
     #: cost cap of one rollout (:class:`~vid2sid_ros.sim.base.RolloutLimits`); the loop sets it
     rollout_limits: RolloutLimits = RolloutLimits()
+    #: a state with any ``|qpos|`` above this is a blow-up (rad or m)
+    _max_abs_qpos = _MAX_ABS_QPOS
 
     def __init__(self, *, parameters: ParameterSet | str | Path, keypoints: Mapping[str, str],
                  model: str | Path | Mapping[str, Any] | None = None, model_path: str | Path | None = None,
@@ -369,47 +371,13 @@ class UserModelTwin(BatchScratch):
             act_specs = parse_actuators(list(actuators) if actuators else None, source=self._source)
         except (CameraError, ModelError) as err:
             raise UserModelError(str(err)) from None
-        if camera is None and image_size is not None:
-            raise UserModelError(f"{source}: image_size needs a pinhole camera: block (the legacy planar "
-                                 "projection takes projection.width / projection.height)")
-        self._pinhole: PinholeCamera | None = camera
-        self._image_size: tuple[int, int] | None = None
-        if camera is not None and image_size is not None:
-            w, h = image_size
-            w, h = (camera.width if w is None else w), (camera.height if h is None else h)
-            try:
-                camera = camera.resized(w, h)  # the render camera; nuisance values are re-scaled in `pinhole`
-            except CameraError as err:
-                raise UserModelError(f"{source}:camera: {err}") from None
-            self._image_size = (camera.width, camera.height)
-        anchor = None
-        if camera is None:
-            if isinstance(projection, ImageProjection):
-                self._projection = projection
-            else:
-                proj_cfg = dict(projection or {})
-                anchor = proj_cfg.pop("anchor", None)
-                try:
-                    self._projection = ImageProjection.from_config(proj_cfg, source=f"{self._source}:projection")
-                except ProjectionError as err:
-                    raise UserModelError(str(err)) from None
-            render_camera = self._projection.as_camera(np.zeros(3))
-        else:
-            self._projection = None
-            render_camera = camera
+        render_camera, anchor = self._set_up_camera(camera, projection, image_size)
         self._build_args = dict(markers=marker_specs, actuators=act_specs, camera=render_camera,
                                 base=self._base, source=self._source)
         self._model_arg = model
-        try:
-            built = build_model(model, **self._build_args)
-        except ModelError as err:
-            raise UserModelError(str(err)) from None
-        self._built = built
-        self.model = built.model
-        self.model_path = built.path if built.path is not None else Path(f"{name}_robot_description.urdf")
-        self._cam_id = built.camera_id
-        self.data = mujoco.MjData(self.model)
-        self._const_data = mujoco.MjData(self.model)  # scratch of refresh_constants (its state is overwritten)
+        self._build(model)
+        self.model_path = self._built.path if self._built.path is not None else Path(
+            f"{name}_robot_description.urdf")
         self.name = name
         self.parameters: ParameterSet = (parameters if isinstance(parameters, ParameterSet)
                                          else load_parameter_set(parameters))
@@ -417,7 +385,7 @@ class UserModelTwin(BatchScratch):
             raise UserModelError(f"max_physics_timestep must be > 0 s, got {max_physics_timestep}")
         self.max_physics_timestep = float(max_physics_timestep)
         #: the model file's own timestep, s (None: the file sets none)
-        self.model_timestep: float | None = built.timestep
+        self.model_timestep: float | None = self._built.timestep
         #: the physics step bound used: ``max_physics_timestep``, or the model's own timestep when finer
         self.physics_step_bound = min(self.max_physics_timestep, self.model_timestep or math.inf)
         self._anchor = self._lookup_point(anchor, "projection.anchor") if anchor else None
@@ -427,42 +395,9 @@ class UserModelTwin(BatchScratch):
                                  "{name: site or body}")
         self._keypoints = [self._lookup_point(obj, f"keypoints.{kp}") for kp, obj in keypoints.items()]
         self.keypoint_names: tuple[str, ...] = tuple(keypoints)
-        model_acts = [self.model.actuator(i).name for i in range(self.model.nu)]
-        if actuators:
-            order = [a if isinstance(a, str) else a.get("name") for a in actuators]
-            for i, a in enumerate(order):
-                if a not in model_acts:
-                    close = difflib.get_close_matches(str(a), model_acts, n=1)
-                    raise UserModelError(f"{self._source}:actuators[{i}]: no actuator named {a!r} in "
-                                         f"{built.source}" + (f" (did you mean {close[0]}?)" if close else
-                                                              f"; actuators: {model_acts}"))
-        else:
-            order = model_acts
-        self.actuator_names: tuple[str, ...] = tuple(order)
-        self._act_ids = np.array([model_acts.index(a) for a in order], dtype=int)
-
-        fields = CAMERA_FIELDS if self._pinhole is not None else PROJECTION_FIELDS
-        self._bindings = {s.name: parse_user_target(self.model, s.name, s.target, camera_fields=fields)
-                          for s in self.parameters}
-        moved = sorted({self.model.body(b.index[0]).name for bs in self._bindings.values() for b in bs
-                        if b.kind == "model" and b.field in _FRAME_FIELDS and self.model.body_simple[b.index[0]]})
-        if moved:  # a written centre of mass / inertia frame needs the general (not "simple") body code
-            self._build_args["not_simple"] = moved
-            try:
-                built = build_model(model, **self._build_args)
-            except ModelError as err:
-                raise UserModelError(str(err)) from None
-            self._built, self.model, self._cam_id = built, built.model, built.camera_id
-            self.data, self._const_data = mujoco.MjData(self.model), mujoco.MjData(self.model)
-        self._trial_init: dict[str, dict[tuple[str, int], float]] = {}
-        for trial, block in (trial_init or {}).items():
-            entries = {}
-            for k, v in dict(block).items():
-                b = parse_user_target(self.model, f"trial_init.{trial}", f"init.{k}")
-                if len(b) != 1 or b[0].kind not in ("qpos", "qvel"):
-                    raise UserModelError(f"{self._source}:trials.{trial}.init.{k}: expected qpos[joint] or qvel[joint]")
-                entries[(b[0].kind, b[0].index[0])] = float(v) * b[0].ratio
-            self._trial_init[str(trial)] = entries
+        self._set_up_actuators(actuators)
+        self._bind_parameters(model)
+        self._trial_init = self._parse_trial_init(trial_init)
         self._camera_values: dict[str, float] = {}
         self._camera_move: tuple[np.ndarray, np.ndarray] | None = None
         self._init_qpos: dict[int, float] = {}
@@ -474,6 +409,111 @@ class UserModelTwin(BatchScratch):
         self._maps_key = None
         self._maps = None
         self.set_parameters(self.parameters.nominal())
+
+    # -- construction -------------------------------------------------------------
+    def _set_up_camera(self, camera: PinholeCamera | None, projection: ImageProjection | Mapping[str, Any] | None,
+                       image_size: tuple[int, int] | None) -> tuple[Any, Any]:
+        """The pinhole camera (resized to ``image_size``) or the legacy planar projection; returns the camera
+        the model is built with and the projection's anchor (a site or body name, or None).
+
+        Raises:
+            UserModelError: ``image_size`` without a pinhole camera, a bad size or projection block.
+        """
+        if camera is None and image_size is not None:
+            raise UserModelError(f"{self._source}: image_size needs a pinhole camera: block (the legacy planar "
+                                 "projection takes projection.width / projection.height)")
+        self._pinhole: PinholeCamera | None = camera
+        self._image_size: tuple[int, int] | None = None
+        if camera is not None and image_size is not None:
+            w, h = image_size
+            w, h = (camera.width if w is None else w), (camera.height if h is None else h)
+            try:
+                camera = camera.resized(w, h)  # the render camera; nuisance values are re-scaled in `pinhole`
+            except CameraError as err:
+                raise UserModelError(f"{self._source}:camera: {err}") from None
+            self._image_size = (camera.width, camera.height)
+        if camera is not None:
+            self._projection = None
+            return camera, None
+        anchor = None
+        if isinstance(projection, ImageProjection):
+            self._projection = projection
+        else:
+            proj_cfg = dict(projection or {})
+            anchor = proj_cfg.pop("anchor", None)
+            try:
+                self._projection = ImageProjection.from_config(proj_cfg, source=f"{self._source}:projection")
+            except ProjectionError as err:
+                raise UserModelError(str(err)) from None
+        return self._projection.as_camera(np.zeros(3)), anchor
+
+    def _build(self, model: Any) -> None:
+        """Compile ``model`` with :attr:`_build_args` into :attr:`model` (with its MjData and scratch).
+
+        Raises:
+            UserModelError: the model cannot be read or compiled.
+        """
+        try:
+            built = build_model(model, **self._build_args)
+        except ModelError as err:
+            raise UserModelError(str(err)) from None
+        self._built, self.model, self._cam_id = built, built.model, built.camera_id
+        self.data = mujoco.MjData(self.model)
+        self._const_data = mujoco.MjData(self.model)  # scratch of refresh_constants (its state is overwritten)
+
+    def _set_up_actuators(self, actuators: Sequence[Any] | None) -> None:
+        """:attr:`actuator_names` (the config's order, else the model's) and their model indices.
+
+        Raises:
+            UserModelError: a configured actuator the model does not have.
+        """
+        model_acts = [self.model.actuator(i).name for i in range(self.model.nu)]
+        if actuators:
+            order = [a if isinstance(a, str) else a.get("name") for a in actuators]
+            for i, a in enumerate(order):
+                if a not in model_acts:
+                    close = difflib.get_close_matches(str(a), model_acts, n=1)
+                    raise UserModelError(f"{self._source}:actuators[{i}]: no actuator named {a!r} in "
+                                         f"{self._built.source}" + (f" (did you mean {close[0]}?)" if close else
+                                                                    f"; actuators: {model_acts}"))
+        else:
+            order = model_acts
+        self.actuator_names: tuple[str, ...] = tuple(order)
+        self._act_ids = np.array([model_acts.index(a) for a in order], dtype=int)
+
+    def _bind_parameters(self, model: Any) -> None:
+        """Every parameter's model/camera bindings; a body whose centre of mass or inertia frame a parameter
+        writes needs the general body code, so the model is rebuilt with it marked not "simple".
+
+        Raises:
+            UserModelError: a target that names no model field (as :func:`parse_user_target`), a rebuild failing.
+        """
+        fields = CAMERA_FIELDS if self._pinhole is not None else PROJECTION_FIELDS
+        self._bindings = {s.name: parse_user_target(self.model, s.name, s.target, camera_fields=fields)
+                          for s in self.parameters}
+        moved = sorted({self.model.body(b.index[0]).name for bs in self._bindings.values() for b in bs
+                        if b.kind == "model" and b.field in _FRAME_FIELDS and self.model.body_simple[b.index[0]]})
+        if moved:
+            self._build_args["not_simple"] = moved
+            self._build(model)
+
+    def _parse_trial_init(self, trial_init: Mapping[str, Mapping[str, float]] | None
+                          ) -> dict[str, dict[tuple[str, int], float]]:
+        """``{trial: {(qpos|qvel, index): value}}`` of the config's per-trial initial states (model units).
+
+        Raises:
+            UserModelError: a key that is not qpos[joint] or qvel[joint].
+        """
+        out: dict[str, dict[tuple[str, int], float]] = {}
+        for trial, block in (trial_init or {}).items():
+            entries = {}
+            for k, v in dict(block).items():
+                b = parse_user_target(self.model, f"trial_init.{trial}", f"init.{k}")
+                if len(b) != 1 or b[0].kind not in ("qpos", "qvel"):
+                    raise UserModelError(f"{self._source}:trials.{trial}.init.{k}: expected qpos[joint] or qvel[joint]")
+                entries[(b[0].kind, b[0].index[0])] = float(v) * b[0].ratio
+            out[str(trial)] = entries
+        return out
 
     # -- helpers ------------------------------------------------------------------
     def _lookup_point(self, obj: str, what: str) -> tuple[str, int]:
@@ -822,55 +862,18 @@ class UserModelTwin(BatchScratch):
         message = self.rollout_limits.substeps_problem(
             T * nsub + npre, f"{nsub} per {period:.4g} s frame, {T} frames"
             + (f", {npre:,} for the {offset:.4g} s time_offset pre-roll" if npre else ""))
-        diverged = bool(message)  # refused before it starts: a failed evaluation, not a hang
-        meter = RolloutMeter(self.rollout_limits)
-        if diverged:
-            T_run = 0
-        else:
-            T_run = T
+        if not message:  # refused before it starts: a failed evaluation, not a hang
             self._pre_roll(offset)
         m.opt.timestep = period / nsub
         anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
+        video = _RolloutVideo(self, T, anchor, offset, render=render, render_steps=render_steps,
+                              render_width=render_width, frame_sink=frame_sink, render_rows=render_rows)
         pts = np.full((T, K, 3), np.nan)
         qpos = np.full((T, m.nq), np.nan)
         qvel = np.full((T, m.nv), np.nan)
-        cam0 = self.camera_at(anchor, offset) if render else None
-        if render and frame_sink is not None and render_rows is not None and render_steps is None:
-            render_steps = sorted({int(r) for r in render_rows if 0 <= int(r) < T})
-        want = _render_rows(T, render_steps) if render else {}
-        size = preview_size(cam0.width, cam0.height, render_width) if render else None
-        n_frames = len(render_steps) if render_steps is not None else T
-        frames = (np.zeros((n_frames, size[1], size[0], 3), np.uint8) if render and frame_sink is None else None)
-        buf = np.zeros((size[1], size[0], 3), np.uint8) if render and frame_sink is not None else None
-        for k in range(T_run):
-            problem = self._divergence() if k % 32 == 0 or k == T - 1 else ""
-            if problem:
-                diverged = True
-                message = (f"simulation diverged by step {k} (t={offset + k * period:.3f} s): {problem}; "
-                           f"parameters {self._values}")
-                break
-            over = meter.problem(k)
-            if over:
-                diverged, message = True, over
-                pts[k:] = np.nan
-                break
-            for j, ref in enumerate(self._keypoints):
-                pts[k, j] = self._point(d, ref)
-            qpos[k], qvel[k] = d.qpos, d.qvel
-            for j in want.get(k, ()):
-                if frames is not None:
-                    self._render_frame(d, anchor, offset + k * period, frames[j])
-                else:
-                    self._render_frame(d, anchor, offset + k * period, buf)
-                    frame_sink(k, buf)
-            if m.nu:
-                d.ctrl[:] = ctrl[k]
-            mujoco.mj_step(m, d, nsub)
-            mujoco.mj_kinematics(m, d)
-        if not diverged:
-            problem = self._divergence()
-            if problem:
-                diverged, message = True, f"simulation diverged: {problem}; parameters {self._values}"
+        if not message:
+            message = self._step_through(ctrl, T, nsub, offset, period, pts, qpos, qvel, video)
+        diverged = bool(message)
         if diverged:
             pts[~np.all(np.isfinite(qpos), axis=1)] = np.nan
         time = offset + np.arange(T) * period
@@ -887,88 +890,141 @@ class UserModelTwin(BatchScratch):
                           meta={"rig": self.name, "parameters": dict(self._values), "physics_timestep": m.opt.timestep,
                                 "substeps": nsub})
         state = {"qpos": qpos, "qvel": qvel, "keypoints_world": pts, "time": time}
-        return RolloutResult(trajectory=traj, frames=frames, diverged=diverged, message=message, state=state)
+        return RolloutResult(trajectory=traj, frames=video.frames, diverged=diverged, message=message, state=state)
 
-    def rollout_batch(self, excitation: Excitation, values: Sequence[Mapping[str, float]], *,
-                      nthread: int = 1) -> list[RolloutResult]:
-        """``[rollout(excitation) at each of values]`` (not rendered), stepped by ``mujoco.rollout`` on
-        ``nthread`` C++ threads (:mod:`~.mujoco_batch`): the same results to the bit.
+    def _step_through(self, ctrl: np.ndarray, T: int, nsub: int, offset: float, period: float, pts: np.ndarray,
+                      qpos: np.ndarray, qvel: np.ndarray, video: "_RolloutVideo") -> str:
+        """Step the trial's ``T`` command periods (``nsub`` physics steps each) from the current state, filling
+        row k of ``pts`` (T, K, 3), ``qpos`` and ``qvel`` before command k acts and rendering the rows
+        ``video`` wants; returns why it stopped early (a divergence, a rollout limit) or ``""``."""
+        m, d = self.model, self.data
+        meter = RolloutMeter(self.rollout_limits)
+        for k in range(T):
+            problem = self._divergence() if k % 32 == 0 or k == T - 1 else ""
+            if problem:
+                return (f"simulation diverged by step {k} (t={offset + k * period:.3f} s): {problem}; "
+                        f"parameters {self._values}")
+            over = meter.problem(k)
+            if over:
+                pts[k:] = np.nan
+                return over
+            for j, ref in enumerate(self._keypoints):
+                pts[k, j] = self._point(d, ref)
+            qpos[k], qvel[k] = d.qpos, d.qvel
+            video.row(k, d, offset + k * period)
+            if m.nu:
+                d.ctrl[:] = ctrl[k]
+            mujoco.mj_step(m, d, nsub)
+            mujoco.mj_kinematics(m, d)
+        problem = self._divergence()
+        return f"simulation diverged: {problem}; parameters {self._values}" if problem else ""
 
-        Each point's parameters are written (:meth:`set_parameters`, in order: the twin is left at the
-        last point's values) and its initial state (with the ``time_offset`` pre-roll) made here; the
-        stepping runs in one batch; a point whose batched rollout was not clean (a MuJoCo warning, a
-        blow-up) is rolled out again by :meth:`rollout` (its divergence reported as there), as is every
-        point when a wall-time limit is set.
-
-        Args:
-            excitation: as :meth:`rollout`. values: B parameter dicts (spec units).
-            nthread: MuJoCo threads.
-
-        Returns:
-            B results, as :meth:`rollout` returns them with ``render=False``.
+    def _batch_job(self, excitation: Excitation, values: Mapping[str, float], memo: dict):
+        """The :class:`~.mujoco_batch.BatchJob` of :meth:`rollout` at ``values`` (used by ``rollout_batch`` /
+        ``rollout_many``): the parameters written, the trial's initial state made (with its ``time_offset``
+        pre-roll), the model copied; None where :meth:`rollout` must run it (no command step, refused by
+        the rollout limits, diverged in the pre-roll). Pairs of one ``rollout_many`` call at the same point
+        and physics step share one model copy (``memo``).
 
         Raises:
             TwinError, ParameterSpecError: as :meth:`set_parameters` / :meth:`rollout`.
         """
-        from .mujoco_batch import batched_states, full_state, points_per_batch
+        from .mujoco_batch import BatchJob, full_state
 
         ctrl = self._ctrl(excitation)
         T, period = excitation.num_steps, excitation.period
         nsub = max(1, int(math.ceil(period / self.physics_step_bound - 1e-9)))
-        cap = points_per_batch(self.model, T * nsub)
-        if (len(values) < 2 or T == 0 or cap < 2 or self.rollout_limits.max_wall_s is not None
-                or self.rollout_limits.substeps_problem(T * nsub)):  # refused: rollout() says so
-            return [self._rollout_at(v, excitation) for v in values]
-        if len(values) > cap:  # a long trial: a few points at a time (bounded memory)
-            return [r for i in range(0, len(values), cap)
-                    for r in self.rollout_batch(excitation, values[i:i + cap], nthread=nthread)]
+        if T == 0 or self.rollout_limits.substeps_problem(T * nsub):  # refused: rollout() says so
+            return None
         m, d = self.model, self.data
-        models, init, warm, points, serial = [], [], [], [], set()
-        for b, v in enumerate(values):
-            self.set_parameters(v)
-            offset = self._reset(self._trial_of(excitation), excitation)
-            npre = self._pre_roll_steps(offset)
-            if self.rollout_limits.substeps_problem(T * nsub + npre):
-                serial.add(b)  # refused: rollout() says so
-            else:
-                self._pre_roll(offset)
-                if self._divergence():
-                    serial.add(b)
-            m.opt.timestep = period / nsub
-            models.append(copy.copy(m))
-            init.append(full_state(m, d))
-            warm.append(d.qacc_warmstart.copy())
-            anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
-            points.append((dict(self._values), offset, anchor, self.pinhole, self.projection))
-        if m.nu:
-            control = np.repeat(ctrl, nsub, axis=0)
-        else:
-            control = np.zeros((T * nsub, 0))
-        control = np.broadcast_to(control[None], (len(values),) + control.shape)
-        datas = self._batch_datas(nthread)
-        states, clean = batched_states(models, datas, np.stack(init), np.stack(warm), control,
-                                       max_abs_qpos=_MAX_ABS_QPOS)
-        out = []
-        for b, v in enumerate(values):
-            if b in serial or not clean[b]:
-                out.append(self._rollout_at(v, excitation))
-            else:
-                out.append(self._batched_result(excitation, models[b], datas[0], init[b], states[b], nsub, *points[b]))
-        if len(out) and self._values != points[-1][0]:  # a point re-run after the batch: back to the last
-            self.set_parameters(values[-1])
-        return out
+        self.set_parameters(values)
+        offset = self._reset(self._trial_of(excitation), excitation)
+        if self.rollout_limits.substeps_problem(T * nsub + self._pre_roll_steps(offset)):
+            return None
+        self._pre_roll(offset)
+        if self._divergence():
+            return None
+        m.opt.timestep = period / nsub
+        key = (tuple(sorted(self._values.items())), float(m.opt.timestep))
+        if key not in memo:
+            memo[key] = self._sensor_model() or copy.copy(m)
+        model = memo[key]
+        init = full_state(m, d)
+        anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
+        point = (dict(self._values), offset, anchor, self.pinhole, self.projection)
+        control = np.repeat(ctrl, nsub, axis=0) if m.nu else np.zeros((T * nsub, 0))
+
+        def finish(states: np.ndarray, sensordata: np.ndarray | None, scratch: mujoco.MjData) -> RolloutResult:
+            return self._batched_result(excitation, model, scratch, init, states, sensordata, nsub, *point)
+
+        return BatchJob(model, init, d.qacc_warmstart.copy(), control, finish)
+
+    def _sensor_model(self) -> mujoco.MjModel | None:
+        """A copy of the twin's model as it is now (parameter values, ``opt.timestep``) with a ``framepos``
+        sensor per keypoint (its site, or its body's frame) appended after the model's own sensors, so that
+        ``mujoco.rollout`` returns the keypoints of every step from its C++ threads; None where that model
+        cannot be made equal to the twin's (then the states are read back in Python).
+
+        It is compiled once from the twin's MjSpec with the sensors added; each copy gets the current model
+        and option bindings written as :meth:`set_parameters` writes them. The first copy is compared with
+        the twin's model (:func:`~.mujoco_batch.same_physics`): a difference (or two parameters writing one
+        field) keeps the Python read-back for good.
+        """
+        from .mujoco_batch import same_physics
+
+        kept = self.__dict__.get("_batch_sensor_model", False)
+        if kept is False:
+            kept = self.__dict__["_batch_sensor_model"] = self._compile_sensor_model()
+        if kept is None:
+            return None
+        template, scratch = kept
+        m = copy.copy(template)
+        write_model_bindings(m, [(b, fv * b.ratio) for name, fv in self._values.items()
+                                 for b in self._bindings[name] if b.kind in ("model", "option")], scratch)
+        m.opt.timestep = self.model.opt.timestep
+        if not self.__dict__.get("_batch_sensor_checked"):
+            if not same_physics(m, self.model):
+                self.__dict__["_batch_sensor_model"] = None
+                return None
+            self.__dict__["_batch_sensor_checked"] = True
+        return m
+
+    def _compile_sensor_model(self) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
+        """(the twin's MjSpec compiled with the keypoint sensors appended, its scratch data), or None (the
+        spec cannot be copied or compiled, or two parameters write one model field)."""
+        writes = [(b.kind, b.field, tuple(b.index)) for bs in self._bindings.values() for b in bs
+                  if b.kind in ("model", "option")]
+        if len(set(writes)) != len(writes):
+            return None
+        try:
+            spec = self._built.spec.copy()
+            for kind, i in self._keypoints:
+                obj = self.model.site(i).name if kind == "site" else self.model.body(i).name
+                spec.add_sensor(type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                                objtype=mujoco.mjtObj.mjOBJ_SITE if kind == "site" else mujoco.mjtObj.mjOBJ_XBODY,
+                                objname=obj)
+            m = spec.compile()
+        except Exception:  # noqa: BLE001 - the Python read-back serves any model
+            return None
+        return m, mujoco.MjData(m)
 
     def _batched_result(self, excitation: Excitation, m: mujoco.MjModel, d: mujoco.MjData, init: np.ndarray,
-                        states: np.ndarray, nsub: int, values: dict[str, float], offset: float, anchor: np.ndarray,
-                        pinhole: PinholeCamera | None, projection: ImageProjection | None) -> RolloutResult:
+                        states: np.ndarray, sensordata: np.ndarray | None, nsub: int, values: dict[str, float],
+                        offset: float, anchor: np.ndarray, pinhole: PinholeCamera | None,
+                        projection: ImageProjection | None) -> RolloutResult:
         """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub:
-        row k is the state before command k (the initial state, then the end of each period)."""
+        row k is the state before command k (the initial state, then the end of each period); from a
+        model with the read-back sensors (:meth:`_sensor_model`) the keypoints come from its sensor values
+        (S, nsensordata; row j computed from the state after j steps)."""
         from .mujoco_batch import FULL_STATE
 
         T, K, period = excitation.num_steps, len(self._keypoints), excitation.period
         rows = np.concatenate([init[None], states[nsub - 1:-1:nsub]]) if T > 1 else init[None]
         pts = np.empty((T, K, 3))
-        for k in range(T):
+        if sensordata is not None:
+            n0 = self.model.nsensordata  # the model's own sensors come first
+            pts[:] = sensordata[0:T * nsub:nsub, n0:n0 + 3 * K].reshape(T, K, 3)
+        for k in range(0 if sensordata is not None else T):
             mujoco.mj_setState(m, d, rows[k], FULL_STATE)
             mujoco.mj_kinematics(m, d)
             for j, ref in enumerate(self._keypoints):
@@ -1076,6 +1132,40 @@ class UserModelTwin(BatchScratch):
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown may have torn down GL already
             pass
+
+
+class _RolloutVideo:
+    """The frames :meth:`UserModelTwin.rollout` renders (its ``render*`` / ``frame_sink`` arguments): which
+    rows, at which size, kept in ``frames`` or streamed to the sink through one reused buffer."""
+
+    def __init__(self, twin: UserModelTwin, T: int, anchor: np.ndarray, offset: float, *, render: bool,
+                 render_steps: Sequence[int] | None, render_width: int | None,
+                 frame_sink: Callable[[int, np.ndarray], None] | None, render_rows: Iterable[int] | None) -> None:
+        self.twin, self.anchor, self.sink = twin, anchor, frame_sink
+        self.frames: np.ndarray | None = None
+        self.buf: np.ndarray | None = None
+        self.want: dict[int, list[int]] = {}
+        if not render:
+            return
+        cam0 = twin.camera_at(anchor, offset)
+        if frame_sink is not None and render_rows is not None and render_steps is None:
+            render_steps = sorted({int(r) for r in render_rows if 0 <= int(r) < T})
+        self.want = _render_rows(T, render_steps)
+        size = preview_size(cam0.width, cam0.height, render_width)
+        n_frames = len(render_steps) if render_steps is not None else T
+        if frame_sink is None:
+            self.frames = np.zeros((n_frames, size[1], size[0], 3), np.uint8)
+        else:
+            self.buf = np.zeros((size[1], size[0], 3), np.uint8)
+
+    def row(self, k: int, d: mujoco.MjData, time: float) -> None:
+        """Render row ``k`` (``d``'s state at video time ``time``, s) where it is wanted."""
+        for j in self.want.get(k, ()):
+            if self.frames is not None:
+                self.twin._render_frame(d, self.anchor, time, self.frames[j])
+            else:
+                self.twin._render_frame(d, self.anchor, time, self.buf)
+                self.sink(k, self.buf)
 
 
 def build_user_twin(*, model_path: str | Path | Mapping[str, Any], parameters: ParameterSet,
