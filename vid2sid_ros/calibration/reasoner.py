@@ -27,7 +27,9 @@ Per iteration:
    implementation and theory", 1978; ``D² = diag(JᵀJ)``), with the same box.
 4. Every evaluated step updates ``J`` and ``J_s`` with Broyden's rank-one secant
    formula (Broyden 1965), so later steps cost one evaluation each. A refinement step
-   is accepted when it lowers the training MAE; a diagnosis step when it lowers the
+   is accepted when it lowers the sum of squared residuals ``‖r‖²``: the objective the
+   step minimises and the convergence test reads (one objective from the first step to
+   the stop; the training MAE is reported beside it); a diagnosis step when it lowers the
    MAE, or brings the signatures closer while the MAE stays within
    ``diagnosis_slack`` of the best seen (the loop keeps the best point anyway).
    Accepted steps grow the trust region, rejected ones shrink it; two rejected
@@ -36,8 +38,9 @@ Per iteration:
    noise the signatures' floor can stay above ``signature_tolerance``, and tiny steps
    accepted for "closer signatures" would otherwise stall the run in the diagnosis); repeated rejections (or a long way
    travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities.
-5. **Convergence**: when a damped step is predicted to gain less than ``converged_fraction``
-   of the squared residual, the sensitivities are re-measured at the point if they were
+5. **Convergence**: when a damped step's predicted gain is one the test would pass (its
+   relative offset at most ``converged_offset``, or below the simulation's resolution:
+   :meth:`Reasoner._promises_little`), the sensitivities are re-measured at the point if they were
    carried there by secant updates, and :func:`first_order_test` decides: the Bates–Watts
    relative offset of the bounded Gauss–Newton step against the residual noise (or a
    predicted decrease below the simulation's resolution). Passed: the reasoner holds its
@@ -46,8 +49,9 @@ Per iteration:
    sensitivities re-measured with half the finite-difference step) and reports ``stalled``
    only when no move is left; a test the budget cannot pay for is no convergence.
 6. **Latency**: a free latency nuisance costs no rollout, so it is searched over its whole
-   range (:meth:`Reasoner._scan_latency`) whenever the sensitivities are measured and at
-   every refinement iteration, before the local steps.
+   range (:meth:`Reasoner._scan_latency`, on the training RMS error: the same least-squares
+   objective) whenever the sensitivities are measured and at every refinement iteration,
+   before the local steps.
 
 Each accepted move gets a rationale naming the signature it corrects and the
 parameter it moves, with units, e.g. "the twin's dominant frequency of tip in
@@ -112,8 +116,10 @@ class Reasoner:
             step was accepted (Broyden's secant updates correct them only along the steps taken).
         diagnosis_slack: a diagnosis step that brings the signatures closer is accepted
             while the training MAE stays below this multiple of the best seen.
-        converged_fraction: a refinement step predicted to lower the squared residual by
-            less than this fraction calls the convergence test (:meth:`first_order_test`).
+        converged_fraction: after a failed convergence test, the damped step on the fresh
+            sensitivities is tried only when it is predicted to lower the squared residual by at
+            least this fraction (else the Gauss–Newton step is); the test itself is called when a
+            step's gain is one it would pass (:meth:`_promises_little`).
         converged_offset: the test's threshold on the Bates–Watts relative offset of the
             Gauss–Newton step (the step's length in standard errors, RMS over the parameters).
         min_fd_step: smallest finite-difference step (normalised units): when every length
@@ -224,7 +230,7 @@ class Reasoner:
             gauss_newton = False
             if (step is None or np.max(np.abs(step)) < 1e-6 or steps >= quota
                     or (s.want_test is not None and s.fo.J is s.want_test)
-                    or (mode == "refinement" and predicted < self.converged_fraction * s.anchor.ssr)):
+                    or (mode == "refinement" and self._promises_little(ctx, s.anchor, predicted))):
                 # the damped step promises little: the convergence test, on sensitivities measured here
                 action = self._convergence_call(ctx, s, excitations)
                 if action == "continue":
@@ -289,7 +295,7 @@ class Reasoner:
             # looks as good) never holds it. Not at every diagnosis step: while the signatures still disagree, the
             # shift that best hides wrong physics drifts (to a bound) and the diagnosis steps follow it
             # while the physics is still off (diagnosis phase), a shift is taken only when it explains much of the
-            # misfit (a fifth of the training MAE): one that explains little is as likely to hide wrong physics
+            # misfit (a fifth of the training RMS error): one that explains little is as likely to hide wrong physics
             moved, paid = self._scan_latency(ctx, s.anchor, excitations, s.lines,
                                              min_gain=0.0 if s.phase == "refine" else 0.2)
             s.evals_left -= math.ceil(paid / s.cost)
@@ -324,9 +330,9 @@ class Reasoner:
         s.failures = 0
         s.tried.extend(probes)
         s.lines.append(self._sensitivity_summary(ctx.parameters, s.anchor, Js, sig_keys, J))
-        better = [p for p in probes if not p.failed and p.error < s.best.error]
+        better = [p for p in probes if not p.failed and p.ssr < s.best.ssr]
         if better:
-            s.best = min(better, key=lambda p: p.error)
+            s.best = min(better, key=lambda p: p.ssr)
         s.radius = max(s.radius, self.initial_radius)
         return None
 
@@ -381,8 +387,8 @@ class Reasoner:
         fo = s.fo
         if fo.backtracks > 6 or not np.max(np.abs(test.step)) > 0:
             if fo.fd_step / 2 < self.min_fd_step:
-                fo.stalled = (f"no step along the Gauss-Newton direction lowers the training MAE "
-                              f"({format_error(s.anchor.error, self._unit)}), with sensitivities measured down "
+                fo.stalled = (f"no step along the Gauss-Newton direction lowers the sum of squared residuals "
+                              f"(training RMS error {self._rms(s.anchor)}), with sensitivities measured down "
                               f"to a {fo.fd_step:.2g} (normalised) finite-difference step; "
                               f"{test.text(self._unit)}")
                 s.lines.append(f"Stalled, not converged: {fo.stalled}.")
@@ -419,13 +425,13 @@ class Reasoner:
         s.tried.extend(probes)
         s.travel, s.failures = 0.0, 0
         s.lines.append(self._sensitivity_summary(ctx.parameters, s.anchor, Js, sig_keys, J))
-        better = [p for p in probes if not p.failed and p.error < s.anchor.error]
+        better = [p for p in probes if not p.failed and p.ssr < s.anchor.ssr]
         if better:  # a probe is better: no optimum here; steps go on from the best probe
-            cand = min(better, key=lambda p: p.error)
+            cand = min(better, key=lambda p: p.ssr)
             s.J, s.Js = self._broyden(s.J, s.Js, s.anchor, cand, s.sig_keys)
             s.travel += float(np.max(np.abs(cand.u - s.anchor.u)))
             s.anchor, s.want_test = cand, None
-            if s.anchor.error < s.best.error:
+            if s.anchor.ssr < s.best.ssr:
                 s.best = s.anchor
         s.radius = max(s.radius, self.initial_radius)
         return "continue"
@@ -450,8 +456,9 @@ class Reasoner:
             if step is not None and predicted >= self.converged_fraction * s.anchor.ssr:
                 s.lines.append(f"Not converged yet: {test.text(self._unit)}; a damped least-squares step on "
                                "the freshly measured sensitivities.")
-            else:
+            else:  # no damped step worth a rollout: its slot is spent, the whole Gauss-Newton step comes next
                 step = None
+                fo.backtracks = 1
         if step is None:  # then the undamped Gauss-Newton step, halved on each rejection
             k = max(fo.backtracks - 1, 0)
             step = test.step * 0.5 ** k
@@ -485,8 +492,8 @@ class Reasoner:
             accept = cand.error < anchor.error or (
                 both.sum() >= len(names) and float(np.sum(sc[both] ** 2)) < float(np.sum(sa[both] ** 2))
                 and cand.error < self.diagnosis_slack * s.best.error)
-        else:
-            accept = cand.error < anchor.error
+        else:  # a least-squares step: judged on the objective it minimises and the convergence test reads
+            accept = cand.ssr < anchor.ssr
         explanation = self._explain(params, mode, anchor, cand, s.Js, s.sig_keys, s.diagnosis, s.radius) \
             if accept else ""
         s.J, s.Js = self._broyden(s.J, s.Js, anchor, cand, s.sig_keys)
@@ -520,12 +527,13 @@ class Reasoner:
                 s.radius = max(s.radius * 0.5, 1e-3)
         else:
             s.lines.append(f"Tried a {mode} step ({self._values_text(params, anchor, cand, names)}): the training "
-                           f"MAE went from {self._num(anchor.error)} to {format_error(cand.error, self._unit)}, so I "
+                           f"RMS error went from {self._rms(anchor)} to {self._rms(cand)} (MAE "
+                           f"{self._num(anchor.error)} → {format_error(cand.error, self._unit)}), so I "
                            f"keep the previous values and shrink the trust region to {s.radius * 0.35:.3g}.")
             s.radius = max(s.radius * 0.35, 1e-3)
             s.lam *= 4.0
             s.failures += 1
-        if s.anchor.error < s.best.error:
+        if s.anchor.ssr < s.best.ssr:
             s.best = s.anchor
 
     # -- pieces -----------------------------------------------------------------------
@@ -537,15 +545,18 @@ class Reasoner:
         every value re-uses the anchor's rollouts, so the search is a dense grid over the bounds
         (spacing 1/8 of a frame period, at least 21 points, at most 201) followed by a bounded
         Brent refinement (``scipy.optimize.minimize_scalar``) between the best grid point's
-        neighbours, all on the training MAE. A derivative-based step from 0 stops in the nearest
-        dip of the (periodic) misfit; the grid sees every dip.
+        neighbours, all on the training RMS error ``sqrt(‖r‖² / m)``: the least-squares objective the
+        refinement steps are judged on and the convergence test reads (a latency at the MAE's optimum
+        is not at the sum of squares' one, and the test saw the difference as a step left to take).
+        A derivative-based step from 0 stops in the nearest dip of the (periodic) misfit; the grid
+        sees every dip.
 
         Args:
-            min_gain: the move is taken only when it lowers the training MAE by more than this
+            min_gain: the move is taken only when it lowers the training RMS error by more than this
                 fraction (0: any decrease).
 
         Returns:
-            ``(the best point found, when it lowers the anchor's training MAE enough, else None;
+            ``(the best point found, when it lowers the anchor's training RMS error enough, else None;
             rollouts paid — 0 unless the anchor's rollouts were no longer cached)``.
         """
         from scipy.optimize import minimize_scalar
@@ -561,36 +572,39 @@ class Reasoner:
         seen: dict[float, tuple[float, Evaluation]] = {}
         paid = 0
 
-        def mae(x: float) -> float:
+        def rms(x: float) -> float:
             nonlocal paid
             x = float(spec.clip(float(x)))
             if x not in seen:
                 ev = ctx.evaluate({**base, spec.name: x})
                 paid += int(ev.rollouts)
-                seen[x] = (math.inf if ev.failed else float(ev.error_px), ev)
+                r = None if ev.failed or len(ev.sim) != len(ctx.real) else residual_vector(ev.sim, ctx.real)
+                ok = r is not None and r.size > 0 and bool(np.all(np.isfinite(r)))
+                seen[x] = (float(np.sqrt(np.mean(r ** 2))) if ok else math.inf, ev)
             return seen[x][0]
 
         grid = np.linspace(lo, hi, n)
         try:
-            errs = [mae(x) for x in grid]
+            errs = [rms(x) for x in grid]
             k = int(np.argmin(errs))
             if math.isfinite(errs[k]):
-                minimize_scalar(mae, bounds=(float(grid[max(k - 1, 0)]), float(grid[min(k + 1, n - 1)])),
+                minimize_scalar(rms, bounds=(float(grid[max(k - 1, 0)]), float(grid[min(k + 1, n - 1)])),
                                 method="bounded", options={"xatol": (hi - lo) * 1e-5, "maxiter": 25})
         except BudgetExhausted:
             pass
         if not seen:
             return None, paid
         x_best, (e_best, ev_best) = min(seen.items(), key=lambda kv: kv[1][0])
-        if not e_best < (1.0 - min_gain) * anchor.error:
+        if not e_best < (1.0 - min_gain) * math.sqrt(anchor.ssr / max(anchor.r.size, 1)):
             return None, paid
         p = _Point.of(ev_best, ctx, excitations, params)
         if p.failed:
             return None, paid
         lines.append(f"I searched the {spec.name} over its whole range ({n} values from {_with_unit(lo, spec.unit)} "
                      f"to {_with_unit(hi, spec.unit)}, then refined; no rollout: it shifts the measurement): "
-                     f"{_fmt(anchor.values[spec.name])} → {_with_unit(x_best, spec.unit)} lowers the training MAE "
-                     f"{self._num(anchor.error)} → {format_error(e_best, self._unit)}.")
+                     f"{_fmt(anchor.values[spec.name])} → {_with_unit(x_best, spec.unit)} lowers the training RMS "
+                     f"error {self._rms(anchor)} → {self._rms(p)} (MAE {self._num(anchor.error)} → "
+                     f"{format_error(p.error, self._unit)}).")
         return p, paid
 
     @staticmethod
@@ -607,6 +621,23 @@ class Reasoner:
         e0 = next((float(r.error_px) for r in ctx.history if math.isfinite(r.error_px)), anchor.error)
         e0 = max(e0, anchor.error) if math.isfinite(anchor.error) else e0
         return float(anchor.r.size) * (1e-9 * e0) ** 2
+
+    def _promises_little(self, ctx: ProposalContext, anchor: "_Point", predicted: float) -> bool:
+        """Does a refinement step predicted to lower the squared residual by ``predicted`` call the convergence test?
+
+        Yes when the test itself would pass on that prediction: the step's Bates–Watts relative offset
+        ``sqrt(predicted / n) / s`` (:func:`first_order_test`, same ``s``) is at most ``converged_offset``, or
+        ``predicted`` is below the simulation's resolution (:meth:`_floor`). A laxer call (a fixed fraction of
+        the squared residual) paid for fresh sensitivities at points the test then failed, and the step it
+        took from there left the sensitivities to be measured again.
+        """
+        m, n = anchor.r.size, max(len(ctx.parameters.free), 1)
+        s2 = max(anchor.ssr - max(predicted, 0.0), 0.0) / max(m - n, 1)
+        return predicted <= self._floor(ctx, anchor) or predicted <= self.converged_offset ** 2 * n * s2
+
+    def _rms(self, p: "_Point") -> str:
+        """A point's training RMS error ``sqrt(‖r‖² / m)`` with the unit (the objective steps are judged on)."""
+        return format_error(math.sqrt(p.ssr / max(p.r.size, 1)), self._unit)
 
     def _num(self, error: float) -> str:
         """An error as a bare number in the display unit of :attr:`_unit` (mm for m)."""
