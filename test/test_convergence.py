@@ -137,3 +137,115 @@ def test_a_stalled_proposal_stops_the_loop_as_not_converged():
     assert res.stopped == "stalled: every step rejected (not converged)" and res.iterations == 1
     assert res.history[-1].extra["stalled"] == "every step rejected (not converged)"
     assert stop_sentence(res.stopped, 1, 5, res.rollouts, 20).endswith("NOT converged")
+
+
+def _toy_points(mae_a: float, r_a, mae_b: float, r_b):
+    """Two evaluated points of the toy rig's parameters (no rollout): ``(parameters, a, b)``."""
+    from vid2sid_ros.calibration.proposer import Evaluation
+    from vid2sid_ros.calibration.reasoner import _Point
+    from vid2sid_ros.sim.toy import make_rig
+
+    params = make_rig().parameters
+    pts = []
+    for k, (mae, r) in enumerate(((mae_a, r_a), (mae_b, r_b))):
+        values = params.nominal()
+        u = params.to_unit_vector(values) + 0.01 * k
+        values = params.from_unit_vector(u, values)
+        pts.append(_Point(Evaluation(values, mae), u, np.asarray(r, float), values, {}, False))
+    return params, pts[0], pts[1]
+
+
+def test_a_refinement_step_is_judged_on_the_sum_of_squares_the_convergence_test_reads():
+    """Was: a least-squares step was accepted when it lowered the training MAE, while the convergence test
+    reads the sum of squares: on the pendulum clip steps that lowered the squares were rejected (MAE up by
+    0.00003 px) and the test kept failing at a point that was the optimum of neither."""
+    from vid2sid_ros.calibration.reasoner import Reasoner, _Search
+
+    # b: lower sum of squares (3.61 < 4), higher MAE (1.1 > 1.0): accepted, the anchor moves to b
+    params, a, b = _toy_points(1.0, [1, 1, 1, 1], 1.1, [0, 0, 0, 1.9])
+    s = _Search(a, evals_left=10, cost=1, fd_step=0.05, radius=0.25)
+    s.J, s.Js = np.ones((4, len(params.free))), np.zeros((0, len(params.free)))
+    s.phase = "refine"
+    Reasoner()._judge(params, s, b, "refinement", 0.5, None, False)
+    assert s.anchor is b and s.best is b and s.failures == 0
+    # the other way round (lower MAE, higher sum of squares): rejected, the anchor stays
+    params, a, b = _toy_points(1.1, [0, 0, 0, 1.9], 1.0, [1, 1, 1, 1])
+    s = _Search(a, evals_left=10, cost=1, fd_step=0.05, radius=0.25)
+    s.J, s.Js = np.ones((4, len(params.free))), np.zeros((0, len(params.free)))
+    Reasoner()._judge(params, s, b, "refinement", 0.5, None, False)
+    assert s.anchor is a and s.failures == 1
+    assert "RMS error went from 0.950 px to 1.000 px" in s.lines[-1], s.lines[-1]
+
+
+def test_the_convergence_test_is_called_only_when_the_step_left_is_within_its_threshold():
+    """Was: a damped step predicted below 0.1 % of the squared residual called the test; with m residuals
+    that is about m/1000 noise variances, far above the n/16 the test passes at (finger: 0.71 vs 0.31), so a
+    fresh Jacobian was paid for a test that failed, and the step it then took needed another one."""
+    from vid2sid_ros.calibration.reasoner import Reasoner
+    from vid2sid_ros.sim.toy import make_rig
+
+    class Ctx:
+        parameters = make_rig().parameters
+        history = ()
+
+    n = len(Ctx.parameters.free)
+    m = 1000
+    params, a, _ = _toy_points(1.0, np.ones(m), 1.0, np.ones(m))  # sum of squares 1000, s² = (1000 - P)/(m - n)
+    s2 = 1000.0 / (m - n)
+    rsn = Reasoner()
+    assert not rsn._promises_little(Ctx, a, 0.5)  # < 0.1 % of the squares, yet an offset of 0.41 > 0.25
+    assert rsn._promises_little(Ctx, a, 0.9 * 0.25 ** 2 * n * s2)
+    assert not rsn._promises_little(Ctx, a, 1.1 * 0.25 ** 2 * n * s2)
+
+
+def test_a_rejected_gauss_newton_step_is_not_tried_again_at_the_same_length():
+    """Was: when the damped step after a failed test promised too little, the whole Gauss-Newton step was
+    tried, and after its rejection tried again at the same length (the same point evaluated twice)."""
+    from vid2sid_ros.calibration.reasoner import Reasoner, _Search, first_order_test
+
+    params, a, _ = _toy_points(1.0, 0.01 * np.ones(6), 1.0, np.ones(6))  # a Gauss-Newton step inside max_radius
+    n = len(params.free)
+    rng = np.random.default_rng(1)
+    J = rng.normal(size=(6, n))
+    s = _Search(a, evals_left=10, cost=1, fd_step=0.05, radius=0.25)
+    s.fo.measured(J, a.u)
+    s.J, s.Js = J.copy(), np.zeros((0, n))
+    test = first_order_test(a.r, J, a.u, threshold=0.25)
+    rsn = Reasoner(converged_fraction=0.999)  # no damped step promises enough: straight to Gauss-Newton
+    lengths = []
+    for _ in range(3):
+        mode, step, _pred = rsn._after_failed_test(params, s, test)
+        lengths.append(float(np.max(np.abs(step))))
+        s.fo.backtracks += 1  # what a rejection does (Reasoner._judge)
+    full = float(np.max(np.abs(test.step)))
+    assert 0 < full < rsn.max_radius
+    assert lengths == pytest.approx([full, full / 2, full / 4]), lengths
+
+
+def test_a_converged_stop_reports_the_point_its_test_passed_at():
+    """Was: the result was the lowest training MAE seen, which for a least-squares proposer can be another
+    point than the one its convergence test passed at; the stop said "converged" of values never tested."""
+    from vid2sid_ros.calibration.proposer import Proposal
+    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.sim.toy import make_rig
+
+    truth = {"stiffness": 0.25, "damping": 0.012, "gain": 0.14}
+
+    class Tested:
+        name = "tested"
+        wants_video = False
+
+        def propose(self, ctx):
+            ctx.evaluate(truth)  # the lowest training MAE of the run
+            off = {**truth, "stiffness": 0.26}
+            ev = ctx.evaluate(off)
+            return Proposal(values=off, rationale="test passed here", confidence=0.9, best_evaluation=ev,
+                            converged=True)
+
+    rig = make_rig()
+    real = make_sim2sim_trial(rig, truth, seed=4, noise="keypoint")
+    res = run_calibration(rig, real, Tested(), CalibrationConfig(iterations=5, rollout_budget=20,
+                                                                 identifiability=False,
+                                                                 final_identifiability=False, diagnosis=False))
+    assert res.stopped == "converged"
+    assert res.values["stiffness"] == pytest.approx(0.26) and res.best_iteration == 1

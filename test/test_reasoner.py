@@ -207,7 +207,8 @@ def _stale_context(toy_case, travel: float, budget: int = 40, jacobian: str = "o
              "radius": 0.25, "lambda": 1e-3, "failures": 0, "phase": "refine", "travel": travel,
              "diag_failures": 2, "converged": False}
     ctx = ProposalContext(parameters=params, current=dict(current), current_eval=ev0, real=real.train,
-                          history=[SimpleNamespace(extra={"proposer_state": state}, confidence=0.5)],
+                          history=[SimpleNamespace(extra={"proposer_state": state}, confidence=0.5,
+                                                   error_px=ev0.error_px)],
                           evaluate=evaluate, rollouts_remaining=budget, iterations_remaining=3,
                           excitations=real.train_excitations)
     spent.clear()

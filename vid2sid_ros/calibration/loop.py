@@ -1191,6 +1191,9 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
             stopped = "rollout budget exhausted"
             break
         if converged and cfg.stop_when_converged:  # the proposer's own test: more iterations change nothing
+            # the result is the point the test passed at, even where another point seen had a lower training MAE
+            # (the proposer's objective, e.g. least squares, is not the MAE): "converged" is said of these values
+            s.best, s.best_iteration = (float(ev.error_px), dict(ev.values), dict(ev.per_keypoint_px)), it
             stopped = "converged"
             break
         if stall and cfg.stop_when_converged:  # no move left, and the convergence test fails: say so

@@ -27,7 +27,9 @@ Per iteration:
    implementation and theory", 1978; ``D² = diag(JᵀJ)``), with the same box.
 4. Every evaluated step updates ``J`` and ``J_s`` with Broyden's rank-one secant
    formula (Broyden 1965), so later steps cost one evaluation each. A refinement step
-   is accepted when it lowers the training MAE; a diagnosis step when it lowers the
+   is accepted when it lowers the sum of squared residuals ``‖r‖²``: the objective the
+   step minimises and the convergence test reads (one objective from the first step to
+   the stop; the training MAE is reported beside it); a diagnosis step when it lowers the
    MAE, or brings the signatures closer while the MAE stays within
    ``diagnosis_slack`` of the best seen (the loop keeps the best point anyway).
    Accepted steps grow the trust region, rejected ones shrink it; two rejected
@@ -36,8 +38,9 @@ Per iteration:
    noise the signatures' floor can stay above ``signature_tolerance``, and tiny steps
    accepted for "closer signatures" would otherwise stall the run in the diagnosis); repeated rejections (or a long way
    travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities.
-5. **Convergence**: when a damped step is predicted to gain less than ``converged_fraction``
-   of the squared residual, the sensitivities are re-measured at the point if they were
+5. **Convergence**: when a damped step's predicted gain is one the test would pass (its
+   relative offset at most ``converged_offset``, or below the simulation's resolution:
+   :meth:`Reasoner._promises_little`), the sensitivities are re-measured at the point if they were
    carried there by secant updates, and :func:`first_order_test` decides: the Bates–Watts
    relative offset of the bounded Gauss–Newton step against the residual noise (or a
    predicted decrease below the simulation's resolution). Passed: the reasoner holds its
@@ -46,8 +49,9 @@ Per iteration:
    sensitivities re-measured with half the finite-difference step) and reports ``stalled``
    only when no move is left; a test the budget cannot pay for is no convergence.
 6. **Latency**: a free latency nuisance costs no rollout, so it is searched over its whole
-   range (:meth:`Reasoner._scan_latency`) whenever the sensitivities are measured and at
-   every refinement iteration, before the local steps.
+   range (:meth:`Reasoner._scan_latency`, on the training RMS error: the same least-squares
+   objective) whenever the sensitivities are measured and at every refinement iteration,
+   before the local steps.
 
 Each accepted move gets a rationale naming the signature it corrects and the
 parameter it moves, with units, e.g. "the twin's dominant frequency of tip in
@@ -112,8 +116,10 @@ class Reasoner:
             step was accepted (Broyden's secant updates correct them only along the steps taken).
         diagnosis_slack: a diagnosis step that brings the signatures closer is accepted
             while the training MAE stays below this multiple of the best seen.
-        converged_fraction: a refinement step predicted to lower the squared residual by
-            less than this fraction calls the convergence test (:meth:`first_order_test`).
+        converged_fraction: after a failed convergence test, the damped step on the fresh
+            sensitivities is tried only when it is predicted to lower the squared residual by at
+            least this fraction (else the Gauss–Newton step is); the test itself is called when a
+            step's gain is one it would pass (:meth:`_promises_little`).
         converged_offset: the test's threshold on the Bates–Watts relative offset of the
             Gauss–Newton step (the step's length in standard errors, RMS over the parameters).
         min_fd_step: smallest finite-difference step (normalised units): when every length
@@ -174,6 +180,11 @@ class Reasoner:
     def propose(self, ctx: ProposalContext) -> Proposal:
         """One diagnosis/refinement iteration (see module docstring).
 
+        The iteration: restore the memory (:meth:`_restore`), search the latency and measure the
+        sensitivities when due (:meth:`_prepare`), then up to a quota of step evaluations, each
+        planned by :meth:`_plan_step`, replaced by the convergence call (:meth:`_convergence_call`)
+        when it promises little, and judged by :meth:`_judge`.
+
         Raises:
             RuntimeError: without ``context.evaluate`` (the reasoner measures sensitivities).
         """
@@ -181,298 +192,349 @@ class Reasoner:
             raise RuntimeError("the reasoner needs context.evaluate to measure sensitivities")
         self._unit = measurement_unit(ctx.real)  # px, m, rad, or sigma (mixed) in the rationale
         params = ctx.parameters
-        free = params.free
-        names = [s.name for s in free]
-        n = len(free)
+        names = [s.name for s in params.free]
         cost = max(len(ctx.real), 1)
         from .loop import UNLIMITED_ROLLOUTS
 
         unlimited = ctx.rollouts_remaining >= UNLIMITED_ROLLOUTS
-        evals_left = 10 ** 6 if unlimited else ctx.rollouts_remaining // cost
         excitations = self._excitations(ctx)
-        lines: list[str] = []
-        diagnosis: dict[str, str] = {}
-
-        state = self._load_state(ctx)
         anchor = _Point.of(ctx.current_eval, ctx, excitations, params)
         if anchor.failed:
             raise RuntimeError(f"the current parameters cannot be simulated ({ctx.current_eval.message})")
-        best = anchor
-        tried: list[_Point] = []
-
-        J = Js = None
-        sig_keys: list[list[str]] = []
-        radius = self.initial_radius
-        lam = 1e-3
-        failures = 0
-        travel = 0.0
-        diag_failures = 0
-        phase = "diagnose"
-        converged = False
-        # the convergence test's memory: the Jacobian last measured by finite differences and where,
-        # the finite-difference step, the Gauss-Newton backtracking count, a test still owed
-        fo = _FirstOrder(fd_step=self.fd_step)
-        if state is not None and state.get("m") == anchor.r.size and state.get("names") == names:
-            J = np.asarray(state["J"], float)
-            Js = np.asarray(state["Js"], float) if state.get("Js") else np.zeros((0, n))
-            sig_keys = [list(k) for k in state.get("sig_keys", [])]
-            radius = float(state.get("radius", radius))
-            lam = float(state.get("lambda", lam))
-            failures = int(state.get("failures", 0))
-            travel = float(state.get("travel", 0.0))
-            diag_failures = int(state.get("diag_failures", 0))
-            phase = str(state.get("phase", phase))
-            converged = bool(state.get("converged", False)) and np.array_equal(
-                np.asarray(state.get("u_anchor", []), float), anchor.u)
-            fo = _FirstOrder.restore(state, self.fd_step, J, anchor.u)
-            u_prev = np.asarray(state.get("u_anchor", anchor.u), float)
-            if not np.array_equal(u_prev, anchor.u):
-                lines.append("The current parameters were set by another proposer; my sensitivities were measured "
-                             "elsewhere and are used as an approximation.")
-
-        # secant updates correct J only along the steps taken: far enough from where it was measured it is
-        # re-measured even while every step is accepted (a valley crept along in tiny steps)
-        stale = (failures >= self.refresh_after or (travel >= self.refresh_travel and failures >= 1)
-                 or travel >= self.refresh_distance)
-        need_fd = J is None or ((stale or fo.pending) and not converged)
-        if not converged and (phase == "refine" or need_fd):
-            # the latency costs no rollout: searched over its whole range whenever the sensitivities are measured and
-            # at every refinement iteration, so that a local optimum near 0 (a shift by a whole period of the motion
-            # looks as good) never holds it. Not at every diagnosis step: while the signatures still disagree, the
-            # shift that best hides wrong physics drifts (to a bound) and the diagnosis steps follow it
-            # while the physics is still off (diagnosis phase), a shift is taken only when it explains much of the
-            # misfit (a fifth of the training MAE): one that explains little is as likely to hide wrong physics
-            moved, paid = self._scan_latency(ctx, anchor, excitations, lines,
-                                             min_gain=0.0 if phase == "refine" else 0.2)
-            evals_left -= math.ceil(paid / cost)
-            if moved is not None:
-                if J is not None:
-                    J, Js = self._broyden(J, Js, anchor, moved, sig_keys)
-                    travel += float(np.max(np.abs(moved.u - anchor.u)))
-                tried.append(moved)
-                anchor = best = moved
+        s = _Search(anchor, evals_left=10 ** 6 if unlimited else ctx.rollouts_remaining // cost, cost=cost,
+                    fd_step=self.fd_step, radius=self.initial_radius)
         # a probe of a measurement nuisance (latency, marker offset) re-uses the anchor's rollouts: free
-        n_paid = sum(1 for s in free if not s.target.startswith(MEASUREMENT_PREFIX))
-        if need_fd and evals_left < n_paid + (1 if J is None else 2):
-            if J is None:
-                return self._probe_only(ctx, anchor, evals_left, lines)
-            need_fd = False
-        if need_fd:
-            if J is not None:
-                if failures:
-                    lines.append(f"My sensitivities were measured {travel:.2f} (normalised) away and the last "
-                                 f"{failures} step(s) did not improve the fit: re-measuring them at the current point.")
-                else:
-                    lines.append(f"My sensitivities were measured {travel:.2f} (normalised) away and only updated "
-                                 "by secants along the steps since: re-measuring them at the current point.")
-            travel = 0.0
-            try:
-                J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations, fo.fd_step)
-            except BudgetExhausted:
-                return self._finish(ctx, anchor, best, tried, lines, diagnosis, None, radius, lam, failures, sig_keys)
-            fo.measured(J, anchor.u)
-            evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / cost)
-            failures = 0
-            tried.extend(probes)
-            lines.append(self._sensitivity_summary(params, anchor, Js, sig_keys, J))
-            better = [p for p in probes if not p.failed and p.error < best.error]
-            if better:
-                best = min(better, key=lambda p: p.error)
-            radius = max(radius, self.initial_radius)
+        s.n_paid = sum(1 for p in params.free if not p.target.startswith(MEASUREMENT_PREFIX))
+        self._restore(s, self._load_state(ctx), names)
+        early = self._prepare(ctx, s, excitations)
+        if early is not None:
+            return early
 
         quota = self.evaluations_per_iteration
         if quota is None:
-            quota = max(1, math.ceil(evals_left / max(ctx.iterations_remaining, 1))) if evals_left > 0 else 0
-        quota = min(quota, evals_left)
+            quota = max(1, math.ceil(s.evals_left / max(ctx.iterations_remaining, 1))) if s.evals_left > 0 else 0
+        quota = min(quota, s.evals_left)
         # if probing found a better point, move the linearisation there (secant-corrected)
-        if best is not anchor:
-            J, Js = self._broyden(J, Js, anchor, best, sig_keys)
-            travel += float(np.max(np.abs(best.u - anchor.u)))
-            anchor = best
-        want_test = None  # a Jacobian re-measured for the convergence test, not tested yet
-        tested = None  # the Jacobian the last convergence test used (a fresh one, re-measured for it, is tested)
-        remeasured = 0  # re-measurements for a convergence call in this proposal (at most two)
-        if converged and quota > 0:
-            lines.append(f"Converged earlier: the least-squares model predicts no useful improvement of the "
-                         f"{format_error(anchor.error, self._unit)} training MAE; holding the parameters and saving the rollouts.")
+        if s.best is not s.anchor:
+            s.J, s.Js = self._broyden(s.J, s.Js, s.anchor, s.best, s.sig_keys)
+            s.travel += float(np.max(np.abs(s.best.u - s.anchor.u)))
+            s.anchor = s.best
+        if s.converged and quota > 0:
+            s.lines.append(f"Converged earlier: the least-squares model predicts no useful improvement of the "
+                           f"{format_error(s.anchor.error, self._unit)} training MAE; holding the parameters and "
+                           "saving the rollouts.")
             quota = 0
         steps = 0  # evaluated steps; a re-measurement or a convergence test takes no slot of the quota
-        while steps < quota or (steps == quota and fo.fresh_at(anchor.u) and fo.J is not tested):
-            sig_table = anchor.sig_table(sig_keys)
-            mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
-                                                     allow_diagnosis=(phase == "diagnose"))
-            if mode == "diagnosis" and step is not None and np.max(np.abs(step)) < self.diagnosis_min_step:
-                lines.append(f"The signature model asks for adjustments below {100 * self.diagnosis_min_step:.2g} % "
-                             f"of every range (signatures as close as it can bring them, training MAE "
-                             f"{format_error(anchor.error, self._unit)}): I switch to least-squares refinement on "
-                             "the trajectories.")
-                phase = "refine"
-                mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
-                                                         allow_diagnosis=False)
+        while steps < quota or (steps == quota and s.fo.fresh_at(s.anchor.u) and s.fo.J is not s.tested):
+            mode, step, predicted, rows = self._plan_step(params, s)
             gauss_newton = False
             if (step is None or np.max(np.abs(step)) < 1e-6 or steps >= quota
-                    or (want_test is not None and fo.J is want_test)
-                    or (mode == "refinement" and predicted < self.converged_fraction * anchor.ssr)):
+                    or (s.want_test is not None and s.fo.J is s.want_test)
+                    or (mode == "refinement" and self._promises_little(ctx, s.anchor, predicted))):
                 # the damped step promises little: the convergence test, on sensitivities measured here
-                if not fo.fresh_at(anchor.u):
-                    if evals_left >= n_paid and remeasured < 2:
-                        if travel > 0.0:
-                            lines.append(f"My sensitivities were measured {travel:.2f} (normalised) away and only "
-                                         "updated by secants since; re-measuring them here for the convergence test.")
-                        else:
-                            lines.append("My sensitivities here were updated by secants since they were measured; "
-                                         "re-measuring them for the convergence test.")
-                        remeasured += 1
-                        try:
-                            J, Js, sig_keys, probes = self._finite_differences(ctx, anchor, excitations, fo.fd_step)
-                        except BudgetExhausted:
-                            break
-                        fo.measured(J, anchor.u)
-                        want_test = fo.J  # re-measured for the test: the test comes next, whatever the damped step says
-                        evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / cost)
-                        tried.extend(probes)
-                        travel, failures = 0.0, 0
-                        lines.append(self._sensitivity_summary(params, anchor, Js, sig_keys, J))
-                        better = [p for p in probes if not p.failed and p.error < anchor.error]
-                        if better:  # a probe is better: no optimum here; steps go on from the best probe
-                            cand = min(better, key=lambda p: p.error)
-                            J, Js = self._broyden(J, Js, anchor, cand, sig_keys)
-                            travel += float(np.max(np.abs(cand.u - anchor.u)))
-                            anchor, want_test = cand, None
-                            if anchor.error < best.error:
-                                best = anchor
-                        radius = max(radius, self.initial_radius)
-                        continue
-                    fo.pending = True
-                    why = (f"which the remaining budget ({evals_left} evaluation(s)) cannot pay for"
-                           if evals_left < n_paid else "which I leave to the next iteration (two re-measurements "
-                                                      "in this one already)")
-                    lines.append(f"The least-squares model predicts little further gain (training MAE "
-                                 f"{format_error(anchor.error, self._unit)}), but only on sensitivities carried here "
-                                 f"by secant updates; the convergence test needs them re-measured ({n_paid} "
-                                 f"evaluation(s)), {why}: not converged.")
-                    break
-                tested, want_test = fo.J, None
-                test = first_order_test(anchor.r, fo.J, anchor.u, floor=self._floor(ctx, anchor),
-                                        threshold=self.converged_offset)
-                if test.passed:
-                    lines.append(f"Converged: {test.text(self._unit)} (training MAE "
-                                 f"{format_error(anchor.error, self._unit)}); holding the parameters.")
-                    converged = True
-                    break
-                # not converged: go on along the undamped Gauss-Newton direction, halving it on each rejection;
-                # when every length is rejected, re-measure the sensitivities with half the finite-difference step
-                if fo.backtracks > 6 or not np.max(np.abs(test.step)) > 0:
-                    if fo.fd_step / 2 < self.min_fd_step:
-                        fo.stalled = (f"no step along the Gauss-Newton direction lowers the training MAE "
-                                      f"({format_error(anchor.error, self._unit)}), with sensitivities measured down "
-                                      f"to a {fo.fd_step:.2g} (normalised) finite-difference step; "
-                                      f"{test.text(self._unit)}")
-                        lines.append(f"Stalled, not converged: {fo.stalled}.")
-                        break
-                    fo.fd_step /= 2
-                    fo.backtracks = 0
-                    fo.J = None  # forces the re-measurement above, with the smaller step
-                    lines.append(f"Every length of the Gauss-Newton step was rejected: re-measuring my sensitivities "
-                                 f"with a finite-difference step of {fo.fd_step:.2g} (normalised).")
-                    remeasured = min(remeasured, 1)
+                action = self._convergence_call(ctx, s, excitations)
+                if action == "continue":
                     continue
-                J = fo.J.copy()
+                if action == "break":
+                    break
+                mode, step, predicted = action
                 gauss_newton = True  # a rejection of the step below counts as a backtrack
-                step = None
-                if fo.backtracks == 0:
-                    # first a damped step on the fresh sensitivities, with less damping and the trust region reset
-                    lam = max(lam / 10.0, 1e-7)
-                    radius = max(radius, self.initial_radius)
-                    mode, step, predicted, rows = self._step(params, anchor, J, Js, sig_keys, sig_table, radius, lam,
-                                                             allow_diagnosis=False)
-                    if step is not None and predicted >= self.converged_fraction * anchor.ssr:
-                        lines.append(f"Not converged yet: {test.text(self._unit)}; a damped least-squares step on "
-                                     "the freshly measured sensitivities.")
-                    else:
-                        step = None
-                if step is None:  # then the undamped Gauss-Newton step, halved on each rejection
-                    k = max(fo.backtracks - 1, 0)
-                    step = test.step * 0.5 ** k
-                    big = float(np.max(np.abs(step)))
-                    if big > self.max_radius:
-                        step = step * (self.max_radius / big)
-                    mode = "refinement"
-                    predicted = float(anchor.ssr - np.sum((anchor.r + J @ step) ** 2))
-                    lines.append(f"Not converged yet: {test.text(self._unit)}; taking "
-                                 f"{'the' if k == 0 else f'1/{2 ** k} of the'} undamped "
-                                 "Gauss-Newton step on the freshly measured sensitivities.")
             if steps >= quota:
                 break  # the quota is spent: the test above was the last thing this proposal could do
-            u_new = np.clip(anchor.u + step, 0.0, 1.0)
+            u_new = np.clip(s.anchor.u + step, 0.0, 1.0)
             values = params.from_unit_vector(u_new, ctx.current)
             steps += 1
             try:
                 ev = ctx.evaluate({k: values[k] for k in names})
             except BudgetExhausted:
                 break
-            evals_left -= 1
+            s.evals_left -= 1
             cand = _Point.of(ev, ctx, excitations, params)
-            tried.append(cand)
-            if cand.failed:
-                lines.append(f"A {mode} step to {self._values_text(params, anchor, cand, names)} made the twin "
-                             f"diverge ({ev.message}); shrinking the trust region.")
-                radius *= 0.3
-                lam *= 4.0
-                failures += 1
-                continue
-            if mode == "diagnosis":
-                # diagnosis steps are judged on the signatures they were computed from (global
-                # information, no phase wrapping), as long as the trajectories do not get much worse
-                sa, sc = anchor.sig_vector(sig_keys)[rows], cand.sig_vector(sig_keys)[rows]
-                both = np.isfinite(sa) & np.isfinite(sc)
-                accept = cand.error < anchor.error or (
-                    both.sum() >= n and float(np.sum(sc[both] ** 2)) < float(np.sum(sa[both] ** 2))
-                    and cand.error < self.diagnosis_slack * best.error)
-            else:
-                accept = cand.error < anchor.error
-            explanation = self._explain(params, mode, anchor, cand, Js, sig_keys, diagnosis, radius) \
-                if accept else ""
-            J, Js = self._broyden(J, Js, anchor, cand, sig_keys)
-            if accept and mode == "diagnosis":
-                diag_failures = 0
-            if gauss_newton:
-                fo.backtracks = 0 if accept else fo.backtracks + 1
-            if accept:
-                ratio = ((anchor.ssr - cand.ssr) / predicted) if predicted > 0 else 1.0
-                lines.append(explanation)
-                if ratio > 0.5:
-                    radius = min(radius * 2.0, self.max_radius)
-                    lam = max(lam / 3.0, 1e-7)
-                travel += float(np.max(np.abs(cand.u - anchor.u)))
-                anchor = cand
-                failures = 0
-            elif mode == "diagnosis":
-                diag_failures += 1
-                if diag_failures >= 2:
-                    lines.append(f"A signature-matching step ({self._values_text(params, anchor, cand, names)}) "
-                                 f"again brought neither the signatures nor the trajectories closer "
-                                 f"(training MAE {self._num(anchor.error)} → {format_error(cand.error, self._unit)}): the signatures are as close "
-                                 "as this linear model can bring them, so I switch to least-squares refinement on the "
-                                 "trajectories.")
-                    phase = "refine"
-                else:
-                    lines.append(f"A signature-matching step ({self._values_text(params, anchor, cand, names)}) did "
-                                 f"not bring the signatures closer without degrading the trajectories (training MAE "
-                                 f"{self._num(anchor.error)} → {format_error(cand.error, self._unit)}); halving the step.")
-                    radius = max(radius * 0.5, 1e-3)
-            else:
-                lines.append(f"Tried a {mode} step ({self._values_text(params, anchor, cand, names)}): the training "
-                             f"MAE went from {self._num(anchor.error)} to {format_error(cand.error, self._unit)}, so I keep the previous values "
-                             f"and shrink the trust region to {radius * 0.35:.3g}.")
-                radius = max(radius * 0.35, 1e-3)
-                lam *= 4.0
-                failures += 1
-            if anchor.error < best.error:
-                best = anchor
+            s.tried.append(cand)
+            self._judge(params, s, cand, mode, predicted, rows, gauss_newton)
         # propose where the reasoning stands (the loop keeps the best point seen separately)
-        return self._finish(ctx, anchor, anchor, tried, lines, diagnosis, (J, Js), radius, lam, failures, sig_keys,
-                            phase, converged, travel, diag_failures, fo)
+        return self._finish(ctx, s.anchor, s.anchor, s.tried, s.lines, s.diagnosis, (s.J, s.Js), s.radius, s.lam,
+                            s.failures, s.sig_keys, s.phase, s.converged, s.travel, s.diag_failures, s.fo)
+
+    def _restore(self, s: "_Search", state: Mapping[str, Any] | None, names: Sequence[str]) -> None:
+        """The memory of the last proposal (``Proposal.state``) into ``s``, when it is of this problem."""
+        n = len(names)
+        if state is None or state.get("m") != s.anchor.r.size or state.get("names") != names:
+            return
+        s.J = np.asarray(state["J"], float)
+        s.Js = np.asarray(state["Js"], float) if state.get("Js") else np.zeros((0, n))
+        s.sig_keys = [list(k) for k in state.get("sig_keys", [])]
+        s.radius = float(state.get("radius", s.radius))
+        s.lam = float(state.get("lambda", s.lam))
+        s.failures = int(state.get("failures", 0))
+        s.travel = float(state.get("travel", 0.0))
+        s.diag_failures = int(state.get("diag_failures", 0))
+        s.phase = str(state.get("phase", s.phase))
+        s.converged = bool(state.get("converged", False)) and np.array_equal(
+            np.asarray(state.get("u_anchor", []), float), s.anchor.u)
+        s.fo = _FirstOrder.restore(state, self.fd_step, s.J, s.anchor.u)
+        u_prev = np.asarray(state.get("u_anchor", s.anchor.u), float)
+        if not np.array_equal(u_prev, s.anchor.u):
+            s.lines.append("The current parameters were set by another proposer; my sensitivities were measured "
+                           "elsewhere and are used as an approximation.")
+
+    def _prepare(self, ctx: ProposalContext, s: "_Search", excitations: Sequence[Any]) -> Proposal | None:
+        """The latency search and the sensitivities, when due, before the iteration's steps.
+
+        Returns:
+            the proposal when nothing else can be done (sensitivities the budget cannot pay for), else None.
+        """
+        # secant updates correct J only along the steps taken: far enough from where it was measured it is
+        # re-measured even while every step is accepted (a valley crept along in tiny steps)
+        stale = (s.failures >= self.refresh_after or (s.travel >= self.refresh_travel and s.failures >= 1)
+                 or s.travel >= self.refresh_distance)
+        need_fd = s.J is None or ((stale or s.fo.pending) and not s.converged)
+        if not s.converged and (s.phase == "refine" or need_fd):
+            # the latency costs no rollout: searched over its whole range whenever the sensitivities are measured and
+            # at every refinement iteration, so that a local optimum near 0 (a shift by a whole period of the motion
+            # looks as good) never holds it. Not at every diagnosis step: while the signatures still disagree, the
+            # shift that best hides wrong physics drifts (to a bound) and the diagnosis steps follow it
+            # while the physics is still off (diagnosis phase), a shift is taken only when it explains much of the
+            # misfit (a fifth of the training RMS error): one that explains little is as likely to hide wrong physics
+            moved, paid = self._scan_latency(ctx, s.anchor, excitations, s.lines,
+                                             min_gain=0.0 if s.phase == "refine" else 0.2)
+            s.evals_left -= math.ceil(paid / s.cost)
+            if moved is not None:
+                if s.J is not None:
+                    s.J, s.Js = self._broyden(s.J, s.Js, s.anchor, moved, s.sig_keys)
+                    s.travel += float(np.max(np.abs(moved.u - s.anchor.u)))
+                s.tried.append(moved)
+                s.anchor = s.best = moved
+        if need_fd and s.evals_left < s.n_paid + (1 if s.J is None else 2):
+            if s.J is None:
+                return self._probe_only(ctx, s.anchor, s.evals_left, s.lines)
+            need_fd = False
+        if not need_fd:
+            return None
+        if s.J is not None:
+            if s.failures:
+                s.lines.append(f"My sensitivities were measured {s.travel:.2f} (normalised) away and the last "
+                               f"{s.failures} step(s) did not improve the fit: re-measuring them at the current point.")
+            else:
+                s.lines.append(f"My sensitivities were measured {s.travel:.2f} (normalised) away and only updated "
+                               "by secants along the steps since: re-measuring them at the current point.")
+        s.travel = 0.0
+        try:
+            J, Js, sig_keys, probes = self._finite_differences(ctx, s.anchor, excitations, s.fo.fd_step)
+        except BudgetExhausted:
+            return self._finish(ctx, s.anchor, s.best, s.tried, s.lines, s.diagnosis, None, s.radius, s.lam,
+                                s.failures, s.sig_keys)
+        s.J, s.Js, s.sig_keys = J, Js, sig_keys
+        s.fo.measured(J, s.anchor.u)
+        s.evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / s.cost)
+        s.failures = 0
+        s.tried.extend(probes)
+        s.lines.append(self._sensitivity_summary(ctx.parameters, s.anchor, Js, sig_keys, J))
+        better = [p for p in probes if not p.failed and p.ssr < s.best.ssr]
+        if better:
+            s.best = min(better, key=lambda p: p.ssr)
+        s.radius = max(s.radius, self.initial_radius)
+        return None
+
+    def _plan_step(self, params: ParameterSet, s: "_Search"):
+        """(mode, δ, predicted SSR decrease, signature rows) of the next trial step from the anchor.
+
+        A diagnosis step below ``diagnosis_min_step`` ends the diagnosis phase: the refinement step is planned instead.
+        """
+        sig_table = s.anchor.sig_table(s.sig_keys)
+        mode, step, predicted, rows = self._step(params, s.anchor, s.J, s.Js, s.sig_keys, sig_table, s.radius, s.lam,
+                                                 allow_diagnosis=(s.phase == "diagnose"))
+        if mode == "diagnosis" and step is not None and np.max(np.abs(step)) < self.diagnosis_min_step:
+            s.lines.append(f"The signature model asks for adjustments below {100 * self.diagnosis_min_step:.2g} % "
+                           f"of every range (signatures as close as it can bring them, training MAE "
+                           f"{format_error(s.anchor.error, self._unit)}): I switch to least-squares refinement on "
+                           "the trajectories.")
+            s.phase = "refine"
+            mode, step, predicted, rows = self._step(params, s.anchor, s.J, s.Js, s.sig_keys, sig_table, s.radius,
+                                                     s.lam, allow_diagnosis=False)
+        return mode, step, predicted, rows
+
+    def _convergence_call(self, ctx: ProposalContext, s: "_Search", excitations: Sequence[Any]):
+        """The convergence test at the anchor, on sensitivities measured there (module docstring, step 5).
+
+        Returns:
+            ``"continue"`` (sensitivities re-measured, or the finite-difference step halved: plan again),
+            ``"break"`` (converged, stalled, or a test the budget cannot pay for: the proposal ends), or
+            ``(mode, δ, predicted SSR decrease)``: the step to try after a failed test.
+        """
+        if not s.fo.fresh_at(s.anchor.u):
+            if s.evals_left >= s.n_paid and s.remeasured < 2:
+                return self._remeasure_for_test(ctx, s, excitations)
+            s.fo.pending = True
+            why = (f"which the remaining budget ({s.evals_left} evaluation(s)) cannot pay for"
+                   if s.evals_left < s.n_paid else "which I leave to the next iteration (two re-measurements "
+                                                   "in this one already)")
+            s.lines.append(f"The least-squares model predicts little further gain (training MAE "
+                           f"{format_error(s.anchor.error, self._unit)}), but only on sensitivities carried here "
+                           f"by secant updates; the convergence test needs them re-measured ({s.n_paid} "
+                           f"evaluation(s)), {why}: not converged.")
+            return "break"
+        s.tested, s.want_test = s.fo.J, None
+        test = first_order_test(s.anchor.r, s.fo.J, s.anchor.u, floor=self._floor(ctx, s.anchor),
+                                threshold=self.converged_offset)
+        if test.passed:
+            s.lines.append(f"Converged: {test.text(self._unit)} (training MAE "
+                           f"{format_error(s.anchor.error, self._unit)}); holding the parameters.")
+            s.converged = True
+            return "break"
+        # not converged: go on along the undamped Gauss-Newton direction, halving it on each rejection;
+        # when every length is rejected, re-measure the sensitivities with half the finite-difference step
+        fo = s.fo
+        if fo.backtracks > 6 or not np.max(np.abs(test.step)) > 0:
+            if fo.fd_step / 2 < self.min_fd_step:
+                fo.stalled = (f"no step along the Gauss-Newton direction lowers the sum of squared residuals "
+                              f"(training RMS error {self._rms(s.anchor)}), with sensitivities measured down "
+                              f"to a {fo.fd_step:.2g} (normalised) finite-difference step; "
+                              f"{test.text(self._unit)}")
+                s.lines.append(f"Stalled, not converged: {fo.stalled}.")
+                return "break"
+            fo.fd_step /= 2
+            fo.backtracks = 0
+            fo.J = None  # forces the re-measurement above, with the smaller step
+            s.lines.append(f"Every length of the Gauss-Newton step was rejected: re-measuring my sensitivities "
+                           f"with a finite-difference step of {fo.fd_step:.2g} (normalised).")
+            s.remeasured = min(s.remeasured, 1)
+            return "continue"
+        return self._after_failed_test(ctx.parameters, s, test)
+
+    def _remeasure_for_test(self, ctx: ProposalContext, s: "_Search", excitations: Sequence[Any]) -> str:
+        """Sensitivities re-measured at the anchor for the convergence test; ``"continue"`` or ``"break"``.
+
+        A probe better than the anchor shows there is no optimum here: the steps go on from the best probe.
+        """
+        if s.travel > 0.0:
+            s.lines.append(f"My sensitivities were measured {s.travel:.2f} (normalised) away and only "
+                           "updated by secants since; re-measuring them here for the convergence test.")
+        else:
+            s.lines.append("My sensitivities here were updated by secants since they were measured; "
+                           "re-measuring them for the convergence test.")
+        s.remeasured += 1
+        try:
+            J, Js, sig_keys, probes = self._finite_differences(ctx, s.anchor, excitations, s.fo.fd_step)
+        except BudgetExhausted:
+            return "break"
+        s.J, s.Js, s.sig_keys = J, Js, sig_keys
+        s.fo.measured(J, s.anchor.u)
+        s.want_test = s.fo.J  # re-measured for the test: the test comes next, whatever the damped step says
+        s.evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / s.cost)
+        s.tried.extend(probes)
+        s.travel, s.failures = 0.0, 0
+        s.lines.append(self._sensitivity_summary(ctx.parameters, s.anchor, Js, sig_keys, J))
+        better = [p for p in probes if not p.failed and p.ssr < s.anchor.ssr]
+        if better:  # a probe is better: no optimum here; steps go on from the best probe
+            cand = min(better, key=lambda p: p.ssr)
+            s.J, s.Js = self._broyden(s.J, s.Js, s.anchor, cand, s.sig_keys)
+            s.travel += float(np.max(np.abs(cand.u - s.anchor.u)))
+            s.anchor, s.want_test = cand, None
+            if s.anchor.ssr < s.best.ssr:
+                s.best = s.anchor
+        s.radius = max(s.radius, self.initial_radius)
+        return "continue"
+
+    def _after_failed_test(self, params: ParameterSet, s: "_Search", test: "FirstOrderTest"):
+        """``(mode, δ, predicted SSR decrease)`` after a failed convergence test, on the fresh sensitivities.
+
+        First (no backtrack yet) a damped step with less damping and the trust region reset, when it
+        promises enough; else the undamped Gauss–Newton step ``test.step``, halved on each rejection.
+        """
+        fo = s.fo
+        s.J = fo.J.copy()
+        step = None
+        mode, predicted = "refinement", 0.0
+        if fo.backtracks == 0:
+            # first a damped step on the fresh sensitivities, with less damping and the trust region reset
+            s.lam = max(s.lam / 10.0, 1e-7)
+            s.radius = max(s.radius, self.initial_radius)
+            mode, step, predicted, _rows = self._step(params, s.anchor, s.J, s.Js, s.sig_keys,
+                                                      s.anchor.sig_table(s.sig_keys), s.radius, s.lam,
+                                                      allow_diagnosis=False)
+            if step is not None and predicted >= self.converged_fraction * s.anchor.ssr:
+                s.lines.append(f"Not converged yet: {test.text(self._unit)}; a damped least-squares step on "
+                               "the freshly measured sensitivities.")
+            else:  # no damped step worth a rollout: its slot is spent, the whole Gauss-Newton step comes next
+                step = None
+                fo.backtracks = 1
+        if step is None:  # then the undamped Gauss-Newton step, halved on each rejection
+            k = max(fo.backtracks - 1, 0)
+            step = test.step * 0.5 ** k
+            big = float(np.max(np.abs(step)))
+            if big > self.max_radius:
+                step = step * (self.max_radius / big)
+            mode = "refinement"
+            predicted = float(s.anchor.ssr - np.sum((s.anchor.r + s.J @ step) ** 2))
+            s.lines.append(f"Not converged yet: {test.text(self._unit)}; taking "
+                           f"{'the' if k == 0 else f'1/{2 ** k} of the'} undamped "
+                           "Gauss-Newton step on the freshly measured sensitivities.")
+        return mode, step, predicted
+
+    def _judge(self, params: ParameterSet, s: "_Search", cand: "_Point", mode: str, predicted: float, rows,
+               gauss_newton: bool) -> None:
+        """Accept or reject an evaluated step; update the Jacobians, the trust region, the damping and the phase."""
+        names = [p.name for p in params.free]
+        anchor = s.anchor
+        if cand.failed:
+            s.lines.append(f"A {mode} step to {self._values_text(params, anchor, cand, names)} made the twin "
+                           f"diverge ({cand.evaluation.message}); shrinking the trust region.")
+            s.radius *= 0.3
+            s.lam *= 4.0
+            s.failures += 1
+            return
+        if mode == "diagnosis":
+            # diagnosis steps are judged on the signatures they were computed from (global
+            # information, no phase wrapping), as long as the trajectories do not get much worse
+            sa, sc = anchor.sig_vector(s.sig_keys)[rows], cand.sig_vector(s.sig_keys)[rows]
+            both = np.isfinite(sa) & np.isfinite(sc)
+            accept = cand.error < anchor.error or (
+                both.sum() >= len(names) and float(np.sum(sc[both] ** 2)) < float(np.sum(sa[both] ** 2))
+                and cand.error < self.diagnosis_slack * s.best.error)
+        else:  # a least-squares step: judged on the objective it minimises and the convergence test reads
+            accept = cand.ssr < anchor.ssr
+        explanation = self._explain(params, mode, anchor, cand, s.Js, s.sig_keys, s.diagnosis, s.radius) \
+            if accept else ""
+        s.J, s.Js = self._broyden(s.J, s.Js, anchor, cand, s.sig_keys)
+        if accept and mode == "diagnosis":
+            s.diag_failures = 0
+        if gauss_newton:
+            s.fo.backtracks = 0 if accept else s.fo.backtracks + 1
+        if accept:
+            ratio = ((anchor.ssr - cand.ssr) / predicted) if predicted > 0 else 1.0
+            s.lines.append(explanation)
+            if ratio > 0.5:
+                s.radius = min(s.radius * 2.0, self.max_radius)
+                s.lam = max(s.lam / 3.0, 1e-7)
+            s.travel += float(np.max(np.abs(cand.u - anchor.u)))
+            s.anchor = cand
+            s.failures = 0
+        elif mode == "diagnosis":
+            s.diag_failures += 1
+            if s.diag_failures >= 2:
+                s.lines.append(f"A signature-matching step ({self._values_text(params, anchor, cand, names)}) "
+                               f"again brought neither the signatures nor the trajectories closer "
+                               f"(training MAE {self._num(anchor.error)} → {format_error(cand.error, self._unit)}): "
+                               "the signatures are as close as this linear model can bring them, so I switch to "
+                               "least-squares refinement on the trajectories.")
+                s.phase = "refine"
+            else:
+                s.lines.append(f"A signature-matching step ({self._values_text(params, anchor, cand, names)}) did "
+                               f"not bring the signatures closer without degrading the trajectories (training MAE "
+                               f"{self._num(anchor.error)} → {format_error(cand.error, self._unit)}); halving the "
+                               "step.")
+                s.radius = max(s.radius * 0.5, 1e-3)
+        else:
+            s.lines.append(f"Tried a {mode} step ({self._values_text(params, anchor, cand, names)}): the training "
+                           f"RMS error went from {self._rms(anchor)} to {self._rms(cand)} (MAE "
+                           f"{self._num(anchor.error)} → {format_error(cand.error, self._unit)}), so I "
+                           f"keep the previous values and shrink the trust region to {s.radius * 0.35:.3g}.")
+            s.radius = max(s.radius * 0.35, 1e-3)
+            s.lam *= 4.0
+            s.failures += 1
+        if s.anchor.ssr < s.best.ssr:
+            s.best = s.anchor
 
     # -- pieces -----------------------------------------------------------------------
     def _scan_latency(self, ctx: ProposalContext, anchor: "_Point", excitations: Sequence[Any],
@@ -483,15 +545,18 @@ class Reasoner:
         every value re-uses the anchor's rollouts, so the search is a dense grid over the bounds
         (spacing 1/8 of a frame period, at least 21 points, at most 201) followed by a bounded
         Brent refinement (``scipy.optimize.minimize_scalar``) between the best grid point's
-        neighbours, all on the training MAE. A derivative-based step from 0 stops in the nearest
-        dip of the (periodic) misfit; the grid sees every dip.
+        neighbours, all on the training RMS error ``sqrt(‖r‖² / m)``: the least-squares objective the
+        refinement steps are judged on and the convergence test reads (a latency at the MAE's optimum
+        is not at the sum of squares' one, and the test saw the difference as a step left to take).
+        A derivative-based step from 0 stops in the nearest dip of the (periodic) misfit; the grid
+        sees every dip.
 
         Args:
-            min_gain: the move is taken only when it lowers the training MAE by more than this
+            min_gain: the move is taken only when it lowers the training RMS error by more than this
                 fraction (0: any decrease).
 
         Returns:
-            ``(the best point found, when it lowers the anchor's training MAE enough, else None;
+            ``(the best point found, when it lowers the anchor's training RMS error enough, else None;
             rollouts paid — 0 unless the anchor's rollouts were no longer cached)``.
         """
         from scipy.optimize import minimize_scalar
@@ -507,36 +572,39 @@ class Reasoner:
         seen: dict[float, tuple[float, Evaluation]] = {}
         paid = 0
 
-        def mae(x: float) -> float:
+        def rms(x: float) -> float:
             nonlocal paid
             x = float(spec.clip(float(x)))
             if x not in seen:
                 ev = ctx.evaluate({**base, spec.name: x})
                 paid += int(ev.rollouts)
-                seen[x] = (math.inf if ev.failed else float(ev.error_px), ev)
+                r = None if ev.failed or len(ev.sim) != len(ctx.real) else residual_vector(ev.sim, ctx.real)
+                ok = r is not None and r.size > 0 and bool(np.all(np.isfinite(r)))
+                seen[x] = (float(np.sqrt(np.mean(r ** 2))) if ok else math.inf, ev)
             return seen[x][0]
 
         grid = np.linspace(lo, hi, n)
         try:
-            errs = [mae(x) for x in grid]
+            errs = [rms(x) for x in grid]
             k = int(np.argmin(errs))
             if math.isfinite(errs[k]):
-                minimize_scalar(mae, bounds=(float(grid[max(k - 1, 0)]), float(grid[min(k + 1, n - 1)])),
+                minimize_scalar(rms, bounds=(float(grid[max(k - 1, 0)]), float(grid[min(k + 1, n - 1)])),
                                 method="bounded", options={"xatol": (hi - lo) * 1e-5, "maxiter": 25})
         except BudgetExhausted:
             pass
         if not seen:
             return None, paid
         x_best, (e_best, ev_best) = min(seen.items(), key=lambda kv: kv[1][0])
-        if not e_best < (1.0 - min_gain) * anchor.error:
+        if not e_best < (1.0 - min_gain) * math.sqrt(anchor.ssr / max(anchor.r.size, 1)):
             return None, paid
         p = _Point.of(ev_best, ctx, excitations, params)
         if p.failed:
             return None, paid
         lines.append(f"I searched the {spec.name} over its whole range ({n} values from {_with_unit(lo, spec.unit)} "
                      f"to {_with_unit(hi, spec.unit)}, then refined; no rollout: it shifts the measurement): "
-                     f"{_fmt(anchor.values[spec.name])} → {_with_unit(x_best, spec.unit)} lowers the training MAE "
-                     f"{self._num(anchor.error)} → {format_error(e_best, self._unit)}.")
+                     f"{_fmt(anchor.values[spec.name])} → {_with_unit(x_best, spec.unit)} lowers the training RMS "
+                     f"error {self._rms(anchor)} → {self._rms(p)} (MAE {self._num(anchor.error)} → "
+                     f"{format_error(p.error, self._unit)}).")
         return p, paid
 
     @staticmethod
@@ -553,6 +621,23 @@ class Reasoner:
         e0 = next((float(r.error_px) for r in ctx.history if math.isfinite(r.error_px)), anchor.error)
         e0 = max(e0, anchor.error) if math.isfinite(anchor.error) else e0
         return float(anchor.r.size) * (1e-9 * e0) ** 2
+
+    def _promises_little(self, ctx: ProposalContext, anchor: "_Point", predicted: float) -> bool:
+        """Does a refinement step predicted to lower the squared residual by ``predicted`` call the convergence test?
+
+        Yes when the test itself would pass on that prediction: the step's Bates–Watts relative offset
+        ``sqrt(predicted / n) / s`` (:func:`first_order_test`, same ``s``) is at most ``converged_offset``, or
+        ``predicted`` is below the simulation's resolution (:meth:`_floor`). A laxer call (a fixed fraction of
+        the squared residual) paid for fresh sensitivities at points the test then failed, and the step it
+        took from there left the sensitivities to be measured again.
+        """
+        m, n = anchor.r.size, max(len(ctx.parameters.free), 1)
+        s2 = max(anchor.ssr - max(predicted, 0.0), 0.0) / max(m - n, 1)
+        return predicted <= self._floor(ctx, anchor) or predicted <= self.converged_offset ** 2 * n * s2
+
+    def _rms(self, p: "_Point") -> str:
+        """A point's training RMS error ``sqrt(‖r‖² / m)`` with the unit (the objective steps are judged on)."""
+        return format_error(math.sqrt(p.ssr / max(p.r.size, 1)), self._unit)
 
     def _num(self, error: float) -> str:
         """An error as a bare number in the display unit of :attr:`_unit` (mm for m)."""
@@ -989,6 +1074,45 @@ def first_order_test(r: np.ndarray, J: np.ndarray, u: np.ndarray, *, floor: floa
     passed = predicted <= floor or offset <= threshold
     return FirstOrderTest(bool(passed), float(offset), float(predicted), noise, step,
                           float(np.max(np.abs(g))) if g.size else 0.0, float(threshold), float(floor))
+
+
+class _Search:
+    """One proposal's working state: the point reasoned from, the Jacobians, the trust region, the phase.
+
+    ``anchor``: the point the steps start from; ``best``: the lowest training MAE seen in this proposal;
+    ``tried``: every evaluated point; ``lines``/``diagnosis``: the rationale so far; ``J`` (m, n) and
+    ``Js`` (signature rows, n): the sensitivities per normalised unit; ``radius``/``lam``: trust region
+    (normalised ∞-norm) and Levenberg–Marquardt damping; ``failures``/``diag_failures``: consecutive
+    rejected steps; ``travel``: accepted travel since the sensitivities were measured; ``phase``:
+    ``"diagnose"`` or ``"refine"``; ``fo``: the convergence test's memory; ``evals_left``: evaluations
+    the budget still pays for, each ``cost`` rollouts; ``n_paid``: evaluations a Jacobian costs;
+    ``want_test``/``tested``/``remeasured``: a Jacobian re-measured for the test and not tested yet, the
+    one the last test used, re-measurements for a convergence call in this proposal (at most two).
+    The memory carried to the next proposal is :meth:`Reasoner._finish`'s ``Proposal.state``.
+    """
+
+    def __init__(self, anchor: "_Point", *, evals_left: int, cost: int, fd_step: float, radius: float) -> None:
+        self.anchor = self.best = anchor
+        self.tried: list[_Point] = []
+        self.lines: list[str] = []
+        self.diagnosis: dict[str, str] = {}
+        self.J: np.ndarray | None = None
+        self.Js: np.ndarray | None = None
+        self.sig_keys: list[list[str]] = []
+        self.radius = radius
+        self.lam = 1e-3
+        self.failures = 0
+        self.travel = 0.0
+        self.diag_failures = 0
+        self.phase = "diagnose"
+        self.converged = False
+        self.fo = _FirstOrder(fd_step=fd_step)
+        self.evals_left = evals_left
+        self.cost = cost
+        self.n_paid = 0
+        self.want_test: np.ndarray | None = None
+        self.tested: np.ndarray | None = None
+        self.remeasured = 0
 
 
 class _FirstOrder:

@@ -208,13 +208,6 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         vid2sid_ros.sim.user_model.UserModelError: the marker is not found, the clip is too
             short to estimate a period, or the config is malformed (messages say which).
     """
-    from ..calibration.loop import CalibrationConfig, run_calibration
-    from ..calibration.proposers import make_proposer
-    from ..io.clip import track_clip
-    from ..io.sources import recording_from_clip
-    from ..perception.frame_timing import repair_frame_timing
-    from ..rigs import RigConfigError, build_real_trial, load_rig, read_config
-
     from ..calibration.proposers import PROPOSERS, UnknownProposerError
 
     for name in [proposer, *(methods or [])]:
@@ -222,6 +215,114 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
             raise UnknownProposerError(f"unknown proposer {name!r}; valid proposers: {', '.join(PROPOSERS)}")
     t_start = time.perf_counter()
     out = Path(out)
+    rig, file = _demo_rig(config, train_fraction=train_fraction, max_frames=max_frames, video_path=video_path,
+                          allow_code=allow_code)
+    # every refusal check passes before anything is written under --out (the directory is not even
+    # created): the config's checks and --out's here, the clip's and the start's after the tracking
+    vblock = rig.trials[0].source["video"]
+    budget, iterations, nuisance, start_cfg, params = _demo_settings(rig, file, budget, iterations)
+    _check_out(out)
+    _check_run_dirs(out, _run_labels(proposer, list(methods or []), params, variants))
+
+    clip, rec, real, twin = _track_demo_clip(rig, video, log)
+    n_train = int(real.train_excitations[0].num_steps)
+    params, budget = _demo_start(twin, real, params, start_cfg, seed=seed, budget=budget, file=file, log=log)
+    _prepare_out(out)  # every check has passed: now --out is created and written
+    if state is not None:
+        state["checked"] = True
+    real.save(out / "real_trial.json")
+
+    cal_run = _DemoCalibrations(rig, real, out, nuisance, budget=budget, iterations=iterations, seed=seed, log=log)
+    log(f"calibrating ({budget} rollouts, {iterations} iterations per method, start from the clip):")
+    main_res = cal_run.calibrate(proposer, proposer, params, final_check=True)
+    if state is not None:  # saved: from here on a failure still gets this run reported
+        state.update(out=out, runs=cal_run.runs, proposer=proposer)
+    if not real.holdout:
+        log(f"  holdout: no valid frame of the marker after frame {n_train}: nothing to score it on")
+    for name in methods or []:
+        try:
+            cal_run.calibrate(name, name, params, final_check=False)
+        except Exception as err:  # noqa: BLE001 - one failing comparison method never stops the demo
+            log(f"  {name:24s} failed: {type(err).__name__}: {err}")
+    drag_rows, no_drift = cal_run.variants(proposer, params, main_res) if variants else ([], None)
+
+    best = main_res.values
+    whole = _twin_on_clip(real, clip, rec, twin, params, nuisance, best, n_train,
+                          retime=bool(vblock.get("repair_frame_timing", True)))
+    from ..report import TrajectoryPanel, render_report, save_trajectories
+
+    kp_text = " and ".join(f"'{n}'" for n in real.keypoint_names)  # captions name the rig's own keypoints
+    panel = TrajectoryPanel(f"{rig.name}: keypoint {kp_text} in the real clip vs the calibrated twin",
+                            whole["real"], whole["sim"], whole["split_t"], whole["derived"])
+    save_trajectories(cal_run.runs[proposer] / "trajectories.json", [panel])
+
+    length, length_section = _length_section(rig, clip, whole, main_res)
+    sections = [length_section]
+    if drag_rows:
+        sections.append(_damping_section(proposer, drag_rows, main_res))
+    drift = _background_drift(clip, vblock.get("background_region"), best, no_drift, log, kp_text)
+    if drift is not None:
+        sections.append(drift)
+    sections.extend(_clip_sections(real, clip, kp_text))
+
+    videos = _demo_videos(out, rig, clip, whole, best, n_train, kp_text, log) if video else []
+    hold = main_res.holdout_mae_px
+    unreliable = _unreliable_because(cal_run.runs[proposer], "length")
+    L, std, period = length["L"], length["std"], length["period"]
+    key = [("holdout MAE (last 40 %)", f"{_f(hold)} px"), ("training MAE", f"{main_res.error_px:.2f} px"),
+           ("identified length", f"{L:.4f} m" + (f" ± {std:.4f} m" if std else "")
+            + (f" UNRELIABLE ({'; '.join(unreliable)})" if unreliable else "")),
+           ("period: video / twin", f"{period.period_s:.4f} / {length['twin_period']:.4f} s"),
+           ("rollouts", f"{main_res.rollouts} of {budget}")]
+    report = render_report(out / "report.html", cal_run.runs, main=proposer,
+                           title="vid2sid: pendulum twin calibrated from a real phone clip",
+                           videos=videos, sections=sections, key_numbers=key,
+                           comparison_columns=["length", "drag_density", "damping", "camera_drift_y"])
+    summary = {
+        "report": str(report), "clip": str(clip.path), "frames": clip.trajectory.num_frames, "fps": clip.fps,
+        "train_frames": n_train,
+        "proposer": proposer, "holdout_mae_px": hold, "training_mae_px": main_res.error_px,
+        "length_m": L, "length_std_m": std, "length_unreliable_because": unreliable,
+        "measured_period_s": period.period_s,
+        "amplitude_rad": period.amplitude_rad, "period_small_angle_s": length["period_small"],
+        "period_finite_amplitude_s": length["period_finite"], "twin_period_s": length["twin_period"], "values": best,
+        **_runs_summary(cal_run), "warnings": list(clip.warnings), "retimed": list(real.meta.get("retimed", [])),
+        "wall_s": time.perf_counter() - t_start}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
+    return summary
+
+
+def _demo_videos(out: Path, rig, clip, whole: Mapping[str, Any], best: dict[str, float], n_train: int,
+                 kp_text: str, log) -> list:
+    """The overlay video for the report, ``[(caption, paths)]``; ``[]`` without thumbnails or when it fails."""
+    if clip.thumbnails is None:
+        return []
+    try:
+        paths = _overlay_video(out, clip, whole["sim"], best, n_train, whole["frame_slot"])
+    except Exception as err:  # noqa: BLE001 - the report is still useful without the video
+        log(f"  overlay video not written: {type(err).__name__}: {err}")
+        return []
+    return [(f"Real clip of {rig.name} with the calibrated twin drawn over it: dots = tracked keypoint "
+             f"{kp_text}, rings and grey line from the pivot = twin; half resolution, every 2nd frame", paths)]
+
+
+def _runs_summary(cal_run: "_DemoCalibrations") -> dict[str, Any]:
+    """The summary's ``methods`` and ``variants``: per label, training and holdout MAE (px), rollouts, values."""
+    return {
+        "methods": {k: {"training_mae_px": r.error_px, "holdout_mae_px": r.holdout_mae_px, "rollouts": r.rollouts,
+                        "wall_s": r.wall_s, "values": r.values} for k, r in cal_run.results.items()},
+        "variants": {k: {"training_mae_px": r.error_px, "holdout_mae_px": r.holdout_mae_px, "rollouts": r.rollouts,
+                         "values": r.values} for k, r in cal_run.variant_results.items()}}
+
+
+def _demo_rig(config: str | Path | None, *, train_fraction: float | None, max_frames: int | None,
+              video_path: str | Path | None, allow_code: bool):
+    """The demo's rig (``config``, default the built-in pendulum) with the trial overrides applied; ``(rig, file)``.
+
+    Raises:
+        RigConfigError: the config is malformed, or its first trial is not a video.
+    """
+    from ..rigs import RigConfigError, load_rig, read_config
     from ..rigs.loader import BUILTIN_RIGS
 
     doc, file, base = read_config(config if config is not None else BUILTIN_RIGS["pendulum"])
@@ -249,26 +350,39 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     rig = load_rig(doc, source=(file, base), allow_code=allow_code)
     if not rig.trials or rig.trials[0].kind != "video":
         raise RigConfigError(f"{file}:trials: the demo needs a rig whose first trial is a video")
-    # every refusal check passes before anything is written under --out (the directory is not even
-    # created): the config's checks and --out's here, the clip's and the start's after the tracking
-    from ..calibration.nuisance import rig_nuisance
-    from ..calibration.start import StartError, generic_start, parse_start
+    return rig, file
 
-    spec = rig.trials[0]
-    vblock = spec.source["video"]
+
+def _demo_settings(rig, file, budget: int | None, iterations: int | None):
+    """The rig config's calibration settings for the demo, ``(budget, iterations, nuisance, start, parameters)``.
+
+    ``budget``/``iterations`` override the config's ``calibration.rollout_budget`` (default 120) and
+    ``calibration.iterations`` (default 8); ``nuisance`` is the config's ``nuisance:`` block as calibrate
+    reads it; ``start`` the parsed ``calibration.start``; ``parameters`` the rig's with the start's values.
+    """
+    from ..calibration.nuisance import rig_nuisance
+    from ..calibration.start import parse_start
+
     cal = dict(rig.calibration or {})
     budget = int(budget or cal.get("rollout_budget", 120))
     iterations = int(iterations or cal.get("iterations", 8))
     nuisance = rig_nuisance(rig, cal, source=str(file))  # the rig config's nuisance: block, as calibrate reads it
     start_cfg, start_values = parse_start(cal.get("start"), f"{file}:calibration.start", rig.parameters)
     params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
-    _check_out(out)
-    _check_run_dirs(out, _run_labels(proposer, list(methods or []), params, variants))
+    return budget, iterations, nuisance, start_cfg, params
 
+
+def _track_demo_clip(rig, video: bool, log):
+    """Track the rig's first (video) trial and build the real trial from it; ``(clip, recording, real, twin)``."""
+    from ..io.clip import track_clip
+    from ..io.sources import recording_from_clip
+    from ..perception.quality import min_tracked_fraction
+    from ..rigs import build_real_trial
+
+    spec = rig.trials[0]
+    vblock = spec.source["video"]
     log(f"tracking {vblock['path']} ...")
     start_frame, stop = spec.frames
-    from ..perception.quality import min_tracked_fraction
-
     clip = track_clip(vblock["path"], rig.tracker, fps=vblock.get("fps"),
                       max_frames=None if stop is None else stop - start_frame, start_frame=start_frame,
                       thumb_scale=0.5 if video else None, thumb_every=2,
@@ -280,85 +394,112 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     for w in clip.warnings:
         log(f"  warning: {w}")
     twin = rig.make_twin()
-    retime = bool(vblock.get("repair_frame_timing", True))
-    rec = recording_from_clip(clip, name=spec.name, retime=retime, start_frame=start_frame,
-                              background_region=vblock.get("background_region"))
+    rec = recording_from_clip(clip, name=spec.name, retime=bool(vblock.get("repair_frame_timing", True)),
+                              start_frame=start_frame, background_region=vblock.get("background_region"))
     real = build_real_trial(rig, recordings={spec.name: rec})
-    n_train = int(real.train_excitations[0].num_steps)
-    slots_total = int(np.asarray(rec.trajectory.steps)[-1]) + 1
     for n in rec.meta.get("retimed", []):
         log(f"  timing: {n}")
-    trial = {"background_region": vblock.get("background_region"), "video": vblock["path"]}
+    return clip, rec, real, twin
 
-    # the generic start (no rig-specific code): the config's calibration.start, e.g. the optional
-    # pendulum_circle guess (suggests nominal values only) and/or a multistart charged to the budget
+
+def _demo_start(twin, real, params, start_cfg, *, seed: int, budget: int, file, log):
+    """The generic start (no rig-specific code): the config's ``calibration.start``, e.g. the optional
+    pendulum_circle guess (suggests nominal values only) and/or a multistart charged to the budget.
+
+    Returns:
+        ``(parameters with the start's nominal values, the budget left for each method)``.
+
+    Raises:
+        RigConfigError: the start is malformed or costs the whole budget.
+    """
+    from ..calibration.start import StartError, generic_start
+    from ..rigs import RigConfigError
+
     try:  # a multistart costing the whole budget is refused before any rollout
         started = generic_start(twin, real, params, start_cfg, seed=seed, log=lambda s: log(f"  start: {s}"),
                                 budget=budget, where=f"{file}:calibration.start")
     except StartError as err:
         raise RigConfigError(str(err)) from None
-    params = started.parameters
     if started.rollouts >= budget:
         raise RigConfigError(f"{file}:calibration.start.points: the multistart costs {started.rollouts} rollouts, "
                              f"the whole budget is {budget}")
-    budget -= started.rollouts
-    _prepare_out(out)  # every check has passed: now --out is created and written
-    if state is not None:
-        state["checked"] = True
-    real.save(out / "real_trial.json")
+    return started.parameters, budget - started.rollouts
 
-    runs: dict[str, Path] = {}
-    results: dict[str, Any] = {}
-    variant_results: dict[str, Any] = {}
 
-    def calibrate(label: str, name: str, parameters, *, final_check: bool, variant: bool = False) -> Any:
-        rd = _fresh_dir(out / label)
+class _DemoCalibrations:
+    """The demo's calibrations, each in its own run directory under ``out``, at one budget and start.
+
+    ``runs``/``results``: the main and comparison methods' run directories and results by label;
+    ``variant_results``: the model-variant calibrations' results (not in the report's run table).
+    """
+
+    def __init__(self, rig, real, out: Path, nuisance, *, budget: int, iterations: int, seed: int, log) -> None:
+        self.rig, self.real, self.out, self.nuisance = rig, real, out, nuisance
+        self.budget, self.iterations, self.seed, self.log = budget, iterations, seed, log
+        self.runs: dict[str, Path] = {}
+        self.results: dict[str, Any] = {}
+        self.variant_results: dict[str, Any] = {}
+
+    def calibrate(self, label: str, name: str, parameters, *, final_check: bool, variant: bool = False) -> Any:
+        """One calibration with proposer ``name`` into ``out/label``; its one-line summary goes to the log."""
+        from ..calibration.loop import CalibrationConfig, run_calibration
+        from ..calibration.proposers import make_proposer
+
+        rd = _fresh_dir(self.out / label)
         t0 = time.perf_counter()
-        cfg_cal = CalibrationConfig(iterations=iterations, rollout_budget=budget, seed=seed, identifiability=False,
-                                    final_identifiability=final_check, video=False, nuisance=nuisance)
-        res = run_calibration(rig, real, make_proposer(name, **({"seed": seed} if name in _BASELINES else {})),
+        cfg_cal = CalibrationConfig(iterations=self.iterations, rollout_budget=self.budget, seed=self.seed,
+                                    identifiability=False, final_identifiability=final_check, video=False,
+                                    nuisance=self.nuisance)
+        res = run_calibration(self.rig, self.real,
+                              make_proposer(name, **({"seed": self.seed} if name in _BASELINES else {})),
                               cfg_cal, rd, parameters=parameters)
         if variant:
-            variant_results[label] = res
+            self.variant_results[label] = res
         else:
-            runs[label] = rd
-            results[label] = res
+            self.runs[label] = rd
+            self.results[label] = res
         h = "–" if res.holdout_mae_px is None else f"{res.holdout_mae_px:.2f}"
-        log(f"  {label:24s} train {res.error_px:6.2f} px  holdout {h:>6s} px  rollouts {res.rollouts:4d}  "
-            f"{time.perf_counter() - t0:5.1f} s")
+        self.log(f"  {label:24s} train {res.error_px:6.2f} px  holdout {h:>6s} px  rollouts {res.rollouts:4d}  "
+                 f"{time.perf_counter() - t0:5.1f} s")
         return res
 
-    log(f"calibrating ({budget} rollouts, {iterations} iterations per method, start from the clip):")
-    main_res = calibrate(proposer, proposer, params, final_check=True)
-    if state is not None:  # saved: from here on a failure still gets this run reported
-        state.update(out=out, runs=runs, proposer=proposer)
-    if not real.holdout:
-        log(f"  holdout: no valid frame of the marker after frame {n_train}: nothing to score it on")
-    for name in methods or []:
-        try:
-            calibrate(name, name, params, final_check=False)
-        except Exception as err:  # noqa: BLE001 - one failing comparison method never stops the demo
-            log(f"  {name:24s} failed: {type(err).__name__}: {err}")
+    def variants(self, proposer: str, params, main_res) -> tuple[list, Any]:
+        """The model-variant tests with the main proposer: linear vs quadratic damping, no camera drift.
 
-    drag_rows = []
-    no_drift = None
-    if variants:
-        log("model variants (main proposer, same budget):")
+        Returns:
+            ``([(damping model text, result), ...] with the main run last, or [];
+            the no-drift result or None)``.
+        """
+        drag_rows = []
+        no_drift = None
+        self.log("model variants (main proposer, same budget):")
         if {"damping", "drag_density"} <= set(params.free_names):
             for label, text, off in (("drag_linear_only", "linear pivot damping only", "drag_density"),
                                      ("drag_quadratic_only", "quadratic air drag only", "damping")):
                 p = params.with_nominal({off: 0.0}).with_frozen([off])
-                drag_rows.append((text, calibrate(label, proposer, p, final_check=False, variant=True)))
+                drag_rows.append((text, self.calibrate(label, proposer, p, final_check=False, variant=True)))
             drag_rows.append(("both (main run)", main_res))
         drift_names = [n for n in ("camera_drift_x", "camera_drift_y") if n in params.free_names]
         if drift_names:
             p = params.with_nominal({n: 0.0 for n in drift_names}).with_frozen(drift_names)
-            no_drift = calibrate("no_camera_drift", proposer, p, final_check=False, variant=True)
+            no_drift = self.calibrate("no_camera_drift", proposer, p, final_check=False, variant=True)
+        return drag_rows, no_drift
 
-    best = main_res.values
+
+def _twin_on_clip(real, clip, rec, twin, params, nuisance, best: dict[str, float], n_train: int, *,
+                  retime: bool) -> dict[str, Any]:
+    """The calibrated twin over the whole clip (training and holdout), paired with the real keypoints.
+
+    Returns:
+        ``{"sim", "real"}``: the twin's measured and the real trajectories over the clip; ``"roll"``: the
+        rollout; ``"frame_slot"``: the time slot of every video frame (-1: a repeated frame), shape (T,);
+        ``"split_t"``: the train/holdout split time (s) or None; ``"derived"``: the swing angle (rad) of both,
+        when the rig has a pivot and a camera roll.
+    """
     # the twin takes its own parameters; measurement nuisances the config switched on (latency, marker
     # offsets) act on its trajectory, as in the calibration
     from ..calibration.nuisance import MeasurementModel, add_measurement_nuisances
+    from ..perception.frame_timing import repair_frame_timing
 
     measurement = MeasurementModel(add_measurement_nuisances(
         params, nuisance, keypoints=twin.keypoint_names, excitations=real.train_excitations, real_trial=True))
@@ -367,10 +508,12 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     roll = twin.rollout(full_exc)
     sim_full = measurement.apply(roll.trajectory, best)
     real_full = repair_frame_timing(clip.trajectory, clip.fps)[0] if retime else clip.trajectory
+    T = clip.trajectory.num_frames
     frame_slot = np.arange(T)  # time slot of every video frame (-1: a repeated frame, no slot of its own)
     if "frame_index" in real_full.meta:
         frame_slot = np.full(T, -1)
         frame_slot[np.asarray(real_full.meta["frame_index"])] = real_full.steps
+    slots_total = int(np.asarray(rec.trajectory.steps)[-1]) + 1
     split_t = n_train / clip.fps if n_train < slots_total else None
     derived = {}
     if {"pivot_x", "pivot_y", "camera_roll"} <= set(best) and "qpos" in roll.state:
@@ -385,72 +528,91 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         ang_sim = np.full(steps.shape, np.nan)
         ang_sim[inside] = q[steps[inside], 0]  # rows paired by time slot
         derived["swing angle"] = ("rad", ang_real, ang_sim)
-    from ..report import ReportSection, TrajectoryPanel, render_report, save_trajectories
+    return {"sim": sim_full, "real": real_full, "roll": roll, "frame_slot": frame_slot, "split_t": split_t,
+            "derived": derived}
 
-    kp_text = " and ".join(f"'{n}'" for n in real.keypoint_names)  # captions name the rig's own keypoints
-    panel = TrajectoryPanel(f"{rig.name}: keypoint {kp_text} in the real clip vs the calibrated twin", real_full,
-                            sim_full, split_t, derived)
-    save_trajectories(runs[proposer] / "trajectories.json", [panel])
 
-    # -- checks ---------------------------------------------------------------------
+def _length_section(rig, clip, whole: Mapping[str, Any], main_res):
+    """The check of the identified length against the swing period measured in the video.
+
+    Returns:
+        ``(numbers, section)``: ``numbers`` holds ``L`` (m), ``std`` (m or None), ``period`` (the video's
+        period estimate over the whole clip), ``twin_period``, ``period_small``, ``period_finite`` (s).
+    """
+    from ..report import ReportSection
     from ..sim.pendulum import STANDARD_GRAVITY, estimate_start as _est, pendulum_period
 
-    whole = _est(real_full, rig.parameters)  # period and amplitude over the whole clip
+    best = main_res.values
+    T = clip.trajectory.num_frames
+    whole_p = _est(whole["real"], rig.parameters)  # period and amplitude over the whole clip
     try:
-        twin_period = _est(sim_full, rig.parameters).period_s  # the twin's swing, measured the same way
+        twin_period = _est(whole["sim"], rig.parameters).period_s  # the twin's swing, measured the same way
     except Exception:  # noqa: BLE001 - a twin that does not swing: no period to compare
         twin_period = math.nan
     L = best.get("length", math.nan)
     period_small = pendulum_period(L, 0.0) if L > 0 else math.nan
-    period_finite = pendulum_period(L, whole.amplitude_rad) if L > 0 else math.nan
-    sections = []
+    period_finite = pendulum_period(L, whole_p.amplitude_rad) if L > 0 else math.nan
     std = (main_res.uncertainty or {}).get("length")
-    sections.append(ReportSection(
+    section = ReportSection(
         "Is the identified length consistent with the swing period?",
-        [f"Measured in the video: period {whole.period_s:.4f} s (from the rest crossings over the whole "
-         f"{T / clip.fps:.1f} s clip), mean amplitude {whole.amplitude_rad:.3f} rad ({math.degrees(whole.amplitude_rad):.1f}°). "
+        [f"Measured in the video: period {whole_p.period_s:.4f} s (from the rest crossings over the whole "
+         f"{T / clip.fps:.1f} s clip), mean amplitude {whole_p.amplitude_rad:.3f} rad "
+         f"({math.degrees(whole_p.amplitude_rad):.1f}°). "
          f"For a simple pendulum T = 2π√(L/g) for small swings, times 2K(sin²(θ₀/2))/π at amplitude θ₀ "
          f"(complete elliptic integral K; g = {STANDARD_GRAVITY} m/s²).",
          f"Identified length {L:.4f} m" + (f" (± {std:.4f} m, Gauss–Newton: assumes independent pixel errors, "
                                            "so it is optimistic)" if std else "") +
          f": small-angle period {period_small:.4f} s, with the finite-amplitude correction {period_finite:.4f} s "
-         f"({100 * (period_finite - whole.period_s) / whole.period_s:+.2f} % vs measured); the calibrated twin's "
-         f"swing, measured in its own trajectory the same way as the video's, has a period of {twin_period:.4f} s. "
-         "Lengths implied by the "
-         f"measured period: {whole.length_small_angle_m:.4f} m (small-angle) and {whole.length_m:.4f} m "
+         f"({100 * (period_finite - whole_p.period_s) / whole_p.period_s:+.2f} % vs measured); the calibrated "
+         f"twin's swing, measured in its own trajectory the same way as the video's, has a period of "
+         f"{twin_period:.4f} s. Lengths implied by the "
+         f"measured period: {whole_p.length_small_angle_m:.4f} m (small-angle) and {whole_p.length_m:.4f} m "
          "(finite amplitude). The twin is a physical pendulum (sphere of radius 38 mm), whose equivalent length "
          "exceeds the centre distance by 2r²/(5L) ≈ 0.5 mm."],
         ["quantity", "value"],
-        [["measured period [s]", whole.period_s], ["mean amplitude [rad]", whole.amplitude_rad],
+        [["measured period [s]", whole_p.period_s], ["mean amplitude [rad]", whole_p.amplitude_rad],
          ["identified length [m]", L], ["period, small-angle formula [s]", period_small],
          ["period, finite-amplitude formula [s]", period_finite],
          ["period of the calibrated twin's trajectory [s]", twin_period],
-         ["length from measured period, small-angle [m]", whole.length_small_angle_m],
-         ["length from measured period, finite-amplitude [m]", whole.length_m]]))
-    if drag_rows:
-        rows = []
-        for text, r in drag_rows:
-            v = r.values
-            rows.append([text, r.error_px, r.holdout_mae_px, v.get("damping"), v.get("drag_density"), v.get("length")])
-        lin, quad = drag_rows[0][1], drag_rows[1][1]
-        verdict = ("quadratic drag fits better" if quad.error_px < lin.error_px else "linear damping fits better")
-        both_v = main_res.values
-        sections.append(ReportSection(
-            "Which damping do the data support?",
-            [f"Three calibrations with the {proposer} at the same budget: {verdict} on the training part "
-             f"({quad.error_px:.3f} vs {lin.error_px:.3f} px) and the holdout "
-             f"({_f(quad.holdout_mae_px)} vs {_f(lin.holdout_mae_px)} px). With both free the fit keeps "
-             f"damping = {both_v.get('damping', math.nan):.2e} N·m·s/rad and drag_density = "
-             f"{both_v.get('drag_density', math.nan):.3g} kg/m³ (still air: 1.2). The amplitude only decays from "
-             f"about {abs(best.get('initial_angle', math.nan)):.2f} rad by ~15 % over the clip, so the two decay "
-             "laws (exponential vs. 1/(1+ct)) differ little here: the preference is weak and should not be "
-             "over-read. Damping and drag are identified for the assumed bob mass (frozen); only their ratios "
-             "to the mass are visible in a video."],
-            ["damping model", "training MAE [px]", "holdout MAE [px]", "damping [N·m·s/rad]", "drag_density [kg/m³]",
-             "length [m]"], rows))
-    drift = _background_drift(clip, trial.get("background_region"), best, no_drift, log, kp_text)
-    if drift is not None:
-        sections.append(drift)
+         ["length from measured period, small-angle [m]", whole_p.length_small_angle_m],
+         ["length from measured period, finite-amplitude [m]", whole_p.length_m]])
+    numbers = {"L": L, "std": std, "period": whole_p, "twin_period": twin_period, "period_small": period_small,
+               "period_finite": period_finite}
+    return numbers, section
+
+
+def _damping_section(proposer: str, drag_rows: Sequence[tuple[str, Any]], main_res):
+    """Which damping law the data support: linear pivot damping, quadratic air drag, both (the main run)."""
+    from ..report import ReportSection
+
+    best = main_res.values
+    rows = []
+    for text, r in drag_rows:
+        v = r.values
+        rows.append([text, r.error_px, r.holdout_mae_px, v.get("damping"), v.get("drag_density"), v.get("length")])
+    lin, quad = drag_rows[0][1], drag_rows[1][1]
+    verdict = ("quadratic drag fits better" if quad.error_px < lin.error_px else "linear damping fits better")
+    both_v = main_res.values
+    return ReportSection(
+        "Which damping do the data support?",
+        [f"Three calibrations with the {proposer} at the same budget: {verdict} on the training part "
+         f"({quad.error_px:.3f} vs {lin.error_px:.3f} px) and the holdout "
+         f"({_f(quad.holdout_mae_px)} vs {_f(lin.holdout_mae_px)} px). With both free the fit keeps "
+         f"damping = {both_v.get('damping', math.nan):.2e} N·m·s/rad and drag_density = "
+         f"{both_v.get('drag_density', math.nan):.3g} kg/m³ (still air: 1.2). The amplitude only decays from "
+         f"about {abs(best.get('initial_angle', math.nan)):.2f} rad by ~15 % over the clip, so the two decay "
+         "laws (exponential vs. 1/(1+ct)) differ little here: the preference is weak and should not be "
+         "over-read. Damping and drag are identified for the assumed bob mass (frozen); only their ratios "
+         "to the mass are visible in a video."],
+        ["damping model", "training MAE [px]", "holdout MAE [px]", "damping [N·m·s/rad]", "drag_density [kg/m³]",
+         "length [m]"], rows)
+
+
+def _clip_sections(real, clip, kp_text: str) -> list:
+    """Report sections about the clip itself: the repaired frame timing, the tracking warnings."""
+    from ..report import ReportSection
+
+    sections = []
     if real.meta.get("retimed"):
         sections.append(ReportSection(
             "Frame timing repaired",
@@ -461,43 +623,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
              "vid2sid_ros.perception.frame_timing.repair_frame_timing):"] + list(real.meta["retimed"])))
     if clip.warnings:
         sections.append(ReportSection("Tracking warnings", list(clip.warnings)))
-
-    videos = []
-    if video and clip.thumbnails is not None:
-        try:
-            paths = _overlay_video(out, clip, sim_full, best, n_train, frame_slot)
-            videos.append((f"Real clip of {rig.name} with the calibrated twin drawn over it: dots = tracked keypoint "
-                           f"{kp_text}, rings and grey line from the pivot = twin; half resolution, every 2nd frame",
-                           paths))
-        except Exception as err:  # noqa: BLE001 - the report is still useful without the video
-            log(f"  overlay video not written: {type(err).__name__}: {err}")
-
-    hold = main_res.holdout_mae_px
-    unreliable = _unreliable_because(runs[proposer], "length")
-    key = [("holdout MAE (last 40 %)", f"{_f(hold)} px"), ("training MAE", f"{main_res.error_px:.2f} px"),
-           ("identified length", f"{L:.4f} m" + (f" ± {std:.4f} m" if std else "")
-            + (f" UNRELIABLE ({'; '.join(unreliable)})" if unreliable else "")),
-           ("period: video / twin", f"{whole.period_s:.4f} / {twin_period:.4f} s"),
-           ("rollouts", f"{main_res.rollouts} of {budget}")]
-    report = render_report(out / "report.html", runs, main=proposer,
-                          title="vid2sid: pendulum twin calibrated from a real phone clip",
-                          videos=videos, sections=sections, key_numbers=key,
-                          comparison_columns=["length", "drag_density", "damping", "camera_drift_y"])
-    summary = {
-        "report": str(report), "clip": str(clip.path), "frames": T, "fps": clip.fps, "train_frames": n_train,
-        "proposer": proposer, "holdout_mae_px": hold, "training_mae_px": main_res.error_px,
-        "length_m": L, "length_std_m": std, "length_unreliable_because": unreliable,
-        "measured_period_s": whole.period_s,
-        "amplitude_rad": whole.amplitude_rad, "period_small_angle_s": period_small,
-        "period_finite_amplitude_s": period_finite, "twin_period_s": twin_period, "values": best,
-        "methods": {k: {"training_mae_px": r.error_px, "holdout_mae_px": r.holdout_mae_px, "rollouts": r.rollouts,
-                        "wall_s": r.wall_s, "values": r.values} for k, r in results.items()},
-        "variants": {k: {"training_mae_px": r.error_px, "holdout_mae_px": r.holdout_mae_px, "rollouts": r.rollouts,
-                         "values": r.values} for k, r in variant_results.items()},
-        "warnings": list(clip.warnings), "retimed": list(real.meta.get("retimed", [])),
-        "wall_s": time.perf_counter() - t_start}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
-    return summary
+    return sections
 
 
 def _unreliable_because(run_dir: Path, name: str) -> list[str]:
