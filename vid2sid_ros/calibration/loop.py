@@ -1579,9 +1579,10 @@ def _diagnosis_bias(s: _Session, values: Mapping[str, float], camera: Any) -> tu
 
 
 def _bias_candidate(s: _Session, values: Mapping[str, float], camera: Any, why_not: str) -> list | str:
-    """The tracker's bias on clean renders of the twin at ``values``, for the diagnosis to weigh as a candidate
-    cause when the bias was not applied (:class:`~vid2sid_ros.calibration.diagnosis.causes.TrackerBias`: a real
-    video without ``calibration.tracker_bias: true``), or why not (a string). ``camera``/``why_not``: the run's
+    """The tracker's bias on renders of the twin at ``values`` (clean, or through the real videos' codec), for the
+    diagnosis to weigh as a candidate cause when the bias was not applied
+    (:class:`~vid2sid_ros.calibration.diagnosis.causes.TrackerBias`: a real video without
+    ``calibration.tracker_bias: true``), or why not (a string). ``camera``/``why_not``: the run's
     own twin camera (set only when the bias was meant to be applied and could not be measured) and why none.
     One diagnostic rendered rollout per training trial (counted in ``s.diagnostic``)."""
     if s.cfg.tracker_bias is False:
