@@ -151,3 +151,21 @@ def test_the_candidate_acts_on_the_training_trials_only_and_is_scored_against_th
     skipped = diagnose(obj, values, parameters=params, probe=False, tracker_bias_candidate="the rig has no tracker")
     assert skipped.statistics["tracker_bias_candidate"] is False
     assert skipped.statistics["tracker_bias_candidate_not_measured"] == "the rig has no tracker"
+
+
+def test_with_tracker_bias_true_the_bias_is_applied_first_and_no_camera_is_named(tmp_path):
+    """``calibration.tracker_bias: true``: the bias (through the clip's codec) is in every residual, so it is no
+    candidate; the free parameters' optimum moves with it (the fit saw the projection), which is said as such."""
+    res, _, _ = _calibrate(tmp_path, moved=False, tracker_bias=True)
+    d = res.diagnosis
+    st = d["statistics"]
+    assert st["tracker_bias"] is True and st["tracker_bias_candidate"] is False
+    assert "tracker_bias_candidate_not_measured" not in st
+    assert res.final_identifiability.measurement_bias["applied"] is True
+    assert "codec (mp4v)" in res.final_identifiability.measurement_bias["source"]
+    assert not d["misspecified"] and "camera" not in _kinds(d)[0], d["text"]
+    if d["verdict"] == "not_at_optimum":
+        assert "The calibration fits the twin's projection without the bias" in d["text"]
+    # the interval computed with the bias holds the truth the clip was filmed at
+    lo, hi = res.final_identifiability.interval["damping"]
+    assert lo <= 0.05 <= hi

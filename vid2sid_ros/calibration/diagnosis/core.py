@@ -203,6 +203,14 @@ def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Find
            f"{math.sqrt(null.ssr / n):.3g} {ctx.unit} RMS ({100 * drop / s_here:.0f} % of the squared residual, "
            f"{lr:.3g} noise variances). No other cause is looked for; calibrate further (more iterations or "
            f"rollouts) before reading the residual.")
+    if ctx.bias is not None:  # the fit saw the projection, the diagnosis the twin measured like the robot
+        msg = (f"Not at the optimum of the residual measured like the robot: with the tracker's bias added to the "
+               f"twin's keypoints, the free parameters alone explain the residual — refitting only them lowers the "
+               f"training error from {math.sqrt(s_here / n):.3g} to {math.sqrt(null.ssr / n):.3g} {ctx.unit} RMS "
+               f"({100 * drop / s_here:.0f} % of the squared residual, {lr:.3g} noise variances). No other cause is "
+               f"needed. The calibration fits the twin's projection without the bias, so calibrating further need "
+               f"not remove this: the bias moves the free parameters' optimum (the final 95 % intervals are "
+               f"computed on this same residual).")
     return Finding("convergence", "note", msg, {"ssr_here": s_here, "ssr_free_refit": null.ssr,
                                                 "share_removed": drop / s_here, "likelihood_ratio": lr,
                                                 "critical_lr": crit, "unit": ctx.unit})
