@@ -169,3 +169,39 @@ def test_with_tracker_bias_true_the_bias_is_applied_first_and_no_camera_is_named
     # the interval computed with the bias holds the truth the clip was filmed at
     lo, hi = res.final_identifiability.interval["damping"]
     assert lo <= 0.05 <= hi
+
+
+def test_the_twin_is_filmed_through_the_codec_one_frame_at_a_time(tmp_path):
+    """Through a codec the renders are encoded as they are made and decoded one at a time into the tracker
+    (never a (T, H, W, 3) array); the bias equals tracking the whole render after the same codec."""
+    from vid2sid_ros.calibration.tracker_bias import TwinCamera, twin_tracker_bias
+    from vid2sid_ros.io.video import read_video, write_video
+    from vid2sid_ros.perception import rig_tracker
+
+    rig = load_rig(one_link_arm.write_rig(tmp_path, _rig_text("{sim2sim: {seed: 1}}")))
+    twin = rig.make_twin()
+    inner, whole_arrays = twin.rollout, []
+
+    def watched(exc, *, render=False, frame_sink=None, render_rows=None):
+        res = inner(exc, render=render, frame_sink=frame_sink, render_rows=render_rows)
+        whole_arrays.append(res.frames is not None)
+        return res
+
+    try:
+        exc, physics = rig.excitations["train"][0], rig.parameters.nominal()
+        twin.rollout = watched
+        camera = TwinCamera(lambda: rig_tracker(rig)[0], codec=("mp4v", ".mp4", 30.0))
+        (bias,), spent = twin_tracker_bias(twin, [exc], physics, camera)
+        assert spent == 1 and whole_arrays == [False]
+        twin.rollout = inner
+        twin.set_parameters(physics)
+        res = inner(exc, render=True)
+        frames = read_video(write_video(tmp_path / "whole.mp4", res.frames, 30.0)).frames
+        tracked = rig_tracker(rig)[0].track(frames, time=res.trajectory.time)
+        valid = tracked.valid & res.trajectory.valid
+        np.testing.assert_array_equal(bias.valid, valid)
+        np.testing.assert_allclose(bias.keypoints[valid], (tracked.keypoints - res.trajectory.keypoints)[valid])
+        clean = rig_tracker(rig)[0].track(res.frames, time=res.trajectory.time)
+        assert not np.allclose(clean.keypoints[valid], tracked.keypoints[valid])  # the codec moved the centroids
+    finally:
+        twin.close()
