@@ -181,7 +181,9 @@ class CalibrationConfig:
             trial, not charged). Needs a rig target with a tracker and image-keypoint trials.
             None (default): only when the real side was made by the rig's own camera model
             (a sim2sim stand-in, ``real.meta["noise"] == "camera"``); True: also for a real video
-            (the twin's renders tracked clean); False: never.
+            (the twin's renders tracked clean, through the videos' codec when they share one); False:
+            never. None on a real video: the bias is measured for the residual diagnosis only, as a
+            candidate cause of its own (not applied).
     """
 
     iterations: int = 10

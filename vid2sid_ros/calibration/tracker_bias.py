@@ -90,8 +90,9 @@ def twin_camera_for(rig: Any, real: Any, *, real_video: bool = False) -> tuple[T
     camera model is the rig config's ``noise`` entry (else ``SensorNoiseModel.default()``, as
     :func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial` uses) with a seed of its own.
     Any other real side (a video of the robot) only with ``real_video``: the twin's renders
-    are then tracked clean (the real camera is not modelled). A sim2sim side measured without
-    a tracker (``noise`` ``keypoint`` or ``none``) never gets a bias term.
+    are then tracked clean (the real camera is not modelled), passed through the videos' codec first when
+    they share one (:attr:`TwinCamera.codec`). A sim2sim side measured without a tracker (``noise``
+    ``keypoint`` or ``none``) never gets a bias term.
 
     Args:
         rig: a :class:`~vid2sid_ros.sim.registry.Rig` (or None: not applicable).
@@ -149,7 +150,10 @@ def _video_codec(rig: Any) -> tuple[str, str, float] | None:
     for t in getattr(rig, "trials", None) or ():
         if getattr(t, "kind", None) != "video":
             continue
-        cap = cv2.VideoCapture(str(t.source["video"]["path"]))
+        path = Path(str(t.source["video"]["path"]))
+        if not path.is_file():  # never open anything but a regular file again (a FIFO would block)
+            return None
+        cap = cv2.VideoCapture(str(path))
         try:
             if not cap.isOpened():
                 return None
@@ -158,7 +162,9 @@ def _video_codec(rig: Any) -> tuple[str, str, float] | None:
         finally:
             cap.release()
         fourcc = "".join(chr((v >> 8 * i) & 0xFF) for i in range(4))
-        found.add((_FOURCC_ALIASES.get(fourcc, fourcc), Path(str(t.source["video"]["path"])).suffix or ".mp4", fps))
+        if not (fourcc.isascii() and fourcc.isprintable() and fourcc.strip()):
+            return None  # no codec the container names (raw frames, an unknown stream)
+        found.add((_FOURCC_ALIASES.get(fourcc, fourcc), path.suffix or ".mp4", fps))
     if len(found) != 1:
         return None
     codec = found.pop()
