@@ -181,7 +181,9 @@ class CalibrationConfig:
             trial, not charged). Needs a rig target with a tracker and image-keypoint trials.
             None (default): only when the real side was made by the rig's own camera model
             (a sim2sim stand-in, ``real.meta["noise"] == "camera"``); True: also for a real video
-            (the twin's renders tracked clean); False: never.
+            (the twin's renders tracked clean, through the videos' codec when they share one); False:
+            never. None on a real video: the bias is measured for the residual diagnosis only, as a
+            candidate cause of its own (not applied).
     """
 
     iterations: int = 10
@@ -1585,6 +1587,26 @@ def _diagnosis_bias(s: _Session, values: Mapping[str, float], camera: Any) -> tu
     return bias, ""
 
 
+def _bias_candidate(s: _Session, values: Mapping[str, float], camera: Any, why_not: str) -> list | str:
+    """The tracker's bias on renders of the twin at ``values`` (clean, or through the real videos' codec), for the
+    diagnosis to weigh as a candidate cause when the bias was not applied
+    (:class:`~vid2sid_ros.calibration.diagnosis.causes.TrackerBias`: a real video without
+    ``calibration.tracker_bias: true``), or why not (a string). ``camera``/``why_not``: the run's
+    own twin camera (set only when the bias was meant to be applied and could not be measured) and why none.
+    One diagnostic rendered rollout per training trial (counted in ``s.diagnostic``)."""
+    if s.cfg.tracker_bias is False:
+        return "calibration.tracker_bias is false"
+    if camera is not None:  # the twin was to be filmed for the bias itself and could not be
+        return why_not or "the twin could not be filmed"
+    from .tracker_bias import twin_camera_for
+
+    clean, why = twin_camera_for(s.rig, s.real, real_video=True)
+    if clean is None:
+        return why
+    bias, failed = _diagnosis_bias(s, values, clean)
+    return bias if bias is not None else failed
+
+
 def _draw_keypoints(traj, shape: tuple[int, int], rows: Sequence[int] | None = None) -> np.ndarray:
     """Grey (H, W) = ``shape`` frames with the real keypoints as white discs (when no real video exists),
     one per trajectory row in ``rows`` (None: every row), (len(rows), H, W, 3) uint8."""
@@ -1644,9 +1666,11 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
             bias, bias_failed = (final_report.bias_trajectories if final_report is not None else None), ""
             if bias is None and camera is not None and final_report is None:
                 bias, bias_failed = _diagnosis_bias(s, best_vals, camera)
+            candidate = None if bias is not None else _bias_candidate(s, best_vals, camera, bias_failed or (
+                (final_report.measurement_bias or {}).get("reason") if final_report is not None else "") or why_not)
             diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None,
                             intervals=final_report.interval if final_report is not None else None,
-                            measurement_bias=bias)
+                            measurement_bias=bias, tracker_bias_candidate=candidate)
             s.diagnostic += diag.rollouts
             diagnosis = diag.to_dict()
             if bias_failed:

@@ -31,11 +31,19 @@ counted in the report's ``rollouts``.
 
 The camera model's noise in the twin's render is one more noise draw: it is in the
 measurement-consistent residual and so in the interval, not averaged away.
+
+A real video's training trials were also compressed: a lossy codec blurs a small coloured marker's
+colour (chroma subsampling, block transforms) and moves the tracker's centroid by a part of a pixel
+(on a 160x120 mp4v clip of the rig's own twin, 0.19 px RMS on top of the 0.43 px of the clean render's
+bias). When every training video shares one codec, the twin's clean renders are passed through that
+codec (encoded and decoded at the clip's frame rate, :attr:`TwinCamera.codec`) before they are tracked;
+a codec this machine cannot write leaves them clean (``TwinCamera.source`` says which).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -62,6 +70,8 @@ class TwinCamera:
             rendered frames before tracking, or None (clean renders).
         seed: noise seed of the camera model (the twin's render is a draw of its own).
         source: one line saying where the camera model came from (for the report).
+        codec: ``(FourCC, container suffix, frame rate Hz)`` of the real videos: clean renders are encoded
+            and decoded with it before they are tracked; None: tracked as rendered.
     """
 
     make_tracker: Callable[[], Any]
@@ -69,6 +79,7 @@ class TwinCamera:
     seed: int = 0
     source: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    codec: tuple[str, str, float] | None = None
 
 
 def twin_camera_for(rig: Any, real: Any, *, real_video: bool = False) -> tuple[TwinCamera | None, str]:
@@ -79,8 +90,9 @@ def twin_camera_for(rig: Any, real: Any, *, real_video: bool = False) -> tuple[T
     camera model is the rig config's ``noise`` entry (else ``SensorNoiseModel.default()``, as
     :func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial` uses) with a seed of its own.
     Any other real side (a video of the robot) only with ``real_video``: the twin's renders
-    are then tracked clean (the real camera is not modelled). A sim2sim side measured without
-    a tracker (``noise`` ``keypoint`` or ``none``) never gets a bias term.
+    are then tracked clean (the real camera is not modelled), passed through the videos' codec first when
+    they share one (:attr:`TwinCamera.codec`). A sim2sim side measured without a tracker (``noise``
+    ``keypoint`` or ``none``) never gets a bias term.
 
     Args:
         rig: a :class:`~vid2sid_ros.sim.registry.Rig` (or None: not applicable).
@@ -114,7 +126,57 @@ def twin_camera_for(rig: Any, real: Any, *, real_video: bool = False) -> tuple[T
         return TwinCamera(make, model, seed=10_007 + seed,
                           source="rendered, the rig's camera model (the one that made the real side), "
                                  "the rig's tracker"), ""
+    codec = _video_codec(rig)
+    if codec is not None:
+        return TwinCamera(make, None, codec=codec,
+                          source=f"rendered clean (the real camera is not modelled), passed through the real videos' "
+                                 f"codec ({codec[0]}), the rig's tracker"), ""
     return TwinCamera(make, None, source="rendered clean (the real camera is not modelled), the rig's tracker"), ""
+
+
+#: FourCCs a decoder reports for a stream that OpenCV's writer names otherwise (FFmpeg's MPEG-4 part 2)
+_FOURCC_ALIASES = {"FMP4": "mp4v", "DIVX": "mp4v", "XVID": "mp4v", "H264": "avc1", "h264": "avc1"}
+
+
+def _video_codec(rig: Any) -> tuple[str, str, float] | None:
+    """``(FourCC, suffix, fps)`` shared by every video trial of ``rig`` whose codec this machine can write,
+    else None (no video trial, several codecs, an unreadable file, or no writer for it)."""
+    import os
+    import tempfile
+
+    import cv2
+
+    found = set()
+    for t in getattr(rig, "trials", None) or ():
+        if getattr(t, "kind", None) != "video":
+            continue
+        path = Path(str(t.source["video"]["path"]))
+        if not path.is_file():  # never open anything but a regular file again (a FIFO would block)
+            return None
+        cap = cv2.VideoCapture(str(path))
+        try:
+            if not cap.isOpened():
+                return None
+            v = int(cap.get(cv2.CAP_PROP_FOURCC))
+            fps = float(cap.get(cv2.CAP_PROP_FPS)) or 30.0
+        finally:
+            cap.release()
+        fourcc = "".join(chr((v >> 8 * i) & 0xFF) for i in range(4))
+        if not (fourcc.isascii() and fourcc.isprintable() and fourcc.strip()):
+            return None  # no codec the container names (raw frames, an unknown stream)
+        found.add((_FOURCC_ALIASES.get(fourcc, fourcc), path.suffix or ".mp4", fps))
+    if len(found) != 1:
+        return None
+    codec = found.pop()
+    fd, probe = tempfile.mkstemp(suffix=codec[1])
+    os.close(fd)
+    try:  # a writer that cannot open here: the renders stay clean
+        w = cv2.VideoWriter(probe, cv2.VideoWriter_fourcc(*codec[0]), codec[2], (16, 16))
+        ok = w.isOpened()
+        w.release()
+    finally:
+        os.unlink(probe)
+    return codec if ok else None
 
 
 def twin_tracker_bias(twin: Twin, excitations: Sequence[Excitation], physics: Mapping[str, float],
@@ -139,7 +201,9 @@ def twin_tracker_bias(twin: Twin, excitations: Sequence[Excitation], physics: Ma
     out: list[Trajectory] = []
     for i, exc in enumerate(excitations):
         twin.set_parameters(dict(physics))
-        if camera.sensor_model is None:  # clean renders (a real video): tracked as they are made, none kept
+        if camera.sensor_model is None and camera.codec is not None:  # through the real videos' codec, streamed
+            res, tracked = _film_encoded(twin, exc, camera.make_tracker(), camera.codec)
+        elif camera.sensor_model is None:  # clean renders (a real video): tracked as they are made, none kept
             res, tracked = _film_streamed(twin, exc, camera.make_tracker())
         else:  # the camera model blurs and drops across frames: it takes the whole rendered trial
             res = twin.rollout(exc, render=True)
@@ -209,6 +273,61 @@ def _film_streamed(twin: Twin, exc: Excitation, tracker: Any) -> tuple[Any, Traj
     if err is not None and "no frames" not in str(err):
         raise err
     return res, box.get("traj")
+
+
+def _film_encoded(twin: Twin, exc: Excitation, tracker: Any, codec: tuple[str, str, float]
+                  ) -> tuple[Any, Trajectory | None]:
+    """``(rollout result, tracked trajectory or None)``: the twin rendered on ``exc``, each frame encoded with
+    ``codec`` (FourCC, suffix, fps) into a temporary file as it is made, then decoded one frame at a time into
+    ``tracker.track`` (at most a few frames in memory); None when the twin rendered no frame.
+
+    Raises:
+        TrackerBiasError: the encoder could not be opened or fewer frames decoded than were rendered.
+    """
+    import os
+    import tempfile
+
+    import cv2
+
+    from ..sim.base import rollout_frames
+
+    fd, path = tempfile.mkstemp(suffix=codec[1], prefix="vid2sid_twin_")
+    os.close(fd)
+    box: dict[str, Any] = {"n": 0}
+
+    def write(_k: int, frame: np.ndarray) -> None:
+        if "w" not in box:
+            box["w"] = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*codec[0]), codec[2],
+                                       (int(frame.shape[1]), int(frame.shape[0])))
+            if not box["w"].isOpened():
+                raise TrackerBiasError(f"the {codec[0]} encoder cannot write the twin's frames")
+        box["w"].write(cv2.cvtColor(np.asarray(frame, np.uint8), cv2.COLOR_RGB2BGR))
+        box["n"] += 1
+
+    try:
+        try:
+            res = rollout_frames(twin, exc, write)
+        finally:
+            if "w" in box:
+                box["w"].release()
+        if box["n"] == 0:
+            return res, None
+
+        def frames():
+            cap, got = cv2.VideoCapture(path), 0
+            try:
+                while got < box["n"]:
+                    ok, f = cap.read()
+                    if not ok:
+                        raise TrackerBiasError(f"{got} of {box['n']} frames of the twin decoded after {codec[0]}")
+                    got += 1
+                    yield cv2.cvtColor(f, cv2.COLOR_BGR2RGB)
+            finally:
+                cap.release()
+
+        return res, tracker.track(frames(), source="sim", trial_id=exc.name)
+    finally:
+        os.unlink(path)
 
 
 def add_bias(sim: Sequence[Trajectory], bias: Sequence[Trajectory]) -> list[Trajectory]:

@@ -263,8 +263,9 @@ def _residual_items(diag: Any) -> list[str]:
         return [diag]
     if isinstance(diag, Mapping):
         items = diag.get("findings") or diag.get("items") or []
-        if isinstance(items, list):  # only what the diagnosis flags as a warning is an insight
-            items = [f for f in items if not isinstance(f, Mapping) or f.get("severity", "warning") == "warning"]
+        if isinstance(items, list):  # only what the diagnosis flags as a warning is an insight, and the tracker's
+            items = [f for f in items if not isinstance(f, Mapping)  # bias (a note: the measurement, not the model)
+                     or f.get("severity", "warning") == "warning" or f.get("kind") == "tracker"]
         if diag.get("misspecified") is False and not items:  # a quiet diagnosis is not an insight
             return []
         out = [str(diag["summary"])] if diag.get("summary") and diag.get("misspecified") else []

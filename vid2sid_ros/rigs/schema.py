@@ -265,7 +265,9 @@ KEYS: tuple[Key, ...] = (
     Key("calibration.tracker_bias", "boolean | null", default=None, doc="With final_identifiability: film the "
         "twin at the result like the real rig (render, camera model, tracker) and carry the tracker's bias into "
         "the interval (one diagnostic rollout per training trial); null = only for a sim2sim real side made by "
-        "the rig's camera model, true = also for a real video (clean renders), false = never."),
+        "the rig's camera model, true = also for a real video (clean renders, through the videos' codec when they "
+        "share one), false = never. Left null on a real video, the bias is still measured for the residual "
+        "diagnosis, as a candidate cause of its own."),
     Key("calibration.start", "mapping", default={"kind": "nominal"}, doc="How the search starts: `{kind: "
         "multistart | nominal, points, guess}` (kind defaults to multistart when `points` is given) or start "
         "values `{PARAMETER: value}`."),

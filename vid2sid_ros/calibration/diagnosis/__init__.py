@@ -23,6 +23,8 @@ family                       candidates (each one scalar, 0 = the calibrated twi
                              when the spec has no ``camera.*`` parameter)
 ``camera_intrinsics``        focal lengths fx, fy (scale), principal point cx, cy (image measurements)
 ``marker``                   a constant offset per keypoint coordinate (when not already free)
+``tracker``                  the tracker's own bias measured on renders of the twin (a real video
+                             whose bias is not applied: ``calibration.tracker_bias`` unset)
 ============================ ======================================================================
 
 and :mod:`.compare` scores them: one linearised probe each, then a refit of the best few

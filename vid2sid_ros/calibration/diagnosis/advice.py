@@ -41,6 +41,12 @@ def separating_trial(causes: Sequence[Cause]) -> str:
     """What excitation would tell ``causes`` apart: the rule of every pair of kinds present, joined (a camera
     error against a dynamics error, then the dynamics kinds among themselves)."""
     kinds = {getattr(c, "category", c.kind) for c in causes}
+    if "tracker" in kinds:  # the measurement against the model: filming the twin like the robot checks it
+        others = [c for c in causes if c.kind != "tracker"]
+        text = "the twin filmed and tracked like the robot (calibration.tracker_bias: true)"
+        if len({getattr(c, "category", c.kind) for c in others}) > 1:
+            text += " and " + separating_trial(others)
+        return text
     said: list[str] = []
     if kinds & {"camera", "offset"}:
         said.append(_RULES[0][1] if kinds <= {"camera", "offset"} else _REST)
@@ -72,6 +78,8 @@ def how_to_free(cause: Cause) -> str:
         return "free the marker offsets (nuisance: marker_offsets: true)"
     if isinstance(cause, ModelField):
         return "add a parameter with target " + ", ".join(cause.fields)
+    if cause.kind == "tracker":
+        return "set calibration.tracker_bias: true (the twin filmed and tracked like the robot)"
     if cause.kind == "rolling_shutter":
         return "use a global-shutter camera, or model each keypoint's read time"
     if cause.kind == "timing":

@@ -11,7 +11,8 @@ which :meth:`~.context.ProbeContext.residual` composes:
 * ``excitation`` — the commands as the drive passes them on (:class:`CommandTransform`:
   gain, bias, dead-zone, backlash); costs rollouts;
 * ``transform`` — the twin's measured trajectory (:class:`TimeWarp`: latency, frame drops,
-  rolling shutter; :class:`Intrinsic`: focal length, principal point; :class:`MarkerOffset`);
+  rolling shutter; :class:`Intrinsic`: focal length, principal point; :class:`MarkerOffset`;
+  :class:`TrackerBias`: the tracker's own bias measured on renders of the twin);
   costs no rollout.
 
 Families of causes are registered in :data:`CAUSE_FAMILIES` (like the proposers):
@@ -36,7 +37,7 @@ from ..nuisance import LATENCY, MEASUREMENT_PREFIX
 
 __all__ = ["Cause", "Composite", "parts_of", "FrozenParameter", "ModelField", "CameraPose", "CommandTransform",
            "TimeWarp", "Intrinsic",
-           "MarkerOffset", "CAUSE_FAMILIES", "candidate_causes", "LATENCY_SEARCH_FRAMES"]
+           "MarkerOffset", "TrackerBias", "CAUSE_FAMILIES", "candidate_causes", "LATENCY_SEARCH_FRAMES"]
 
 #: the latency a diagnosis searches, ± frames (also at most a quarter of the shortest trial)
 LATENCY_SEARCH_FRAMES = 5.0
@@ -49,7 +50,7 @@ class Cause:
     Attributes:
         name: what it is, for people (``"mass of body 'middle'"``).
         kind: ``inertia`` | ``joint`` | ``friction`` | ``actuator`` | ``frozen`` | ``latency`` |
-            ``timing`` | ``rolling_shutter`` | ``camera`` | ``offset``.
+            ``timing`` | ``rolling_shutter`` | ``camera`` | ``offset`` | ``tracker``.
         fields: what a user would free or add (spec parameter names, MuJoCo fields such as
             ``body_mass[middle]``, ``camera.fx``).
         unit: unit of ``theta``. step: the probe's finite-difference step (unit).
@@ -579,11 +580,45 @@ def marker_causes(ctx: Any) -> list[Cause]:
     return out
 
 
+@dataclass(eq=False)
+class TrackerBias(Cause):
+    """The tracker's own systematic error: ``θ · b`` added to the twin's keypoints, ``b = tracked − projected``
+    (per frame and keypoint, px) measured by rendering the twin at the identified point and tracking the
+    renders with the rig's tracker (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`: clean
+    renders, passed through the real videos' codec when they share one); θ = 1 is the bias as measured (θ is
+    dimensionless: a real camera's blur and exposure may make the real video's bias larger than the renders').
+    It acts only on the training trials the bias was
+    measured on (:meth:`~.context.ProbeContext.candidate_bias`); a holdout trial is left as it is."""
+
+    changes_measurement = True
+
+    def transform(self, ctx, traj, theta):
+        from ..tracker_bias import add_bias
+
+        b = ctx.candidate_bias(traj)
+        if b is None or theta == 0:
+            return traj
+        return add_bias([traj], [replace(b, keypoints=np.asarray(b.keypoints, float) * float(theta))])[0]
+
+    def value_text(self, ctx, theta):
+        return (f"{theta:.3g} × the bias measured on renders of the twin ({ctx.candidate_bias_rms:.3g} px "
+                "RMS as measured)")
+
+
+def tracker_causes(ctx: Any) -> list[Cause]:
+    """The tracker's bias on renders of the twin as a candidate (:class:`TrackerBias`), when it was measured and not
+    already applied to every residual (``ctx.bias_candidate``, image keypoints only)."""
+    if getattr(ctx, "bias_candidate", None) is None or ctx.unit != "px":
+        return []
+    return [TrackerBias("the tracker's own bias on these markers (measured on renders of the twin)",
+                        "tracker", ("calibration.tracker_bias",), "1", 0.1, (0.0, 3.0))]
+
+
 #: family name -> function(ctx) -> the causes it proposes (like the proposers' registry)
 CAUSE_FAMILIES: dict[str, Callable[[Any], list[Cause]]] = {
     "frozen": frozen_parameters, "body": body_causes, "joint": joint_causes, "command": command_causes,
     "timing": timing_causes, "camera_pose": camera_pose_causes, "camera_intrinsics": intrinsic_causes,
-    "marker": marker_causes,
+    "marker": marker_causes, "tracker": tracker_causes,
 }
 
 

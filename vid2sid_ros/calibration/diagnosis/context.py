@@ -19,6 +19,11 @@ or marker-offset candidate explains, and the diagnosis names a model error on an
 same motion), so at the identified point it is the measurement model's systematic part, not a
 model error (the GUM, JCGM 100:2008 §3.2.4: correct a recognised systematic effect). It is
 measured on the training excitations only: the holdout objective's residual is left as it is.
+
+When the bias was *not* applied (a real video without ``calibration.tracker_bias: true``), the bias measured
+on renders of the twin (clean, or through the real videos' codec) can still be handed over as a candidate
+(``bias_candidate``): then it is a cause of its own (:class:`~.causes.TrackerBias`, ``θ · b`` added to the
+twin's training keypoints), compared with the camera and marker candidates it would otherwise be mistaken for.
 """
 
 from __future__ import annotations
@@ -108,6 +113,12 @@ class ProbeContext:
             :func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`, same order as
             ``objective.excitations``), added to the twin's training keypoints (module docstring);
             None: the twin's projected keypoints are compared as they are.
+        bias_candidate: the tracker's bias measured on renders of the twin, per training excitation
+            (same form and order as ``bias``), when it is *not* applied: the :class:`~.causes.TrackerBias`
+            candidate's column. Ignored when ``bias`` is given (the bias is then part of every residual).
+
+    Raises:
+        ValueError: ``bias`` or ``bias_candidate`` does not hold one trajectory per training excitation.
 
     Attributes:
         full: complete values at the optimum. free: the free specs (F). u0: (F,) their normalised
@@ -117,11 +128,15 @@ class ProbeContext:
     """
 
     def __init__(self, objective: TrialObjective, values: Mapping[str, float], parameters: ParameterSet,
-                 holdout: TrialObjective | None = None, bias: Sequence[Any] | None = None) -> None:
+                 holdout: TrialObjective | None = None, bias: Sequence[Any] | None = None,
+                 bias_candidate: Sequence[Any] | None = None) -> None:
         self.objective, self.params, self.holdout = objective, parameters, holdout
-        if bias is not None and len(bias) != len(objective.excitations):
-            raise ValueError(f"tracker bias: {len(bias)} trajectories for {len(objective.excitations)} excitations")
+        for what, b in (("tracker bias", bias), ("tracker bias candidate", bias_candidate)):
+            if b is not None and len(b) != len(objective.excitations):
+                raise ValueError(f"{what}: {len(b)} trajectories for {len(objective.excitations)} excitations")
         self.bias = list(bias) if bias else None
+        self.bias_candidate = list(bias_candidate) if bias_candidate and self.bias is None else None
+        self._candidate_by_trial = _by_trial(objective.excitations, self.bias_candidate)
         self.full = parameters.complete(dict(values))
         self.free = list(parameters.free)
         self.u0 = np.array([s.to_unit(self.full[s.name]) for s in self.free], float)
@@ -209,6 +224,19 @@ class ProbeContext:
         training excitation, same order."""
         return add_bias(sims, self.bias) if self.bias else list(sims)
 
+    def candidate_bias(self, sim: Any) -> Any | None:
+        """The candidate tracker bias (``bias_candidate``) measured on the training excitation ``sim`` is a
+        rollout of (matched by its ``trial_id``), or None: none measured, or ``sim`` is not a training trial's
+        (a holdout trial: the bias was measured on the training motions only)."""
+        return self._candidate_by_trial.get(getattr(sim, "trial_id", None))
+
+    @property
+    def candidate_bias_rms(self) -> float:
+        """RMS of the candidate tracker bias over its valid samples (px; NaN when none was measured)."""
+        x = [np.asarray(b.keypoints)[np.asarray(b.valid)] for b in self.bias_candidate or ()]
+        x = np.concatenate([v.ravel() for v in x]) if x else np.zeros(0)
+        return math.sqrt(float(np.mean(x * x))) if x.size else math.nan
+
     def ssr(self, r: np.ndarray, rows: np.ndarray | None = None) -> float:
         """Sum of squared residuals over the finite samples of ``rows`` (default all), unit²."""
         keep = self.ok if rows is None else self.ok & rows
@@ -220,3 +248,12 @@ class ProbeContext:
         keep = self.ok if rows is None else self.ok & rows
         n = int(keep.sum())
         return math.sqrt(self.ssr(r, rows) / n) if n else math.nan
+
+
+def _by_trial(excitations: Sequence[Any], bias: Sequence[Any] | None) -> dict[str, Any]:
+    """``{training excitation name: its bias trajectory}`` (empty without a bias, or when two training
+    excitations share a name: a trajectory could then not be matched to its own bias)."""
+    names = [getattr(e, "name", None) for e in excitations]
+    if not bias or len(set(names)) != len(names):
+        return {}
+    return dict(zip(names, bias))

@@ -25,7 +25,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
              probe: bool = True, holdout: TrialObjective | None = None,
              families: Sequence[str] | None = None,
              intervals: Mapping[str, Sequence[float]] | None = None,
-             measurement_bias: Sequence[Any] | None = None) -> Diagnosis:
+             measurement_bias: Sequence[Any] | None = None,
+             tracker_bias_candidate: Sequence[Any] | str | None = None) -> Diagnosis:
     """Compare candidate causes of the residual at ``values`` (package docstring).
 
     Args:
@@ -44,6 +45,11 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             ``values`` like the robot (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`;
             the run's ``final_identifiability.bias_trajectories``): added to the twin's keypoints in every
             training residual, as the interval does (:class:`~.context.ProbeContext`). None: none measured.
+        tracker_bias_candidate: when ``measurement_bias`` is None, the tracker's bias measured on renders
+            of the twin at ``values`` (same form): a candidate cause of its own (:class:`~.causes.TrackerBias`),
+            compared with the camera and marker candidates it would otherwise be taken for; or a string, why it
+            could not be measured (kept in ``statistics["tracker_bias_candidate_not_measured"]``); None: not
+            looked for.
 
     Returns:
         :class:`Diagnosis`. A point that cannot be simulated gives one ``structure`` warning saying so.
@@ -51,7 +57,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         identified values that rest on a nominal value these trials cannot check.
     """
     params = parameters if parameters is not None else objective.parameters
-    ctx = ProbeContext(objective, values, params, holdout, bias=measurement_bias)
+    candidate = None if isinstance(tracker_bias_candidate, str) else tracker_bias_candidate
+    ctx = ProbeContext(objective, values, params, holdout, bias=measurement_bias, bias_candidate=candidate)
     if ctx.failed:
         return Diagnosis([Finding("structure", "warning", f"The identified parameters cannot be simulated "
                                                           f"({ctx.base.message}); nothing else can be diagnosed.")],
@@ -61,7 +68,12 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     stats: dict[str, Any] = {"unit": ctx.unit, "frame_rate_hz": ctx.rate, "samples": n,
                              "residual_rms": math.sqrt(ssr0 / max(n, 1)), "noise_rms": math.sqrt(ctx.sigma2),
                              "noise_estimator": "successive differences (von Neumann 1941; Rice 1984)",
-                             "tracker_bias": ctx.bias is not None}
+                             "tracker_bias": ctx.bias is not None,
+                             "tracker_bias_candidate": ctx.bias_candidate is not None}
+    if ctx.bias_candidate is not None:
+        stats["tracker_bias_candidate_rms"] = ctx.candidate_bias_rms
+    elif isinstance(tracker_bias_candidate, str) and ctx.bias is None:
+        stats["tracker_bias_candidate_not_measured"] = tracker_bias_candidate
     findings = _latency_note(ctx)
     verdict, recommendation, considered = "none", None, None
     if probe:
@@ -137,6 +149,8 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None
     members: list[Score] = dec["set"]
     if dec["verdict"] == "indistinguishable":
         return "indistinguishable", None, [_indistinguishable(ctx, members, s0)], considered
+    if members[0].cause.kind == "tracker":
+        return (*_named_tracker(ctx, members[0], scores, s0), considered)
     if len(members) == 1 or members[0].cause.kind == "camera":
         return (*_named(ctx, members, scores, F, null, s0), considered)
     return "named", None, [_same_kind(ctx, members, s0)], considered
@@ -189,6 +203,14 @@ def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Find
            f"{math.sqrt(null.ssr / n):.3g} {ctx.unit} RMS ({100 * drop / s_here:.0f} % of the squared residual, "
            f"{lr:.3g} noise variances). No other cause is looked for; calibrate further (more iterations or "
            f"rollouts) before reading the residual.")
+    if ctx.bias is not None:  # the fit saw the projection, the diagnosis the twin measured like the robot
+        msg = (f"Not at the optimum of the residual measured like the robot: with the tracker's bias added to the "
+               f"twin's keypoints, the free parameters alone explain the residual — refitting only them lowers the "
+               f"training error from {math.sqrt(s_here / n):.3g} to {math.sqrt(null.ssr / n):.3g} {ctx.unit} RMS "
+               f"({100 * drop / s_here:.0f} % of the squared residual, {lr:.3g} noise variances). No other cause is "
+               f"needed. The calibration fits the twin's projection without the bias, so calibrating further need "
+               f"not remove this: the bias moves the free parameters' optimum (the final 95 % intervals are "
+               f"computed on this same residual).")
     return Finding("convergence", "note", msg, {"ssr_here": s_here, "ssr_free_refit": null.ssr,
                                                 "share_removed": drop / s_here, "likelihood_ratio": lr,
                                                 "critical_lr": crit, "unit": ctx.unit})
@@ -313,6 +335,34 @@ def _named_message(ctx: ProbeContext, group: list[Score], fitted, share: float, 
     return text
 
 
+def _named_tracker(ctx: ProbeContext, best: Score, scores: list[Score], s0: float
+                   ) -> tuple[str, dict, list[Finding]]:
+    """The tracker's bias on renders of the twin explains the residual clearly better than every other
+    candidate: a note (the measurement, not the model), with the switch that films the twin like the robot."""
+    n = max(int(ctx.ok.sum()), 1)
+    before, after = math.sqrt(s0 / n), math.sqrt(best.refit.ssr / n)
+    share = _share(best, s0)
+    action = "set calibration.tracker_bias: true"
+    msg = (f"The tracker's own bias on these markers explains the residual: the bias measured by rendering the "
+           f"twin at the identified values and tracking the renders ({ctx.candidate_bias_rms:.3g} px RMS; fitted size "
+           f"{_size(ctx, best.cause, best.refit.theta)[0]:.3g} × as measured) removes {100 * share:.0f} % of the "
+           f"squared residual the free parameters leave (RMS {before:.3g} → {after:.3g} {ctx.unit}), not a model "
+           f"error; {action} (the twin is then filmed and tracked like the robot and the bias is part of every "
+           f"residual and interval) and calibrate again.")
+    nxt = min((s for s in scores if s.refit is not None and s is not best), key=lambda s: s.refit.ssr, default=None)
+    if nxt is not None and ctx.sigma2 > 0:
+        msg += (f" It explains the residual clearly better than the next candidate, {nxt.cause.name} "
+                f"({100 * _share(nxt, s0):.0f} %: its sum of squares is "
+                f"{(nxt.refit.ssr - best.refit.ssr) / ctx.sigma2:.3g} noise variances larger).")
+    rec = {"cause": best.cause.name, "kind": "tracker", "free": list(best.cause.fields), "action": action,
+           "training_rms_before": before, "training_rms_after": after, "unit": ctx.unit, "held_out": None,
+           "recommended": True}
+    ev = {"cause": best.cause.name, "fields": list(best.cause.fields), "share_removed": share, "rms_before": before,
+          "rms_after": after, "unit": ctx.unit, "size": float(best.refit.theta[0]),
+          "bias_rms": ctx.candidate_bias_rms, "check_with": action}
+    return "named", rec, [Finding("tracker", "note", msg, ev)]
+
+
 def _check_sentence(rec: dict) -> str:
     h = rec["held_out"]
     if h["before"] is None:
@@ -363,8 +413,13 @@ def _indistinguishable(ctx: ProbeContext, members: list[Score], s0: float) -> Fi
     sep = _separate(members)
     msg = (f"Several causes explain the residual about equally well and these trials cannot tell them apart: "
            f"{listed}. None is recommended; {sep} would separate them.")
-    return Finding("indistinguishable", "warning", msg, {"causes": [_member(ctx, m, s0) for m in members],
-                                                         "separate_with": sep})
+    ev = {"causes": [_member(ctx, m, s0) for m in members], "separate_with": sep}
+    if any(m.cause.kind == "tracker" for m in members):  # the measurement may be all there is: the switch checks it
+        msg += (" The tracker's own bias on these markers (measured on renders of the twin) is among them: "
+                "set calibration.tracker_bias: true to film and track the twin like the robot and check it (if the "
+                "bias is the cause, the residual goes away; if a camera error remains, it is then named).")
+        ev["check_with"] = "calibration.tracker_bias: true"
+    return Finding("indistinguishable", "warning", msg, ev)
 
 
 def _member(ctx: ProbeContext, m: Score, s0: float) -> dict[str, Any]:

@@ -49,6 +49,8 @@ class Finding:
     Attributes:
         kind: ``inertia`` | ``joint`` | ``friction`` | ``actuator`` | ``frozen`` | ``latency`` |
             ``timing`` | ``rolling_shutter`` | ``camera`` | ``offset`` (a named cause of that kind),
+            ``tracker`` (a note: the tracker's own bias measured on renders of the twin explains the
+            residual — the measurement, not the model),
             ``convergence`` (a note: the point is not the free parameters' optimum, nothing else is looked for),
             ``indistinguishable`` (several causes of different kinds explain the residual equally),
             ``structure`` (no candidate explains it: the model is too simple here).
