@@ -15,6 +15,7 @@ from .advice import how_to_free, separating_trial
 from .causes import Composite, FrozenParameter, candidate_causes
 from .consider import ConsiderResult, consider
 from .compare import Score, decide, free_columns, held_out_check, line_scan, polish, refit, screen
+from .chi2 import chi2_ppf
 from .context import ProbeContext
 from .result import THRESHOLDS, Diagnosis, Finding
 
@@ -159,8 +160,6 @@ def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Find
     Returns:
         a ``convergence`` note when the point is not at the optimum (no cause named), else None.
     """
-    from scipy.stats import chi2
-
     usable = [j for j in range(F.shape[1]) if np.all(np.isfinite(F[ctx.ok, j]))]  # as refit() picks them
     keep = ctx.ok & np.all(np.isfinite(F[:, usable]), axis=1)
     s_here = ctx.ssr(ctx.r0, keep)
@@ -170,7 +169,7 @@ def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Find
         A, r = F[keep][:, usable], np.nan_to_num(ctx.r0[keep])
         predicted = float(np.sum((A @ np.linalg.lstsq(A, r, rcond=1e-6)[0]) ** 2))
     lr = drop / ctx.sigma2 if ctx.sigma2 > 0 else (math.inf if drop > 0 else 0.0)
-    crit = float(chi2.ppf(1.0 - THRESHOLDS["alpha"], max(len(usable), 1)))
+    crit = chi2_ppf(1.0 - THRESHOLDS["alpha"], max(len(usable), 1))
     stats["optimality"] = {
         "test": "likelihood ratio (S(u0) - S0) / noise variance of a Gauss-Newton refit of the free parameters "
                 "alone against the chi-square(F) quantile at 1 - alpha, and at least min_share of S(u0)",
