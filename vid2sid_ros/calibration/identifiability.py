@@ -157,6 +157,10 @@ class IdentifiabilityReport:
     #: :func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`), or None (not serialised; the
     #: residual diagnosis adds it to the twin's keypoints like the interval does)
     bias_trajectories: list[Any] | None = field(default=None, repr=False)
+    #: the sensitivity matrix ``J`` (M, n) the check measured at ``point`` (central differences, the
+    #: measurement's unit per unit normalised move, ``names`` order, NaN columns where a probe failed), or
+    #: None (not serialised; the residual diagnosis takes its free columns from it instead of re-measuring)
+    jacobian: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def identifiable(self) -> bool:
@@ -860,4 +864,5 @@ def check_identifiability(
         state_intervals(report, parameters, parameters.complete(point))
     report.rollouts = count["rollouts"]
     report.bias_trajectories = bias
+    report.jacobian = J
     return report

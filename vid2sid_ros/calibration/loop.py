@@ -825,6 +825,8 @@ class _Session:
 
         self.phases = PhaseLedger(lambda: (self.used, self.diagnostic))
         self.executor_state: Any = None
+        #: iteration 0's evaluation of a new run (the report's initial curves reuse it); None on a resume
+        self.initial_eval: Evaluation | None = None
 
     @property
     def remaining(self) -> int:
@@ -1051,7 +1053,7 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
         if s.remaining < s.objective.cost:
             raise CalibrationError(f"rollout budget {cfg.rollout_budget} cannot pay for one evaluation "
                                    f"({s.objective.cost} rollouts)")
-        current_eval = s.evaluate(s.current)
+        current_eval = s.initial_eval = s.evaluate(s.current)
         init = IterationRecord(
             iteration=0, proposer="initial", values=dict(current_eval.values), error_px=current_eval.error_px,
             per_keypoint_px=dict(current_eval.per_keypoint_px),
@@ -1639,7 +1641,8 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
                 bias, bias_failed = _diagnosis_bias(s, best_vals, camera)
             diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None,
                             intervals=final_report.interval if final_report is not None else None,
-                            measurement_bias=bias)
+                            measurement_bias=bias,  # the final check's Jacobian, measured at best_vals: reused
+                            free_jacobian=final_report.jacobian if final_report is not None else None)
             s.diagnostic += diag.rollouts
             diagnosis = diag.to_dict()
             if bias_failed:
@@ -1654,7 +1657,9 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         objectives = [("train", s.objective)]
         if s.real.holdout:
             objectives.append(("holdout", hobj))  # the holdout objective scored above
-        curves, spent = trial_curves(objectives, history[0].values, best_vals)
+        # the start point's and the best point's evaluations on the training trials are at hand: no rollout
+        curves, spent = trial_curves(objectives, history[0].values, best_vals,
+                                     evaluations={"train": (s.initial_eval, best_eval)})
         s.diagnostic += spent
         # the twin as the report's overlay video shows it (diagnostic rollouts; a twin that cannot render: none)
         _, spent, _why = render_trials(objectives, history[0].values, best_vals, rd / RENDERS_FILE,

@@ -26,7 +26,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
              probe: bool = True, holdout: TrialObjective | None = None,
              families: Sequence[str] | None = None,
              intervals: Mapping[str, Sequence[float]] | None = None,
-             measurement_bias: Sequence[Any] | None = None) -> Diagnosis:
+             measurement_bias: Sequence[Any] | None = None,
+             free_jacobian: np.ndarray | None = None) -> Diagnosis:
     """Compare candidate causes of the residual at ``values`` (package docstring).
 
     Args:
@@ -45,6 +46,11 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             ``values`` like the robot (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`;
             the run's ``final_identifiability.bias_trajectories``): added to the twin's keypoints in every
             training residual, as the interval does (:class:`~.context.ProbeContext`). None: none measured.
+        free_jacobian: (M, F) the sensitivity of the training residual to the free parameters (normalised
+            units, ``parameters.free`` order) already measured at ``values`` on ``objective`` (the run's final
+            identifiability check, :attr:`~vid2sid_ros.calibration.identifiability.IdentifiabilityReport.jacobian`):
+            used as the free columns instead of measuring them again (F diagnostic rollouts saved); None, or
+            a matrix of another shape, measures them (:func:`~.compare.free_columns`).
 
     Returns:
         :class:`Diagnosis`. A point that cannot be simulated gives one ``structure`` warning saying so.
@@ -66,7 +72,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     findings = _latency_note(ctx)
     verdict, recommendation, considered = "none", None, None
     if probe:
-        verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals)
+        verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals, free_jacobian)
         findings += found
     if verdict == "none":
         findings += _structure(ctx, stats)
@@ -102,12 +108,17 @@ def _latency_note(ctx: ProbeContext) -> list[Finding]:
                     {"latency_s": tau, "latency_frames": tau * ctx.rate})]
 
 
-def _compare(ctx: ProbeContext, stats: dict, families, intervals=None
+def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None
              ) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
     """Screen every cause, refit the best few, decide; the findings, the checked recommendation and the
-    consider analysis (:mod:`.consider`, on the screen's columns: no rollout of its own)."""
+    consider analysis (:mod:`.consider`, on the screen's columns: no rollout of its own). The free
+    columns are ``free_jacobian`` when it fits the residual (measured already), else measured."""
     causes = candidate_causes(ctx, tuple(families) if families is not None else None)
-    F = free_columns(ctx)
+    given = None if free_jacobian is None else np.asarray(free_jacobian, float)
+    reuse = given is not None and given.shape == (ctx.r0.size, len(ctx.free))
+    F = given.copy() if reuse else free_columns(ctx)
+    stats["free_columns"] = "the final identifiability check's Jacobian (central differences)" if reuse else \
+        "measured by forward differences"
     null = refit(ctx, [], [], F)
     unconverged = _not_at_optimum(ctx, F, null, stats)
     scores = screen(ctx, causes, F)
