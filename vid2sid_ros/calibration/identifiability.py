@@ -157,10 +157,11 @@ class IdentifiabilityReport:
     #: :func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`), or None (not serialised; the
     #: residual diagnosis adds it to the twin's keypoints like the interval does)
     bias_trajectories: list[Any] | None = field(default=None, repr=False)
-    #: the sensitivity matrix ``J`` (M, n) the check measured at ``point`` (central differences, the
-    #: measurement's unit per unit normalised move, ``names`` order, NaN columns where a probe failed), or
-    #: None (not serialised; the residual diagnosis takes its free columns from it instead of re-measuring)
-    jacobian: np.ndarray | None = field(default=None, repr=False)
+    #: forward-difference sensitivities (M, n) from the check's own probes at ``point + step`` (``point − step``
+    #: at the upper bound; the measurement's unit per unit normalised move, ``names`` order, NaN where a probe
+    #: failed), or None (not serialised): the residual diagnosis's free columns, measured the same way, so it
+    #: takes them from here instead of rolling them out again
+    forward_jacobian: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def identifiable(self) -> bool:
@@ -799,9 +800,9 @@ def check_identifiability(
         count["rollouts"] += sum(e.rollouts for e in out)
         return out
 
-    J, base, _, E = finite_difference_jacobian(ev, parameters, point, vec, step=step, scheme=scheme,
-                                               return_error=True,
-                                               evaluate_many=ev_many if executor is not None else None)
+    J, base, probes, E = finite_difference_jacobian(ev, parameters, point, vec, step=step, scheme=scheme,
+                                                    return_error=True,
+                                                    evaluate_many=ev_many if executor is not None else None)
     sim = None if base.failed else list(base.sim)
     bias_info: dict[str, Any] = {}
     bias = None
@@ -864,5 +865,24 @@ def check_identifiability(
         state_intervals(report, parameters, parameters.complete(point))
     report.rollouts = count["rollouts"]
     report.bias_trajectories = bias
-    report.jacobian = J
+    report.forward_jacobian = _forward_columns(probes, parameters.to_unit_vector(point), step, scheme, vec)
     return report
+
+
+def _forward_columns(evals: Sequence[Evaluation], u0: np.ndarray, step: float, scheme: str,
+                     vec: Callable[[Evaluation], np.ndarray]) -> np.ndarray | None:
+    """Forward differences (M, n) from :func:`finite_difference_jacobian`'s evaluations (the base first, then
+    per column the ``±step`` and ``±2·step`` probes of the central scheme with ``return_error``): column j is
+    ``(y(u0 + step·e_j) − y(u0)) / step``, or over ``−step`` when ``u0_j + step`` leaves [0, 1]; NaN where that
+    probe failed. None for the forward scheme or a failed base."""
+    n = len(u0)
+    if scheme != "central" or len(evals) != 1 + 4 * n or evals[0].failed:
+        return None
+    y0 = vec(evals[0])
+    F = np.full((y0.shape[0], n), np.nan)
+    for j in range(n):
+        h = step if u0[j] + step <= 1.0 else -step
+        e = evals[1 + 4 * j + (1 if h > 0 else 0)]  # (lo, hi, lo2, hi2) per column
+        if not e.failed and u0[j] + h >= 0.0:
+            F[:, j] = (vec(e) - y0) / h
+    return F

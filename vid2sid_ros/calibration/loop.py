@@ -1658,6 +1658,17 @@ class _StreamedVideo:
             self._w.release()
 
 
+def _free_columns_of(report: IdentifiabilityReport | None) -> np.ndarray | None:
+    """The final identifiability check's forward differences when they are the residual diagnosis's free
+    columns (measured at the point it diagnoses with the diagnosis's own probe step), else None (the
+    diagnosis measures them)."""
+    from .diagnosis.result import THRESHOLDS
+
+    if report is None or report.forward_jacobian is None or report.step != THRESHOLDS["probe_step"]:
+        return None
+    return report.forward_jacobian
+
+
 def _diagnosis_bias(s: _Session, values: Mapping[str, float], camera: Any) -> tuple[list | None, str]:
     """The tracker's bias at ``values`` for the residual diagnosis when no final identifiability check
     measured it (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`; one diagnostic rendered
@@ -1736,8 +1747,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
                 bias, bias_failed = _diagnosis_bias(s, best_vals, camera)
             diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None,
                             intervals=final_report.interval if final_report is not None else None,
-                            measurement_bias=bias,  # the final check's Jacobian, measured at best_vals: reused
-                            free_jacobian=final_report.jacobian if final_report is not None else None)
+                            measurement_bias=bias, free_jacobian=_free_columns_of(final_report))
             s.diagnostic += diag.rollouts
             diagnosis = diag.to_dict()
             if bias_failed:

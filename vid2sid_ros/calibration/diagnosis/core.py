@@ -46,11 +46,12 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             ``values`` like the robot (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`;
             the run's ``final_identifiability.bias_trajectories``): added to the twin's keypoints in every
             training residual, as the interval does (:class:`~.context.ProbeContext`). None: none measured.
-        free_jacobian: (M, F) the sensitivity of the training residual to the free parameters (normalised
-            units, ``parameters.free`` order) already measured at ``values`` on ``objective`` (the run's final
-            identifiability check, :attr:`~vid2sid_ros.calibration.identifiability.IdentifiabilityReport.jacobian`):
-            used as the free columns instead of measuring them again (F diagnostic rollouts saved); None, or
-            a matrix of another shape, measures them (:func:`~.compare.free_columns`).
+        free_jacobian: (M, F) the free columns :func:`~.compare.free_columns` would measure (forward
+            differences of the training residual at ``values`` on ``objective``, step ``probe_step`` of
+            :data:`~.result.THRESHOLDS`, ``parameters.free`` order) already measured by the caller (the run's
+            final identifiability check, :attr:`~vid2sid_ros.calibration.identifiability.IdentifiabilityReport.forward_jacobian`):
+            used instead of measuring them again (F diagnostic rollouts saved); None, or a matrix of another
+            shape, measures them.
 
     Returns:
         :class:`Diagnosis`. A point that cannot be simulated gives one ``structure`` warning saying so.
@@ -117,7 +118,7 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     given = None if free_jacobian is None else np.asarray(free_jacobian, float)
     reuse = given is not None and given.shape == (ctx.r0.size, len(ctx.free))
     F = given.copy() if reuse else free_columns(ctx)
-    stats["free_columns"] = "the final identifiability check's Jacobian (central differences)" if reuse else \
+    stats["free_columns"] = "the final identifiability check's forward differences" if reuse else \
         "measured by forward differences"
     null = refit(ctx, [], [], F)
     unconverged = _not_at_optimum(ctx, F, null, stats)
