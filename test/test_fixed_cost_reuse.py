@@ -148,3 +148,22 @@ def test_trial_curves_from_evaluations_at_hand_equal_the_rolled_out_ones(toy_run
     doc2, spent2 = trial_curves([("train", obj)], ini, best, evaluations={"train": (e0, e1)})
     assert spent > 0 and spent2 == 0
     assert json.dumps(doc, sort_keys=True) == json.dumps(doc2, sort_keys=True)
+
+
+def test_a_joint_space_trial_is_not_rendered_for_the_report(tmp_path):
+    """The report's overlay video and contact sheet show only image-keypoint trials: a joint-space run rendered
+    two rollouts per trial (a second of CPU on a small problem) for nothing."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from rigs import sysid_style as S
+
+    from vid2sid_ros.cli import main
+
+    problem = S.PROBLEMS["spring_mass"]()
+    t, u, q = S.simulate(problem, problem.truth)
+    S.write_rig(problem, tmp_path, t, u, q, calibration={"iterations": 3, "rollout_budget": None})
+    out = tmp_path / "run"
+    assert main(["calibrate", str(tmp_path / "rig.yaml"), "--out", str(out), "--quiet"]) == 0
+    doc = json.loads((out / "result.json").read_text())
+    assert doc["phases"]["trial_curves"]["diagnostic_rollouts"] == 0  # curves reused, nothing rendered
+    assert not (out / "twin_renders.npz").exists()
+    assert "No overlay video: the trials measure 3-D points or joint positions" in (out / "report.html").read_text()

@@ -173,7 +173,9 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
                   calibrated: Mapping[str, float], path: str | Path, *, real_frames: Mapping[str, np.ndarray]
                   | None = None, frame_info: Mapping[str, Any] | None = None, width: int = 200,
                   max_frames: int = 100) -> tuple[Path | None, int, str]:
-    """Render the twin at the initial and the calibrated values on every trial, for the report.
+    """Render the twin at the initial and the calibrated values on every trial that measures image keypoints
+    (the report's overlay video and contact sheet show only those; a joint-space or 3-D trial is skipped), for
+    the report.
 
     The twin is rendered through its own camera (the rig's, as configured: fitted camera
     nuisances move the measured keypoints, not this render). Frames are thinned to at most
@@ -202,6 +204,10 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
     for _split, obj in objectives:
         measurement = obj.measurement
         for traj, exc in zip(obj.real, obj.excitations):
+            if getattr(traj, "kind", "image") != "image":  # the report's overlay and contact sheet show only
+                why = why or "no trial measures image keypoints"  # image-keypoint trials: no render needed
+                i += 1
+                continue
             T = traj.num_frames
             stride = max(1, int(np.ceil(T / max_frames)))
             steps = np.asarray(traj.steps if traj.steps is not None else np.arange(T))[::stride]
