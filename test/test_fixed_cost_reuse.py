@@ -167,3 +167,18 @@ def test_a_joint_space_trial_is_not_rendered_for_the_report(tmp_path):
     assert doc["phases"]["trial_curves"]["diagnostic_rollouts"] == 0  # curves reused, nothing rendered
     assert not (out / "twin_renders.npz").exists()
     assert "No overlay video: the trials measure 3-D points or joint positions" in (out / "report.html").read_text()
+
+
+def test_jsonable_of_long_plain_lists_is_what_it_was():
+    """Plain items of a list are converted inline (a trajectory's lists of floats): the same values and types."""
+    from vid2sid_ros.core.trial import jsonable
+
+    class F(float):
+        pass
+
+    x = [1.0, float("nan"), float("inf"), None, True, 3, "a", np.float32(2.5), np.int64(4), np.bool_(True),
+         Path("/x"), (1, 2.0), [np.nan], {"a": [1.0, np.float64("nan")]}, F(1.5), F("nan"), np.array([1.0, np.nan])]
+    got = jsonable(x)
+    assert got == [1.0, None, None, None, True, 3, "a", 2.5, 4, True, "/x", [1, 2.0], [None], {"a": [1.0, None]},
+                   1.5, None, [1.0, None]]
+    assert [type(v) for v in got[:10]] == [float, type(None), type(None), type(None), bool, int, str, float, int, bool]
