@@ -182,3 +182,21 @@ def test_jsonable_of_long_plain_lists_is_what_it_was():
     assert got == [1.0, None, None, None, True, 3, "a", 2.5, 4, True, "/x", [1, 2.0], [None], {"a": [1.0, None]},
                    1.5, None, [1.0, None]]
     assert [type(v) for v in got[:10]] == [float, type(None), type(None), type(None), bool, int, str, float, int, bool]
+
+
+def test_the_compressed_plotly_bundle_is_kept_in_the_user_cache_and_is_the_bundle(tmp_path, monkeypatch):
+    import base64
+    import gzip
+
+    from plotly.offline import get_plotlyjs
+
+    from vid2sid_ros.report.page import _plotly_gz
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = _plotly_gz()
+    (kept,) = (tmp_path / "cache" / "vid2sid_ros").glob("plotly-*.js.gz.b64")
+    assert kept.read_text(encoding="ascii") == first == _plotly_gz()  # the second page reads it
+    assert gzip.decompress(base64.b64decode(first)).decode("utf-8") == get_plotlyjs()
+    (tmp_path / "blocked").write_text("a file, not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "blocked"))  # an unusable cache: compressed again
+    assert _plotly_gz() == first
