@@ -22,7 +22,7 @@ def test_an_interrupted_import_is_an_interrupt_not_an_import_error(monkeypatch, 
 
     monkeypatch.setattr(cli, "_load", flaky)
     monkeypatch.setattr(cli, "_INTERRUPTED", [])
-    assert cli.main(["calibrate", "--help"]) == 130
+    assert cli.main(["--help"]) == 130  # (every subcommand module is imported for the full help)
     err = capsys.readouterr().err
     assert err.strip() == "interrupted (Ctrl-C) before the command started; nothing was written"
 

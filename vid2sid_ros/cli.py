@@ -32,13 +32,19 @@ def _load(name: str):
     return importlib.import_module(f"vid2sid_ros.commands.{COMMANDS[name]}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``vid2sid`` parser. ``only``: import just that subcommand's module (the one being run:
+    the others' imports, e.g. the report's or the ROS graph's, are not paid for; their names are
+    still listed, without help); None imports every subcommand (``vid2sid --help``)."""
     from . import __version__
 
     parser = argparse.ArgumentParser(prog="vid2sid", description="System identification from video (Vid2Sid) for ROS 2.")
     parser.add_argument("--version", action="version", version=f"vid2sid {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
+        if only is not None and name != only:
+            sub.add_parser(name)
+            continue
         try:
             mod = _load(name)
         except ImportError as err:  # not written yet, or an optional dependency is missing
@@ -83,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    chosen = words[0] if words and words[0] in COMMANDS else None  # the subcommand comes first
+    parser = build_parser(chosen)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

@@ -157,6 +157,11 @@ class IdentifiabilityReport:
     #: :func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`), or None (not serialised; the
     #: residual diagnosis adds it to the twin's keypoints like the interval does)
     bias_trajectories: list[Any] | None = field(default=None, repr=False)
+    #: forward-difference sensitivities (M, n) from the check's own probes at ``point + step`` (``point − step``
+    #: at the upper bound; the measurement's unit per unit normalised move, ``names`` order, NaN where a probe
+    #: failed), or None (not serialised): the residual diagnosis's free columns, measured the same way, so it
+    #: takes them from here instead of rolling them out again
+    forward_jacobian: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def identifiable(self) -> bool:
@@ -847,11 +852,12 @@ def check_identifiability(
         count["rollouts"] += sum(e.rollouts for e in out)
         return out
 
-    J, base, _, E = finite_difference_jacobian(ev, parameters, point,
-                                               lambda e: trajectory_vector(e.sim, objective.real),
-                                               step=step, scheme=scheme,
-                                               return_error=True,
-                                               evaluate_many=ev_many if executor is not None else None)
+    def vec(e: Evaluation) -> np.ndarray:
+        return trajectory_vector(e.sim, objective.real)
+
+    J, base, probes, E = finite_difference_jacobian(ev, parameters, point, vec, step=step, scheme=scheme,
+                                                    return_error=True,
+                                                    evaluate_many=ev_many if executor is not None else None)
     sim, bias, bias_info = None if base.failed else list(base.sim), None, {}
     if twin_camera is not None and sim is not None:
         sim, bias, bias_info = _with_tracker_bias(objective, parameters, point, twin_camera, base, count)
@@ -883,6 +889,7 @@ def check_identifiability(
         state_intervals(report, parameters, parameters.complete(point))
     report.rollouts = count["rollouts"]
     report.bias_trajectories = bias
+    report.forward_jacobian = _forward_columns(probes, parameters.to_unit_vector(point), step, scheme, vec)
     return report
 
 
@@ -935,3 +942,22 @@ def _chord_refine(report: IdentifiabilityReport, analyse: Callable[..., Identifi
             sim_at = list(e.sim)
         centred = analyse(at, residual_vector(sim_at, objective.real), False)
     return centred
+
+
+def _forward_columns(evals: Sequence[Evaluation], u0: np.ndarray, step: float, scheme: str,
+                     vec: Callable[[Evaluation], np.ndarray]) -> np.ndarray | None:
+    """Forward differences (M, n) from :func:`finite_difference_jacobian`'s evaluations (the base first, then
+    per column the ``±step`` and ``±2·step`` probes of the central scheme with ``return_error``): column j is
+    ``(y(u0 + step·e_j) − y(u0)) / step``, or over ``−step`` when ``u0_j + step`` leaves [0, 1]; NaN where that
+    probe failed. None for the forward scheme or a failed base."""
+    n = len(u0)
+    if scheme != "central" or len(evals) != 1 + 4 * n or evals[0].failed:
+        return None
+    y0 = vec(evals[0])
+    F = np.full((y0.shape[0], n), np.nan)
+    for j in range(n):
+        h = step if u0[j] + step <= 1.0 else -step
+        e = evals[1 + 4 * j + (1 if h > 0 else 0)]  # (lo, hi, lo2, hi2) per column
+        if not e.failed and u0[j] + h >= 0.0:
+            F[:, j] = (vec(e) - y0) / h
+    return F

@@ -827,6 +827,8 @@ class _Session:
 
         self.phases = PhaseLedger(lambda: (self.used, self.diagnostic))
         self.executor_state: Any = None
+        #: iteration 0's evaluation of a new run (the report's initial curves reuse it); None on a resume
+        self.initial_eval: Evaluation | None = None
 
     @property
     def remaining(self) -> int:
@@ -954,13 +956,52 @@ def run_calibration(
         raise CalibrationError(str(err)) from None
 
 
+@dataclass
+class _Setup:
+    """What :func:`_open_session` checked and derived before a run starts (module docstring)."""
+
+    rd: Path | None
+    pre: "RunDirCheck | None"
+    fingerprints: dict[str, Any]
+    rig_info: dict[str, Any]
+    budget_warnings: list[str]
+    signature: dict[str, Any]
+    wants_video: bool
+    meta_path: Path | None
+
+
 def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, config: CalibrationConfig | None,
                      run_dir: str | Path | None, *, fallback: Proposer | None, parameters: ParameterSet | None,
                      on_iteration: Callable[[IterationRecord], None] | None,
                      on_warning: Callable[[str], None] | None, executor: Any = None,
                      phases: Any = None) -> CalibrationResult:
-    """:func:`run_calibration` with the run directory's lock held."""
+    """:func:`run_calibration` with the run directory's lock held: the checks and the session
+    (:func:`_open_session`), the start point (:func:`_start_run`) or the resumed history
+    (:func:`_resume_run`), the iterations (:func:`_iterate`), the final checks and results (:func:`_finish`)."""
     cfg = config or CalibrationConfig()
+    s, setup = _open_session(target, real, proposer, cfg, run_dir, parameters=parameters, on_warning=on_warning,
+                             executor=executor, phases=phases)
+    t_start = time.perf_counter()
+    s.phases.start("start")  # calibration.phases: wall, CPU and rollouts per phase into result.json
+    if setup.pre is not None:
+        history, start_report, prior_wall, current_eval = _resume_run(s, setup)
+    else:  # a new run: the start point is evaluated and recorded as iteration 0
+        history, start_report, current_eval = _start_run(s, setup, proposer, on_iteration, on_warning)
+        prior_wall = 0.0
+    stopped = _iterate(s, setup, history, current_eval, proposer, fallback, on_iteration)
+    return _finish(s, history, start_report, stopped, proposer.name, prior_wall + (time.perf_counter() - t_start),
+                   setup.rig_info)
+
+
+def _open_session(target: Rig | Twin, real: RealTrial, proposer: Proposer, cfg: CalibrationConfig,
+                  run_dir: str | Path | None, *, parameters: ParameterSet | None,
+                  on_warning: Callable[[str], None] | None, executor: Any, phases: Any) -> tuple[_Session, _Setup]:
+    """Every check that needs no rollout (nothing is written yet), then the session.
+
+    Raises:
+        CalibrationError: as :func:`run_calibration` (frozen spec, keypoints, an empty trial, an unknown
+            start parameter, unreadable inputs, another run in ``run_dir``).
+    """
     twin, params, rig_info = _resolve(target, parameters)
     params = add_measurement_nuisances(params, cfg.nuisance, keypoints=twin.keypoint_names,
                                        excitations=real.train_excitations, real_trial=real.truth is None,
@@ -1007,206 +1048,264 @@ def _run_calibration(target: Rig | Twin, real: RealTrial, proposer: Proposer, co
     if cfg.start:
         s.current = params.clip(s.current)
     wants_video = cfg.video if cfg.video is not None else bool(getattr(proposer, "wants_video", False))
-    t_start = time.perf_counter()
-    s.phases.start("start")  # calibration.phases: wall, CPU and rollouts per phase into result.json
-    meta_path = rd / "run.json" if rd is not None else None
-    signature = _signature(proposer.name, cfg, params, real)
+    setup = _Setup(rd, pre, fingerprints, rig_info, budget_warnings, _signature(proposer.name, cfg, params, real),
+                   bool(wants_video), rd / "run.json" if rd is not None else None)
+    return s, setup
 
-    history: list[IterationRecord]
-    start_report: IdentifiabilityReport | None
-    if pre is not None:
-        if pre.changed:  # resumed with --resume-changed: the run says so for good
-            import datetime
 
-            meta = dict(pre.meta)
-            meta["resumed_with_changes"] = list(meta.get("resumed_with_changes") or []) + [{
-                "changed": list(pre.changed), "after_iteration": (pre.records[-1] if pre.records else pre.initial).iteration,
-                "old": {k: (pre.meta.get("fingerprints") or {}).get(k) for k in pre.changed},
-                "new": {k: fingerprints[k] for k in pre.changed},
-                "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}]
-            _atomic_json(meta_path, meta)
-        params = _hold_unobservable(s, _read_meta(rd / "run.json").get("unobservable_on_training") or [])
-        history, start_report, prior_wall, current_eval = _resume_session(s, pre, rd)
-        s.phases.start("iterations")
-    else:  # a new run: the start point is evaluated and recorded as iteration 0
-        history, start_report, prior_wall = [], None, 0.0
-        if cfg.identifiability:
-            start_report = check_identifiability(s.diag_objective, s.current, parameters=params,
-                                                 step=cfg.identifiability_step, scheme=cfg.identifiability_scheme,
-                                                 condition_threshold=cfg.condition_threshold, warn=False,
-                                                 executor=s.executor, executor_state=s.executor_state)
-            s.diagnostic += start_report.rollouts
-        # every free parameter must change the training rollouts (a physics one that does not is refused);
-        # a nuisance only the holdout sees is held at its start value for every proposer
-        try:  # on an objective of its own: its probes never evict the session's cached start point
-            probe = TrialObjective(twin, real.train_excitations, real.train, params, noise=cfg.noise)
-            effects = check_parameter_effects(probe, params, s.current, report=start_report,
-                                              explain=getattr(twin, "no_effect_cause", None))
-        except ParameterEffectError as err:
-            raise CalibrationError(str(err)) from None
-        s.diagnostic += effects.rollouts
-        params = _hold_unobservable(s, effects.unobservable)
-        budget_warnings = budget_warnings + [_unobservable_note(s)] if s.unobservable else budget_warnings
-        if s.unobservable:
-            _warn(_unobservable_note(s), on_warning)
-        _warn_identifiability(start_report, s.unobservable)  # after a refusal it would give the wrong advice
-        if rd is not None:  # every refusal check has passed: now the run directory may be written
-            rd.mkdir(parents=True, exist_ok=True)
-        s.phases.start("iterations")
-        t0 = time.perf_counter()
-        if s.remaining < s.objective.cost:
-            raise CalibrationError(f"rollout budget {cfg.rollout_budget} cannot pay for one evaluation "
-                                   f"({s.objective.cost} rollouts)")
-        current_eval = s.evaluate(s.current)
-        init = IterationRecord(
-            iteration=0, proposer="initial", values=dict(current_eval.values), error_px=current_eval.error_px,
-            per_keypoint_px=dict(current_eval.per_keypoint_px),
-            rationale="start point: " + ("the values given in the config" if cfg.start else "the spec's nominal values"),
-            confidence=0.0, rollouts_used=s.used, wall_s=time.perf_counter() - t0,
-            notes=list(budget_warnings) + ([current_eval.message] if current_eval.failed else []),
-            extra={"evaluations": list(s.iter_log), "best_error_px": _num(s.best[0]), "rollouts_total": s.used,
-                   "current_after": {n: s.current[n] for n in params.free_names}, "failed": current_eval.failed})
-        init = _roundtrip(init)
-        history.append(init)
-        if meta_path is not None:
-            _atomic_json(meta_path, {"version": 1, "signature": signature, "fingerprints": fingerprints,
-                                     "config": cfg.to_dict(),
-                                     "rig": rig_info, "real_source": real.source, "initial": record_to_dict(init),
-                                     "unit": s.objective.unit,  # of every record's error_px (historic name)
-                                     "initial_rollouts": s.used, "initial_wall_s": init.wall_s,
-                                     "diagnostic_rollouts": s.diagnostic,
-                                     "unobservable_on_training": list(s.unobservable),
-                                     "identifiability": start_report.to_dict() if start_report else None})
-        if on_iteration:
-            on_iteration(init)
-        if current_eval.failed:
-            raise CalibrationError(f"the start point cannot be simulated: {current_eval.message}")
+def _resume_run(s: _Session, setup: _Setup) -> tuple[list[IterationRecord], IdentifiabilityReport | None,
+                                                        float, Evaluation]:
+    """The history of the run in ``setup.rd`` to continue (:func:`_resume_session`); a resume with
+    ``--resume-changed`` says so for good in ``run.json``. Opens the ``iterations`` phase."""
+    pre, rd = setup.pre, setup.rd
+    if pre.changed:  # resumed with --resume-changed: the run says so for good
+        import datetime
 
+        meta = dict(pre.meta)
+        meta["resumed_with_changes"] = list(meta.get("resumed_with_changes") or []) + [{
+            "changed": list(pre.changed), "after_iteration": (pre.records[-1] if pre.records else pre.initial).iteration,
+            "old": {k: (pre.meta.get("fingerprints") or {}).get(k) for k in pre.changed},
+            "new": {k: setup.fingerprints[k] for k in pre.changed},
+            "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}]
+        _atomic_json(setup.meta_path, meta)
+    _hold_unobservable(s, _read_meta(rd / "run.json").get("unobservable_on_training") or [])
+    history, start_report, prior_wall, current_eval = _resume_session(s, pre, rd)
+    s.phases.start("iterations")
+    return history, start_report, prior_wall, current_eval
+
+
+def _start_checks(s: _Session, setup: _Setup, on_warning: Callable[[str], None] | None
+                  ) -> IdentifiabilityReport | None:
+    """The start point's identifiability check and the check that every free parameter changes the
+    training rollouts (diagnostic rollouts); nuisances only the holdout sees are held. Then, every refusal
+    check passed, the run directory is created.
+
+    Raises:
+        CalibrationError: a free physics parameter with no effect on the training rollouts.
+    """
+    cfg, params = s.cfg, s.params
+    start_report = None
+    if cfg.identifiability:
+        start_report = check_identifiability(s.diag_objective, s.current, parameters=params,
+                                             step=cfg.identifiability_step, scheme=cfg.identifiability_scheme,
+                                             condition_threshold=cfg.condition_threshold, warn=False,
+                                             executor=s.executor, executor_state=s.executor_state)
+        s.diagnostic += start_report.rollouts
+    # every free parameter must change the training rollouts (a physics one that does not is refused);
+    # a nuisance only the holdout sees is held at its start value for every proposer
+    try:  # on an objective of its own: its probes never evict the session's cached start point
+        probe = TrialObjective(s.twin, s.real.train_excitations, s.real.train, params, noise=cfg.noise)
+        effects = check_parameter_effects(probe, params, s.current, report=start_report,
+                                          explain=getattr(s.twin, "no_effect_cause", None))
+    except ParameterEffectError as err:
+        raise CalibrationError(str(err)) from None
+    s.diagnostic += effects.rollouts
+    _hold_unobservable(s, effects.unobservable)
+    if s.unobservable:
+        setup.budget_warnings = setup.budget_warnings + [_unobservable_note(s)]
+        _warn(_unobservable_note(s), on_warning)
+    _warn_identifiability(start_report, s.unobservable)  # after a refusal it would give the wrong advice
+    if setup.rd is not None:  # every refusal check has passed: now the run directory may be written
+        setup.rd.mkdir(parents=True, exist_ok=True)
+    return start_report
+
+
+def _start_run(s: _Session, setup: _Setup, proposer: Proposer, on_iteration: Callable[[IterationRecord], None] | None,
+               on_warning: Callable[[str], None] | None
+               ) -> tuple[list[IterationRecord], IdentifiabilityReport | None, Evaluation]:
+    """A new run: the start checks (:func:`_start_checks`), then (phase ``iterations``) the start point
+    evaluated and recorded as iteration 0, and ``run.json`` written.
+
+    Raises:
+        CalibrationError: a start check refused the run, the budget cannot pay for one evaluation, or the
+            start point cannot be simulated.
+    """
+    cfg = s.cfg
+    start_report = _start_checks(s, setup, on_warning)
+    params = s.params
+    s.phases.start("iterations")
+    t0 = time.perf_counter()
+    if s.remaining < s.objective.cost:
+        raise CalibrationError(f"rollout budget {cfg.rollout_budget} cannot pay for one evaluation "
+                               f"({s.objective.cost} rollouts)")
+    current_eval = s.initial_eval = s.evaluate(s.current)
+    init = IterationRecord(
+        iteration=0, proposer="initial", values=dict(current_eval.values), error_px=current_eval.error_px,
+        per_keypoint_px=dict(current_eval.per_keypoint_px),
+        rationale="start point: " + ("the values given in the config" if cfg.start else "the spec's nominal values"),
+        confidence=0.0, rollouts_used=s.used, wall_s=time.perf_counter() - t0,
+        notes=list(setup.budget_warnings) + ([current_eval.message] if current_eval.failed else []),
+        extra={"evaluations": list(s.iter_log), "best_error_px": _num(s.best[0]), "rollouts_total": s.used,
+               "current_after": {n: s.current[n] for n in params.free_names}, "failed": current_eval.failed})
+    init = _roundtrip(init)
+    if setup.meta_path is not None:
+        _atomic_json(setup.meta_path, {
+            "version": 1, "signature": setup.signature, "fingerprints": setup.fingerprints, "config": cfg.to_dict(),
+            "rig": setup.rig_info, "real_source": s.real.source, "initial": record_to_dict(init),
+            "unit": s.objective.unit,  # of every record's error_px (historic name)
+            "initial_rollouts": s.used, "initial_wall_s": init.wall_s, "diagnostic_rollouts": s.diagnostic,
+            "unobservable_on_training": list(s.unobservable),
+            "identifiability": start_report.to_dict() if start_report else None})
+    if on_iteration:
+        on_iteration(init)
+    if current_eval.failed:
+        raise CalibrationError(f"the start point cannot be simulated: {current_eval.message}")
+    return [init], start_report, current_eval
+
+
+def _iterate(s: _Session, setup: _Setup, history: list[IterationRecord], current_eval: Evaluation,
+             proposer: Proposer, fallback: Proposer | None,
+             on_iteration: Callable[[IterationRecord], None] | None) -> str:
+    """The calibration's iterations after ``history`` (appended to it, each record written and passed to
+    ``on_iteration`` as it completes); returns why they stopped."""
+    cfg, pre = s.cfg, setup.pre
     stopped = "iterations done"
     first = len(history)
     if pre is not None and pre.finished:  # an ended run is not continued: its results are rewritten as they were
         stopped, first = pre.finished, cfg.iterations + 1
     for it in range(first, cfg.iterations + 1):
         if s.remaining < s.objective.cost:
-            stopped = "rollout budget exhausted"
-            break
+            return "rollout budget exhausted"
         if cfg.target_error_px is not None and s.best[0] <= cfg.target_error_px:
-            stopped = f"target error {cfg.target_error_px} {s.objective.unit} reached"
-            break
-        t0 = time.perf_counter()
-        s.iteration = it
-        s.iter_log, s.iter_evals = [], []
-        used_before = s.used
-        notes: list[str] = []
-        videos = _write_videos(s, it, notes) if (wants_video and rd is not None) else {}
-        ctx = ProposalContext(parameters=params, current=dict(s.current), current_eval=current_eval, real=real.train,
-                              history=tuple(history), iteration=it, evaluate=s.evaluate,
-                              rollouts_remaining=s.remaining, iterations_remaining=cfg.iterations - it + 1,
-                              videos=videos, rig=rig_info, rng_seed=cfg.seed,
-                              excitations=tuple(real.train_excitations), evaluate_many=s.evaluate_many)
-        before, error_before = dict(s.current), current_eval.error_px
-        proposal, who, budget_out = _ask(proposer, fallback, ctx, notes)
-        made = proposal is not None
-        if proposal is None:
-            valid = [e for e in s.iter_evals if not e.failed]
-            made = bool(valid)  # the proposer's own search produced these points
-            if valid:
-                b = min(valid, key=lambda e: e.error_px)
-                proposal = Proposal(values={n: b.values[n] for n in params.free_names},
-                                    rationale="no proposal returned; the best point of this iteration's search is kept",
-                                    confidence=0.0, best_evaluation=b)
-            else:
-                proposal = Proposal(values={}, rationale="no valid proposal; parameters unchanged", confidence=0.0)
-        values, vnotes = _sanitise(proposal.values, params, s.current)
-        notes.extend(vnotes)
-        notes.extend(str(n) for n in (getattr(proposal, "notes", None) or []))
-        conf = _num(proposal.confidence)
-        if conf is None or not 0.0 <= conf <= 1.0:
-            notes.append(f"confidence {proposal.confidence!r} outside [0, 1]; clamped")
-            conf = 0.0 if conf is None else min(max(conf, 0.0), 1.0)
-        rationale = proposal.rationale if isinstance(proposal.rationale, str) else str(proposal.rationale)
-        if len(rationale) > cfg.max_rationale_chars:  # stored in every record and the report: bounded
-            notes.append(f"rationale of {len(rationale):,} characters cut to {cfg.max_rationale_chars:,}")
-            rationale = truncate_text(rationale, cfg.max_rationale_chars)
-        ev = proposal.best_evaluation
-        if ev is not None and not (any(ev is e for e in s.iter_evals) and _same(ev.values, values, params)):
-            if not any(ev is e for e in s.iter_evals):
-                notes.append("proposal carried an evaluation the loop did not run; re-evaluated")
-            ev = None
-        if ev is None and _same(values, s.current, params) and not current_eval.failed:
-            ev = current_eval
-        if ev is None:
-            try:
-                ev = s.evaluate(values)
-            except BudgetExhausted as err:
-                notes.append(f"proposal not evaluated: {err}")
-                budget_out = True
-        if ev is not None and ev.failed:
-            notes.append(f"evaluation failed: {ev.message}; current parameters kept")
-        elif ev is not None:
-            s.current, current_eval = dict(ev.values), ev
-        # what a person reads first: one sentence per parameter moved, with what the evaluation measured
-        unit = s.objective.unit
-        if ev is None:
-            seen = "the proposed point was not evaluated (the rollout budget ran out)"
-        elif ev.failed:
-            seen = f"the proposed point could not be simulated, so the parameters were kept ({ev.message})"
-        else:
-            seen = (f"the training MAE went {format_error(error_before, unit)} → {format_error(ev.error_px, unit)} at "
-                    "the proposed values")
-        rationale = ensure_lead(rationale, params, before, values, observation=seen)
-        state = getattr(proposal, "state", None)
-        extra: dict[str, Any] = {
-            "evaluations": list(s.iter_log), "best_error_px": _num(s.best[0]), "rollouts_total": s.used,
-            "current_after": {n: s.current[n] for n in params.free_names},
-            "failed": bool(ev is None or ev.failed), "evaluated": ev is not None, "proposal_made": made}
-        if who != proposer.name:
-            extra["requested_proposer"] = proposer.name
-        converged = bool(getattr(proposal, "converged", False)) and ev is not None and not ev.failed
-        if converged:
-            extra["converged"] = True
-        stall = "" if converged else str(getattr(proposal, "stalled", "") or "")
-        if stall:
-            extra["stalled"] = stall
-        if proposal.diagnosis:
-            extra["diagnosis"] = dict(proposal.diagnosis)
-        if proposal.excitation_change:
-            extra["excitation_change_requested"] = dict(proposal.excitation_change)
-        for k, v in (getattr(proposal, "extra", None) or {}).items():
-            extra.setdefault(k, v)
-        if videos:
-            extra["videos"] = {k: str(p) for k, p in videos.items()}
-        if state is not None:
-            extra["proposer_state"] = state
-        rec = IterationRecord(iteration=it, proposer=who, values=values,
-                              error_px=ev.error_px if ev is not None else math.inf,
-                              per_keypoint_px=dict(ev.per_keypoint_px) if ev is not None else {},
-                              rationale=rationale, confidence=conf, rollouts_used=s.used - used_before,
-                              wall_s=time.perf_counter() - t0, notes=notes, extra=extra)
-        rec = _roundtrip(rec)
+            return f"target error {cfg.target_error_px} {s.objective.unit} reached"
+        rec, current_eval, budget_out, converged, stall = _iteration(s, setup, history, current_eval, it, proposer,
+                                                                     fallback)
         history.append(rec)
-        if rd is not None:
-            _append_record(rd, rec)
+        if setup.rd is not None:
+            _append_record(setup.rd, rec)
         if on_iteration:
             on_iteration(rec)
         if budget_out:
-            stopped = "rollout budget exhausted"
-            break
+            return "rollout budget exhausted"
         if converged and cfg.stop_when_converged:  # the proposer's own test: more iterations change nothing
             # the result is the point the test passed at, even where another point seen had a lower training MAE
             # (the proposer's objective, e.g. least squares, is not the MAE): "converged" is said of these values
-            s.best, s.best_iteration = (float(ev.error_px), dict(ev.values), dict(ev.per_keypoint_px)), it
-            stopped = "converged"
-            break
+            # (a converged proposal's evaluation succeeded, so it is the current evaluation)
+            s.best = (float(current_eval.error_px), dict(current_eval.values), dict(current_eval.per_keypoint_px))
+            s.best_iteration = it
+            return "converged"
         if stall and cfg.stop_when_converged:  # no move left, and the convergence test fails: say so
-            stopped = f"stalled: {stall}"
-            break
-    else:
-        if first <= cfg.iterations:
-            stopped = "iterations done"
+            return f"stalled: {stall}"
+    return "iterations done" if first <= cfg.iterations else stopped
 
-    return _finish(s, history, start_report, stopped, proposer.name, prior_wall + (time.perf_counter() - t_start),
-                   rig_info)
+
+def _iteration(s: _Session, setup: _Setup, history: list[IterationRecord], current_eval: Evaluation, it: int,
+               proposer: Proposer, fallback: Proposer | None
+               ) -> tuple[IterationRecord, Evaluation, bool, bool, str]:
+    """Iteration ``it``: ask the proposer (its fallback when it fails), evaluate the proposal, move when it
+    can be simulated. Returns ``(record, current evaluation after it, budget exhausted, converged, stall)``."""
+    params, cfg = s.params, s.cfg
+    t0 = time.perf_counter()
+    s.iteration = it
+    s.iter_log, s.iter_evals = [], []
+    used_before = s.used
+    notes: list[str] = []
+    videos = _write_videos(s, it, notes) if (setup.wants_video and setup.rd is not None) else {}
+    ctx = ProposalContext(parameters=params, current=dict(s.current), current_eval=current_eval, real=s.real.train,
+                          history=tuple(history), iteration=it, evaluate=s.evaluate,
+                          rollouts_remaining=s.remaining, iterations_remaining=cfg.iterations - it + 1,
+                          videos=videos, rig=setup.rig_info, rng_seed=cfg.seed,
+                          excitations=tuple(s.real.train_excitations), evaluate_many=s.evaluate_many)
+    before, error_before = dict(s.current), current_eval.error_px
+    proposal, who, budget_out = _ask(proposer, fallback, ctx, notes)
+    made = proposal is not None
+    if proposal is None:
+        proposal, made = _search_best(s, params)
+    values, rationale, conf = _checked_proposal(proposal, params, s.current, cfg, notes)
+    ev = proposal.best_evaluation
+    if ev is not None and not (any(ev is e for e in s.iter_evals) and _same(ev.values, values, params)):
+        if not any(ev is e for e in s.iter_evals):
+            notes.append("proposal carried an evaluation the loop did not run; re-evaluated")
+        ev = None
+    if ev is None and _same(values, s.current, params) and not current_eval.failed:
+        ev = current_eval
+    if ev is None:
+        try:
+            ev = s.evaluate(values)
+        except BudgetExhausted as err:
+            notes.append(f"proposal not evaluated: {err}")
+            budget_out = True
+    if ev is not None and ev.failed:
+        notes.append(f"evaluation failed: {ev.message}; current parameters kept")
+    elif ev is not None:
+        s.current, current_eval = dict(ev.values), ev
+    rationale = ensure_lead(rationale, params, before, values, observation=_observed(ev, error_before, s.objective.unit))
+    converged = bool(getattr(proposal, "converged", False)) and ev is not None and not ev.failed
+    stall = "" if converged else str(getattr(proposal, "stalled", "") or "")
+    extra = _record_extra(s, proposal, ev, made, who, proposer.name, converged, stall, videos)
+    rec = IterationRecord(iteration=it, proposer=who, values=values,
+                          error_px=ev.error_px if ev is not None else math.inf,
+                          per_keypoint_px=dict(ev.per_keypoint_px) if ev is not None else {},
+                          rationale=rationale, confidence=conf, rollouts_used=s.used - used_before,
+                          wall_s=time.perf_counter() - t0, notes=notes, extra=extra)
+    return _roundtrip(rec), current_eval, budget_out, converged, stall
+
+
+def _search_best(s: _Session, params: ParameterSet) -> tuple[Proposal, bool]:
+    """No proposal returned: the best point of this iteration's own search, else the parameters unchanged
+    (``(proposal, whether a point was made)``)."""
+    valid = [e for e in s.iter_evals if not e.failed]
+    if valid:
+        b = min(valid, key=lambda e: e.error_px)
+        return Proposal(values={n: b.values[n] for n in params.free_names},
+                        rationale="no proposal returned; the best point of this iteration's search is kept",
+                        confidence=0.0, best_evaluation=b), True
+    return Proposal(values={}, rationale="no valid proposal; parameters unchanged", confidence=0.0), False
+
+
+def _checked_proposal(proposal: Proposal, params: ParameterSet, current: Mapping[str, float],
+                      cfg: CalibrationConfig, notes: list[str]) -> tuple[dict[str, float], str, float]:
+    """``(values inside the spec, rationale bounded in length, confidence in [0, 1])`` of ``proposal``;
+    what was changed is noted in ``notes``."""
+    values, vnotes = _sanitise(proposal.values, params, current)
+    notes.extend(vnotes)
+    notes.extend(str(n) for n in (getattr(proposal, "notes", None) or []))
+    conf = _num(proposal.confidence)
+    if conf is None or not 0.0 <= conf <= 1.0:
+        notes.append(f"confidence {proposal.confidence!r} outside [0, 1]; clamped")
+        conf = 0.0 if conf is None else min(max(conf, 0.0), 1.0)
+    rationale = proposal.rationale if isinstance(proposal.rationale, str) else str(proposal.rationale)
+    if len(rationale) > cfg.max_rationale_chars:  # stored in every record and the report: bounded
+        notes.append(f"rationale of {len(rationale):,} characters cut to {cfg.max_rationale_chars:,}")
+        rationale = truncate_text(rationale, cfg.max_rationale_chars)
+    return values, rationale, conf
+
+
+def _observed(ev: Evaluation | None, error_before: float, unit: str) -> str:
+    """What the evaluation of a proposal measured, for the rationale's lead (what a person reads first)."""
+    if ev is None:
+        return "the proposed point was not evaluated (the rollout budget ran out)"
+    if ev.failed:
+        return f"the proposed point could not be simulated, so the parameters were kept ({ev.message})"
+    return (f"the training MAE went {format_error(error_before, unit)} → {format_error(ev.error_px, unit)} at "
+            "the proposed values")
+
+
+def _record_extra(s: _Session, proposal: Proposal, ev: Evaluation | None, made: bool, who: str, requested: str,
+                  converged: bool, stall: str, videos: Mapping[str, Path]) -> dict[str, Any]:
+    """The record's ``extra``: the iteration's evaluations and the proposer's own fields and state."""
+    extra: dict[str, Any] = {
+        "evaluations": list(s.iter_log), "best_error_px": _num(s.best[0]), "rollouts_total": s.used,
+        "current_after": {n: s.current[n] for n in s.params.free_names},
+        "failed": bool(ev is None or ev.failed), "evaluated": ev is not None, "proposal_made": made}
+    if who != requested:
+        extra["requested_proposer"] = requested
+    if converged:
+        extra["converged"] = True
+    if stall:
+        extra["stalled"] = stall
+    if proposal.diagnosis:
+        extra["diagnosis"] = dict(proposal.diagnosis)
+    if proposal.excitation_change:
+        extra["excitation_change_requested"] = dict(proposal.excitation_change)
+    for k, v in (getattr(proposal, "extra", None) or {}).items():
+        extra.setdefault(k, v)
+    if videos:
+        extra["videos"] = {k: str(p) for k, p in videos.items()}
+    state = getattr(proposal, "state", None)
+    if state is not None:
+        extra["proposer_state"] = state
+    return extra
 
 
 def _warn(text: str, on_warning: Callable[[str], None] | None) -> None:
@@ -1570,6 +1669,17 @@ class _StreamedVideo:
             self._w.release()
 
 
+def _free_columns_of(report: IdentifiabilityReport | None) -> np.ndarray | None:
+    """The final identifiability check's forward differences when they are the residual diagnosis's free
+    columns (measured at the point it diagnoses with the diagnosis's own probe step), else None (the
+    diagnosis measures them)."""
+    from .diagnosis.result import THRESHOLDS
+
+    if report is None or report.forward_jacobian is None or report.step != THRESHOLDS["probe_step"]:
+        return None
+    return report.forward_jacobian
+
+
 def _diagnosis_bias(s: _Session, values: Mapping[str, float], camera: Any) -> tuple[list | None, str]:
     """The tracker's bias at ``values`` for the residual diagnosis when no final identifiability check
     measured it (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`; one diagnostic rendered
@@ -1670,7 +1780,8 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
                 (final_report.measurement_bias or {}).get("reason") if final_report is not None else "") or why_not)
             diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None,
                             intervals=final_report.interval if final_report is not None else None,
-                            measurement_bias=bias, tracker_bias_candidate=candidate)
+                            measurement_bias=bias, tracker_bias_candidate=candidate,
+                            free_jacobian=_free_columns_of(final_report))
             s.diagnostic += diag.rollouts
             diagnosis = diag.to_dict()
             if bias_failed:
@@ -1685,7 +1796,9 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         objectives = [("train", s.objective)]
         if s.real.holdout:
             objectives.append(("holdout", hobj))  # the holdout objective scored above
-        curves, spent = trial_curves(objectives, history[0].values, best_vals)
+        # the start point's and the best point's evaluations on the training trials are at hand: no rollout
+        curves, spent = trial_curves(objectives, history[0].values, best_vals,
+                                     evaluations={"train": (s.initial_eval, best_eval)})
         s.diagnostic += spent
         # the twin as the report's overlay video shows it (diagnostic rollouts; a twin that cannot render: none)
         _, spent, _why = render_trials(objectives, history[0].values, best_vals, rd / RENDERS_FILE,

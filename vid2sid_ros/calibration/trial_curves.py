@@ -43,19 +43,23 @@ TRIALS_FILE = "trials.json"
 RENDERS_FILE = "twin_renders.npz"
 
 
-def _curves(objective: TrialObjective, values: Mapping[str, float]) -> tuple[list[dict | None], str, int]:
+def _curves(objective: TrialObjective, values: Mapping[str, float],
+            done: Any = None) -> tuple[list[dict | None], str, int]:
     """Twin trajectories of every trial of ``objective`` at ``values`` (the objective applies
-    whatever measurement model it has, so the curves are what the fit compared)."""
-    ev, _ = objective.evaluate(values)
+    whatever measurement model it has, so the curves are what the fit compared); ``done``: the
+    :class:`~vid2sid_ros.calibration.proposer.Evaluation` of ``values`` on this objective the caller
+    already has (no rollout), or None."""
+    ev = done if done is not None else objective.evaluate(values)[0]
     sims: list[dict | None] = [t.to_dict() for t in ev.sim]
     sims += [None] * (objective.cost - len(sims))
     if ev.failed and len(ev.sim) == objective.cost:  # the last rollout ran but is unusable
         sims[-1] = None
-    return sims, (ev.message if ev.failed else ""), int(ev.rollouts)
+    return sims, (ev.message if ev.failed else ""), 0 if done is not None else int(ev.rollouts)
 
 
 def trial_curves(objectives: Sequence[tuple[str, TrialObjective]], initial: Mapping[str, float],
-                 calibrated: Mapping[str, float]) -> tuple[dict[str, Any], int]:
+                 calibrated: Mapping[str, float], *,
+                 evaluations: Mapping[str, tuple[Any, Any]] | None = None) -> tuple[dict[str, Any], int]:
     """Real, initial-twin and calibrated-twin trajectories of every trial.
 
     Args:
@@ -63,6 +67,9 @@ def trial_curves(objectives: Sequence[tuple[str, TrialObjective]], initial: Mapp
             ``("holdout", holdout objective)``; each holds its excitations and real trajectories.
         initial: the start point of the calibration (SI).
         calibrated: the identified values (SI).
+        evaluations: ``{split: (evaluation at initial or None, evaluation at calibrated or None)}`` the
+            caller already made on an objective identical to that split's (same twin, excitations, real
+            trials and parameters): their trajectories are used, no rollout spent.
 
     Returns:
         ``(document, rollouts)``: the ``trials.json`` document of the module docstring and
@@ -74,8 +81,9 @@ def trial_curves(objectives: Sequence[tuple[str, TrialObjective]], initial: Mapp
     for split, obj in objectives:
         if not obj.excitations:
             continue
-        ini, ini_msg, n1 = _curves(obj, initial)
-        cal, cal_msg, n2 = _curves(obj, calibrated)
+        have = (evaluations or {}).get(split) or (None, None)
+        ini, ini_msg, n1 = _curves(obj, initial, have[0])
+        cal, cal_msg, n2 = _curves(obj, calibrated, have[1])
         spent += n1 + n2
         for i, (traj, exc) in enumerate(zip(obj.real, obj.excitations)):
             entry: dict[str, Any] = {
@@ -165,7 +173,9 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
                   calibrated: Mapping[str, float], path: str | Path, *, real_frames: Mapping[str, np.ndarray]
                   | None = None, frame_info: Mapping[str, Any] | None = None, width: int = 200,
                   max_frames: int = 100) -> tuple[Path | None, int, str]:
-    """Render the twin at the initial and the calibrated values on every trial, for the report.
+    """Render the twin at the initial and the calibrated values on every trial that measures image keypoints
+    (the report's overlay video and contact sheet show only those; a joint-space or 3-D trial is skipped), for
+    the report.
 
     The twin is rendered through its own camera (the rig's, as configured: fitted camera
     nuisances move the measured keypoints, not this render). Frames are thinned to at most
@@ -194,6 +204,10 @@ def render_trials(objectives: Sequence[tuple[str, TrialObjective]], initial: Map
     for _split, obj in objectives:
         measurement = obj.measurement
         for traj, exc in zip(obj.real, obj.excitations):
+            if getattr(traj, "kind", "image") != "image":  # the report's overlay and contact sheet show only
+                why = why or "no trial measures image keypoints"  # image-keypoint trials: no render needed
+                i += 1
+                continue
             T = traj.num_frames
             stride = max(1, int(np.ceil(T / max_frames)))
             steps = np.asarray(traj.steps if traj.steps is not None else np.arange(T))[::stride]

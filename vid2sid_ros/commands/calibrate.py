@@ -230,90 +230,19 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..calibration.loop import CalibrationConfig, CalibrationError
-    from ..calibration.proposers import UnknownProposerError, accepts_option, make_proposer
+    """``vid2sid calibrate``: load the rig and the real trial (:func:`_load_run_inputs`), take the run
+    directory's lock, run (:func:`_run_locked`); the exit code."""
+    from ..calibration.loop import CalibrationError
+    from ..calibration.proposers import UnknownProposerError
     from ..core.parameters import ParameterSpecError
-    from ..calibration.start import StartError, generic_start, parse_start
-    from ..rigs import RigConfigError, UnknownRigError, build_real_trial, load_rig
+    from ..calibration.start import StartError
+    from ..rigs import RigConfigError, UnknownRigError
     from ..calibration.phases import PhaseLedger
 
     ledger = PhaseLedger()
     ledger.start("load")  # the rig config, the real trial (a sim2sim stand-in renders and tracks here)
     try:
-        if not (args.config or args.rig):
-            raise ConfigError("name a rig: a rig config file (vid2sid calibrate RIG.yaml) or --rig NAME")
-        rig = load_rig(args.config or args.rig, allow_code=args.allow_code,
-                       overrides={"rig": args.rig} if args.config and args.rig else None)
-        cfg = dict(rig.config or {})
-        src = cfg.get("_source", "<command line>")
-        cal = dict(cfg.get("calibration") or {})
-        if args.iterations is not None:
-            cal["iterations"] = args.iterations
-        if args.budget is not _NOT_GIVEN:
-            cal["rollout_budget"] = args.budget  # None: no limit
-        if args.seed is not None:
-            cal["seed"] = args.seed
-        cal["resume"] = bool(args.resume or getattr(args, "resume_changed", False))
-        cal["resume_changed"] = bool(getattr(args, "resume_changed", False))
-        from ..calibration.nuisance import rig_nuisance
-
-        cal["nuisance"] = rig_nuisance(rig, cal, source=src)  # the rig's nuisance: block; one line on a bad one
-        # calibration.start: the generic start stage (kind/points/guess) and start values (the loop's)
-        start_cfg, start_values = parse_start(cal.pop("start", None), f"{src}:calibration.start", rig.parameters)
-        cal["start"] = start_values or None
-        from ..calibration.active import parse_active_learning
-
-        active = parse_active_learning(cal.pop("active_learning", None), source=f"{src}:calibration.active_learning")
-        if getattr(args, "active_learning", False):
-            active = dataclasses.replace(active, enabled=True)
-        args.active = active
-        ccfg = CalibrationConfig.from_dict(cal, source=src)
-        name = args.proposer or cfg.get("proposer") or "reasoner"
-        options = dict(cfg.get("proposer_options") or {})
-        fb_name = args.fallback or cfg.get("fallback")
-        fallback = make_proposer(fb_name) if fb_name else None
-        if fallback is not None and accepts_option(name, "fallback"):
-            # proposers that manage their own fallback (VLMs: missing key, quota, bad replies)
-            # record why and when it was used; the loop's fallback covers the others
-            options["fallback"], fallback = fallback, None
-        try:
-            proposer = make_proposer(name, **options)
-        except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
-            raise ConfigError(f"{src}:proposer_options: for '{name}': {err}") from None
-        out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
-        from .executor_args import executor_from_args
-
-        executor = executor_from_args(args)  # a bad --executor/--workers, Ray missing: one line, before any work
-        # camera frames: for a proposer that watches video, and for the report's overlay (a video trial's footage)
-        keep = bool(getattr(proposer, "wants_video", False)) or any(t.kind == "video" for t in rig.trials or ())
-        if args.real:  # a real-trial JSON (vid2sid track --excitation) or a rosbag2 directory/file
-            kind = "trajectory" if Path(args.real).suffix.lower() == ".json" else "bag"
-            real = build_real(rig, {**cfg, "real": {kind: str(Path(args.real).resolve())}}, ccfg.seed,
-                              keep_frames=keep)
-        elif rig.trials:
-            if cfg.get("real"):
-                raise ConfigError(f"{src}:real: give the real side either as 'trials' or as the legacy 'real', "
-                                  "not both")
-            real = build_real_trial(rig, keep_frames=keep)
-        else:
-            real = build_real(rig, cfg, ccfg.seed, keep_frames=keep)
-        if active.enabled and active.limits:  # the limits against the actuators and command rate, before any run
-            _check_active_limits(rig, real, active, src)
-        if start_cfg.guess or start_cfg.kind != "nominal":
-            # the generic start: rig-agnostic; a guess plugin only suggests nominal values (logged, never fatal)
-            params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
-            twin = rig.make_twin()
-            try:
-                started = generic_start(twin, real, params, start_cfg, seed=ccfg.seed, budget=ccfg.rollout_budget,
-                                        where=f"{src}:calibration.start",
-                                        log=lambda m: None if args.quiet else print(f"start: {m}", flush=True))
-            finally:
-                close = getattr(twin, "close", None)
-                if callable(close):
-                    close()
-            rig.parameters = started.parameters
-            if started.rollouts and ccfg.rollout_budget is not None:  # generic_start refused a start costing it all
-                ccfg = dataclasses.replace(ccfg, rollout_budget=ccfg.rollout_budget - started.rollouts)
+        rig, real, proposer, fallback, ccfg, name, out, executor = _load_run_inputs(args)
     except (ConfigError, RigConfigError, CalibrationError, UnknownRigError, UnknownProposerError, StartError,
             ParameterSpecError, FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
@@ -337,6 +266,111 @@ def run(args: argparse.Namespace) -> int:
             return _run_locked(args, rig, real, proposer, fallback, ccfg, name, out, executor=executor, ledger=ledger)
     finally:
         executor.close()  # idempotent: also after a refusal before the run
+
+
+def _load_run_inputs(args: argparse.Namespace):
+    """The rig, its real trial, the proposer and the run's settings from ``args``:
+    ``(rig, real, proposer, fallback, CalibrationConfig, proposer name, run directory, executor)``.
+
+    Raises:
+        ConfigError, RigConfigError, UnknownRigError, UnknownProposerError, StartError, ParameterSpecError,
+        FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError: one line each (printed by :func:`run`).
+    """
+    from ..calibration.loop import CalibrationConfig
+    from ..calibration.proposers import accepts_option, make_proposer
+    from ..calibration.start import parse_start
+    from ..rigs import load_rig
+
+    if not (args.config or args.rig):
+        raise ConfigError("name a rig: a rig config file (vid2sid calibrate RIG.yaml) or --rig NAME")
+    rig = load_rig(args.config or args.rig, allow_code=args.allow_code,
+                   overrides={"rig": args.rig} if args.config and args.rig else None)
+    cfg = dict(rig.config or {})
+    src = cfg.get("_source", "<command line>")
+    cal = dict(cfg.get("calibration") or {})
+    if args.iterations is not None:
+        cal["iterations"] = args.iterations
+    if args.budget is not _NOT_GIVEN:
+        cal["rollout_budget"] = args.budget  # None: no limit
+    if args.seed is not None:
+        cal["seed"] = args.seed
+    cal["resume"] = bool(args.resume or getattr(args, "resume_changed", False))
+    cal["resume_changed"] = bool(getattr(args, "resume_changed", False))
+    from ..calibration.nuisance import rig_nuisance
+
+    cal["nuisance"] = rig_nuisance(rig, cal, source=src)  # the rig's nuisance: block; one line on a bad one
+    # calibration.start: the generic start stage (kind/points/guess) and start values (the loop's)
+    start_cfg, start_values = parse_start(cal.pop("start", None), f"{src}:calibration.start", rig.parameters)
+    cal["start"] = start_values or None
+    from ..calibration.active import parse_active_learning
+
+    active = parse_active_learning(cal.pop("active_learning", None), source=f"{src}:calibration.active_learning")
+    if getattr(args, "active_learning", False):
+        active = dataclasses.replace(active, enabled=True)
+    args.active = active
+    ccfg = CalibrationConfig.from_dict(cal, source=src)
+    name = args.proposer or cfg.get("proposer") or "reasoner"
+    options = dict(cfg.get("proposer_options") or {})
+    fb_name = args.fallback or cfg.get("fallback")
+    fallback = make_proposer(fb_name) if fb_name else None
+    if fallback is not None and accepts_option(name, "fallback"):
+        # proposers that manage their own fallback (VLMs: missing key, quota, bad replies)
+        # record why and when it was used; the loop's fallback covers the others
+        options["fallback"], fallback = fallback, None
+    try:
+        proposer = make_proposer(name, **options)
+    except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
+        raise ConfigError(f"{src}:proposer_options: for '{name}': {err}") from None
+    out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
+    from .executor_args import executor_from_args
+
+    executor = executor_from_args(args)  # a bad --executor/--workers, Ray missing: one line, before any work
+    try:
+        real, ccfg = _load_real(args, rig, cfg, src, ccfg, proposer, active, start_cfg, start_values)
+    except BaseException:
+        executor.close()
+        raise
+    return rig, real, proposer, fallback, ccfg, name, out, executor
+
+
+def _load_real(args: argparse.Namespace, rig, cfg: dict, src: str, ccfg, proposer, active, start_cfg, start_values):
+    """The real trial (``--real``, the rig's trials, or the legacy ``real:`` block), the active-learning
+    limits checked against it, and the generic start stage run (``rig.parameters`` set to its result):
+    ``(real trial, CalibrationConfig with the start's rollouts taken off the budget)``."""
+    from ..calibration.start import generic_start
+    from ..rigs import build_real_trial
+
+    # camera frames: for a proposer that watches video, and for the report's overlay (a video trial's footage)
+    keep = bool(getattr(proposer, "wants_video", False)) or any(t.kind == "video" for t in rig.trials or ())
+    if args.real:  # a real-trial JSON (vid2sid track --excitation) or a rosbag2 directory/file
+        kind = "trajectory" if Path(args.real).suffix.lower() == ".json" else "bag"
+        real = build_real(rig, {**cfg, "real": {kind: str(Path(args.real).resolve())}}, ccfg.seed,
+                          keep_frames=keep)
+    elif rig.trials:
+        if cfg.get("real"):
+            raise ConfigError(f"{src}:real: give the real side either as 'trials' or as the legacy 'real', "
+                              "not both")
+        real = build_real_trial(rig, keep_frames=keep)
+    else:
+        real = build_real(rig, cfg, ccfg.seed, keep_frames=keep)
+    if active.enabled and active.limits:  # the limits against the actuators and command rate, before any run
+        _check_active_limits(rig, real, active, src)
+    if start_cfg.guess or start_cfg.kind != "nominal":
+        # the generic start: rig-agnostic; a guess plugin only suggests nominal values (logged, never fatal)
+        params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
+        twin = rig.make_twin()
+        try:
+            started = generic_start(twin, real, params, start_cfg, seed=ccfg.seed, budget=ccfg.rollout_budget,
+                                    where=f"{src}:calibration.start",
+                                    log=lambda m: None if args.quiet else print(f"start: {m}", flush=True))
+        finally:
+            close = getattr(twin, "close", None)
+            if callable(close):
+                close()
+        rig.parameters = started.parameters
+        if started.rollouts and ccfg.rollout_budget is not None:  # generic_start refused a start costing it all
+            ccfg = dataclasses.replace(ccfg, rollout_budget=ccfg.rollout_budget - started.rollouts)
+    return real, ccfg
 
 
 def _check_active_limits(rig, real, active, src: str) -> None:
@@ -390,15 +424,55 @@ def _recommend(args: argparse.Namespace, rig, real, result, ccfg, out: Path) -> 
 
 def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, name: str, out: Path, *,
                 executor, ledger) -> int:
-    """The run proper, with ``out``'s run lock held: checks, calibration, report, exit code.
+    """The run proper, with ``out``'s run lock held: checks (:func:`_refuse_run_dir`), calibration
+    (:func:`_calibrate`), the designed trial, the report (:func:`_write_report_phase`), the summary and
+    the exit code (:func:`_summary`).
 
     ``executor`` (:mod:`vid2sid_ros.calibration.executor`) runs the batched rollouts and is closed
     here; ``ledger`` (:class:`~vid2sid_ros.calibration.phases.PhaseLedger`) times the phases."""
     from ..calibration.identifiability import IdentifiabilityWarning
-    from ..calibration.loop import CalibrationError, run_calibration
-    from ..calibration.objective import measurement_unit
 
-    from ..calibration.loop import check_run_dir
+    refused = _refuse_run_dir(out, rig, real, proposer, ccfg)
+    if refused is not None:
+        return refused
+    resume = resume_command(args, out)
+    log_path = out / "run.log"
+    result, failure, caught, run_started = _calibrate(args, rig, real, proposer, fallback, ccfg, name, out,
+                                                      executor=executor, ledger=ledger, resume=resume)
+    executor.close()
+    if failure is not None:
+        if run_started:
+            _save_real_trial(out, real)
+        _log_warnings(caught, log_path if run_started else None, verbose=args.verbose >= 2,
+                      identifiability=IdentifiabilityWarning,
+                      show_identifiability=True)  # no summary follows to carry them
+        print(failure[1], file=sys.stderr)
+        return failure[0]
+    _save_real_trial(out, real)
+    _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning)
+    report = None
+    missing = list(result.artefacts_missing)
+    if getattr(args, "active", None) is not None and args.active.enabled:
+        design_missing = _recommend(args, rig, real, result, ccfg, out)
+        if design_missing is not None:  # asked for (--active-learning or the config): never exit 0 without it
+            missing.append(design_missing)
+            try:
+                from ..calibration.loop import mark_artefacts_missing
+
+                mark_artefacts_missing(out, [design_missing])
+            except OSError as err2:
+                print(f"vid2sid calibrate: cannot record the missing design in {out / 'result.yaml'}: "
+                      f"{err2.strerror or err2}", file=sys.stderr)
+    if not args.no_report:
+        report = _write_report_phase(args, out, ledger, log_path, missing)
+    return _summary(args, out, result, report, resume, ccfg, log_path, missing)
+
+
+def _refuse_run_dir(out: Path, rig, real, proposer, ccfg) -> int | None:
+    """Every refusal check on the run directory before anything is written into it (a special file in it,
+    another run, a different real trial, a finished run, an unwritable directory; then it exists): the
+    exit code of a refusal (its line printed), or None to go on."""
+    from ..calibration.loop import CalibrationError, check_run_dir
 
     odd = _special_file_in(out)
     if odd is not None:  # a FIFO iterations.jsonl or result.json would block the run's read or write forever
@@ -428,6 +502,15 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
         print(f"vid2sid calibrate: cannot use {out} as the run directory (--out): {err.strerror or err}",
               file=sys.stderr)
         return 2
+    return None
+
+
+def _calibrate(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, name: str, out: Path, *,
+               executor, ledger, resume: str):
+    """``run_calibration`` with the terminal's progress and the library's output in ``run.log``:
+    ``(result or None, (exit code, message) of a failure or None, warnings caught, whether run.json exists)``."""
+    from ..calibration.loop import CalibrationError, run_calibration
+    from ..calibration.objective import measurement_unit
     from ..calibration.nuisance import add_measurement_nuisances, describe_free, offset_unit
     from ..report.terminal import CalibrationTerminal
 
@@ -442,7 +525,6 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
               f"{ccfg.iterations} iterations -> {out}")
     for w in (real.meta or {}).get("warnings", []):  # missing frames per trial, receive-time fallbacks, gaps
         term.warning(w)
-    resume = resume_command(args, out)
     log_path = out / "run.log"
     failure: tuple[int, str] | None = None
     # run_calibration's own checks (the start-of-run effect check...) may still refuse the run: nothing goes into
@@ -483,59 +565,48 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
             term.close()
             run_started = (out / "run.json").is_file()
             _move_early_log(early_log, log_path if run_started else None)
-    executor.close()
-    if failure is not None:
-        if run_started:
-            _save_real_trial(out, real)
-        _log_warnings(caught, log_path if run_started else None, verbose=args.verbose >= 2,
-                      identifiability=IdentifiabilityWarning,
-                      show_identifiability=True)  # no summary follows to carry them
-        print(failure[1], file=sys.stderr)
-        return failure[0]
-    _save_real_trial(out, real)
-    _log_warnings(caught, log_path, verbose=args.verbose >= 2, identifiability=IdentifiabilityWarning)
+    return (None if failure is not None else result), failure, caught, run_started
+
+
+def _write_report_phase(args: argparse.Namespace, out: Path, ledger, log_path: Path, missing: list) -> Path | None:
+    """``report.html`` written (phase ``report``, added to ``result.json``): its path, or None when it could
+    not be written (the reason appended to ``missing`` and recorded in ``result.yaml``)."""
+    from ..report import ReportError, write_report
+
     report = None
-    missing = list(result.artefacts_missing)
-    if getattr(args, "active", None) is not None and args.active.enabled:
-        design_missing = _recommend(args, rig, real, result, ccfg, out)
-        if design_missing is not None:  # asked for (--active-learning or the config): never exit 0 without it
-            missing.append(design_missing)
-            try:
-                from ..calibration.loop import mark_artefacts_missing
+    ledger.start("report")
+    try:
+        with library_output_to(log_path, verbose=args.verbose >= 2):
+            report = write_report(out)
+        from ..report import REPORT_SIZE_BUDGET
 
-                mark_artefacts_missing(out, [design_missing])
-            except OSError as err2:
-                print(f"vid2sid calibrate: cannot record the missing design in {out / 'result.yaml'}: "
-                      f"{err2.strerror or err2}", file=sys.stderr)
-    if not args.no_report:
-        from ..report import ReportError, write_report
-
-        ledger.start("report")
+        size = report.stat().st_size
+        if size > REPORT_SIZE_BUDGET:  # the page says why at its top
+            print(f"vid2sid calibrate: warning: {report} is {size / 1e6:.2f} MB, over its "
+                  f"{REPORT_SIZE_BUDGET / 1e6:g} MB budget (the embedded media of many trials; the page "
+                  "names its largest sections)", file=sys.stderr)
+    except (ReportError, OSError, ValueError) as err:  # the calibration result stands without its report
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        print(f"vid2sid calibrate: report not written: {why}", file=sys.stderr)
+        missing.append({"file": "report.html", "error": " ".join(why.split())[:500]})
         try:
-            with library_output_to(log_path, verbose=args.verbose >= 2):
-                report = write_report(out)
-            from ..report import REPORT_SIZE_BUDGET
+            from ..calibration.loop import mark_artefacts_missing
 
-            size = report.stat().st_size
-            if size > REPORT_SIZE_BUDGET:  # the page says why at its top
-                print(f"vid2sid calibrate: warning: {report} is {size / 1e6:.2f} MB, over its "
-                      f"{REPORT_SIZE_BUDGET / 1e6:g} MB budget (the embedded media of many trials; the page "
-                      "names its largest sections)", file=sys.stderr)
-        except (ReportError, OSError, ValueError) as err:  # the calibration result stands without its report
-            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-            print(f"vid2sid calibrate: report not written: {why}", file=sys.stderr)
-            missing.append({"file": "report.html", "error": " ".join(why.split())[:500]})
-            try:
-                from ..calibration.loop import mark_artefacts_missing
+            mark_artefacts_missing(out, missing[-1:])
+        except OSError as err2:
+            print(f"vid2sid calibrate: cannot record the missing report in {out / 'result.yaml'}: "
+                  f"{err2.strerror or err2}", file=sys.stderr)
+    ledger.stop()
+    from .phases_file import add_phase
 
-                mark_artefacts_missing(out, missing[-1:])
-            except OSError as err2:
-                print(f"vid2sid calibrate: cannot record the missing report in {out / 'result.yaml'}: "
-                      f"{err2.strerror or err2}", file=sys.stderr)
-        ledger.stop()
-        from .phases_file import add_phase
+    add_phase(out / "result.json", "report", ledger.to_dict().get("report"))
+    return report
 
-        add_phase(out / "result.json", "report", ledger.to_dict().get("report"))
+
+def _summary(args: argparse.Namespace, out: Path, result, report: Path | None, resume: str, ccfg, log_path: Path,
+             missing: list) -> int:
+    """The terminal's summary of a finished run and its exit code (0; 1 when nothing was calibrated;
+    :data:`EXIT_ARTEFACT_MISSING` when a promised artefact is missing)."""
     from ..report import run_summary_lines
 
     for line in run_summary_lines(out, report=report, resume_command=resume,
@@ -568,8 +639,6 @@ def _run_locked(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, n
               file=sys.stderr)
         return 1
     return 0
-
-
 
 
 def _special_file_in(out: Path) -> str | None:

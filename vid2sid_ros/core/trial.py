@@ -181,12 +181,17 @@ class RealTrial:
         return cls.from_dict(data, source=str(path))
 
 
+#: types :func:`jsonable` returns as they are
+_PLAIN = (int, bool, str)
+
+
 def jsonable(x: Any) -> Any:
     """Best-effort conversion of numpy scalars/arrays and tuples to JSON types."""
     if isinstance(x, Mapping):
         return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
+    if isinstance(x, (list, tuple)):  # plain items inline (a trajectory's long lists of floats: no call each)
+        return [(v if math.isfinite(v) else None) if type(v) is float else
+                v if (v is None or type(v) in _PLAIN) else jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
         return jsonable(x.tolist())
     if isinstance(x, (np.floating, float)):

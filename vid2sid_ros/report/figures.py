@@ -204,9 +204,12 @@ def trial_figure(trial: TrialCurves, *, title: str, split_time: float | None = N
                                      line={"shape": "hv", "width": 1.2, "color": _PALETTE[a % len(_PALETTE)]}),
                           row=row, col=1)
     span = holdout_span(t, trial.split, split_time, real.valid.any(axis=1))
-    if span is not None:
-        fig.add_vrect(x0=span[0], x1=span[1], fillcolor=HOLDOUT, line_width=0, layer="below",
-                      annotation_text="holdout (not fitted)", annotation_position="top left")
+    if span is not None:  # one shape over every panel (the x axes are shared); add_vrect makes one per panel,
+        # each through plotly's validation: a second of CPU on a 10-panel figure
+        fig.add_shape(type="rect", xref="x", yref="paper", x0=span[0], x1=span[1], y0=0, y1=1,
+                      fillcolor=HOLDOUT, line_width=0, layer="below")
+        fig.add_annotation(x=span[0], xref="x", y=1, yref="paper", text="holdout (not fitted)", showarrow=False,
+                           xanchor="left", yanchor="top")
     fig.update_xaxes(title_text="time [s]", row=n_rows, col=1)
     fig.update_layout(title={"text": title, "font": {"size": 14}}, height=170 * n_rows + 120,
                       margin={"l": 60, "r": 20, "t": 70, "b": 40}, template="plotly_white",

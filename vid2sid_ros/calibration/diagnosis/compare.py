@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .causes import Cause, Composite, parts_of
+from .chi2 import chi2_ppf
 from .context import ProbeContext
 from .result import THRESHOLDS
 
@@ -328,10 +329,8 @@ def decide(ctx: ProbeContext, scores: list[Score], null: Refit, accuracy: float 
         "critical": χ² threshold per cause, "tie": the sum-of-squares difference that cannot be
         resolved (unit²), "s0": S_0}``.
     """
-    from scipy.stats import chi2
-
     alpha, n = THRESHOLDS["alpha"], max(len(scores), 1)
-    crit = float(chi2.ppf(1.0 - alpha / n, 1))
+    crit = chi2_ppf(1.0 - alpha / n, 1)
     s0, sigma2 = null.ssr, ctx.sigma2
     for sc in scores:
         if sc.refit is None:
@@ -339,14 +338,14 @@ def decide(ctx: ProbeContext, scores: list[Score], null: Refit, accuracy: float 
         sc.gain = s0 - sc.refit.ssr
         sc.lr = sc.gain / sigma2 if sigma2 > 0 else (math.inf if sc.gain > 0 else 0.0)
         sc.determined = not any(_at_edge(p, float(t)) for p, t in zip(sc.parts, sc.refit.theta))
-        crit_c = float(chi2.ppf(1.0 - alpha / n, sc.dims))
+        crit_c = chi2_ppf(1.0 - alpha / n, sc.dims)
         sc.significant = (sc.lr > crit_c and s0 > 0 and sc.gain >= THRESHOLDS["min_share"] * s0 and sc.determined)
     sig = sorted([s for s in scores if s.significant], key=lambda s: s.refit.ssr)
     out = {"critical": crit, "s0": s0, "tie": 0.0, "set": [], "verdict": "none"}
     if not sig:
         return out
     best = sig[0]
-    tie = max(float(chi2.ppf(1.0 - alpha, 1)) * sigma2,
+    tie = max(chi2_ppf(1.0 - alpha, 1) * sigma2,
               THRESHOLDS["refit_accuracy"] * best.gain if accuracy is None else accuracy)
     members = [s for s in scores if s.refit is not None and s.determined and s.refit.ssr - best.refit.ssr <= tie]
     members.sort(key=lambda s: s.refit.ssr)

@@ -40,6 +40,7 @@ import numpy as np
 
 from .advice import separating_trial
 from .causes import Cause, CameraPose, CommandTransform, Composite, FrozenParameter, Intrinsic, ModelField, TimeWarp
+from .chi2 import chi2_ppf, chi2_sf, ncx2_sf_1
 from .result import THRESHOLDS
 
 __all__ = ["PLAUSIBLE", "ALIAS_EXACT", "plausible_error", "ConsiderResult", "consider", "absorbed"]
@@ -299,10 +300,8 @@ def consider(ctx: Any, scores: Sequence[Any], F: np.ndarray, null_ssr: float, n_
         :class:`ConsiderResult`. No rollout is spent on measured columns; a measurement-side cause
         (latency, intrinsics) is re-probed at size 0, which costs none.
     """
-    from scipy.stats import chi2, ncx2
-
     alpha = THRESHOLDS["alpha"]
-    crit = float(chi2.ppf(1.0 - alpha / max(n_candidates, 1), 1))
+    crit = chi2_ppf(1.0 - alpha / max(n_candidates, 1), 1)
     share = THRESHOLDS["min_share"]
     sigma2 = ctx.sigma2
     floor = (share / (1.0 - share)) * null_ssr / sigma2 if sigma2 > 0 else math.inf
@@ -327,7 +326,7 @@ def consider(ctx: Any, scores: Sequence[Any], F: np.ndarray, null_ssr: float, n_
             continue
         beta, resid, used = absorbed(F, np.asarray(col, float), rows)
         lam = float(resid @ resid) * delta * delta / sigma2
-        power = float(ncx2.sf(crit_eff, 1, lam)) if lam > 0 else float(chi2.sf(crit_eff, 1))
+        power = ncx2_sf_1(crit_eff, lam) if lam > 0 else chi2_sf(crit_eff, 1)
         if not math.isfinite(power):  # a non-centrality beyond the distribution's numerics (noise-free data)
             power = 1.0 if lam > crit_eff else 0.0
         a = Absorbed(c, float(delta), beta, lam, power, power >= THRESHOLDS["consider_power"])

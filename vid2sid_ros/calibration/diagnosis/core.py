@@ -15,6 +15,7 @@ from .advice import how_to_free, separating_trial
 from .causes import Composite, FrozenParameter, candidate_causes
 from .consider import ConsiderResult, consider
 from .compare import Score, decide, free_columns, held_out_check, line_scan, polish, refit, screen
+from .chi2 import chi2_ppf
 from .context import ProbeContext
 from .result import THRESHOLDS, Diagnosis, Finding
 
@@ -26,7 +27,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
              families: Sequence[str] | None = None,
              intervals: Mapping[str, Sequence[float]] | None = None,
              measurement_bias: Sequence[Any] | None = None,
-             tracker_bias_candidate: Sequence[Any] | str | None = None) -> Diagnosis:
+             tracker_bias_candidate: Sequence[Any] | str | None = None,
+             free_jacobian: np.ndarray | None = None) -> Diagnosis:
     """Compare candidate causes of the residual at ``values`` (package docstring).
 
     Args:
@@ -50,6 +52,12 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             compared with the camera and marker candidates it would otherwise be taken for; or a string, why it
             could not be measured (kept in ``statistics["tracker_bias_candidate_not_measured"]``); None: not
             looked for.
+        free_jacobian: (M, F) the free columns :func:`~.compare.free_columns` would measure (forward
+            differences of the training residual at ``values`` on ``objective``, step ``probe_step`` of
+            :data:`~.result.THRESHOLDS`, ``parameters.free`` order) already measured by the caller (the run's
+            final identifiability check, :attr:`~vid2sid_ros.calibration.identifiability.IdentifiabilityReport.forward_jacobian`):
+            used instead of measuring them again (F diagnostic rollouts saved); None, or a matrix of another
+            shape, measures them.
 
     Returns:
         :class:`Diagnosis`. A point that cannot be simulated gives one ``structure`` warning saying so.
@@ -77,7 +85,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     findings = _latency_note(ctx)
     verdict, recommendation, considered = "none", None, None
     if probe:
-        verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals)
+        verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals, free_jacobian)
         findings += found
     if verdict == "none":
         findings += _structure(ctx, stats)
@@ -113,12 +121,17 @@ def _latency_note(ctx: ProbeContext) -> list[Finding]:
                     {"latency_s": tau, "latency_frames": tau * ctx.rate})]
 
 
-def _compare(ctx: ProbeContext, stats: dict, families, intervals=None
+def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None
              ) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
     """Screen every cause, refit the best few, decide; the findings, the checked recommendation and the
-    consider analysis (:mod:`.consider`, on the screen's columns: no rollout of its own)."""
+    consider analysis (:mod:`.consider`, on the screen's columns: no rollout of its own). The free
+    columns are ``free_jacobian`` when it fits the residual (measured already), else measured."""
     causes = candidate_causes(ctx, tuple(families) if families is not None else None)
-    F = free_columns(ctx)
+    given = None if free_jacobian is None else np.asarray(free_jacobian, float)
+    reuse = given is not None and given.shape == (ctx.r0.size, len(ctx.free))
+    F = given.copy() if reuse else free_columns(ctx)
+    stats["free_columns"] = "the final identifiability check's forward differences" if reuse else \
+        "measured by forward differences"
     null = refit(ctx, [], [], F)
     unconverged = _not_at_optimum(ctx, F, null, stats)
     scores = screen(ctx, causes, F)
@@ -173,8 +186,6 @@ def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Find
     Returns:
         a ``convergence`` note when the point is not at the optimum (no cause named), else None.
     """
-    from scipy.stats import chi2
-
     usable = [j for j in range(F.shape[1]) if np.all(np.isfinite(F[ctx.ok, j]))]  # as refit() picks them
     keep = ctx.ok & np.all(np.isfinite(F[:, usable]), axis=1)
     s_here = ctx.ssr(ctx.r0, keep)
@@ -184,7 +195,7 @@ def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Find
         A, r = F[keep][:, usable], np.nan_to_num(ctx.r0[keep])
         predicted = float(np.sum((A @ np.linalg.lstsq(A, r, rcond=1e-6)[0]) ** 2))
     lr = drop / ctx.sigma2 if ctx.sigma2 > 0 else (math.inf if drop > 0 else 0.0)
-    crit = float(chi2.ppf(1.0 - THRESHOLDS["alpha"], max(len(usable), 1)))
+    crit = chi2_ppf(1.0 - THRESHOLDS["alpha"], max(len(usable), 1))
     stats["optimality"] = {
         "test": "likelihood ratio (S(u0) - S0) / noise variance of a Gauss-Newton refit of the free parameters "
                 "alone against the chi-square(F) quantile at 1 - alpha, and at least min_share of S(u0)",
