@@ -436,11 +436,14 @@ def _forcing_classes():
             self.axis = np.ascontiguousarray(axis, dtype=np.float64)
             self.command = command
             self._moment = np.zeros_like(self.moment_per_command)
+            self._moment_command = 0.0  # the command self._moment was computed for
 
         def apply_torques(self, system, time=np.float64(0.0)) -> None:
             u = self.command[0]
             if u != 0.0:
-                np.multiply(self.moment_per_command, u, out=self._moment)
+                if u != self._moment_command:  # once per command period, not once per substep
+                    np.multiply(self.moment_per_command, u, out=self._moment)
+                    self._moment_command = u
                 _tendon_torques(self._moment, self.axis, system.director_collection, system.external_torques)
 
     class QuadraticDrag(ea.NoForces):
@@ -796,6 +799,11 @@ class TentacleTwin:
     def divergence(self) -> str:
         """Why the current state is unusable (non-finite, beyond reach), or ``""``."""
         p, v = self._rod.position_collection, self._rod.velocity_collection
+        d = p - p[:, :1]
+        reach2 = float(np.max(np.einsum("ij,ij->j", d, d)))  # NaN when a position is not finite
+        if (math.isfinite(reach2) and math.isfinite(float(np.sum(v)))
+                and reach2 < (_MAX_REACH * self.geometry.length) ** 2 * (1.0 - 1e-9)):
+            return ""  # the common case, in two reductions; near the limit the exact test below decides
         if not (np.all(np.isfinite(p)) and np.all(np.isfinite(v))):
             return "non-finite rod state"
         reach = float(np.max(np.linalg.norm(p - p[:, :1], axis=0)))
