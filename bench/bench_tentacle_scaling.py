@@ -2,10 +2,11 @@
 
 Prints Markdown tables (wall and CPU time, ratio to serial, whether the results equal serial's):
 
-- ``overhead``: where a rollout's time goes: CPU time of one training rollout through the twin
-  (``TentacleTwin.rollout``: per-command-period checks, keypoint extraction, the tendon forcing) against
-  PyElastica's own ``PositionVerlet.step`` loop over the same simulator for the same substeps
-  (best of ``--repeat``);
+- ``overhead``: what the twin adds to PyElastica: CPU time of one training rollout through the twin
+  (``TentacleTwin.rollout``: building the simulator, the tendon couple at every substep, the
+  per-command-period checks, keypoint extraction) against PyElastica's own ``PositionVerlet.step`` loop
+  over the same simulator for the same number of substeps with the command held at 0 (the tendon then
+  adds nothing; the kernels' cost does not depend on the state); best of ``max(15, --repeat)``, the two taking turns;
 - ``FD Jacobian``: the identifiability check's central-difference Jacobian with its error estimate
   (4n probes) at the nominal point, every training trial;
 - ``CMA-ES generation``: one generation of CMA-ES (the ``cmaes`` library as the ``cmaes`` baseline sets
@@ -19,8 +20,8 @@ Prints Markdown tables (wall and CPU time, ratio to serial, whether the results 
 
 Ray is a private local Ray bound to 127.0.0.1 (usage statistics off, no dashboard), started by the
 executor and stopped at the end. Each FD/CMA-ES row runs once cold (workers started: forked processes, Ray
-actors importing PyElastica and loading its compiled kernels) and ``--repeat`` times warm; the best warm
-wall time is compared. CPU time is this process plus its finished children; Ray actors and live pool
+actors importing PyElastica and loading its compiled kernels) and ``--repeat`` times warm, the backends
+taking turns (a change in the machine's load falls on all of them); the best warm wall time is compared. CPU time is this process plus its finished children; Ray actors and live pool
 workers are not counted (their time is in the wall column). Timings depend on what else the machine runs.
 
     nice .venv/bin/python bench/bench_tentacle_scaling.py --workers 2
@@ -78,29 +79,24 @@ def overhead_rows(obj: TrialObjective, repeat: int) -> None:
     twin.set_parameters(twin.parameters.nominal())
     twin.rollout(exc)
     n = exc.num_steps * twin._substeps
-    u = np.asarray(exc.values, dtype=float)[:, 0]
 
     def ours() -> None:
         twin.rollout(exc)
 
-    def pyelastica() -> None:  # the same simulator, stepped by PyElastica alone (the command held per period)
+    def pyelastica() -> None:  # the same simulator stepped by PyElastica alone; command 0: the tendon adds nothing
         twin.reset(exc.period)
         sim, stepper, dt = twin._sim, twin._stepper, np.float64(twin._dt)
         t = np.float64(0.0)
-        for k in range(exc.num_steps):
-            twin._command[0] = u[k]
-            for _ in range(twin._substeps):
-                t = stepper.step(sim, t, dt)
+        for _ in range(n):
+            t = stepper.step(sim, t, dt)
 
-    def best(f) -> float:
-        times = []
-        for _ in range(repeat):
+    times: dict = {ours: [], pyelastica: []}
+    for _ in range(repeat):  # taking turns, so that a change in the machine's load falls on both
+        for f in times:
             c = time.process_time()
             f()
-            times.append(time.process_time() - c)
-        return min(times)
-
-    a, b = best(ours), best(pyelastica)
+            times[f].append(time.process_time() - c)
+    a, b = min(times[ours]), min(times[pyelastica])
     print(f"| {exc.name}, {exc.num_steps} commands x {twin._substeps} substeps | {a:.3f} | {b:.3f} | "
           f"{a / n * 1e6:.1f} | {b / n * 1e6:.1f} | {a / b:.3f}x |", flush=True)
 
@@ -151,28 +147,34 @@ RATIOS: list[tuple[str, str, float, bool]] = []
 
 
 def timed_rows(case: str, run, backends: list[str], workers: int, repeat: int) -> None:
-    ref = None
-    for b in backends:
-        ex = make_executor(b, None if b == "serial" else workers)
+    """One row per backend: a cold run each, then ``repeat`` rounds of one warm run per backend, the backends
+    interleaved (so that a change in the machine's load falls on all of them alike); the best warm wall."""
+    exs = {b: make_executor(b, None if b == "serial" else workers) for b in backends}
+    cold, warm, cpu, res = {}, {b: [] for b in backends}, {b: [] for b in backends}, {}
+    for b, ex in exs.items():
         c0, t0 = _cpu(), time.perf_counter()
-        res = run(ex)
-        cold = time.perf_counter() - t0
-        warm = []
-        for _ in range(repeat):
-            t1 = time.perf_counter()
-            run(ex)
-            warm.append(time.perf_counter() - t1)
-        cpu = (_cpu() - c0) / (repeat + 1)
+        res[b] = run(ex)
+        cold[b], cpu0 = time.perf_counter() - t0, _cpu() - c0
+        cpu[b].append(cpu0)
+    for r in range(repeat):
+        for b in backends[r % len(backends):] + backends[:r % len(backends)]:
+            c0, t0 = _cpu(), time.perf_counter()
+            out = run(exs[b])
+            warm[b].append(time.perf_counter() - t0)
+            cpu[b].append(_cpu() - c0)
+            if not _same(out, res[b]):
+                res[b] = None  # not even reproducible on its own backend
+    for ex in exs.values():
         ex.close()
-        best = min(warm) if warm else cold
-        if ref is None:
-            ref = (cold, best, res)
-        same = _same(res, ref[2])
+    best = {b: min(warm[b]) if warm[b] else cold[b] for b in backends}
+    ref = backends[0]
+    for b in backends:
+        same = res[b] is not None and _same(res[b], res[ref])
         label = b if b == "serial" else f"{b}({workers})"
-        if b != "serial":
-            RATIOS.append((case, label, ref[1] / best, same))
-        print(f"| {case} | {label} | {cold:.2f} | {best:.2f} | {cpu:.2f} | {ref[1] / best:.2f}x | "
-              f"{'yes' if same else 'NO'} |", flush=True)
+        if b != ref:
+            RATIOS.append((case, label, best[ref] / best[b], same))
+        print(f"| {case} | {label} | {cold[b]:.2f} | {best[b]:.2f} | {np.mean(cpu[b]):.2f} | "
+              f"{best[ref] / best[b]:.2f}x | {'yes' if same else 'NO'} |", flush=True)
 
 
 def _peak_rss_mb(ex) -> list[float]:
@@ -197,7 +199,7 @@ def _peak_rss_mb(ex) -> list[float]:
 
 
 def sweep_rows(rig: str, seeds: int, methods: list[str], budget: int, iterations: int, backends: list[str],
-               workers: int) -> None:
+               workers: int, diagnosis: bool = True) -> None:
     from vid2sid_ros.calibration.benchmark import run_benchmark
 
     ref = None
@@ -206,7 +208,7 @@ def sweep_rows(rig: str, seeds: int, methods: list[str], budget: int, iterations
         with tempfile.TemporaryDirectory() as tmp:  # a fresh directory: nothing resumed
             c0, t0 = _cpu(), time.perf_counter()
             res = run_benchmark(rig, methods, seeds, budget=budget, iterations=iterations, noise="keypoint",
-                                out=tmp, progress=False, executor=ex)
+                                out=tmp, progress=False, executor=ex, diagnosis=diagnosis)
             wall, cpu = time.perf_counter() - t0, _cpu() - c0
         rss = _peak_rss_mb(ex)
         ex.close()
@@ -218,7 +220,8 @@ def sweep_rows(rig: str, seeds: int, methods: list[str], budget: int, iterations
         label = b if b == "serial" else f"{b}({workers})"
         if b != "serial":
             RATIOS.append((f"sweep ({rig})", label, ref[0] / wall, same))
-        print(f"| {rig}, {seeds} seeds x {len(methods)} methods, budget {budget} | {label} | {wall:.1f} | {cpu:.1f} | "
+        print(f"| {rig}, {seeds} seeds x {len(methods)} methods, budget {budget}, {iterations} iterations"
+              f"{'' if diagnosis else ', no diagnosis'} | {label} | {wall:.1f} | {cpu:.1f} | "
               f"{ref[0] / wall:.2f}x | {max(rss):.0f} ({len(rss)} process{'es' if len(rss) > 1 else ''}) | "
               f"{'yes' if same else 'NO'} |", flush=True)
 
@@ -230,11 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="overhead,jacobian,cmaes",
                     help="comma-separated subset of overhead, jacobian, cmaes, sweep")
     ap.add_argument("--backends", default="serial,pool,ray", help="serial first; ray only when installed")
-    ap.add_argument("--repeat", type=int, default=2, help="warm runs per FD/CMA-ES row (the fastest is printed)")
+    ap.add_argument("--repeat", type=int, default=3, help="warm runs per FD/CMA-ES row (the fastest is printed)")
     ap.add_argument("--seeds", type=int, default=5, help="sweep: seeds")
     ap.add_argument("--methods", default="reasoner,random,nelder-mead,golden-cd,bo,cmaes", help="sweep: methods")
     ap.add_argument("--budget", type=int, default=40, help="sweep: rollouts per cell (the benchmark's default 40)")
     ap.add_argument("--iterations", type=int, default=10, help="sweep: reasoner iterations per cell")
+    ap.add_argument("--no-diagnosis", action="store_true", help="sweep: skip each cell's residual diagnosis")
     ap.add_argument("--duration", type=float, default=None, help="cut each training trial to this many seconds")
     ap.add_argument("--tiny", action="store_true", help="smoke size: 0.3 s trials, the toy rig's sweep")
     a = ap.parse_args(argv)
@@ -257,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if "overhead" in cases:
         print("\n| rollout | twin CPU s | PyElastica stepper loop CPU s | twin us/substep | PyElastica us/substep "
               "| twin / PyElastica |\n|---|---|---|---|---|---|")
-        overhead_rows(obj, max(3, a.repeat))
+        overhead_rows(obj, max(15, a.repeat))
     if cases & {"jacobian", "cmaes"}:
         print("\n| case | backend | cold wall s | warm wall s (best) | CPU s per run | warm vs serial | same results |"
               "\n|---|---|---|---|---|---|---|")
@@ -272,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     if "sweep" in cases:
         print("\n| sweep | backend | wall s | CPU s (this process + finished children) | vs serial "
               "| peak RSS per worker MB (max) | same cells |\n|---|---|---|---|---|---|---|")
-        sweep_rows(sweep_rig, a.seeds, a.methods.split(","), a.budget, a.iterations, backends, a.workers)
+        sweep_rows(sweep_rig, a.seeds, a.methods.split(","), a.budget, a.iterations, backends, a.workers,
+                   diagnosis=not a.no_diagnosis)
     print()
     for case, backend, ratio, same in RATIOS:
         print(f"{case}: {backend} is {ratio:.2f}x as fast as serial in wall time; results "

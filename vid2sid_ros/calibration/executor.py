@@ -20,14 +20,18 @@ once per rollout):
   results), and calls ``for_worker()`` once. The pool is kept while the same state is mapped.
 - ``ray``: Ray actors (``ray.remote`` classes), one per worker, each built once from the state
   (serialised with cloudpickle by Ray) on ``ray.init(address=...)``; an actor that dies is
-  restarted once by Ray itself (``max_restarts=1``, ``max_task_retries=1``).
+  restarted once by Ray itself (``max_restarts=1``, ``max_task_retries=1``). A private Ray binds
+  127.0.0.1; usage statistics are off (``RAY_USAGE_STATS_ENABLED=0``) and there is no dashboard.
 
 Results come back in item order whatever order they finish in; ``on_done(index, result)``
 is called in the calling thread as each finishes (to persist it at once). A worker process
 that dies while a task runs (killed, out of memory, a lost node) is not fatal: the tasks it was
 running are retried once, one at a time, on a fresh worker; a task whose worker dies a second time comes back as
 a :class:`TaskFailure` and the other tasks carry on. An exception raised by ``fn`` itself is
-re-raised by :meth:`Executor.map`, as in a serial loop (``fn`` decides what is a failure).
+re-raised by :meth:`Executor.map`, as in a serial loop (``fn`` decides what is a failure). An exception
+in the calling thread while tasks run (Ctrl-C, ``on_done`` raising) stops the workers still running
+one (``pool``: at the next :meth:`Executor.close` or state change, which waits for them; ``ray``: at
+once, killing those actors) before anything else runs on this executor.
 
 Nothing here knows about twins or calibration: the callers pass a function and a state.
 """
@@ -416,6 +420,9 @@ def _start_ray(address: str | None) -> None:
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if address is None:  # a private local Ray: this machine only, its workers import this copy of vid2sid_ros
         kw["_node_ip_address"] = "127.0.0.1"
+        # Ray runs its workers at niceness 15 by default (its own processes first); here they do the run's
+        # work, so they run at this process's priority, as a pool's workers do
+        os.environ.setdefault("RAY_worker_niceness", "0")
         here = str(Path(__file__).resolve().parents[2])
         kw["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
             [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}}
