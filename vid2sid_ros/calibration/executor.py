@@ -407,13 +407,24 @@ def _ray_actors(state: Any, workers: int) -> tuple[Any, list[Any]]:
 
 
 def _start_ray(address: str | None) -> None:
-    """Connect to (``auto`` / ``HOST:PORT``) or start (None: a local Ray on 127.0.0.1) a Ray cluster."""
+    """Connect to (``auto`` / ``HOST:PORT``) or start (None: a local Ray on 127.0.0.1) a Ray cluster.
+
+    A loopback ``HOST`` (``127.0.0.1``, ``localhost``) is kept as it is: Ray on Linux otherwise replaces it with
+    the machine's network address, where a head started on the loopback address (docs/executor.md) does not
+    listen. Ray's switch for that is ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (read when Ray is imported).
+    """
+    if address is not None and address.rsplit(":", 1)[0] in ("127.0.0.1", "localhost"):
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
     except ImportError:
         raise ExecutorError(RAY_INSTALL_HINT) from None
     if ray.is_initialized():
         return
+    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":  # Ray was imported before the variable was set
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
     # nothing leaves this machine: Ray's usage statistics off (a private Ray also turns them off itself; a
     # cluster started with `ray start` reads its own environment: docs/executor.md), no dashboard
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
