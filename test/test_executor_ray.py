@@ -82,7 +82,25 @@ def test_local_ray_listens_on_loopback_only_and_sends_no_usage_stats(ray_executo
     assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
     assert not usage_lib.usage_stats_enabled()
     assert ray_executor.describe()["ray_address"] is None  # a private Ray, stopped with this process
-    _PIDS.extend(ray_executor.map(_pid, [0, 1], state=None))
+    pids = ray_executor.map(_pid, [0, 1], state=None)
+    _PIDS.extend(pids)
+    # the actors do the run's work: at this process's priority, not Ray's default niceness of 15
+    assert {os.getpriority(os.PRIO_PROCESS, p) for p in pids} == {os.getpriority(os.PRIO_PROCESS, 0)}
+
+
+def _fail_fast_or_finish_slowly(marker: str, item: int) -> int:
+    if item == 0:
+        raise ValueError("bad configuration")
+    time.sleep(1.0)
+    (Path(marker) / f"finished_{item}").write_text("x")
+    return item
+
+
+def test_a_task_that_raises_is_reraised_after_the_tasks_in_flight_finished(ray_executor, tmp_path):
+    with pytest.raises(ValueError, match="bad configuration"):
+        ray_executor.map(_fail_fast_or_finish_slowly, [0, 1, 2, 3], state=str(tmp_path))
+    assert (tmp_path / "finished_1").exists()  # in flight beside the failing task: finished, not abandoned
+    assert not (tmp_path / "finished_3").exists()  # nothing new submitted after the failure
 
 
 def test_sweep_on_ray_gives_exactly_the_serial_cells(ray_executor, serial, tmp_path):
