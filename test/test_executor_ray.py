@@ -50,15 +50,29 @@ def ray_executor():
     pids = {p.process.pid for procs in node.all_processes.values() for p in procs if p.process is not None}
     yield ex
     pids |= set(ex.map(_pid, [0, 1], state=None)) | set(_PIDS)
+    pids |= {c for p in list(pids) for c in _children(p)}  # the raylet's agents, the actors' helpers
     ex.close()
     ray.shutdown()
-    deadline = time.monotonic() + 30.0
+    # Ray's dashboard and runtime-env agents notice the raylet's end by themselves and report it first
+    deadline = time.monotonic() + 120.0
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [p for p in pids if _alive(p)], "Ray processes left behind after ray.shutdown()"
 
 
 _PIDS: list[int] = []
+
+
+def _children(pid: int) -> set[int]:
+    """Process ids whose parent is ``pid`` (``/proc``)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.add(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
 
 
 def _pid(_state, _item) -> int:
@@ -167,6 +181,7 @@ def test_interrupted_ray_sweep_resumes_without_redoing_finished_cells(ray_execut
 
     with pytest.raises(KeyboardInterrupt):
         run_benchmark(make_rig(), METHODS, 2, out=tmp_path, on_result=stop_after_two, executor=ray_executor, **KW)
+    assert len(ray_executor._actors) == ray_executor.workers  # the actors stopped mid-task are replaced
     done = {tuple(p.parent.relative_to(tmp_path).parts) for p in tmp_path.glob("seed_*/*/cell.json")}
     assert len(done) == 2 and done == {(f"seed_{s}", m) for s, m in seen}
     ran = []

@@ -338,6 +338,7 @@ class Executor:
             busy = [actor for _, actor in flight.values()]
             _ray_kill_and_wait(busy, list(flight))
             self._actors = [a for a in self._actors if all(a is not b for b in busy)]
+            self._actors += [_ray_actor(self._state_ref) for _ in busy]  # as many workers as before
             raise
         if error is not None:
             raise error
