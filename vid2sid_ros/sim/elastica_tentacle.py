@@ -436,11 +436,14 @@ def _forcing_classes():
             self.axis = np.ascontiguousarray(axis, dtype=np.float64)
             self.command = command
             self._moment = np.zeros_like(self.moment_per_command)
+            self._moment_command = 0.0  # the command self._moment was computed for
 
         def apply_torques(self, system, time=np.float64(0.0)) -> None:
             u = self.command[0]
             if u != 0.0:
-                np.multiply(self.moment_per_command, u, out=self._moment)
+                if u != self._moment_command:  # once per command period, not once per substep
+                    np.multiply(self.moment_per_command, u, out=self._moment)
+                    self._moment_command = u
                 _tendon_torques(self._moment, self.axis, system.director_collection, system.external_torques)
 
     class QuadraticDrag(ea.NoForces):
