@@ -24,6 +24,13 @@ cmaes    ``cmaes.CMA`` (bounded, σ0 = 0.25, default population ``4 + ⌊3 ln n�
 Budget per iteration: the remaining evaluations divided evenly over the remaining
 iterations (at least one), so the whole budget is spent by the last iteration.
 
+Population methods evaluate a batch at once on the calibration's executor
+(``context.evaluate_many``): a CMA-ES generation (its points asked before any is told, as
+``cmaes.CMA`` requires) and an iteration's random draws. The batch evaluates exactly the points,
+in the order, that one-at-a-time evaluation would, so every backend and the serial loop give the
+same history. Nelder-Mead, golden-section and Bayesian optimisation choose each point from the
+previous one's error and stay sequential.
+
 Resume: each proposer rebuilds its optimiser from scratch at every iteration and
 replays the evaluations recorded in ``context.history`` (``extra["evaluations"]`` of each
 record) from a cache — deterministic optimisers ask the same points again and get the
@@ -117,6 +124,50 @@ class _Runner:
         self.cache[key] = err
         return err if math.isfinite(err) else FAILED_PENALTY_PX
 
+    def many(self, us: list[np.ndarray]) -> list[float]:
+        """``[self(u) for u in us]`` with the new points of the batch rolled out together on the calibration's
+        executor (``context.evaluate_many``): the same points evaluated in the same order, the same cache
+        answers and the same quota, so the optimiser is told exactly what one-at-a-time evaluation tells it.
+
+        Args:
+            us: points in the normalised box, each (n,).
+
+        Returns:
+            their errors (px; :data:`FAILED_PENALTY_PX` for a failed rollout), in order.
+
+        Raises:
+            _QuotaReached: after the points that fit this iteration's quota were evaluated (and cached), when a
+                later point of the batch is new, as the one-at-a-time loop would raise at that point.
+        """
+        if self.ctx.evaluate_many is None:
+            return [self(u) for u in us]
+        keys = []
+        for u in us:
+            vals = self.values(u)
+            keys.append((tuple(vals[n] for n in self.names), vals))
+        todo: dict[tuple[float, ...], dict[str, float]] = {}
+        for key, vals in keys:
+            if key not in self.cache and key not in todo:
+                todo[key] = vals
+        room = max(0, self.quota - len(self.new))
+        batch = list(todo.items())[:room]
+        if batch:
+            try:
+                evs = self.ctx.evaluate_many([v for _, v in batch])
+            except BudgetExhausted:
+                raise _QuotaReached from None
+            for (key, _), ev in zip(batch, evs):
+                self.new.append(ev)
+                self.cache[key] = ev.error_px if (not ev.failed and math.isfinite(ev.error_px)) else math.inf
+        out = []
+        for key, _ in keys:
+            self.calls += 1
+            if key not in self.cache:
+                raise _QuotaReached
+            e = self.cache[key]
+            out.append(e if math.isfinite(e) else FAILED_PENALTY_PX)
+        return out
+
     @property
     def best_known(self) -> tuple[tuple[float, ...], float] | None:
         finite = [(k, e) for k, e in self.cache.items() if math.isfinite(e)]
@@ -176,8 +227,7 @@ class RandomSearch(_BlackBox):
     def _search(self, ctx: ProposalContext, f: _Runner, seed: int) -> str:
         rng = np.random.default_rng([seed, int(ctx.iteration)])
         n = len(f.names)
-        for _ in range(f.quota):
-            f(rng.uniform(0.0, 1.0, size=n))
+        f.many([rng.uniform(0.0, 1.0, size=n) for _ in range(f.quota)])  # one batch on the executor
         return ""
 
 
@@ -365,11 +415,8 @@ class CMAES(_BlackBox):
                      population_size=self.population_size)
             gen = 0
             while not es.should_stop():
-                sols = []
-                for _ in range(es.population_size):
-                    x = es.ask()
-                    sols.append((x, f(x)))
-                es.tell(sols)
+                xs = [es.ask() for _ in range(es.population_size)]  # a generation: one batch on the executor
+                es.tell(list(zip(xs, f.many(xs))))
                 gen += 1
             best = f.best_known
             if best is not None:
