@@ -249,7 +249,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     best = main_res.values
     whole = _twin_on_clip(real, clip, rec, twin, params, nuisance, best, n_train,
                           retime=bool(vblock.get("repair_frame_timing", True)))
-    from ..report import TrajectoryPanel, render_report, save_trajectories
+    from ..report import TrajectoryPanel, save_trajectories
 
     kp_text = " and ".join(f"'{n}'" for n in real.keypoint_names)  # captions name the rig's own keypoints
     panel = TrajectoryPanel(f"{rig.name}: keypoint {kp_text} in the real clip vs the calibrated twin",
@@ -269,15 +269,7 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
     hold = main_res.holdout_mae_px
     unreliable = _unreliable_because(cal_run.runs[proposer], "length")
     L, std, period = length["L"], length["std"], length["period"]
-    key = [("holdout MAE (last 40 %)", f"{_f(hold)} px"), ("training MAE", f"{main_res.error_px:.2f} px"),
-           ("identified length", f"{L:.4f} m" + (f" ± {std:.4f} m" if std else "")
-            + (f" UNRELIABLE ({'; '.join(unreliable)})" if unreliable else "")),
-           ("period: video / twin", f"{period.period_s:.4f} / {length['twin_period']:.4f} s"),
-           ("rollouts", f"{main_res.rollouts} of {budget}")]
-    report = render_report(out / "report.html", cal_run.runs, main=proposer,
-                           title="vid2sid: pendulum twin calibrated from a real phone clip",
-                           videos=videos, sections=sections, key_numbers=key,
-                           comparison_columns=["length", "drag_density", "damping", "camera_drift_y"])
+    report = _demo_report(out, cal_run, proposer, main_res, length, unreliable, budget, videos, sections)
     summary = {
         "report": str(report), "clip": str(clip.path), "frames": clip.trajectory.num_frames, "fps": clip.fps,
         "train_frames": n_train,
@@ -290,6 +282,26 @@ def run_demo(*, out: str | Path = "runs/demo", config: str | Path | None = None,
         "wall_s": time.perf_counter() - t_start}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
     return summary
+
+
+def _demo_report(out: Path, cal_run: "_DemoCalibrations", proposer: str, main_res, length: Mapping[str, Any],
+                 unreliable: list[str], budget: int, videos: list, sections: list) -> Path:
+    """Write the demo's ``report.html`` (the key numbers: holdout and training MAE in px, the identified length
+    in m with its spread and any UNRELIABLE reason, the video's and the twin's periods in s, the rollouts
+    spent); returns its path."""
+    from ..report import render_report
+
+    hold = main_res.holdout_mae_px
+    L, std, period = length["L"], length["std"], length["period"]
+    key = [("holdout MAE (last 40 %)", f"{_f(hold)} px"), ("training MAE", f"{main_res.error_px:.2f} px"),
+           ("identified length", f"{L:.4f} m" + (f" ± {std:.4f} m" if std else "")
+            + (f" UNRELIABLE ({'; '.join(unreliable)})" if unreliable else "")),
+           ("period: video / twin", f"{period.period_s:.4f} / {length['twin_period']:.4f} s"),
+           ("rollouts", f"{main_res.rollouts} of {budget}")]
+    return render_report(out / "report.html", cal_run.runs, main=proposer,
+                         title="vid2sid: pendulum twin calibrated from a real phone clip",
+                         videos=videos, sections=sections, key_numbers=key,
+                         comparison_columns=["length", "drag_density", "damping", "camera_drift_y"])
 
 
 def _demo_videos(out: Path, rig, clip, whole: Mapping[str, Any], best: dict[str, float], n_train: int,
