@@ -81,7 +81,7 @@ from ..sim.registry import Rig
 from .effects import ParameterEffectError, check_parameter_effects
 from .identifiability import IdentifiabilityReport, check_identifiability
 from .nuisance import MeasurementModel, add_measurement_nuisances, offset_unit
-from .objective import TrialObjective, measurement_unit
+from .objective import TrialObjective
 from .observation import RealTrial, jsonable, with_current_keys
 from .trial_curves import RENDERS_FILE, render_trials, save_trial_curves, trial_curves
 from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
