@@ -304,7 +304,7 @@ def test_a_long_trial_is_batched_a_few_points_at_a_time_with_the_same_results(mo
     nominal = rig.parameters.nominal()
     pts = [dict(nominal, joint_stiffness=s) for s in (0.22, 0.3, 0.38)]
     job = twin._batch_job(exc, pts[0], {})  # its model (the read-back sensors added) and its steps
-    steps = job.control.shape[0] + job.extra
+    steps = job.control.shape[0] + job.extra + 1  # its physics steps and the sentinel step after them
     per_point = steps * (mujoco.mj_stateSize(job.model, mujoco_batch.FULL_STATE) + job.model.nsensordata) * 8
     monkeypatch.setattr(mujoco_batch, "MAX_BATCH_BYTES", 2 * per_point)
     assert mujoco_batch.points_per_batch(job.model, steps) == 2

@@ -15,6 +15,11 @@ reports a divergence). :func:`batched_states` therefore marks a rollout *clean* 
 time advanced at every step (a warning freezes time; a bad-state warning resets it to 0) and
 every state is finite with ``|qpos|`` at most ``max_abs_qpos``; the twins roll any other
 point out one at a time with their own loop, so that a blow-up is reported exactly as before.
+A model with MuJoCo's automatic reset switched off (``<flag autoreset="disable"/>``) still
+advances time in the step that warns, so a warning in a rollout's last step would leave every
+state looking clean: each rollout is therefore stepped once more than it needs (a *sentinel*
+step, judged but never read), and a warning in its last needed step shows as the repeated state
+of the sentinel.
 """
 
 from __future__ import annotations
@@ -152,10 +157,10 @@ class BatchJob:
 
 
 def _run_jobs(jobs: Sequence[BatchJob], datas: Sequence[mujoco.MjData], max_abs_qpos: float) -> list[Any]:
-    """Every job stepped in one ``mujoco.rollout`` call (shorter ones padded), then finished; None
-    for a job whose rollout was not clean."""
+    """Every job stepped in one ``mujoco.rollout`` call (shorter ones padded, each with one sentinel step after
+    its own: module docstring), then finished; None for a job whose rollout was not clean."""
     steps = [j.control.shape[0] + j.extra for j in jobs]
-    S = max(steps)
+    S = max(steps) + 1  # the longest job's sentinel step
     nu = jobs[0].control.shape[1]
     control = np.zeros((len(jobs), S, nu))
     for b, j in enumerate(jobs):
@@ -166,7 +171,7 @@ def _run_jobs(jobs: Sequence[BatchJob], datas: Sequence[mujoco.MjData], max_abs_
     sensordata = np.empty((len(jobs), S, nsd)) if nsd else None
     states, clean = batched_states([j.model for j in jobs], datas, np.stack([j.init for j in jobs]),
                                    np.stack([j.warm for j in jobs]), control, max_abs_qpos=max_abs_qpos,
-                                   nsteps=steps, sensordata=sensordata)
+                                   nsteps=[n + 1 for n in steps], sensordata=sensordata)
     return [j.finish(states[b, :steps[b]], None if sensordata is None else sensordata[b, :steps[b]], datas[0])
             if clean[b] else None for b, j in enumerate(jobs)]
 
@@ -231,7 +236,7 @@ class BatchScratch:
         jobs = [self._batch_job(exc, v, memo) for exc, v in pairs]  # type: ignore[attr-defined]
         last = self.get_parameters()  # type: ignore[attr-defined]
         todo = [b for b, j in enumerate(jobs) if j is not None]
-        S = max([jobs[b].control.shape[0] + jobs[b].extra for b in todo] or [1])
+        S = max([jobs[b].control.shape[0] + jobs[b].extra for b in todo] or [1]) + 1  # + the sentinel step
         cap = points_per_batch(jobs[todo[0]].model if todo else self.model, S)
         out: list[Any] = [None] * len(pairs)
         if len(todo) >= 2 and cap >= 2:

@@ -97,6 +97,8 @@ _MAX_ABS_QPOS = 1.0e3
 _FRAME_FIELDS = ("body_ipos", "body_iquat")
 _DIVERGENCE_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
                         mujoco.mjtWarning.mjWARN_BADQVEL)
+#: MuJoCo's sleep flag: a body at rest may be put to sleep (its state outside the physics state)
+_SLEEP = int(mujoco.mjtEnableBit.mjENBL_SLEEP)
 
 
 class UserModelError(TwinError):
@@ -923,8 +925,9 @@ class UserModelTwin(BatchScratch):
         """The :class:`~.mujoco_batch.BatchJob` of :meth:`rollout` at ``values`` (used by ``rollout_batch`` /
         ``rollout_many``): the parameters written, the trial's initial state made (with its ``time_offset``
         pre-roll), the model copied; None where :meth:`rollout` must run it (no command step, refused by
-        the rollout limits, diverged in the pre-roll). Pairs of one ``rollout_many`` call at the same point
-        and physics step share one model copy (``memo``).
+        the rollout limits, diverged in the pre-roll, or a pre-roll of a model with MuJoCo's sleep flag on:
+        which bodies sleep is not part of the state ``mujoco.rollout`` starts from, which wakes them). Pairs
+        of one ``rollout_many`` call at the same point and physics step share one model copy (``memo``).
 
         Raises:
             TwinError, ParameterSpecError: as :meth:`set_parameters` / :meth:`rollout`.
@@ -942,8 +945,8 @@ class UserModelTwin(BatchScratch):
         if self.rollout_limits.substeps_problem(T * nsub + self._pre_roll_steps(offset)):
             return None
         self._pre_roll(offset)
-        if self._divergence():
-            return None
+        if self._divergence() or (self._pre_roll_steps(offset) and m.opt.enableflags & _SLEEP):
+            return None  # a body put to sleep by the pre-roll is not in the state mujoco.rollout starts from
         m.opt.timestep = period / nsub
         key = (tuple(sorted(self._values.items())), float(m.opt.timestep))
         if key not in memo:
@@ -991,11 +994,12 @@ class UserModelTwin(BatchScratch):
 
     def _compile_sensor_model(self) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
         """(the twin's MjSpec compiled with the keypoint sensors appended, its scratch data), or None (the
-        spec cannot be copied or compiled, or two parameters write one model field)."""
+        spec cannot be copied or compiled, two parameters write one model field, or the model switches its
+        sensors off: ``<flag sensor="disable"/>``, which would leave the keypoint sensors unset)."""
         writes = [(b.kind, b.field, tuple(b.index)) for bs in self._bindings.values() for b in bs
                   if b.kind in ("model", "option")]
-        if len(set(writes)) != len(writes):
-            return None
+        if len(set(writes)) != len(writes) or self.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR:
+            return None  # (a model with its sensors switched off would not compute the keypoint sensors either)
         try:
             spec = self._built.spec.copy()
             for kind, i in self._keypoints:
