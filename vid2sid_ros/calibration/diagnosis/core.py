@@ -64,21 +64,55 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
                              "tracker_bias": ctx.bias is not None}
     findings = _latency_note(ctx)
     verdict, recommendation, considered = "none", None, None
+    causes: list[dict[str, Any]] = []
     if probe:
         verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals)
         findings += found
+        if verdict in ("named", "indistinguishable") and found:  # the verdict's own finding (not a latency note)
+            ev = found[0].evidence
+            causes = [dict(c) for c in ev.get("causes", [])] or [
+                {"cause": ev.get("cause", ""), "kind": found[0].kind, "fields": list(ev.get("fields") or [])}]
     if verdict == "none":
         findings += _structure(ctx, stats)
         if any(f.kind == "structure" for f in findings):
             verdict = "unexplained"
     if considered is not None and considered.caveats:
         named = [c["parameter"] for c in considered.caveats]
-        findings.append(Finding("consider", "caveat", considered.message,
-                                {"caveats": considered.caveats,
-                                 "intervals": {n: considered.intervals.get(n) for n in named}}))
+        ev = {"caveats": considered.caveats, "intervals": {n: considered.intervals.get(n) for n in named}}
+        msg = considered.message
+        if verdict == "none" and considered.unchecked:  # at the noise level, but resting on unchecked nominals
+            verdict = "unchecked"
+            lead, listed, sep = _unchecked(considered.unchecked)
+            msg = lead + " " + msg
+            ev.update(causes=listed, set_size=len(considered.unchecked), separate_with=sep)
+            causes = [dict(c) for c in listed]
+        findings.append(Finding("consider", "caveat", msg, ev))
     findings.sort(key=lambda f: {"warning": 0, "caveat": 1}.get(f.severity, 2))
+    size = len(considered.unchecked) if verdict == "unchecked" else len(causes)
     return Diagnosis(findings, stats, ctx.rollouts, verdict=verdict, recommendation=recommendation,
-                     consider=considered.to_dict() if considered is not None else None)
+                     consider=considered.to_dict() if considered is not None else None, causes=causes, set_size=size)
+
+
+def _unchecked(unchecked: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]], str]:
+    """The ``unchecked`` verdict's sentence, its listed causes (at most ``set_max_causes``, those that move an
+    identified value furthest first) and the trial that would check them."""
+    cap = int(THRESHOLDS["set_max_causes"])
+    listed = [{k: u[k] for k in ("cause", "kind", "fields", "parameters", "max_shift_relative")} for u in unchecked[:cap]]
+    more = f" and {len(unchecked) - cap} more" if len(unchecked) > cap else ""
+    names = "; ".join(f"{u['cause']} (moves {', '.join(u['parameters'])} by up to "
+                      f"{100 * u['max_shift_relative']:.0f} %)" for u in listed)
+    sep = separating_trial([_KindOf(u["kind"]) for u in listed] + [_KindOf("joint")])
+    lead = (f"Nothing beyond the noise, but these trials cannot check {len(unchecked)} nominal value(s) the identified "
+            f"values rest on: {names}{more}. With these trials a plausible error in any of them is indistinguishable "
+            f"from none; {sep} would tell.")
+    return lead, listed, sep
+
+
+class _KindOf:
+    """A stand-in with a ``kind`` for :func:`~.advice.separating_trial`."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
 
 
 def _latency_note(ctx: ProbeContext) -> list[Finding]:
@@ -122,8 +156,8 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None
         line_scan(ctx, s, F)
         s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
     dec = decide(ctx, scores, null)
-    if dec["verdict"] == "indistinguishable":  # refine the tied refits: a tie must come from the data
-        stats["refit_accuracy_ssr"] = accuracy = polish(ctx, dec["set"], F)
+    if len(dec["set"]) > 1:  # refine the tied refits (of one kind too: a camera's pose against its focal
+        stats["refit_accuracy_ssr"] = accuracy = polish(ctx, dec["set"], F)  # length): a tie must come from the data
         dec = decide(ctx, scores, null, accuracy=accuracy)
     s0 = dec["s0"]
     stats["comparison"] = {
@@ -135,11 +169,27 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None
     if dec["verdict"] == "none":
         return "none", None, [], considered
     members: list[Score] = dec["set"]
-    if dec["verdict"] == "indistinguishable":
+    if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(members):
         return "indistinguishable", None, [_indistinguishable(ctx, members, s0)], considered
     if len(members) == 1 or members[0].cause.kind == "camera":
         return (*_named(ctx, members, scores, F, null, s0), considered)
     return "named", None, [_same_kind(ctx, members, s0)], considered
+
+
+_POSE_FIELDS = frozenset({"camera.x", "camera.y", "camera.z", "camera.roll", "camera.pitch", "camera.yaw"})
+
+
+def _pose_against_intrinsics(members: list[Score]) -> bool:
+    """A tie between a camera pose cause and a camera intrinsics cause (the set of one kind, ``camera``): the
+    projection error is as well a moved camera as a wrong lens — a 3 % longer focal length and the camera 3 %
+    closer to a shallow scene — and the two are fixed differently (an extrinsic against an intrinsic
+    calibration), so neither is named."""
+    cams = [m for m in members if m.cause.kind == "camera"]
+    if len(cams) < 2 or len(cams) != len(members):
+        return False
+    pose = [m for m in cams if set(m.cause.fields) <= _POSE_FIELDS]
+    lens = [m for m in cams if not set(m.cause.fields) & _POSE_FIELDS]
+    return bool(pose) and bool(lens)
 
 
 def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Finding | None:
@@ -261,7 +311,8 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
                     "variances larger (the likelihood ratio)")
         msg += "."
     msg += " " + _check_sentence(rec)
-    ev = {"cause": rec["cause"], "fields": rec["free"], "predicted_drop": share, "share_removed": share,
+    ev = {"cause": rec["cause"], "fields": rec["free"], "causes": [_member(ctx, m, s0) for m in group],
+          "predicted_drop": share, "share_removed": share,
           "rms_before": before, "rms_after": after, "unit": ctx.unit, "held_out": check}
     c0, th0 = group[0].cause, float(fitted.theta[0])
     if isinstance(c0, FrozenParameter):
