@@ -379,14 +379,18 @@ def confounded_set(ctx: Any, cands: list[Absorbed], stated: Mapping[str, tuple[f
     once each, the one that moves a parameter furthest (in half-widths) first.
 
     Returns:
-        ``[{cause, kind, fields, parameters: [names it moves so], max_shift_relative, max_shift_over_half_width}]``.
+        ``[{cause, kind, fields, parameters: [names it moves so], parameter_kinds: [their categories, as the causes'
+        kinds], max_shift_relative, max_shift_over_half_width}]``.
     """
     by: dict[int, dict[str, Any]] = {}
     order: dict[int, float] = {}
     for s, a, ratio, _shift, rel, _half in _confounded_pairs(ctx, cands, stated):
         d = by.setdefault(id(a), {"cause": a.cause.name, "kind": a.cause.kind, "fields": list(a.cause.fields),
-                                  "parameters": [], "max_shift_relative": 0.0, "max_shift_over_half_width": 0.0})
+                                  "parameters": [], "parameter_kinds": [], "max_shift_relative": 0.0,
+                                  "max_shift_over_half_width": 0.0})
         d["parameters"].append(s.name)
+        if _category(s) not in d["parameter_kinds"]:
+            d["parameter_kinds"].append(_category(s))
         d["max_shift_relative"] = max(d["max_shift_relative"], rel)
         d["max_shift_over_half_width"] = max(d["max_shift_over_half_width"], ratio)
         order[id(a)] = max(order.get(id(a), 0.0), ratio)

@@ -101,7 +101,8 @@ def _unchecked(unchecked: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any
     more = f" and {len(unchecked) - cap} more" if len(unchecked) > cap else ""
     names = "; ".join(f"{u['cause']} (moves {', '.join(u['parameters'])} by up to "
                       f"{100 * u['max_shift_relative']:.0f} %)" for u in listed)
-    sep = separating_trial([_KindOf(u["kind"]) for u in listed] + [_KindOf("joint")])
+    kinds = [u["kind"] for u in listed] + [k for u in listed for k in u.get("parameter_kinds", [])]
+    sep = separating_trial([_KindOf(k) for k in dict.fromkeys(kinds)])  # the causes against what they move
     lead = (f"Nothing beyond the noise, but these trials cannot check {len(unchecked)} nominal value(s) the identified "
             f"values rest on: {names}{more}. With these trials a plausible error in any of them is indistinguishable "
             f"from none; {sep} would tell.")
