@@ -151,11 +151,14 @@ def _written_by_free(ctx: Any, cause: ModelField) -> bool:
 
 
 def _gain_is_free(ctx: Any, cause: CommandTransform) -> bool:
-    """A free parameter writes this actuator's gear or gain (by model index or name)."""
+    """A free parameter writes this actuator's gear or gain (by model index or name); on a twin without a MuJoCo
+    model and with one command, a free parameter whose target or name is a gain, gear or transmission does."""
     names = ctx.objective.excitations[0].actuator_names if ctx.objective.excitations else ()
     name = names[cause.column] if cause.column < len(names) else ""
     tokens = {name}
     model = getattr(ctx.twin, "model", None)
+    if model is None and len(names) <= 1:  # a twin of its own with one drive: a free gain or gear parameter
+        return any(_category(sp) == "actuator" for sp in ctx.params.free)  # scales its only command
     if model is not None:
         try:
             import mujoco
