@@ -172,6 +172,9 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None
     members: list[Score] = dec["set"]
     if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(members):
         return "indistinguishable", None, [_indistinguishable(ctx, members, s0)], considered
+    partial = _partial(ctx, members[0], scores, s0)
+    if partial is not None:  # the best cause leaves a systematic part of its own: no single cause is named
+        return "unexplained", None, [partial], considered
     if len(members) == 1 or members[0].cause.kind == "camera":
         return (*_named(ctx, members, scores, F, null, s0), considered)
     return "named", None, [_same_kind(ctx, members, s0)], considered
@@ -191,6 +194,44 @@ def _pose_against_intrinsics(members: list[Score]) -> bool:
     pose = [m for m in cams if set(m.cause.fields) <= _POSE_FIELDS]
     lens = [m for m in cams if not set(m.cause.fields) & _POSE_FIELDS]
     return bool(pose) and bool(lens)
+
+
+def _partial(ctx: ProbeContext, best: Score, scores: list[Score], s0: float) -> Finding | None:
+    """A ``structure`` warning when the best cause explains only part of what the noise does not account for.
+
+    With M samples the noise accounts for about ``M σ²`` of a sum of squares (standard deviation ``σ² √(2M)``).
+    The best cause's refit leaves ``S_c − M σ²`` of the systematic part ``S_0 − M σ²``; when that remainder is
+    more than ``min_share`` of the systematic part (the bound :func:`_not_at_optimum` uses for the free
+    parameters) and beyond the noise (``z₁₋α σ² √(2M)``, α of :data:`~.result.THRESHOLDS`), the cause does not
+    explain the residual: another error is there too, or the free parameters moved far to absorb an error and a
+    refit near the identified point cannot reach it (the causes are refitted locally). Naming the best local
+    direction then is a confident answer the data do not support. Returns None when the best cause explains
+    the systematic part.
+    """
+    from scipy.stats import norm
+
+    if best.refit is None or ctx.sigma2 <= 0:
+        return None
+    n = max(int(ctx.ok.sum()), 1)
+    noise = n * ctx.sigma2
+    excess, rest = s0 - noise, best.refit.ssr - noise
+    bound = float(norm.ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
+    if excess <= 0 or rest <= THRESHOLDS["min_share"] * excess or rest <= bound:
+        return None
+    parts = sorted((s for s in scores if s.refit is not None and s.significant), key=lambda s: s.refit.ssr)[:5]
+    listed = "; ".join(f"{s.cause.name} ({100 * _share(s, s0):.0f} %)" for s in parts)
+    msg = (f"No single candidate explains the residual: the best, {best.cause.name}, removes "
+           f"{100 * _share(best, s0):.0f} % of what the free parameters leave (RMS {math.sqrt(s0 / n):.3g} → "
+           f"{math.sqrt(best.refit.ssr / n):.3g} {ctx.unit}, noise {math.sqrt(ctx.sigma2):.3g} {ctx.unit}) but leaves "
+           f"{100 * rest / excess:.0f} % of the part the noise does not account for. Candidates that explain a part: "
+           f"{listed}. The model is probably wrong in more than one place, or the free parameters moved far to absorb "
+           f"an error (each cause is refitted near the identified point); none is named or recommended. "
+           f"{separating_trial([s.cause for s in parts])[0].upper()}{separating_trial([s.cause for s in parts])[1:]} "
+           f"would tell them apart.")
+    return Finding("structure", "warning", msg, {
+        "best": best.cause.name, "share_removed": _share(best, s0), "systematic_ssr": excess, "remaining_ssr": rest,
+        "remaining_share": rest / excess, "noise_bound_ssr": bound, "unit": ctx.unit,
+        "causes": [_member(ctx, s, s0) for s in parts], "separate_with": separating_trial([s.cause for s in parts])})
 
 
 def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Finding | None:
