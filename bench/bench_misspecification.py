@@ -189,8 +189,8 @@ def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
                                   for n, iv in (consider.get("intervals") or {}).items()},
             "false_alarm": (warned if not labels else None), "recommendation": diag.get("recommendation"),
             "comparison": stats.get("comparison"),
-            "message": next((f.get("message") for f in diag.get("findings", []) if f.get("severity") == "warning"),
-                            None),
+            "message": next((f.get("message") for f in sorted(diag.get("findings", []), key=lambda f: bool(
+                (f.get("evidence") or {}).get("at_bound"))) if f.get("severity") == "warning"), None),
             "top_causes": [{k: c.get(k) for k in ("cause", "share", "likelihood_ratio", "significant", "determined",
                                                    "size_text")} for c in top[:5]]}
 
@@ -254,6 +254,7 @@ def follow_advice(rig, twin, params, nuisance, rec: dict[str, Any] | None, verdi
 
     if not rec or not rec.get("recommended"):
         why = {"indistinguishable": "indistinguishable: nothing recommended", "none": "no warning: nothing to do",
+               "unchecked": "unchecked nominal values, no warning: nothing to do",
                "unexplained": "the model is too simple here: nothing recommended"}.get(verdict)
         if rec and not rec.get("recommended"):
             why = "the recommendation failed its held-out check: nothing recommended"
@@ -419,7 +420,7 @@ def _verdicts(runs: list[dict[str, Any]]) -> str:
                                                     for k, m in names.items()) + ")")
         elif v in ("indistinguishable", "unchecked"):
             sizes = sorted(int(x.get("set_size") or len(x["causes"])) for x in xs)
-            out.append(f"indistinguishable ×{n} ({sizes[0]}" + (f"–{sizes[-1]}" if sizes[-1] != sizes[0] else "")
+            out.append(f"{v} ×{n} ({sizes[0]}" + (f"–{sizes[-1]}" if sizes[-1] != sizes[0] else "")
                        + " causes)")
         else:
             out.append(f"{v} ×{n}")
@@ -438,7 +439,8 @@ def _advice(done: list[str]) -> str:
                           ("takes no camera", "nothing (camera fields are no parameters of this twin)"),
                           ("cannot take as a parameter", "nothing (camera fields are no parameters of this twin)"),
                           ("has no parameter", "nothing (no parameter models it)"),
-                          ("too simple", "nothing (unexplained)"), ("verdict named", "nothing (no recommendation)")):
+                          ("too simple", "nothing (unexplained)"), ("verdict named", "nothing (no recommendation)"),
+                          ("unchecked", "nothing (unchecked)")):
             if key in t:
                 return text
         return t
