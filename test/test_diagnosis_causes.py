@@ -159,6 +159,7 @@ def test_a_camera_error_on_a_fixed_camera_is_named_with_its_fields_unless_the_le
     assert f.evidence["share_removed"] > 0.8 and f.evidence["rms_after"] < 0.5 * f.evidence["rms_before"]
     assert "projection error" in f.message and "are fixed" in f.message or "is fixed" in f.message
     assert d.recommendation["recommended"]
+    assert d.causes and all(c["kind"] == "camera" for c in d.causes) and d.set_size == len(d.causes)
 
 
 # -- (d) no false alarm on an unmodified rig with noise ---------------------------------------------------------

@@ -70,7 +70,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         findings += found
         if verdict in ("named", "indistinguishable") and found:  # the verdict's own finding (not a latency note)
             ev = found[0].evidence
-            causes = [dict(c) for c in ev.get("causes", [])] or [
+            causes = [dict(c) for c in ev.get("causes") or ev.get("group") or []] or [
                 {"cause": ev.get("cause", ""), "kind": found[0].kind, "fields": list(ev.get("fields") or [])}]
     if verdict == "none":
         findings += _structure(ctx, stats)
@@ -353,7 +353,7 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
                     "variances larger (the likelihood ratio)")
         msg += "."
     msg += " " + _check_sentence(rec)
-    ev = {"cause": rec["cause"], "fields": rec["free"], "causes": [_member(ctx, m, s0) for m in group],
+    ev = {"cause": rec["cause"], "fields": rec["free"], "group": [_member(ctx, m, s0) for m in group],
           "predicted_drop": share, "share_removed": share,
           "rms_before": before, "rms_after": after, "unit": ctx.unit, "held_out": check}
     c0, th0 = group[0].cause, float(fitted.theta[0])
