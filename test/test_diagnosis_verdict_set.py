@@ -42,7 +42,8 @@ def test_a_camera_moved_along_its_axis_tied_with_a_longer_focal_length_is_not_na
 def test_the_unchecked_statement_lists_a_capped_set_and_the_trial_that_would_check_it():
     cap = int(THRESHOLDS["set_max_causes"])
     sets = [{"cause": f"mass of body 'b{i}' (mass and inertia together)", "kind": "inertia", "fields": [],
-             "parameters": ["gain"], "parameter_kinds": ["joint"], "max_shift_relative": 0.2 - 0.01 * i, "max_shift_over_half_width": 9.0 - i}
+             "parameters": ["gain"], "parameter_kinds": ["joint"], "max_shift_relative": 0.2 - 0.01 * i,
+             "max_shift_over_half_width": 9.0 - i}
             for i in range(cap + 2)]
     lead, listed, sep = _unchecked(sets)
     assert len(listed) == cap and listed[0]["cause"] == sets[0]["cause"]

@@ -33,8 +33,8 @@ than the rest, and explains it whole), ``indistinguishable`` (several of differe
 camera's pose and its intrinsics — explain it equally, with the trial that would separate them;
 none is recommended), ``unexplained`` (structure no candidate explains, or the best explains only
 part of: the model is too simple here, or wrong in more than one place), ``unchecked`` (nothing
-beyond the noise, but nominal values the trials cannot check: a caveat listing them) or ``none``. A named cause's remedy is checked before
-it is recommended: refitted with it free on the training data and scored on held-out data
+beyond the noise, but nominal values the trials cannot check: a caveat listing them) or ``none``.
+A named cause's remedy is checked before it is recommended: refitted with it free on the training data and scored on held-out data
 (holdout trials, else the last 30 % of every trial). Nothing already free is a candidate.
 
 What the residual cannot show is said too: :mod:`.consider` regresses every candidate's probe column

@@ -97,7 +97,8 @@ def _unchecked(unchecked: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any
     """The ``unchecked`` verdict's sentence, its listed causes (at most ``set_max_causes``, those that move an
     identified value furthest first) and the trial that would check them."""
     cap = int(THRESHOLDS["set_max_causes"])
-    listed = [{k: u[k] for k in ("cause", "kind", "fields", "parameters", "max_shift_relative")} for u in unchecked[:cap]]
+    keys = ("cause", "kind", "fields", "parameters", "max_shift_relative")
+    listed = [{k: u[k] for k in keys} for u in unchecked[:cap]]
     more = f" and {len(unchecked) - cap} more" if len(unchecked) > cap else ""
     names = "; ".join(f"{u['cause']} (moves {', '.join(u['parameters'])} by up to "
                       f"{100 * u['max_shift_relative']:.0f} %)" for u in listed)
