@@ -15,7 +15,9 @@ cells, so an interrupted suite resumes):
 
 - ``verdict``: named | indistinguishable | unexplained | none (the diagnosis's), and the causes;
 - ``right``: on a modified rig, the named cause is the truth (for a combination: one of its
-  components) or the indistinguishable set contains it; on the unmodified rig, no warning;
+  components), or the verdict's set — indistinguishable, or ``unchecked`` (nothing beyond the noise, but
+  nominal values these trials cannot check) — holds it and has at most ``SET_MAX`` (5) causes; on the
+  unmodified rig, no warning (an ``unchecked`` verdict there is a caveat, counted on its own);
 - ``false_alarm``: a warning on the unmodified rig;
 - ``max_rel_error`` / ``mean_rel_error``: over the rig's free physics parameters (relative to truth);
 - ``covered``: whether each true value lies in its stated 95 % interval (the final identifiability
@@ -90,6 +92,8 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 
 #: the bar of the suite
 SILENT_ERROR = 0.05
+#: a set of more causes than this (indistinguishable or unchecked) is no diagnosis, whether it holds the truth or not
+SET_MAX = 5
 KEYPOINT_SIGMA_PX = 0.3
 
 
@@ -137,14 +141,31 @@ def _matches(member: dict[str, Any], label: dict[str, Any]) -> bool:
 
 
 def diagnosis_members(diag: dict[str, Any]) -> list[dict[str, Any]]:
-    """The causes the first warning names or lists: ``[{cause, kind, fields}]``."""
-    warn = [f for f in diag.get("findings", []) if f.get("severity") == "warning"]
-    if not warn:
-        return []
-    ev = warn[0].get("evidence") or {}
-    if ev.get("causes"):
-        return [{"cause": c.get("cause"), "kind": c.get("kind"), "fields": c.get("fields")} for c in ev["causes"]]
-    return [{"cause": ev.get("cause", ""), "kind": warn[0].get("kind"), "fields": ev.get("fields")}]
+    """The verdict's causes (``Diagnosis.to_dict()["causes"]``): ``[{cause, kind, fields}]``.
+
+    A diagnosis without that key (older result files): the first warning whose evidence names a cause — not a
+    warning of another kind that comes first, such as a latency nuisance on its bound (it names none, and was
+    read as a cause labelled '')."""
+    if "causes" in diag:
+        return [{"cause": c.get("cause"), "kind": c.get("kind"), "fields": c.get("fields")}
+                for c in diag.get("causes") or []]
+    for f in diag.get("findings", []):
+        ev = f.get("evidence") or {}
+        if f.get("severity") != "warning" or not (ev.get("causes") or ev.get("cause")):
+            continue
+        if ev.get("causes"):
+            return [{"cause": c.get("cause"), "kind": c.get("kind"), "fields": c.get("fields")} for c in ev["causes"]]
+        return [{"cause": ev["cause"], "kind": f.get("kind"), "fields": ev.get("fields")}]
+    return []
+
+
+def set_size(diag: dict[str, Any], members: list[dict[str, Any]]) -> int:
+    """Causes in the verdict's set: 1 for a named cause (a camera group counts as one), the whole set otherwise
+    (an unchecked set before it was cut to the listed few)."""
+    verdict = diag.get("verdict")
+    if verdict == "named":
+        return 1 if members else 0
+    return int(diag.get("set_size") or len(members))
 
 
 def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
@@ -152,15 +173,15 @@ def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
     warned = bool(diag.get("misspecified"))
     members = diagnosis_members(diag)
     verdict = diag.get("verdict") or ("none" if not warned else "?")
-    if not labels:
-        right = not warned
-    else:
-        right = verdict in ("named", "indistinguishable") and any(_matches(m, lab) for m in members
-                                                                  for lab in labels)
+    size = set_size(diag, members)
+    held = bool(labels) and verdict in ("named", "indistinguishable", "unchecked") and any(
+        _matches(m, lab) for m in members for lab in labels)
+    right = (not warned) if not labels else (held and 0 < size <= SET_MAX)
     stats = diag.get("statistics") or {}
     top = sorted((c for c in stats.get("causes", []) if c.get("refitted")), key=lambda c: -float(c.get("share", 0)))
     consider = diag.get("consider") or {}
     return {"verdict": verdict, "warned": warned, "causes": [m["cause"] for m in members], "right": right,
+            "set_size": size, "truth_in_set": held,
             "caveat": bool(diag.get("caveat")),
             "caveats": [{k: c.get(k) for k in ("parameter", "cause", "shift_relative")}
                         for c in consider.get("caveats") or []],
@@ -168,8 +189,8 @@ def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
                                   for n, iv in (consider.get("intervals") or {}).items()},
             "false_alarm": (warned if not labels else None), "recommendation": diag.get("recommendation"),
             "comparison": stats.get("comparison"),
-            "message": next((f.get("message") for f in diag.get("findings", []) if f.get("severity") == "warning"),
-                            None),
+            "message": next((f.get("message") for f in sorted(diag.get("findings", []), key=lambda f: bool(
+                (f.get("evidence") or {}).get("at_bound"))) if f.get("severity") == "warning"), None),
             "top_causes": [{k: c.get(k) for k in ("cause", "share", "likelihood_ratio", "significant", "determined",
                                                    "size_text")} for c in top[:5]]}
 
@@ -233,6 +254,7 @@ def follow_advice(rig, twin, params, nuisance, rec: dict[str, Any] | None, verdi
 
     if not rec or not rec.get("recommended"):
         why = {"indistinguishable": "indistinguishable: nothing recommended", "none": "no warning: nothing to do",
+               "unchecked": "unchecked nominal values, no warning: nothing to do",
                "unexplained": "the model is too simple here: nothing recommended"}.get(verdict)
         if rec and not rec.get("recommended"):
             why = "the recommendation failed its held-out check: nothing recommended"
@@ -396,9 +418,9 @@ def _verdicts(runs: list[dict[str, Any]]) -> str:
             names = Counter(_short_cause(x["causes"][0]) for x in xs if x["causes"])
             out.append(f"named ×{n} (" + ", ".join(f"{k}" + (f" ×{m}" if m > 1 and len(names) > 1 else "")
                                                     for k, m in names.items()) + ")")
-        elif v == "indistinguishable":
-            sizes = sorted(len(x["causes"]) for x in xs)
-            out.append(f"indistinguishable ×{n} ({sizes[0]}" + (f"–{sizes[-1]}" if sizes[-1] != sizes[0] else "")
+        elif v in ("indistinguishable", "unchecked"):
+            sizes = sorted(int(x.get("set_size") or len(x["causes"])) for x in xs)
+            out.append(f"{v} ×{n} ({sizes[0]}" + (f"–{sizes[-1]}" if sizes[-1] != sizes[0] else "")
                        + " causes)")
         else:
             out.append(f"{v} ×{n}")
@@ -417,7 +439,8 @@ def _advice(done: list[str]) -> str:
                           ("takes no camera", "nothing (camera fields are no parameters of this twin)"),
                           ("cannot take as a parameter", "nothing (camera fields are no parameters of this twin)"),
                           ("has no parameter", "nothing (no parameter models it)"),
-                          ("too simple", "nothing (unexplained)"), ("verdict named", "nothing (no recommendation)")):
+                          ("too simple", "nothing (unexplained)"), ("verdict named", "nothing (no recommendation)"),
+                          ("unchecked", "nothing (unchecked)")):
             if key in t:
                 return text
         return t
@@ -505,9 +528,14 @@ def summarise(out: Path) -> str:
         if case == "none":
             tot["fa"] += fa
             tot["nfa"] += n
+            tot["unchecked_none"] = tot.get("unchecked_none", 0) + sum(x["verdict"] == "unchecked" for x in b)
         else:
             tot["right"] += right
             tot["n"] += n
+            tot["right_unchecked"] = tot.get("right_unchecked", 0) + sum(
+                bool(x["right"]) and x["verdict"] == "unchecked" for x in b)
+            tot["over_cap"] = tot.get("over_cap", 0) + sum(
+                bool(x.get("truth_in_set")) and not x["right"] for x in b)
         tot["silent_b"] += sum(x["silent"] for x in b)
         tot["silent_a"] += sum(x["silent"] for x in a)
     na = sum(c["status"] == "n/a" for c in cells)
@@ -523,6 +551,10 @@ def summarise(out: Path) -> str:
     lines.append(f"Consider caveats (not counted as false alarms; they count as telling the user for the silent "
                  f"test): {tot.get('caveat_none', 0)}/{tot['nfa']} unmodified runs, {tot.get('caveat_mod', 0)}/"
                  f"{tot['n']} modified runs (before following the advice).")
+    lines.append(f"Of the right diagnoses, {tot.get('right_unchecked', 0)} are unchecked sets (nothing beyond the "
+                 f"noise; the truth among the nominal values the trials cannot check); sets holding the truth but "
+                 f"with more than {SET_MAX} causes, not counted right: {tot.get('over_cap', 0)}; unchecked verdicts on "
+                 f"unmodified runs (a caveat, no false alarm): {tot.get('unchecked_none', 0)}/{tot['nfa']}.")
     for m, pm in sorted(per_method.items(), key=lambda kv: meth_order.get(kv[0], 9)):
         lines.append(f"- {m}: right {pm['right']}/{pm['n']}, false alarms {pm['fa']}/{pm['nfa']}, silent failures "
                      f"{pm['sb']} → {pm['sa']}")

@@ -142,3 +142,40 @@ def test_one_tiny_cell_is_written_and_summarised(bench, tmp_path):
     assert "| finger | focal | reasoner |" in table and "Totals over 1 finished cells" in table
     na = bench.run_cell("finger", "nope", 0, "reasoner", 8)
     assert na["status"] == "error" and "nope" in na["error"]
+
+
+def test_the_verdicts_causes_are_scored_not_a_latency_bound_warning_before_them(bench):
+    # was: the first warning was read as the diagnosis, and a latency nuisance on its bound (a warning that names
+    # no cause) came first, so a named backlash was scored as a cause labelled '' and counted wrong
+    bound = {"kind": "latency", "severity": "warning", "message": "The 'latency' nuisance sits on its upper bound",
+             "evidence": {"latency_s": 0.05, "at_bound": "upper"}}
+    named = {"kind": "actuator", "severity": "warning", "message": "Actuator 'elbow_motor' backlash explains 95 %",
+             "evidence": {"cause": "actuator 'elbow_motor' backlash", "fields": []}}
+    backlash = [{"kind": "backlash", "name": "backlash"}]
+    old = {"misspecified": True, "verdict": "named", "findings": [bound, named]}  # no "causes" key
+    assert bench.diagnosis_members(old) == [{"cause": "actuator 'elbow_motor' backlash", "kind": "actuator",
+                                             "fields": []}]
+    assert bench.score(old, backlash)["right"]
+    new = {**old, "causes": [{"cause": "actuator 'elbow_motor' backlash", "kind": "actuator", "fields": []}],
+           "set_size": 1}
+    sc = bench.score(new, backlash)
+    assert sc["right"] and sc["causes"] == ["actuator 'elbow_motor' backlash"] and sc["set_size"] == 1
+
+
+def test_an_unchecked_set_counts_only_when_small_and_is_no_false_alarm(bench):
+    mass = [{"kind": "mass", "name": "mass of body 'middle'"}]
+    listed = [{"cause": "mass of body 'middle' (mass and inertia together)", "kind": "inertia", "fields": []},
+              {"cause": "armature of joint 'j'", "kind": "joint", "fields": []}]
+    small = {"misspecified": False, "caveat": True, "verdict": "unchecked", "causes": listed, "set_size": 2,
+             "findings": []}
+    sc = bench.score(small, mass)
+    assert sc["right"] and sc["truth_in_set"] and not sc["warned"] and sc["set_size"] == 2
+    big = {**small, "set_size": bench.SET_MAX + 1}  # the same two listed, out of a set too large to act on
+    sc = bench.score(big, mass)
+    assert sc["truth_in_set"] and not sc["right"]
+    huge = {"misspecified": True, "verdict": "indistinguishable", "findings": [],
+            "causes": listed + [{"cause": f"camera c{i}", "kind": "camera"} for i in range(bench.SET_MAX)]}
+    assert not bench.score(huge, mass)["right"]
+    quiet = bench.score(small, [])  # the same statement on an unmodified rig: a caveat, no false alarm
+    assert quiet["right"] and quiet["false_alarm"] is False and quiet["verdict"] == "unchecked"
+    assert not bench.score({**small, "causes": listed[1:], "set_size": 1}, mass)["right"]

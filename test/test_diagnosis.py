@@ -29,6 +29,9 @@ def test_a_correct_model_raises_no_warning():
     d = res.diagnosis
     assert d["misspecified"] is False and not [f for f in d["findings"] if f["severity"] == "warning"]
     assert "no structure" in d["summary"] and d["verdict"] == "none"
+    # was: a caveat (and then an 'unchecked' verdict) that the free gain rests on the motor's command gain, which
+    # is the free gain itself on this one-drive twin
+    assert not d["caveat"] and "actuator 'motor' gain" not in {c["cause"] for c in d["consider"]["candidates"]}
     causes = {c["cause"]: c for c in d["statistics"]["causes"]}
     assert {"frozen parameter 'friction'", "frozen parameter 'inertia'"} <= set(causes)  # probed, found innocent
     assert not any(c.get("significant") for c in causes.values())

@@ -130,7 +130,7 @@ def test_link_mass_and_joint_armature_on_a_slow_sine_are_reported_indistinguisha
 
 # -- (c) a projection error on a fixed camera names the camera's fields and what freeing them removes -------------
 @pytest.mark.parametrize("error", ["focal", "position"])
-def test_a_camera_error_on_a_fixed_camera_is_named_with_its_fields(tmp_path, error):
+def test_a_camera_error_on_a_fixed_camera_is_named_with_its_fields_unless_the_lens_ties_with_the_pose(tmp_path, error):
     params = _spec(free=("damping", "stiffness"))
     twin = _twin(tmp_path, params)
     excs = _excitations()
@@ -142,6 +142,15 @@ def test_a_camera_error_on_a_fixed_camera_is_named_with_its_fields(tmp_path, err
         real_twin.move_camera([0.04, -0.03, 0.03], [0.0, 0.0, 0.0])
     reals = _real(real_twin, excs, truth)
     d = _diagnose(twin, params, excs, reals, truth)
+    if error == "focal":
+        # a 3 % longer lens and the camera 3 % closer to this shallow scene fit it alike (was: named, with the
+        # position freed): the pose and the focal length are listed together, neither is recommended
+        assert d.verdict == "indistinguishable", d.summary()
+        names = [c["cause"] for c in _members(d)]
+        assert "camera focal length (fx and fy together)" in names and any("camera position" in n for n in names)
+        assert d.recommendation is None and "a calibration target" in d.summary()
+        assert [c["cause"] for c in d.causes] == names and d.set_size == len(names) <= 5
+        return
     assert d.verdict == "named", d.summary()
     f = d.warnings[0]
     assert f.kind == "camera", d.summary()
@@ -149,9 +158,8 @@ def test_a_camera_error_on_a_fixed_camera_is_named_with_its_fields(tmp_path, err
     assert fields and all(x.startswith("camera.") for x in fields)
     assert f.evidence["share_removed"] > 0.8 and f.evidence["rms_after"] < 0.5 * f.evidence["rms_before"]
     assert "projection error" in f.message and "are fixed" in f.message or "is fixed" in f.message
-    if error == "focal":
-        assert {"camera.fx", "camera.fy", "camera.z"} & set(fields)
     assert d.recommendation["recommended"]
+    assert d.causes and all(c["kind"] == "camera" for c in d.causes) and d.set_size == len(d.causes)
 
 
 # -- (d) no false alarm on an unmodified rig with noise ---------------------------------------------------------

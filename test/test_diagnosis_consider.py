@@ -171,3 +171,26 @@ def test_a_caveat_is_one_terminal_line_and_the_consider_interval_stands_beside_t
     assert lo <= v <= hi and clo <= lo and chi >= hi and chi - clo > hi - lo  # the value inside both; wider
     text = render_report(tmp_path / "report.html", tmp_path).read_text(encoding="utf-8")
     assert "consider-widened" in text and "Caveat, not a model error" in text
+
+
+def test_the_unchecked_set_lists_every_confounded_candidate_once_furthest_first():
+    # the caveats keep one candidate per parameter (the largest); the set the trials cannot check holds them all:
+    # here k moves a three times as far as k2 does, both beyond a's interval, and an orthogonal k3 moves nothing
+    from vid2sid_ros.calibration.diagnosis.consider import confounded_set
+
+    def three(F, rng):
+        return 3.0 * F[:, 0]
+    ctx, F, scores, cause = _problem(three)
+    k2 = FrozenParameter("frozen parameter 'k2'", "frozen", ("k",), "1", 0.05, (-1 / 3, 2 / 3), spec=cause.spec)
+    Q, _ = np.linalg.qr(F)
+    q = np.random.default_rng(3).normal(0.0, 1.0, M)
+    k3 = FrozenParameter("frozen parameter 'k3'", "frozen", ("k",), "1", 0.05, (-1 / 3, 2 / 3), spec=cause.spec)
+    scores = scores + [Score(k2, 1.0 * F[:, 0]), Score(k3, 40.0 * (q - Q @ (Q.T @ q)))]
+    res = consider(ctx, scores, F, null_ssr=M * ctx.sigma2, n_candidates=3, intervals=_intervals())
+    assert [c["cause"] for c in res.caveats] == ["frozen parameter 'k'"]  # one per parameter, as before
+    assert [u["cause"] for u in res.unchecked] == ["frozen parameter 'k'", "frozen parameter 'k2'"]
+    assert res.unchecked[0]["parameters"] == ["a"] and res.unchecked[0]["max_shift_relative"] == pytest.approx(0.8)
+    assert res.unchecked[1]["max_shift_relative"] == pytest.approx(0.8 / 3)
+    stated = {k: tuple(v) for k, v in _intervals().items()}
+    assert confounded_set(ctx, res.candidates, stated) == res.unchecked
+    assert res.to_dict()["unchecked"] == res.unchecked

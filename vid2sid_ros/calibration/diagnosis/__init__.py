@@ -31,10 +31,12 @@ and :mod:`.compare` scores them: one linearised probe each, then a refit of the 
 together with the free parameters, a likelihood-ratio test against the noise level (estimated
 from successive differences of the residual), and a tie test between the best causes. The
 result is ``named`` (one cause, or one kind of cause, explains the residual clearly better
-than the rest), ``indistinguishable`` (several of different kinds explain it equally, with the
-trial that would separate them; none is recommended), ``unexplained`` (structure no candidate
-explains: the model is too simple here) or ``none``. A named cause's remedy is checked before
-it is recommended: refitted with it free on the training data and scored on held-out data
+than the rest, and explains it whole), ``indistinguishable`` (several of different kinds — or a
+camera's pose and its intrinsics — explain it equally, with the trial that would separate them;
+none is recommended), ``unexplained`` (structure no candidate explains, or the best explains only
+part of: the model is too simple here, or wrong in more than one place), ``unchecked`` (nothing
+beyond the noise, but nominal values the trials cannot check: a caveat listing them) or ``none``.
+A named cause's remedy is checked before it is recommended: refitted with it free on the training data and scored on held-out data
 (holdout trials, else the last 30 % of every trial). Nothing already free is a candidate.
 
 What the residual cannot show is said too: :mod:`.consider` regresses every candidate's probe column

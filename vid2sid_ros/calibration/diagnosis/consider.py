@@ -43,7 +43,7 @@ from .causes import Cause, CameraPose, CommandTransform, Composite, FrozenParame
 from .chi2 import chi2_ppf, chi2_sf, ncx2_sf_1
 from .result import THRESHOLDS
 
-__all__ = ["PLAUSIBLE", "ALIAS_EXACT", "plausible_error", "ConsiderResult", "consider", "absorbed"]
+__all__ = ["PLAUSIBLE", "ALIAS_EXACT", "plausible_error", "ConsiderResult", "consider", "absorbed", "confounded_set"]
 
 #: ``1 − ‖r_c‖ / ‖J_c‖`` at or above which the free columns reproduce a cause's column so closely (to 2 %, the
 #: accuracy of forward-difference columns) that the caveat adds that a measurement of one alone may be needed
@@ -152,11 +152,14 @@ def _written_by_free(ctx: Any, cause: ModelField) -> bool:
 
 
 def _gain_is_free(ctx: Any, cause: CommandTransform) -> bool:
-    """A free parameter writes this actuator's gear or gain (by model index or name)."""
+    """A free parameter writes this actuator's gear or gain (by model index or name); on a twin without a MuJoCo
+    model and with one command, a free parameter whose target or name is a gain, gear or transmission does."""
     names = ctx.objective.excitations[0].actuator_names if ctx.objective.excitations else ()
     name = names[cause.column] if cause.column < len(names) else ""
     tokens = {name}
     model = getattr(ctx.twin, "model", None)
+    if model is None and len(names) <= 1:  # a twin of its own with one drive: a free gain or gear parameter
+        return any(_category(sp) == "actuator" for sp in ctx.params.free)  # scales its only command
     if model is not None:
         try:
             import mujoco
@@ -252,13 +255,15 @@ class ConsiderResult:
     intervals: dict[str, dict[str, Any]]
     critical_lr: float
     message: str = ""
+    #: :func:`confounded_set`: every candidate the trials cannot check, once each (the caveats keep one per parameter)
+    unchecked: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": "consider analysis (Tapley, Schutz & Born 2004, §6.9): sensitivity of the estimate to "
                           "plausible errors of unestimated quantities, with the diagnosis's detection threshold",
                 "plausible": dict(PLAUSIBLE), "critical_lr": self.critical_lr, "power": THRESHOLDS["consider_power"],
                 "min_shift": THRESHOLDS["consider_min_shift"], "caveats": self.caveats,
-                "intervals": self.intervals, "message": self.message,
+                "intervals": self.intervals, "message": self.message, "unchecked": self.unchecked,
                 "candidates": [{"cause": a.cause.name, "kind": a.cause.kind, "plausible": a.delta, "unit": a.cause.unit,
                                 "noncentrality": a.lam, "detection_power": a.power, "visible": a.visible,
                                 "alias": a.alias,
@@ -341,20 +346,22 @@ def consider(ctx: Any, scores: Sequence[Any], F: np.ndarray, null_ssr: float, n_
         cands.append(a)
     caveats = _caveats(ctx, cands, stated)
     widened = _widened(ctx, cands, stated)
-    res = ConsiderResult(cands, caveats, widened, crit_eff)
+    res = ConsiderResult(cands, caveats, widened, crit_eff, unchecked=confounded_set(ctx, cands, stated))
     res.message = caveat_message(caveats)
     return res
 
 
-def _caveats(ctx: Any, cands: list[Absorbed], stated: Mapping[str, tuple[float, float]]) -> list[dict[str, Any]]:
-    """One caveat per free physics parameter that an invisible candidate moves beyond its interval (the largest)."""
+def _confounded_pairs(ctx: Any, cands: list[Absorbed], stated: Mapping[str, tuple[float, float]]
+                      ) -> list[tuple[Any, Absorbed, float, float, float, float]]:
+    """Every (free physics parameter, invisible candidate) pair where the candidate's plausible error moves the
+    parameter beyond its 95 % half-width (on the side it moves) and by at least ``consider_min_shift`` of its
+    value: ``(spec, candidate, shift/half-width, shift, relative shift, half-width)``, in parameter order."""
     out = []
     for s in ctx.free:
         if s.kind == "nuisance" or s.name not in stated:
             continue
         v = float(ctx.full[s.name])
         lo, hi = stated[s.name]
-        best = None
         for a in cands:
             if a.visible or s.name not in a.shift:
                 continue
@@ -363,12 +370,45 @@ def _caveats(ctx: Any, cands: list[Absorbed], stated: Mapping[str, tuple[float, 
             half = (hi - v) if up >= down else (v - lo)  # the interval's half-width on the side it moves
             rel = shift / abs(v) if v != 0 else math.inf
             if shift > max(half, 0.0) and rel >= THRESHOLDS["consider_min_shift"]:
-                ratio = shift / half if half > 0 else math.inf
-                if best is None or ratio > best[0]:
-                    best = (ratio, a, shift, rel, half)
-        if best is None:
+                out.append((s, a, shift / half if half > 0 else math.inf, shift, rel, half))
+    return out
+
+
+def confounded_set(ctx: Any, cands: list[Absorbed], stated: Mapping[str, tuple[float, float]]
+                   ) -> list[dict[str, Any]]:
+    """The candidates the trials cannot check: every invisible candidate that moves at least one free physics
+    parameter beyond its 95 % interval by at least ``consider_min_shift`` of its value (:func:`_confounded_pairs`),
+    once each, the one that moves a parameter furthest (in half-widths) first.
+
+    Returns:
+        ``[{cause, kind, fields, parameters: [names it moves so], parameter_kinds: [their categories, as the causes'
+        kinds], max_shift_relative, max_shift_over_half_width}]``.
+    """
+    by: dict[int, dict[str, Any]] = {}
+    order: dict[int, float] = {}
+    for s, a, ratio, _shift, rel, _half in _confounded_pairs(ctx, cands, stated):
+        d = by.setdefault(id(a), {"cause": a.cause.name, "kind": a.cause.kind, "fields": list(a.cause.fields),
+                                  "parameters": [], "parameter_kinds": [], "max_shift_relative": 0.0,
+                                  "max_shift_over_half_width": 0.0})
+        d["parameters"].append(s.name)
+        if _category(s) not in d["parameter_kinds"]:
+            d["parameter_kinds"].append(_category(s))
+        d["max_shift_relative"] = max(d["max_shift_relative"], rel)
+        d["max_shift_over_half_width"] = max(d["max_shift_over_half_width"], ratio)
+        order[id(a)] = max(order.get(id(a), 0.0), ratio)
+    return [by[k] for k in sorted(by, key=lambda k: -order[k])]
+
+
+def _caveats(ctx: Any, cands: list[Absorbed], stated: Mapping[str, tuple[float, float]]) -> list[dict[str, Any]]:
+    """One caveat per free physics parameter that an invisible candidate moves beyond its interval (the largest)."""
+    out = []
+    pairs = _confounded_pairs(ctx, cands, stated)
+    for s in ctx.free:
+        mine = [p for p in pairs if p[0] is s]
+        if not mine:
             continue
-        _, a, shift, rel, half = best
+        v = float(ctx.full[s.name])
+        _, a, _, shift, rel, half = max(mine, key=lambda p: p[2])
         sep = separating_trial([a.cause, _Kind(_category(s))])
         if a.alias >= ALIAS_EXACT:  # the free columns reproduce its column: perhaps one combination (a product)
             sep += (f"; or, if no trial does (their effects agree to {100 * (1 - a.alias):.2g} % on these trials, "

@@ -84,21 +84,57 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         stats["tracker_bias_candidate_not_measured"] = tracker_bias_candidate
     findings = _latency_note(ctx)
     verdict, recommendation, considered = "none", None, None
+    causes: list[dict[str, Any]] = []
     if probe:
         verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals, free_jacobian)
         findings += found
+        if verdict in ("named", "indistinguishable") and found:  # the verdict's own finding (not a latency note)
+            ev = found[0].evidence
+            causes = [dict(c) for c in ev.get("causes") or ev.get("group") or []] or [
+                {"cause": ev.get("cause", ""), "kind": found[0].kind, "fields": list(ev.get("fields") or [])}]
     if verdict == "none":
         findings += _structure(ctx, stats)
         if any(f.kind == "structure" for f in findings):
             verdict = "unexplained"
     if considered is not None and considered.caveats:
         named = [c["parameter"] for c in considered.caveats]
-        findings.append(Finding("consider", "caveat", considered.message,
-                                {"caveats": considered.caveats,
-                                 "intervals": {n: considered.intervals.get(n) for n in named}}))
+        ev = {"caveats": considered.caveats, "intervals": {n: considered.intervals.get(n) for n in named}}
+        msg = considered.message
+        if verdict == "none" and considered.unchecked:  # at the noise level, but resting on unchecked nominals
+            verdict = "unchecked"
+            lead, listed, sep = _unchecked(considered.unchecked)
+            msg = lead + " " + msg
+            ev.update(causes=listed, set_size=len(considered.unchecked), separate_with=sep)
+            causes = [dict(c) for c in listed]
+        findings.append(Finding("consider", "caveat", msg, ev))
     findings.sort(key=lambda f: {"warning": 0, "caveat": 1}.get(f.severity, 2))
+    size = len(considered.unchecked) if verdict == "unchecked" else len(causes)
     return Diagnosis(findings, stats, ctx.rollouts, verdict=verdict, recommendation=recommendation,
-                     consider=considered.to_dict() if considered is not None else None)
+                     consider=considered.to_dict() if considered is not None else None, causes=causes, set_size=size)
+
+
+def _unchecked(unchecked: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]], str]:
+    """The ``unchecked`` verdict's sentence, its listed causes (at most ``set_max_causes``, those that move an
+    identified value furthest first) and the trial that would check them."""
+    cap = int(THRESHOLDS["set_max_causes"])
+    keys = ("cause", "kind", "fields", "parameters", "max_shift_relative")
+    listed = [{k: u[k] for k in keys} for u in unchecked[:cap]]
+    more = f" and {len(unchecked) - cap} more" if len(unchecked) > cap else ""
+    names = "; ".join(f"{u['cause']} (moves {', '.join(u['parameters'])} by up to "
+                      f"{100 * u['max_shift_relative']:.0f} %)" for u in listed)
+    kinds = [u["kind"] for u in listed] + [k for u in listed for k in u.get("parameter_kinds", [])]
+    sep = separating_trial([_KindOf(k) for k in dict.fromkeys(kinds)])  # the causes against what they move
+    lead = (f"Nothing beyond the noise, but these trials cannot check {len(unchecked)} nominal value(s) the identified "
+            f"values rest on: {names}{more}. With these trials a plausible error in any of them is indistinguishable "
+            f"from none; {sep} would tell.")
+    return lead, listed, sep
+
+
+class _KindOf:
+    """A stand-in with a ``kind`` for :func:`~.advice.separating_trial`."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
 
 
 def _latency_note(ctx: ProbeContext) -> list[Finding]:
@@ -147,7 +183,10 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
         line_scan(ctx, s, F)
         s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
     dec = decide(ctx, scores, null)
-    if dec["verdict"] == "indistinguishable":  # refine the tied refits: a tie must come from the data
+    if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(dec["set"]):
+        # refine the tied refits (a camera's pose against its lens too): a tie must come from the data. Not a tie
+        # within another kind (a dead-zone and a bias): it is named as that kind, and a threshold cause's refit
+        # stalls on its kink, so its polished accuracy would look better than it is
         stats["refit_accuracy_ssr"] = accuracy = polish(ctx, dec["set"], F)
         dec = decide(ctx, scores, null, accuracy=accuracy)
     s0 = dec["s0"]
@@ -160,13 +199,70 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     if dec["verdict"] == "none":
         return "none", None, [], considered
     members: list[Score] = dec["set"]
-    if dec["verdict"] == "indistinguishable":
+    if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(members):
         return "indistinguishable", None, [_indistinguishable(ctx, members, s0)], considered
     if members[0].cause.kind == "tracker":
         return (*_named_tracker(ctx, members[0], scores, s0), considered)
+    partial = _partial(ctx, members[0], scores, s0)
+    if partial is not None:  # the best cause leaves a systematic part of its own: no single cause is named
+        return "unexplained", None, [partial], considered
     if len(members) == 1 or members[0].cause.kind == "camera":
         return (*_named(ctx, members, scores, F, null, s0), considered)
     return "named", None, [_same_kind(ctx, members, s0)], considered
+
+
+_POSE_FIELDS = frozenset({"camera.x", "camera.y", "camera.z", "camera.roll", "camera.pitch", "camera.yaw"})
+
+
+def _pose_against_intrinsics(members: list[Score]) -> bool:
+    """A tie between a camera pose cause and a camera intrinsics cause (the set of one kind, ``camera``): the
+    projection error is as well a moved camera as a wrong lens — a 3 % longer focal length and the camera 3 %
+    closer to a shallow scene — and the two are fixed differently (an extrinsic against an intrinsic
+    calibration), so neither is named."""
+    cams = [m for m in members if m.cause.kind == "camera"]
+    if len(cams) < 2 or len(cams) != len(members):
+        return False
+    pose = [m for m in cams if set(m.cause.fields) <= _POSE_FIELDS]
+    lens = [m for m in cams if not set(m.cause.fields) & _POSE_FIELDS]
+    return bool(pose) and bool(lens)
+
+
+def _partial(ctx: ProbeContext, best: Score, scores: list[Score], s0: float) -> Finding | None:
+    """A ``structure`` warning when the best cause explains only part of what the noise does not account for.
+
+    With M samples the noise accounts for about ``M σ²`` of a sum of squares (standard deviation ``σ² √(2M)``).
+    The best cause's refit leaves ``S_c − M σ²`` of the systematic part ``S_0 − M σ²``; when that remainder is
+    more than ``min_share`` of the systematic part (the bound :func:`_not_at_optimum` uses for the free
+    parameters) and beyond the noise (``z₁₋α σ² √(2M)``, α of :data:`~.result.THRESHOLDS`), the cause does not
+    explain the residual: another error is there too, or the free parameters moved far to absorb an error and a
+    refit near the identified point cannot reach it (the causes are refitted locally). Naming the best local
+    direction then is a confident answer the data do not support. Returns None when the best cause explains
+    the systematic part.
+    """
+    from scipy.stats import norm
+
+    if best.refit is None or ctx.sigma2 <= 0:
+        return None
+    n = max(int(ctx.ok.sum()), 1)
+    noise = n * ctx.sigma2
+    excess, rest = s0 - noise, best.refit.ssr - noise
+    bound = float(norm.ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
+    if excess <= 0 or rest <= THRESHOLDS["min_share"] * excess or rest <= bound:
+        return None
+    parts = sorted((s for s in scores if s.refit is not None and s.significant), key=lambda s: s.refit.ssr)[:5]
+    listed = "; ".join(f"{s.cause.name} ({100 * _share(s, s0):.0f} %)" for s in parts)
+    msg = (f"No single candidate explains the residual: the best, {best.cause.name}, removes "
+           f"{100 * _share(best, s0):.0f} % of what the free parameters leave (RMS {math.sqrt(s0 / n):.3g} → "
+           f"{math.sqrt(best.refit.ssr / n):.3g} {ctx.unit}, noise {math.sqrt(ctx.sigma2):.3g} {ctx.unit}) but leaves "
+           f"{100 * rest / excess:.0f} % of the part the noise does not account for. Candidates that explain a part: "
+           f"{listed}. The model is probably wrong in more than one place, or the free parameters moved far to absorb "
+           f"an error (each cause is refitted near the identified point); none is named or recommended. "
+           f"{separating_trial([s.cause for s in parts])[0].upper()}{separating_trial([s.cause for s in parts])[1:]} "
+           f"would tell them apart.")
+    return Finding("structure", "warning", msg, {
+        "best": best.cause.name, "share_removed": _share(best, s0), "systematic_ssr": excess, "remaining_ssr": rest,
+        "remaining_share": rest / excess, "noise_bound_ssr": bound, "unit": ctx.unit,
+        "causes": [_member(ctx, s, s0) for s in parts], "separate_with": separating_trial([s.cause for s in parts])})
 
 
 def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Finding | None:
@@ -294,7 +390,8 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
                     "variances larger (the likelihood ratio)")
         msg += "."
     msg += " " + _check_sentence(rec)
-    ev = {"cause": rec["cause"], "fields": rec["free"], "predicted_drop": share, "share_removed": share,
+    ev = {"cause": rec["cause"], "fields": rec["free"], "group": [_member(ctx, m, s0) for m in group],
+          "predicted_drop": share, "share_removed": share,
           "rms_before": before, "rms_after": after, "unit": ctx.unit, "held_out": check}
     c0, th0 = group[0].cause, float(fitted.theta[0])
     if isinstance(c0, FrozenParameter):

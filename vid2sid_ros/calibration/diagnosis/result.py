@@ -39,6 +39,9 @@ THRESHOLDS: dict[str, float] = {
     # caveat for a free parameter it moves beyond that parameter's 95 % half-width and by at least this share
     # of its value (5 %: the size the misspecification suite counts as a wrong answer)
     "consider_power": 0.9, "consider_min_shift": 0.05,
+    # an ``unchecked`` verdict lists at most this many causes (those that move an identified value furthest); the
+    # misspecification suite counts a set (indistinguishable or unchecked) of more causes as no diagnosis
+    "set_max_causes": 5,
 }
 
 
@@ -83,10 +86,16 @@ class Diagnosis:
             than the others), ``indistinguishable`` (several of different kinds explain it equally),
             ``unexplained`` (no candidate does; the model is too simple here), ``not_at_optimum`` (the free
             parameters alone would remove the residual's systematic part: the run stopped before converging;
-            no cause is named, no warning), ``none`` (the
+            no cause is named, no warning), ``unchecked`` (nothing beyond the noise, but the consider analysis
+            finds nominal values the trials cannot check: a caveat listing them, no warning), ``none`` (the
             residual is at the noise level or no candidate matters) or ``failed``.
         recommendation: what to free and what that did on held-out data, or None.
         consider: the consider analysis (:meth:`.consider.ConsiderResult.to_dict`), or None.
+        causes: the verdict's causes, ``[{cause, kind, fields, ...}]``: the named cause (a camera group: each
+            field group), the indistinguishable set, or the unchecked set (at most ``set_max_causes`` listed);
+            empty for any other verdict.
+        set_size: how many causes the verdict's set holds (the unchecked set before it is cut to
+            ``set_max_causes``); 0 when ``causes`` is empty.
     """
 
     findings: list[Finding]
@@ -95,6 +104,8 @@ class Diagnosis:
     verdict: str = "none"
     recommendation: dict[str, Any] | None = None
     consider: dict[str, Any] | None = None
+    causes: list[dict[str, Any]] = field(default_factory=list)
+    set_size: int = 0
 
     @property
     def warnings(self) -> list[Finding]:
@@ -152,8 +163,9 @@ class Diagnosis:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``misspecified``, ``caveat`` (a consider caveat was raised), ``kinds``, ``summary``
         (:meth:`headline`), ``text`` (:meth:`summary`), ``findings``, ``statistics``, ``rollouts``,
-        ``thresholds``, ``verdict``, ``recommendation``, ``consider``."""
+        ``thresholds``, ``verdict``, ``causes``, ``set_size``, ``recommendation``, ``consider``."""
         return {"misspecified": self.misspecified, "caveat": bool(self.caveats), "consider": self.consider,
+                "causes": [dict(c) for c in self.causes], "set_size": self.set_size,
                 "kinds": self.kinds, "summary": self.headline(),
                 "text": self.summary(), "verdict": self.verdict, "recommendation": self.recommendation,
                 "findings": [f.to_dict() for f in self.findings], "statistics": self.statistics,
