@@ -88,10 +88,11 @@ def rel_error(values, truth, names) -> float:
 
 
 def one_seed(rig, seed: int, proposer: str, budget: int, iterations: int, after: int, out: Path) -> dict:
-    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration, sim2sim_stand_in
+    from vid2sid_ros.benchmark.sim2sim import sim2sim_stand_in
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
+    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration
     from vid2sid_ros.calibration.loop import CalibrationConfig
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 
     truth = draw_ground_truth(rig.parameters, seed)
     real = make_sim2sim_trial(rig, truth, seed=seed, noise="keypoint", keypoint_sigma_px=0.5)
@@ -124,10 +125,10 @@ def finger_heavier_link(seed: int, budget: int = 800, sigma_px: float = 0.3, tra
     import mujoco
     from dataclasses import replace
 
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration
     from vid2sid_ros.calibration.loop import CalibrationConfig
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.sim.registry import make_rig
 
     rig = make_rig("finger")
@@ -219,13 +220,13 @@ ABLATION = {"finger": {"seeds": 3, "budget": 60, "iterations": 10, "diagnosis": 
 
 
 def ablation_arm(rig_name: str, on: bool, out: Path, method: str = "reasoner") -> dict:
-    """One arm of the ablation through :func:`~vid2sid_ros.calibration.benchmark.run_benchmark` (``vid2sid benchmark
+    """One arm of the ablation through :func:`~vid2sid_ros.benchmark.run.run_benchmark` (``vid2sid benchmark
     sim2sim --rig RIG --methods METHOD --noise keypoint [--active-learning]``, the settings of :data:`ABLATION`);
     its cells persist under ``out/RIG_on|off`` and a rerun resumes them."""
     import dataclasses
 
+    from vid2sid_ros.benchmark.run import run_benchmark
     from vid2sid_ros.calibration.active import parse_active_learning
-    from vid2sid_ros.calibration.benchmark import run_benchmark
     from vid2sid_ros.calibration.executor import make_executor
     from vid2sid_ros.rigs import load_rig
 

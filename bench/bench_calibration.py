@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the calibrators: sim2sim ground-truth recovery at a fixed rollout budget.
 
-Runs :func:`vid2sid_ros.calibration.benchmark.run_benchmark` (hidden truths, camera
+Runs :func:`vid2sid_ros.benchmark.run.run_benchmark` (hidden truths, camera
 noise + marker tracking on the "real" side, every method from the nominal values with
 the same budget) and prints
 
@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vid2sid_ros.calibration.benchmark import DEFAULT_METHODS, format_results_markdown, run_benchmark  # noqa: E402
+from vid2sid_ros.benchmark.run import DEFAULT_METHODS, format_results_markdown, run_benchmark  # noqa: E402
 
 
 def convergence(out: Path, results: dict, checkpoints: list[int]) -> str:

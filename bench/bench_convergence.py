@@ -27,7 +27,7 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", "118")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vid2sid_ros.calibration.benchmark import run_benchmark  # noqa: E402
+from vid2sid_ros.benchmark.run import run_benchmark  # noqa: E402
 from vid2sid_ros.report.run import stop_kind  # noqa: E402
 
 METHODS = ("reasoner", "cmaes", "least-squares", "mujoco-sysid")

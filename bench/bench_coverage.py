@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from vid2sid_ros.calibration.benchmark import run_benchmark  # noqa: E402
+from vid2sid_ros.benchmark.run import run_benchmark  # noqa: E402
 
 #: two-sided 95 % quantile of the standard normal distribution
 Z95 = 1.959963984540054
@@ -110,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         out = a.from_results.parent
     else:
         out = Path(a.out) / f"{a.rig}_{a.method}_{a.budget}_{a.noise}"
+        from vid2sid_ros.benchmark.misspecification import MisspecificationError
         from vid2sid_ros.calibration.loop import CalibrationError
-        from vid2sid_ros.calibration.misspecification import MisspecificationError
         from vid2sid_ros.calibration.proposers import UnknownProposerError
         from vid2sid_ros.rigs import RigConfigError, UnknownRigError
 

@@ -2,7 +2,7 @@
 """The three rigs of examples/rigs in sim2sim: the table of docs/benchmarks.md ("Rigs of your own").
 
 For each rig config (loaded by the one rig loader, nothing built in) this runs the sim2sim
-benchmark (:func:`vid2sid_ros.calibration.benchmark.run_benchmark`, the same code as
+benchmark (:func:`vid2sid_ros.benchmark.run.run_benchmark`, the same code as
 ``vid2sid benchmark sim2sim --rig RIG.yaml``): per seed a hidden truth inside the bounds, the
 "real" trial rendered by MuJoCo through the rig's camera, degraded by the sensor noise model
 and tracked by the rig's marker tracker; every method starts from the nominal values with the
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", "88")
 
-from vid2sid_ros.calibration.benchmark import run_benchmark  # noqa: E402
+from vid2sid_ros.benchmark.run import run_benchmark  # noqa: E402
 from vid2sid_ros.rigs import load_rig  # noqa: E402
 
 #: rig -> rollout budget (the soft trunk pays 3 rollouts per evaluation: three training trials)

@@ -43,7 +43,7 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", "117")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vid2sid_ros.calibration.benchmark import DETECTED_AS, run_benchmark  # noqa: E402
+from vid2sid_ros.benchmark.run import DETECTED_AS, run_benchmark  # noqa: E402
 
 KINDS = ("none", "latency", "frozen", "friction", "camera", "rolling_shutter", "drops")
 
@@ -110,9 +110,9 @@ def _score(diag, truth):
 
 def causes_main(seeds: int, budget: int) -> list[str]:
     """The ``--causes`` table (Markdown rows)."""
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.sim.registry import make_rig
 
     rows = []

@@ -52,11 +52,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial  # noqa: E402
 from vid2sid_ros.calibration.batch import ObjectiveState, evaluate_batch  # noqa: E402
 from vid2sid_ros.calibration.executor import make_executor  # noqa: E402
 from vid2sid_ros.calibration.identifiability import check_identifiability  # noqa: E402
 from vid2sid_ros.calibration.objective import TrialObjective  # noqa: E402
-from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial  # noqa: E402
 from vid2sid_ros.rigs import load_rig  # noqa: E402
 
 
@@ -129,8 +129,8 @@ def _iteration(obj: TrialObjective, budget: int, iterations: int):
     """One whole reasoner iteration (module docstring) on ``obj`` from its nominal point, with a budget of
     ``budget`` rollouts for ``iterations`` iterations; returns (proposed values, rationale, every evaluation's
     (values, error, rollouts))."""
-    from vid2sid_ros.calibration.proposer import ProposalContext
-    from vid2sid_ros.calibration.reasoner import Reasoner
+    from vid2sid_ros.calibration.proposers.proposer import ProposalContext
+    from vid2sid_ros.calibration.proposers.reasoner import Reasoner
 
     state = ObjectiveState(obj)
     real = obj.real
@@ -170,7 +170,7 @@ def _jacobian(obj: TrialObjective):
 
 
 def _sweep(rig_name: str, seeds: int, methods: list[str], budget: int, iterations: int):
-    from vid2sid_ros.calibration.benchmark import run_benchmark
+    from vid2sid_ros.benchmark.run import run_benchmark
 
     def run(ex):
         with tempfile.TemporaryDirectory() as tmp:  # a fresh directory: nothing resumed

@@ -346,9 +346,9 @@ def run_cell(rig_key: str, case: str, seed: int, method: str, budget: int) -> di
 
 
 def _run_cell(rig_key, case, seed, method, budget):
-    from vid2sid_ros.calibration.benchmark import resolve_rig
-    from vid2sid_ros.calibration.misspecification import MisspecificationError
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.benchmark.misspecification import MisspecificationError
+    from vid2sid_ros.benchmark.run import resolve_rig
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
     from vid2sid_ros.core.parameters import draw_ground_truth
 
     mis, opts = CASES[case]

@@ -25,7 +25,7 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", "118")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vid2sid_ros.calibration.benchmark import run_benchmark  # noqa: E402
+from vid2sid_ros.benchmark.run import run_benchmark  # noqa: E402
 from vid2sid_ros.calibration.loop import CalibrationError  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def _refusal(rig: str, methods: list[str], budget: int, misspecify: str | None) 
     and the rig can express it (was: a traceback, from the first budget's run or, for a later
     budget too small, after the earlier budgets had run).
     """
-    from vid2sid_ros.calibration.misspecification import check_misspecification, parse_misspecify
+    from vid2sid_ros.benchmark.misspecification import check_misspecification, parse_misspecify
     from vid2sid_ros.calibration.proposers import make_proposer
     from vid2sid_ros.rigs import load_rig
 

@@ -48,11 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial  # noqa: E402
 from vid2sid_ros.calibration.batch import ObjectiveState, evaluate_batch  # noqa: E402
 from vid2sid_ros.calibration.executor import make_executor  # noqa: E402
 from vid2sid_ros.calibration.identifiability import check_identifiability  # noqa: E402
 from vid2sid_ros.calibration.objective import TrialObjective  # noqa: E402
-from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial  # noqa: E402
 from vid2sid_ros.rigs import load_rig  # noqa: E402
 
 
@@ -238,7 +238,7 @@ def _peak_rss_mb(ex) -> list[float]:
 
 def sweep_rows(rig: str, seeds: int, methods: list[str], budget: int, iterations: int, backends: list[str],
                workers: int, diagnosis: bool = True) -> None:
-    from vid2sid_ros.calibration.benchmark import run_benchmark
+    from vid2sid_ros.benchmark.run import run_benchmark
 
     ref = None
     for b in backends:

@@ -107,10 +107,11 @@ def test_sim2sim_active_learning_adds_a_designed_trial_persists_it_and_resumes(t
     error; a resumed run loads the trial instead of running the stand-in again."""
     sys.path.insert(0, str(REPO / "bench"))
     import bench_active_learning as bench
-    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration, sim2sim_stand_in
+    from vid2sid_ros.benchmark.sim2sim import sim2sim_stand_in
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
+    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration
     from vid2sid_ros.calibration.loop import CalibrationConfig
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 
     rig = bench.load_hinge(tmp_path)
     truth = draw_ground_truth(rig.parameters, 0)
@@ -158,10 +159,10 @@ def test_sim2sim_active_learning_adds_a_designed_trial_persists_it_and_resumes(t
 def test_recorded_data_gets_a_recommendation_saved_in_the_run(tmp_path):
     sys.path.insert(0, str(REPO / "bench"))
     import bench_active_learning as bench
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration
     from vid2sid_ros.calibration.loop import CalibrationConfig
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.core.excitation import build_excitation
 
     rig = bench.load_hinge(tmp_path)
@@ -189,7 +190,7 @@ class _Asker:
         self.change = change
 
     def propose(self, ctx):
-        from vid2sid_ros.calibration.proposer import Proposal
+        from vid2sid_ros.calibration.proposers.proposer import Proposal
 
         return Proposal({n: ctx.current[n] for n in ctx.parameters.free_names}, "the motion is too small to see",
                         0.3, excitation_change=dict(self.change))
@@ -198,9 +199,10 @@ class _Asker:
 def _hinge_run(tmp_path, change, label, *, stand_in_calls):
     sys.path.insert(0, str(REPO / "bench"))
     import bench_active_learning as bench
-    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration, sim2sim_stand_in
+    from vid2sid_ros.benchmark.sim2sim import sim2sim_stand_in
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
+    from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration
     from vid2sid_ros.calibration.loop import CalibrationConfig
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 
     rig = bench.load_hinge(tmp_path)
     truth = draw_ground_truth(rig.parameters, 2)
@@ -407,10 +409,10 @@ def test_candidates_fit_an_asymmetric_range_without_clipping():
 def test_a_design_that_leaves_no_budget_to_fit_its_trial_is_not_run_and_the_budget_holds(tmp_path):
     sys.path.insert(0, str(REPO / "bench"))
     import bench_active_learning as bench
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration
     from vid2sid_ros.calibration.loop import CalibrationConfig
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 
     rig = bench.load_hinge(tmp_path)
     truth = draw_ground_truth(rig.parameters, 0)
@@ -433,10 +435,10 @@ def test_with_nothing_flagged_the_rest_of_the_budget_is_spent_on_the_same_data(t
     the budget (the finger's reasoner: 24 of 60 rollouts, 3.8 % error against 0.7 % without active learning)."""
     sys.path.insert(0, str(REPO / "bench"))
     import bench_active_learning as bench
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.calibration.active import parse_active_learning, run_active_calibration
     from vid2sid_ros.calibration.loop import CalibrationConfig
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.rigs import load_rig
 
     (tmp_path / "hinge.xml").write_text(bench.HINGE_XML)
@@ -464,9 +466,9 @@ def test_a_designed_candidate_outside_the_limits_is_clipped_or_refused_and_never
     design's notes) before any rollout, one it cannot repair is refused with the reason and never rolled out."""
     sys.path.insert(0, str(REPO / "bench"))
     import bench_active_learning as bench
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.calibration.design import design_excitation
     from vid2sid_ros.calibration.objective import TrialObjective
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 
     rig = bench.load_hinge(tmp_path)
     truth = draw_ground_truth(rig.parameters, 0)

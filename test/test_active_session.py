@@ -13,13 +13,14 @@ import warnings
 import numpy as np
 import pytest
 
-from vid2sid_ros.calibration.active import SESSION_LOG, ActiveSession, parse_active_learning, sim2sim_stand_in
+from vid2sid_ros.benchmark.sim2sim import sim2sim_stand_in
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.active import SESSION_LOG, ActiveSession, parse_active_learning
 from vid2sid_ros.calibration.design import (DesignResult, ExcitationLimits, ExcitationRefused, candidate_profiles,
                                             steepest_change, validate_profile)
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
 from vid2sid_ros.calibration.nuisance import rig_nuisance
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.core.excitation import Excitation, build_excitation
 from vid2sid_ros.core.trial import RealTrial
 from vid2sid_ros.rigs import load_rig

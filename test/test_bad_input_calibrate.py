@@ -14,9 +14,9 @@ import pytest
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", "77")
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial  # noqa: E402
 from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, run_calibration  # noqa: E402
 from vid2sid_ros.calibration.proposers import make_proposer  # noqa: E402
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial  # noqa: E402
 from vid2sid_ros.cli import main  # noqa: E402
 from vid2sid_ros.sim.toy import make_rig  # noqa: E402
 
@@ -226,7 +226,7 @@ def test_disk_error_mid_run_keeps_completed_iterations(tmp_path, capsys, monkeyp
 
 
 def test_real_trial_json_errors_name_the_file(tmp_path, toy_trial):
-    from vid2sid_ros.calibration.observation import ObservationError, RealTrial
+    from vid2sid_ros.core.trial import ObservationError, RealTrial
 
     _, real = toy_trial
     good = tmp_path / "good.json"

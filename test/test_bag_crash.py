@@ -25,7 +25,7 @@ pytest.importorskip("rclpy", reason="rclpy comes with `make setup` (.venv)")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from helpers.finger_bags import rollouts  # noqa: E402
-from vid2sid_ros.calibration.sim2sim import draw_ground_truth  # noqa: E402
+from vid2sid_ros.benchmark.sim2sim import draw_ground_truth  # noqa: E402
 from vid2sid_ros.io.bag_repair import recover_records  # noqa: E402
 from vid2sid_ros.io.rosbag import BagError, check_bag_finished, load_real_trial_from_bag  # noqa: E402
 from vid2sid_ros.sim.registry import make_rig  # noqa: E402

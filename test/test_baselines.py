@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
 from vid2sid_ros.calibration.proposers import BASELINE_NAMES, PROPOSERS, UnknownProposerError, make_proposer
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.sim.toy import make_rig
 
 FAST = dict(identifiability=False, final_identifiability=False)
@@ -75,8 +75,8 @@ def test_cmaes_and_random_depend_on_the_seed(toy):
 
 
 def test_registry_lists_every_proposer_and_rejects_unknown_names():
-    assert PROPOSERS["gemini"] == "vid2sid_ros.calibration.gemini:GeminiProposer"
-    assert PROPOSERS["openai-compatible"] == "vid2sid_ros.calibration.openai_compat:OpenAICompatibleProposer"
+    assert PROPOSERS["gemini"] == "vid2sid_ros.calibration.proposers.vlm.gemini:GeminiProposer"
+    assert PROPOSERS["openai-compatible"] == "vid2sid_ros.calibration.proposers.vlm.openai_compat:OpenAICompatibleProposer"
     assert set(BASELINE_NAMES) | {"reasoner"} <= set(PROPOSERS)
     with pytest.raises(UnknownProposerError) as err:
         make_proposer("simulated-annealing")

@@ -70,7 +70,7 @@ def test_silent_failure_rule(bench):
 
 def test_following_advice_to_free_a_centre_of_mass_adds_that_parameter(bench):
     # was: ValueError (the cell failed) for a recommendation naming body_ipos[forearm,0]
-    from vid2sid_ros.calibration.benchmark import resolve_rig
+    from vid2sid_ros.benchmark.run import resolve_rig
 
     rig = resolve_rig(str(Path(__file__).resolve().parents[1] / "examples/rigs/urdf_arm/rig.yaml"))
     twin = rig.make_twin()
@@ -109,7 +109,7 @@ def test_follow_the_advice(bench):
 
 
 def test_follow_camera_advice_only_where_the_twin_takes_camera_parameters(bench):
-    from vid2sid_ros.calibration.benchmark import resolve_rig
+    from vid2sid_ros.benchmark.run import resolve_rig
 
     rec = {"recommended": True, "kind": "camera", "free": ["camera.z", "camera.fx"], "action": "declare"}
     finger = resolve_rig("finger")

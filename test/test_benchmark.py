@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from vid2sid_ros.calibration.benchmark import run_benchmark
+from vid2sid_ros.benchmark.run import run_benchmark
+from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, run_calibration
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 from vid2sid_ros.cli import main
 from vid2sid_ros.sim.toy import make_rig
 
@@ -163,7 +163,7 @@ def test_a_start_stage_the_benchmark_budget_cannot_pay_for_is_refused_before_any
 def test_results_tables_name_the_measurement_unit_and_read_older_px_keys():
     """The tables said "holdout MAE (px)" whatever the trials measured; a benchmark of mocap trials
     (m) is shown in mm, and results of earlier versions (``*_mae_px``, no unit) say the unit is unknown."""
-    from vid2sid_ros.calibration.benchmark import format_results_markdown
+    from vid2sid_ros.benchmark.run import format_results_markdown
 
     base = {"rig": "rod", "free_parameters": ["k"], "seeds": [0], "budget_rollouts": 8, "iterations": 2,
             "noise": "none", "protocol": "p", "per_seed": [{"seed": 0, "methods": {}}]}

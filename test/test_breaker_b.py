@@ -15,8 +15,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import pytest
 
-from vid2sid_ros.calibration.misspecification import MAX_CAMERA_SIZE, MisspecificationError, parse_misspecify
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.benchmark.misspecification import MAX_CAMERA_SIZE, MisspecificationError, parse_misspecify
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.cli import main
 from vid2sid_ros.rigs.loader import load_rig
 
@@ -93,7 +93,7 @@ def test_sim2sim_keypoints_outside_the_image_are_not_seen(tmp_path):
     """Was: with keypoint noise (no tracker) a camera 30 m to the side 'saw' the pendulum at
     u = -1400 px of its 160 px image: every keypoint valid, the run calibrated on them. Such keypoints are
     not seen, and a stand-in that sees none at all is refused (a trial with nothing to fit)."""
-    from vid2sid_ros.calibration.sim2sim import Sim2SimError
+    from vid2sid_ros.benchmark.sim2sim import Sim2SimError
 
     rig = load_rig(_rig_yaml(tmp_path, position=(30.0, -3.0, 0.8)))
     with pytest.raises(Sim2SimError, match=r"^rig 'tiny_pend': no valid keypoint in any of the 20 frames of the "
@@ -267,7 +267,7 @@ def test_export_randomization_refuses_a_mangled_uncertainty(tmp_path, capsys, ca
 def test_export_randomization_zero_std_is_the_min_relative_floor_and_loads_back(tmp_path):
     """A std of 0 (the data pinned it): the documented ± min_relative floor, and with --distribution normal
     a file load_randomization reads (was: read as 'no std', ± 10 %)."""
-    from vid2sid_ros.calibration.randomization import export_randomization, load_randomization
+    from vid2sid_ros.report.randomization import export_randomization, load_randomization
 
     rd = _result_yaml(tmp_path / "run", "calibration: {uncertainty: {k: {std: 0.0, unit: N/m}}}\n")
     for dist in ("uniform", "normal"):

@@ -150,7 +150,7 @@ def test_semicolon_separated_lab_exports_are_read(tmp_path):
 def test_misspecify_refuses_a_negative_friction_and_an_absurd_latency(capsys):
     """Was: `benchmark sim2sim --misspecify friction=-1` (a negative Coulomb friction) and
     `latency=1e9` (every frame clipped to the first) ran and wrote a benchmark (exit 0)."""
-    from vid2sid_ros.calibration.misspecification import MisspecificationError, parse_misspecify
+    from vid2sid_ros.benchmark.misspecification import MisspecificationError, parse_misspecify
     from vid2sid_ros.cli import main
 
     with pytest.raises(MisspecificationError, match=r"^--misspecify: friction=-1.0: expected a friction >= 0"):

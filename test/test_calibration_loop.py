@@ -10,12 +10,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, load_history, run_calibration
-from vid2sid_ros.calibration.observation import RealTrial
-from vid2sid_ros.calibration.proposer import BudgetExhausted, Proposal
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.proposer import BudgetExhausted, Proposal
 from vid2sid_ros.core.parameters import load_parameter_set
+from vid2sid_ros.core.trial import RealTrial
 from vid2sid_ros.sim.base import RolloutResult
 from vid2sid_ros.sim.toy import ToyArmTwin, make_rig
 

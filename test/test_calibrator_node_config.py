@@ -14,7 +14,7 @@ import yaml
 
 pytest.importorskip("rclpy")
 
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial  # noqa: E402
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial  # noqa: E402
 from vid2sid_ros.sim.toy import make_rig  # noqa: E402
 
 TRUTH = {"stiffness": 0.8, "damping": 0.05, "gain": 0.5}

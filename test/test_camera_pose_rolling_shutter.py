@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vid2sid_ros.benchmark.misspecification import (MisspecificationError, camera_pose_error, parse_misspecify,
+                                                    rolling_shutter_frames, rolling_shutter_sample)
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
-from vid2sid_ros.calibration.misspecification import (MisspecificationError, camera_pose_error, parse_misspecify,
-                                                      rolling_shutter_frames, rolling_shutter_sample)
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.core.camera import PinholeCamera, rotation_vector_to_matrix
 from vid2sid_ros.core.excitation import Excitation
 from vid2sid_ros.sim.toy import make_rig as make_toy

@@ -1,6 +1,6 @@
 """A `converged` stop means a convergence test passed on a freshly measured Jacobian.
 
-The test (:func:`~vid2sid_ros.calibration.reasoner.first_order_test`) is the Bates–Watts
+The test (:func:`~vid2sid_ros.calibration.proposers.reasoner.first_order_test`) is the Bates–Watts
 relative offset of the box-constrained Gauss–Newton step against the residual noise; on
 noise-free data the simulation's resolution ends it. A stop reason that is not a convergence
 is never read as one.
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration  # noqa: E402
 from vid2sid_ros.calibration.objective import TrialObjective  # noqa: E402
 from vid2sid_ros.calibration.proposers import make_proposer  # noqa: E402
-from vid2sid_ros.calibration.reasoner import first_order_test  # noqa: E402
+from vid2sid_ros.calibration.proposers.reasoner import first_order_test  # noqa: E402
 from vid2sid_ros.report.run import is_converged, stop_kind  # noqa: E402
 from vid2sid_ros.rigs import build_real_trial, load_rig  # noqa: E402
 
@@ -117,8 +117,8 @@ def test_a_stop_reason_that_mentions_convergence_is_not_a_convergence():
 def test_a_stalled_proposal_stops_the_loop_as_not_converged():
     """A proposer with no move left whose convergence test fails: the loop stops with 'stalled: <why>',
     and the summary line says NOT converged (the word 'converged' in the reason does not make it one)."""
-    from vid2sid_ros.calibration.proposer import Proposal
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.calibration.proposers.proposer import Proposal
     from vid2sid_ros.report.insights import stop_sentence
     from vid2sid_ros.sim.toy import make_rig
 
@@ -141,8 +141,8 @@ def test_a_stalled_proposal_stops_the_loop_as_not_converged():
 
 def _toy_points(mae_a: float, r_a, mae_b: float, r_b):
     """Two evaluated points of the toy rig's parameters (no rollout): ``(parameters, a, b)``."""
-    from vid2sid_ros.calibration.proposer import Evaluation
-    from vid2sid_ros.calibration.reasoner import _Point
+    from vid2sid_ros.calibration.proposers.proposer import Evaluation
+    from vid2sid_ros.calibration.proposers.reasoner import _Point
     from vid2sid_ros.sim.toy import make_rig
 
     params = make_rig().parameters
@@ -159,7 +159,7 @@ def test_a_refinement_step_is_judged_on_the_sum_of_squares_the_convergence_test_
     """Was: a least-squares step was accepted when it lowered the training MAE, while the convergence test
     reads the sum of squares: on the pendulum clip steps that lowered the squares were rejected (MAE up by
     0.00003 px) and the test kept failing at a point that was the optimum of neither."""
-    from vid2sid_ros.calibration.reasoner import Reasoner, _Search
+    from vid2sid_ros.calibration.proposers.reasoner import Reasoner, _Search
 
     # b: lower sum of squares (3.61 < 4), higher MAE (1.1 > 1.0): accepted, the anchor moves to b
     params, a, b = _toy_points(1.0, [1, 1, 1, 1], 1.1, [0, 0, 0, 1.9])
@@ -181,7 +181,7 @@ def test_the_convergence_test_is_called_only_when_the_step_left_is_within_its_th
     """Was: a damped step predicted below 0.1 % of the squared residual called the test; with m residuals
     that is about m/1000 noise variances, far above the n/16 the test passes at (finger: 0.71 vs 0.31), so a
     fresh Jacobian was paid for a test that failed, and the step it then took needed another one."""
-    from vid2sid_ros.calibration.reasoner import Reasoner
+    from vid2sid_ros.calibration.proposers.reasoner import Reasoner
     from vid2sid_ros.sim.toy import make_rig
 
     class Ctx:
@@ -201,7 +201,7 @@ def test_the_convergence_test_is_called_only_when_the_step_left_is_within_its_th
 def test_a_rejected_gauss_newton_step_is_not_tried_again_at_the_same_length():
     """Was: when the damped step after a failed test promised too little, the whole Gauss-Newton step was
     tried, and after its rejection tried again at the same length (the same point evaluated twice)."""
-    from vid2sid_ros.calibration.reasoner import Reasoner, _Search, first_order_test
+    from vid2sid_ros.calibration.proposers.reasoner import Reasoner, _Search, first_order_test
 
     params, a, _ = _toy_points(1.0, 0.01 * np.ones(6), 1.0, np.ones(6))  # a Gauss-Newton step inside max_radius
     n = len(params.free)
@@ -225,8 +225,8 @@ def test_a_rejected_gauss_newton_step_is_not_tried_again_at_the_same_length():
 def test_a_converged_stop_reports_the_point_its_test_passed_at():
     """Was: the result was the lowest training MAE seen, which for a least-squares proposer can be another
     point than the one its convergence test passed at; the stop said "converged" of values never tested."""
-    from vid2sid_ros.calibration.proposer import Proposal
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.calibration.proposers.proposer import Proposal
     from vid2sid_ros.sim.toy import make_rig
 
     truth = {"stiffness": 0.25, "damping": 0.012, "gain": 0.14}

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vid2sid_ros.calibration.benchmark import run_benchmark
+from vid2sid_ros.benchmark.run import run_benchmark
 from vid2sid_ros.rigs import load_rig
 
 RIGS = Path(__file__).resolve().parents[1] / "examples" / "rigs"

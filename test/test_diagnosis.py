@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from vid2sid_ros.calibration.benchmark import run_benchmark
+from vid2sid_ros.benchmark.run import run_benchmark
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.cli import main
 from vid2sid_ros.sim.toy import make_rig
 
@@ -90,7 +90,7 @@ def test_benchmark_cli_rejects_a_bad_misspecification_in_one_line(tmp_path, caps
 
 
 def test_unmodelled_tendon_friction_on_the_finger_is_not_blamed_on_one_named_cause():
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth
     from vid2sid_ros.sim.registry import make_rig as make_registered
 
     rig = make_registered("finger")
@@ -128,7 +128,7 @@ def _finger_with(model_error, seed=0):
     import mujoco
     import numpy as np
 
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth
     from vid2sid_ros.sim.registry import make_rig as make_registered
 
     rig = make_registered("finger")

@@ -117,9 +117,9 @@ def test_the_plausible_errors_are_documented_sizes():
 
 def test_a_heavier_middle_link_absorbed_by_a_free_armature_is_a_caveat_not_silence():
     # was: verdict none, no warning, every parameter 7-10 % off and no interval holding its truth (5/5 seeds)
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
     from vid2sid_ros.sim.registry import make_rig
 
     rig = make_rig("finger")
@@ -145,9 +145,9 @@ def test_a_heavier_middle_link_absorbed_by_a_free_armature_is_a_caveat_not_silen
 def test_a_caveat_is_one_terminal_line_and_the_consider_interval_stands_beside_the_statistical_one(tmp_path):
     # the toy arm's torque is gain x transmission with the transmission frozen: no trial of its kind can tell a
     # wrong transmission from a wrong gain, so the identified gain is only as good as the transmission's nominal
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
     from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
     from vid2sid_ros.report import render_report, run_summary_lines
     from vid2sid_ros.sim.toy import make_rig
 

@@ -70,7 +70,7 @@ def test_the_scan_catches_each_kind(text, kind):
     "| `rig_options.*` | string &#124; number | — | — | One option. |",      # an HTML entity
     "each frame period is split into equal substeps no longer than this",
     "left alive after the last full run, each examined",                   # the mutation method
-    "`vid2sid_ros.calibration.misspecification` documents: `latency` (s, default 0.02)",
+    "`vid2sid_ros.benchmark.misspecification` documents: `latency` (s, default 0.02)",
     "sha256 of the model file, e.g. `abcdefa`",                            # letters only: no hash
     "a rollout over 1000000 substeps; 25 frames; 0.0046372 N·m",
     "the test_resume_session group measures _resume_session against it",

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
 from vid2sid_ros.calibration.batch import ObjectiveState, evaluate_batch
 from vid2sid_ros.calibration.executor import (RAY_INSTALL_HINT, ExecutorError, TaskFailure, make_executor)
 from vid2sid_ros.calibration.identifiability import check_identifiability
 from vid2sid_ros.calibration.objective import TrialObjective
-from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 from vid2sid_ros.rigs import load_rig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -398,8 +398,8 @@ def test_rollout_many_mixes_trials_of_different_lengths_and_reproduces_each_roll
 def _reasoner_iteration(objective: TrialObjective, executor) -> tuple:
     """The first reasoner iteration from the nominal point, its evaluations through evaluate_batch as the
     calibration loop's callbacks make them: (proposal values, rationale, every evaluation)."""
-    from vid2sid_ros.calibration.proposer import ProposalContext
-    from vid2sid_ros.calibration.reasoner import Reasoner
+    from vid2sid_ros.calibration.proposers.proposer import ProposalContext
+    from vid2sid_ros.calibration.proposers.reasoner import Reasoner
 
     objective.clear_cache()
     state = ObjectiveState(objective)

@@ -17,8 +17,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from vid2sid_ros.calibration import sweep  # noqa: E402
-from vid2sid_ros.calibration.benchmark import run_benchmark  # noqa: E402
+from vid2sid_ros.benchmark import sweep  # noqa: E402
+from vid2sid_ros.benchmark.run import run_benchmark  # noqa: E402
 from vid2sid_ros.calibration.executor import make_executor  # noqa: E402
 from vid2sid_ros.sim import toy  # noqa: E402
 from vid2sid_ros.sim.toy import make_rig  # noqa: E402

@@ -33,9 +33,9 @@ def test_building_the_finger_rig_does_not_import_scipy_signal():
 def test_every_rollout_is_in_one_phase_with_its_wall_and_cpu_time(tmp_path):
     import json
 
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
     from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
     from vid2sid_ros.report import run_summary_lines
     from vid2sid_ros.sim.toy import make_rig
 

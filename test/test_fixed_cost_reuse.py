@@ -74,9 +74,9 @@ def _fitted(rig, real):
 @pytest.fixture(scope="module")
 def toy_run(tmp_path_factory):
     """A toy calibration whose diagnosis names a caveat (the frozen transmission aliases the gain)."""
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
     from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
     from vid2sid_ros.calibration.proposers import make_proposer
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
     from vid2sid_ros.sim.toy import make_rig
 
     rig = make_rig()

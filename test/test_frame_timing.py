@@ -52,7 +52,7 @@ def test_real_drops_and_a_repeat_in_the_slow_part_are_still_found():
 def test_a_camera_noise_stand_in_keeps_exact_times_and_its_dropped_frames_only_invalid(tmp_path):
     """The sim2sim stand-in's `dropped_frames` are the sensor model's in-place drops (the /work/nu benchmark's
     `dropped_frames: 9`): each keeps its time slot, invalid; no row is re-timed."""
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
     from vid2sid_ros.rigs import load_rig
 
     (tmp_path / "slider.xml").write_text(

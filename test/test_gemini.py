@@ -1,6 +1,6 @@
 """GeminiProposer without network: requests built with the real SDK types, replies from SDK types.
 
-The model is replaced by :class:`~vid2sid_ros.calibration.gemini.ReplayClient` (recorded
+The model is replaced by :class:`~vid2sid_ros.calibration.proposers.vlm.gemini.ReplayClient` (recorded
 responses parsed by ``types.GenerateContentResponse``, errors raised as the SDK's own
 ``ClientError``/``ServerError``) or, in one test, by the real ``google.genai.Client``
 talking to an in-process ``httpx2.MockTransport``.
@@ -15,7 +15,10 @@ import math
 import pytest
 from google.genai import errors, types
 
-from vid2sid_ros.calibration.gemini import (
+from vid2sid_ros.calibration.objective import TrialObjective
+from vid2sid_ros.calibration.proposers.proposer import IterationRecord, Proposal, ProposalContext
+from vid2sid_ros.calibration.proposers.vlm.common import VLMProposalError, redact
+from vid2sid_ros.calibration.proposers.vlm.gemini import (
     DEFAULT_PRICES,
     GeminiProposer,
     MissingAPIKeyError,
@@ -24,9 +27,6 @@ from vid2sid_ros.calibration.gemini import (
     estimate_cost_usd,
     make_gemini_or_fallback,
 )
-from vid2sid_ros.calibration.objective import TrialObjective
-from vid2sid_ros.calibration.proposer import IterationRecord, Proposal, ProposalContext
-from vid2sid_ros.calibration.vlm_common import VLMProposalError, redact
 from vid2sid_ros.sim.toy import make_rig
 
 TRUTH = {"stiffness": 0.8, "damping": 0.05, "gain": 0.5}

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from vid2sid_ros.calibration.gemini import GeminiProposer, ReplayClient, estimate_cost_usd, make_gemini_or_fallback
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.vlm.gemini import (GeminiProposer, ReplayClient, estimate_cost_usd,
+                                                          make_gemini_or_fallback)
 from vid2sid_ros.sim.toy import make_rig
 
 DATA = Path(__file__).parent / "data" / "gemini"

@@ -8,12 +8,12 @@ import warnings
 import numpy as np
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.identifiability import (
     IdentifiabilityWarning, analyse_jacobian, check_identifiability)
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
 from vid2sid_ros.calibration.objective import TrialObjective
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.sim.toy import make_rig, toy_parameters
 
 
@@ -142,7 +142,7 @@ def test_default_step_flags_a_degeneracy_hidden_by_jumps_but_not_curvature():
     second spec where only u_a − u_c is observable but y jumps by 0.3 px whenever
     floor(40 u_c) changes (a step count that depends on u_c alone)."""
     from vid2sid_ros.calibration.identifiability import finite_difference_jacobian
-    from vid2sid_ros.calibration.proposer import Evaluation
+    from vid2sid_ros.calibration.proposers.proposer import Evaluation
 
     t = np.linspace(0.0, 2.0, 400)
 

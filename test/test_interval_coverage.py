@@ -126,7 +126,7 @@ def test_interval_maps_through_the_log_scale_and_std_holds_it_symmetrically():
 
 
 def _toy(noise: str):
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
     from vid2sid_ros.sim.toy import make_rig
 
     rig = make_rig(("stiffness", "damping", "gain"))

@@ -17,9 +17,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from helpers.finger_bags import lab_block, rollouts, write_lab_bag, write_package_bag  # noqa: E402
+from vid2sid_ros.benchmark.sim2sim import draw_ground_truth  # noqa: E402
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration  # noqa: E402
 from vid2sid_ros.calibration.proposers import make_proposer  # noqa: E402
-from vid2sid_ros.calibration.sim2sim import draw_ground_truth  # noqa: E402
 from vid2sid_ros.io.lab_bag import load_lab_bag, load_real_trial_from_lab_bag  # noqa: E402
 from vid2sid_ros.io.rosbag import BagError, load_real_trial_from_bag  # noqa: E402
 from vid2sid_ros.sim.registry import make_rig  # noqa: E402

@@ -2,7 +2,7 @@
 
 import pytest
 
-from vid2sid_ros.calibration.benchmark import run_benchmark
+from vid2sid_ros.benchmark.run import run_benchmark
 
 
 @pytest.mark.parametrize("seed", [11])

@@ -14,9 +14,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
-from vid2sid_ros.calibration.proposer import Proposal
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.proposer import Proposal
 from vid2sid_ros.sim.base import RolloutResult
 from vid2sid_ros.sim.toy import ToyArmTwin, make_rig
 

@@ -16,10 +16,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from vid2sid_ros.calibration.objective import NOISE_UNIT, TrialObjective, measurement_unit, residual_vector  # noqa: E402
-from vid2sid_ros.calibration.observation import RealTrial  # noqa: E402
-from vid2sid_ros.calibration.signatures import measure_signatures  # noqa: E402
+from vid2sid_ros.calibration.proposers.signatures import measure_signatures  # noqa: E402
 from vid2sid_ros.core.trajectory import (Trajectory, TrajectoryError, align, format_error, mae,  # noqa: E402
                                          noise_levels)
+from vid2sid_ros.core.trial import RealTrial  # noqa: E402
 from vid2sid_ros.sim.base import TwinError  # noqa: E402
 from vid2sid_ros.sim.measurement import measure  # noqa: E402
 
@@ -153,8 +153,8 @@ def test_signatures_in_the_trajectory_unit(tmp_path):
 
 
 def test_vlm_prompt_speaks_the_measurement_unit(tmp_path):
-    from vid2sid_ros.calibration.prompt import build_prompt, trajectory_plot_png
-    from vid2sid_ros.calibration.proposer import ProposalContext
+    from vid2sid_ros.calibration.proposers.proposer import ProposalContext
+    from vid2sid_ros.calibration.proposers.vlm.prompt import build_prompt, trajectory_plot_png
 
     twin = make_twin(tmp_path)
     twin.set_parameters(TRUTH)

@@ -6,9 +6,9 @@ import mujoco
 import numpy as np
 import pytest
 
-from vid2sid_ros.calibration.misspecification import (MisspecificationError, apply_model_changes, command_transform,
-                                                      mass_target, parse_misspecify, perturb_real_twin)
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.benchmark.misspecification import (MisspecificationError, apply_model_changes, command_transform,
+                                                    mass_target, parse_misspecify, perturb_real_twin)
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.sim.registry import make_rig
 
 

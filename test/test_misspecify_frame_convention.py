@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vid2sid_ros.calibration.benchmark import resolve_rig
-from vid2sid_ros.calibration.misspecification import delayed_rows, first_step_of
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.benchmark.misspecification import delayed_rows, first_step_of
+from vid2sid_ros.benchmark.run import resolve_rig
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 
 ARM = str(Path(__file__).resolve().parents[1] / "examples/rigs/urdf_arm/rig.yaml")
 

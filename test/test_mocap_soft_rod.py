@@ -15,9 +15,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from helpers.soft_rod import POSES, make_twin, real_trial_from_takes, record_motive_takes, release_excitation  # noqa: E402
+from vid2sid_ros.benchmark.sim2sim import draw_ground_truth  # noqa: E402
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration  # noqa: E402
 from vid2sid_ros.calibration.proposers import make_proposer  # noqa: E402
-from vid2sid_ros.calibration.sim2sim import draw_ground_truth  # noqa: E402
 from vid2sid_ros.core.parameters import relative_parameter_error  # noqa: E402
 
 

@@ -7,16 +7,16 @@ import math
 import numpy as np
 import pytest
 
+from vid2sid_ros.benchmark.misspecification import MisspecificationError, parse_misspecify
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, run_calibration
-from vid2sid_ros.calibration.misspecification import MisspecificationError, parse_misspecify
 from vid2sid_ros.calibration.nuisance import (NuisanceConfigError, add_measurement_nuisances, parse_nuisance_config,
                                               shift_trajectory)
 from vid2sid_ros.calibration.objective import TrialObjective
-from vid2sid_ros.calibration.observation import RealTrial
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.core.excitation import Excitation
 from vid2sid_ros.core.trajectory import Trajectory
+from vid2sid_ros.core.trial import RealTrial
 from vid2sid_ros.sim.toy import make_rig
 
 FAST = dict(identifiability=False, final_identifiability=False)

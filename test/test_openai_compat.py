@@ -13,11 +13,12 @@ import cv2
 import numpy as np
 import pytest
 
-from vid2sid_ros.calibration import openai_compat
 from vid2sid_ros.calibration.objective import TrialObjective
-from vid2sid_ros.calibration.openai_compat import HTTPStatusError, OpenAICompatibleProposer, urllib_transport
-from vid2sid_ros.calibration.proposer import Proposal, ProposalContext
-from vid2sid_ros.calibration.vlm_common import VLMProposalError
+from vid2sid_ros.calibration.proposers.proposer import Proposal, ProposalContext
+from vid2sid_ros.calibration.proposers.vlm import openai_compat
+from vid2sid_ros.calibration.proposers.vlm.common import VLMProposalError
+from vid2sid_ros.calibration.proposers.vlm.openai_compat import (HTTPStatusError, OpenAICompatibleProposer,
+                                                                 urllib_transport)
 from vid2sid_ros.sim.toy import make_rig
 
 TRUTH = {"stiffness": 0.8, "damping": 0.05, "gain": 0.5}

@@ -8,10 +8,10 @@ import types
 
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
-from vid2sid_ros.calibration.peers import PeerUnavailableError
 from vid2sid_ros.calibration.proposers import PEER_NAMES, PROPOSERS, make_proposer
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.peers import PeerUnavailableError
 from vid2sid_ros.sim.toy import make_rig
 
 FAST = dict(identifiability=False, final_identifiability=False)

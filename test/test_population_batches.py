@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from vid2sid_ros.calibration import baselines
+from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
 from vid2sid_ros.calibration.executor import make_executor
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
+from vid2sid_ros.calibration.proposers import baselines
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 from vid2sid_ros.sim.toy import make_rig
 
 BUDGET = 2 * 30  # two trials: 30 evaluations
@@ -69,7 +69,7 @@ class _Ctx:
         self.history, self.seen, self.batches = [], [], []
 
     def _ev(self, v):
-        from vid2sid_ros.calibration.proposer import Evaluation
+        from vid2sid_ros.calibration.proposers.proposer import Evaluation
 
         self.seen.append(v["a"])
         return Evaluation(values=dict(v), error_px=abs(v["a"] - 0.3), per_keypoint_px={}, rollouts=1)

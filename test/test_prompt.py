@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from vid2sid_ros.calibration.objective import TrialObjective
-from vid2sid_ros.calibration.prompt import (
+from vid2sid_ros.calibration.proposers.proposer import IterationRecord, ProposalContext
+from vid2sid_ros.calibration.proposers.vlm.prompt import (
     PromptOptions,
     build_prompt,
     reply_model,
     sample_key_frames,
     trajectory_plot_png,
 )
-from vid2sid_ros.calibration.proposer import IterationRecord, ProposalContext
 from vid2sid_ros.sim.toy import make_rig
 
 TRUTH = {"stiffness": 0.8, "damping": 0.05, "gain": 0.5}

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import yaml
 
+from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.randomization import (RandomizationError, apply_to_mujoco_model, export_randomization,
-                                                   load_randomization)
-from vid2sid_ros.calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 from vid2sid_ros.cli import main
+from vid2sid_ros.report.randomization import (RandomizationError, apply_to_mujoco_model, export_randomization,
+                                              load_randomization)
 from vid2sid_ros.sim.registry import make_rig
 
 

@@ -11,10 +11,10 @@ import re
 
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
 from vid2sid_ros.calibration.proposers import PROPOSERS, make_proposer
-from vid2sid_ros.calibration.rationale import ensure_lead, format_value, leads_with_moves
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.rationale import ensure_lead, format_value, leads_with_moves
 from vid2sid_ros.sim.toy import make_rig
 
 TRUTH = {"stiffness": 0.8, "damping": 0.05, "gain": 0.5}
@@ -41,7 +41,7 @@ def _proposer(name):
     replies = [({"stiffness": 0.6, "damping": 0.03, "gain": 0.45}, "stiffer spring, stronger motor"),
                ({"stiffness": 0.75, "damping": 0.03, "gain": 0.5}, "a little stiffer again; damping is fine")]
     if name == "gemini":
-        from vid2sid_ros.calibration.gemini import GeminiProposer, ReplayClient
+        from vid2sid_ros.calibration.proposers.vlm.gemini import GeminiProposer, ReplayClient
 
         steps = [{"response": {"candidates": [{"content": {"parts": [{"text": _vlm_reply(v, r)}], "role": "model"},
                                                "finishReason": "STOP", "index": 0}],
@@ -50,7 +50,7 @@ def _proposer(name):
         return GeminiProposer(client=ReplayClient({"model": "gemini-2.5-flash", "steps": steps}),
                               sleep=lambda s: None, overlay_plot=False, video=False)
     if name == "openai-compatible":
-        from vid2sid_ros.calibration.openai_compat import OpenAICompatibleProposer
+        from vid2sid_ros.calibration.proposers.vlm.openai_compat import OpenAICompatibleProposer
 
         answers = [json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
                                             "message": {"role": "assistant", "content": _vlm_reply(v, r)}}],
@@ -61,7 +61,7 @@ def _proposer(name):
     if name in ("bo",):
         pytest.importorskip("skopt", reason="bo's default GP backend needs scikit-optimize")
     if name == "mujoco-sysid":
-        from vid2sid_ros.calibration.peers import PeerUnavailableError
+        from vid2sid_ros.calibration.proposers.peers import PeerUnavailableError
 
         try:
             return make_proposer(name)

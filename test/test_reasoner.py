@@ -8,10 +8,11 @@ import re
 import numpy as np
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.signatures import compare_signatures, measure_all, measure_signatures, principal_axes
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.signatures import (compare_signatures, measure_all, measure_signatures,
+                                                          principal_axes)
 from vid2sid_ros.core.excitation import build_excitation
 from vid2sid_ros.sim.toy import make_rig
 
@@ -92,7 +93,7 @@ def _assert_verdicts_follow_the_moves(history):
 def test_a_verdict_follows_the_net_move_of_the_iteration():
     """An iteration lowered friction_2 on one sub-step ('too high') and raised it on the next: the lead sentence read
     'Raising friction_2 0.003 N·m → 0.00614 N·m (+104.5 %): trajectory residual (friction_2 was too high)'."""
-    from vid2sid_ros.calibration.reasoner import net_diagnosis
+    from vid2sid_ros.calibration.proposers.reasoner import net_diagnosis
 
     diag = {"friction": "too high: trajectory residual", "gain": "too low: trajectory residual",
             "stiffness": "too low: the ring frequency of tip in step was 1 Hz vs 2 Hz on the robot",
@@ -136,7 +137,7 @@ def test_a_stalled_signature_diagnosis_hands_over_to_refinement_on_the_finger():
     ``signature_tolerance``; tiny diagnosis steps kept being accepted for "closer signatures" and the run spent its
     whole budget in the diagnosis (0.880 px best, joint_damping 18.9 % off, not converged). A diagnosis step below
     ``diagnosis_min_step`` now ends the diagnosis; the refinement converges at the truth."""
-    from vid2sid_ros.calibration.sim2sim import draw_ground_truth
+    from vid2sid_ros.benchmark.sim2sim import draw_ground_truth
     from vid2sid_ros.rigs import load_rig
 
     rig = load_rig("finger")  # the stand-in `vid2sid calibrate` makes for real: {sim2sim: {seed: 1, noise: keypoint}}
@@ -177,7 +178,7 @@ def _stale_context(toy_case, travel: float, budget: int = 40, jacobian: str = "o
     from types import SimpleNamespace
 
     from vid2sid_ros.calibration.objective import TrialObjective, residual_vector
-    from vid2sid_ros.calibration.proposer import ProposalContext
+    from vid2sid_ros.calibration.proposers.proposer import ProposalContext
 
     rig, real = toy_case
     params = rig.parameters
@@ -274,7 +275,7 @@ def test_the_diagnosis_step_does_not_depend_on_the_latency_column():
     from types import SimpleNamespace
 
     from vid2sid_ros.calibration.nuisance import add_measurement_nuisances
-    from vid2sid_ros.calibration.reasoner import Reasoner, _Point
+    from vid2sid_ros.calibration.proposers.reasoner import Reasoner, _Point
 
     rig = make_rig()
     params = add_measurement_nuisances(rig.parameters, None, keypoints=("mid", "tip"),

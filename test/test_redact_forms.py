@@ -7,7 +7,7 @@ import urllib.parse
 
 import pytest
 
-from vid2sid_ros.calibration.vlm_common import redact
+from vid2sid_ros.calibration.proposers.vlm.common import redact
 
 KEY = "sk-live_9fQ2xZr7Lm4pT8vW1yB3nC6dE0gH5jK/+="  # '/', '+', '=' make the URL and base64 forms differ
 
@@ -45,8 +45,8 @@ def test_a_key_in_a_variable_named_by_api_key_env_is_redacted(monkeypatch):
     iterations.jsonl and the report whole and in base64."""
     import base64
 
-    from vid2sid_ros.calibration.openai_compat import OpenAICompatibleProposer
-    from vid2sid_ros.calibration.vlm_common import redact
+    from vid2sid_ros.calibration.proposers.vlm.common import redact
+    from vid2sid_ros.calibration.proposers.vlm.openai_compat import OpenAICompatibleProposer
 
     key = "sk-FAKEkey1234567890abcdefSECRET"
     monkeypatch.setenv("LAB_VLM_TOKEN", key)

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
-from vid2sid_ros.calibration.observation import RealTrial
 from vid2sid_ros.calibration.proposers import make_proposer
 from vid2sid_ros.core.trajectory import Trajectory
+from vid2sid_ros.core.trial import RealTrial
 from vid2sid_ros.io.video import write_video
 from vid2sid_ros.report import (SECTION_IDS, ReportError, ReportSection, TrajectoryPanel, insights, load_run,
                                 load_trajectories, parameter_rows, render_report, run_summary_lines,
@@ -240,7 +240,7 @@ def test_bad_input_names_the_file(toy_runs, tmp_path):
 
 
 def test_benchmark_report_tables_distributions_and_spread(tmp_path):
-    from vid2sid_ros.calibration.benchmark import run_benchmark
+    from vid2sid_ros.benchmark.run import run_benchmark
 
     run_benchmark("toy", ["reasoner", "random"], 2, budget=12, iterations=3,
                   out=tmp_path / "b2", progress=False)
@@ -271,7 +271,7 @@ def test_benchmark_report_tables_distributions_and_spread(tmp_path):
 def test_detection_cell_wording_is_pinned():
     """results.md and report.html used to word this cell differently ("no misspecification" / "none present",
     "not tested" / "not tested (no --misspecify)"); one function now builds it for both."""
-    from vid2sid_ros.calibration.benchmark import detection_cell, latency_error_cell
+    from vid2sid_ros.benchmark.run import detection_cell, latency_error_cell
 
     assert detection_cell({"seeds": 5, "detected": {"latency": 4, "frozen": 0}}) == "latency 4/5, frozen 0/5"
     assert detection_cell({"seeds": 3, "false_alarms": 1}) == "none injected; false alarms 1/3"
@@ -315,7 +315,7 @@ def test_results_md_says_latency_was_fitted_when_it_was_free_but_not_injected():
     in results.md (the /work/nu double pendulum): the summary now counts the seeds that fitted it."""
     from types import SimpleNamespace
 
-    from vid2sid_ros.calibration.benchmark import _summarise, format_results_markdown
+    from vid2sid_ros.benchmark.run import _summarise, format_results_markdown
 
     rig = SimpleNamespace(name="toy", parameters=SimpleNamespace(free_names=["k"]))
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from vid2sid_ros import cli
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, run_calibration
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.rigs import load_rig
 
 ARM = Path(__file__).resolve().parents[1] / "examples" / "rigs" / "urdf_arm"

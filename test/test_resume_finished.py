@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from vid2sid_ros import cli
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
-from vid2sid_ros.calibration.proposer import Proposal
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.proposer import Proposal
 from vid2sid_ros.sim.toy import make_rig
 
 TRUTH = {"stiffness": 0.7, "damping": 0.01, "gain": 0.4}

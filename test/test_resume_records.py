@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import (CalibrationConfig, CalibrationError, check_run_dir, load_history,
                                           record_from_dict, record_to_dict, run_calibration)
-from vid2sid_ros.calibration.proposer import Proposal
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.proposer import Proposal
 from vid2sid_ros.core.parameters import ParameterSet
 from vid2sid_ros.sim.toy import make_rig
 

@@ -15,9 +15,9 @@ import math
 
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, RunDirCheck, _resume_session, _Session
-from vid2sid_ros.calibration.proposer import IterationRecord
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.proposer import IterationRecord
 from vid2sid_ros.sim.toy import make_rig
 
 TRUTH = {"stiffness": 0.7, "damping": 0.01, "gain": 0.4}

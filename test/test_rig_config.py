@@ -139,7 +139,7 @@ def test_time_split_within_a_trial(slider):
     h = real.holdout[[t.trial_id for t in real.holdout].index("a_holdout")]
     assert not h.valid[:30].any() and h.valid[30:].all()
     # the benchmark's stand-in scores the same part of a time-split trial
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 
     stand_in = make_sim2sim_trial(rig, {"stiffness": 40.0}, noise="none")
     h = stand_in.holdout[[t.trial_id for t in stand_in.holdout].index("a_holdout")]

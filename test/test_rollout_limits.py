@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import yaml
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import (CalibrationConfig, CalibrationError, RolloutBudgetWarning,
                                           run_calibration, rollout_budget_warnings)
-from vid2sid_ros.calibration.proposer import Proposal
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.proposer import Proposal
 from vid2sid_ros.cli import main
 from vid2sid_ros.core.parameters import ParameterSet
 from vid2sid_ros.sim.base import RolloutLimits

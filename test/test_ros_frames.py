@@ -159,7 +159,7 @@ def test_a_calibration_that_identifies_the_camera_pose_republishes_tf_static(ros
 
     from rclpy.parameter import Parameter
 
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
     from vid2sid_ros.nodes.calibrator_node import CalibratorNode
     from vid2sid_ros.nodes.sim_twin_node import SimTwinNode
     from vid2sid_ros.rigs import load_rig

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from vid2sid_ros import cli
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, run_calibration
 from vid2sid_ros.calibration.proposers import make_proposer
 from vid2sid_ros.calibration.run_lock import LOCK_NAME, RunDirBusy, lock_holder, run_dir_lock
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.rigs import load_rig
 
 REPO = Path(__file__).resolve().parents[1]

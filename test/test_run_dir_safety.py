@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, load_history, run_calibration
 from vid2sid_ros.calibration.proposers import make_proposer
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.cli import main
 from vid2sid_ros.sim.toy import make_rig
 

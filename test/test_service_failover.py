@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
-from vid2sid_ros.calibration.openai_compat import OpenAICompatibleProposer
-from vid2sid_ros.calibration.proposer import IterationRecord, Proposal
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+from vid2sid_ros.calibration.proposers.proposer import IterationRecord, Proposal
+from vid2sid_ros.calibration.proposers.vlm.openai_compat import OpenAICompatibleProposer
 from vid2sid_ros.cli import main
 from vid2sid_ros.sim.toy import make_rig
 
@@ -208,7 +208,7 @@ def test_breaker_state_comes_from_the_history_so_a_resumed_run_decides_the_same(
     rig = make_rig()
     real = make_sim2sim_trial(rig, TRUTH, noise="none")
     from vid2sid_ros.calibration.objective import TrialObjective
-    from vid2sid_ros.calibration.proposer import ProposalContext
+    from vid2sid_ros.calibration.proposers.proposer import ProposalContext
 
     ev, _ = TrialObjective(rig.make_twin(), real.train_excitations, real.train, rig.parameters).evaluate(
         rig.parameters.nominal())
@@ -275,8 +275,8 @@ def test_loop_with_a_proposer_that_always_raises_reports_no_proposal(tmp_path):
 
 def test_a_passed_deadline_is_a_transient_timeout_not_a_refusal():
     """The deadline passing between two checks must not disable the service for good (as a 4xx does)."""
-    from vid2sid_ros.calibration.gemini import GeminiProposer, ReplayClient
-    from vid2sid_ros.calibration.vlm_common import DeadlineExceeded
+    from vid2sid_ros.calibration.proposers.vlm.common import DeadlineExceeded
+    from vid2sid_ros.calibration.proposers.vlm.gemini import GeminiProposer, ReplayClient
 
     for p in (OpenAICompatibleProposer(transport=lambda *a: b"", fallback="reasoner"),
               GeminiProposer(client=ReplayClient({"steps": []}), fallback="reasoner")):

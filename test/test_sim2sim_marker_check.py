@@ -53,7 +53,7 @@ def test_benchmark_refuses_camera_noise_before_any_rollout_when_the_model_has_no
 
 
 def test_the_check_passes_on_markers_or_coloured_geoms_and_names_a_wrong_hue(tmp_path):
-    from vid2sid_ros.calibration.sim2sim import Sim2SimError, check_camera_noise
+    from vid2sid_ros.benchmark.sim2sim import Sim2SimError, check_camera_noise
     from vid2sid_ros.rigs import load_rig
 
     # a `markers:` sphere in the tracker's colour on the keypoint's site

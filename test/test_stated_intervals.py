@@ -95,8 +95,8 @@ def test_analyse_jacobian_at_a_bound_states_a_one_sided_interval():
 @pytest.mark.parametrize("where", ["truth", "off", "at_bound"])
 def test_every_stated_interval_holds_its_value(where):
     """The invariant over real checks of the toy rig: value inside, width > 0 or flagged."""
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
     from vid2sid_ros.calibration.objective import TrialObjective
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
     from vid2sid_ros.sim.toy import make_rig
 
     rig = make_rig()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from vid2sid_ros.calibration import sweep
-from vid2sid_ros.calibration.benchmark import run_benchmark
+from vid2sid_ros.benchmark import sweep
+from vid2sid_ros.benchmark.run import run_benchmark
 from vid2sid_ros.calibration.executor import make_executor
 from vid2sid_ros.calibration.loop import CalibrationError
 from vid2sid_ros.sim.toy import make_rig

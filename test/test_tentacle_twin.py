@@ -228,7 +228,7 @@ def test_rejects_excitation_for_other_actuators(twin):
 def test_sim2sim_camera_trial_uses_the_centreline_tracker():
     # regression: the sim2sim "real" side built a MarkerTracker for every rig and crashed
     # on the tentacle's centreline tracker config (`vid2sid benchmark sim2sim --rig tentacle`)
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 
     rig = registry_make_rig("tentacle")
     rig.excitations = {"train": [build_excitation({"kind": "step", "amplitude": 0.8, "t_step": 0.1,

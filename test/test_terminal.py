@@ -197,7 +197,7 @@ def test_identifiability_warnings_reach_the_terminal_once(tmp_path, capsys):
 
 def test_rationale_moves_show_enough_digits_and_no_percentage_of_a_signed_nuisance():
     """Were: "motor_gain 1.61 → 1.61 (-0.3 %)" and "latency 0.000257 s → 0.000176 s (-31.5 %)"."""
-    from vid2sid_ros.calibration.rationale import moved_sentences
+    from vid2sid_ros.calibration.proposers.rationale import moved_sentences
     from vid2sid_ros.core.parameters import ParameterSet, ParameterSpec
 
     ps = ParameterSet((ParameterSpec(name="motor_gain", unit="N*m", lower=0.1, upper=10, nominal=1.6),

@@ -66,7 +66,7 @@ def test_the_sim2sim_source_reports_the_tracked_fraction_and_warns_below_the_thr
 
 
 def test_the_legacy_stand_in_reports_and_warns_too(arm_dir):
-    from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
+    from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 
     rig = load_rig(_arm(arm_dir))
     real = make_sim2sim_trial(rig, rig.parameters.nominal(), seed=1)

@@ -219,8 +219,8 @@ def test_a_new_rig_needs_only_yaml_and_a_model(tmp_path):
 def test_pendulum_is_registered_and_recovers_its_own_synthetic_swing():
     """sim2sim through the generic route: the reasoner recovers length, drag and the nuisance camera."""
     from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
-    from vid2sid_ros.calibration.observation import RealTrial
     from vid2sid_ros.calibration.proposers import make_proposer
+    from vid2sid_ros.core.trial import RealTrial
     rig = load_rig("pendulum")
     assert rig.name == "pendulum" and rig.excitations["holdout"][0].num_steps == 1299
     tw = rig.make_twin()

@@ -156,7 +156,7 @@ def test_the_videos_a_watching_proposer_gets_are_streamed(tmp_path, monkeypatch)
     rendered array), the side-by-side is composed frame by frame, and the real footage comes from the
     bounded thumbnails at their own stride."""
     from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
-    from vid2sid_ros.calibration.proposer import Proposal
+    from vid2sid_ros.calibration.proposers.proposer import Proposal
     from vid2sid_ros.io.video import read_video, video_info, write_video
     from vid2sid_ros.sim.user_model import UserModelTwin
 

@@ -3,10 +3,10 @@ capped before parsing, rationales before storing."""
 
 from __future__ import annotations
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
-from vid2sid_ros.calibration.prompt import PromptOptions
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
-from vid2sid_ros.calibration.vlm_common import ReplyError, VLMProposer, parse_reply_json
+from vid2sid_ros.calibration.proposers.vlm.common import ReplyError, VLMProposer, parse_reply_json
+from vid2sid_ros.calibration.proposers.vlm.prompt import PromptOptions
 from vid2sid_ros.rigs import load_rig
 
 import pytest

@@ -140,7 +140,7 @@ def record_motive_takes(twin, truth, excitations, out_dir: Path, *, seed: int, n
 
 def real_trial_from_takes(paths, excitations, *, holdout: int = 1):
     """The :class:`RealTrial` read back from the takes with :func:`load_mocap` (last ``holdout`` held out)."""
-    from vid2sid_ros.calibration.observation import RealTrial
+    from vid2sid_ros.core.trial import RealTrial
     from vid2sid_ros.io.mocap import load_mocap
 
     trajs = []

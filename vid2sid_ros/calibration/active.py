@@ -46,14 +46,14 @@ import numpy as np
 from ..core.excitation import Excitation
 from ..core.files import atomic_write_text
 from ..core.trajectory import Trajectory
+from ..core.trial import RealTrial
 from .design import (CRITERIA, DesignResult, ExcitationLimits, ExcitationRefused, design_excitation,
                      design_separating_excitation, profile_from_change, steepest_change,
                      trial_name, validate_profile)
 from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_calibration
 from .objective import TrialObjective
-from .observation import RealTrial
 
-__all__ = ["ActiveSession", "SESSION_LOG", "choose_design", "recommend_trial", "sim2sim_stand_in",
+__all__ = ["ActiveSession", "SESSION_LOG", "choose_design", "recommend_trial",
            "ActiveLearningConfig", "ActiveResult", "run_active_calibration", "parse_active_learning",
            "flagged_parameters", "tied_causes", "TRIGGERS"]
 
@@ -210,30 +210,6 @@ class ActiveResult:
                             "error": p.error_px, "training_trials": n}
                            for p, n in zip(self.phases, self.phase_trials or [len(self.real.train)] * len(self.phases))],
                 "designs": self.designs, "files": dict(self.files)}
-
-
-def sim2sim_stand_in(rig: Any, truth: Mapping[str, float], *, seed: int = 0, noise: str = "keypoint",
-                     **kwargs: Any) -> Callable[[Excitation], Trajectory]:
-    """``excitation -> trajectory`` of the sim2sim stand-in real rig at ``truth`` (the benchmark's stand-in).
-
-    Each call runs :func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial` on ``rig`` with
-    the one excitation as its only training trial; the noise seed differs per call (``seed``,
-    then ``seed + 1000 k``), so a designed trial's noise is independent of the others'.
-
-    Raises:
-        Sim2SimError: as ``make_sim2sim_trial`` (a diverged rollout at the truth...).
-    """
-    from .sim2sim import make_sim2sim_trial
-
-    calls = {"k": 0}
-
-    def run(exc: Excitation) -> Trajectory:
-        calls["k"] += 1
-        one = replace(rig, excitations={"train": [exc], "holdout": []}, trials=[])
-        trial = make_sim2sim_trial(one, truth, seed=int(seed) + 1000 * calls["k"], noise=noise, **kwargs)
-        return trial.train[0]
-
-    return run
 
 
 def _fitted_spec(spec: Any, config: CalibrationConfig, real: RealTrial) -> Any:

@@ -19,7 +19,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from .executor import Executor, TaskFailure
-from .proposer import Evaluation
+from .proposers.proposer import Evaluation
 
 __all__ = ["ObjectiveState", "evaluate_batch"]
 

@@ -67,9 +67,9 @@ from ..core.parameters import ParameterSet
 from ..core.trajectory import DEFAULT_NOISE
 from ..sim.base import Twin
 from .identifiability import finite_difference_jacobian
-from .objective import TrialObjective, trajectory_vector
 from .nuisance import MeasurementModel
-from .proposer import Evaluation
+from .objective import TrialObjective, trajectory_vector
+from .proposers.proposer import Evaluation
 
 __all__ = ["ExcitationLimits", "ExcitationRefused", "DesignResult", "design_excitation", "validate_profile",
            "design_separating_excitation", "indistinguishable_set", "separation",

@@ -27,7 +27,7 @@ import numpy as np
 from ..core.parameters import ParameterSet
 from .identifiability import IdentifiabilityReport
 from .objective import TrialObjective, trajectory_vector
-from .proposer import Evaluation
+from .proposers.proposer import Evaluation
 
 __all__ = ["ParameterEffectError", "EffectCheck", "check_parameter_effects", "NO_EFFECT"]
 

@@ -71,7 +71,7 @@ import numpy as np
 from ..core.parameters import ParameterSet
 from ..core.trajectory import DEFAULT_NOISE, Trajectory, display_unit
 from .objective import TrialObjective, residual_vector, trajectory_vector
-from .proposer import Evaluation
+from .proposers.proposer import Evaluation
 
 __all__ = ["correlation_time", "residual_correlation_time", "residual_blocks",
     "IdentifiabilityWarning",

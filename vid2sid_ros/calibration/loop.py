@@ -1,7 +1,7 @@
 """The calibration loop (no ROS): propose, evaluate, record, repeat.
 
 :func:`run_calibration` fits a twin's free parameters to a :class:`RealTrial` with any
-:class:`~vid2sid_ros.calibration.proposer.Proposer`:
+:class:`~vid2sid_ros.calibration.proposers.proposer.Proposer`:
 
 1. (optional) identifiability check at the start point
    (:mod:`~vid2sid_ros.calibration.identifiability`), a diagnostic not charged to the budget;
@@ -31,7 +31,7 @@
 Budget: ``rollout_budget`` counts every twin rollout a calibration pays for (one per
 training excitation per evaluation, including iteration 0 and all of a proposer's
 internal evaluations). ``context.evaluate`` raises
-:class:`~vid2sid_ros.calibration.proposer.BudgetExhausted` when an evaluation would
+:class:`~vid2sid_ros.calibration.proposers.proposer.BudgetExhausted` when an evaluation would
 exceed it. Identifiability and effect checks, video renders and the holdout score are
 diagnostics, reported separately as ``diagnostic_rollouts``.
 
@@ -76,17 +76,17 @@ import numpy as np
 from ..core.files import atomic_output, atomic_write_text
 from ..core.parameters import ParameterSet, ParameterSpecError
 from ..core.trajectory import format_error
+from ..core.trial import RealTrial, jsonable, with_current_keys
 from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin, TwinError
 from ..sim.registry import Rig
 from .effects import ParameterEffectError, check_parameter_effects
 from .identifiability import IdentifiabilityReport, check_identifiability
 from .nuisance import MeasurementModel, add_measurement_nuisances, offset_unit
 from .objective import TrialObjective
-from .observation import RealTrial, jsonable, with_current_keys
-from .trial_curves import RENDERS_FILE, render_trials, save_trial_curves, trial_curves
-from .proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
-from .rationale import ensure_lead, truncate_text
+from .proposers.proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
+from .proposers.rationale import ensure_lead, truncate_text
 from .run_lock import RunDirBusy, run_dir_lock
+from .trial_curves import RENDERS_FILE, render_trials, save_trial_curves, trial_curves
 
 ARTEFACTS_MISSING = "artefacts_missing"  #: status of a run whose promised artefacts could not all be written
 

@@ -45,7 +45,7 @@ from ..core.trajectory import Trajectory, align, mae, noise_levels, per_keypoint
 from ..sim.base import Twin
 from ..sim.measurement import measure
 from .nuisance import MeasurementModel
-from .proposer import Evaluation
+from .proposers.proposer import Evaluation
 
 __all__ = ["TrialObjective", "residual_vector", "trajectory_vector", "measurement_unit", "NOISE_UNIT",
            "ROLLOUT_CACHE_POINTS"]

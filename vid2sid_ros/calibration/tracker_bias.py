@@ -88,7 +88,7 @@ def twin_camera_for(rig: Any, real: Any, *, real_video: bool = False) -> tuple[T
     Needs a rig with a ``tracker`` and image-keypoint (px) training trajectories. When
     ``real.meta["noise"] == "camera"`` (a sim2sim real side, made by the rig's camera model) the
     camera model is the rig config's ``noise`` entry (else ``SensorNoiseModel.default()``, as
-    :func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial` uses) with a seed of its own.
+    :func:`~vid2sid_ros.benchmark.sim2sim.make_sim2sim_trial` uses) with a seed of its own.
     Any other real side (a video of the robot) only with ``real_video``: the twin's renders
     are then tracked clean (the real camera is not modelled), passed through the videos' codec first when
     they share one (:attr:`TwinCamera.codec`). A sim2sim side measured without a tracker (``noise``

@@ -32,8 +32,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..core.files import atomic_write_text
+from ..core.trial import jsonable
 from .objective import TrialObjective
-from .observation import jsonable
 
 __all__ = ["trial_curves", "save_trial_curves", "render_trials", "TRIALS_FILE", "RENDERS_FILE"]
 
@@ -47,7 +47,7 @@ def _curves(objective: TrialObjective, values: Mapping[str, float],
             done: Any = None) -> tuple[list[dict | None], str, int]:
     """Twin trajectories of every trial of ``objective`` at ``values`` (the objective applies
     whatever measurement model it has, so the curves are what the fit compared); ``done``: the
-    :class:`~vid2sid_ros.calibration.proposer.Evaluation` of ``values`` on this objective the caller
+    :class:`~vid2sid_ros.calibration.proposers.proposer.Evaluation` of ``values`` on this objective the caller
     already has (no rollout), or None."""
     ev = done if done is not None else objective.evaluate(values)[0]
     sims: list[dict | None] = [t.to_dict() for t in ev.sim]

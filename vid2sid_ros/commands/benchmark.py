@@ -6,7 +6,7 @@ Usage::
         --seeds 5 --budget 40 --out runs/bench_finger
 
 Writes ``OUT/results.json``, ``OUT/results.md`` and ``OUT/report.html`` (protocol and metrics: see
-:mod:`vid2sid_ros.calibration.benchmark`) and one run directory per seed and method
+:mod:`vid2sid_ros.benchmark.run`) and one run directory per seed and method
 (``OUT/seed_K/METHOD``); re-running with the same ``--out`` reuses finished runs.
 """
 
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "friction[=N or N*m], camera[=mm and mrad of pose error], rolling_shutter[=s readout], "
                              "drops[=fraction], mass[=relative: a link's mass and inertia], deadzone[=share of the "
                              "peak command], backlash[=share of the command range], focal[=relative] (see "
-                             "vid2sid_ros/calibration/misspecification.py)")
+                             "vid2sid_ros/benchmark/misspecification.py)")
     parser.add_argument("--no-latency", action="store_true",
                         help="calibrate without the latency nuisance (to measure what the diagnosis says without it)")
     parser.add_argument("--active-learning", action="store_true",
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..calibration.benchmark import run_benchmark
+    from ..benchmark.run import run_benchmark
     from ..calibration.loop import CalibrationError
     from ..calibration.proposers import UnknownProposerError
     from ..rigs import RigConfigError, UnknownRigError, load_rig
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     finally:
         executor.close()
-    from ..calibration.benchmark import format_results_markdown
+    from ..benchmark.run import format_results_markdown
     from ..report import ReportError, write_benchmark_report
 
     print(format_results_markdown(results))

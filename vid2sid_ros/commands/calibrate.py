@@ -158,8 +158,8 @@ _NOT_GIVEN = object()
 
 def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = False):
     """The real trial named by ``cfg['real']`` (default: sim2sim with ``seed``)."""
+    from ..benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial
     from ..core.trial import RealTrial
-    from ..calibration.sim2sim import draw_ground_truth, make_sim2sim_trial
 
     real_cfg = dict(cfg.get("real") or {"sim2sim": {}})
     src = cfg.get("_source", "<command line>")

@@ -1,10 +1,10 @@
 """``vid2sid export-randomization RUN_DIR``: domain-randomisation ranges from a calibration run.
 
 Writes ``RUN_DIR/randomization.yaml`` and ``randomization.json`` (format and derivation:
-:mod:`vid2sid_ros.calibration.randomization`): per free physics parameter, its unit, the
+:mod:`vid2sid_ros.report.randomization`): per free physics parameter, its unit, the
 identified value, its standard deviation, and a sampling range and distribution derived
 from the identified interval. Apply it to a MuJoCo model with
-``vid2sid_ros.calibration.randomization.apply_to_mujoco_model(model, load_randomization(path), rng)``.
+``vid2sid_ros.report.randomization.apply_to_mujoco_model(model, load_randomization(path), rng)``.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def unreliable_reasons(run_dir: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..calibration.randomization import RandomizationError, export_randomization
+    from ..report.randomization import RandomizationError, export_randomization
 
     reasons = unreliable_reasons(args.run_dir)
     if reasons and not args.accept_unreliable:

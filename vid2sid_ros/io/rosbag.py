@@ -529,7 +529,7 @@ def load_bag_trials(path: str | Path, *, tracker: Any = None, rig: Any = None, t
 def load_real_trial_from_bag(path: str | Path, *, rig: Any = None, tracker: Any = None,
                              train: Sequence[str] = (), holdout: Sequence[str] = (), keep_frames: bool = False,
                              **topics: str):
-    """A calibration :class:`~vid2sid_ros.calibration.observation.RealTrial` from a recorded bag.
+    """A calibration :class:`~vid2sid_ros.core.trial.RealTrial` from a recorded bag.
 
     This is what ``vid2sid calibrate --real BAG`` needs: every real trial of the bag,
     re-tracked (:func:`load_bag_trials`), with its commanded excitation.

@@ -3,7 +3,7 @@
 Inputs: the command stream (``/vid2sid/excitation/command``; the excitation of every trial is
 rebuilt from its commands) and the tracker's real trajectories
 (``/vid2sid/real/trajectory``). Each real trial (its excitation + real trajectory) is a
-training trial of :class:`~vid2sid_ros.calibration.observation.RealTrial`.
+training trial of :class:`~vid2sid_ros.core.trial.RealTrial`.
 
 ``/vid2sid/propose`` (Propose.srv) runs :func:`~vid2sid_ros.calibration.loop.run_calibration`
 with the requested proposer (``make_proposer``: reasoner by default, gemini, baselines)

@@ -1,7 +1,7 @@
 """The benchmark report: per-method and per-seed tables, error distributions, spread explained.
 
 :func:`write_benchmark_report` reads ``BENCH_DIR/results.json``
-(:func:`vid2sid_ros.calibration.benchmark.run_benchmark`) and writes
+(:func:`vid2sid_ros.benchmark.run.run_benchmark`) and writes
 ``BENCH_DIR/report.html`` (sections ``summary``, ``insights``, ``methods``,
 ``per-parameter``, ``seeds``, ``distributions``, ``runs``). The spread of a method is the
 standard deviation over seeds of its per-seed mean relative parameter error; with one
@@ -47,8 +47,8 @@ def write_benchmark_report(bench_dir: str | Path, out: str | Path | None = None)
         free = list(res["free_parameters"])
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
         raise ReportError(f"{path}: not a benchmark result ({type(err).__name__}: {err})") from None
-    from ..calibration.benchmark import detection_cell, error_columns, latency_error_cell  # one wording (results.md)
-    from ..calibration.sweep import cell_keys_current
+    from ..benchmark.run import detection_cell, error_columns, latency_error_cell  # one wording (results.md)
+    from ..benchmark.sweep import cell_keys_current
 
     methods = {m: cell_keys_current(r) for m, r in methods.items()}  # results of earlier versions: *_px keys
     f, lu, hf, lhu = error_columns({"methods": methods})

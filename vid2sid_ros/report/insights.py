@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..calibration.rationale import unit_text
+from ..calibration.proposers.rationale import unit_text
 from ..core.trajectory import format_error
 from .run import RunSummary, finite, stop_kind
 
@@ -42,7 +42,7 @@ IMPROVING_WINDOW = 3
 @dataclass
 class ParameterRow:
     """One free (or frozen) parameter as the report and the terminal show it (SI units; ``unit``
-    spelt as people read it, ``N·m/rad``: see :func:`~vid2sid_ros.calibration.rationale.unit_text`)."""
+    spelt as people read it, ``N·m/rad``: see :func:`~vid2sid_ros.calibration.proposers.rationale.unit_text`)."""
 
     name: str
     unit: str

@@ -23,7 +23,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Mapping, TextIO
 
-from ..calibration.rationale import unit_text
+from ..calibration.proposers.rationale import unit_text
 from ..core.trajectory import format_error
 
 from .insights import (ParameterRow, go_on_advice, insights, parameter_rows, stop_sentence, tracked_lines,

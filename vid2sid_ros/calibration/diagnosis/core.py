@@ -10,12 +10,12 @@ import numpy as np
 from ...core.parameters import ParameterSet
 from ..nuisance import LATENCY, MEASUREMENT_PREFIX
 from ..objective import TrialObjective
-from ..rationale import format_value
+from ..proposers.rationale import format_value
 from .advice import how_to_free, separating_trial
 from .causes import Composite, FrozenParameter, candidate_causes
-from .consider import ConsiderResult, consider
-from .compare import Score, decide, free_columns, held_out_check, line_scan, polish, refit, screen
 from .chi2 import chi2_ppf
+from .compare import Score, decide, free_columns, held_out_check, line_scan, polish, refit, screen
+from .consider import ConsiderResult, consider
 from .context import ProbeContext
 from .result import THRESHOLDS, Diagnosis, Finding
 

@@ -63,7 +63,7 @@ CLI form; :func:`upsampled_excitation` + :func:`delayed_rows` (latency) or
 :func:`rolling_shutter_sample` + :func:`rolling_shutter_frames` (rolling shutter, with any
 latency), :func:`perturb_real_twin` (model and camera pose) and
 :func:`transform_real_trajectory` (frame drops) are the places where the real side is
-changed, used by :func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial`.
+changed, used by :func:`~vid2sid_ros.benchmark.sim2sim.make_sim2sim_trial`.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 :class:`GeminiProposer` sends the paired real/sim videos (inline when small, through
 the Files API when large), a real-vs-sim trajectory plot, the parameter table with
 bounds and meanings, the error metrics and the history of earlier proposals (see
-:mod:`~vid2sid_ros.calibration.prompt`), and asks for a JSON reply constrained by a
+:mod:`~vid2sid_ros.calibration.proposers.vlm.prompt`), and asks for a JSON reply constrained by a
 response schema (``response_mime_type="application/json"``, ``response_schema=``
 a pydantic model). The reply is validated in one place shared with the
-OpenAI-compatible proposer (:mod:`~vid2sid_ros.calibration.vlm_common`).
+OpenAI-compatible proposer (:mod:`~vid2sid_ros.calibration.proposers.vlm.common`).
 
 The API key is read by the SDK from ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY`` (the SDK
 prefers ``GOOGLE_API_KEY`` when both are set); it is never accepted as an argument,
@@ -14,7 +14,7 @@ never stored by this module and scrubbed from every error text it records.
 
 Typical use::
 
-    from vid2sid_ros.calibration.gemini import make_gemini_or_fallback
+    from vid2sid_ros.calibration.proposers.vlm.gemini import make_gemini_or_fallback
     proposer = make_gemini_or_fallback(fallback="reasoner", model="gemini-2.5-pro", video=True)
 
 Ablation switches of the paper: ``video`` (False = text-only), ``chain_of_thought``,
@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .prompt import SYSTEM_INSTRUCTION, CalibrationPrompt, ExcitationLimits, MediaItem, PromptOptions
-from .proposer import Proposer
-from .vlm_common import (
+from ..proposer import Proposer
+from .common import (
     ReplyError,
     ReplyProblem,
     RetryPolicy,
@@ -44,6 +43,7 @@ from .vlm_common import (
     parse_reply_json,
     redact,
 )
+from .prompt import SYSTEM_INSTRUCTION, CalibrationPrompt, ExcitationLimits, MediaItem, PromptOptions
 
 __all__ = [
     "GeminiProposer",
@@ -559,7 +559,7 @@ class RecordingClient:
     ``GeminiProposer(client=RecordingClient(genai.Client(), "session.json"))`` runs
     against the service and writes, after each ``generate_content`` call, the session
     file that :class:`ReplayClient` replays offline. Error bodies are redacted
-    (:func:`~vid2sid_ros.calibration.vlm_common.redact`) before they are written; the
+    (:func:`~vid2sid_ros.calibration.proposers.vlm.common.redact`) before they are written; the
     key itself is never part of a response. ``files`` calls pass through unrecorded
     (the replay fakes the Files API).
 

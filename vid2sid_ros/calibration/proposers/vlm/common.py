@@ -1,10 +1,10 @@
 """What the VLM proposers share: reply validation, retries, secret redaction, fallback.
 
-Both :mod:`~vid2sid_ros.calibration.gemini` and
-:mod:`~vid2sid_ros.calibration.openai_compat` are thin transports over
+Both :mod:`~vid2sid_ros.calibration.proposers.vlm.gemini` and
+:mod:`~vid2sid_ros.calibration.proposers.vlm.openai_compat` are thin transports over
 :class:`VLMProposer`, which owns the one propose flow:
 
-1. build the prompt (:func:`~vid2sid_ros.calibration.prompt.build_prompt`);
+1. build the prompt (:func:`~vid2sid_ros.calibration.proposers.vlm.prompt.build_prompt`);
 2. let the transport attach media (upload, inline, key frames) — a media failure
    drops the media and is noted, it does not stop the iteration;
 3. send, retrying transient service errors (429, 5xx, timeouts) with exponential
@@ -18,7 +18,7 @@ Both :mod:`~vid2sid_ros.calibration.gemini` and
    confidence is clamped to [0, 1]. Unusable replies (not JSON, no ``parameters``,
    non-finite values, unknown names) are re-asked with the list of problems, at most
    ``max_reasks`` times; after that the repaired reply is used if there is one;
-5. return a :class:`~vid2sid_ros.calibration.proposer.Proposal` whose ``notes`` say
+5. return a :class:`~vid2sid_ros.calibration.proposers.proposer.Proposal` whose ``notes`` say
    what was repaired and whose ``extra`` carries model, token usage, estimated cost,
    retries and re-asks.
 
@@ -49,10 +49,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from ..core.parameters import ParameterSet
+from ....core.parameters import ParameterSet
+from ..proposer import Proposal, ProposalContext, Proposer
+from ..rationale import truncate_text
 from .prompt import CalibrationPrompt, PromptOptions, build_prompt
-from .proposer import Proposal, ProposalContext, Proposer
-from .rationale import truncate_text
 
 __all__ = [
     "SECRET_ENV_VARS",
@@ -887,7 +887,7 @@ class VLMProposer:
     def fallback_proposer(self) -> Proposer | None:
         """The fallback proposer (built on first use), or None when none is configured."""
         if self._fallback is None and isinstance(self._fallback_spec, str):
-            from .proposers import make_proposer  # lazy: the registry imports this module
+            from .. import make_proposer  # lazy: the registry imports this module
 
             self._fallback = make_proposer(self._fallback_spec)
         return self._fallback

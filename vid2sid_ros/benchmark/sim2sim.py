@@ -31,18 +31,21 @@ prints before the run and ``result.json`` keeps).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..core.excitation import Excitation
 from ..core.parameters import ParameterSet, draw_ground_truth  # noqa: F401  (re-exported)
 from ..core.trajectory import Trajectory
+from ..core.trial import RealTrial
 from ..perception.quality import check_tracking, min_tracked_fraction
 from ..sim.base import Twin, in_image_valid
 from ..sim.registry import Rig
-from .observation import RealTrial
 
-__all__ = ["draw_ground_truth", "make_sim2sim_trial", "check_camera_noise", "NOISE_MODES", "Sim2SimError"]
+__all__ = ["draw_ground_truth", "make_sim2sim_trial", "check_camera_noise", "NOISE_MODES", "Sim2SimError",
+           "sim2sim_stand_in"]
 
 NOISE_MODES = ("camera", "keypoint", "none")
 
@@ -169,7 +172,7 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
         twin: reuse this twin instead of building one (its parameters are overwritten; a
             model-changing misspecification always builds its own).
         misspecify: ``{kind: size}`` or the CLI text (``"latency=0.02,frozen"``): the real side
-            differs from the twin as :mod:`~vid2sid_ros.calibration.misspecification` documents;
+            differs from the twin as :mod:`~vid2sid_ros.benchmark.misspecification` documents;
             what was done is in ``meta["misspecification"]`` (with the realised latency, s).
 
     Raises:
@@ -319,3 +322,26 @@ def _check_stand_in_seen(rig: Rig, train: Sequence[Trajectory], mis: Mapping[str
                      "every keypoint is lost or outside the image at the ground truth")
             raise Sim2SimError(f"rig '{rig.name}': no valid keypoint in any of the {len(tr.valid)} frames of the "
                                f"stand-in trial '{tr.trial_id}': {cause}")
+
+
+def sim2sim_stand_in(rig: Any, truth: Mapping[str, float], *, seed: int = 0, noise: str = "keypoint",
+                     **kwargs: Any) -> Callable[[Excitation], Trajectory]:
+    """``excitation -> trajectory`` of the sim2sim stand-in real rig at ``truth`` (the benchmark's stand-in).
+
+    Each call runs :func:`~vid2sid_ros.benchmark.sim2sim.make_sim2sim_trial` on ``rig`` with
+    the one excitation as its only training trial; the noise seed differs per call (``seed``,
+    then ``seed + 1000 k``), so a designed trial's noise is independent of the others'.
+
+    Raises:
+        Sim2SimError: as ``make_sim2sim_trial`` (a diverged rollout at the truth...).
+    """
+
+    calls = {"k": 0}
+
+    def run(exc: Excitation) -> Trajectory:
+        calls["k"] += 1
+        one = replace(rig, excitations={"train": [exc], "holdout": []}, trials=[])
+        trial = make_sim2sim_trial(one, truth, seed=int(seed) + 1000 * calls["k"], noise=noise, **kwargs)
+        return trial.train[0]
+
+    return run

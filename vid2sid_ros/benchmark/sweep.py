@@ -1,7 +1,7 @@
 """A benchmark sweep as cells on the rollout executor.
 
 A sweep is seeds x methods (per rig and misspecification, one :func:`run_benchmark
-<vid2sid_ros.calibration.benchmark.run_benchmark>` call each). It runs in two rounds of tasks
+<vid2sid_ros.benchmark.run.run_benchmark>` call each). It runs in two rounds of tasks
 on an :class:`~vid2sid_ros.calibration.executor.Executor`:
 
 1. one task per seed (:func:`_prepare_seed`): the hidden truth, the stand-in real trial, the
@@ -30,11 +30,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..calibration.executor import Executor, TaskFailure
+from ..calibration.identifiability import IdentifiabilityWarning, check_identifiability
 from ..core.parameters import ParameterSet, relative_parameter_error
 from ..core.rig import Rig
-from .executor import Executor, TaskFailure
-from .identifiability import IdentifiabilityWarning, check_identifiability
-from .observation import jsonable, with_current_keys
+from ..core.trial import jsonable, with_current_keys
 
 __all__ = ["SweepSettings", "run_sweep", "CELL_FILE", "SEED_FILE", "LEGACY_CELL_KEYS", "cell_keys_current"]
 
@@ -48,7 +48,7 @@ SEED_FILE = "seed.json"
 class SweepSettings:
     """Everything a cell needs besides its seed and method (the executor's shared state).
 
-    Attributes mirror :func:`~vid2sid_ros.calibration.benchmark.run_benchmark`'s arguments;
+    Attributes mirror :func:`~vid2sid_ros.benchmark.run.run_benchmark`'s arguments;
     ``detected_as`` maps a misspecification kind to the diagnosis kind that names it.
     """
 
@@ -118,9 +118,9 @@ def _load_json(path: Path) -> dict[str, Any] | None:
 
 def _prepare_seed(st: SweepSettings, seed: int) -> PreparedSeed:
     """Task: the hidden truth, the stand-in real trial, the nominal identifiability check and the start stage."""
+    from ..calibration.objective import TrialObjective
+    from ..calibration.start import generic_start
     from .sim2sim import draw_ground_truth, make_sim2sim_trial
-    from .start import generic_start
-    from .objective import TrialObjective
 
     rig, params = st.rig, st.rig.parameters
     free = params.free_names
@@ -156,8 +156,8 @@ def _prepare_seed(st: SweepSettings, seed: int) -> PreparedSeed:
 
 def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], PreparedSeed]) -> dict[str, Any]:
     """Task: one method's calibration on one seed's stand-in trial, scored against the truth."""
-    from .loop import CalibrationConfig, run_calibration
-    from .proposers import make_proposer
+    from ..calibration.loop import CalibrationConfig, run_calibration
+    from ..calibration.proposers import make_proposer
 
     seed, m, truth, prep = item
     params = st.rig.parameters
@@ -174,7 +174,7 @@ def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], Prepare
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdentifiabilityWarning)
         if st.active_learning is not None:  # phases with designed trials the stand-in runs (calibration/active.py)
-            from .benchmark import _active_run
+            from .run import _active_run
 
             res, al_rec = _active_run(st.rig, prep.real, m, st.proposer_options, cfg, st.active_learning, run_dir,
                                       truth, seed, st.noise, st.mis, prep.parameters)
@@ -212,7 +212,7 @@ def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], Prepare
 
 def _settings(st: SweepSettings) -> dict[str, Any]:
     """What a finished cell was computed with (JSON values), in the calibration's own words."""
-    from .observation import jsonable, with_current_keys
+    from ..core.trial import jsonable, with_current_keys
 
     return jsonable({"rollout_budget": st.budget, "iterations": st.iterations, "noise": st.noise,
                      "truth_range": list(st.truth_range), "misspecify": dict(st.mis),
@@ -228,7 +228,7 @@ def _check_same_settings(cell: dict[str, Any] | None, st: SweepSettings, where: 
     """
     if not cell or not isinstance(cell.get("settings"), dict):
         return
-    from .loop import CalibrationError
+    from ..calibration.loop import CalibrationError
 
     now = _settings(st)
     for k, v in now.items():
@@ -259,7 +259,7 @@ def run_sweep(st: SweepSettings, seeds: Sequence[int], methods: Sequence[str], e
         Whatever a seed's preparation or a cell raised (a bad stand-in trial, a run directory
         holding another run), as the serial benchmark did; a worker's death is not raised.
     """
-    from .executor import make_executor
+    from ..calibration.executor import make_executor
 
     ex = executor if executor is not None else make_executor("serial")
     out = st.out_dir

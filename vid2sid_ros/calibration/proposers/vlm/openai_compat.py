@@ -3,7 +3,7 @@
 Lets a lab run the calibrator against a local vision-language model (vLLM, llama.cpp
 server, Ollama, LM Studio, ...) or any hosted OpenAI-compatible endpoint. The prompt,
 the reply schema and the validation are the same as Gemini's
-(:mod:`~vid2sid_ros.calibration.prompt`, :mod:`~vid2sid_ros.calibration.vlm_common`);
+(:mod:`~vid2sid_ros.calibration.proposers.vlm.prompt`, :mod:`~vid2sid_ros.calibration.proposers.vlm.common`);
 only the transport differs:
 
 - plain HTTP with ``urllib.request`` (no extra dependency), JSON body;
@@ -29,9 +29,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .prompt import SYSTEM_INSTRUCTION, CalibrationPrompt, ExcitationLimits, MediaItem, PromptOptions
-from .proposer import Proposer
-from .vlm_common import (
+from ..proposer import Proposer
+from .common import (
     ReplyError,
     ReplyProblem,
     RetryPolicy,
@@ -39,6 +38,7 @@ from .vlm_common import (
     VLMProposer,
     register_secret_env,
 )
+from .prompt import SYSTEM_INSTRUCTION, CalibrationPrompt, ExcitationLimits, MediaItem, PromptOptions
 
 __all__ = ["OpenAICompatibleProposer", "OpenAICompatConfig", "HTTPStatusError", "urllib_transport"]
 

@@ -1,7 +1,7 @@
 """The calibration prompt for vision-language proposers, assembled from data.
 
 One :class:`CalibrationPrompt` is built per iteration from the
-:class:`~vid2sid_ros.calibration.proposer.ProposalContext` by :func:`build_prompt`. It
+:class:`~vid2sid_ros.calibration.proposers.proposer.ProposalContext` by :func:`build_prompt`. It
 is a tree of small dataclasses (rig, parameters, metrics, history, media, rules) that
 renders to titled text sections; the transports (``gemini.py``, ``openai_compat.py``)
 turn the same object into their own request format, so both VLM proposers ask the
@@ -33,9 +33,9 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, Field, create_model
 
-from ..core.trajectory import Trajectory, align, display_unit
-from .objective import measurement_unit
-from .proposer import IterationRecord, ProposalContext
+from ....core.trajectory import Trajectory, align, display_unit
+from ...objective import measurement_unit
+from ..proposer import IterationRecord, ProposalContext
 
 __all__ = [
     "SYSTEM_INSTRUCTION",

@@ -76,7 +76,7 @@ def history_evaluations(ctx: ProposalContext) -> list[tuple[dict[str, float], fl
 def evaluations_this_iteration(ctx: ProposalContext, *, unlimited_default: int) -> int:
     """Even share of the remaining evaluations over the remaining iterations (>= 1)."""
     cost = max(len(ctx.real), 1)
-    from .loop import UNLIMITED_ROLLOUTS
+    from ..loop import UNLIMITED_ROLLOUTS
 
     if ctx.rollouts_remaining >= UNLIMITED_ROLLOUTS:
         return unlimited_default

@@ -45,7 +45,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .objective import residual_vector
+from ..objective import residual_vector
 from .proposer import BudgetExhausted, Evaluation, Proposal, ProposalContext
 from .rationale import moved_sentences
 
@@ -58,8 +58,8 @@ FAILED_RESIDUAL_PX = 100.0
 
 def _error_text(ctx) -> str:
     """The current training error with its measurement unit (px, mm, rad or sigma)."""
-    from ..core.trajectory import format_error
-    from .objective import measurement_unit
+    from ...core.trajectory import format_error
+    from ..objective import measurement_unit
 
     return format_error(ctx.current_eval.error_px, measurement_unit(list(ctx.real)))
 

@@ -1,10 +1,10 @@
 """The sim2sim benchmark: do the methods recover the *true* parameters?
 
 For each seed a hidden ground truth is drawn inside the bounds
-(:func:`~vid2sid_ros.calibration.sim2sim.draw_ground_truth`: uniform in normalised
+(:func:`~vid2sid_ros.benchmark.sim2sim.draw_ground_truth`: uniform in normalised
 coordinates over [0.15, 0.85] of every free parameter's range, linear or log as its
 spec says, so that no truth sits on a bound), a stand-in "real" trial is made by the
-rig's twin at that truth (:func:`~vid2sid_ros.calibration.sim2sim.make_sim2sim_trial`;
+rig's twin at that truth (:func:`~vid2sid_ros.benchmark.sim2sim.make_sim2sim_trial`;
 by default through the camera: rendered frames + the rig's sensor noise model + the
 marker tracker, while the calibrating twin uses projected ground-truth keypoints),
 and every method calibrates from the spec's nominal values with the same rollout
@@ -27,7 +27,7 @@ Identifiability at the nominal point is checked once per seed (diagnostic rollou
 not charged) and written next to the results.
 
 Misspecification (``misspecify``, CLI ``--misspecify KIND[=SIZE],...``): the stand-in real
-side differs from the twin as :mod:`~vid2sid_ros.calibration.misspecification` documents
+side differs from the twin as :mod:`~vid2sid_ros.benchmark.misspecification` documents
 (latency, frozen, friction, camera, rolling_shutter, drops). Every calibration ends with the residual
 diagnosis (:mod:`~vid2sid_ros.calibration.diagnosis`); per method the results count
 
@@ -54,12 +54,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..calibration.loop import CalibrationConfig, CalibrationError, check_run_dir
+from ..calibration.proposers import make_proposer
+from ..calibration.start import StartConfig, StartError, check_start_budget, parse_start
 from ..core.rig import Rig
-from .loop import CalibrationConfig, CalibrationError, check_run_dir
-from .observation import jsonable
-from .proposers import make_proposer
+from ..core.trial import jsonable
 from .sim2sim import check_camera_noise
-from .start import StartConfig, StartError, check_start_budget, parse_start
 from .sweep import cell_keys_current
 
 __all__ = ["run_benchmark", "format_results_markdown", "resolve_rig", "DEFAULT_METHODS"]
@@ -162,7 +162,7 @@ def run_benchmark(
         nominal_identifiability: run the identifiability check at the nominal point per seed
             (``identifiability_nominal`` in the per-seed record; 4n + 1 evaluations, diagnostic).
         diagnosis: the residual diagnosis after each calibration (diagnostic rollouts).
-        executor: where the seeds and cells run (:mod:`~vid2sid_ros.calibration.sweep`: each finished
+        executor: where the seeds and cells run (:mod:`~vid2sid_ros.benchmark.sweep`: each finished
             cell persisted at once, a rerun on the same ``out`` resumes, a cell whose worker died
             twice recorded as failed); None: serially. ``threads`` is refused (cells hold whole
             calibrations: use ``pool`` or ``ray``).
@@ -179,7 +179,7 @@ def run_benchmark(
         UnknownRigError, UnknownProposerError: on bad names (checked before any work).
         MisspecificationError: a bad ``misspecify`` (checked before any work).
         Sim2SimError: camera noise on a rig whose render shows none of the tracker's marker
-            colours (:func:`~vid2sid_ros.calibration.sim2sim.check_camera_noise`, before any work), or
+            colours (:func:`~vid2sid_ros.benchmark.sim2sim.check_camera_noise`, before any work), or
             a stand-in trial with no valid keypoint (a ``camera`` misspecification turning the
             camera away): raised before that seed's runs, and for the first seed before ``out`` exists.
         CalibrationError: a budget below one evaluation (checked before any work), or an `out`
@@ -246,8 +246,8 @@ def _checked_sweep(rig: str | Rig, methods: Sequence[str], seeds: int | Sequence
                    nominal_identifiability: bool, diagnosis: bool,
                    active_learning: Any) -> tuple[Any, list[int], list[str]]:
     """A benchmark's sweep settings, seeds and methods once every refusal of :func:`run_benchmark` has passed."""
+    from ..calibration.nuisance import parse_nuisance_config, rig_nuisance
     from .misspecification import check_misspecification, parse_misspecify
-    from .nuisance import parse_nuisance_config, rig_nuisance
     from .sweep import SweepSettings
 
     mis = parse_misspecify(misspecify)
@@ -295,7 +295,8 @@ def _active_run(rig: Rig, real: Any, method: str, proposer_options: Mapping[str,
                 cfg: CalibrationConfig, active: Any, run_dir: Path | None, truth: Mapping[str, float], seed: int,
                 noise: str, mis: Mapping[str, float] | None, parameters: Any) -> tuple[Any, dict[str, Any]]:
     """One calibration with active learning: the stand-in runs the designed trials (calibration/active.py)."""
-    from .active import run_active_calibration, sim2sim_stand_in
+    from ..calibration.active import run_active_calibration
+    from .sim2sim import sim2sim_stand_in
 
     stand_in = sim2sim_stand_in(rig, truth, seed=seed, noise=noise, misspecify=dict(mis) if mis else None)
     out = run_active_calibration(rig, real, lambda: make_proposer(method, **dict((proposer_options or {}).get(

@@ -3,7 +3,7 @@
 A deterministic, network-free proposer that works like an engineer with a stopwatch
 and a ruler, for any rig: it knows nothing about fingers or tentacles, only the
 parameter specs (name, unit, meaning, bounds, kind), the measured signatures of the
-real and simulated trajectories (:mod:`~vid2sid_ros.calibration.signatures`: dominant
+real and simulated trajectories (:mod:`~vid2sid_ros.calibration.proposers.signatures`: dominant
 frequency, decay rate, damping ratio, amplitudes, phase lag, steady-state offset, onset
 delay, dead-band, per trial and keypoint) and finite-difference sensitivities measured
 on the twin.
@@ -73,10 +73,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..core.parameters import ParameterSet
-from ..core.trajectory import display_unit, format_error
-from .nuisance import LATENCY, MEASUREMENT_PREFIX
-from .objective import measurement_unit, residual_vector
+from ...core.parameters import ParameterSet
+from ...core.trajectory import display_unit, format_error
+from ..nuisance import LATENCY, MEASUREMENT_PREFIX
+from ..objective import measurement_unit, residual_vector
 from .proposer import BudgetExhausted, Evaluation, Proposal, ProposalContext
 from .rationale import lead_with_moves
 from .signatures import SIGNATURES, SignatureDiscrepancy, compare_signatures, measure_all
@@ -194,7 +194,7 @@ class Reasoner:
         params = ctx.parameters
         names = [s.name for s in params.free]
         cost = max(len(ctx.real), 1)
-        from .loop import UNLIMITED_ROLLOUTS
+        from ..loop import UNLIMITED_ROLLOUTS
 
         unlimited = ctx.rollouts_remaining >= UNLIMITED_ROLLOUTS
         excitations = self._excitations(ctx)

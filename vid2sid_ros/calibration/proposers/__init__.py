@@ -18,17 +18,17 @@ __all__ = ["PROPOSERS", "make_proposer", "available_proposers", "accepts_option"
 
 #: proposer name -> "module:Class"
 PROPOSERS: dict[str, str] = {
-    "reasoner": "vid2sid_ros.calibration.reasoner:Reasoner",
-    "random": "vid2sid_ros.calibration.baselines:RandomSearch",
-    "nelder-mead": "vid2sid_ros.calibration.baselines:NelderMead",
-    "golden-cd": "vid2sid_ros.calibration.baselines:GoldenCoordinateDescent",
-    "bo": "vid2sid_ros.calibration.baselines:BayesianOptimization",
-    "bo-tpe": "vid2sid_ros.calibration.baselines:BayesianOptimizationTPE",
-    "cmaes": "vid2sid_ros.calibration.baselines:CMAES",
-    "gemini": "vid2sid_ros.calibration.gemini:GeminiProposer",
-    "openai-compatible": "vid2sid_ros.calibration.openai_compat:OpenAICompatibleProposer",
-    "least-squares": "vid2sid_ros.calibration.peers:LeastSquaresPeer",
-    "mujoco-sysid": "vid2sid_ros.calibration.peers:MujocoSysidPeer",
+    "reasoner": "vid2sid_ros.calibration.proposers.reasoner:Reasoner",
+    "random": "vid2sid_ros.calibration.proposers.baselines:RandomSearch",
+    "nelder-mead": "vid2sid_ros.calibration.proposers.baselines:NelderMead",
+    "golden-cd": "vid2sid_ros.calibration.proposers.baselines:GoldenCoordinateDescent",
+    "bo": "vid2sid_ros.calibration.proposers.baselines:BayesianOptimization",
+    "bo-tpe": "vid2sid_ros.calibration.proposers.baselines:BayesianOptimizationTPE",
+    "cmaes": "vid2sid_ros.calibration.proposers.baselines:CMAES",
+    "gemini": "vid2sid_ros.calibration.proposers.vlm.gemini:GeminiProposer",
+    "openai-compatible": "vid2sid_ros.calibration.proposers.vlm.openai_compat:OpenAICompatibleProposer",
+    "least-squares": "vid2sid_ros.calibration.proposers.peers:LeastSquaresPeer",
+    "mujoco-sysid": "vid2sid_ros.calibration.proposers.peers:MujocoSysidPeer",
 }
 
 #: the paper's five black-box baselines

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
-from ..core.parameters import ParameterSet
-from ..core.trajectory import Trajectory
+from ...core.parameters import ParameterSet
+from ...core.trajectory import Trajectory
 
 __all__ = ["Proposal", "ProposalContext", "Evaluation", "IterationRecord", "Proposer", "BudgetExhausted"]
 
@@ -126,7 +126,7 @@ class Proposal:
         converged: the proposer judges the fit converged at ``values`` (its own test); the loop
             records the iteration and stops with ``stopped = "converged"`` instead of
             spending further iterations. Set it only after a convergence test (the
-            reasoner's: :func:`~vid2sid_ros.calibration.reasoner.first_order_test` on a freshly
+            reasoner's: :func:`~vid2sid_ros.calibration.proposers.reasoner.first_order_test` on a freshly
             measured Jacobian).
         stalled: why the proposer has no move left although its convergence test fails
             (e.g. every step rejected at the smallest finite-difference step), or ""; the loop

@@ -48,8 +48,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..core.excitation import Excitation
-from ..core.trajectory import DEFAULT_NOISE, Trajectory, align
+from ...core.excitation import Excitation
+from ...core.trajectory import DEFAULT_NOISE, Trajectory, align
 
 __all__ = ["Signature", "SIGNATURES", "measure_signatures", "measure_all", "compare_signatures",
            "SignatureDiscrepancy", "principal_axes"]

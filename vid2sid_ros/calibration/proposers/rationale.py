@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-from ..core.parameters import ParameterSet
+from ...core.parameters import ParameterSet
 
 __all__ = ["unit_text", "moved_sentences", "lead_with_moves", "format_value", "leads_with_moves", "ensure_lead",
            "TRACE_MARK", "truncate_text"]
