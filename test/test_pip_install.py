@@ -132,6 +132,16 @@ def test_installed_package_is_the_copy_and_ros_is_absent(pip_venv):
     assert ros == "True False"
 
 
+def test_every_package_of_the_checkout_is_installed(pip_venv):
+    """Each folder of vid2sid_ros/ with an ``__init__.py`` (calibration/proposers/vlm/, benchmark/, ...)
+    is in the installed copy: the package list is found, not written down."""
+    venv, src, _env = pip_venv
+    site = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
+    packages = sorted(p.parent.relative_to(src) for p in (src / "vid2sid_ros").rglob("__init__.py"))
+    assert Path("vid2sid_ros/calibration/proposers/vlm") in packages and Path("vid2sid_ros/benchmark") in packages
+    assert [str(p) for p in packages if not (site / p / "__init__.py").is_file()] == []
+
+
 def test_vid2sid_calibrate_runs_from_outside_the_checkout(pip_venv, tmp_path):
     venv, src, env = pip_venv
     run = tmp_path / "run"
