@@ -160,3 +160,23 @@ def test_a_cause_patching_set_parameters_steps_the_twins_own_model(objective, ba
     assert batches == [(2, 1)]
     _same(ref, got)
     assert got.error_px != plain.error_px  # the cause's write changed the rollout
+
+
+def test_a_wall_time_limit_keeps_the_twins_own_loop(objective, batches):
+    """``calibration.rollout_max_wall_s`` is metered by the twin's loop: no mujoco.rollout call then."""
+    from vid2sid_ros.sim.base import RolloutLimits
+
+    twin = objective.twin
+    saved = twin.rollout_limits
+    nominal = objective.parameters.nominal()
+    ref = _loop(objective, nominal)
+    twin.rollout_limits = RolloutLimits(max_wall_s=60.0)
+    try:
+        objective.clear_cache()
+        got = objective.evaluate(nominal)[0]
+        pts = evaluate_batch(objective, [dict(nominal, damping=d) for d in (0.03, 0.06)], None)
+        objective.clear_cache()
+    finally:
+        twin.rollout_limits = saved
+    assert batches == [] and not any(e.failed for e in pts)
+    _same(ref, got)
