@@ -22,6 +22,7 @@ _XML = """<mujoco model="pendulum">
     </body>
   </worldbody>
   <actuator><motor name="motor" joint="hinge" gear="1.0" ctrlrange="-1 1"/></actuator>
+  <sensor><jointpos name="angle" joint="hinge"/></sensor>
 </mujoco>
 """
 
@@ -69,6 +70,17 @@ def batches(monkeypatch):
     return calls
 
 
+@pytest.fixture()
+def loops(objective):
+    """Every rollout of the twin's own stepping loop (``twin.rollout``), counted."""
+    twin = objective.twin
+    calls = []
+    real = twin.rollout
+    twin.rollout = lambda exc, **k: calls.append(exc.name) or real(exc, **k)
+    yield calls
+    del twin.rollout
+
+
 def _key(ev):
     return ev.error_px, ev.failed, ev.rollouts, ev.message, ev.per_keypoint_px
 
@@ -88,13 +100,14 @@ def _loop(objective, values):
     return ev
 
 
-def test_one_point_rolls_all_its_trials_out_in_one_call_on_the_calling_thread(objective, batches):
+def test_one_point_rolls_all_its_trials_out_in_one_call_on_the_calling_thread(objective, batches, loops):
     nominal = objective.parameters.nominal()
     for p in (nominal, dict(nominal, damping=0.15, gain=0.7)):
         ref = _loop(objective, p)
         batches.clear()
+        loops.clear()
         got = objective.evaluate(p)[0]
-        assert batches == [(2, 1)]  # both trials, one mujoco.rollout call, no thread of its own
+        assert batches == [(2, 1)] and loops == []  # both trials, one mujoco.rollout call, no thread of its own
         _same(ref, got)
         assert got.rollouts == objective.cost == 2 and not got.failed
         batches.clear()
@@ -136,9 +149,10 @@ def test_a_diverging_point_is_reported_and_charged_as_the_twins_loop_reports_it(
     _same(_loop(objective, objective.parameters.nominal()), mixed[0])
 
 
-def test_a_cause_patching_set_parameters_steps_the_twins_own_model(objective, batches):
+def test_a_cause_patching_set_parameters_steps_the_twins_own_model(objective, batches, loops):
     """A residual-diagnosis cause wraps set_parameters to write model fields after the parameters: the batch
-    then steps a copy of the twin's model (with those writes), not its sensor model compiled from the MJCF."""
+    then steps a copy of the twin's model (with those writes, and the model's own sensor but no keypoint
+    sensor: the keypoints are read back from the states), not its sensor model compiled from the MJCF."""
     twin = objective.twin
     original = twin.set_parameters
 
@@ -152,12 +166,13 @@ def test_a_cause_patching_set_parameters_steps_the_twins_own_model(objective, ba
     try:
         ref = _loop(objective, nominal)
         batches.clear()
+        loops.clear()
         got = objective.evaluate(nominal)[0]
         objective.clear_cache()
     finally:
         del twin.set_parameters
         twin.model.dof_frictionloss[0] = 0.0
-    assert batches == [(2, 1)]
+    assert batches == [(2, 1)] and loops == []  # no rollout fell back to the twin's loop
     _same(ref, got)
     assert got.error_px != plain.error_px  # the cause's write changed the rollout
 
