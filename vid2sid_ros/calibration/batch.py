@@ -2,12 +2,12 @@
 
 :func:`evaluate_batch` runs :meth:`TrialObjective.evaluate` at a list of parameter points on an
 :class:`~vid2sid_ros.calibration.executor.Executor`: serially on the objective itself, or on
-worker copies of it (one twin copy per process or Ray actor, made once). On ``threads``, a
-MuJoCo twin (one with ``rollout_many``: the finger, rig-config twins) steps every point's rollout
-of every excitation in one ``mujoco.rollout`` call on the executor's ``workers`` C++ threads
-(:mod:`vid2sid_ros.sim.mujoco_batch`), which reproduces the twin's own rollout to the bit (a single
-point too, when it has several excitations: its trials run side by side); any other twin gets one
-copy per Python thread. Every evaluation is a deterministic function of its
+worker copies of it (one twin copy per process or Ray actor, made once). A MuJoCo twin (one with
+``rollout_many``: the finger, rig-config twins) steps every point's rollout of every excitation in
+one ``mujoco.rollout`` call (:mod:`vid2sid_ros.sim.mujoco_batch`), which reproduces the twin's own
+rollout to the bit: serially (no executor, ``serial``) on the calling thread, on ``threads`` on the
+executor's ``workers`` C++ threads (a single point too, when it has several excitations: its trials
+run side by side); any other twin gets one copy per Python thread. Every evaluation is a deterministic function of its
 point, so the results, rollout counts included, equal the serial ones on every backend.
 """
 
@@ -94,10 +94,11 @@ def evaluate_batch(objective: Any, points: Sequence[Mapping[str, float]], execut
         Evaluation (``error_px=inf``, the message says so, ``rollouts=objective.cost``).
     """
     points = list(points)
-    batches = (executor is not None and executor.backend == "threads"
-               and callable(getattr(objective.twin, "rollout_many", None)))
-    if executor is None or executor.backend == "serial" or len(points) < (1 if batches else 2):
-        return [objective.evaluate(p)[0] for p in points]
+    serial = executor is None or executor.backend == "serial"
+    batches = objective.batches() if serial else (executor.backend == "threads"
+                                                  and callable(getattr(objective.twin, "rollout_many", None)))
+    if len(points) < (2 if serial or not batches else 1):
+        return [objective.evaluate(p)[0] for p in points]  # a MuJoCo twin's point: its trials in one call
     keys = [objective.physics_key(p) for p in points]
     seen = set()
     remote = []
@@ -106,9 +107,11 @@ def evaluate_batch(objective: Any, points: Sequence[Mapping[str, float]], execut
             remote.append(i)
         seen.add(k)
     if batches and len(remote) * len(objective.excitations) > 1:
-        batched = _rollout_batched(objective, [points[i] for i in remote], executor.workers)
+        batched = objective.rollout_all([points[i] for i in remote], 1 if serial else executor.workers)
         if batched is not None:
             return _adopt_batched(objective, points, keys, dict(zip(remote, batched)))
+    if serial:
+        return [objective.evaluate(p)[0] for p in points]
     if len(points) < 2:
         return [objective.evaluate(p)[0] for p in points]
     done = executor.map(_evaluate, [points[i] for i in remote],
@@ -131,20 +134,6 @@ def evaluate_batch(objective: Any, points: Sequence[Mapping[str, float]], execut
     return out
 
 
-def _rollout_batched(objective: Any, points: Sequence[Mapping[str, float]], nthread: int) -> list[list] | None:
-    """Every excitation's rollout at every one of ``points`` through the twin's ``rollout_many`` (a MuJoCo
-    twin: all of them in one ``mujoco.rollout`` call on ``nthread`` C++ threads): one list of rollouts
-    (one per excitation) per point, or None when the twin refuses a point (the caller then evaluates one
-    point at a time, which records the refusal as a failed evaluation)."""
-    twin_values = [objective.measurement.split(objective.parameters.complete(p))[0] for p in points]
-    excs = list(objective.excitations)
-    try:
-        flat = objective.twin.rollout_many([(exc, v) for v in twin_values for exc in excs], nthread=nthread)
-    except Exception:  # noqa: BLE001 - evaluate() turns the same error into a failed evaluation
-        return None
-    return [list(flat[i:i + len(excs)]) for i in range(0, len(flat), len(excs))]
-
-
 def _adopt_batched(objective: Any, points: list, keys: list[tuple], far: dict[int, list]) -> list[Evaluation]:
     """The serial loop's evaluations, the points in ``far`` evaluated on their batched rollouts.
 
@@ -161,7 +150,7 @@ def _adopt_batched(objective: Any, points: list, keys: list[tuple], far: dict[in
         ev = objective.evaluate(p)[0]
         if ev.failed:
             objective.forget(keys[i])
-            ev = objective.evaluate(p)[0]
+            ev = objective.evaluate_in_loop(p)[0]
         else:
             ev = dataclasses.replace(ev, rollouts=objective.cost)
         out.append(ev)

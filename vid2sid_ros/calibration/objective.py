@@ -34,6 +34,7 @@ from the trajectory's own time derivative.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Mapping, Sequence
 
@@ -186,6 +187,11 @@ class TrialObjective:
                  ) -> tuple[Evaluation, np.ndarray | None]:
         """Roll the twin out on every excitation at ``values``.
 
+        A MuJoCo twin (one with ``rollout_many``) rolls every excitation of a point it has not rolled out
+        yet in one ``mujoco.rollout`` call on the calling thread (:meth:`rollout_all`), the same rollouts
+        to the bit as its own loop; an evaluation that then fails (a divergence, no valid overlap) is
+        made again one excitation at a time, so that it stops, and is charged, where the loop's does.
+
         Args:
             values: full or partial parameter dict (SI); missing names take nominal values.
             render_first: also return the rendered frames of the first excitation.
@@ -195,6 +201,48 @@ class TrialObjective:
             A diverged rollout, an exception from the twin or a trajectory with no valid
             overlap gives ``failed=True`` and ``error_px=inf`` — never an exception.
         """
+        if render_first:
+            return self.evaluate_in_loop(values, render_first=True)
+        key = self.physics_key(values)
+        batched = None if key in self._cache or not self.batches() else self.rollout_all([values])
+        if batched is None:
+            return self.evaluate_in_loop(values)
+        self.adopt(key, batched[0])
+        ev, frames = self.evaluate_in_loop(values)
+        if ev.failed:
+            self.forget(key)
+            return self.evaluate_in_loop(values)
+        return dataclasses.replace(ev, rollouts=self.cost), frames
+
+    def batches(self) -> bool:
+        """Whether the twin rolls excitations out in batches through ``mujoco.rollout`` (a MuJoCo twin with
+        ``rollout_many``, no ``calibration.rollout_max_wall_s``: a wall-time limit is the twin's loop's)."""
+        limits = getattr(self.twin, "rollout_limits", None)
+        return callable(getattr(self.twin, "rollout_many", None)) and getattr(limits, "max_wall_s", None) is None
+
+    def rollout_all(self, points: Sequence[Mapping[str, float]], nthread: int = 1) -> list[list] | None:
+        """Every excitation's rollout at every one of ``points`` in one ``rollout_many`` call (``nthread``
+        MuJoCo threads; 1: the calling thread), not cached: one list (one rollout per excitation) per
+        point (a wall-time limit rolls each pair out in the twin's loop), or None when the twin has no
+        ``rollout_many`` or refuses a point (raises: then
+        :meth:`evaluate` records the refusal one excitation at a time, as without batching). A rollout
+        ``mujoco.rollout`` could not reproduce cleanly (a MuJoCo warning, a blow-up) is the twin's own
+        loop's (``rollout_many``), its divergence reported as there."""
+        if not points or not callable(getattr(self.twin, "rollout_many", None)):
+            return None
+        twin_values = [self.measurement.split(self.parameters.complete(p))[0] for p in points]
+        excs = self.excitations
+        try:
+            flat = self.twin.rollout_many([(exc, v) for v in twin_values for exc in excs], nthread=nthread)
+        except Exception:  # noqa: BLE001 - evaluate() turns the same error into a failed evaluation
+            return None
+        return [list(flat[i:i + len(excs)]) for i in range(0, len(flat), len(excs))]
+
+    def evaluate_in_loop(self, values: Mapping[str, float], *, render_first: bool = False
+                  ) -> tuple[Evaluation, np.ndarray | None]:
+        """:meth:`evaluate` one excitation at a time, each rollout the cache does not hold made by the twin's
+        own ``rollout`` (its Python stepping loop): stops at the first failed excitation (later ones are not
+        rolled out nor charged). Same arguments, return value and failures as :meth:`evaluate`."""
         full = self.parameters.complete(values)
         twin_values, meas = self.measurement.split(full)
         key = tuple(sorted((k, float(v)) for k, v in twin_values.items()))

@@ -215,7 +215,8 @@ class BatchScratch:
         Each pair's parameters are written (``set_parameters``, in order: the twin is left at the last
         pair's values) and its initial state made by the twin (``_batch_job``); every pair's physics
         steps run in one batch (excitations of different lengths included: the shorter are padded), a
-        few pairs at a time for a long trial (:data:`MAX_BATCH_BYTES`). A pair the twin does not batch
+        few pairs at a time for a long trial (:data:`MAX_BATCH_BYTES`); a single pair too (``nthread``
+        1: on the calling thread, which costs less than the twin's own Python loop). A pair the twin does not batch
         (refused by its rollout limits, diverged in its pre-roll) or whose batched rollout was not clean
         (a MuJoCo warning, a blow-up) is rolled out again by the twin's own ``rollout`` (its divergence
         reported as there), as is every pair when a wall-time limit is set.
@@ -230,7 +231,7 @@ class BatchScratch:
             TwinError, ParameterSpecError: as ``set_parameters`` / ``rollout``.
         """
         pairs = list(pairs)
-        if len(pairs) < 2 or self.rollout_limits.max_wall_s is not None:  # type: ignore[attr-defined]
+        if not pairs or self.rollout_limits.max_wall_s is not None:  # type: ignore[attr-defined]
             return [self._rollout_at(v, exc) for exc, v in pairs]
         memo: dict = {}  # what pairs at one point share (the twin's model copy, its rest state), this call only
         jobs = [self._batch_job(exc, v, memo) for exc, v in pairs]  # type: ignore[attr-defined]
@@ -239,12 +240,10 @@ class BatchScratch:
         S = max([jobs[b].control.shape[0] + jobs[b].extra for b in todo] or [1]) + 1  # + the sentinel step
         cap = points_per_batch(jobs[todo[0]].model if todo else self.model, S)
         out: list[Any] = [None] * len(pairs)
-        if len(todo) >= 2 and cap >= 2:
+        if todo:
             datas = self._batch_datas(nthread, jobs[todo[0]].model)
             for i in range(0, len(todo), cap):  # a long trial: a few pairs at a time (bounded memory)
                 chunk = todo[i:i + cap]
-                if len(chunk) < 2:
-                    break  # one left: the twin's own rollout
                 for b, r in zip(chunk, _run_jobs([jobs[b] for b in chunk], datas, self._max_abs_qpos)):
                     out[b] = r
         for b, (exc, v) in enumerate(pairs):

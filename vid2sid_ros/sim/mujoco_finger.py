@@ -604,7 +604,11 @@ class FingerTwin(BatchScratch):
         parameter values written as :meth:`set_parameters` writes them and its constants refreshed. The
         first copy is compared with the twin's model (:func:`~.mujoco_batch.same_physics`): a difference
         (or two parameters writing one field) keeps the Python read-back for good.
+        None as well while ``set_parameters`` is wrapped on the instance (a residual-diagnosis cause writes
+        model fields of its own after the parameters: the rollout then steps a copy of the twin's model itself).
         """
+        if "set_parameters" in vars(self):
+            return None
         kept = self.__dict__.get("_batch_sensor_model", False)
         if kept is False:
             kept = self.__dict__["_batch_sensor_model"] = self._compile_sensor_model()

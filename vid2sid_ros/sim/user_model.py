@@ -972,7 +972,11 @@ class UserModelTwin(BatchScratch):
         and option bindings written as :meth:`set_parameters` writes them. The first copy is compared with
         the twin's model (:func:`~.mujoco_batch.same_physics`): a difference (or two parameters writing one
         field) keeps the Python read-back for good.
+        None as well while ``set_parameters`` is wrapped on the instance (a residual-diagnosis cause writes
+        model fields of its own after the parameters: the rollout then steps a copy of the twin's model itself).
         """
+        if "set_parameters" in vars(self):
+            return None
         from .mujoco_batch import same_physics
 
         kept = self.__dict__.get("_batch_sensor_model", False)
@@ -1019,14 +1023,17 @@ class UserModelTwin(BatchScratch):
         """:meth:`rollout`'s result from a clean batched rollout's states (S, nstate), S = T * nsub:
         row k is the state before command k (the initial state, then the end of each period); from a
         model with the read-back sensors (:meth:`_sensor_model`) the keypoints come from its sensor values
-        (S, nsensordata; row j computed from the state after j steps)."""
+        (S, nsensordata; row j computed from the state after j steps), from a copy of the twin's model (its
+        own sensors, if any, and no others) by setting each row's state in Python."""
         from .mujoco_batch import FULL_STATE
 
         T, K, period = excitation.num_steps, len(self._keypoints), excitation.period
         rows = np.concatenate([init[None], states[nsub - 1:-1:nsub]]) if T > 1 else init[None]
         pts = np.empty((T, K, 3))
+        n0 = self.model.nsensordata  # the model's own sensors come first
+        if m.nsensordata != n0 + 3 * K:  # a copy of the twin's model (its own sensors only): read back in Python
+            sensordata = None
         if sensordata is not None:
-            n0 = self.model.nsensordata  # the model's own sensors come first
             pts[:] = sensordata[0:T * nsub:nsub, n0:n0 + 3 * K].reshape(T, K, 3)
         for k in range(0 if sensordata is not None else T):
             mujoco.mj_setState(m, d, rows[k], FULL_STATE)
