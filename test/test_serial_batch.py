@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vid2sid_ros.benchmark.sim2sim import make_sim2sim_trial
 from vid2sid_ros.calibration.batch import evaluate_batch
 from vid2sid_ros.calibration.objective import TrialObjective
-from vid2sid_ros.calibration.sim2sim import make_sim2sim_trial
 from vid2sid_ros.rigs import load_rig
 from vid2sid_ros.sim import mujoco_batch
 
