@@ -96,6 +96,9 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         findings += _structure(ctx, stats)
         if any(f.kind == "structure" for f in findings):
             verdict = "unexplained"
+    if verdict in ("named", "indistinguishable", "unexplained") and any(f.severity == "warning" for f in _not_latency(
+            findings)):
+        findings = [_latency_in_doubt(f) if f.kind == "latency" and f.severity == "note" else f for f in findings]
     if considered is not None and considered.caveats:
         named = [c["parameter"] for c in considered.caveats]
         ev = {"caveats": considered.caveats, "intervals": {n: considered.intervals.get(n) for n in named}}
@@ -152,9 +155,27 @@ def _latency_note(ctx: ProbeContext) -> list[Finding]:
                         {"latency_s": tau, "latency_frames": tau * ctx.rate, "at_bound": at})]
     if abs(tau) * ctx.rate < THRESHOLDS["latency_note_frames"]:
         return []
-    return [Finding("latency", "note", f"The video lags the commands by {tau * 1000:.1f} ms ({tau * ctx.rate:.2f} "
+    what = "The video" if ctx.unit == "px" else "The measurement"
+    return [Finding("latency", "note", f"{what} lags the commands by {tau * 1000:.1f} ms ({tau * ctx.rate:.2f} "
                                        f"frame); identified as the '{LATENCY}' nuisance and kept out of the physics.",
                     {"latency_s": tau, "latency_frames": tau * ctx.rate})]
+
+
+def _not_latency(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings that are not the latency note (what the comparison and the structure check found)."""
+    return [f for f in findings if f.kind != "latency"]
+
+
+def _latency_in_doubt(note: Finding) -> Finding:
+    """The latency note when a model error is reported beside it: a free latency absorbs part of an
+    unmodelled effect as readily as the physics does, so the identified delay is not stated as a fact."""
+    tau, frames = note.evidence["latency_s"], note.evidence["latency_frames"]
+    return Finding("latency", "note",
+                   f"The '{LATENCY}' nuisance came out at {tau * 1000:.1f} ms ({frames:.2f} frame), but with the "
+                   "model error reported here unresolved it may be absorbing part of that error rather than "
+                   "measuring a delay: read it as a delay only once the model error is fixed (or a trial with a "
+                   "sharp command onset, such as a step, confirms it).",
+                   {**note.evidence, "may_absorb_model_error": True})
 
 
 def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None
