@@ -300,7 +300,7 @@ def main(argv=None) -> int:
     ap.add_argument("--proposer", default="least-squares")
     ap.add_argument("--out", default=None, help="run directories (default: a temporary directory)")
     ap.add_argument("--misspecified", action="store_true",
-                    help="instead: the finger with a 20 % heavier middle link, one separating trial (reasoner)")
+                    help="instead: the finger with a 20 %% heavier middle link, one separating trial (reasoner)")
     ap.add_argument("--case", choices=("hinge", "tied-causes", "ablation"), default="hinge",
                     help="hinge: trading parameters (default); tied-causes: a misspecified rig's indistinguishable "
                          "causes; ablation: the reasoner on the finger and the tentacle, active learning off/on "

@@ -352,3 +352,15 @@ def test_csv_excitation_columns_must_name_the_rig_actuators(tmp_path):
     msg = str(err.value)
     assert "\n" not in msg and "cart.yaml:excitations.cmds.path" in msg and "'pusher'" in msg
     assert "did you mean push?" in msg
+
+
+def test_the_proposer_key_names_every_registered_proposer():
+    """The rig config's ``proposer`` row and the calibrator node's parameter list every proposer of the registry."""
+    from vid2sid_ros.calibration.proposers import PROPOSERS
+    from vid2sid_ros.rigs.schema import all_keys
+
+    doc = next(k.doc for k in all_keys() if k.path == "proposer")
+    node = (Path(__file__).resolve().parents[1] / "vid2sid_ros" / "nodes" / "calibrator_node.py").read_text()
+    for name in PROPOSERS:
+        assert name in doc, name
+        assert name in node, name

@@ -383,7 +383,7 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
         "failed_cells": list(failures or []), "misspecification": dict(mis or {}),
         "protocol": ("hidden truth uniform in normalised [{:.2f}, {:.2f}] per free parameter; real side: twin at the "
                      "truth{}; sim side: projected ground-truth keypoints; calibration from the nominal values on the "
-                     "training excitations; scores at the best parameters seen; holdout on the holdout excitations"
+                     "training excitations; scores at the reported parameters (the best seen, or the point a convergence test passed at); holdout on the holdout excitations"
                      ).format(truth_range[0], truth_range[1],
                               " rendered + sensor noise + marker tracker" if noise == "camera"
                               else (" + Gaussian keypoint noise" if noise == "keypoint" else " (no noise)"))

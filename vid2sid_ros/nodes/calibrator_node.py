@@ -97,8 +97,8 @@ SERVICE_QOS = _SERVICE_QOS
 PARAMS = [
     Param("rig", "finger", "built-in rig name of the rig being calibrated (or set rig_config)", read_only=True),
     RIG_CONFIG,
-    Param("proposer", "reasoner", "default proposer (reasoner, gemini, random, nelder-mead, golden-cd, bo, cmaes, "
-          "openai-compatible)"),
+    Param("proposer", "reasoner", "default proposer (reasoner, gemini, openai-compatible, random, nelder-mead, "
+          "golden-cd, bo, bo-tpe, cmaes, least-squares, mujoco-sysid)"),
     Param("proposer_options", "", "YAML mapping of keyword arguments for the proposer, e.g. '{model: gemini-2.5-pro}'"),
     Param("run_dir", "runs/calibrator", "directory of the calibration sessions (one subdirectory each)"),
     Param("rollout_budget", 400, "twin rollouts one session may spend over all its iterations", "rollouts", 1, 10**7),

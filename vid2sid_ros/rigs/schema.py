@@ -303,7 +303,7 @@ KEYS: tuple[Key, ...] = (
         "fields (identifiability_step, identifiability_scheme, condition_threshold, target_error_px, video, "
         "max_rationale_chars: longest proposer rationale stored, default 20000 characters)."),
     Key("proposer", "string", default="reasoner", doc="Proposer name (reasoner, gemini, openai-compatible, random, "
-        "nelder-mead, golden-cd, bo, cmaes)."),
+        "nelder-mead, golden-cd, bo, bo-tpe, cmaes, least-squares, mujoco-sysid)."),
     Key("proposer_options", "mapping", default={}, doc="Keyword arguments of the proposer."),
     Key("proposer_options.*", "string | number | boolean | list | mapping | null", doc="One option."),
     Key("fallback", "string | null", default=None, doc="Proposer used for an iteration when the main one fails."),
