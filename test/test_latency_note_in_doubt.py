@@ -96,3 +96,28 @@ def test_a_latency_beside_a_named_model_error_is_not_stated_as_a_measured_delay(
     text = json.dumps(diag)
     assert "kept out of the physics" not in text and "The video" not in text
     assert "may be absorbing part of that error" in notes[0]["message"]
+
+
+def test_a_calibration_piped_into_a_reader_that_leaves_finishes_and_says_nothing_failed(tmp_path):
+    """``vid2sid calibrate ... | head -1``: the reader goes after one line; the run completes (exit 0, its
+    result written), and no 'cannot write to the run directory: Broken pipe' is reported."""
+    import os
+    import subprocess
+    import sys
+
+    rig = _write_rig(tmp_path)
+    out = tmp_path / "run"
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[1])  # this checkout's vid2sid_ros, not an installed copy
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    p = subprocess.Popen([sys.executable, "-m", "vid2sid_ros.cli", "calibrate", str(rig), "--out", str(out),
+                          "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         cwd=str(tmp_path))
+    first = p.stdout.readline()
+    p.stdout.close()  # the reader leaves, as `head -1` does
+    _, err = p.communicate(timeout=300)
+    assert b"calibrating rig" in first
+    assert p.returncode == 0, err.decode()
+    assert b"Broken pipe" not in err and b"cannot write" not in err
+    assert json.loads((out / "result.json").read_text())["status"] == "ok"

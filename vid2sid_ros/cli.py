@@ -69,11 +69,54 @@ def _note_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+class _PipeSafeStdout:
+    """``sys.stdout`` that survives its reader going away (``vid2sid calibrate ... | head``).
+
+    A ``BrokenPipeError`` on write or flush points the stream's file descriptor at ``os.devnull`` (the
+    recipe of the Python documentation, "Note on SIGPIPE") and the command carries on: the run
+    directory is written as without the pipe, and nothing is reported as failed because the terminal
+    output was not read. Everything else is the wrapped stream's.
+    """
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def _closed_reader(self) -> None:
+        import os
+
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # no file descriptor (a capture): drop the output
+            self._stream = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._closed_reader()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._closed_reader()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vid2sid`` console command; returns the exit code (130 after Ctrl-C,
-    143 after SIGTERM, without a traceback whenever the signal arrives)."""
+    143 after SIGTERM, without a traceback whenever the signal arrives). Standard output whose reader
+    has gone (a pipe into ``head``) is dropped, never an error (:class:`_PipeSafeStdout`)."""
     import signal
 
+    stdout = sys.stdout
+    if not isinstance(stdout, _PipeSafeStdout) and stdout is not None:
+        sys.stdout = _PipeSafeStdout(stdout)
     previous = signal.getsignal(signal.SIGINT)
     ours = previous is signal.default_int_handler
     try:
@@ -86,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if ours and signal.getsignal(signal.SIGINT) is _note_interrupt:
             signal.signal(signal.SIGINT, previous)
+        if isinstance(sys.stdout, _PipeSafeStdout) and sys.stdout is not stdout:
+            sys.stdout = sys.stdout._stream if sys.stdout._stream is stdout else sys.stdout
 
 
 def _main(argv: list[str] | None) -> int:
