@@ -32,3 +32,20 @@ def test_an_import_error_after_an_interrupt_is_reraised(monkeypatch):
     monkeypatch.setattr(cli, "_load", lambda name: (_ for _ in ()).throw(ImportError("cannot load module")))
     with pytest.raises(KeyboardInterrupt):
         cli.build_parser()
+
+
+def test_an_interrupted_benchmark_names_its_directory_and_how_to_resume(monkeypatch, capsys, tmp_path):
+    """Ctrl-C during a sweep: exit 130, and the line names where the finished cells are and that the same
+    command resumes (not 'completed iterations are saved in the run directory', which names neither)."""
+    from vid2sid_ros.benchmark import run as bench_run
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench_run, "run_benchmark", interrupted)  # the command imports it at call time
+    out = tmp_path / "sweep"
+    rc = cli.main(["benchmark", "sim2sim", "--rig", "pendulum", "--seeds", "1", "--methods", "random",
+                   "--budget", "4", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 130
+    assert f"finished cells are saved in {out}; the same command again (same --out)" in err

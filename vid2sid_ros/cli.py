@@ -154,8 +154,9 @@ def _main(argv: list[str] | None) -> int:
         print(f"vid2sid {args.command}: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
-        said = {"track": "track stopped before it finished (a clip's tracking is not resumed): run it again"
-                }.get(args.command, "completed iterations are saved in the run directory")
+        said = getattr(args, "_interrupt_note", None) or {
+            "track": "track stopped before it finished (a clip's tracking is not resumed): run it again"
+        }.get(args.command, "completed iterations are saved in the run directory")
         print(f"interrupted ({interrupt_name(err)}); {said}", file=sys.stderr)
         return interrupt_exit_code(err)
 

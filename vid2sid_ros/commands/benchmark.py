@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"vid2sid benchmark: {err}", file=sys.stderr)
             return 2
     out = args.out or f"runs/bench_{rig.name}" + ("_active" if active else "")
+    args._interrupt_note = (f"finished cells are saved in {out}; the same command again (same --out) runs only "
+                            "the cells it does not have")  # what the command line says on Ctrl-C / SIGTERM
     from ..calibration.executor import ExecutorError
     from .executor_args import executor_from_args
 
