@@ -364,3 +364,52 @@ def test_the_proposer_key_names_every_registered_proposer():
     for name in PROPOSERS:
         assert name in doc, name
         assert name in node, name
+
+
+TWO_MOTORS = """<mujoco model="two">
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="j1" type="hinge" axis="0 0 1" damping="0.05"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.5"/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="j2" type="hinge" axis="0 0 1" damping="0.02"/>
+        <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.015" mass="0.3"/>
+        <site name="tip" pos="0.25 0 0" size="0.01"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="m" joint="j1" gear="1"/>
+    <motor name="f" joint="j2" gear="1"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_without_an_actuators_key_the_columns_are_the_models_actuators_in_its_order(tmp_path):
+    """Two motors and no ``actuators:``: a profile's columns are the model's actuators (the documented
+    default), so ``actuator: f`` drives the second motor and a profile without it the first — not one
+    column named ``u0`` that the twin refuses at the first rollout."""
+    (tmp_path / "m.xml").write_text(TWO_MOTORS)
+    (tmp_path / "rig.yaml").write_text(textwrap.dedent("""\
+        rig: two
+        model: m.xml
+        parameters:
+          d1: {unit: N*m*s/rad, lower: 0.01, upper: 0.3, nominal: 0.05, target: "dof_damping[j1]"}
+        keypoints: {tip: tip}
+        camera: {width: 160, height: 120, fovy: 60, pose: {position: [0.3, -0.6, 2.0], look_at: [0.3, 0, 1.0]}}
+        excitations:
+          first: {kind: sine, amplitude: 0.1, frequency: 1.0, duration: 1.0, rate: 30}
+          second: {kind: sine, amplitude: 0.1, frequency: 1.0, duration: 1.0, rate: 30, actuator: f}
+        trials:
+          - {name: t, source: {sim2sim: {seed: 0}}, excitation: first, split: train}
+        """))
+    from vid2sid_ros.rigs import load_rig
+
+    rig = load_rig(str(tmp_path / "rig.yaml"))
+    first, second = rig.named_excitations["first"], rig.named_excitations["second"]
+    assert first.actuator_names == second.actuator_names == ("m", "f")
+    assert np.abs(first.values[:, 0]).max() > 0 and not first.values[:, 1].any()
+    assert np.abs(second.values[:, 1]).max() > 0 and not second.values[:, 0].any()
+    twin = rig.make_twin()
+    assert not twin.rollout(first).diverged  # the twin takes the columns (it refused ['u0'] before)

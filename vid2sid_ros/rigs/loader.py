@@ -558,13 +558,36 @@ def _actuator_name(entry: Any) -> str:
 
 def _actuators(rig: Rig, doc: Mapping[str, Any]) -> tuple[str, ...]:
     """The excitation column names: the config's ``actuators`` (names, or the names of the mappings that
-    add actuators), else the built-in rig's excitations' columns, else ``("u0",)``."""
+    add actuators), else the built-in rig's excitations' columns, else the model's own actuators in the
+    model's order (:func:`_model_actuators`), else ``("u0",)``."""
     if doc.get("actuators"):
         return tuple(_actuator_name(a) for a in doc["actuators"])
     for sets in rig.excitations.values():
         for e in sets:
             return tuple(e.actuator_names)
-    return tuple(_actuator_name(a) for a in (rig.config.get("actuators") or ())) or ("u0",)
+    return (tuple(_actuator_name(a) for a in (rig.config.get("actuators") or ())) or _model_actuators(rig)
+            or ("u0",))
+
+
+def _model_actuators(rig: Rig) -> tuple[str, ...]:
+    """The actuator names of the rig's model, in the model's order (``twin.actuator_names`` of a twin made
+    for the purpose and closed), for a model with two or more actuators; ``()`` for one actuator (its
+    single column keeps the name ``u0``), none, or a twin that cannot be made here (its own check at the
+    end of loading reports why)."""
+    make = getattr(rig, "make_twin", None)
+    if not callable(make):
+        return ()
+    try:
+        twin = make()
+    except Exception:  # noqa: BLE001 - the load's own model check reports a model that does not build
+        return ()
+    try:
+        names = tuple(getattr(twin, "actuator_names", ()) or ())
+    finally:
+        close = getattr(twin, "close", None)
+        if callable(close):
+            close()
+    return names if len(names) >= 2 else ()
 
 
 def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str, base: Path) -> list[TrialSpec]:
