@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,22 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def _child(cmd: list[str], env: dict) -> tuple[float, float]:
-    """(wall s, CPU s) of one whole child process.
-
-    Raises:
-        SystemExit: the child failed (its stderr's tail is shown).
-    """
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:5])}... failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+from bench_sysid_cost import compile_like_an_install, timed_process  # noqa: E402  (one timing of a child process)
 
 
 def rollout_cpu(rig_name: str, run_dir: Path, probe: int) -> float:
@@ -77,16 +62,6 @@ def rollout_cpu(rig_name: str, run_dir: Path, probe: int) -> float:
     return float(sum(per) / len(per))
 
 
-def compile_like_an_install(env: dict) -> None:
-    """Byte-compile vid2sid_ros (``python -m compileall``, as ``pip install`` does) and let the timed processes
-    use the cached bytecode: with ``PYTHONDONTWRITEBYTECODE`` set (as on some CI machines) a source checkout
-    would otherwise compile every module it imports on every run, which an installed package never does
-    (mujoco.sysid's modules are installed, compiled)."""
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "vid2sid_ros")], check=True, env=env,
-                   capture_output=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rig", default="finger")
@@ -110,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, "-m", "vid2sid_ros.cli", "calibrate", "--rig", a.rig, "--out", str(out), "-q"]
             if a.tiny:
                 cmd += ["--iterations", "2"]
-            wall, cpu = _child(cmd, env)
+            wall, cpu, _ = timed_process(cmd, env)
             runs.append((wall, cpu, json.loads((out / "result.json").read_text())["phases"], out))
         per_rollout = rollout_cpu(a.rig, runs[0][3], a.probe)
         runs.sort(key=lambda r: r[1])

@@ -115,8 +115,12 @@ def _sysid_script(problem: S.Problem) -> str:
         ''')
 
 
-def _run(cmd: list[str], env: dict) -> tuple[float, float, subprocess.CompletedProcess]:
-    """(wall s, child CPU s, completed process) of one whole process."""
+def timed_process(cmd: list[str], env: dict) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall s, child CPU s, completed process) of one whole process.
+
+    Raises:
+        SystemExit: the process failed (its stderr's tail is shown).
+    """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
@@ -184,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             for side, cmd in sides.items():
                 walls, cpus = [], []
                 for i in range(a.repeat):
-                    wall, cpu, out = _run(cmd() if side.startswith("mujoco") else cmd(i), env)
+                    wall, cpu, out = timed_process(cmd() if side.startswith("mujoco") else cmd(i), env)
                     walls.append(wall)
                     cpus.append(cpu)
                 if side.startswith("mujoco"):
@@ -203,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             if a.profile:
                 prof = Path(a.profile) / f"{name}.prof"
                 prof.parent.mkdir(parents=True, exist_ok=True)
-                _run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "vid2sid_ros.cli", "calibrate",
+                timed_process([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "vid2sid_ros.cli", "calibrate",
                       str(d / "rig.yaml"), "--out", str(d / "profiled"), "-q"], env)
     print()
     for name, rows in summary:
