@@ -24,6 +24,7 @@ of the sentinel.
 
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -31,8 +32,8 @@ from typing import Any, Callable, Mapping, Sequence
 import mujoco
 import numpy as np
 
-__all__ = ["batched_states", "full_state", "points_per_batch", "same_physics", "BatchJob", "BatchScratch",
-           "FULL_STATE", "MAX_BATCH_BYTES"]
+__all__ = ["batched_states", "full_state", "points_per_batch", "same_physics", "sensor_model_copy", "BatchJob",
+           "BatchScratch", "FULL_STATE", "MAX_BATCH_BYTES"]
 
 #: the state ``mujoco.rollout`` takes and returns (time, qpos, qvel, act, history, mocap, plugin)
 FULL_STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -130,6 +131,42 @@ def same_physics(a: mujoco.MjModel, b: mujoco.MjModel) -> bool:
                     isinstance(x, (int, float)) and x != y):
                 return False
     return True
+
+
+def sensor_model_copy(twin: Any, compile_: Callable[[], tuple[mujoco.MjModel, mujoco.MjData] | None],
+                      write: Callable[[mujoco.MjModel, mujoco.MjData], None]) -> mujoco.MjModel | None:
+    """A copy of ``twin``'s read-back sensor model at the twin's current parameters, or None.
+
+    The template ``(model, scratch data)`` is made once by ``compile_`` (None: the twin's model cannot carry
+    the sensors) and kept on the twin (``_batch_sensor_model``); each call copies it, lets ``write`` put the
+    twin's current parameter values into the copy (``write(copy, scratch)``) and sets its ``opt.timestep``
+    to the twin's. The first copy is compared with ``twin.model`` (:func:`same_physics`); a difference keeps
+    the Python read-back for good (the template is dropped). None as well while ``set_parameters`` is
+    wrapped on the instance (a residual-diagnosis cause writes model fields of its own after the
+    parameters: the rollout then steps a copy of the twin's own model).
+
+    Args:
+        twin: a MuJoCo twin with ``model`` (its ``MjModel``) and ``set_parameters``.
+        compile_: makes the template, or None.
+        write: writes the current parameter values into a copy (and refreshes what they derive).
+    """
+    if "set_parameters" in vars(twin):
+        return None
+    kept = twin.__dict__.get("_batch_sensor_model", False)
+    if kept is False:
+        kept = twin.__dict__["_batch_sensor_model"] = compile_()
+    if kept is None:
+        return None
+    template, scratch = kept
+    m = copy.copy(template)
+    write(m, scratch)
+    m.opt.timestep = twin.model.opt.timestep
+    if not twin.__dict__.get("_batch_sensor_checked"):
+        if not same_physics(m, twin.model):
+            twin.__dict__["_batch_sensor_model"] = None
+            return None
+        twin.__dict__["_batch_sensor_checked"] = True
+    return m
 
 
 @dataclass

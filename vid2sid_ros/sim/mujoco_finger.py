@@ -45,7 +45,7 @@ from ..core.excitation import Excitation, build_excitation_sets  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
 from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError  # noqa: E402
-from .mujoco_batch import BatchScratch, same_physics  # noqa: E402
+from .mujoco_batch import BatchScratch, sensor_model_copy  # noqa: E402
 from .mujoco_constants import derived_field_problem, refresh_constants  # noqa: E402
 from .mujoco_model import compiled_model_xml  # noqa: E402
 from .mujoco_render import (OffscreenRenderer, camera_extrinsics, camera_intrinsics, move_camera,  # noqa: E402
@@ -607,27 +607,14 @@ class FingerTwin(BatchScratch):
         None as well while ``set_parameters`` is wrapped on the instance (a residual-diagnosis cause writes
         model fields of its own after the parameters: the rollout then steps a copy of the twin's model itself).
         """
-        if "set_parameters" in vars(self):
-            return None
-        kept = self.__dict__.get("_batch_sensor_model", False)
-        if kept is False:
-            kept = self.__dict__["_batch_sensor_model"] = self._compile_sensor_model()
-        if kept is None:
-            return None
-        template, scratch = kept
-        m = copy.copy(template)
-        for name, fv in self._values.items():
-            for t in self._targets[name]:
-                getattr(m, t.field)[t.index] = fv * t.ratio
-        if any(self._targets[name] for name in self._values):
-            refresh_constants(m, scratch)
-        m.opt.timestep = self.model.opt.timestep
-        if not self.__dict__.get("_batch_sensor_checked"):
-            if not same_physics(m, self.model):
-                self.__dict__["_batch_sensor_model"] = None
-                return None
-            self.__dict__["_batch_sensor_checked"] = True
-        return m
+        def write(m: mujoco.MjModel, scratch: mujoco.MjData) -> None:
+            for name, fv in self._values.items():
+                for t in self._targets[name]:
+                    getattr(m, t.field)[t.index] = fv * t.ratio
+            if any(self._targets[name] for name in self._values):
+                refresh_constants(m, scratch)
+
+        return sensor_model_copy(self, self._compile_sensor_model, write)
 
     def _compile_sensor_model(self) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
         """(the twin's MJCF compiled with the marker and actuator sensors appended, its scratch data), or None

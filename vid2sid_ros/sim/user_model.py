@@ -975,26 +975,13 @@ class UserModelTwin(BatchScratch):
         None as well while ``set_parameters`` is wrapped on the instance (a residual-diagnosis cause writes
         model fields of its own after the parameters: the rollout then steps a copy of the twin's model itself).
         """
-        if "set_parameters" in vars(self):
-            return None
-        from .mujoco_batch import same_physics
+        from .mujoco_batch import sensor_model_copy
 
-        kept = self.__dict__.get("_batch_sensor_model", False)
-        if kept is False:
-            kept = self.__dict__["_batch_sensor_model"] = self._compile_sensor_model()
-        if kept is None:
-            return None
-        template, scratch = kept
-        m = copy.copy(template)
-        write_model_bindings(m, [(b, fv * b.ratio) for name, fv in self._values.items()
-                                 for b in self._bindings[name] if b.kind in ("model", "option")], scratch)
-        m.opt.timestep = self.model.opt.timestep
-        if not self.__dict__.get("_batch_sensor_checked"):
-            if not same_physics(m, self.model):
-                self.__dict__["_batch_sensor_model"] = None
-                return None
-            self.__dict__["_batch_sensor_checked"] = True
-        return m
+        def write(m: mujoco.MjModel, scratch: mujoco.MjData) -> None:
+            write_model_bindings(m, [(b, fv * b.ratio) for name, fv in self._values.items()
+                                     for b in self._bindings[name] if b.kind in ("model", "option")], scratch)
+
+        return sensor_model_copy(self, self._compile_sensor_model, write)
 
     def _compile_sensor_model(self) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
         """(the twin's MjSpec compiled with the keypoint sensors appended, its scratch data), or None (the
