@@ -574,20 +574,24 @@ def _model_actuators(rig: Rig) -> tuple[str, ...]:
     for the purpose and closed), for a model with two or more actuators; ``()`` for one actuator (its
     single column keeps the name ``u0``), none, or a twin that cannot be made here (its own check at the
     end of loading reports why)."""
+    if "_model_actuators" in vars(rig):  # one twin per rig, however many parts of the config ask
+        return vars(rig)["_model_actuators"]
+    names: tuple[str, ...] = ()
     make = getattr(rig, "make_twin", None)
-    if not callable(make):
-        return ()
-    try:
-        twin = make()
-    except Exception:  # noqa: BLE001 - the load's own model check reports a model that does not build
-        return ()
-    try:
-        names = tuple(getattr(twin, "actuator_names", ()) or ())
-    finally:
-        close = getattr(twin, "close", None)
-        if callable(close):
-            close()
-    return names if len(names) >= 2 else ()
+    if callable(make):
+        try:
+            twin = make()
+        except Exception:  # noqa: BLE001 - the load's own model check reports a model that does not build
+            twin = None
+        if twin is not None:
+            try:
+                names = tuple(getattr(twin, "actuator_names", ()) or ())
+            finally:
+                close = getattr(twin, "close", None)
+                if callable(close):
+                    close()
+    vars(rig)["_model_actuators"] = names = names if len(names) >= 2 else ()
+    return names
 
 
 def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str, base: Path) -> list[TrialSpec]:
