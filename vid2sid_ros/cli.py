@@ -115,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     import signal
 
     stdout = sys.stdout
-    if not isinstance(stdout, _PipeSafeStdout) and stdout is not None:
-        sys.stdout = _PipeSafeStdout(stdout)
+    wrapped = _PipeSafeStdout(stdout) if stdout is not None and not isinstance(stdout, _PipeSafeStdout) else None
+    if wrapped is not None:
+        sys.stdout = wrapped
     previous = signal.getsignal(signal.SIGINT)
     ours = previous is signal.default_int_handler
     try:
@@ -129,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if ours and signal.getsignal(signal.SIGINT) is _note_interrupt:
             signal.signal(signal.SIGINT, previous)
-        if isinstance(sys.stdout, _PipeSafeStdout) and sys.stdout is not stdout:
-            sys.stdout = sys.stdout._stream if sys.stdout._stream is stdout else sys.stdout
+        if wrapped is not None and sys.stdout is wrapped:
+            sys.stdout = stdout
 
 
 def _main(argv: list[str] | None) -> int:

@@ -96,8 +96,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         findings += _structure(ctx, stats)
         if any(f.kind == "structure" for f in findings):
             verdict = "unexplained"
-    if verdict in ("named", "indistinguishable", "unexplained") and any(f.severity == "warning" for f in _not_latency(
-            findings)):
+    if verdict in ("named", "indistinguishable", "unexplained") and any(
+            f.severity == "warning" and f.kind != "latency" for f in findings):
         findings = [_latency_in_doubt(f) if f.kind == "latency" and f.severity == "note" else f for f in findings]
     if considered is not None and considered.caveats:
         named = [c["parameter"] for c in considered.caveats]
@@ -159,11 +159,6 @@ def _latency_note(ctx: ProbeContext) -> list[Finding]:
     return [Finding("latency", "note", f"{what} lags the commands by {tau * 1000:.1f} ms ({tau * ctx.rate:.2f} "
                                        f"frame); identified as the '{LATENCY}' nuisance and kept out of the physics.",
                     {"latency_s": tau, "latency_frames": tau * ctx.rate})]
-
-
-def _not_latency(findings: Sequence[Finding]) -> list[Finding]:
-    """The findings that are not the latency note (what the comparison and the structure check found)."""
-    return [f for f in findings if f.kind != "latency"]
 
 
 def _latency_in_doubt(note: Finding) -> Finding:
