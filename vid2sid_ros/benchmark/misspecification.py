@@ -82,7 +82,7 @@ __all__ = ["MISSPECIFICATIONS", "MisspecificationError", "parse_misspecify", "up
            "perturb_real_twin", "apply_model_friction", "transform_real_trajectory", "LATENCY_UPSAMPLE", "frozen_target",
            "camera_pose_error", "CAMERA_TRANSLATION_MM", "CAMERA_ROTATION_MRAD", "rolling_shutter_sample",
            "rolling_shutter_frames", "MAX_ROLLING_SHUTTER_S", "MAX_CAMERA_SIZE", "check_misspecification",
-           "MODEL_KINDS", "mass_target", "command_transform", "apply_model_changes", "focal_scaled"]
+           "MODEL_KINDS", "CAMERA_KINDS", "mass_target", "command_transform", "apply_model_changes", "focal_scaled"]
 
 #: kind -> (default size, unit, one-line description)
 MISSPECIFICATIONS: dict[str, tuple[float, str, str]] = {
@@ -101,6 +101,8 @@ MISSPECIFICATIONS: dict[str, tuple[float, str, str]] = {
 
 #: kinds that change the real side's twin (its model or the commands it receives): never the caller's twin
 MODEL_KINDS = ("frozen", "friction", "camera", "mass", "deadzone", "backlash")
+#: kinds that change only what a camera sees: they leave joint and mocap measurements alone
+CAMERA_KINDS = ("camera", "rolling_shutter", "focal")
 
 #: largest ``latency`` size, s (either sign)
 MAX_LATENCY_S = 1.0

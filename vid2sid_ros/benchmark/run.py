@@ -59,7 +59,7 @@ from ..calibration.proposers import make_proposer
 from ..calibration.start import StartConfig, StartError, check_start_budget, parse_start
 from ..core.rig import Rig
 from ..core.trial import jsonable
-from .sim2sim import check_camera_noise
+from .sim2sim import check_camera_noise, describe_stand_in, measures_image, stand_in_measurements
 from .sweep import cell_keys_current
 
 __all__ = ["run_benchmark", "format_results_markdown", "resolve_rig", "DEFAULT_METHODS"]
@@ -87,10 +87,28 @@ def resolve_rig(name: str | Rig, *, allow_code: bool = False, **options: Any) ->
     return load_rig(name, allow_code=allow_code, overrides={"rig_options": options} if options else None)
 
 
-def _resolve_noise(rig: Rig, noise: str) -> str:
-    if noise != "auto":
-        return noise
-    return "camera" if rig.tracker else "keypoint"
+def _resolve_noise(rig: Rig, noise: str, measured: Mapping[str, Any] | None = None) -> str:
+    """The stand-in's noise mode (:data:`~vid2sid_ros.benchmark.sim2sim.NOISE_MODES`) for ``noise``.
+
+    ``auto``: ``camera`` when some trial measures image keypoints and the rig has a tracker,
+    ``keypoint`` when it has none, ``sensor`` when no trial measures image keypoints (joint
+    states, mocap: each trial's declared noise). ``measured``: the rig's
+    :func:`~vid2sid_ros.benchmark.sim2sim.stand_in_measurements` (read when None).
+
+    Raises:
+        CalibrationError: ``camera`` or ``keypoint`` for a rig none of whose trials measures image keypoints.
+    """
+    from .sim2sim import measures_image, stand_in_measurements
+
+    measured = stand_in_measurements(rig) if measured is None else measured
+    image = measures_image(rig, measured)
+    if noise == "auto":
+        return ("camera" if rig.tracker else "keypoint") if image else "sensor"
+    if noise in ("camera", "keypoint") and not image:
+        kinds = ", ".join(sorted({m.kind for m in measured.values() if m is not None}))
+        raise CalibrationError(f"--noise {noise}: no trial of rig '{rig.name}' measures image keypoints (they "
+                               f"measure {kinds}); use --noise auto or sensor (each trial's declared noise), or none")
+    return noise
 
 
 def _rig_start(rig: Rig, budget: int | None) -> "StartConfig | None":
@@ -149,7 +167,9 @@ def run_benchmark(
         methods: proposer names (see :func:`~vid2sid_ros.calibration.proposers.make_proposer`).
         seeds: number of seeds (0..N-1) or explicit seeds.
         budget: rollouts per calibration. iterations: proposal iterations per calibration.
-        noise: ``camera`` | ``keypoint`` | ``none`` | ``auto`` (camera when the rig has a tracker).
+        noise: ``camera`` | ``keypoint`` | ``sensor`` | ``none`` | ``auto`` (the image trials' noise: camera when
+            the rig has a tracker; ``sensor`` when no trial measures image keypoints). Joint-state and mocap
+            trials are measured as their source measures them, with their declared σ (exact with ``none``).
         out: output directory (per-run directories ``seed_K/METHOD`` go inside); None = no files.
         truth_range: normalised range of the hidden truths.
         final_identifiability: also run the identifiability check at each result (diagnostic).
@@ -202,6 +222,7 @@ def _run_checked_sweep(settings: Any, seed_list: list[int], methods: list[str], 
     from .sweep import run_sweep
 
     rig_obj, out_dir, mis = settings.rig, settings.out_dir, settings.mis
+    stand_in = describe_stand_in(rig_obj, settings.noise)
     t_all = time.perf_counter()
     bar = None
     if progress:
@@ -218,7 +239,7 @@ def _run_checked_sweep(settings: Any, seed_list: list[int], methods: list[str], 
 
     def summary(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
         return _summarise(rig_obj, methods, per_seed, settings.budget, settings.iterations, settings.noise,
-                          settings.truth_range, time.perf_counter() - t_all, mis, failures)
+                          settings.truth_range, time.perf_counter() - t_all, mis, failures, stand_in)
 
     def partial(per_seed: list[dict[str, Any]]) -> None:  # partial results survive an interruption
         if out_dir is not None:
@@ -260,9 +281,10 @@ def _checked_sweep(rig: str | Rig, methods: Sequence[str], seeds: int | Sequence
     if n_train and budget is not None and budget < n_train:  # fail before the (slow) stand-in trials are built
         raise CalibrationError(f"rollout budget {budget} cannot pay for one evaluation of rig '{rig_obj.name}' "
                                f"({n_train} training excitations = {n_train} rollouts); use a budget >= {n_train}")
-    noise_mode = _resolve_noise(rig_obj, noise)
-    if noise_mode == "camera":  # a render the tracker finds nothing in: refused before any rollout or file
-        check_camera_noise(rig_obj)
+    measured = stand_in_measurements(rig_obj)  # what each trial measures (joints, mocap, image keypoints)
+    noise_mode = _resolve_noise(rig_obj, noise, measured)
+    if noise_mode == "camera" and measures_image(rig_obj, measured):  # a render the tracker finds nothing in:
+        check_camera_noise(rig_obj)  # refused before any rollout or file
     check_misspecification(rig_obj, mis)  # a kind the rig cannot express: refused before any file is written
     if nuisance is not None:  # an explicit block (the CLI's --no-latency) is checked like the config's
         parse_nuisance_config(nuisance, source="nuisance")
@@ -338,7 +360,10 @@ def _mean(xs: Sequence[float | None]) -> float | None:
 
 def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]], budget: int, iterations: int,
                noise: str, truth_range: tuple[float, float], wall: float,
-               mis: Mapping[str, float] | None = None, failures: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+               mis: Mapping[str, float] | None = None, failures: Sequence[Mapping[str, Any]] = (),
+               stand_in: tuple[str, str] | None = None) -> dict[str, Any]:
+    """``results.json``: per-method summaries over ``per_seed``; ``stand_in`` = the protocol's (real side,
+    sim side) wording (:func:`~vid2sid_ros.benchmark.sim2sim.describe_stand_in`, read from the rig when None)."""
     free = rig.parameters.free_names
     summary: dict[str, Any] = {}
     for m in methods:
@@ -382,11 +407,9 @@ def _summarise(rig: Rig, methods: Sequence[str], per_seed: list[dict[str, Any]],
         "seeds": [s["seed"] for s in per_seed], "wall_s_total": wall,
         "failed_cells": list(failures or []), "misspecification": dict(mis or {}),
         "protocol": ("hidden truth uniform in normalised [{:.2f}, {:.2f}] per free parameter; real side: twin at the "
-                     "truth{}; sim side: projected ground-truth keypoints; calibration from the nominal values on the "
+                     "truth{}; sim side: {}; calibration from the nominal values on the "
                      "training excitations; scores at the reported parameters (the best seen, or the point a convergence test passed at); holdout on the holdout excitations"
-                     ).format(truth_range[0], truth_range[1],
-                              " rendered + sensor noise + marker tracker" if noise == "camera"
-                              else (" + Gaussian keypoint noise" if noise == "keypoint" else " (no noise)"))
+                     ).format(truth_range[0], truth_range[1], *(stand_in or describe_stand_in(rig, noise)))
                     + ("; the real side is misspecified: " + ", ".join(f"{k}={v:g}" for k, v in (mis or {}).items())
                        if mis else ""),
         "per_seed": per_seed})

@@ -21,6 +21,20 @@ holdout excitations and turns the result into a :class:`RealTrial`:
 - ``noise="keypoint"``: projected keypoints plus i.i.d. Gaussian pixel noise of
   ``keypoint_sigma_px`` (for twins that cannot render, and for fast tests).
 - ``noise="none"``: exact projected keypoints.
+- ``noise="sensor"``: projected keypoints plus i.i.d. Gaussian pixel noise at the image
+  measurement's declared σ (``calibration.noise.px``, default 1 px): the benchmark's choice
+  for a rig none of whose trials measures image keypoints.
+
+A rig config trial that measures something else than image keypoints is measured the way
+its source measures it (:func:`vid2sid_ros.rigs.trials.trial_measurement`), whatever
+``noise`` says for the image trials: a ``joint_csv`` trial (or a bag's ``measurement:
+joints``) gives the twin's joint coordinates at the truth (rad for hinges, m for slides,
+:func:`vid2sid_ros.sim.measurement.measure`), a ``mocap`` trial its markers' world positions
+(m), each plus i.i.d. Gaussian noise at the trial's declared σ (``joint_csv.noise``,
+``mocap.noise``; else the rig config's ``calibration.noise`` for the unit, else
+:data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`: 0.005 rad, 1 mm), or exact with
+``noise="none"``. No frame is rendered for them. The σ applied per trial is in
+``meta["measurement"][trial]`` (:func:`stand_in_measurements` says it before any rollout).
 
 Every stand-in trial then goes through the check every trial source runs
 (:func:`vid2sid_ros.perception.quality.check_tracking`): its tracked fraction per keypoint, the
@@ -45,9 +59,9 @@ from ..sim.base import Twin, in_image_valid
 from ..sim.registry import Rig
 
 __all__ = ["draw_ground_truth", "make_sim2sim_trial", "check_camera_noise", "NOISE_MODES", "Sim2SimError",
-           "sim2sim_stand_in"]
+           "sim2sim_stand_in", "stand_in_measurements", "measures_image", "describe_stand_in", "sensor_sigma"]
 
-NOISE_MODES = ("camera", "keypoint", "none")
+NOISE_MODES = ("camera", "keypoint", "sensor", "none")
 
 
 class Sim2SimError(RuntimeError):
@@ -147,6 +161,84 @@ def check_camera_noise(rig: Rig, twin: Twin | None = None) -> None:
         f"site: {site}, rgba: [r, g, b, 1]}}] in the tracker's hue range) or use --noise keypoint")
 
 
+def stand_in_measurements(rig: Rig) -> dict[str, Trajectory | None]:
+    """What each trial of a rig config measures (:func:`vid2sid_ros.rigs.trials.trial_measurement`).
+
+    Returns:
+        ``{trial name: zero-row trajectory (kind, names, units, declared noise) | None (image keypoints)}``;
+        empty for a rig without trials (a built-in rig: image keypoints).
+
+    Raises:
+        RigConfigError: a trial source that cannot be read.
+    """
+    from ..rigs.trials import trial_measurement
+
+    return {t.name: trial_measurement(rig, t) for t in (getattr(rig, "trials", None) or ())}
+
+
+def measures_image(rig: Rig, measured: Mapping[str, Trajectory | None] | None = None) -> bool:
+    """True when some excitation of ``rig`` is measured as image keypoints (a trial with no
+    ``measurement`` template, or an excitation of no trial: a built-in rig's)."""
+    measured = stand_in_measurements(rig) if measured is None else measured
+    return any(measured.get((e.meta or {}).get("trial")) is None for v in rig.excitations.values() for e in v)
+
+
+def _noise_table(rig: Rig) -> dict[str, float]:
+    """The rig config's ``calibration.noise`` (1 sigma per unit) over :data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`."""
+    from ..core.trajectory import DEFAULT_NOISE
+
+    return {**DEFAULT_NOISE, **dict((getattr(rig, "calibration", None) or {}).get("noise") or {})}
+
+
+def sensor_sigma(like: Trajectory, rig: Rig) -> np.ndarray:
+    """σ (K,) of a trial's stand-in noise, in each keypoint's unit: the trial's declared noise
+    (``like.meta["noise"]``), else the rig's ``calibration.noise`` for the unit, else the default
+    (:func:`vid2sid_ros.core.trajectory.noise_levels`, the weights the objective gives it)."""
+    from ..core.trajectory import noise_levels
+
+    return noise_levels(like, _noise_table(rig))
+
+
+#: what a stand-in measurement of each kind is, as the protocol line names it
+_MEASURED_AS = {"joints": "joint positions", "points": "mocap marker positions"}
+
+
+def describe_stand_in(rig: Rig, noise: str, measured: Mapping[str, Trajectory | None] | None = None,
+                      *, keypoint_sigma_px: float = 0.5) -> tuple[str, str]:
+    """How the stand-in real side is measured and what the twin's side is, for the protocol line.
+
+    Args:
+        rig: the rig. noise: a resolved :data:`NOISE_MODES` entry.
+        measured: :func:`stand_in_measurements` of ``rig`` (read when None).
+        keypoint_sigma_px: σ of the ``keypoint`` mode, px.
+
+    Returns:
+        ``(real side, sim side)``: e.g. ``(" rendered + sensor noise + marker tracker", "projected
+        ground-truth keypoints")`` for an image rig, ``(", trial 'drive' as joint positions (rad) +
+        Gaussian noise σ = 0.005 rad", "the twin's joint positions")`` for a joint-state rig.
+    """
+    measured = stand_in_measurements(rig) if measured is None else measured
+    image = measures_image(rig, measured)
+    real, sim = [], []
+    if image:
+        real.append({"camera": " rendered + sensor noise + marker tracker",
+                     "keypoint": " + Gaussian keypoint noise",
+                     "sensor": f" + Gaussian keypoint noise σ = {_noise_table(rig)['px']:g} px"}.get(noise, " (no noise)"))
+        sim.append("projected ground-truth keypoints")
+    others = {n: m for n, m in measured.items() if m is not None}
+    for name, like in others.items():
+        what = _MEASURED_AS.get(like.kind, like.kind)
+        if noise == "none":
+            how = "exact"
+        else:
+            sigma = sensor_sigma(like, rig)
+            how = "+ Gaussian noise σ = " + ", ".join(dict.fromkeys(f"{v:g} {u}" for v, u in zip(sigma, like.units)))
+        real.append(f", trial '{name}' as {what} ({like.unit_label}) {how}")
+    for kind in dict.fromkeys(m.kind for m in others.values()):
+        sim.append(f"the twin's {_MEASURED_AS.get(kind, kind)}")
+    return "".join(real), " and ".join(sim)
+
+
 def _rows(traj: Trajectory, rows: np.ndarray, rate: float, first_step: int = 1) -> Trajectory:
     """Selected rows of an upsampled rollout, stamped at the command times like the twin's own frames
     (frame k at (k + first_step) / rate, :func:`~.misspecification.delayed_rows`)."""
@@ -182,17 +274,24 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
             that turns the camera away from the rig).
         MisspecificationError: a bad or inexpressible misspecification.
     """
-    from .misspecification import MODEL_KINDS, apply_model_changes, check_misspecification, parse_misspecify
+    from .misspecification import CAMERA_KINDS, MODEL_KINDS, apply_model_changes, check_misspecification
+    from .misspecification import parse_misspecify
     from .misspecification import perturb_real_twin
 
     if noise not in NOISE_MODES:
         raise Sim2SimError(f"unknown noise mode {noise!r}; valid: {', '.join(NOISE_MODES)}")
+    measured = stand_in_measurements(rig)
     mis = parse_misspecify(misspecify)
+    camera_only = sorted(k for k in mis if k in CAMERA_KINDS)
+    if camera_only and not measures_image(rig, measured):
+        raise Sim2SimError(f"rig '{rig.name}': --misspecify {', '.join(camera_only)} changes what a camera sees, "
+                           "but no trial of the rig measures image keypoints (its trials measure "
+                           + ", ".join(sorted({m.kind for m in measured.values() if m is not None})) + ")")
     if "rolling_shutter" in mis:
         check_misspecification(rig, {"rolling_shutter": mis["rolling_shutter"]})
     if any(k in mis for k in MODEL_KINDS) or twin is None:  # the real side's own twin: never change the caller's
         twin = rig.make_twin()
-    if noise == "camera":  # before any rollout: a render without the tracker's colours cannot be tracked
+    if noise == "camera" and measures_image(rig, measured):  # a render without the tracker's colours: refused now
         check_camera_noise(rig, twin)
     full = rig.parameters.complete(dict(truth))
     real_values, mis_info = (perturb_real_twin(twin, rig.parameters, full, mis,
@@ -207,11 +306,20 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
     frames_out: dict[str, np.ndarray] = {}
     tracking: dict[str, Any] = {}
     warnings: list[str] = []
+    measured_as: dict[str, Any] = {}
     min_fraction = min_tracked_fraction(rig.config, rig.where)
     for label in ("train", "holdout"):
         for i, exc in enumerate(rig.excitations.get(label, [])):
-            res, gt = _rollout_as_sampled(twin, exc, mis, mis_info, render=(noise == "camera"))
-            if noise == "camera":
+            like = measured.get((exc.meta or {}).get("trial"))
+            res, gt = _rollout_as_sampled(twin, exc, mis, mis_info, render=(noise == "camera" and like is None),
+                                          like=like)
+            if like is not None:  # measured as the trial's source measures it: joints / mocap markers
+                sigma = sensor_sigma(like, rig) if noise != "none" else np.zeros(gt.num_keypoints)
+                kp = gt.keypoints + rng.normal(0.0, 1.0, size=gt.keypoints.shape) * sigma[None, :, None]
+                tr = gt._with(keypoints=kp, valid=np.isfinite(kp).all(axis=2), source="real", trial_id=exc.name,
+                              meta=dict(like.meta))
+                measured_as[exc.name] = {"kind": like.kind, "units": list(like.units), "sigma": sigma.tolist()}
+            elif noise == "camera":
                 if res.frames is None:
                     raise Sim2SimError(f"rig '{rig.name}': the twin returned no frames; use noise='keypoint'")
                 tr, info, noisy = _tracked(rig, res.frames, gt, seed=int(rng.integers(2 ** 31)), trial=exc.name,
@@ -219,8 +327,9 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                 tracking[exc.name] = info
                 if label == "train" and i == 0:
                     frames_out[exc.name] = noisy  # what the camera saw
-            elif noise == "keypoint":
-                kp = gt.keypoints + rng.normal(0.0, keypoint_sigma_px, size=gt.keypoints.shape)
+            elif noise in ("keypoint", "sensor"):
+                sd = keypoint_sigma_px if noise == "keypoint" else _noise_table(rig)["px"]
+                kp = gt.keypoints + rng.normal(0.0, sd, size=gt.keypoints.shape)
                 tr = Trajectory(gt.time, kp, in_image_valid(gt, twin), gt.names, "real", exc.name, gt.steps)
             else:
                 tr = Trajectory(gt.time, gt.keypoints, in_image_valid(gt, twin), gt.names, "real", exc.name, gt.steps)
@@ -239,17 +348,21 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                      source=f"sim2sim {rig.name} seed {seed} noise {noise}", truth=dict(full),
                      meta={"noise": noise, "seed": seed, "keypoint_sigma_px": keypoint_sigma_px if noise == "keypoint"
                            else None, "tracking": tracking, "warnings": warnings,
+                           **({"measurement": measured_as} if measured_as else {}),
                            **({"misspecification": {"kinds": dict(mis), "applied": mis_info}} if mis else {})})
 
 
 def _rollout_as_sampled(twin: Twin, exc: Any, mis: Mapping[str, float], mis_info: dict[str, Any], *,
-                        render: bool) -> tuple[Any, Trajectory]:
-    """The twin's rollout of ``exc`` sampled as the real side's camera would (latency, rolling shutter).
+                        render: bool, like: Trajectory | None = None) -> tuple[Any, Trajectory]:
+    """The twin's rollout of ``exc`` sampled as the real side's sensor would (latency, rolling shutter).
 
-    Returns the rollout result and its keypoint trajectory (the delayed one; the result's own
-    trajectory is replaced too except for a latency-only rollout without frames). Records the
-    realised delays in ``mis_info``; Sim2SimError on a diverged rollout.
+    Returns the rollout result and its measured trajectory: image keypoints, or what ``like``
+    measures (:func:`vid2sid_ros.sim.measurement.measure`: joints, mocap points), the delayed
+    one (the result's own trajectory is replaced too except for a latency-only rollout without
+    frames or a ``like`` measurement). Records the realised delays in ``mis_info``;
+    Sim2SimError on a diverged rollout.
     """
+    from ..sim.measurement import measure
     from .misspecification import (LATENCY_UPSAMPLE, delayed_rows, first_step_of, rolling_shutter_frames,
                                    rolling_shutter_sample, upsampled_excitation)
 
@@ -257,11 +370,11 @@ def _rollout_as_sampled(twin: Twin, exc: Any, mis: Mapping[str, float], mis_info
     res = twin.rollout(upsampled_excitation(exc) if fine else exc, render=render)
     if res.diverged:
         raise Sim2SimError(f"the twin diverged at the ground truth on '{exc.name}': {res.message}")
-    gt = res.trajectory
+    gt = res.trajectory if like is None else measure(twin, res, like)
     # the twin's frame convention: its first sample after one command step (the finger) or the initial
     # state (a user model); the delayed frames must follow it or a latency of 0 is a frame off
-    first = first_step_of(gt.time, exc.rate) if fine else 1
-    if "rolling_shutter" in mis:  # each keypoint at the time its image row is read (and any latency)
+    first = first_step_of(res.trajectory.time, exc.rate) if fine else 1
+    if "rolling_shutter" in mis and like is None:  # each keypoint at the time its image row is read (and any latency)
         readout, lat = float(mis["rolling_shutter"]), float(mis.get("latency", 0.0))
         kp, valid, read_t = rolling_shutter_sample(gt.keypoints, gt.valid, exc.num_steps, exc.rate, readout,
                                                    int(twin.camera.height), latency_s=lat, first_step=first)
@@ -279,10 +392,11 @@ def _rollout_as_sampled(twin: Twin, exc: Any, mis: Mapping[str, float], mis_info
 
         gt = replace(gt, time=stamp, keypoints=kp, valid=valid, steps=np.arange(exc.num_steps))
         res = type(res)(gt, frames, res.diverged, res.message)
-    elif "latency" in mis:
-        rows, realised = delayed_rows(exc.num_steps, mis["latency"], exc.rate, first_step=first)
-        mis_info["latency"] = {"requested_s": mis["latency"], "realised_s": realised,
-                               "upsample": LATENCY_UPSAMPLE}
+    elif fine:  # a latency (or none: a joint/mocap trial of a rolling-shutter rig) on the fine rollout
+        rows, realised = delayed_rows(exc.num_steps, mis.get("latency", 0.0), exc.rate, first_step=first)
+        if "latency" in mis:
+            mis_info["latency"] = {"requested_s": mis["latency"], "realised_s": realised,
+                                   "upsample": LATENCY_UPSAMPLE}
         gt = _rows(gt, rows, exc.rate, first)
         if res.frames is not None:
             res = type(res)(gt, res.frames[rows], res.diverged, res.message)
@@ -294,7 +408,7 @@ def _misspecified_measurement(tr: Trajectory, name: str, mis: Mapping[str, float
     """The measured keypoints as a misspecified real side gives them (longer lens, measurement transforms)."""
     from .misspecification import focal_scaled, transform_real_trajectory
 
-    if "focal" in mis:  # the keypoints a lens (1 + SIZE) longer would measure
+    if "focal" in mis and tr.kind == "image":  # the keypoints a lens (1 + SIZE) longer would measure
         fo = mis_info["focal"]
         tr = focal_scaled(tr, fo["cx"], fo["cy"], fo["scale"])
     tr, tinfo = transform_real_trajectory(tr, mis, mis_rng)
@@ -310,7 +424,7 @@ def _scored_continuation(tr: Trajectory, exc: Any) -> Trajectory:
         return tr
     valid = np.asarray(tr.valid).copy()
     valid[np.asarray(tr.steps) < scored_from] = False
-    return Trajectory(tr.time, tr.keypoints, valid, tr.names, tr.source, tr.trial_id, tr.steps, dict(tr.meta))
+    return tr._with(valid=valid, meta=dict(tr.meta))
 
 
 def _check_stand_in_seen(rig: Rig, train: Sequence[Trajectory], mis: Mapping[str, float]) -> None:

@@ -33,9 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=positive_budget_arg, default=40, metavar="N",
                         help="rollouts per calibration, a positive number (default 40)")
     parser.add_argument("--iterations", type=int, default=10, help="iterations per calibration (default 10)")
-    parser.add_argument("--noise", default="auto", choices=["auto", "camera", "keypoint", "none"],
-                        help="real-side noise: camera = render + sensor noise + marker tracking (default for rigs "
-                             "with a tracker)")
+    parser.add_argument("--noise", default="auto", choices=["auto", "camera", "keypoint", "sensor", "none"],
+                        help="real-side noise of image trials: camera = render + sensor noise + marker tracking "
+                             "(auto, for rigs with a tracker), keypoint = 0.5 px Gaussian, sensor = each trial's "
+                             "declared noise (auto when no trial films the rig); joint-state and mocap trials "
+                             "always get their declared noise (exact with none)")
     parser.add_argument("--final-identifiability", action="store_true",
                         help="also run the identifiability check at every result (extra diagnostic rollouts)")
     parser.add_argument("--misspecify", default=None, metavar="KIND[=SIZE],...",

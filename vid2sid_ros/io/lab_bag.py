@@ -58,7 +58,7 @@ type, a JointState without a mapped joint, a Float64MultiArray of the wrong leng
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -71,7 +71,7 @@ from ..perception import rig_tracker, tracker_names
 from .image_msg import ImageEncodingError, image_to_array
 from .rosbag import BagError, BagTrial, bag_topics, make_typestore, read_messages, reset_tracker, stamp_to_s
 
-__all__ = ["LabBagConfig", "load_lab_bag", "parse_lab_bag_config", "load_real_trial_from_lab_bag", "COMMAND_TYPES",
+__all__ = ["LabBagConfig", "load_lab_bag", "lab_bag_commands", "parse_lab_bag_config", "load_real_trial_from_lab_bag", "COMMAND_TYPES",
            "IMAGE_TYPES",
            "compressed_to_array"]
 
@@ -356,12 +356,7 @@ def load_lab_bag(cfg: LabBagConfig | Mapping[str, Any], *, tracker: Any = None, 
     out = []
     for tid, group in _split(cmds, cfg, rec.markers, t_first, path):
         tw = list(warnings)
-        period = _command_period(group, cfg, tid, path)
-        values, stamps = _command_grid(group, tid, period, rec.end_steps, cfg.topics["command"], tw)
-        T, A = values.shape
-        cmd_names = group[0].names or cfg.command_names or tuple(f"u{i}" for i in range(A))
-        actuators = tuple(cfg.actuators.get(n, n) for n in cmd_names)
-        exc = Excitation(tid, 1.0 / period, values, actuators, meta={"source": f"bag:{path}", "command_type": ctype})
+        exc, stamps, period = _trial_excitation(tid, group, cfg, rec, ctype, path, tw)
         extra: dict[str, Any] = {"camera_info": cam_meta}
         traj = None
         image_stamps: list[float] = []
@@ -377,6 +372,43 @@ def load_lab_bag(cfg: LabBagConfig | Mapping[str, Any], *, tracker: Any = None, 
             raise BagError(f"bag {path}: topics.joint_states is mapped but no joints are named; give joints: [...]")
         out.append(BagTrial(traj, exc, stamps, np.asarray(image_stamps), np.stack(kept) if kept else None, tw, extra))
     return out
+
+
+def _trial_excitation(tid: str, group: list[_Command], cfg: LabBagConfig, rec: "_Recording", ctype: str, path: Path,
+                      warnings: list[str]) -> tuple[Excitation, np.ndarray, float]:
+    """One trial's commands on their time grid: (excitation, command stamps (T,) s, command period s)."""
+    period = _command_period(group, cfg, tid, path)
+    values, stamps = _command_grid(group, tid, period, rec.end_steps, cfg.topics["command"], warnings)
+    cmd_names = group[0].names or cfg.command_names or tuple(f"u{i}" for i in range(values.shape[1]))
+    actuators = tuple(cfg.actuators.get(n, n) for n in cmd_names)
+    exc = Excitation(tid, 1.0 / period, values, actuators, meta={"source": f"bag:{path}", "command_type": ctype})
+    return exc, stamps, period
+
+
+def lab_bag_commands(cfg: LabBagConfig | Mapping[str, Any], *, source: str = "bag") -> list[Excitation]:
+    """The trials' commands of a lab bag, as :func:`load_lab_bag` gives them (``BagTrial.excitation``), read
+    from the command and trial-marker topics only (no image is decoded or tracked, no joint state read).
+
+    Args:
+        cfg: a :class:`LabBagConfig` or the raw block; only ``topics.command`` / ``topics.trial_marker`` and
+            the command options (names, actuators, field, rate, split, names) are used.
+        source: message prefix for a raw block.
+
+    Returns:
+        One excitation per trial (T rows at the command rate, actuator units), in recording order.
+
+    Raises:
+        BagError: a missing or mistyped command topic, no command message, a bad split.
+    """
+    if not isinstance(cfg, LabBagConfig):
+        cfg = parse_lab_bag_config(cfg, source=source)
+    cfg = replace(cfg, topics={k: v for k, v in cfg.topics.items() if k in ("command", "trial_marker")})
+    path = cfg.path
+    present = _checked_topics(cfg, path)
+    rec = _read_recording(cfg, path)
+    ctype = present[cfg.topics["command"]][0]
+    return [_trial_excitation(tid, group, cfg, rec, ctype, path, [])[0]
+            for tid, group in _split(rec.cmds, cfg, rec.markers, rec.cmds[0].t, path)]
 
 
 def _checked_topics(cfg: LabBagConfig, path: Path) -> dict[str, tuple[str, int]]:

@@ -113,8 +113,17 @@ def _mocap_load(block: dict, ctx: SourceContext) -> Recording:
                            "frame": rec.frame})
 
 
+def _empty(traj: Any, noise: Any) -> Any:
+    """``traj`` with no rows: the kind, names, units and frame of a source's measurement (and its declared noise)."""
+    return traj.slice(0, 0)._with(meta={"noise": float(noise)} if noise else {})
+
+
+def _mocap_measurement(block: dict, ctx: SourceContext) -> Any:
+    return _empty(_mocap_read(block, ctx).trajectory(_name(ctx)), block.get("noise"))
+
+
 register_source(SourceKind(
-    "mocap", _mocap_check, _mocap_load, _mocap_probe, "path",
+    "mocap", _mocap_check, _mocap_load, _mocap_probe, "path", measurement=_mocap_measurement,
     keys=(("path", "path", "", "required", "Motion-capture export: OptiTrack Motive CSV, Vicon Nexus CSV, Qualisys "
            "TSV, a plain CSV/TSV or a C3D file (layouts: `vid2sid_ros/io/mocap.py`)."),
           ("markers", "mapping", "", None, "Keypoint -> marker label in the file (subject prefixes ignored); "
@@ -178,8 +187,17 @@ def _joint_load(block: dict, ctx: SourceContext) -> Recording:
                      meta={"joint_csv": rec.source, "invalid_samples": dict(rec.invalid)})
 
 
+def _joint_commands(block: dict, ctx: SourceContext) -> Any:
+    return _joint_read(block, ctx).excitation(_name(ctx))
+
+
+def _joint_measurement(block: dict, ctx: SourceContext) -> Any:
+    return _empty(_joint_read(block, ctx).trajectory(_name(ctx)), block.get("noise"))
+
+
 register_source(SourceKind(
-    "joint_csv", _joint_check, _joint_load, _joint_probe, "path",
+    "joint_csv", _joint_check, _joint_load, _joint_probe, "path", commands=_joint_commands,
+    measurement=_joint_measurement,
     keys=(("path", "path", "", "required", "CSV (or TSV) with a header row: time + one column per joint "
            "(`vid2sid_ros/io/joint_csv.py`)."),
           ("joints", "mapping | list", "", "required", "Column -> model joint name (a list: column = joint)."),
@@ -243,16 +261,20 @@ def _bag_trials(block: dict, ctx: SourceContext, *, tracker_needed: bool = True)
 
 
 def _pick(trials: list, block: dict, ctx: SourceContext):
-    names = [t.excitation.name for t in trials]
+    return trials[_pick_index([t.excitation.name for t in trials], block, ctx)]
+
+
+def _pick_index(names: list[str], block: dict, ctx: SourceContext) -> int:
+    """Index of the block's ``trial`` among the bag's trial ``names``; SourceError naming the choices."""
     want = block.get("trial")
     if want is None:
-        if len(trials) == 1:
-            return trials[0]
-        raise SourceError(f"{ctx.where}.trial: the bag holds {len(trials)} trials ({', '.join(names)}); name one")
+        if len(names) == 1:
+            return 0
+        raise SourceError(f"{ctx.where}.trial: the bag holds {len(names)} trials ({', '.join(names)}); name one")
     if isinstance(want, int) and not isinstance(want, bool):
-        if not 0 <= want < len(trials):
-            raise SourceError(f"{ctx.where}.trial: index {want} out of range; the bag holds {len(trials)} trials")
-        return trials[want]
+        if not 0 <= want < len(names):
+            raise SourceError(f"{ctx.where}.trial: index {want} out of range; the bag holds {len(names)} trials")
+        return want
     if want not in names:
         import difflib
 
@@ -260,7 +282,7 @@ def _pick(trials: list, block: dict, ctx: SourceContext):
         raise SourceError(f"{ctx.where}.trial: no trial {want!r} in the bag" + (f" (did you mean {close[0]}?)"
                                                                                 if close else "")
                           + f"; trials: {', '.join(names)}")
-    return trials[names.index(want)]
+    return names.index(want)
 
 
 def _bag_check(block: dict, ctx: SourceContext) -> dict:
@@ -317,8 +339,45 @@ def _bag_load(block: dict, ctx: SourceContext) -> Recording:
                            "camera_info": t.extra.get("camera_info"), "command_type": exc.meta.get("command_type")})
 
 
+def _bag_commands(block: dict, ctx: SourceContext) -> Any:
+    """The picked trial's commands, read from the bag's command topics only (no image decoded or tracked)."""
+    from .lab_bag import LabBagConfig, lab_bag_commands, parse_lab_bag_config
+    from .rosbag import DEFAULT_TOPICS, BagError, bag_topics, check_bag_finished, topic_in_bag
+
+    path = Path(block["path"])
+    try:
+        check_bag_finished(path)
+        if block.get("topics"):
+            cfg = parse_lab_bag_config({k: v for k, v in block.items() if k not in ("trial", "measurement")
+                                        and v is not None}, source=ctx.where)
+        else:  # the package's own layout (recorder_node): ExcitationCommand split by trial id, trial ends
+            present = bag_topics(path)
+            topics = {"command": topic_in_bag(present, DEFAULT_TOPICS["excitation"])}
+            if DEFAULT_TOPICS["trial_end"] in present:
+                topics["trial_marker"] = DEFAULT_TOPICS["trial_end"]
+            cfg = LabBagConfig(path, topics)
+        excitations = lab_bag_commands(cfg)
+    except BagError as err:
+        raise SourceError(f"{ctx.where}: {err}") from None
+    return excitations[_pick_index([e.name for e in excitations], block, ctx)]
+
+
+def _bag_measurement(block: dict, ctx: SourceContext) -> Any:
+    """Joint coordinates (``measurement: joints``: the named joints, rad unless ``joint_units`` says m), else None."""
+    if block.get("measurement") != "joints":
+        return None
+    import numpy as np
+
+    from ..core.trajectory import Trajectory
+
+    joints = tuple(str(j) for j in block["joints"])
+    units = tuple(str((block.get("joint_units") or {}).get(j, "rad")) for j in joints)
+    return Trajectory(np.zeros(0), np.zeros((0, len(joints), 1)), np.zeros((0, len(joints)), bool), joints, "real",
+                      _name(ctx), kind="joints", unit=units)
+
+
 register_source(SourceKind(
-    "bag", _bag_check, _bag_load, _bag_probe, "path",
+    "bag", _bag_check, _bag_load, _bag_probe, "path", commands=_bag_commands, measurement=_bag_measurement,
     keys=(("path", "path", "", "required", "rosbag2 directory (or its .mcap/.db3): MCAP or sqlite3."),
           ("trial", "string | integer", "", None, "Which trial of the bag (name or index); required when it holds "
            "several."),

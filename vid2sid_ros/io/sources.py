@@ -9,7 +9,14 @@ Each kind is a :class:`SourceKind`:
   :class:`SourceError` whose message starts with ``ctx.where`` (``file:trials[0].source.video``);
 - ``probe(block, ctx) -> (frames, rate) | None``: the recording's length (frames) and
   rate (Hz) without loading it, so free-motion excitations can be sized (None: unknown);
-- ``load(block, ctx) -> Recording``: read the measurements (expensive: decode, track).
+- ``load(block, ctx) -> Recording``: read the measurements (expensive: decode, track);
+- ``commands(block, ctx) -> Excitation | None``: the commands recorded with the trial (a joint
+  CSV's command columns, a bag's command topic) without reading its camera, or None when the
+  source records none (the trial's configured excitation drives the twin);
+- ``measurement(block, ctx) -> Trajectory | None``: what the trial measures, without its data:
+  a trajectory with no rows but the kind, names, units, frame and ``meta["noise"]`` that
+  ``load`` returns (joint coordinates, mocap markers); None = image keypoints of the rig's
+  camera (a video, a sim2sim stand-in, a bag's camera).
 
 :func:`register_source` adds a kind; :data:`SOURCES` maps kind -> :class:`SourceKind`.
 The rig loader dispatches to them; nothing here knows about calibration.
@@ -107,6 +114,12 @@ class SourceKind:
         check: ``check(block, ctx) -> normalised block``; raises :class:`SourceError`.
         load: ``load(block, ctx) -> Recording``; raises :class:`SourceError`.
         probe: ``probe(block, ctx) -> (frames, rate_hz) | None``.
+        commands: ``commands(block, ctx) -> Excitation | None``: the recorded commands, one row
+            per time slot, as ``load`` gives them (``Recording.excitation``), read without the
+            measurements; None = none recorded.
+        measurement: ``measurement(block, ctx) -> Trajectory | None``: a zero-row trajectory of
+            the kind, names, units, frame and ``meta["noise"]`` (1 sigma in the unit, when the
+            block declares one) of ``load``'s; None = image keypoints (px) of the rig's camera.
         shorthand: option a non-mapping block is read as (``video: clip.mp4`` = ``{path: clip.mp4}``).
         keys: schema rows ``(option, type, unit, default, meaning)`` for the reference page.
         doc: one paragraph.
@@ -119,6 +132,8 @@ class SourceKind:
     shorthand: str | None = "path"
     keys: tuple[tuple[str, str, str, Any, str], ...] = ()
     doc: str = ""
+    commands: Callable[[dict, SourceContext], Excitation | None] = lambda block, ctx: None
+    measurement: Callable[[dict, SourceContext], Trajectory | None] = lambda block, ctx: None
 
 
 #: kind -> SourceKind

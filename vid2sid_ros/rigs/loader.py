@@ -733,9 +733,12 @@ def _trial_parameters(rig: Rig, entries: list, file: str) -> None:
 def _trial_excitations(rig: Rig, file: str, base: Path) -> dict[str, list[Excitation]]:
     """The rig's excitation sets from its trials: one entry per trial part (train / holdout).
 
-    A trial without an excitation gets zero commands over its recording's length (the
-    source's ``probe``). ``meta`` carries ``trial``, ``init``, ``time_offset``, ``part`` and,
-    for a time split, ``scored_from_frame``.
+    A trial is driven by the commands ``vid2sid calibrate`` gives its twin
+    (:func:`~vid2sid_ros.rigs.trials.split_recording`): the ones recorded with it when its
+    source has them (a joint CSV's ``commands`` columns, a bag's command topic; the source's
+    ``commands``, read without the measurements), else its configured excitation, else zero
+    commands over its recording's length (the source's ``probe``). ``meta`` carries ``trial``,
+    ``init``, ``time_offset``, ``part`` and, for a time split, ``scored_from_frame``.
     """
     import numpy as np
 
@@ -743,9 +746,16 @@ def _trial_excitations(rig: Rig, file: str, base: Path) -> dict[str, list[Excita
     actuators = _actuators(rig, rig.config)
     for t in rig.trials:
         kind = t.kind
+        ctx = SourceContext(where=f"{t.where}.source.{kind}", base_dir=base, rig=rig, trial=t)
+        try:
+            recorded = SOURCES[kind].commands(t.source[kind], ctx)
+        except SourceError as err:
+            raise RigConfigError(str(err)) from None
         exc = t.excitation
-        if exc is None:
-            ctx = SourceContext(where=f"{t.where}.source.{kind}", base_dir=base, rig=rig, trial=t)
+        if recorded is not None:  # what the trial's recording gives calibrate (rigs/trials.py: _fit_excitation)
+            exc = Excitation(exc.name if exc is not None else recorded.name, recorded.rate, recorded.values,
+                             recorded.actuator_names, dict((exc if exc is not None else recorded).meta))
+        elif exc is None:
             try:
                 probed = SOURCES[kind].probe(t.source[kind], ctx)
             except SourceError as err:

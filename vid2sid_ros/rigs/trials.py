@@ -27,7 +27,7 @@ from ..io.sources import SOURCES, Recording, SourceContext, SourceError
 from .schema import RigConfigError
 
 __all__ = ["build_real_trial", "split_recording", "load_recording", "checked_recording", "clip_real_trial",
-           "MIN_TRAIN_FRAMES"]
+           "trial_measurement", "MIN_TRAIN_FRAMES"]
 
 #: fewest valid training frames a trial part must keep
 MIN_TRAIN_FRAMES = 10
@@ -48,6 +48,27 @@ def load_recording(rig: Rig, trial: TrialSpec, *, keep_frames: bool = False) -> 
     except SourceError as err:
         raise RigConfigError(str(err)) from None
     return checked_recording(rig, rec)
+
+
+def trial_measurement(rig: Rig, trial: TrialSpec) -> Trajectory | None:
+    """What one trial measures, read through its source kind's ``measurement`` without its data.
+
+    Returns:
+        A zero-row trajectory with the kind (``joints`` / ``points``), names, units, frame and
+        declared noise (``meta["noise"]``, 1 sigma in the unit: ``joint_csv.noise``, ``mocap.noise``)
+        of what :func:`load_recording` would give; None for image keypoints in px (a video,
+        a sim2sim stand-in, a bag's camera), measured through the rig's camera and tracker.
+
+    Raises:
+        RigConfigError: the source's one-line error (``file:trials[i].source.<kind>: ...``).
+    """
+    kind = trial.kind
+    base = rig.source.parent if rig.source is not None else None
+    ctx = SourceContext(where=f"{trial.where}.source.{kind}", base_dir=base, rig=rig, trial=trial)
+    try:
+        return SOURCES[kind].measurement(trial.source[kind], ctx)
+    except SourceError as err:
+        raise RigConfigError(str(err)) from None
 
 
 def checked_recording(rig: Rig, rec: Recording) -> Recording:
