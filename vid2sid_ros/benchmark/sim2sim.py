@@ -22,8 +22,8 @@ holdout excitations and turns the result into a :class:`RealTrial`:
   ``keypoint_sigma_px`` (for twins that cannot render, and for fast tests).
 - ``noise="none"``: exact projected keypoints.
 - ``noise="sensor"``: projected keypoints plus i.i.d. Gaussian pixel noise at the image
-  measurement's declared σ (``calibration.noise.px``, default 1 px): the benchmark's choice
-  for a rig none of whose trials measures image keypoints.
+  measurement's default σ (1 px, :data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`): the
+  benchmark's choice for a rig none of whose trials measures image keypoints.
 
 A rig config trial that measures something else than image keypoints is measured the way
 its source measures it (:func:`vid2sid_ros.rigs.trials.trial_measurement`), whatever
@@ -31,8 +31,8 @@ its source measures it (:func:`vid2sid_ros.rigs.trials.trial_measurement`), what
 joints``) gives the twin's joint coordinates at the truth (rad for hinges, m for slides,
 :func:`vid2sid_ros.sim.measurement.measure`), a ``mocap`` trial its markers' world positions
 (m), each plus i.i.d. Gaussian noise at the trial's declared σ (``joint_csv.noise``,
-``mocap.noise``; else the rig config's ``calibration.noise`` for the unit, else
-:data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`: 0.005 rad, 1 mm), or exact with
+``mocap.noise``; else :data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`: 0.005 rad,
+1 mm), or exact with
 ``noise="none"``. No frame is rendered for them. The σ applied per trial is in
 ``meta["measurement"][trial]`` (:func:`stand_in_measurements` says it before any rollout).
 
@@ -52,7 +52,7 @@ import numpy as np
 
 from ..core.excitation import Excitation
 from ..core.parameters import ParameterSet, draw_ground_truth  # noqa: F401  (re-exported)
-from ..core.trajectory import Trajectory
+from ..core.trajectory import DEFAULT_NOISE, Trajectory
 from ..core.trial import RealTrial
 from ..perception.quality import check_tracking, min_tracked_fraction
 from ..sim.base import Twin, in_image_valid
@@ -183,20 +183,13 @@ def measures_image(rig: Rig, measured: Mapping[str, Trajectory | None] | None = 
     return any(measured.get((e.meta or {}).get("trial")) is None for v in rig.excitations.values() for e in v)
 
 
-def _noise_table(rig: Rig) -> dict[str, float]:
-    """The rig config's ``calibration.noise`` (1 sigma per unit) over :data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`."""
-    from ..core.trajectory import DEFAULT_NOISE
-
-    return {**DEFAULT_NOISE, **dict((getattr(rig, "calibration", None) or {}).get("noise") or {})}
-
-
-def sensor_sigma(like: Trajectory, rig: Rig) -> np.ndarray:
+def sensor_sigma(like: Trajectory) -> np.ndarray:
     """σ (K,) of a trial's stand-in noise, in each keypoint's unit: the trial's declared noise
-    (``like.meta["noise"]``), else the rig's ``calibration.noise`` for the unit, else the default
-    (:func:`vid2sid_ros.core.trajectory.noise_levels`, the weights the objective gives it)."""
+    (``like.meta["noise"]``), else the unit's default (:data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`;
+    :func:`vid2sid_ros.core.trajectory.noise_levels`, the σ the objective weights the trial by)."""
     from ..core.trajectory import noise_levels
 
-    return noise_levels(like, _noise_table(rig))
+    return noise_levels(like)
 
 
 #: what a stand-in measurement of each kind is, as the protocol line names it
@@ -223,7 +216,7 @@ def describe_stand_in(rig: Rig, noise: str, measured: Mapping[str, Trajectory | 
     if image:
         real.append({"camera": " rendered + sensor noise + marker tracker",
                      "keypoint": " + Gaussian keypoint noise",
-                     "sensor": f" + Gaussian keypoint noise σ = {_noise_table(rig)['px']:g} px"}.get(noise, " (no noise)"))
+                     "sensor": f" + Gaussian keypoint noise σ = {DEFAULT_NOISE['px']:g} px"}.get(noise, " (no noise)"))
         sim.append("projected ground-truth keypoints")
     others = {n: m for n, m in measured.items() if m is not None}
     for name, like in others.items():
@@ -231,7 +224,7 @@ def describe_stand_in(rig: Rig, noise: str, measured: Mapping[str, Trajectory | 
         if noise == "none":
             how = "exact"
         else:
-            sigma = sensor_sigma(like, rig)
+            sigma = sensor_sigma(like)
             how = "+ Gaussian noise σ = " + ", ".join(dict.fromkeys(f"{v:g} {u}" for v, u in zip(sigma, like.units)))
         real.append(f", trial '{name}' as {what} ({like.unit_label}) {how}")
     for kind in dict.fromkeys(m.kind for m in others.values()):
@@ -314,7 +307,7 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
             res, gt = _rollout_as_sampled(twin, exc, mis, mis_info, render=(noise == "camera" and like is None),
                                           like=like)
             if like is not None:  # measured as the trial's source measures it: joints / mocap markers
-                sigma = sensor_sigma(like, rig) if noise != "none" else np.zeros(gt.num_keypoints)
+                sigma = sensor_sigma(like) if noise != "none" else np.zeros(gt.num_keypoints)
                 kp = gt.keypoints + rng.normal(0.0, 1.0, size=gt.keypoints.shape) * sigma[None, :, None]
                 tr = gt._with(keypoints=kp, valid=np.isfinite(kp).all(axis=2), source="real", trial_id=exc.name,
                               meta=dict(like.meta))
@@ -328,7 +321,7 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                 if label == "train" and i == 0:
                     frames_out[exc.name] = noisy  # what the camera saw
             elif noise in ("keypoint", "sensor"):
-                sd = keypoint_sigma_px if noise == "keypoint" else _noise_table(rig)["px"]
+                sd = keypoint_sigma_px if noise == "keypoint" else DEFAULT_NOISE["px"]
                 kp = gt.keypoints + rng.normal(0.0, sd, size=gt.keypoints.shape)
                 tr = Trajectory(gt.time, kp, in_image_valid(gt, twin), gt.names, "real", exc.name, gt.steps)
             else:
