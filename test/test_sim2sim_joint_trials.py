@@ -198,3 +198,20 @@ def test_a_mocap_trial_is_measured_as_marker_positions_with_its_noise(tmp_path):
     real, sim = describe_stand_in(rig, "sensor")
     assert real == ", trial 'take' as mocap marker positions (m) + Gaussian noise σ = 0.0005 m"
     assert sim == "the twin's mocap marker positions"
+
+
+def test_a_designed_trial_is_measured_like_the_rigs_training_trial(tmp_path):
+    """Active learning's stand-in runs a designed excitation of no trial: on a joint-state rig it
+    gives joint positions with the training trial's declared noise, not a camera's keypoints."""
+    from vid2sid_ros.benchmark.sim2sim import sim2sim_stand_in
+    from vid2sid_ros.core.excitation import Excitation
+
+    _write_rig(tmp_path, noise=0.002)
+    rig = load_rig(tmp_path / "rig.yaml")
+    t = np.arange(120) * DT
+    designed = Excitation("designed_1", 1.0 / DT, 4.0 * np.sin(2 * np.pi * 2.0 * t)[:, None], ("push",),
+                          meta={"kind": "chirp"})
+    tr = sim2sim_stand_in(rig, TRUTH, seed=0, noise="sensor")(designed)
+    assert (tr.kind, tr.units, tr.names, tr.num_frames) == ("joints", ("m",), ("slide",), 120)
+    assert tr.meta["noise"] == 0.002
+    np.testing.assert_allclose(tr.keypoints[:, 0, 0], _simulate(TRUTH["mass"], designed.values[:, 0]), atol=0.012)

@@ -180,7 +180,12 @@ def measures_image(rig: Rig, measured: Mapping[str, Trajectory | None] | None = 
     """True when some excitation of ``rig`` is measured as image keypoints (a trial with no
     ``measurement`` template, or an excitation of no trial: a built-in rig's)."""
     measured = stand_in_measurements(rig) if measured is None else measured
-    return any(measured.get((e.meta or {}).get("trial")) is None for v in rig.excitations.values() for e in v)
+    return any(_measured_as(measured, e) is None for v in rig.excitations.values() for e in v)
+
+
+def _measured_as(measured: Mapping[str | None, Trajectory | None], exc: Excitation) -> Trajectory | None:
+    """What ``exc`` is measured as: its trial's entry (``meta["trial"]``), else the entry of no trial (None)."""
+    return measured.get((exc.meta or {}).get("trial"), measured.get(None))
 
 
 def sensor_sigma(like: Trajectory) -> np.ndarray:
@@ -243,7 +248,8 @@ def _rows(traj: Trajectory, rows: np.ndarray, rate: float, first_step: int = 1) 
 
 def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, noise: str = "camera",
                        keypoint_sigma_px: float = 0.5, noise_config: Mapping[str, Any] | None = None,
-                       twin: Twin | None = None, misspecify: Mapping[str, float] | str | None = None) -> RealTrial:
+                       twin: Twin | None = None, misspecify: Mapping[str, float] | str | None = None,
+                       measured: Mapping[str | None, Trajectory | None] | None = None) -> RealTrial:
     """A stand-in real trial from ``rig``'s twin at ``truth`` (see module docstring).
 
     Args:
@@ -259,6 +265,9 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
         misspecify: ``{kind: size}`` or the CLI text (``"latency=0.02,frozen"``): the real side
             differs from the twin as :mod:`~vid2sid_ros.benchmark.misspecification` documents;
             what was done is in ``meta["misspecification"]`` (with the realised latency, s).
+        measured: what each excitation's trial measures, by ``meta["trial"]`` (None: an excitation of
+            no trial) -> zero-row trajectory | None (image keypoints); default
+            :func:`stand_in_measurements` of ``rig``.
 
     Raises:
         Sim2SimError: unknown noise mode, a diverged rollout at the truth, missing tracker, a
@@ -273,7 +282,7 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
 
     if noise not in NOISE_MODES:
         raise Sim2SimError(f"unknown noise mode {noise!r}; valid: {', '.join(NOISE_MODES)}")
-    measured = stand_in_measurements(rig)
+    measured = stand_in_measurements(rig) if measured is None else measured
     mis = parse_misspecify(misspecify)
     camera_only = sorted(k for k in mis if k in CAMERA_KINDS)
     if camera_only and not measures_image(rig, measured):
@@ -303,7 +312,7 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
     min_fraction = min_tracked_fraction(rig.config, rig.where)
     for label in ("train", "holdout"):
         for i, exc in enumerate(rig.excitations.get(label, [])):
-            like = measured.get((exc.meta or {}).get("trial"))
+            like = _measured_as(measured, exc)
             res, gt = _rollout_as_sampled(twin, exc, mis, mis_info, render=(noise == "camera" and like is None),
                                           like=like)
             if like is not None:  # measured as the trial's source measures it: joints / mocap markers
@@ -437,18 +446,23 @@ def sim2sim_stand_in(rig: Any, truth: Mapping[str, float], *, seed: int = 0, noi
 
     Each call runs :func:`~vid2sid_ros.benchmark.sim2sim.make_sim2sim_trial` on ``rig`` with
     the one excitation as its only training trial; the noise seed differs per call (``seed``,
-    then ``seed + 1000 k``), so a designed trial's noise is independent of the others'.
+    then ``seed + 1000 k``), so a designed trial's noise is independent of the others'. The
+    excitation is measured as the rig's first training trial is (joint positions for a
+    ``joint_csv`` rig, image keypoints for a filmed one: :func:`stand_in_measurements`).
 
     Raises:
         Sim2SimError: as ``make_sim2sim_trial`` (a diverged rollout at the truth...).
     """
 
     calls = {"k": 0}
+    first = next(iter(rig.excitations.get("train", ())), None)
+    like = stand_in_measurements(rig).get((first.meta or {}).get("trial")) if first is not None else None
 
     def run(exc: Excitation) -> Trajectory:
         calls["k"] += 1
         one = replace(rig, excitations={"train": [exc], "holdout": []}, trials=[])
-        trial = make_sim2sim_trial(one, truth, seed=int(seed) + 1000 * calls["k"], noise=noise, **kwargs)
+        trial = make_sim2sim_trial(one, truth, seed=int(seed) + 1000 * calls["k"], noise=noise,
+                                   measured={None: like}, **kwargs)
         return trial.train[0]
 
     return run
