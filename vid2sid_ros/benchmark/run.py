@@ -6,7 +6,9 @@ coordinates over [0.15, 0.85] of every free parameter's range, linear or log as 
 spec says, so that no truth sits on a bound), a stand-in "real" trial is made by the
 rig's twin at that truth (:func:`~vid2sid_ros.benchmark.sim2sim.make_sim2sim_trial`;
 by default through the camera: rendered frames + the rig's sensor noise model + the
-marker tracker, while the calibrating twin uses projected ground-truth keypoints),
+marker tracker, while the calibrating twin uses projected ground-truth keypoints; a rig
+config's joint-state and mocap trials are driven by their recorded commands and measured as
+joint or marker positions with their declared noise, as ``vid2sid calibrate`` reads them),
 and every method calibrates from the spec's nominal values with the same rollout
 budget on the training excitations. A rig config's ``calibration.start`` stage (a guess
 plugin, a multistart; :mod:`~vid2sid_ros.calibration.start`) runs once per seed on that

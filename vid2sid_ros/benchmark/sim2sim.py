@@ -32,8 +32,7 @@ joints``) gives the twin's joint coordinates at the truth (rad for hinges, m for
 :func:`vid2sid_ros.sim.measurement.measure`), a ``mocap`` trial its markers' world positions
 (m), each plus i.i.d. Gaussian noise at the trial's declared σ (``joint_csv.noise``,
 ``mocap.noise``; else :data:`~vid2sid_ros.core.trajectory.DEFAULT_NOISE`: 0.005 rad,
-1 mm), or exact with
-``noise="none"``. No frame is rendered for them. The σ applied per trial is in
+1 mm), or exact with ``noise="none"``. No frame is rendered for them. The σ applied per trial is in
 ``meta["measurement"][trial]`` (:func:`stand_in_measurements` says it before any rollout).
 
 Every stand-in trial then goes through the check every trial source runs
@@ -55,7 +54,7 @@ from ..core.parameters import ParameterSet, draw_ground_truth  # noqa: F401  (re
 from ..core.trajectory import DEFAULT_NOISE, Trajectory
 from ..core.trial import RealTrial
 from ..perception.quality import check_tracking, min_tracked_fraction
-from ..sim.base import Twin, in_image_valid
+from ..sim.base import Twin, TwinError, in_image_valid
 from ..sim.registry import Rig
 
 __all__ = ["draw_ground_truth", "make_sim2sim_trial", "check_camera_noise", "NOISE_MODES", "Sim2SimError",
@@ -201,14 +200,13 @@ def sensor_sigma(like: Trajectory) -> np.ndarray:
 _MEASURED_AS = {"joints": "joint positions", "points": "mocap marker positions"}
 
 
-def describe_stand_in(rig: Rig, noise: str, measured: Mapping[str, Trajectory | None] | None = None,
-                      *, keypoint_sigma_px: float = 0.5) -> tuple[str, str]:
+def describe_stand_in(rig: Rig, noise: str, measured: Mapping[str, Trajectory | None] | None = None
+                      ) -> tuple[str, str]:
     """How the stand-in real side is measured and what the twin's side is, for the protocol line.
 
     Args:
         rig: the rig. noise: a resolved :data:`NOISE_MODES` entry.
         measured: :func:`stand_in_measurements` of ``rig`` (read when None).
-        keypoint_sigma_px: σ of the ``keypoint`` mode, px.
 
     Returns:
         ``(real side, sim side)``: e.g. ``(" rendered + sensor noise + marker tracker", "projected
@@ -372,7 +370,10 @@ def _rollout_as_sampled(twin: Twin, exc: Any, mis: Mapping[str, float], mis_info
     res = twin.rollout(upsampled_excitation(exc) if fine else exc, render=render)
     if res.diverged:
         raise Sim2SimError(f"the twin diverged at the ground truth on '{exc.name}': {res.message}")
-    gt = res.trajectory if like is None else measure(twin, res, like)
+    try:
+        gt = res.trajectory if like is None else measure(twin, res, like)
+    except TwinError as err:  # the twin cannot measure what the trial does (a joint it lacks...)
+        raise Sim2SimError(f"stand-in trial '{exc.name}': {err}") from None
     # the twin's frame convention: its first sample after one command step (the finger) or the initial
     # state (a user model); the delayed frames must follow it or a latency of 0 is a frame off
     first = first_step_of(res.trajectory.time, exc.rate) if fine else 1
