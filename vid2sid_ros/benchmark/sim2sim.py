@@ -177,9 +177,10 @@ def stand_in_measurements(rig: Rig) -> dict[str, Trajectory | None]:
 
 def measures_image(rig: Rig, measured: Mapping[str, Trajectory | None] | None = None) -> bool:
     """True when some excitation of ``rig`` is measured as image keypoints (a trial with no
-    ``measurement`` template, or an excitation of no trial: a built-in rig's)."""
+    ``measurement`` template, or an excitation of no trial: a built-in rig's), or it has none."""
     measured = stand_in_measurements(rig) if measured is None else measured
-    return any(_measured_as(measured, e) is None for v in rig.excitations.values() for e in v)
+    excitations = [e for v in (getattr(rig, "excitations", None) or {}).values() for e in v]
+    return not excitations or any(_measured_as(measured, e) is None for e in excitations)
 
 
 def _measured_as(measured: Mapping[str | None, Trajectory | None], exc: Excitation) -> Trajectory | None:
