@@ -342,3 +342,27 @@ def test_a_free_actuator_gear_leaves_the_command_gain_out_of_the_candidates(tmp_
     frozen = ParameterSet(tuple(replace(s, frozen=True) if s.name == "gear" else s for s in params.specs))
     ctx = ProbeContext(TrialObjective(twin, excs, reals, frozen), truth, frozen)
     assert "actuator 'm' gain" in {c.name for c in candidate_causes(ctx)}  # frozen: still a candidate
+
+
+def test_a_point_probed_twice_is_rolled_out_once_and_gives_the_same_residual(tmp_path):
+    """A composite's parts are probed at the steps their own screens probed: the residual measured then is
+    reused (a copy), no rollout spent; another size, another point, or another cause object is measured."""
+    params = _spec(free=("damping",), stiffness=0.5)
+    twin = _twin(tmp_path, params)
+    excs = _excitations()
+    reals = _real(_twin(tmp_path, params), excs, {"damping": 0.02, "stiffness": 0.8, "armature": 0.0005})
+    ctx = ProbeContext(TrialObjective(twin, excs, reals, params), {"damping": 0.02}, params)
+    cause = next(c for c in candidate_causes(ctx) if c.changes_rollout)
+    n0 = ctx.rollouts
+    r1 = ctx.residual([cause], [cause.step])
+    assert ctx.rollouts == n0 + len(excs)
+    r2 = ctx.residual([cause], [cause.step])
+    assert ctx.rollouts == n0 + len(excs) and np.array_equal(r1, r2, equal_nan=True) and r1 is not r2
+    r2[:] = 0.0  # a caller's copy: the memo keeps the measured residual
+    assert np.array_equal(ctx.residual([cause], [cause.step]), r1, equal_nan=True)
+    ctx.residual([cause], [2 * cause.step])
+    assert ctx.rollouts == n0 + 2 * len(excs)
+    u = ctx.u0 + 0.01
+    ctx.residual([cause], [cause.step], u)
+    assert ctx.rollouts == n0 + 3 * len(excs)
+    assert ctx.residual([], [], ctx.u0) is not None and ctx.rollouts == n0 + 3 * len(excs)  # the optimum: no rollout

@@ -125,3 +125,29 @@ def test_a_twin_that_cannot_be_filmed_is_said_and_the_diagnosis_still_runs(tmp_p
     # named there (it was named as a model error when the diagnosis did not test whether the point was an optimum)
     assert res.diagnosis["verdict"] == "not_at_optimum" and not res.diagnosis["misspecified"], res.diagnosis["text"]
     assert st["optimality"]["free_explain_systematic"] is True
+
+
+def test_add_bias_adds_each_rows_bias_by_command_step_and_keeps_rows_without_one():
+    """The bias is paired by command step (the sim's rows without a bias row, and the bias's lost keypoints, keep
+    the projected value) and by keypoint name."""
+    from vid2sid_ros.calibration.tracker_bias import add_bias
+    from vid2sid_ros.core.trajectory import Trajectory
+
+    rng = np.random.default_rng(5)
+    T = 12
+    sim = Trajectory(np.arange(T) / 30.0, rng.normal(100.0, 10.0, (T, 2, 2)), np.ones((T, 2), bool), ("a", "b"),
+                     "sim", steps=np.arange(T) + 3)
+    bsteps = np.arange(0, 20, 2)  # every other command step: some sim rows have no bias row
+    bkp = rng.normal(0.0, 1.0, (len(bsteps), 2, 2))
+    bvalid = np.ones((len(bsteps), 2), bool)
+    bvalid[3, 1] = False  # keypoint "a" (second column of the bias) lost at step 6
+    bias = Trajectory(bsteps / 30.0, bkp, bvalid, ("b", "a"), "bias", steps=bsteps)
+    out = add_bias([sim], [bias])[0]
+    for i, k in enumerate(sim.steps):
+        for n, name in enumerate(("a", "b")):
+            want = sim.keypoints[i, n].copy()
+            if k % 2 == 0 and k < 20:
+                j, c = int(k) // 2, 1 - n  # the bias's row of step k, its column of this keypoint
+                want = want + (bkp[j, c] if bvalid[j, c] else 0.0)
+            assert np.array_equal(out.keypoints[i, n], want), (i, name)
+    assert out.names == sim.names and np.array_equal(out.steps, sim.steps)

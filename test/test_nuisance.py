@@ -52,6 +52,28 @@ def test_shift_across_a_gap_is_linear_and_invalid_next_to_it():
     assert out.keypoints[42, 0, 0] == pytest.approx(0.5 * (traj.keypoints[41, 0, 0] + traj.keypoints[42, 0, 0]))
 
 
+def test_shift_of_several_keypoints_is_each_keypoints_own_spline():
+    """The fully valid keypoints share one spline call: the values are those of one spline per keypoint, to the
+    bit, and a keypoint with a gap between them is still resampled linearly."""
+    from scipy.interpolate import CubicSpline
+
+    rng = np.random.default_rng(3)
+    T, K, d = 120, 5, 0.37 / 30.0
+    t = np.cumsum(rng.uniform(0.02, 0.05, T))
+    kp = rng.normal(100.0, 30.0, (T, K, 2))
+    valid = np.ones((T, K), bool)
+    valid[50, 2] = False  # keypoint 2 has a gap: linear
+    out = shift_trajectory(Trajectory(t, kp, valid, tuple(f"k{k}" for k in range(K))), d)
+    tq = np.clip(t - d, t[0], t[-1])
+    for k in (0, 1, 3, 4):
+        assert np.array_equal(out.keypoints[:, k], CubicSpline(t, kp[:, k], axis=0)(tq))
+        assert out.valid[:, k].all()
+    assert not out.valid[50, 2] and not out.valid[51, 2] and out.valid[49, 2]
+    i = 20
+    w = (tq[i] - t[i - 1]) / (t[i] - t[i - 1])  # tq[i] lies between frames i-1 and i
+    assert out.keypoints[i, 2] == pytest.approx((1 - w) * kp[i - 1, 2] + w * kp[i, 2])
+
+
 def test_latency_only_evaluations_cost_no_rollout():
     rig = make_rig()
     real = make_sim2sim_trial(rig, TRUTH, seed=1, noise="none")

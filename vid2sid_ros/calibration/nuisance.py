@@ -281,18 +281,18 @@ def shift_trajectory(traj: Trajectory, delay_s: float) -> Trajectory:
     idx = np.clip(np.searchsorted(t, tl, side="right") - 1, 0, len(t) - 2)
     dt = t[idx + 1] - t[idx]
     w = np.where(dt > 0, (tl - t[idx]) / np.where(dt > 0, dt, 1.0), 0.0)
-    for k in range(traj.num_keypoints):
-        if valid[:, k].all() and np.all(np.diff(t) > 0) and len(t) >= 4:
-            from scipy.interpolate import CubicSpline
+    full = valid.all(axis=0) if np.all(np.diff(t) > 0) and len(t) >= 4 else np.zeros(traj.num_keypoints, bool)
+    if full.any():  # one spline for every fully valid keypoint: each column is solved and evaluated on its own,
+        from scipy.interpolate import CubicSpline  # so the values are those of one spline per keypoint, to the bit
 
-            out[:, k, :] = CubicSpline(t, kp[:, k, :], axis=0)(tq)
-            vout[:, k] = True
-        else:
-            a, b = kp[idx, k, :], kp[idx + 1, k, :]
-            ok = valid[idx, k] & (valid[idx + 1, k] | (w == 0.0))
-            b = np.where(np.isfinite(b), b, a)
-            out[:, k, :] = (1.0 - w)[:, None] * a + w[:, None] * b
-            vout[:, k] = ok
+        out[:, full, :] = CubicSpline(t, kp[:, full, :], axis=0)(tq)
+        vout[:, full] = True
+    for k in np.flatnonzero(~full):
+        a, b = kp[idx, k, :], kp[idx + 1, k, :]
+        ok = valid[idx, k] & (valid[idx + 1, k] | (w == 0.0))
+        b = np.where(np.isfinite(b), b, a)
+        out[:, k, :] = (1.0 - w)[:, None] * a + w[:, None] * b
+        vout[:, k] = ok
     return replace(traj, keypoints=out, valid=vout)
 
 

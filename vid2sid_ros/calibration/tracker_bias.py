@@ -341,9 +341,8 @@ def add_bias(sim: Sequence[Trajectory], bias: Sequence[Trajectory]) -> list[Traj
         steps = {int(k): i for i, k in enumerate(np.asarray(b.steps))}
         kp = np.array(s.keypoints, dtype=float, copy=True)
         bn = b.select(s.names) if tuple(b.names) != tuple(s.names) else b
-        for i, k in enumerate(np.asarray(s.steps)):
-            j = steps.get(int(k))
-            if j is not None:
-                kp[i] += np.where(np.asarray(bn.valid[j])[:, None], bn.keypoints[j], 0.0)
+        j = np.array([steps.get(int(k), -1) for k in np.asarray(s.steps)], dtype=np.int64).reshape(-1)
+        i = np.flatnonzero(j >= 0)  # the sim's rows with a bias row (distinct rows: one addition each)
+        kp[i] += np.where(np.asarray(bn.valid)[j[i]][..., None], bn.keypoints[j[i]], 0.0)
         out.append(replace(s, keypoints=kp))
     return out

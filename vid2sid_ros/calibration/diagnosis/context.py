@@ -141,6 +141,8 @@ class ProbeContext:
         self.free = list(parameters.free)
         self.u0 = np.array([s.to_unit(self.full[s.name]) for s in self.free], float)
         self.rollouts = 0
+        self._probed: dict[tuple, tuple[list, Any, np.ndarray | None]] = {}  # residuals measured (the causes and
+        # objective kept: their ids in the key stay theirs)
         self.camera_pose: np.ndarray | None = None  # the pose causes applied now (:class:`~.causes.CameraPose`)
         self.unit = getattr(objective, "unit", "px")
         self.reals = objective.real
@@ -180,7 +182,21 @@ class ProbeContext:
             thetas: their sizes, in each cause's unit.
             u: free parameters, normalised (F,); default the optimum.
             objective: evaluate on this objective instead (the holdout; same twin).
+
+        A point probed before (the same cause objects at the same sizes, the same ``u`` and objective) gives
+        the residual measured then (a copy), without a rollout: the twin is deterministic, so it is the
+        residual a second probe would measure.
         """
+        key = (tuple(id(c) for c in causes), np.asarray(thetas, float).tobytes(),
+               np.asarray(self.u0 if u is None else u, float).tobytes(), id(objective))
+        if key not in self._probed:  # e.g. a composite's part is probed at the step its own screen probed
+            self._probed[key] = (list(causes), objective, self._residual(causes, thetas, u, objective))
+        r = self._probed[key][2]
+        return None if r is None else r.copy()
+
+    def _residual(self, causes: Sequence[Any], thetas: Sequence[float], u: np.ndarray | None,
+                  objective: TrialObjective | None) -> np.ndarray | None:
+        """:meth:`residual`, measured (no memo)."""
         obj = self.objective if objective is None else objective
         if objective is None and (u is None or np.array_equal(u, self.u0)) and all(
                 not (c.changes_rollout or c.changes_commands or type(c).adjust_values is not _BASE_ADJUST)
