@@ -125,3 +125,29 @@ def test_a_twin_that_cannot_be_filmed_is_said_and_the_diagnosis_still_runs(tmp_p
     # named there (it was named as a model error when the diagnosis did not test whether the point was an optimum)
     assert res.diagnosis["verdict"] == "not_at_optimum" and not res.diagnosis["misspecified"], res.diagnosis["text"]
     assert st["optimality"]["free_explain_systematic"] is True
+
+
+def test_the_estimate_is_the_optimum_with_the_trackers_bias_and_its_diagnosis_agrees(tmp_path, monkeypatch):
+    """Was: the reasoner stopped at (or near) the optimum of the projected keypoints (the tracker's bias absorbed into the
+    parameters) and the diagnosis, comparing the twin filmed like the robot, then said "Not at the optimum" of the
+    same point. Now the estimate is moved to the least-squares optimum with the bias modelled (accepted because it
+    lowers that sum of squares), nearer the truth, and the diagnosis finds it at the optimum."""
+    params, twin, excs, reals, bias = _setup(tmp_path)
+    monkeypatch.setattr(tb, "twin_camera_for",
+                        lambda rig, real, *, real_video=False: (tb.TwinCamera(lambda: None, source="test film"), ""))
+    monkeypatch.setattr(tb, "twin_tracker_bias", lambda twin_, excitations, physics, camera: (bias, len(excitations)))
+    cfg = CalibrationConfig(iterations=8, rollout_budget=60, seed=0, identifiability=False,
+                            final_identifiability=False)
+    res = run_calibration(twin, RealTrial(reals, excs, meta={"noise": "camera"}), make_proposer("reasoner"), cfg,
+                          parameters=params.with_nominal({"damping": 0.03, "stiffness": 0.4}))
+    corr = res.bias_correction
+    assert corr["applied"] is True and corr["ssr_after"] < corr["ssr_before"]
+
+    def err(v):
+        return max(abs(v[k] - TRUTH[k]) / TRUTH[k] for k in ("damping", "stiffness"))
+
+    assert err(res.values) < 0.5 * err(corr["before"]), (res.values, corr["before"])
+    assert res.values["stiffness"] == pytest.approx(corr["values"]["stiffness"])
+    d = res.diagnosis
+    assert d["verdict"] != "not_at_optimum" and d["statistics"]["optimality"]["at_optimum"] is True, d["text"]
+    assert d["statistics"]["tracker_bias"] is True
