@@ -151,3 +151,22 @@ def test_the_estimate_is_the_optimum_with_the_trackers_bias_and_its_diagnosis_ag
     d = res.diagnosis
     assert d["verdict"] != "not_at_optimum" and d["statistics"]["optimality"]["at_optimum"] is True, d["text"]
     assert d["statistics"]["tracker_bias"] is True
+
+
+def test_a_structure_warning_offers_not_at_the_optimum_only_when_the_point_was_not_found_at_it(tmp_path):
+    """Was: "the model is too simple here, or the parameters are not at the optimum" also after the optimality
+    check had found the point at the optimum (a run that stopped "converged" was told it might not be)."""
+    import math
+
+    from vid2sid_ros.calibration.diagnosis.core import _structure
+
+    params, twin, excs, reals, _ = _setup(tmp_path)
+    slow = [replace(r, keypoints=r.keypoints + 2.0 * np.sin(np.linspace(0, 3, r.num_frames))[:, None, None])
+            for r in reals]  # a slow 2 px drift: correlated, large, beyond the noise
+    ctx = ProbeContext(TrialObjective(twin, excs, slow, params), TRUTH, params)
+    base = {"residual_rms": math.sqrt(ctx.ssr(ctx.r0) / int(ctx.ok.sum()))}
+    tested = _structure(ctx, {**base, "optimality": {"at_optimum": True}})
+    untested = _structure(ctx, dict(base))
+    assert len(tested) == 1 and len(untested) == 1
+    assert tested[0].message.endswith("the model is too simple here.")
+    assert untested[0].message.endswith("or the parameters are not at the optimum.")

@@ -570,20 +570,23 @@ def _member(ctx: ProbeContext, m: Score, s0: float) -> dict[str, Any]:
 
 
 def _structure(ctx: ProbeContext, stats: dict) -> list[Finding]:
-    """Non-white, large residuals no candidate explains: the model is too simple here."""
+    """Non-white, large residuals no candidate explains: the model is too simple here (or, when the optimality
+    check did not run or found the point off the optimum, the parameters may not be at it)."""
     rho = _lag1(ctx)
     motion = _motion_scale(ctx.reals)
     ratio = stats["residual_rms"] / motion if motion > 0 else math.inf
     noise_ratio = (stats["residual_rms"] ** 2 / ctx.sigma2) if ctx.sigma2 > 0 else math.inf
     stats["whiteness"] = {"lag1_autocorrelation": rho, "motion_rms": motion, "rms_over_motion": ratio,
                           "ssr_over_noise": noise_ratio}
+    at_optimum = bool((stats.get("optimality") or {}).get("at_optimum"))  # tested: the free parameters are at it
     if (rho >= THRESHOLDS["structure_rho"] and ratio >= THRESHOLDS["structure_motion_share"]
             and noise_ratio >= THRESHOLDS["structure_noise_ratio"]):
         return [Finding("structure", "warning",
                         f"The residuals are strongly correlated in time (lag-1 autocorrelation {rho:.2f}) and large "
                         f"({stats['residual_rms']:.3g} {ctx.unit} RMS, {noise_ratio:.1f}× the noise variance, "
                         f"{100 * ratio:.1f} % of the {motion:.3g} {ctx.unit} RMS motion), and no single candidate "
-                        f"cause explains them: the model is too simple here, or the parameters are not at the optimum.",
+                        f"cause explains them: the model is too simple here"
+                        f"{'' if at_optimum else ', or the parameters are not at the optimum'}.",
                         {"lag1_autocorrelation": rho, "rms_over_motion": ratio, "ssr_over_noise": noise_ratio})]
     return []
 
