@@ -249,3 +249,24 @@ def test_a_converged_stop_reports_the_point_its_test_passed_at():
                                                                  final_identifiability=False, diagnosis=False))
     assert res.stopped == "converged"
     assert res.values["stiffness"] == pytest.approx(0.26) and res.best_iteration == 1
+
+
+def test_a_noise_free_converged_point_is_at_the_optimum_for_the_residual_diagnosis_too(tmp_path):
+    """Was: on noise-free data the reasoner stopped "converged" where a further decrease was below the simulation's
+    resolution, and the residual diagnosis then said "Not at the optimum ... calibrate further" about the same
+    point (its successive-difference noise estimate is the residual's round-off there). Both now read one floor."""
+    from vid2sid_ros.calibration.objective import resolution_floor
+
+    truth = {"stiffness": 37.0, "damping": 1.3}
+    rig, real = _spring_mass(tmp_path, truth)
+    res = run_calibration(rig, real, make_proposer("reasoner"),
+                          CalibrationConfig(iterations=20, rollout_budget=120, identifiability=False,
+                                            final_identifiability=False, diagnosis=True))
+    assert res.stopped == "converged"
+    opt = res.diagnosis["statistics"]["optimality"]
+    assert res.diagnosis["verdict"] != "not_at_optimum"
+    assert opt["at_optimum"] is True and opt["free_explain_systematic"] is False
+    drop = opt["ssr_here"] - opt["ssr_free_refit"]
+    assert 0.0 < drop <= opt["resolution_floor_ssr"]  # a decrease there is, but within the resolution
+    assert opt["resolution_floor_ssr"] == pytest.approx(resolution_floor(200, res.initial_error_px))  # 4 s at 50 Hz
+    assert "Not at the optimum" not in res.diagnosis["text"]

@@ -44,7 +44,7 @@ def test_every_rollout_is_in_one_phase_with_its_wall_and_cpu_time(tmp_path):
     res = run_calibration(rig, real, make_proposer("reasoner"), CalibrationConfig(iterations=2, rollout_budget=30),
                           tmp_path / "run")
     phases = json.loads((tmp_path / "run" / "result.json").read_text())["phases"]
-    assert list(phases) == ["start", "iterations", "best_point", "final_identifiability", "holdout", "diagnosis",
+    assert list(phases) == ["start", "iterations", "final_identifiability", "best_point", "holdout", "diagnosis",
                             "trial_curves", "write"]
     assert sum(p["charged_rollouts"] for p in phases.values()) == res.rollouts > 0
     assert sum(p["diagnostic_rollouts"] for p in phases.values()) == res.diagnostic_rollouts > 0

@@ -191,8 +191,15 @@ def test_calibration_reports_the_tracker_bias_and_the_switch_is_validated(tmp_pa
                           tmp_path / "off")
     assert off.final_identifiability.measurement_bias == {"applied": False,
                                                           "reason": "calibration.tracker_bias is false"}
-    assert on.values == off.values  # the estimate never depends on the diagnostic renders
-    assert on.rollouts == off.rollouts and on.diagnostic_rollouts == off.diagnostic_rollouts + 2
+    # the proposer's point never depends on the renders; the estimate is that point moved to the least-squares
+    # optimum with the tracker's bias modelled (the interval's centre), when that lowers the sum of squares
+    corr = on.bias_correction
+    assert corr["before"] == off.values and off.bias_correction is None
+    assert on.values == (corr["values"] if corr["applied"] else off.values)
+    assert corr["applied"] is True and corr["ssr_after"] < corr["ssr_before"]
+    assert on.rollouts == off.rollouts
+    # the renders (one per trial), the correction's evaluations, and the moved point's own (not cached)
+    assert on.diagnostic_rollouts >= off.diagnostic_rollouts + 2 + corr["rollouts"] > off.diagnostic_rollouts + 2
     # the stated interval reaches result.json and the report's parameter rows, labelled for what it is
     from vid2sid_ros.report.insights import parameter_rows
     from vid2sid_ros.report.run import load_run

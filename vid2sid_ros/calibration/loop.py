@@ -80,7 +80,7 @@ from ..core.trial import RealTrial, jsonable, with_current_keys
 from ..sim.base import DEFAULT_MAX_SUBSTEPS, RolloutLimits, Twin, TwinError
 from ..sim.registry import Rig
 from .effects import ParameterEffectError, check_parameter_effects
-from .identifiability import IdentifiabilityReport, check_identifiability
+from .identifiability import IdentifiabilityReport, check_identifiability, state_intervals
 from .nuisance import MeasurementModel, add_measurement_nuisances, offset_unit
 from .objective import TrialObjective
 from .proposers.proposer import BudgetExhausted, Evaluation, IterationRecord, Proposal, ProposalContext, Proposer
@@ -174,11 +174,13 @@ class CalibrationConfig:
             a first PyElastica rollout includes numba compilation).
         diagnosis: test the final residuals for structure the free parameters cannot explain
             (:mod:`~vid2sid_ros.calibration.diagnosis`; diagnostic rollouts, not charged).
-        tracker_bias: with ``final_identifiability``, film the twin at the result like the real
-            rig (rendered, the rig's camera model when it made the real side, the rig's tracker)
-            and carry the tracker's bias into the interval
+        tracker_bias: film the twin at the result like the real rig (rendered, the rig's camera
+            model when it made the real side, the rig's tracker) and carry the tracker's bias into
+            the estimate (:mod:`~vid2sid_ros.calibration.bias_correction`: the least-squares optimum
+            with the bias modelled, after the proposer's stop), the interval and the residual diagnosis
             (:mod:`~vid2sid_ros.calibration.tracker_bias`; one diagnostic rollout per training
-            trial, not charged). Needs a rig target with a tracker and image-keypoint trials.
+            trial and, without ``final_identifiability``, a forward-difference check, not charged).
+            Needs a rig target with a tracker and image-keypoint trials.
             None (default): only when the real side was made by the rig's own camera model
             (a sim2sim stand-in, ``real.meta["noise"] == "camera"``); True: also for a real video
             (the twin's renders tracked clean, through the videos' codec when they share one); False:
@@ -319,6 +321,10 @@ class CalibrationResult:
             ``kinds``, ``summary``, ``findings``...), None when switched off.
         phases: wall time, CPU time (s) and charged / diagnostic rollouts of each phase of this
             process's part of the run (:class:`~vid2sid_ros.calibration.phases.PhaseLedger`).
+        bias_correction: when the twin was filmed like the robot, the move of the calibration's point to the
+            least-squares optimum with the tracker's bias modelled
+            (:meth:`~vid2sid_ros.calibration.bias_correction.BiasCorrection.to_dict`; ``applied``: ``values``
+            are that optimum, ``before`` the point the stop reason is said of); None otherwise.
     """
 
     values: dict[str, float]
@@ -346,6 +352,7 @@ class CalibrationResult:
     diagnosis: dict[str, Any] | None = None
     artefacts_missing: list[dict[str, str]] = field(default_factory=list)
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
+    bias_correction: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (history as record dicts): the errors as ``training_mae``,
@@ -359,6 +366,7 @@ class CalibrationResult:
             "holdout_mae": self.holdout_mae_px, "rollouts": self.rollouts, "iterations": self.iterations,
             "diagnostic_rollouts": self.diagnostic_rollouts, "wall_s": self.wall_s, "stopped": self.stopped,
             "uncertainty": self.uncertainty, "residual_diagnosis": self.diagnosis,
+            **({"bias_correction": self.bias_correction} if self.bias_correction is not None else {}),
             "identifiability": self.identifiability.to_dict() if self.identifiability else None,
             "final_identifiability": self.final_identifiability.to_dict() if self.final_identifiability else None,
             "files": {k: str(v) for k, v in self.files.items()},
@@ -1680,6 +1688,28 @@ def _free_columns_of(report: IdentifiabilityReport | None) -> np.ndarray | None:
     return report.forward_jacobian
 
 
+def _bias_correction(s: _Session, values: Mapping[str, float], camera: Any,
+                     final_report: IdentifiabilityReport | None) -> Any:
+    """The estimate corrected for the tracker's bias (:mod:`~vid2sid_ros.calibration.bias_correction`) when the
+    twin can be filmed like the robot (``camera``), else None. The final identifiability check's chord-refined
+    centre when it ran with the bias; otherwise a forward-difference check with the twin filmed (``n + 1``
+    evaluations, one rendered rollout per training trial and the chord steps, counted in ``s.diagnostic``)."""
+    if camera is None or s.cfg.iterations <= 0:  # nothing was calibrated: the start point is not an estimate
+        return None
+    from .bias_correction import correct_for_tracker_bias
+
+    report = final_report
+    if report is None:
+        report = check_identifiability(s.objective, values, parameters=s.params, step=s.cfg.identifiability_step,
+                                       scheme="forward", condition_threshold=s.cfg.condition_threshold,
+                                       warn=False, twin_camera=camera, refine=FINAL_REFINE, executor=s.executor,
+                                       executor_state=s.executor_state)
+        s.diagnostic += report.rollouts
+    correction = correct_for_tracker_bias(s.objective, values, s.params, report)
+    s.diagnostic += correction.rollouts
+    return correction
+
+
 def _diagnosis_bias(s: _Session, values: Mapping[str, float], camera: Any) -> tuple[list | None, str]:
     """The tracker's bias at ``values`` for the residual diagnosis when no final identifiability check
     measured it (:func:`~vid2sid_ros.calibration.tracker_bias.twin_tracker_bias`; one diagnostic rendered
@@ -1738,13 +1768,11 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
     params, cfg, rd = s.params, s.cfg, s.run_dir
     best_err, best_vals, _ = s.best
     best_vals = params.complete(best_vals)
-    s.phases.start("best_point")
-    best_eval = s.diagnostic_eval(best_vals)  # per-keypoint numbers and a fresh state (not charged)
     final_report = None
     uncertainty: dict[str, float] = {}
     s.phases.start("final_identifiability")
     camera, why_not = None, "calibration.tracker_bias is false"
-    if cfg.tracker_bias is not False and (cfg.final_identifiability or cfg.diagnosis):
+    if cfg.tracker_bias is not False:  # the estimate, its interval and its diagnosis see the twin filmed
         from .tracker_bias import twin_camera_for
 
         camera, why_not = twin_camera_for(s.rig, s.real, real_video=bool(cfg.tracker_bias))
@@ -1757,7 +1785,15 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         if camera is None:
             final_report.measurement_bias = {"applied": False, "reason": why_not}
         s.diagnostic += final_report.rollouts
+    correction = _bias_correction(s, best_vals, camera, final_report)
+    if correction is not None and correction.applied:  # the estimate is the optimum with the tracker's bias
+        best_vals = params.complete(correction.values)
+        if final_report is not None:  # the interval (centred there already) is stated about the new value
+            state_intervals(final_report, params, best_vals)
+    if final_report is not None:
         uncertainty = dict(final_report.uncertainty)
+    s.phases.start("best_point")
+    best_eval = s.diagnostic_eval(best_vals)  # per-keypoint numbers and a fresh state (not charged)
     holdout = None
     holdout_unit = s.objective.unit
     s.phases.start("holdout")
@@ -1774,6 +1810,8 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
 
         try:
             bias, bias_failed = (final_report.bias_trajectories if final_report is not None else None), ""
+            if correction is not None and correction.bias is not None:  # the bias the estimate was corrected for
+                bias = correction.bias
             if bias is None and camera is not None and final_report is None:
                 bias, bias_failed = _diagnosis_bias(s, best_vals, camera)
             candidate = None if bias is not None else _bias_candidate(s, best_vals, camera, bias_failed or (
@@ -1781,7 +1819,9 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
             diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None,
                             intervals=final_report.interval if final_report is not None else None,
                             measurement_bias=bias, tracker_bias_candidate=candidate,
-                            free_jacobian=_free_columns_of(final_report))
+                            free_jacobian=None if correction is not None and correction.applied
+                            else _free_columns_of(final_report),
+                            resolution_scale=next((r.error_px for r in history if math.isfinite(r.error_px)), None))
             s.diagnostic += diag.rollouts
             diagnosis = diag.to_dict()
             if bias_failed:
@@ -1818,7 +1858,8 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         proposer=proposer_name, parameters=identified, identifiability=start_report,
         final_identifiability=final_report, uncertainty=uncertainty, status=status,
         best_iteration=s.best_iteration, best_proposer=by_iter.get(s.best_iteration, proposer_name),
-        unit=s.objective.unit, holdout_unit=holdout_unit, diagnosis=diagnosis)
+        unit=s.objective.unit, holdout_unit=holdout_unit, diagnosis=diagnosis,
+        bias_correction=correction.to_dict() if correction is not None else None)
     if status != "ok":
         result.stopped += f"{_NO_PROPOSAL} {len(history) - 1} iteration(s)"
     if rd is not None:

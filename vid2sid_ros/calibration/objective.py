@@ -49,7 +49,7 @@ from .nuisance import MeasurementModel
 from .proposers.proposer import Evaluation
 
 __all__ = ["TrialObjective", "residual_vector", "trajectory_vector", "measurement_unit", "NOISE_UNIT",
-           "ROLLOUT_CACHE_POINTS"]
+           "ROLLOUT_CACHE_POINTS", "SIMULATION_RESOLUTION", "resolution_floor"]
 
 #: the unit of an error over trials of mixed units (each divided by its noise level)
 NOISE_UNIT = "sigma"
@@ -59,6 +59,33 @@ _PAID = object()
 
 #: fewest physics points whose rollouts the objective keeps (least recently used go first)
 ROLLOUT_CACHE_POINTS = 4
+
+#: a rollout's residual is a smooth function of the parameters down to about this fraction of the start
+#: misfit, no further (integrator and float64 round-off over thousands of steps; :func:`resolution_floor`)
+SIMULATION_RESOLUTION = 1e-9
+
+
+def resolution_floor(m: int, scale: float) -> float:
+    """The squared-residual change below the simulation's resolution: ``m (SIMULATION_RESOLUTION · scale)²``.
+
+    ``scale`` is the misfit's scale in the measurement's unit: the training MAE at the start of the
+    calibration (or the larger of it and the error at the point judged). A rollout is deterministic, but its
+    residual is a smooth function of the parameters only down to ~1e-10 of that scale (measured on the toy
+    rig: Gauss–Newton steps predicted at 1e-10 of it are rejected), so a decrease below ``(1e-9 scale)²``
+    per residual is no decrease a simulator can be relied on to show, with or without noise: noise-free data
+    end there. The reasoner's convergence test and the residual diagnosis's optimality check read the same
+    floor, so the two never disagree about a point at it.
+
+    Args:
+        m: number of residuals.
+        scale: the misfit's scale (measurement unit, >= 0); not finite or negative gives 0.
+
+    Returns:
+        the floor (unit²), >= 0.
+    """
+    if not (math.isfinite(scale) and scale > 0):
+        return 0.0
+    return float(m) * (SIMULATION_RESOLUTION * float(scale)) ** 2
 
 
 def measurement_unit(trajectories: Sequence[Trajectory]) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...core.parameters import ParameterSet
 from ..nuisance import LATENCY, MEASUREMENT_PREFIX
-from ..objective import TrialObjective
+from ..objective import TrialObjective, resolution_floor
 from ..proposers.rationale import format_value
 from .advice import how_to_free, separating_trial
 from .causes import Composite, FrozenParameter, candidate_causes
@@ -28,7 +28,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
              intervals: Mapping[str, Sequence[float]] | None = None,
              measurement_bias: Sequence[Any] | None = None,
              tracker_bias_candidate: Sequence[Any] | str | None = None,
-             free_jacobian: np.ndarray | None = None) -> Diagnosis:
+             free_jacobian: np.ndarray | None = None, resolution_scale: float | None = None) -> Diagnosis:
     """Compare candidate causes of the residual at ``values`` (package docstring).
 
     Args:
@@ -58,6 +58,11 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             final identifiability check, :attr:`~vid2sid_ros.calibration.identifiability.IdentifiabilityReport.forward_jacobian`):
             used instead of measuring them again (F diagnostic rollouts saved); None, or a matrix of another
             shape, measures them.
+        resolution_scale: the misfit's scale for the simulation's resolution (measurement unit: the training
+            MAE at the start of the calibration, as the reasoner's convergence test reads it;
+            :func:`~vid2sid_ros.calibration.objective.resolution_floor`): a refit of the free parameters that
+            lowers the squared residual by no more than that floor is no evidence against the optimum, as for
+            the convergence test. None: the error at ``values`` alone sets the scale.
 
     Returns:
         :class:`Diagnosis`. A point that cannot be simulated gives one ``structure`` warning saying so.
@@ -86,7 +91,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     verdict, recommendation, considered = "none", None, None
     causes: list[dict[str, Any]] = []
     if probe:
-        verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals, free_jacobian)
+        verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals, free_jacobian,
+                                                              resolution_scale)
         findings += found
         if verdict in ("named", "indistinguishable") and found:  # the verdict's own finding (not a latency note)
             ev = found[0].evidence
@@ -173,7 +179,7 @@ def _latency_in_doubt(note: Finding) -> Finding:
                    {**note.evidence, "may_absorb_model_error": True})
 
 
-def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None
+def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None, resolution_scale=None
              ) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
     """Screen every cause, refit the best few, decide; the findings, the checked recommendation and the
     consider analysis (:mod:`.consider`, on the screen's columns: no rollout of its own). The free
@@ -185,7 +191,7 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     stats["free_columns"] = "the final identifiability check's forward differences" if reuse else \
         "measured by forward differences"
     null = refit(ctx, [], [], F)
-    unconverged = _not_at_optimum(ctx, F, null, stats)
+    unconverged = _not_at_optimum(ctx, F, null, stats, resolution_scale)
     scores = screen(ctx, causes, F)
     try:
         considered = consider(ctx, scores, F, null.ssr, len(causes), intervals)
@@ -281,7 +287,8 @@ def _partial(ctx: ProbeContext, best: Score, scores: list[Score], s0: float) -> 
         "causes": [_member(ctx, s, s0) for s in parts], "separate_with": separating_trial([s.cause for s in parts])})
 
 
-def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Finding | None:
+def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict,
+                    resolution_scale: float | None = None) -> Finding | None:
     """Whether the point diagnosed is not the least-squares optimum of the free parameters.
 
     Every cause is scored on what the free parameters leave; away from their optimum the residual still
@@ -294,6 +301,11 @@ def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Find
     noise does not account for), the free parameters alone explain the residual and no cause is looked for;
     otherwise a part remains that they leave, and the causes are compared against their refit ``S_0`` as
     usual. The linearised prediction ``‖P_F r0‖²`` (projection on the free columns) is recorded beside it.
+
+    A decrease no larger than the simulation's resolution (:func:`~vid2sid_ros.calibration.objective.resolution_floor`
+    of ``M`` residuals at the larger of ``resolution_scale`` and the MAE here) is none, whatever the noise: the
+    reasoner's convergence test passes on the same floor, and on noise-free data the successive-difference noise
+    estimate is the residual's round-off, against which any refit looks significant.
 
     Returns:
         a ``convergence`` note when the point is not at the optimum (no cause named), else None.
@@ -310,13 +322,16 @@ def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict) -> Find
     crit = chi2_ppf(1.0 - THRESHOLDS["alpha"], max(len(usable), 1))
     stats["optimality"] = {
         "test": "likelihood ratio (S(u0) - S0) / noise variance of a Gauss-Newton refit of the free parameters "
-                "alone against the chi-square(F) quantile at 1 - alpha, and at least min_share of S(u0)",
+                "alone against the chi-square(F) quantile at 1 - alpha, at least min_share of S(u0), and above the "
+                "simulation's resolution (the reasoner's convergence test's floor)",
         "ssr_here": s_here, "ssr_free_refit": null.ssr, "predicted_decrease": predicted,
         "likelihood_ratio": lr, "critical_lr": crit, "free_columns": len(usable)}
     n = max(int(keep.sum()), 1)
     excess = max(s_here - n * ctx.sigma2, 0.0)  # the systematic part: what the noise does not account for
-    moved = lr > crit and s_here > 0 and drop >= THRESHOLDS["min_share"] * s_here
-    stats["optimality"].update(at_optimum=not moved, systematic_ssr=excess,
+    scale = max(float(resolution_scale or 0.0), float(np.nanmean(np.abs(ctx.r0[keep]))) if keep.any() else 0.0)
+    floor = resolution_floor(n, scale)
+    moved = lr > crit and s_here > 0 and drop >= THRESHOLDS["min_share"] * s_here and drop > floor
+    stats["optimality"].update(at_optimum=not moved, systematic_ssr=excess, resolution_floor_ssr=floor,
                                free_explain_systematic=moved and drop >= (1.0 - THRESHOLDS["min_share"]) * excess)
     if not stats["optimality"]["free_explain_systematic"]:  # at the optimum, or a part remains that they leave:
         return None                                          # the causes are compared against their refit
@@ -555,20 +570,23 @@ def _member(ctx: ProbeContext, m: Score, s0: float) -> dict[str, Any]:
 
 
 def _structure(ctx: ProbeContext, stats: dict) -> list[Finding]:
-    """Non-white, large residuals no candidate explains: the model is too simple here."""
+    """Non-white, large residuals no candidate explains: the model is too simple here (or, when the optimality
+    check did not run or found the point off the optimum, the parameters may not be at it)."""
     rho = _lag1(ctx)
     motion = _motion_scale(ctx.reals)
     ratio = stats["residual_rms"] / motion if motion > 0 else math.inf
     noise_ratio = (stats["residual_rms"] ** 2 / ctx.sigma2) if ctx.sigma2 > 0 else math.inf
     stats["whiteness"] = {"lag1_autocorrelation": rho, "motion_rms": motion, "rms_over_motion": ratio,
                           "ssr_over_noise": noise_ratio}
+    at_optimum = bool((stats.get("optimality") or {}).get("at_optimum"))  # tested: the free parameters are at it
     if (rho >= THRESHOLDS["structure_rho"] and ratio >= THRESHOLDS["structure_motion_share"]
             and noise_ratio >= THRESHOLDS["structure_noise_ratio"]):
         return [Finding("structure", "warning",
                         f"The residuals are strongly correlated in time (lag-1 autocorrelation {rho:.2f}) and large "
                         f"({stats['residual_rms']:.3g} {ctx.unit} RMS, {noise_ratio:.1f}× the noise variance, "
                         f"{100 * ratio:.1f} % of the {motion:.3g} {ctx.unit} RMS motion), and no single candidate "
-                        f"cause explains them: the model is too simple here, or the parameters are not at the optimum.",
+                        f"cause explains them: the model is too simple here"
+                        f"{'' if at_optimum else ', or the parameters are not at the optimum'}.",
                         {"lag1_autocorrelation": rho, "rms_over_motion": ratio, "ssr_over_noise": noise_ratio})]
     return []
 

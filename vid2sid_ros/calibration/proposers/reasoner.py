@@ -76,7 +76,7 @@ import numpy as np
 from ...core.parameters import ParameterSet
 from ...core.trajectory import display_unit, format_error
 from ..nuisance import LATENCY, MEASUREMENT_PREFIX
-from ..objective import measurement_unit, residual_vector
+from ..objective import measurement_unit, resolution_floor, residual_vector
 from .proposer import BudgetExhausted, Evaluation, Proposal, ProposalContext
 from .rationale import lead_with_moves
 from .signatures import SIGNATURES, SignatureDiscrepancy, compare_signatures, measure_all
@@ -609,18 +609,15 @@ class Reasoner:
 
     @staticmethod
     def _floor(ctx: ProposalContext, anchor: "_Point") -> float:
-        """Squared-residual change below the simulation's resolution: ``m (1e-9 e0)²``.
+        """Squared-residual change below the simulation's resolution: ``m (1e-9 e0)²``
+        (:func:`~vid2sid_ros.calibration.objective.resolution_floor`, which the residual diagnosis reads too).
 
         ``e0`` is the training MAE at the start of the run (the scale of the misfit, in the
-        measurement's unit). A rollout is deterministic, but its residual is a smooth function of
-        the parameters only down to ~1e-10 of ``e0`` (integrator and float64 round-off over
-        thousands of steps; measured on the toy rig: Gauss-Newton steps predicted at 1e-10 of
-        ``e0`` are rejected), so a predicted decrease below ``(1e-9 e0)²`` per residual is no
-        decrease a simulator can show, with or without noise: noise-free data end there.
+        measurement's unit), or the anchor's when larger.
         """
         e0 = next((float(r.error_px) for r in ctx.history if math.isfinite(r.error_px)), anchor.error)
         e0 = max(e0, anchor.error) if math.isfinite(anchor.error) else e0
-        return float(anchor.r.size) * (1e-9 * e0) ** 2
+        return resolution_floor(anchor.r.size, e0)
 
     def _promises_little(self, ctx: ProposalContext, anchor: "_Point", predicted: float) -> bool:
         """Does a refinement step predicted to lower the squared residual by ``predicted`` call the convergence test?
