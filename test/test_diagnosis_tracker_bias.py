@@ -196,3 +196,16 @@ def test_a_structure_warning_offers_not_at_the_optimum_only_when_the_point_was_n
     assert len(tested) == 1 and len(untested) == 1
     assert tested[0].message.endswith("the model is too simple here.")
     assert untested[0].message.endswith("or the parameters are not at the optimum.")
+
+
+def test_the_terminal_says_when_the_values_are_the_bias_corrected_optimum_not_the_stopped_point():
+    """Was: the values printed were moved by the tracker-bias correction while the stop line spoke of the
+    calibration's own point, and nothing on the terminal said so."""
+    from vid2sid_ros.report.terminal import _bias_correction_lines
+
+    applied = {"applied": True, "unit": "px", "ssr_before": 12.5, "ssr_after": 11.25}
+    (line,) = _bias_correction_lines({"bias_correction": applied})
+    assert line.startswith("estimate: corrected for the tracker's bias (sum of squares 12.5 -> 11.25 px^2)")
+    assert "stop reason is about the calibration's own point" in line
+    assert _bias_correction_lines({"bias_correction": {**applied, "applied": False}}) == []
+    assert _bias_correction_lines({}) == []

@@ -56,6 +56,22 @@ def _tracked_summary(res: Mapping[str, Any]) -> list[str]:
             f"'{trial}')"]
 
 
+def _bias_correction_lines(res: Mapping[str, Any]) -> list[str]:
+    """One line when the reported values are not the point the stop reason is about: the estimate was moved
+    to the least-squares optimum with the tracker's bias modelled (``result.json: bias_correction``,
+    :mod:`~vid2sid_ros.calibration.bias_correction`). Empty otherwise."""
+    corr = res.get("bias_correction") or {}
+    if not corr.get("applied"):
+        return []
+    unit = str(corr.get("unit") or "px")
+    before, after = corr.get("ssr_before"), corr.get("ssr_after")
+    ssr = (f" (sum of squares {float(before):.4g} -> {float(after):.4g} {unit}^2)"
+           if before is not None and after is not None else "")
+    return [f"estimate: corrected for the tracker's bias{ssr}: the values below are the least-squares optimum "
+            "with the twin filmed like the robot; the stop reason is about the calibration's own point "
+            "(result.json: bias_correction)"]
+
+
 def terminal_width(stream: TextIO | None = None) -> int:
     """Columns of the terminal ``stream`` (default stdout) is on (:func:`shutil.get_terminal_size`,
     at least 40); :data:`DEFAULT_WIDTH` when it is not a terminal (a log file, a pipe)."""
@@ -212,6 +228,7 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     txt += f"; holdout MAE {format_error(h, hu)}" if h is not None else "; no holdout trial"
     lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
     lines.extend(_tracked_summary(res))  # share of frames each keypoint was measured in
+    lines.extend(_bias_correction_lines(res))
     from ..calibration.phases import phase_summary_line
 
     timing = phase_summary_line(res.get("phases"))
