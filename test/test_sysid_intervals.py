@@ -122,3 +122,25 @@ def test_reference_half_widths_is_the_sandwich_and_reduces_to_ordinary_least_squ
     sd = 1.959963984540054 * np.std(est, axis=0)
     np.testing.assert_allclose(S.reference_half_widths(Jw, w, 0.1), sd, rtol=0.05)
 
+
+def test_an_exact_noise_free_fit_is_not_diagnosed_as_stopped_before_converging(tmp_path):
+    """Regression: both noise-free problems stopped "converged" (the Gauss-Newton decrease below the simulation's
+    resolution) and the residual diagnosis then said "Not at the optimum ... the run stopped before converging",
+    after 65 diagnostic rollouts on the arm: it compared the round-off residual against its own round-off
+    "noise". A residual within 1e-9 of the measured motion is now the simulation's resolution: nothing to
+    diagnose, no probe."""
+    from vid2sid_ros.calibration.diagnosis import diagnose
+    from vid2sid_ros.calibration.objective import TrialObjective
+    from vid2sid_ros.rigs import build_real_trial, load_rig
+
+    p, t, u, q = _data("spring_mass")
+    rig = load_rig(str(S.write_rig(p, tmp_path, t, u, q)))
+    real = build_real_trial(rig)
+    obj = TrialObjective(rig.make_twin(), real.train_excitations, real.train, rig.parameters)
+    d = diagnose(obj, {"mass": 1.0 + 1e-11})
+    assert d.verdict == "none" and d.rollouts == 1
+    assert [f.kind for f in d.findings] == ["resolution"]
+    assert d.statistics["residual_rms"] <= d.statistics["simulation_resolution_rms"]
+    # a residual above the resolution is diagnosed as before: the free parameter alone explains it
+    d = diagnose(obj, {"mass": 1.0 + 1e-5})
+    assert d.verdict == "not_at_optimum" and d.rollouts > 1
