@@ -37,7 +37,9 @@ Per iteration:
    ``diagnosis_min_step`` (the signature model has nothing left to say: under sensor
    noise the signatures' floor can stay above ``signature_tolerance``, and tiny steps
    accepted for "closer signatures" would otherwise stall the run in the diagnosis); repeated rejections (or a long way
-   travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities.
+   travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities,
+   and so do two accepted refinement steps in a row that each remove less than half of ``‖r‖²`` while the
+   linear model still promises a tenth of it (secant updates converging slowly).
 5. **Convergence**: when a damped step's predicted gain is one the test would pass (its
    relative offset at most ``converged_offset``, or below the simulation's resolution:
    :meth:`Reasoner._promises_little`), the sensitivities are re-measured at the point if they were
@@ -47,7 +49,9 @@ Per iteration:
    parameters and says ``converged``. Failed: it goes on (a damped step on the fresh
    sensitivities, else the undamped Gauss–Newton step halved on each rejection, else
    sensitivities re-measured with half the finite-difference step) and reports ``stalled``
-   only when no move is left; a test the budget cannot pay for is no convergence.
+   only when no move is left; a test the budget cannot pay for is no convergence. After a
+   failed test, sensitivities are measured with a step of twice the last accepted step
+   (between ``fine_fd_step`` and ``fd_step``: :meth:`Reasoner._fd_step_at`).
 6. **Latency**: a free latency nuisance costs no rollout, so it is searched over its whole
    range (:meth:`Reasoner._scan_latency`, on the training RMS error: the same least-squares
    objective) whenever the sensitivities are measured and at every refinement iteration,
