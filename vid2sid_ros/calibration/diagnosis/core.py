@@ -9,7 +9,7 @@ import numpy as np
 
 from ...core.parameters import ParameterSet
 from ..nuisance import LATENCY, MEASUREMENT_PREFIX
-from ..objective import TrialObjective, resolution_floor
+from ..objective import NOISE_UNIT, TrialObjective, resolution_floor
 from ..proposers.rationale import format_value
 from .advice import how_to_free, separating_trial
 from .causes import Composite, FrozenParameter, candidate_causes
@@ -90,6 +90,18 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     findings = _latency_note(ctx)
     verdict, recommendation, considered = "none", None, None
     causes: list[dict[str, Any]] = []
+    resolution = _simulation_resolution(ctx)
+    if resolution is not None and stats["residual_rms"] <= resolution:
+        # an exact fit of noise-free data: what is left is the simulator's round-off, no cause can be compared on
+        # it (its successive-difference "noise" is round-off too: every refit would look significant)
+        stats["simulation_resolution_rms"] = resolution
+        stats["at_simulation_resolution"] = True
+        findings.append(Finding("resolution", "note", (
+            f"The twin reproduces the measurement to the simulation's resolution (training residual "
+            f"{stats['residual_rms']:.3g} {ctx.unit} RMS, within 1e-9 of the measured motion: "
+            f"{resolution:.3g} {ctx.unit}): nothing is left to diagnose."),
+            {"residual_rms": stats["residual_rms"], "resolution_rms": resolution, "unit": ctx.unit}))
+        return Diagnosis(findings, stats, ctx.rollouts, verdict="none")
     if probe:
         verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals, free_jacobian,
                                                               resolution_scale)
@@ -120,6 +132,32 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     size = len(considered.unchecked) if verdict == "unchecked" else len(causes)
     return Diagnosis(findings, stats, ctx.rollouts, verdict=verdict, recommendation=recommendation,
                      consider=considered.to_dict() if considered is not None else None, causes=causes, set_size=size)
+
+
+def _simulation_resolution(ctx: ProbeContext) -> float | None:
+    """The residual RMS below which the twin reproduces the measurement to the simulation's resolution
+    (the measurement's unit), or None when the residual is in noise units (mixed units).
+
+    ``1e-9`` times the RMS of the measured motion (each trial's keypoint coordinates about their mean, valid
+    samples): a rollout's residual is a smooth function of the parameters only down to about 1e-9 of the
+    scale of the data (integrator and float64 round-off over thousands of steps; the reasoner's convergence
+    test ends noise-free fits at the same relative level, :meth:`~..proposers.reasoner.Reasoner._floor`).
+    """
+    if ctx.unit == NOISE_UNIT:
+        return None
+    parts = []
+    for r in ctx.reals:
+        k = np.asarray(r.keypoints, float)
+        v = np.asarray(r.valid, bool)
+        if not v.any():
+            continue
+        mean = np.nanmean(np.where(v[..., None], k, np.nan), axis=0)
+        parts.append((k - mean)[v].ravel())
+    if not parts:
+        return None
+    d = np.concatenate(parts)
+    d = d[np.isfinite(d)]
+    return 1e-9 * float(np.sqrt(np.mean(d ** 2))) if d.size else None
 
 
 def _unchecked(unchecked: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]], str]:

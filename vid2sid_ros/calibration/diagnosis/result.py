@@ -55,6 +55,7 @@ class Finding:
             ``tracker`` (a note: the tracker's own bias measured on renders of the twin explains the
             residual — the measurement, not the model),
             ``convergence`` (a note: the point is not the free parameters' optimum, nothing else is looked for),
+            ``resolution`` (a note: the residual is at the simulation's resolution, nothing is looked for),
             ``indistinguishable`` (several causes of different kinds explain the residual equally),
             ``structure`` (no candidate explains it: the model is too simple here).
         severity: ``warning`` (the parameters are probably not the physical ones), ``caveat`` (kind

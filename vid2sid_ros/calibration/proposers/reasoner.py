@@ -37,7 +37,9 @@ Per iteration:
    ``diagnosis_min_step`` (the signature model has nothing left to say: under sensor
    noise the signatures' floor can stay above ``signature_tolerance``, and tiny steps
    accepted for "closer signatures" would otherwise stall the run in the diagnosis); repeated rejections (or a long way
-   travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities.
+   travelled since), or ``refresh_distance`` travelled at all, trigger a re-measurement of the sensitivities,
+   and so do two accepted refinement steps in a row that each remove less than half of ``‖r‖²`` while the
+   linear model still promises a tenth of it (secant updates converging slowly).
 5. **Convergence**: when a damped step's predicted gain is one the test would pass (its
    relative offset at most ``converged_offset``, or below the simulation's resolution:
    :meth:`Reasoner._promises_little`), the sensitivities are re-measured at the point if they were
@@ -47,7 +49,9 @@ Per iteration:
    parameters and says ``converged``. Failed: it goes on (a damped step on the fresh
    sensitivities, else the undamped Gauss–Newton step halved on each rejection, else
    sensitivities re-measured with half the finite-difference step) and reports ``stalled``
-   only when no move is left; a test the budget cannot pay for is no convergence.
+   only when no move is left; a test the budget cannot pay for is no convergence. After a
+   failed test, sensitivities are measured with a step of twice the last accepted step
+   (between ``fine_fd_step`` and ``fd_step``: :meth:`Reasoner._fd_step_at`).
 6. **Latency**: a free latency nuisance costs no rollout, so it is searched over its whole
    range (:meth:`Reasoner._scan_latency`, on the training RMS error: the same least-squares
    objective) whenever the sensitivities are measured and at every refinement iteration,
@@ -125,6 +129,9 @@ class Reasoner:
         min_fd_step: smallest finite-difference step (normalised units): when every length
             of the Gauss–Newton step is rejected, the sensitivities are re-measured with half
             the step, down to this; below it the reasoner reports a stall (not converged).
+        fine_fd_step: smallest finite-difference step of a measurement after a failed convergence test
+            (normalised units): there the step is twice the last accepted refinement step, between this
+            and ``fd_step`` (:meth:`_fd_step_at`).
         diagnosis_min_step: a diagnosis step whose largest component is below this
             (normalised units, ∞-norm; 0.005 = 0.5 % of a range) ends the diagnosis phase
             without a rollout: the reasoner refines on the trajectories from there.
@@ -141,7 +148,7 @@ class Reasoner:
                  diagnosis_slack: float = 1.5,
                  converged_fraction: float = 1e-3, evaluations_per_iteration: int | None = None,
                  diagnosis_min_step: float = 0.005, converged_offset: float = 0.25,
-                 min_fd_step: float = 1e-4) -> None:
+                 min_fd_step: float = 1e-4, fine_fd_step: float = 0.005) -> None:
         if not 0 < fd_step < 0.5:
             raise ValueError(f"Reasoner: fd_step must be in (0, 0.5), got {fd_step}")
         if not 0 <= diagnosis_min_step < 0.5:
@@ -167,6 +174,9 @@ class Reasoner:
             raise ValueError(f"Reasoner: min_fd_step must be in (0, fd_step], got {min_fd_step}")
         self.converged_offset = float(converged_offset)
         self.min_fd_step = float(min_fd_step)
+        if not min_fd_step <= fine_fd_step <= fd_step:
+            raise ValueError(f"Reasoner: fine_fd_step must be in [min_fd_step, fd_step], got {fine_fd_step}")
+        self.fine_fd_step = float(fine_fd_step)
 
     # -- state ------------------------------------------------------------------------
     def _load_state(self, ctx: ProposalContext) -> dict[str, Any] | None:
@@ -252,9 +262,15 @@ class Reasoner:
             cand = _Point.of(ev, ctx, excitations, params)
             s.tried.append(cand)
             self._judge(params, s, cand, mode, predicted, rows, gauss_newton)
+            # secant steps making slow progress: fresh sensitivities, when the budget also leaves a re-measurement
+            # for the convergence test and a step after it
+            if (s.slow >= 2 and steps < quota and s.evals_left >= 2 * s.n_paid + 2 and not s.fo.fresh_at(s.anchor.u)
+                    and self._remeasure_for_test(ctx, s, excitations, for_test=False) == "break"):
+                break
         # propose where the reasoning stands (the loop keeps the best point seen separately)
         return self._finish(ctx, s.anchor, s.anchor, s.tried, s.lines, s.diagnosis, (s.J, s.Js), s.radius, s.lam,
-                            s.failures, s.sig_keys, s.phase, s.converged, s.travel, s.diag_failures, s.fo)
+                            s.failures, s.sig_keys, s.phase, s.converged, s.travel, s.diag_failures, s.fo,
+                            s.slow, s.last_step)
 
     def _restore(self, s: "_Search", state: Mapping[str, Any] | None, names: Sequence[str]) -> None:
         """The memory of the last proposal (``Proposal.state``) into ``s``, when it is of this problem."""
@@ -269,6 +285,8 @@ class Reasoner:
         s.failures = int(state.get("failures", 0))
         s.travel = float(state.get("travel", 0.0))
         s.diag_failures = int(state.get("diag_failures", 0))
+        s.slow = int(state.get("slow", 0))
+        s.last_step = math.inf if state.get("last_step") is None else float(state["last_step"])
         s.phase = str(state.get("phase", s.phase))
         s.converged = bool(state.get("converged", False)) and np.array_equal(
             np.asarray(state.get("u_anchor", []), float), s.anchor.u)
@@ -320,12 +338,14 @@ class Reasoner:
                                "by secants along the steps since: re-measuring them at the current point.")
         s.travel = 0.0
         try:
-            J, Js, sig_keys, probes = self._finite_differences(ctx, s.anchor, excitations, s.fo.fd_step)
+            h = self._fd_step_at(s)
+            J, Js, sig_keys, probes = self._finite_differences(ctx, s.anchor, excitations, h)
         except BudgetExhausted:
             return self._finish(ctx, s.anchor, s.best, s.tried, s.lines, s.diagnosis, None, s.radius, s.lam,
                                 s.failures, s.sig_keys)
         s.J, s.Js, s.sig_keys = J, Js, sig_keys
-        s.fo.measured(J, s.anchor.u)
+        s.fo.measured(J, s.anchor.u, h)
+        s.slow = 0
         s.evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / s.cost)
         s.failures = 0
         s.tried.extend(probes)
@@ -385,15 +405,16 @@ class Reasoner:
         # not converged: go on along the undamped Gauss-Newton direction, halving it on each rejection;
         # when every length is rejected, re-measure the sensitivities with half the finite-difference step
         fo = s.fo
+        fo.failed_tests += 1
         if fo.backtracks > 6 or not np.max(np.abs(test.step)) > 0:
-            if fo.fd_step / 2 < self.min_fd_step:
+            if fo.h / 2 < self.min_fd_step:
                 fo.stalled = (f"no step along the Gauss-Newton direction lowers the sum of squared residuals "
                               f"(training RMS error {self._rms(s.anchor)}), with sensitivities measured down "
-                              f"to a {fo.fd_step:.2g} (normalised) finite-difference step; "
+                              f"to a {fo.h:.2g} (normalised) finite-difference step; "
                               f"{test.text(self._unit)}")
                 s.lines.append(f"Stalled, not converged: {fo.stalled}.")
                 return "break"
-            fo.fd_step /= 2
+            fo.fd_step = fo.h / 2
             fo.backtracks = 0
             fo.J = None  # forces the re-measurement above, with the smaller step
             s.lines.append(f"Every length of the Gauss-Newton step was rejected: re-measuring my sensitivities "
@@ -402,25 +423,52 @@ class Reasoner:
             return "continue"
         return self._after_failed_test(ctx.parameters, s, test)
 
-    def _remeasure_for_test(self, ctx: ProposalContext, s: "_Search", excitations: Sequence[Any]) -> str:
-        """Sensitivities re-measured at the anchor for the convergence test; ``"continue"`` or ``"break"``.
+    def _fd_step_at(self, s: "_Search") -> float:
+        """The finite-difference step (normalised units) of a measurement at ``s.anchor``.
+
+        ``fd_step`` (or the convergence memory's halved step) until a convergence test has failed; after that
+        (the point is near an optimum the coarse sensitivities misjudge), twice the last accepted refinement
+        step, between ``fine_fd_step`` and that step. A forward difference errs by ``h/2`` times the
+        curvature, and a Gauss–Newton step on it contracts the distance to the optimum only by a factor of
+        order ``h`` times the curvature over the slope: a step comparable to the distance left keeps the
+        fast convergence of a finite-difference Gauss–Newton iteration (Dennis & Schnabel, "Numerical
+        Methods for Unconstrained Optimization and Nonlinear Equations", 1983, sec. 5.4), where a fixed
+        5 % step converged only linearly near a noise-free optimum.
+        """
+        h = s.fo.fd_step
+        if s.fo.failed_tests and math.isfinite(s.last_step):
+            h = min(h, max(self.fine_fd_step, 2.0 * s.last_step))
+        return float(h)
+
+    def _remeasure_for_test(self, ctx: ProposalContext, s: "_Search", excitations: Sequence[Any],
+                            for_test: bool = True) -> str:
+        """Sensitivities re-measured at the anchor for the convergence test (or, ``for_test=False``, because
+        the secant-carried ones make slow progress: ``s.slow``); ``"continue"`` or ``"break"``.
 
         A probe better than the anchor shows there is no optimum here: the steps go on from the best probe.
         """
+        h = self._fd_step_at(s)
+        why = "for the convergence test" if for_test else (
+            f"(the last {s.slow} steps each removed less than half of the squared residual: the secant-updated "
+            "sensitivities converge slowly)")
         if s.travel > 0.0:
             s.lines.append(f"My sensitivities were measured {s.travel:.2f} (normalised) away and only "
-                           "updated by secants since; re-measuring them here for the convergence test.")
+                           f"updated by secants since; re-measuring them here {why} (finite-difference step "
+                           f"{h:.2g}).")
         else:
             s.lines.append("My sensitivities here were updated by secants since they were measured; "
-                           "re-measuring them for the convergence test.")
-        s.remeasured += 1
+                           f"re-measuring them {why} (finite-difference step {h:.2g}).")
+        if for_test:
+            s.remeasured += 1
+        s.slow = 0
         try:
-            J, Js, sig_keys, probes = self._finite_differences(ctx, s.anchor, excitations, s.fo.fd_step)
+            J, Js, sig_keys, probes = self._finite_differences(ctx, s.anchor, excitations, h)
         except BudgetExhausted:
             return "break"
         s.J, s.Js, s.sig_keys = J, Js, sig_keys
-        s.fo.measured(J, s.anchor.u)
-        s.want_test = s.fo.J  # re-measured for the test: the test comes next, whatever the damped step says
+        s.fo.measured(J, s.anchor.u, h)
+        if for_test:
+            s.want_test = s.fo.J  # re-measured for the test: the test comes next, whatever the damped step says
         s.evals_left -= math.ceil(sum(p.evaluation.rollouts for p in probes) / s.cost)
         s.tried.extend(probes)
         s.travel, s.failures = 0.0, 0
@@ -508,6 +556,12 @@ class Reasoner:
                 s.radius = min(s.radius * 2.0, self.max_radius)
                 s.lam = max(s.lam / 3.0, 1e-7)
             s.travel += float(np.max(np.abs(cand.u - anchor.u)))
+            if mode == "refinement":
+                # the step removed less than half of the squared residual while the linear model still promised a
+                # tenth or more: secant-carried sensitivities converging linearly toward an optimum they misjudge.
+                # Near a noise floor the promised gain collapses with the actual one, and this does not count
+                s.slow = s.slow + 1 if cand.ssr > 0.5 * anchor.ssr and predicted >= 0.1 * anchor.ssr else 0
+                s.last_step = float(np.max(np.abs(cand.u - anchor.u)))
             s.anchor = cand
             s.failures = 0
         elif mode == "diagnosis":
@@ -861,7 +915,8 @@ class Reasoner:
 
     def _finish(self, ctx, anchor: "_Point", best: "_Point", tried, lines, diagnosis, jac, radius, lam, failures,
                 sig_keys, phase: str = "diagnose", converged: bool = False, travel: float = 0.0,
-                diag_failures: int = 0, fo: "_FirstOrder | None" = None) -> Proposal:
+                diag_failures: int = 0, fo: "_FirstOrder | None" = None, slow: int = 0,
+                last_step: float = math.inf) -> Proposal:
         names = ctx.parameters.free_names
         if best.error >= anchor.error and best is not anchor:
             best = anchor
@@ -872,7 +927,8 @@ class Reasoner:
                      "J": J.tolist(), "Js": Js.tolist() if Js is not None else [], "sig_keys": sig_keys,
                      "radius": float(radius), "lambda": float(lam), "failures": int(failures), "phase": phase, "travel": float(travel),
                      "diag_failures": int(diag_failures),
-                     "converged": bool(converged)}
+                     "converged": bool(converged), "slow": int(slow),
+                     "last_step": float(last_step) if math.isfinite(last_step) else None}
             if fo is not None:
                 state.update(fo.to_state(J, best.u))
         start_error = float(ctx.current_eval.error_px)
@@ -1084,7 +1140,10 @@ class _Search:
     ``"diagnose"`` or ``"refine"``; ``fo``: the convergence test's memory; ``evals_left``: evaluations
     the budget still pays for, each ``cost`` rollouts; ``n_paid``: evaluations a Jacobian costs;
     ``want_test``/``tested``/``remeasured``: a Jacobian re-measured for the test and not tested yet, the
-    one the last test used, re-measurements for a convergence call in this proposal (at most two).
+    one the last test used, re-measurements for a convergence call in this proposal (at most two);
+    ``slow``: consecutive accepted refinement steps that removed less than half of the squared residual
+    where the linear model promised a tenth or more (secant-carried sensitivities converging linearly); ``last_step``: the last accepted step's length
+    (normalised ∞-norm), the scale of the finite-difference step near the optimum (:meth:`Reasoner._fd_step_at`).
     The memory carried to the next proposal is :meth:`Reasoner._finish`'s ``Proposal.state``.
     """
 
@@ -1110,6 +1169,8 @@ class _Search:
         self.want_test: np.ndarray | None = None
         self.tested: np.ndarray | None = None
         self.remeasured = 0
+        self.slow = 0
+        self.last_step = math.inf
 
 
 class _FirstOrder:
@@ -1119,35 +1180,42 @@ class _FirstOrder:
     or carried Jacobian is never used for the test); ``fd_step``: the finite-difference step
     (halved when every length of a Gauss–Newton step was rejected); ``backtracks``: rejected
     Gauss–Newton steps at this point; ``pending``: a test owed that the budget could not pay
-    for (re-measure first next time); ``stalled``: why no step is left, or "".
+    for (re-measure first next time); ``stalled``: why no step is left, or ""; ``failed_tests``: convergence
+    tests failed so far (after one, measurements near the optimum use a finer step:
+    :meth:`Reasoner._fd_step_at`); ``h``: the step of the last measurement.
     """
 
     def __init__(self, fd_step: float) -> None:
         self.J: np.ndarray | None = None
         self.u: np.ndarray | None = None
         self.fd_step = float(fd_step)
+        self.h = float(fd_step)  # the step of the last measurement (at most fd_step: Reasoner._fd_step_at)
         self.backtracks = 0
+        self.failed_tests = 0
         self.pending = False
         self.stalled = ""
 
-    def measured(self, J: np.ndarray, u: np.ndarray) -> None:
+    def measured(self, J: np.ndarray, u: np.ndarray, h: float | None = None) -> None:
         self.J, self.u, self.pending = np.array(J, float), np.array(u, float), False
+        self.h = self.fd_step if h is None else float(h)
 
     def fresh_at(self, u: np.ndarray) -> bool:
         return self.J is not None and self.u is not None and np.array_equal(self.u, u)
 
     def to_state(self, J: np.ndarray, u: np.ndarray) -> dict[str, Any]:
         fresh = self.fresh_at(u) and self.J is not None and np.array_equal(self.J, J)
-        return {"fresh": bool(fresh), "fd_step": self.fd_step, "backtracks": int(self.backtracks),
-                "pending": bool(self.pending)}
+        return {"fresh": bool(fresh), "fd_step": self.fd_step, "fd_step_used": self.h,
+                "failed_tests": int(self.failed_tests),
+                "backtracks": int(self.backtracks), "pending": bool(self.pending)}
 
     @classmethod
     def restore(cls, state: Mapping[str, Any], fd_step: float, J: np.ndarray, u: np.ndarray) -> "_FirstOrder":
         fo = cls(float(state.get("fd_step", fd_step)))
         fo.backtracks = int(state.get("backtracks", 0))
+        fo.failed_tests = int(state.get("failed_tests", 0))
         fo.pending = bool(state.get("pending", False))
         if state.get("fresh") and np.array_equal(np.asarray(state.get("u_anchor", []), float), u):
-            fo.measured(J, u)
+            fo.measured(J, u, float(state.get("fd_step_used", fo.fd_step)))
         return fo
 
 

@@ -221,7 +221,11 @@ def _phase_lag(y: np.ndarray, u: np.ndarray | None, rate: float) -> float:
     max_lag = min(int(rate * 1.0), n // 3)
     if max_lag < 2:
         return math.nan
-    c = np.array([abs(np.dot(a[: n - k], b[k:])) / (n - k) for k in range(max_lag + 1)])
+    # the normalised cross-correlation sum_i a[i] b[i+k] / (n - k) of every lag k at once, through the FFT
+    # (zero-padded to at least 2n: no wrap-around); one product per lag in a Python loop cost ~2 ms per keypoint
+    nfft = 1 << (2 * n - 1).bit_length()
+    xc = np.fft.irfft(np.conj(np.fft.rfft(a, nfft)) * np.fft.rfft(b, nfft), nfft)[: max_lag + 1]
+    c = np.abs(xc) / (n - np.arange(max_lag + 1))
     i = int(np.argmax(c))
     return float(_parabolic_peak(c, i) / rate)
 
