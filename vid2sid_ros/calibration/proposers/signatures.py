@@ -69,6 +69,9 @@ SIGNATURES: dict[str, tuple[str, str, str]] = {
     "dead_band": ("cmd", "command", "command needed before it moves (dead-band)"),
 }
 
+#: name -> comparison kind (:data:`SIGNATURES`)
+_KINDS: dict[str, str] = {name: kind for name, (_, kind, _) in SIGNATURES.items()}
+
 
 @dataclass(frozen=True)
 class Signature:
@@ -354,18 +357,29 @@ def measure_signatures(traj: Trajectory, excitation: Excitation | None = None, *
     Returns:
         ``len(SIGNATURES) * K`` signatures (NaN where not measurable).
     """
+    u_full = _command(excitation, int(traj.steps.max()) + 1 if traj.num_frames else 0)
+    return _measure(traj, _command_facts(u_full, traj.steps), None if excitation is None else excitation.rate,
+                    axes=axes, onset_threshold_px=onset_threshold_px, noise_floor_px=noise_floor_px)
+
+
+def _command_facts(u_full: np.ndarray | None, steps: np.ndarray) -> _CommandFacts | None:
+    """The command facts of frames at command ``steps`` (T,) of the command ``u_full``; None without a
+    command or without a frame (no keypoint is measured then)."""
+    if u_full is None or not u_full.size or not steps.size:
+        return None
+    return _CommandFacts.of(u_full[np.clip(steps, 0, u_full.size - 1)])
+
+
+def _measure(traj: Trajectory, cmd: _CommandFacts | None, rate: float | None, *, axes: np.ndarray | None,
+             onset_threshold_px: Sequence[float] | None, noise_floor_px: float | None) -> list[Signature]:
+    """:func:`measure_signatures` with the command's facts at ``traj``'s frames (None: no excitation) and
+    the excitation's rate, Hz (None: from the frame times) given."""
     units = traj.units
     if noise_floor_px is None:
         noise_floor_px = 0.5 * max(DEFAULT_NOISE.get(u, 1.0) for u in units) if traj.num_keypoints else 0.5
-    if excitation is not None:
-        rate = excitation.rate
-    else:
+    if rate is None:
         rate = 1.0 / float(np.median(np.diff(traj.time))) if traj.num_frames > 1 else 1.0
     axes = principal_axes(traj) if axes is None else np.asarray(axes, float)
-    u_full = _command(excitation, int(traj.steps.max()) + 1 if traj.num_frames else 0)
-    cmd = None  # no excitation, or no frame (no keypoint is measured then)
-    if u_full is not None and u_full.size:
-        cmd = _CommandFacts.of(u_full[np.clip(traj.steps, 0, u_full.size - 1)])
     out: list[Signature] = []
     for k, name in enumerate(traj.names):
         y = _displacement(traj.keypoints[:, k], traj.valid[:, k], axes[k], cmd)
@@ -392,8 +406,10 @@ def measure_all(sim: Sequence[Trajectory], real: Sequence[Trajectory],
     s_out, r_out = [], []
     for s, r, e in zip(sim, real, excitations):
         r_al, s_al = align(r, s)
-        axes, thr, rs = _real_side(r_al, e)
-        ss = measure_signatures(s_al, e, axes=axes, onset_threshold_px=thr)
+        axes, thr, rs, cmd = _real_side(r_al, e)
+        # the pair's frames are at the same command steps (aligned by step): the real side's command facts
+        ss = _measure(s_al, cmd, None if e is None else e.rate, axes=axes, onset_threshold_px=thr,
+                      noise_floor_px=None)
         s_out.extend(ss)
         r_out.extend(rs)
     return s_out, r_out
@@ -402,13 +418,15 @@ def measure_all(sim: Sequence[Trajectory], real: Sequence[Trajectory],
 #: the real sides :func:`_real_side` keeps (a calibration has one per training trial; a few more hold the
 #: identifiability and diagnosis objectives' trials)
 _REAL_SIDES_KEPT = 32
-_REAL_SIDES: dict[tuple, tuple[np.ndarray, list[float], list[Signature]]] = {}
+_REAL_SIDES: dict[tuple, tuple[np.ndarray, list[float], list[Signature], _CommandFacts | None]] = {}
 _REAL_SIDES_LOCK = threading.Lock()
 
 
-def _real_side(r_al: Trajectory, e: Excitation | None) -> tuple[np.ndarray, list[float], list[Signature]]:
-    """``(axes (K, D), onset thresholds (K,), signatures)`` of an aligned real trajectory: its principal
-    axes, 5 % of each keypoint's peak amplitude, and its signatures on those axes and thresholds.
+def _real_side(r_al: Trajectory, e: Excitation | None
+               ) -> tuple[np.ndarray, list[float], list[Signature], _CommandFacts | None]:
+    """``(axes (K, D), onset thresholds (K,), signatures, command facts)`` of an aligned real trajectory:
+    its principal axes, 5 % of each keypoint's peak amplitude, its signatures on those axes and thresholds,
+    and the facts of the command at its frames (:class:`_CommandFacts`, None without an excitation).
 
     A pure function of the trajectory's and the excitation's contents, kept by content (every array
     and label :func:`measure_signatures` reads) for the next call."""
@@ -418,17 +436,19 @@ def _real_side(r_al: Trajectory, e: Excitation | None) -> tuple[np.ndarray, list
     with _REAL_SIDES_LOCK:
         kept = _REAL_SIDES.get(key)
     if kept is not None:
-        return kept[0].copy(), list(kept[1]), list(kept[2])
+        return kept[0].copy(), list(kept[1]), list(kept[2]), kept[3]
     axes = principal_axes(r_al)
-    rs = measure_signatures(r_al, e, axes=axes)
+    cmd = _command_facts(_command(e, int(r_al.steps.max()) + 1 if r_al.num_frames else 0), r_al.steps)
+    rate = None if e is None else e.rate
+    rs = _measure(r_al, cmd, rate, axes=axes, onset_threshold_px=None, noise_floor_px=None)
     peaks = [x.value for x in rs if x.name == "peak_amplitude"]
     thr = [0.05 * p if math.isfinite(p) else 0.0 for p in peaks]
-    rs = measure_signatures(r_al, e, axes=axes, onset_threshold_px=thr)
+    rs = _measure(r_al, cmd, rate, axes=axes, onset_threshold_px=thr, noise_floor_px=None)
     with _REAL_SIDES_LOCK:
         if len(_REAL_SIDES) >= _REAL_SIDES_KEPT:
             _REAL_SIDES.pop(next(iter(_REAL_SIDES)))  # the oldest
-        _REAL_SIDES[key] = (axes.copy(), list(thr), list(rs))
-    return axes, thr, rs
+        _REAL_SIDES[key] = (axes.copy(), list(thr), list(rs), cmd)
+    return axes, thr, rs, cmd
 
 
 @dataclass(frozen=True)
@@ -451,29 +471,33 @@ def compare_signatures(sim: Sequence[Signature], real: Sequence[Signature]) -> d
     the same keypoint and trial; ``period``: difference × real dominant frequency (cycles);
     ``command``: difference / max dead-band scale (1 command unit); ``absolute``: difference.
     """
-    ref: dict[tuple[str, str, str], float] = {x.key: x.value for x in real}
+    # the real peak amplitudes and dominant frequencies the amplitude and period kinds are scaled by
+    ref: dict[tuple[str, str, str], float] = {(x.trial, x.keypoint, x.name): x.value for x in real
+                                              if x.name in ("peak_amplitude", "dominant_frequency")}
     out = {}
+    isfinite, log, nan = math.isfinite, math.log, math.nan
     for s, r in zip(sim, real):
-        if not (math.isfinite(s.value) and math.isfinite(r.value)):
+        sv, rv = s.value, r.value
+        if not (isfinite(sv) and isfinite(rv)):
             continue
-        kind = SIGNATURES[s.name][1]
+        kind = _KINDS[s.name]
         if kind == "log":
-            if s.value <= 0 or r.value <= 0:
+            if sv <= 0 or rv <= 0:
                 continue
-            d = math.log(s.value / r.value)
+            d = log(sv / rv)
         elif kind == "amplitude":
-            amp = ref.get((s.trial, s.keypoint, "peak_amplitude"), math.nan)
-            if not (math.isfinite(amp) and amp > 0):
+            amp = ref.get((s.trial, s.keypoint, "peak_amplitude"), nan)
+            if not (isfinite(amp) and amp > 0):
                 continue
-            d = (s.value - r.value) / amp
+            d = (sv - rv) / amp
         elif kind == "period":
-            f = ref.get((s.trial, s.keypoint, "dominant_frequency"), math.nan)
-            if not (math.isfinite(f) and f > 0):
+            f = ref.get((s.trial, s.keypoint, "dominant_frequency"), nan)
+            if not (isfinite(f) and f > 0):
                 continue
-            d = (s.value - r.value) * f
+            d = (sv - rv) * f
         else:
-            d = s.value - r.value
-        out[s.key] = SignatureDiscrepancy(s, r, float(d))
+            d = sv - rv
+        out[(s.trial, s.keypoint, s.name)] = SignatureDiscrepancy(s, r, float(d))
     return out
 
 
