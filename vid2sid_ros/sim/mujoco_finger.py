@@ -582,8 +582,9 @@ class FingerTwin(BatchScratch):
         if key not in memo:
             self.reset(excitation.period)
             self.model.opt.timestep = self._period / self._substeps  # as step() sets it
-            memo[key] = (self._sensor_model() or copy.copy(self.model), full_state(self.model, self.data),
-                         self.data.qacc_warmstart.copy(), dict(self._values), self._cam_pose)
+            memo[key] = (self._sensor_model(slot=len(memo)) or copy.copy(self.model),
+                         full_state(self.model, self.data), self.data.qacc_warmstart.copy(), dict(self._values),
+                         self._cam_pose)
         model, init, warm, point, cam_pose = memo[key]
         u = np.asarray(ctrl, dtype=float)
 
@@ -594,7 +595,7 @@ class FingerTwin(BatchScratch):
         return BatchJob(model, init, warm, np.repeat(u, nsub, axis=0), finish,
                         extra=1 if model.nsensordata else 0)
 
-    def _sensor_model(self) -> mujoco.MjModel | None:
+    def _sensor_model(self, slot: int | None = None) -> mujoco.MjModel | None:
         """A copy of the twin's model as it is now (parameters, ``opt.timestep``) with a ``framepos`` sensor
         per marker geom and an ``actuatorfrc`` sensor per actuator appended, so that ``mujoco.rollout``
         returns the markers and tendon forces of every step from its C++ threads; None where that model
@@ -606,6 +607,8 @@ class FingerTwin(BatchScratch):
         (or two parameters writing one field) keeps the Python read-back for good.
         None as well while ``set_parameters`` is wrapped on the instance (a residual-diagnosis cause writes
         model fields of its own after the parameters: the rollout then steps a copy of the twin's model itself).
+        ``slot``: the point's index in its batch; the copy kept for it from an earlier batch is written again
+        (:func:`~.mujoco_batch.sensor_model_copy`); None: a fresh copy.
         """
         def write(m: mujoco.MjModel, scratch: mujoco.MjData) -> None:
             for name, fv in self._values.items():
@@ -614,7 +617,7 @@ class FingerTwin(BatchScratch):
             if any(self._targets[name] for name in self._values):
                 refresh_constants(m, scratch)
 
-        return sensor_model_copy(self, self._compile_sensor_model, write)
+        return sensor_model_copy(self, self._compile_sensor_model, write, slot)
 
     def _compile_sensor_model(self) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
         """(the twin's MJCF compiled with the marker and actuator sensors appended, its scratch data), or None
