@@ -62,3 +62,10 @@ def test_no_frames_and_no_excitation():
     vals = {s.name: s.value for s in sg.measure_signatures(traj)}
     assert abs(vals["dominant_frequency"] - 2.0) < 0.05
     assert math.isnan(vals["phase_lag"]) and math.isnan(vals["onset_delay"]) and math.isnan(vals["decay_rate"])
+
+
+def test_std_is_numpys_to_the_bit():
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 7, 8, 60, 129, 700):
+        y = rng.normal(size=n) * 10 ** rng.uniform(-5, 5) + rng.normal() * 1e4
+        assert sg._std(y).tobytes() == np.std(y).tobytes()

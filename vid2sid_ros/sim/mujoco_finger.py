@@ -647,12 +647,13 @@ class FingerTwin(BatchScratch):
         from .mujoco_batch import FULL_STATE
 
         T, K = excitation.num_steps, len(self._marker_geoms)
-        every = np.concatenate([init[None], states])  # row j: after j physics steps
         markers = np.empty((T, K, 3))
         tension = np.empty((T, m.nu))
         if sensordata is not None:  # the end of each period; the period's last substep
             markers[:] = sensordata[nsub::nsub][:T, :3 * K].reshape(T, K, 3)
             tension[:] = sensordata[nsub - 1::nsub][:T, 3 * K:3 * K + m.nu]
+        else:  # read back from the states
+            every = np.concatenate([init[None], states])  # row j: after j physics steps
         for k in range(0 if sensordata is not None else T):
             mujoco.mj_setState(m, d, every[(k + 1) * nsub - 1], FULL_STATE)  # before the period's last substep
             d.ctrl[:] = ctrl[k]
@@ -663,7 +664,7 @@ class FingerTwin(BatchScratch):
             mujoco.mj_setState(m, d, every[(k + 1) * nsub], FULL_STATE)  # the end of the period
             mujoco.mj_kinematics(m, d)
             markers[k] = d.geom_xpos[self._marker_geoms]
-        qpos = every[nsub:T * nsub + 1:nsub, 1:1 + m.nq].copy()
+        qpos = states[nsub - 1:T * nsub:nsub, 1:1 + m.nq].copy()  # the end of each period (after (k + 1) * nsub steps)
         kp, valid = self._project(markers)
         traj = Trajectory(time=(np.arange(T) + 1) / excitation.rate, keypoints=kp, valid=valid,
                           names=self.keypoint_names, source="sim", trial_id=excitation.name,

@@ -180,6 +180,16 @@ def _gradient(y: np.ndarray) -> np.ndarray:
     return g
 
 
+def _std(y: np.ndarray) -> np.float64:
+    """``np.std(y)`` of a 1-D float record, to the bit: the same sums in the same order (numpy's ``_var``:
+    the mean as the sum over n, the squared deviations summed over n, the square root), without
+    ``np.std``'s argument handling."""
+    n = y.size
+    x = y - np.add.reduce(y) / n
+    np.multiply(x, x, out=x)
+    return np.sqrt(np.add.reduce(x) / n)
+
+
 def _dominant_frequency(y: np.ndarray, rate: float) -> float:
     n = y.size
     v = _gradient(y) * rate
@@ -241,8 +251,7 @@ def _free_response(y: np.ndarray, cmd: _CommandFacts | None, rate: float, floor_
     amp0 = float(np.max(ae))
     if amp0 < 3 * floor_px:
         return nan3
-    t = np.arange(seg.size) / rate
-    # half-cycles between sign changes; peak |e| of each
+    # half-cycles between sign changes; peak |e| of each (its time j / rate, as np.arange(n)[j] / rate)
     sign = np.sign(e)
     zc = np.nonzero(sign[1:] * sign[:-1] < 0)[0] + 1
     bounds = [0, *zc.tolist(), seg.size]
@@ -253,7 +262,7 @@ def _free_response(y: np.ndarray, cmd: _CommandFacts | None, rate: float, floor_
             continue
         j = a + int(np.argmax(ae[a:b]))
         if ae[j] > above:
-            peaks_t.append(t[j])
+            peaks_t.append(j / rate)
             peaks_a.append(ae[j])
     if len(peaks_t) >= 3 and len(zc) >= 2:
         sigma = -float(np.polyfit(peaks_t, np.log(peaks_a), 1)[0])
@@ -264,7 +273,7 @@ def _free_response(y: np.ndarray, cmd: _CommandFacts | None, rate: float, floor_
     mask = ae > max(floor_px, 0.05 * amp0)
     mask[:int(np.argmax(ae))] = False
     if mask.sum() >= 4:
-        sigma = -float(np.polyfit(t[mask], np.log(ae[mask]), 1)[0])
+        sigma = -float(np.polyfit(np.nonzero(mask)[0] / rate, np.log(ae[mask]), 1)[0])
         return (sigma if sigma > 0 else math.nan), math.nan, math.nan
     return nan3
 
@@ -326,7 +335,7 @@ def _keypoint_signatures(y: np.ndarray, cmd: _CommandFacts | None, rate: float, 
     vals = dict.fromkeys(SIGNATURES, math.nan)
     vals["dominant_frequency"] = _dominant_frequency(y, rate)
     vals["peak_amplitude"] = peak = float(np.max(np.abs(y)))
-    y_std = np.std(y)
+    y_std = _std(y)
     vals["rms_amplitude"] = float(y_std)
     if cmd is None or cmd.steady_tail:  # only under a constant command
         tail = max(2, int(round(0.15 * y.size)))
