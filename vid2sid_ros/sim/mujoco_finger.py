@@ -306,16 +306,20 @@ class FingerTwin(BatchScratch):
         """
         m, d = self.model, self.data
         ctrl_vec = np.zeros(m.nu) if ctrl is None else np.asarray(ctrl, dtype=float)
+        qpos, qvel, u = d.qpos, d.qvel, d.ctrl  # views of d's buffers, looked up once
+        passive, actuator, bias = d.qfrc_passive, d.qfrc_actuator, d.qfrc_bias
 
         def residual(q):
-            d.qpos[:] = q
-            d.qvel[:] = 0.0
-            d.ctrl[:] = ctrl_vec
+            qpos[:] = q
+            qvel[:] = 0.0
+            u[:] = ctrl_vec
             mujoco.mj_forward(m, d)
-            return d.qfrc_passive + d.qfrc_actuator - d.qfrc_bias
+            return passive + actuator - bias
 
         # Newton's method with a finite-difference Jacobian, always from qpos0 (no warm
         # start), so a rollout depends only on its inputs.
+        eps = 1e-7
+        probes = np.eye(m.nq) * eps  # row i: eps in coordinate i, 0 elsewhere
         q = m.qpos0.copy()
         f = residual(q)
         for _ in range(50):
@@ -323,12 +327,9 @@ class FingerTwin(BatchScratch):
                 break
             if np.max(np.abs(f)) < 1e-12:
                 return q
-            eps = 1e-7
             J = np.empty((m.nv, m.nq))
             for i in range(m.nq):
-                dq = np.zeros(m.nq)
-                dq[i] = eps
-                J[:, i] = (residual(q + dq) - f) / eps
+                J[:, i] = (residual(q + probes[i]) - f) / eps
             try:
                 step = np.linalg.solve(J, -f)
             except np.linalg.LinAlgError:
