@@ -69,3 +69,11 @@ def test_std_is_numpys_to_the_bit():
     for n in (1, 2, 7, 8, 60, 129, 700):
         y = rng.normal(size=n) * 10 ** rng.uniform(-5, 5) + rng.normal() * 1e4
         assert sg._std(y).tobytes() == np.std(y).tobytes()
+
+
+def test_mean_is_numpys_to_the_bit():
+    rng = np.random.default_rng(6)
+    for n in (1, 2, 7, 8, 9, 60, 129, 700):
+        y = rng.normal(size=n) * 10 ** rng.uniform(-5, 5) + rng.normal() * 1e4
+        assert sg._mean(y).tobytes() == np.mean(y).tobytes() == y.mean().tobytes()
+        assert sg._mean(y[-n // 3:]).tobytes() == np.mean(y[-n // 3:]).tobytes()

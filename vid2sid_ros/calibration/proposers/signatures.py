@@ -180,6 +180,11 @@ def _gradient(y: np.ndarray) -> np.ndarray:
     return g
 
 
+def _mean(y: np.ndarray) -> np.float64:
+    """``np.mean(y)`` of a 1-D float record, to the bit (numpy's ``_mean``: the sum over n)."""
+    return np.add.reduce(y) / y.size
+
+
 def _std(y: np.ndarray) -> np.float64:
     """``np.std(y)`` of a 1-D float record, to the bit: the same sums in the same order (numpy's ``_var``:
     the mean as the sum over n, the squared deviations summed over n, the square root), without
@@ -196,7 +201,7 @@ def _dominant_frequency(y: np.ndarray, rate: float) -> float:
     if np.all(np.abs(v) <= 1e-8):  # np.allclose(v, 0)
         return math.nan
     nfft, window, low = _spectrum_tables(n, float(rate))
-    spec = np.abs(np.fft.rfft((v - v.mean()) * window, nfft))
+    spec = np.abs(np.fft.rfft((v - _mean(v)) * window, nfft))
     spec[low] = 0.0
     i = int(np.argmax(spec))
     if spec[i] <= 0:
@@ -246,7 +251,7 @@ def _free_response(y: np.ndarray, cmd: _CommandFacts | None, rate: float, floor_
     if seg.size < 10:
         return nan3
     tail = max(3, seg.size // 5)
-    e = seg - seg[-tail:].mean()
+    e = seg - _mean(seg[-tail:])
     ae = np.abs(e)
     amp0 = float(np.max(ae))
     if amp0 < 3 * floor_px:
@@ -283,7 +288,7 @@ def _phase_lag(y: np.ndarray, cmd: _CommandFacts | None, rate: float, y_std: flo
     if cmd is None or cmd.unit_u is None or y_std == 0:
         return math.nan
     a = cmd.unit_u
-    b = (y - y.mean()) / y_std
+    b = (y - _mean(y)) / y_std
     n = a.size
     max_lag = min(int(rate * 1.0), n // 3)
     if max_lag < 2:
@@ -339,7 +344,7 @@ def _keypoint_signatures(y: np.ndarray, cmd: _CommandFacts | None, rate: float, 
     vals["rms_amplitude"] = float(y_std)
     if cmd is None or cmd.steady_tail:  # only under a constant command
         tail = max(2, int(round(0.15 * y.size)))
-        vals["steady_state_offset"] = float(np.mean(y[-tail:]))
+        vals["steady_state_offset"] = float(_mean(y[-tail:]))
     vals["phase_lag"] = _phase_lag(y, cmd, rate, y_std)
     vals["decay_rate"], vals["damping_ratio"], vals["ring_frequency"] = _free_response(y, cmd, rate, noise_floor_px)
     if cmd is not None:
