@@ -65,6 +65,17 @@ def test_align_by_step_drops_unpaired_frames_without_shifting():
     assert np.allclose(a2.keypoints[:, 0, 0], [2, 4, 8]) and np.allclose(b2.keypoints[:, 0, 0], [1, 3, 5])
 
 
+def test_align_by_step_of_equal_steps_pairs_every_frame_in_place():
+    a = _traj(T=5)
+    b = _traj(T=5, names=("b", "a"), offset=1.0)
+    a2, b2 = align(a, b)
+    assert a2 is a and b2.names == ("a", "b") and b2.steps.tolist() == [0, 1, 2, 3, 4]
+    assert np.array_equal(b2.keypoints[:, 0], b.keypoints[:, 1])
+    c = _traj(T=4, steps=[0, 1, 1, 2])  # a repeated step pairs once (the first frame of it), as intersect1d does
+    c2, d2 = align(c, _traj(T=4, steps=[0, 1, 1, 2], offset=1.0))
+    assert c2.steps.tolist() == d2.steps.tolist() == [0, 1, 2]
+
+
 def test_align_by_time_with_tolerance_and_name_reordering():
     a = _traj(T=5, rate=10.0)
     b = _traj(T=5, rate=10.0, names=("b", "a"))

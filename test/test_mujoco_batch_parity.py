@@ -123,3 +123,33 @@ def test_a_blow_up_in_the_last_physics_step_without_automatic_reset_is_reported_
     ref = _serial(twin, pairs)
     assert [r.diverged for r in ref] == [False, True, True]
     _assert_same(ref, twin.rollout_many(pairs, nthread=2))
+
+
+def test_a_kept_model_copy_written_again_is_a_fresh_copy_and_rolls_out_the_twins_own_rollouts(tmp_path):
+    """The read-back sensor model copies kept between batches (one per point of a batch) are written again
+    at the next batch's points: mass, inertia-derived constants and all, the same as a fresh copy, and the
+    same rollouts as the twin's own loop."""
+    specs = [ParameterSpec("damping", "N*m*s/rad", 0.02, 0.2, 0.05, "", "dof_damping[hinge]"),
+             ParameterSpec("mass", "kg", 0.2, 2.0, 0.5, "", "body_mass[link]")]
+    twin = _twin(tmp_path, _ARM.format(flags=""), specs, {"tip": "tip"})
+    u = np.zeros((20, 1))
+    u[3:] = 0.4
+    exc = Excitation("push", 30.0, u, ("m",), meta={"trial": "push"})
+    first = [(exc, {"damping": 0.03, "mass": 1.7}), (exc, {"damping": 0.15, "mass": 0.3}),
+             (exc, {"damping": 0.08, "mass": 0.9})]
+    twin.rollout_many(first, nthread=2)
+    kept = list(twin.__dict__["_batch_sensor_copies"])
+    assert len(kept) == 3
+    second = [(exc, {"damping": 0.12, "mass": 0.6}), (exc, {"damping": 0.05, "mass": 1.2})]
+    got = twin.rollout_many(second, nthread=2)
+    assert all(a is b for a, b in zip(twin.__dict__["_batch_sensor_copies"], kept))  # the same, written again
+    _assert_same(_serial(twin, second), got)
+    twin.set_parameters(first[0][1])
+    again = twin._sensor_model(slot=1)  # the kept copy of slot 1 (written at two other points before)
+    fresh = twin._sensor_model()  # a fresh copy of the template
+    assert again is kept[1] and fresh is not again
+    for name in dir(fresh):
+        x = getattr(fresh, name, None)
+        if isinstance(x, np.ndarray):
+            assert getattr(again, name).tobytes() == x.tobytes(), name
+    assert again.opt.timestep == fresh.opt.timestep

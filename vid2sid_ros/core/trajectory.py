@@ -312,7 +312,9 @@ def align(a: Trajectory, b: Trajectory, *, by: str = "step", tolerance_s: float 
             never shifted.
 
     Returns:
-        The two trajectories restricted to the paired frames, same length.
+        The two trajectories restricted to the paired frames, same length (``a`` and ``b``
+        themselves, b in a's keypoint order, when every frame pairs with the frame of its index:
+        equal, strictly increasing steps).
 
     Raises:
         TrajectoryError: if keypoint names, kinds, units or frames differ, or ``by`` is unknown.
@@ -326,6 +328,8 @@ def align(a: Trajectory, b: Trajectory, *, by: str = "step", tolerance_s: float 
     if a.units != b.units:
         raise TrajectoryError(f"units differ: {a.unit_label} vs {b.unit_label}")
     if by == "step":
+        if np.array_equal(a.steps, b.steps) and bool(np.all(a.steps[1:] > a.steps[:-1])):
+            return a, b  # every frame pairs with the frame of its index (what take() would copy)
         common, ia, ib = np.intersect1d(a.steps, b.steps, return_indices=True)
     elif by == "time":
         ia_list, ib_list = [], []

@@ -33,7 +33,7 @@ import mujoco
 import numpy as np
 
 __all__ = ["batched_states", "full_state", "points_per_batch", "same_physics", "sensor_model_copy", "BatchJob",
-           "BatchScratch", "FULL_STATE", "MAX_BATCH_BYTES"]
+           "BatchScratch", "FULL_STATE", "MAX_BATCH_BYTES", "MAX_KEPT_COPY_BYTES"]
 
 #: the state ``mujoco.rollout`` takes and returns (time, qpos, qvel, act, history, mocap, plugin)
 FULL_STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -107,8 +107,9 @@ def batched_states(models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjDa
     judged = np.arange(S)[None, :] < upto[:, None]  # (B, S): the steps each rollout needs
     t = np.concatenate([initial_state[:, None, 0], states[:, :, 0]], axis=1)
     ok = np.diff(t, axis=1) > 0
-    ok &= np.all(np.isfinite(states), axis=2)
-    ok &= np.all(np.abs(states[:, :, 1:1 + nq]) <= max_abs_qpos, axis=2)
+    for good in (np.isfinite(states), np.abs(states[:, :, 1:1 + nq]) <= max_abs_qpos):
+        if not good.all():  # (the per-step reduction only where a state fails: it costs more than the check)
+            ok &= np.all(good, axis=2)
     clean = np.all(ok | ~judged, axis=1)
     return states, clean
 
@@ -133,8 +134,14 @@ def same_physics(a: mujoco.MjModel, b: mujoco.MjModel) -> bool:
     return True
 
 
+#: most memory the read-back sensor model copies kept for reuse on one twin may take, bytes (a batch of more
+#: points than fit gets fresh copies for the rest)
+MAX_KEPT_COPY_BYTES = 64 * 2**20
+
+
 def sensor_model_copy(twin: Any, compile_: Callable[[], tuple[mujoco.MjModel, mujoco.MjData] | None],
-                      write: Callable[[mujoco.MjModel, mujoco.MjData], None]) -> mujoco.MjModel | None:
+                      write: Callable[[mujoco.MjModel, mujoco.MjData], None], slot: int | None = None
+                      ) -> mujoco.MjModel | None:
     """A copy of ``twin``'s read-back sensor model at the twin's current parameters, or None.
 
     The template ``(model, scratch data)`` is made once by ``compile_`` (None: the twin's model cannot carry
@@ -145,10 +152,17 @@ def sensor_model_copy(twin: Any, compile_: Callable[[], tuple[mujoco.MjModel, mu
     wrapped on the instance (a residual-diagnosis cause writes model fields of its own after the
     parameters: the rollout then steps a copy of the twin's own model).
 
+    With ``slot`` (the index of the point among those of one batch), the copy of that slot kept on the
+    twin from an earlier batch is written again instead of a fresh copy being made (up to
+    :data:`MAX_KEPT_COPY_BYTES` of copies are kept): ``write`` writes every parameter's fields and
+    ``mj_setConst`` derives the constants from the fields alone, so the copy holds what a fresh one would.
+    It is the caller's until its next call with the same slot.
+
     Args:
         twin: a MuJoCo twin with ``model`` (its ``MjModel``) and ``set_parameters``.
         compile_: makes the template, or None.
         write: writes the current parameter values into a copy (and refreshes what they derive).
+        slot: the point's index in its batch (>= 0), or None (a fresh copy).
     """
     if "set_parameters" in vars(twin):
         return None
@@ -158,12 +172,19 @@ def sensor_model_copy(twin: Any, compile_: Callable[[], tuple[mujoco.MjModel, mu
     if kept is None:
         return None
     template, scratch = kept
-    m = copy.copy(template)
+    pool = twin.__dict__.setdefault("_batch_sensor_copies", [])
+    if slot is not None and slot < len(pool):
+        m = pool[slot]
+    else:
+        m = copy.copy(template)
+        if slot is not None and slot == len(pool) and (slot + 1) * template.nbuffer <= MAX_KEPT_COPY_BYTES:
+            pool.append(m)
     write(m, scratch)
     m.opt.timestep = twin.model.opt.timestep
     if not twin.__dict__.get("_batch_sensor_checked"):
         if not same_physics(m, twin.model):
             twin.__dict__["_batch_sensor_model"] = None
+            pool.clear()
             return None
         twin.__dict__["_batch_sensor_checked"] = True
     return m

@@ -306,16 +306,20 @@ class FingerTwin(BatchScratch):
         """
         m, d = self.model, self.data
         ctrl_vec = np.zeros(m.nu) if ctrl is None else np.asarray(ctrl, dtype=float)
+        qpos, qvel, u = d.qpos, d.qvel, d.ctrl  # views of d's buffers, looked up once
+        passive, actuator, bias = d.qfrc_passive, d.qfrc_actuator, d.qfrc_bias
 
         def residual(q):
-            d.qpos[:] = q
-            d.qvel[:] = 0.0
-            d.ctrl[:] = ctrl_vec
+            qpos[:] = q
+            qvel[:] = 0.0
+            u[:] = ctrl_vec
             mujoco.mj_forward(m, d)
-            return d.qfrc_passive + d.qfrc_actuator - d.qfrc_bias
+            return passive + actuator - bias
 
         # Newton's method with a finite-difference Jacobian, always from qpos0 (no warm
         # start), so a rollout depends only on its inputs.
+        eps = 1e-7
+        probes = np.eye(m.nq) * eps  # row i: eps in coordinate i, 0 elsewhere
         q = m.qpos0.copy()
         f = residual(q)
         for _ in range(50):
@@ -323,12 +327,9 @@ class FingerTwin(BatchScratch):
                 break
             if np.max(np.abs(f)) < 1e-12:
                 return q
-            eps = 1e-7
             J = np.empty((m.nv, m.nq))
             for i in range(m.nq):
-                dq = np.zeros(m.nq)
-                dq[i] = eps
-                J[:, i] = (residual(q + dq) - f) / eps
+                J[:, i] = (residual(q + probes[i]) - f) / eps
             try:
                 step = np.linalg.solve(J, -f)
             except np.linalg.LinAlgError:
@@ -582,8 +583,9 @@ class FingerTwin(BatchScratch):
         if key not in memo:
             self.reset(excitation.period)
             self.model.opt.timestep = self._period / self._substeps  # as step() sets it
-            memo[key] = (self._sensor_model() or copy.copy(self.model), full_state(self.model, self.data),
-                         self.data.qacc_warmstart.copy(), dict(self._values), self._cam_pose)
+            memo[key] = (self._sensor_model(slot=len(memo)) or copy.copy(self.model),
+                         full_state(self.model, self.data), self.data.qacc_warmstart.copy(), dict(self._values),
+                         self._cam_pose)
         model, init, warm, point, cam_pose = memo[key]
         u = np.asarray(ctrl, dtype=float)
 
@@ -594,7 +596,7 @@ class FingerTwin(BatchScratch):
         return BatchJob(model, init, warm, np.repeat(u, nsub, axis=0), finish,
                         extra=1 if model.nsensordata else 0)
 
-    def _sensor_model(self) -> mujoco.MjModel | None:
+    def _sensor_model(self, slot: int | None = None) -> mujoco.MjModel | None:
         """A copy of the twin's model as it is now (parameters, ``opt.timestep``) with a ``framepos`` sensor
         per marker geom and an ``actuatorfrc`` sensor per actuator appended, so that ``mujoco.rollout``
         returns the markers and tendon forces of every step from its C++ threads; None where that model
@@ -606,6 +608,8 @@ class FingerTwin(BatchScratch):
         (or two parameters writing one field) keeps the Python read-back for good.
         None as well while ``set_parameters`` is wrapped on the instance (a residual-diagnosis cause writes
         model fields of its own after the parameters: the rollout then steps a copy of the twin's model itself).
+        ``slot``: the point's index in its batch; the copy kept for it from an earlier batch is written again
+        (:func:`~.mujoco_batch.sensor_model_copy`); None: a fresh copy.
         """
         def write(m: mujoco.MjModel, scratch: mujoco.MjData) -> None:
             for name, fv in self._values.items():
@@ -614,7 +618,7 @@ class FingerTwin(BatchScratch):
             if any(self._targets[name] for name in self._values):
                 refresh_constants(m, scratch)
 
-        return sensor_model_copy(self, self._compile_sensor_model, write)
+        return sensor_model_copy(self, self._compile_sensor_model, write, slot)
 
     def _compile_sensor_model(self) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
         """(the twin's MJCF compiled with the marker and actuator sensors appended, its scratch data), or None
@@ -644,12 +648,13 @@ class FingerTwin(BatchScratch):
         from .mujoco_batch import FULL_STATE
 
         T, K = excitation.num_steps, len(self._marker_geoms)
-        every = np.concatenate([init[None], states])  # row j: after j physics steps
         markers = np.empty((T, K, 3))
         tension = np.empty((T, m.nu))
         if sensordata is not None:  # the end of each period; the period's last substep
             markers[:] = sensordata[nsub::nsub][:T, :3 * K].reshape(T, K, 3)
             tension[:] = sensordata[nsub - 1::nsub][:T, 3 * K:3 * K + m.nu]
+        else:  # read back from the states
+            every = np.concatenate([init[None], states])  # row j: after j physics steps
         for k in range(0 if sensordata is not None else T):
             mujoco.mj_setState(m, d, every[(k + 1) * nsub - 1], FULL_STATE)  # before the period's last substep
             d.ctrl[:] = ctrl[k]
@@ -660,7 +665,7 @@ class FingerTwin(BatchScratch):
             mujoco.mj_setState(m, d, every[(k + 1) * nsub], FULL_STATE)  # the end of the period
             mujoco.mj_kinematics(m, d)
             markers[k] = d.geom_xpos[self._marker_geoms]
-        qpos = every[nsub:T * nsub + 1:nsub, 1:1 + m.nq].copy()
+        qpos = states[nsub - 1:T * nsub:nsub, 1:1 + m.nq].copy()  # the end of each period (after (k + 1) * nsub steps)
         kp, valid = self._project(markers)
         traj = Trajectory(time=(np.arange(T) + 1) / excitation.rate, keypoints=kp, valid=valid,
                           names=self.keypoint_names, source="sim", trial_id=excitation.name,

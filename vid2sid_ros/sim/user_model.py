@@ -950,7 +950,7 @@ class UserModelTwin(BatchScratch):
         m.opt.timestep = period / nsub
         key = (tuple(sorted(self._values.items())), float(m.opt.timestep))
         if key not in memo:
-            memo[key] = self._sensor_model() or copy.copy(m)
+            memo[key] = self._sensor_model(slot=len(memo)) or copy.copy(m)
         model = memo[key]
         init = full_state(m, d)
         anchor = self._point(d, self._anchor) if self._anchor else np.zeros(3)
@@ -962,7 +962,7 @@ class UserModelTwin(BatchScratch):
 
         return BatchJob(model, init, d.qacc_warmstart.copy(), control, finish)
 
-    def _sensor_model(self) -> mujoco.MjModel | None:
+    def _sensor_model(self, slot: int | None = None) -> mujoco.MjModel | None:
         """A copy of the twin's model as it is now (parameter values, ``opt.timestep``) with a ``framepos``
         sensor per keypoint (its site, or its body's frame) appended after the model's own sensors, so that
         ``mujoco.rollout`` returns the keypoints of every step from its C++ threads; None where that model
@@ -974,6 +974,8 @@ class UserModelTwin(BatchScratch):
         field) keeps the Python read-back for good.
         None as well while ``set_parameters`` is wrapped on the instance (a residual-diagnosis cause writes
         model fields of its own after the parameters: the rollout then steps a copy of the twin's model itself).
+        ``slot``: the point's index in its batch; the copy kept for it from an earlier batch is written again
+        (:func:`~.mujoco_batch.sensor_model_copy`); None: a fresh copy.
         """
         from .mujoco_batch import sensor_model_copy
 
@@ -981,7 +983,7 @@ class UserModelTwin(BatchScratch):
             write_model_bindings(m, [(b, fv * b.ratio) for name, fv in self._values.items()
                                      for b in self._bindings[name] if b.kind in ("model", "option")], scratch)
 
-        return sensor_model_copy(self, self._compile_sensor_model, write)
+        return sensor_model_copy(self, self._compile_sensor_model, write, slot)
 
     def _compile_sensor_model(self) -> tuple[mujoco.MjModel, mujoco.MjData] | None:
         """(the twin's MjSpec compiled with the keypoint sensors appended, its scratch data), or None (the

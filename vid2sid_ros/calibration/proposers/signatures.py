@@ -41,6 +41,7 @@ scaled by the real motion's amplitude, period or command range for the others.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass
@@ -67,6 +68,9 @@ SIGNATURES: dict[str, tuple[str, str, str]] = {
     "onset_delay": ("s", "period", "delay before it starts moving"),
     "dead_band": ("cmd", "command", "command needed before it moves (dead-band)"),
 }
+
+#: name -> comparison kind (:data:`SIGNATURES`)
+_KINDS: dict[str, str] = {name: kind for name, (_, kind, _) in SIGNATURES.items()}
 
 
 @dataclass(frozen=True)
@@ -153,70 +157,138 @@ def _parabolic_peak(mag: np.ndarray, i: int) -> float:
     return float(i)
 
 
-def _dominant_frequency(y: np.ndarray, rate: float) -> float:
-    v = np.gradient(y) * rate
-    n = v.size
-    if np.allclose(v, 0):
-        return math.nan
+@functools.lru_cache(maxsize=64)
+def _spectrum_tables(n: int, rate: float) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(nfft, Hann window (n,), bins below 1.5 cycles per record (nfft // 2 + 1,) bool)`` of an
+    n-sample record at ``rate`` Hz: what :func:`_dominant_frequency` needs of n and the rate alone
+    (read-only arrays, kept for the next record of that length)."""
     nfft = int(2 ** math.ceil(math.log2(8 * n)))
-    spec = np.abs(np.fft.rfft((v - v.mean()) * np.hanning(n), nfft))
-    freqs = np.fft.rfftfreq(nfft, 1.0 / rate)
-    fmin = 1.5 * rate / n
-    spec[freqs < fmin] = 0.0
+    window = np.hanning(n)
+    low = np.fft.rfftfreq(nfft, 1.0 / rate) < 1.5 * rate / n
+    window.setflags(write=False)
+    low.setflags(write=False)
+    return nfft, window, low
+
+
+def _gradient(y: np.ndarray) -> np.ndarray:
+    """``np.gradient(y)`` of a 1-D record of at least 2 samples at unit spacing, to the bit: central
+    differences inside, one-sided at both ends (without ``np.gradient``'s argument handling)."""
+    g = np.empty_like(y)
+    g[1:-1] = (y[2:] - y[:-2]) / 2.0
+    g[0] = y[1] - y[0]
+    g[-1] = y[-1] - y[-2]
+    return g
+
+
+def _mean(y: np.ndarray) -> np.float64:
+    """``np.mean(y)`` of a 1-D float record, to the bit (numpy's ``_mean``: the sum over n)."""
+    return np.add.reduce(y) / y.size
+
+
+def _std(y: np.ndarray) -> np.float64:
+    """``np.std(y)`` of a 1-D float record, to the bit: the same sums in the same order (numpy's ``_var``:
+    the mean as the sum over n, the squared deviations summed over n, the square root), without
+    ``np.std``'s argument handling."""
+    n = y.size
+    x = y - np.add.reduce(y) / n
+    np.multiply(x, x, out=x)
+    return np.sqrt(np.add.reduce(x) / n)
+
+
+def _dominant_frequency(y: np.ndarray, rate: float) -> float:
+    n = y.size
+    v = _gradient(y) * rate
+    if np.all(np.abs(v) <= 1e-8):  # np.allclose(v, 0)
+        return math.nan
+    nfft, window, low = _spectrum_tables(n, float(rate))
+    spec = np.abs(np.fft.rfft((v - _mean(v)) * window, nfft))
+    spec[low] = 0.0
     i = int(np.argmax(spec))
     if spec[i] <= 0:
         return math.nan
     return float(_parabolic_peak(spec, i) * rate / nfft)
 
 
-def _free_response(y: np.ndarray, u: np.ndarray | None, rate: float, floor_px: float) -> tuple[float, float, float]:
+@dataclass(frozen=True)
+class _CommandFacts:
+    """What the signatures of every keypoint of one trajectory read off its command ``u`` (T,) alone,
+    computed once per trajectory.
+
+    Attributes:
+        u: the command at each frame (T,). first_cmd: index of the first frame whose command differs
+        from the first (T when it never changes). free_start: index of the first frame after the last
+        command change (0 without one). steady_tail: whether the command is constant over the last 15 %
+        of the frames. unit_u: the command centred and divided by its standard deviation (T,), None
+        when it is constant.
+    """
+
+    u: np.ndarray
+    first_cmd: int
+    free_start: int
+    steady_tail: bool
+    unit_u: np.ndarray | None
+
+    @classmethod
+    def of(cls, u: np.ndarray) -> "_CommandFacts":
+        scale = max(float(np.max(np.abs(u))), 1e-12)
+        moving = np.nonzero(np.abs(u - u[0]) > 1e-9 * scale)[0]
+        changes = np.nonzero(np.abs(np.diff(u)) > 1e-9 * scale)[0]
+        tail = max(2, int(round(0.15 * u.size)))
+        sd = np.std(u)
+        return cls(u=u, first_cmd=int(moving[0]) if moving.size else u.size,
+                   free_start=int(changes[-1]) + 1 if changes.size else 0,
+                   steady_tail=bool(np.ptp(u[-tail:]) <= 1e-9 * scale),
+                   unit_u=None if sd == 0 else (u - u.mean()) / sd)
+
+
+def _free_response(y: np.ndarray, cmd: _CommandFacts | None, rate: float, floor_px: float
+                   ) -> tuple[float, float, float]:
     """(decay_rate 1/s, damping_ratio, ring_frequency Hz) of the response after the last command change."""
     nan3 = (math.nan, math.nan, math.nan)
-    if u is None:
+    if cmd is None:
         return nan3
-    scale = max(float(np.max(np.abs(u))), 1e-12)
-    changes = np.nonzero(np.abs(np.diff(u)) > 1e-9 * scale)[0]
-    start = int(changes[-1]) + 1 if changes.size else 0
-    seg = y[start:]
+    seg = y[cmd.free_start:]
     if seg.size < 10:
         return nan3
     tail = max(3, seg.size // 5)
-    e = seg - seg[-tail:].mean()
-    t = np.arange(seg.size) / rate
-    amp0 = float(np.max(np.abs(e)))
+    e = seg - _mean(seg[-tail:])
+    ae = np.abs(e)
+    amp0 = float(np.max(ae))
     if amp0 < 3 * floor_px:
         return nan3
-    # half-cycles between sign changes; peak |e| of each
+    # half-cycles between sign changes; peak |e| of each (its time j / rate, as np.arange(n)[j] / rate)
     sign = np.sign(e)
     zc = np.nonzero(sign[1:] * sign[:-1] < 0)[0] + 1
     bounds = [0, *zc.tolist(), seg.size]
     peaks_t, peaks_a = [], []
+    above = max(floor_px, 0.03 * amp0)
     for a, b in zip(bounds[:-1], bounds[1:]):
         if b - a < 2:
             continue
-        j = a + int(np.argmax(np.abs(e[a:b])))
-        if abs(e[j]) > max(floor_px, 0.03 * amp0):
-            peaks_t.append(t[j])
-            peaks_a.append(abs(e[j]))
+        j = a + int(np.argmax(ae[a:b]))
+        if ae[j] > above:
+            peaks_t.append(j / rate)
+            peaks_a.append(ae[j])
     if len(peaks_t) >= 3 and len(zc) >= 2:
         sigma = -float(np.polyfit(peaks_t, np.log(peaks_a), 1)[0])
         half = float(np.mean(np.diff(zc))) / rate
         wd = math.pi / half if half > 0 else math.nan
         zeta = sigma / math.sqrt(sigma ** 2 + wd ** 2) if math.isfinite(wd) and sigma > 0 else math.nan
         return (sigma if sigma > 0 else math.nan), zeta, (wd / (2 * math.pi) if math.isfinite(wd) else math.nan)
-    mask = np.abs(e) > max(floor_px, 0.05 * amp0)
-    mask &= np.arange(seg.size) >= int(np.argmax(np.abs(e)))
+    mask = ae > max(floor_px, 0.05 * amp0)
+    mask[:int(np.argmax(ae))] = False
     if mask.sum() >= 4:
-        sigma = -float(np.polyfit(t[mask], np.log(np.abs(e[mask])), 1)[0])
+        sigma = -float(np.polyfit(np.nonzero(mask)[0] / rate, np.log(ae[mask]), 1)[0])
         return (sigma if sigma > 0 else math.nan), math.nan, math.nan
     return nan3
 
 
-def _phase_lag(y: np.ndarray, u: np.ndarray | None, rate: float) -> float:
-    if u is None or np.std(u) == 0 or np.std(y) == 0:
+def _phase_lag(y: np.ndarray, cmd: _CommandFacts | None, rate: float, y_std: float) -> float:
+    """Lag in [0, 1 s] of ``y`` (standard deviation ``y_std``) behind the command, s (module docstring)."""
+    if cmd is None or cmd.unit_u is None or y_std == 0:
         return math.nan
-    a = (u - u.mean()) / np.std(u)
-    b = (y - y.mean()) / np.std(y)
+    a = cmd.unit_u
+    b = (y - _mean(y)) / y_std
     n = a.size
     max_lag = min(int(rate * 1.0), n // 3)
     if max_lag < 2:
@@ -228,6 +300,61 @@ def _phase_lag(y: np.ndarray, u: np.ndarray | None, rate: float) -> float:
     c = np.abs(xc) / (n - np.arange(max_lag + 1))
     i = int(np.argmax(c))
     return float(_parabolic_peak(c, i) / rate)
+
+
+def _onset(y: np.ndarray, cmd: _CommandFacts, thr: float, rate: float) -> tuple[float, float]:
+    """``(onset_delay s, dead_band cmd)``: when ``|y|`` first exceeds ``thr`` after the first command change
+    (linearly interpolated between samples) and the command then; NaN when it never does."""
+    first_cmd, u = cmd.first_cmd, cmd.u
+    if first_cmd >= y.size:
+        return math.nan, math.nan
+    above = np.nonzero(np.abs(y[first_cmd:]) > thr)[0]
+    if not above.size:
+        return math.nan, math.nan
+    j = first_cmd + int(above[0])
+    frac = 0.0  # sub-sample crossing (linear interpolation) keeps the onset continuous
+    if j > first_cmd:
+        a0, a1 = abs(y[j - 1]), abs(y[j])
+        frac = (thr - a0) / (a1 - a0) if a1 > a0 else 0.0
+    t_on = (j - 1 + frac) if j > first_cmd else float(j)
+    jj = min(int(math.floor(t_on)), u.size - 1)
+    w = t_on - math.floor(t_on)
+    u_on = u[jj] * (1 - w) + u[min(jj + 1, u.size - 1)] * w
+    return float((t_on - first_cmd) / rate), float(abs(u_on))
+
+
+def _displacement(p: np.ndarray, ok: np.ndarray, axis: np.ndarray, cmd: _CommandFacts | None) -> np.ndarray | None:
+    """``y = (p − p_rest) · a`` of one keypoint's samples ``p`` (T, D) (``ok`` (T,): valid) along ``axis``
+    (D,), gaps interpolated; None when too few samples are valid. ``p_rest``: the median of the valid
+    samples before the first command change (at least 3), else the first valid sample."""
+    rest_idx = np.nonzero(ok)[0]
+    if not rest_idx.size:
+        return None
+    rest = p[rest_idx[0]]
+    if cmd is not None:
+        before = rest_idx[rest_idx < max(cmd.first_cmd, 1)]
+        if before.size >= 3:
+            rest = np.median(p[before], axis=0)
+    return _fill((p - rest) @ axis)
+
+
+def _keypoint_signatures(y: np.ndarray, cmd: _CommandFacts | None, rate: float, noise_floor_px: float,
+                         onset_threshold_px: float | None) -> dict[str, float]:
+    """Every signature (:data:`SIGNATURES` order) of one keypoint's displacement ``y`` (T,) along its axis."""
+    vals = dict.fromkeys(SIGNATURES, math.nan)
+    vals["dominant_frequency"] = _dominant_frequency(y, rate)
+    vals["peak_amplitude"] = peak = float(np.max(np.abs(y)))
+    y_std = _std(y)
+    vals["rms_amplitude"] = float(y_std)
+    if cmd is None or cmd.steady_tail:  # only under a constant command
+        tail = max(2, int(round(0.15 * y.size)))
+        vals["steady_state_offset"] = float(_mean(y[-tail:]))
+    vals["phase_lag"] = _phase_lag(y, cmd, rate, y_std)
+    vals["decay_rate"], vals["damping_ratio"], vals["ring_frequency"] = _free_response(y, cmd, rate, noise_floor_px)
+    if cmd is not None:
+        thr = onset_threshold_px if onset_threshold_px is not None else 0.05 * peak
+        vals["onset_delay"], vals["dead_band"] = _onset(y, cmd, max(float(thr), noise_floor_px), rate)
+    return vals
 
 
 def measure_signatures(traj: Trajectory, excitation: Excitation | None = None, *,
@@ -248,61 +375,38 @@ def measure_signatures(traj: Trajectory, excitation: Excitation | None = None, *
     Returns:
         ``len(SIGNATURES) * K`` signatures (NaN where not measurable).
     """
-    if noise_floor_px is None:
-        noise_floor_px = 0.5 * max(DEFAULT_NOISE.get(u, 1.0) for u in traj.units) if traj.num_keypoints else 0.5
-    rate = 1.0 / float(np.median(np.diff(traj.time))) if traj.num_frames > 1 else 1.0
-    if excitation is not None:
-        rate = excitation.rate
-    axes = principal_axes(traj) if axes is None else np.asarray(axes, float)
     u_full = _command(excitation, int(traj.steps.max()) + 1 if traj.num_frames else 0)
-    u = None if u_full is None else u_full[np.clip(traj.steps, 0, u_full.size - 1)]
+    return _measure(traj, _command_facts(u_full, traj.steps), None if excitation is None else excitation.rate,
+                    axes=axes, onset_threshold_px=onset_threshold_px, noise_floor_px=noise_floor_px)
+
+
+def _command_facts(u_full: np.ndarray | None, steps: np.ndarray) -> _CommandFacts | None:
+    """The command facts of frames at command ``steps`` (T,) of the command ``u_full``; None without a
+    command or without a frame (no keypoint is measured then)."""
+    if u_full is None or not u_full.size or not steps.size:
+        return None
+    return _CommandFacts.of(u_full[np.clip(steps, 0, u_full.size - 1)])
+
+
+def _measure(traj: Trajectory, cmd: _CommandFacts | None, rate: float | None, *, axes: np.ndarray | None,
+             onset_threshold_px: Sequence[float] | None, noise_floor_px: float | None) -> list[Signature]:
+    """:func:`measure_signatures` with the command's facts at ``traj``'s frames (None: no excitation) and
+    the excitation's rate, Hz (None: from the frame times) given."""
+    units = traj.units
+    if noise_floor_px is None:
+        noise_floor_px = 0.5 * max(DEFAULT_NOISE.get(u, 1.0) for u in units) if traj.num_keypoints else 0.5
+    if rate is None:
+        rate = 1.0 / float(np.median(np.diff(traj.time))) if traj.num_frames > 1 else 1.0
+    axes = principal_axes(traj) if axes is None else np.asarray(axes, float)
     out: list[Signature] = []
     for k, name in enumerate(traj.names):
-        vals = dict.fromkeys(SIGNATURES, math.nan)
-        p = traj.keypoints[:, k]
-        ok = traj.valid[:, k]
-        if ok.any():
-            rest_idx = np.nonzero(ok)[0]
-            if u is not None:
-                scale = max(float(np.max(np.abs(u))), 1e-12)
-                moving = np.nonzero(np.abs(u - u[0]) > 1e-9 * scale)[0]
-                first_cmd = int(moving[0]) if moving.size else u.size
-                before = rest_idx[rest_idx < max(first_cmd, 1)]
-                rest = np.median(p[before], axis=0) if before.size >= 3 else p[rest_idx[0]]
-            else:
-                first_cmd = 0
-                rest = p[rest_idx[0]]
-            y = _fill((p - rest) @ axes[k])
+        y = _displacement(traj.keypoints[:, k], traj.valid[:, k], axes[k], cmd)
+        if y is None:
+            vals = dict.fromkeys(SIGNATURES, math.nan)
         else:
-            y = None
-        if y is not None:
-            vals["dominant_frequency"] = _dominant_frequency(y, rate)
-            vals["peak_amplitude"] = float(np.max(np.abs(y)))
-            vals["rms_amplitude"] = float(np.std(y))
-            tail = max(2, int(round(0.15 * y.size)))
-            if u is None or np.ptp(u[-tail:]) <= 1e-9 * max(float(np.max(np.abs(u))), 1e-12):
-                vals["steady_state_offset"] = float(np.mean(y[-tail:]))  # only under a constant command
-            vals["phase_lag"] = _phase_lag(y, u, rate)
-            vals["decay_rate"], vals["damping_ratio"], vals["ring_frequency"] = _free_response(
-                y, u, rate, noise_floor_px)
-            thr = (onset_threshold_px[k] if onset_threshold_px is not None
-                   else 0.05 * vals["peak_amplitude"])
-            thr = max(float(thr), noise_floor_px)
-            if u is not None and first_cmd < y.size:
-                above = np.nonzero(np.abs(y[first_cmd:]) > thr)[0]
-                if above.size:
-                    j = first_cmd + int(above[0])
-                    frac = 0.0  # sub-sample crossing (linear interpolation) keeps the onset continuous
-                    if j > first_cmd:
-                        a0, a1 = abs(y[j - 1]), abs(y[j])
-                        frac = (thr - a0) / (a1 - a0) if a1 > a0 else 0.0
-                    t_on = (j - 1 + frac) if j > first_cmd else float(j)
-                    vals["onset_delay"] = float((t_on - first_cmd) / rate)
-                    jj = min(int(math.floor(t_on)), u.size - 1)
-                    w = t_on - math.floor(t_on)
-                    u_on = u[jj] * (1 - w) + u[min(jj + 1, u.size - 1)] * w
-                    vals["dead_band"] = float(abs(u_on))
-        out.extend(Signature(traj.trial_id, name, s, float(v), traj.units[k]) for s, v in vals.items())
+            vals = _keypoint_signatures(y, cmd, rate, noise_floor_px,
+                                        None if onset_threshold_px is None else onset_threshold_px[k])
+        out.extend(Signature(traj.trial_id, name, s, float(v), units[k]) for s, v in vals.items())
     return out
 
 
@@ -320,8 +424,10 @@ def measure_all(sim: Sequence[Trajectory], real: Sequence[Trajectory],
     s_out, r_out = [], []
     for s, r, e in zip(sim, real, excitations):
         r_al, s_al = align(r, s)
-        axes, thr, rs = _real_side(r_al, e)
-        ss = measure_signatures(s_al, e, axes=axes, onset_threshold_px=thr)
+        axes, thr, rs, cmd = _real_side(r_al, e)
+        # the pair's frames are at the same command steps (aligned by step): the real side's command facts
+        ss = _measure(s_al, cmd, None if e is None else e.rate, axes=axes, onset_threshold_px=thr,
+                      noise_floor_px=None)
         s_out.extend(ss)
         r_out.extend(rs)
     return s_out, r_out
@@ -330,13 +436,15 @@ def measure_all(sim: Sequence[Trajectory], real: Sequence[Trajectory],
 #: the real sides :func:`_real_side` keeps (a calibration has one per training trial; a few more hold the
 #: identifiability and diagnosis objectives' trials)
 _REAL_SIDES_KEPT = 32
-_REAL_SIDES: dict[tuple, tuple[np.ndarray, list[float], list[Signature]]] = {}
+_REAL_SIDES: dict[tuple, tuple[np.ndarray, list[float], list[Signature], _CommandFacts | None]] = {}
 _REAL_SIDES_LOCK = threading.Lock()
 
 
-def _real_side(r_al: Trajectory, e: Excitation | None) -> tuple[np.ndarray, list[float], list[Signature]]:
-    """``(axes (K, D), onset thresholds (K,), signatures)`` of an aligned real trajectory: its principal
-    axes, 5 % of each keypoint's peak amplitude, and its signatures on those axes and thresholds.
+def _real_side(r_al: Trajectory, e: Excitation | None
+               ) -> tuple[np.ndarray, list[float], list[Signature], _CommandFacts | None]:
+    """``(axes (K, D), onset thresholds (K,), signatures, command facts)`` of an aligned real trajectory:
+    its principal axes, 5 % of each keypoint's peak amplitude, its signatures on those axes and thresholds,
+    and the facts of the command at its frames (:class:`_CommandFacts`, None without an excitation).
 
     A pure function of the trajectory's and the excitation's contents, kept by content (every array
     and label :func:`measure_signatures` reads) for the next call."""
@@ -346,17 +454,19 @@ def _real_side(r_al: Trajectory, e: Excitation | None) -> tuple[np.ndarray, list
     with _REAL_SIDES_LOCK:
         kept = _REAL_SIDES.get(key)
     if kept is not None:
-        return kept[0].copy(), list(kept[1]), list(kept[2])
+        return kept[0].copy(), list(kept[1]), list(kept[2]), kept[3]
     axes = principal_axes(r_al)
-    rs = measure_signatures(r_al, e, axes=axes)
+    cmd = _command_facts(_command(e, int(r_al.steps.max()) + 1 if r_al.num_frames else 0), r_al.steps)
+    rate = None if e is None else e.rate
+    rs = _measure(r_al, cmd, rate, axes=axes, onset_threshold_px=None, noise_floor_px=None)
     peaks = [x.value for x in rs if x.name == "peak_amplitude"]
     thr = [0.05 * p if math.isfinite(p) else 0.0 for p in peaks]
-    rs = measure_signatures(r_al, e, axes=axes, onset_threshold_px=thr)
+    rs = _measure(r_al, cmd, rate, axes=axes, onset_threshold_px=thr, noise_floor_px=None)
     with _REAL_SIDES_LOCK:
         if len(_REAL_SIDES) >= _REAL_SIDES_KEPT:
             _REAL_SIDES.pop(next(iter(_REAL_SIDES)))  # the oldest
-        _REAL_SIDES[key] = (axes.copy(), list(thr), list(rs))
-    return axes, thr, rs
+        _REAL_SIDES[key] = (axes.copy(), list(thr), list(rs), cmd)
+    return axes, thr, rs, cmd
 
 
 @dataclass(frozen=True)
@@ -379,29 +489,33 @@ def compare_signatures(sim: Sequence[Signature], real: Sequence[Signature]) -> d
     the same keypoint and trial; ``period``: difference × real dominant frequency (cycles);
     ``command``: difference / max dead-band scale (1 command unit); ``absolute``: difference.
     """
-    ref: dict[tuple[str, str, str], float] = {x.key: x.value for x in real}
+    # the real peak amplitudes and dominant frequencies the amplitude and period kinds are scaled by
+    ref: dict[tuple[str, str, str], float] = {(x.trial, x.keypoint, x.name): x.value for x in real
+                                              if x.name in ("peak_amplitude", "dominant_frequency")}
     out = {}
+    isfinite, log, nan = math.isfinite, math.log, math.nan
     for s, r in zip(sim, real):
-        if not (math.isfinite(s.value) and math.isfinite(r.value)):
+        sv, rv = s.value, r.value
+        if not (isfinite(sv) and isfinite(rv)):
             continue
-        kind = SIGNATURES[s.name][1]
+        kind = _KINDS[s.name]
         if kind == "log":
-            if s.value <= 0 or r.value <= 0:
+            if sv <= 0 or rv <= 0:
                 continue
-            d = math.log(s.value / r.value)
+            d = log(sv / rv)
         elif kind == "amplitude":
-            amp = ref.get((s.trial, s.keypoint, "peak_amplitude"), math.nan)
-            if not (math.isfinite(amp) and amp > 0):
+            amp = ref.get((s.trial, s.keypoint, "peak_amplitude"), nan)
+            if not (isfinite(amp) and amp > 0):
                 continue
-            d = (s.value - r.value) / amp
+            d = (sv - rv) / amp
         elif kind == "period":
-            f = ref.get((s.trial, s.keypoint, "dominant_frequency"), math.nan)
-            if not (math.isfinite(f) and f > 0):
+            f = ref.get((s.trial, s.keypoint, "dominant_frequency"), nan)
+            if not (isfinite(f) and f > 0):
                 continue
-            d = (s.value - r.value) * f
+            d = (sv - rv) * f
         else:
-            d = s.value - r.value
-        out[s.key] = SignatureDiscrepancy(s, r, float(d))
+            d = sv - rv
+        out[(s.trial, s.keypoint, s.name)] = SignatureDiscrepancy(s, r, float(d))
     return out
 
 
