@@ -44,7 +44,7 @@ def test_benchmark_results_structure(tmp_path):
                                                                 / t["stiffness"])
     assert res["methods"]["reasoner"]["train_mae"] < res["methods"]["random"]["train_mae"]
     md = (tmp_path / "results.md").read_text()
-    assert "| method | mean rel. param. error | holdout MAE (px) |" in md and "| reasoner |" in md
+    assert "| method | mean rel. param. error | own point, before the bias correction | holdout MAE (px) |" in md and "| reasoner |" in md
     assert json.loads((tmp_path / "results.json").read_text())["methods"].keys() == {"reasoner", "random"}
     assert (tmp_path / "seed_1" / "random" / "iterations.jsonl").is_file()
 
@@ -174,3 +174,21 @@ def test_results_tables_name_the_measurement_unit_and_read_older_px_keys():
     old = format_results_markdown({**base, "methods": {"reasoner": {**row, "holdout_mae_px": 2.5,
                                                                     "train_mae_px": 1.5}}})
     assert "holdout MAE (unit?) | train MAE (unit?)" in old and "| 2.5 | 1.5 |" in old
+
+
+def test_a_bias_corrected_cell_keeps_the_methods_own_point_error_beside_it():
+    """Was: a benchmark cell scored only the values after the tracker-bias correction, which spends diagnostic
+    rollouts the budget does not charge and so finishes an unfinished method's fit; the method's own point at the
+    budget was lost."""
+    from types import SimpleNamespace
+
+    from vid2sid_ros.benchmark.sweep import _own_point_error
+
+    truth = {"a": 2.0, "b": 4.0}
+    moved = SimpleNamespace(bias_correction={"applied": True, "before": {"a": 3.0, "b": 4.4, "latency": 0.0}})
+    out = _own_point_error(moved, truth, ["a", "b"])
+    assert out["own_rel_error"] == pytest.approx({"a": 0.5, "b": 0.1})
+    assert out["own_mean_rel_error"] == pytest.approx(0.3) and out["own_values"] == {"a": 3.0, "b": 4.4}
+    assert _own_point_error(SimpleNamespace(bias_correction={"applied": False, "before": {"a": 3.0}}), truth,
+                            ["a"]) == {}
+    assert _own_point_error(SimpleNamespace(bias_correction=None), truth, ["a"]) == {}

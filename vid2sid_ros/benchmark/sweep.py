@@ -154,6 +154,19 @@ def _prepare_seed(st: SweepSettings, seed: int) -> PreparedSeed:
     return PreparedSeed(jsonable(rec), real, seed_params, spent)
 
 
+def _own_point_error(res: Any, truth: Mapping[str, float], free: Sequence[str]) -> dict[str, Any]:
+    """The method's own point's error, before the tracker-bias correction moved it (``own_rel_error``,
+    ``own_mean_rel_error``; empty when nothing was moved). The correction spends diagnostic rollouts the
+    budget does not charge, the same for every method, so the methods compare at equal budget on their own
+    points (:mod:`~vid2sid_ros.calibration.bias_correction`)."""
+    corr = getattr(res, "bias_correction", None) or {}
+    if not corr.get("applied") or not corr.get("before"):
+        return {}
+    own = relative_parameter_error(corr["before"], truth, free)
+    return {"own_values": {n: corr["before"][n] for n in free}, "own_rel_error": own,
+            "own_mean_rel_error": float(np.mean(list(own.values())))}
+
+
 def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], PreparedSeed]) -> dict[str, Any]:
     """Task: one method's calibration on one seed's stand-in trial, scored against the truth."""
     from ..calibration.loop import CalibrationConfig, run_calibration
@@ -185,6 +198,7 @@ def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], Prepare
     fin = res.final_identifiability
     rec = {"method": m, "seed": seed, "values": {n: res.values[n] for n in free},
            "rel_error": rel, "mean_rel_error": float(np.mean(list(rel.values()))),
+           **_own_point_error(res, truth, free),
            "train_mae": res.error_px, "holdout_mae": res.holdout_mae_px, "unit": res.unit,
            "holdout_unit": res.holdout_unit,
            "initial_train_mae": res.initial_error_px, "rollouts": res.rollouts + prep.spent,
@@ -212,7 +226,7 @@ def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], Prepare
 
 def _settings(st: SweepSettings) -> dict[str, Any]:
     """What a finished cell was computed with (JSON values), in the calibration's own words."""
-    from ..core.trial import jsonable, with_current_keys
+    from ..core.trial import jsonable
 
     return jsonable({"rollout_budget": st.budget, "iterations": st.iterations, "noise": st.noise,
                      "truth_range": list(st.truth_range), "misspecify": dict(st.mis),

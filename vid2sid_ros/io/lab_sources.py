@@ -28,7 +28,6 @@ process (cached by path and modification time).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
