@@ -14,7 +14,8 @@ from ..proposers.rationale import format_value
 from .advice import how_to_free, separating_trial
 from .causes import Composite, FrozenParameter, candidate_causes
 from .chi2 import chi2_ppf
-from .compare import Score, decide, free_columns, held_out_check, line_scan, polish, refit, screen
+from .compare import (Refit, Score, decide, far_start, free_columns, held_out_check, line_scan, polish, refit,
+                      refit_far, screen)
 from .consider import ConsiderResult, consider
 from .context import ProbeContext
 from .result import THRESHOLDS, Diagnosis, Finding
@@ -197,8 +198,10 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     top = [s for s in scores if s.share_linear > 0 and s.column is not None][: int(THRESHOLDS["refit_top"])]
     for s in top:
         line_scan(ctx, s, F)
-        s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
+        s.refit = _nested(refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r), null, s)
     dec = decide(ctx, scores, null)
+    if _leaves_systematic(ctx, dec["set"][0].refit.ssr if dec["set"] else null.ssr, null.ssr):
+        null, dec = _far(ctx, scores, null, dec, stats)
     if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(dec["set"]):
         # refine the tied refits (a camera's pose against its lens too): a tie must come from the data. Not a tie
         # within another kind (a dead-zone and a bias): it is named as that kind, and a threshold cause's refit
@@ -225,6 +228,65 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     if len(members) == 1 or members[0].cause.kind == "camera":
         return (*_named(ctx, members, scores, F, null, s0), considered)
     return "named", None, [_same_kind(ctx, members, s0)], considered
+
+
+def _nested(fitted: Refit, null: Refit, s: Score) -> Refit:
+    """A cause at size 0 is the null model, so its refit is never worse than the null's: a refit that ended
+    above it (a few chord steps from a poor start) is replaced by the null's end point with the cause at 0."""
+    if fitted.ssr <= null.ssr:
+        return fitted
+    s.notes.append("its refit ended above the free parameters' own: scored at size 0")
+    return Refit(null.u.copy(), np.zeros(len(s.parts)), null.r, null.ssr, fitted.evaluations, far=null.far)
+
+
+def _leaves_systematic(ctx: ProbeContext, ssr: float, s0: float) -> bool:
+    """Whether a sum of squares ``ssr`` leaves a part of the systematic part ``S_0 − M σ²`` the noise does not
+    account for: more than ``min_share`` of it and beyond the noise's spread ``z₁₋α σ² √(2M)`` (step 6 of the
+    comparison, :func:`_partial`)."""
+    from scipy.stats import norm
+
+    if ctx.sigma2 <= 0:
+        return False
+    n = max(int(ctx.ok.sum()), 1)
+    excess, rest = s0 - n * ctx.sigma2, ssr - n * ctx.sigma2
+    bound = float(norm.ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
+    return excess > bound and rest > THRESHOLDS["min_share"] * excess and rest > bound
+
+
+def _far(ctx: ProbeContext, scores: list[Score], null: Refit, dec: dict, stats: dict) -> tuple[Refit, dict]:
+    """Refit from afar (:func:`~.compare.refit_far`) when the local refits leave a systematic part: the null
+    model and the ``far_top`` causes of best linearised share (and the local decision's set), each from
+    :func:`~.compare.far_start`; a far refit replaces a local one it beats, and the causes are decided again
+    against the better null. Where the free parameters moved far to absorb an error, this is what tells the
+    error that explains the residual whole from a local direction that explains a part."""
+    spent = ctx.rollouts
+    # two starts of the free parameters: where the calibration ended (the null's optimum) and where it began
+    # (the spec's nominal values): an error absorbed by a free parameter on its bound is often reached only from
+    # the side that parameter came from
+    nominal = np.array([s.to_unit(s.nominal) for s in ctx.free], float)
+    origins = [null.u] + ([nominal] if np.max(np.abs(nominal - null.u), initial=0.0) > 0.05 else [])
+    for u in origins:
+        far_null = refit_far(ctx, [], [], u)
+        if far_null.ssr < null.ssr:
+            null = far_null
+    chosen = [s for s in scores if s.column is not None and s.share_linear > 0][: int(THRESHOLDS["far_top"])]
+    chosen += [s for s in dec["set"] if s not in chosen and s.column is not None]
+    for s in chosen:
+        local = s.refit.theta if s.refit is not None else [s.theta_linear] * s.dims
+        start = [far_start(p, float(t)) for p, t in zip(s.parts, local)]
+        for u in origins:
+            far = refit_far(ctx, s.parts, start, u)
+            if s.refit is None or far.ssr < s.refit.ssr:
+                s.refit = far
+        if s.refit is not None and s.refit.far:
+            s.notes.append("refitted from afar: the free parameters re-optimised over their whole range")
+    for s in scores:
+        if s.refit is not None:
+            s.refit = _nested(s.refit, null, s)
+    stats["far_refit"] = {"candidates": [s.cause.name for s in chosen], "null_ssr": null.ssr,
+                          "rollouts": ctx.rollouts - spent,
+                          "why": "the local refits left a systematic part of the residual"}
+    return null, decide(ctx, scores, null)
 
 
 _POSE_FIELDS = frozenset({"camera.x", "camera.y", "camera.z", "camera.roll", "camera.pitch", "camera.yaw"})
