@@ -200,7 +200,7 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
         line_scan(ctx, s, F)
         s.refit = _nested(refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r), null, s)
     dec = decide(ctx, scores, null)
-    if _leaves_systematic(ctx, dec["set"][0].refit.ssr if dec["set"] else null.ssr, null.ssr):
+    if _would_be_unexplained(ctx, dec, null):
         null, dec = _far(ctx, scores, null, dec, stats)
     if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(dec["set"]):
         # refine the tied refits (a camera's pose against its lens too): a tie must come from the data. Not a tie
@@ -251,6 +251,17 @@ def _leaves_systematic(ctx: ProbeContext, ssr: float, s0: float) -> bool:
     excess, rest = s0 - n * ctx.sigma2, ssr - n * ctx.sigma2
     bound = float(norm.ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
     return excess > bound and rest > THRESHOLDS["min_share"] * excess and rest > bound
+
+
+def _would_be_unexplained(ctx: ProbeContext, dec: dict, null: Refit) -> bool:
+    """Whether the local decision ends *unexplained*: no cause passes the test while the null leaves a systematic
+    part, or the named cause leaves one (step 6, :func:`_partial`). A tie of several causes is not refitted from
+    afar: it is reported as such (what these trials cannot separate), whatever each member leaves."""
+    if dec["verdict"] == "none":
+        return _leaves_systematic(ctx, null.ssr, null.ssr)
+    best = dec["set"][0]
+    return (dec["verdict"] == "named" and best.cause.kind != "tracker" and best.refit is not None
+            and _leaves_systematic(ctx, best.refit.ssr, null.ssr))
 
 
 def _far(ctx: ProbeContext, scores: list[Score], null: Refit, dec: dict, stats: dict) -> tuple[Refit, dict]:
