@@ -147,3 +147,30 @@ def test_a_cause_is_never_scored_worse_than_the_free_parameters_alone():
     assert kept.ssr == 4.0 and kept.theta.tolist() == [0.0] and kept.u.tolist() == [0.5]
     better = Refit(np.array([0.4]), np.array([0.1]), 0.5 * np.ones(4), 1.0)
     assert _nested(better, null, s) is better
+
+
+def test_only_a_local_decision_that_would_end_unexplained_is_refitted_from_afar():
+    from types import SimpleNamespace
+
+    from vid2sid_ros.calibration.diagnosis.causes import CommandTransform
+    from vid2sid_ros.calibration.diagnosis.core import _would_be_unexplained
+
+    ctx = SimpleNamespace(ok=np.ones(400, bool), sigma2=0.09, unit="px")
+    noise = 400 * 0.09  # 36 px² of any sum of squares is the noise's
+    s0 = noise + 100.0
+    null = Refit(np.zeros(1), np.zeros(0), np.zeros(4), s0)
+
+    def scored(ssr):
+        c = CommandTransform("dz", "actuator", ("dz",), "u", 0.01, (0.0, 0.5), mode="deadzone")
+        return Score(c, np.ones(4), refit=Refit(np.zeros(1), np.zeros(1), np.zeros(4), ssr))
+
+    # no cause passes the test and a systematic part is left: refitted from afar
+    assert _would_be_unexplained(ctx, {"verdict": "none", "set": []}, null)
+    # nothing systematic (the noise's spread, z σ² √(2M) ≈ 5.9 px², covers it): not
+    quiet = Refit(np.zeros(1), np.zeros(0), np.zeros(4), noise + 3.0)
+    assert not _would_be_unexplained(ctx, {"verdict": "none", "set": []}, quiet)
+    # a named cause leaving 55 % of the systematic part: refitted; one leaving 5 %: named as it is
+    assert _would_be_unexplained(ctx, {"verdict": "named", "set": [scored(noise + 55.0)]}, null)
+    assert not _would_be_unexplained(ctx, {"verdict": "named", "set": [scored(noise + 5.0)]}, null)
+    # a tie is reported as the tie it is, whatever its members leave
+    assert not _would_be_unexplained(ctx, {"verdict": "indistinguishable", "set": [scored(noise + 55.0)]}, null)

@@ -218,6 +218,12 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     if dec["verdict"] == "none":
         return "none", None, [], considered
     members: list[Score] = dec["set"]
+    if "far_refit" in stats and members[0].cause.kind != "tracker":
+        # refitted from afar because the local best left a systematic part: a set that still leaves one is no
+        # answer either, tie or not (step 6 on its best member)
+        partial = _partial(ctx, members[0], scores, s0)
+        if partial is not None:
+            return "unexplained", None, [partial], considered
     if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(members):
         return "indistinguishable", None, [_indistinguishable(ctx, members, s0)], considered
     if members[0].cause.kind == "tracker":
