@@ -198,7 +198,7 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     top = [s for s in scores if s.share_linear > 0 and s.column is not None][: int(THRESHOLDS["refit_top"])]
     for s in top:
         line_scan(ctx, s, F)
-        s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
+        s.refit = _nested(refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r), null, s)
     dec = decide(ctx, scores, null)
     if _would_be_unexplained(ctx, dec, null):
         null, dec = _far(ctx, scores, null, dec, stats)
@@ -236,6 +236,15 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     return "named", None, [_same_kind(ctx, members, s0)], considered
 
 
+def _nested(fitted: Refit, null: Refit, s: Score) -> Refit:
+    """A cause at size 0 is the null model, so its refit is never worse than the null's: a refit that ended
+    above it (a few chord steps from a poor start) is replaced by the null's end point with the cause at 0."""
+    if fitted.ssr <= null.ssr:
+        return fitted
+    s.notes.append("its refit ended above the free parameters' own: scored at size 0")
+    return Refit(null.u.copy(), np.zeros(len(s.parts)), null.r, null.ssr, fitted.evaluations, far=null.far)
+
+
 def _leaves_systematic(ctx: ProbeContext, ssr: float, s0: float) -> bool:
     """Whether a sum of squares ``ssr`` leaves a part of the systematic part ``S_0 − M σ²`` the noise does not
     account for: more than ``min_share`` of it and beyond the noise's spread ``z₁₋α σ² √(2M)`` (step 6 of the
@@ -252,17 +261,11 @@ def _leaves_systematic(ctx: ProbeContext, ssr: float, s0: float) -> bool:
 
 def _would_be_unexplained(ctx: ProbeContext, dec: dict, null: Refit) -> bool:
     """Whether the local decision ends *unexplained*: no cause passes the test while the null leaves a systematic
-    part, or the named cause leaves one (step 6, :func:`_partial`), or a set whose best member leaves one holds
-    members only on their linearised share (their refits fell short). A tie of refitted causes is not refitted
-    from afar: it is reported as such (what these trials cannot separate), whatever each member leaves."""
+    part, or the named cause leaves one (step 6, :func:`_partial`). A tie of several causes is not refitted from
+    afar: it is reported as such (what these trials cannot separate), whatever each member leaves."""
     if dec["verdict"] == "none":
         return _leaves_systematic(ctx, null.ssr, null.ssr)
     best = dec["set"][0]
-    if best.refit is not None and any(m.refit is None or m.refit.ssr - best.refit.ssr > dec["tie"]
-                                      for m in dec["set"]):
-        # a set held together by linearised shares (a refit that fell short of its own prediction, or none): the
-        # refits from afar say whether those members explain the residual as well as the best
-        return _leaves_systematic(ctx, best.refit.ssr, null.ssr)
     return (dec["verdict"] == "named" and best.cause.kind != "tracker" and best.refit is not None
             and _leaves_systematic(ctx, best.refit.ssr, null.ssr))
 
@@ -294,6 +297,9 @@ def _far(ctx: ProbeContext, scores: list[Score], null: Refit, dec: dict, stats: 
                 s.refit = far
         if s.refit is not None and s.refit.far:
             s.notes.append("refitted from afar: the free parameters re-optimised over their whole range")
+    for s in scores:
+        if s.refit is not None:
+            s.refit = _nested(s.refit, null, s)
     stats["far_refit"] = {"candidates": [s.cause.name for s in chosen], "null_ssr": null.ssr,
                           "rollouts": ctx.rollouts - spent,
                           "why": "the local refits left a systematic part of the residual"}
