@@ -21,7 +21,6 @@ from vid2sid_ros.calibration.diagnosis import diagnose
 from vid2sid_ros.calibration.diagnosis.causes import Composite, candidate_causes
 from vid2sid_ros.calibration.diagnosis.compare import Refit, Score, far_start
 from vid2sid_ros.calibration.diagnosis.context import ProbeContext
-from vid2sid_ros.calibration.diagnosis.core import _nested
 from vid2sid_ros.calibration.objective import TrialObjective, residual_vector
 from vid2sid_ros.core.excitation import Excitation
 from vid2sid_ros.core.parameters import ParameterSet, ParameterSpec
@@ -135,18 +134,6 @@ def test_a_refit_from_afar_starts_where_a_threshold_cause_acts():
     assert far_start(dz, 0.0) == pytest.approx(0.15)      # 30 % of the range: a dead-zone is flat at 0
     assert far_start(dz, 0.4) == pytest.approx(0.4)       # already far: kept
     assert far_start(bias, -0.01) == pytest.approx(-0.3)  # the side the local refit points to
-
-
-def test_a_cause_is_never_scored_worse_than_the_free_parameters_alone():
-    null = Refit(np.array([0.5]), np.zeros(0), np.ones(4), 4.0)
-    from vid2sid_ros.calibration.diagnosis.causes import CommandTransform
-
-    s = Score(CommandTransform("dz", "actuator", ("dz",), "u", 0.01, (0.0, 0.5), mode="deadzone"), np.ones(4))
-    worse = Refit(np.array([0.9]), np.array([0.2]), 2 * np.ones(4), 16.0)
-    kept = _nested(worse, null, s)
-    assert kept.ssr == 4.0 and kept.theta.tolist() == [0.0] and kept.u.tolist() == [0.5]
-    better = Refit(np.array([0.4]), np.array([0.1]), 0.5 * np.ones(4), 1.0)
-    assert _nested(better, null, s) is better
 
 
 def test_only_a_local_decision_that_would_end_unexplained_is_refitted_from_afar():

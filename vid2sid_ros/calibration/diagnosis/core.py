@@ -198,7 +198,7 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     top = [s for s in scores if s.share_linear > 0 and s.column is not None][: int(THRESHOLDS["refit_top"])]
     for s in top:
         line_scan(ctx, s, F)
-        s.refit = _nested(refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r), null, s)
+        s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
     dec = decide(ctx, scores, null)
     if _would_be_unexplained(ctx, dec, null):
         null, dec = _far(ctx, scores, null, dec, stats)
@@ -234,15 +234,6 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     if len(members) == 1 or members[0].cause.kind == "camera":
         return (*_named(ctx, members, scores, F, null, s0), considered)
     return "named", None, [_same_kind(ctx, members, s0)], considered
-
-
-def _nested(fitted: Refit, null: Refit, s: Score) -> Refit:
-    """A cause at size 0 is the null model, so its refit is never worse than the null's: a refit that ended
-    above it (a few chord steps from a poor start) is replaced by the null's end point with the cause at 0."""
-    if fitted.ssr <= null.ssr:
-        return fitted
-    s.notes.append("its refit ended above the free parameters' own: scored at size 0")
-    return Refit(null.u.copy(), np.zeros(len(s.parts)), null.r, null.ssr, fitted.evaluations, far=null.far)
 
 
 def _leaves_systematic(ctx: ProbeContext, ssr: float, s0: float) -> bool:
@@ -297,9 +288,6 @@ def _far(ctx: ProbeContext, scores: list[Score], null: Refit, dec: dict, stats: 
                 s.refit = far
         if s.refit is not None and s.refit.far:
             s.notes.append("refitted from afar: the free parameters re-optimised over their whole range")
-    for s in scores:
-        if s.refit is not None:
-            s.refit = _nested(s.refit, null, s)
     stats["far_refit"] = {"candidates": [s.cause.name for s in chosen], "null_ssr": null.ssr,
                           "rollouts": ctx.rollouts - spent,
                           "why": "the local refits left a systematic part of the residual"}
