@@ -20,6 +20,9 @@
    taken again with the refits' measured accuracy in place of ``refit_accuracy``: a share of the
    best reduction grows with the data, so no trial, however informative, could otherwise separate
    two causes that each explain most of the residual.
+5. **Refit from afar** (:func:`refit_far`, started by :func:`far_start`): bounded nonlinear least
+   squares over the whole ranges, for a residual the local refits leave unexplained
+   (:func:`~.core.diagnose` decides when).
 """
 
 from __future__ import annotations
