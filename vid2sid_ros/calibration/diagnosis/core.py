@@ -334,12 +334,15 @@ def _partial(ctx: ProbeContext, best: Score, scores: list[Score], s0: float) -> 
         return None
     parts = sorted((s for s in scores if s.refit is not None and s.significant), key=lambda s: s.refit.ssr)[:5]
     listed = "; ".join(f"{s.cause.name} ({100 * _share(s, s0):.0f} %)" for s in parts)
+    where = ("each cause is refitted near the identified point and from afar, with the free parameters "
+             "re-optimised over their whole ranges" if any(s.refit is not None and s.refit.far for s in scores)
+             else "each cause is refitted near the identified point")
     msg = (f"No single candidate explains the residual: the best, {best.cause.name}, removes "
            f"{100 * _share(best, s0):.0f} % of what the free parameters leave (RMS {math.sqrt(s0 / n):.3g} → "
            f"{math.sqrt(best.refit.ssr / n):.3g} {ctx.unit}, noise {math.sqrt(ctx.sigma2):.3g} {ctx.unit}) but leaves "
            f"{100 * rest / excess:.0f} % of the part the noise does not account for. Candidates that explain a part: "
            f"{listed}. The model is probably wrong in more than one place, or the free parameters moved far to absorb "
-           f"an error (each cause is refitted near the identified point); none is named or recommended. "
+           f"an error ({where}); none is named or recommended. "
            f"{separating_trial([s.cause for s in parts])[0].upper()}{separating_trial([s.cause for s in parts])[1:]} "
            f"would tell them apart.")
     return Finding("structure", "warning", msg, {
