@@ -16,7 +16,8 @@ family                       candidates (each one scalar, 0 = the calibrated twi
 ``body`` (MuJoCo)            every body's mass (with its inertia), inertia, centre of mass x/y/z
 ``joint`` (MuJoCo)           every joint's armature, damping, stiffness, frictionloss; tendon
                              frictionloss — those no single-target free parameter sets
-``command``                  per actuator: gain, bias, dead-zone, backlash (command transforms)
+``command``                  per actuator: gain, bias, dead-zone, backlash (command transforms);
+                             with two or more actuators, a dead-zone and backlash in every drive
 ``timing``                   latency (when not already free), dropped frames / frame rate,
                              rolling shutter (image measurements)
 ``camera_pose``              the camera's position and orientation (twins with ``move_camera``,
@@ -29,7 +30,9 @@ family                       candidates (each one scalar, 0 = the calibrated twi
 
 and :mod:`.compare` scores them: one linearised probe each, then a refit of the best few
 together with the free parameters, a likelihood-ratio test against the noise level (estimated
-from successive differences of the residual), and a tie test between the best causes. The
+from successive differences of the residual), a tie test between the best causes, and — where the
+local refits would leave the residual unexplained — refits from afar that let the free parameters travel
+back from where they absorbed an error. The
 result is ``named`` (one cause, or one kind of cause, explains the residual clearly better
 than the rest, and explains it whole), ``indistinguishable`` (several of different kinds — or a
 camera's pose and its intrinsics — explain it equally, with the trial that would separate them;

@@ -428,6 +428,20 @@ def command_causes(ctx: Any) -> list[Cause]:
                                  0.02 * peak, (0.0, 0.5 * peak), column=a, mode="deadzone"),
                 CommandTransform(f"actuator '{n}' backlash", "actuator", (f"backlash of '{n}'",), unit,
                                  0.02 * span, (0.0, 0.5 * span), column=a, mode="backlash")]
+    return out + _every_drive(out)
+
+
+def _every_drive(per_actuator: list[Cause]) -> list[Cause]:
+    """With two or more actuators: a dead-zone in every drive, and backlash in every drive, each one candidate
+    (a :class:`Composite`, one size per actuator). Drives of one make share their electronics and gearing, and a
+    threshold in each leaves a residual that no single drive's explains: each explains its own joint's part."""
+    out: list[Cause] = []
+    for mode, what in (("deadzone", "a dead-zone"), ("backlash", "backlash")):
+        parts = tuple(c for c in per_actuator if isinstance(c, CommandTransform) and c.mode == mode)
+        if len(parts) >= 2:
+            out.append(Composite(f"{what} in every actuator's drive", "actuator",
+                                 tuple(f for p in parts for f in p.fields), "command units", 0.0, (0.0, 0.0),
+                                 parts=parts))
     return out
 
 

@@ -20,6 +20,9 @@
    taken again with the refits' measured accuracy in place of ``refit_accuracy``: a share of the
    best reduction grows with the data, so no trial, however informative, could otherwise separate
    two causes that each explain most of the residual.
+5. **Refit from afar** (:func:`refit_far`, started by :func:`far_start`): bounded nonlinear least
+   squares over the whole ranges, for a residual the local refits leave unexplained
+   (:func:`~.core.diagnose` decides when).
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from .chi2 import chi2_ppf
 from .context import ProbeContext
 from .result import THRESHOLDS
 
-__all__ = ["Score", "Refit", "free_columns", "screen", "refit", "polish", "decide", "held_out_check"]
+__all__ = ["Score", "Refit", "free_columns", "screen", "refit", "refit_far", "far_start", "polish", "decide",
+           "held_out_check"]
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Refit:
     r: np.ndarray
     ssr: float
     evaluations: int = 0
+    #: a refit from afar (:func:`refit_far`: the free parameters re-optimised over their whole range)
+    far: bool = False
 
 
 @dataclass
@@ -286,6 +292,76 @@ def refit(ctx: ProbeContext, causes: Sequence[Cause], columns: Sequence[np.ndarr
     return best
 
 
+def far_start(cause: Cause, theta: float) -> float:
+    """Where a refit from afar starts a 1-D cause: ``theta`` (its local refit's size) when that is at least
+    ``far_start_share`` of its search range on that side, else that share of the range on the side ``theta``
+    points to (the upper side for 0, or the lower when the upper bound is 0). A threshold cause (a dead-zone,
+    friction) is flat at 0 and a size the free parameters absorbed is small near the identified point: the
+    refit must start where the cause acts."""
+    lo, hi = cause.bounds
+    side = hi if (theta > 0 or (theta == 0 and hi > 0)) else lo
+    if side == 0.0:
+        side = lo if hi == 0.0 else hi
+    share = THRESHOLDS["far_start_share"]
+    return float(theta) if abs(theta) >= share * abs(side) else share * side
+
+
+def refit_far(ctx: ProbeContext, causes: Sequence[Cause], start: Sequence[float], start_u: np.ndarray) -> Refit:
+    """A refit of the free parameters and ``causes`` over their whole ranges: bounded nonlinear least squares.
+
+    :func:`refit` takes a few chord steps from the identified point; when the free parameters moved far to
+    absorb an error (a Coulomb friction on its bound standing in for a drive's dead-zone, a latency nuisance on
+    its bound standing in for its lag) the true cause explains little *there*, and only a refit that lets the
+    free parameters travel back shows that it explains the residual whole. This is that refit: the
+    trust-region reflective algorithm of :func:`scipy.optimize.least_squares` (Branch, Coleman & Li, *SIAM J.
+    Sci. Comput.* 21, 1999) on ``[u, theta]`` inside the unit box and the causes' search ranges, with
+    forward-difference Jacobians (step ``probe_step``, relative) and at most ``far_evaluations`` residual
+    evaluations besides the Jacobians' (each costs one rollout per free parameter and cause).
+
+    Args:
+        causes: C causes fitted with the free parameters (may be empty: the null model refitted from afar).
+        start: their sizes to start from (C,), each cause's unit (:func:`far_start`).
+        start_u: the free parameters to start from, normalised (F,).
+
+    Returns:
+        the end point as a :class:`Refit` with ``far=True``; its ``ssr`` over the finite samples.
+    """
+    from scipy.optimize import least_squares
+
+    F = len(ctx.free)
+    lo = np.concatenate([np.zeros(F), [c.bounds[0] for c in causes]])
+    hi = np.concatenate([np.ones(F), [c.bounds[1] for c in causes]])
+    # a sample the twin could not produce counts as far off: 10 × the largest residual at the start
+    worst = 10.0 * float(np.nanmax(np.abs(ctx.r0[ctx.ok]))) if ctx.ok.any() else 1.0
+    keep = ctx.ok
+
+    def fun(x: np.ndarray) -> np.ndarray:
+        r = ctx.residual(causes, x[F:], x[:F])
+        return np.full(int(keep.sum()), worst) if r is None else np.nan_to_num(r[keep])
+
+    x0 = np.clip(np.concatenate([np.asarray(start_u, float), np.asarray(start, float)]), lo, hi)
+    free_dims = hi > lo
+    if not free_dims.any():
+        r = ctx.residual(causes, x0[F:], x0[:F])
+        return Refit(x0[:F], x0[F:], r, ctx.ssr(r) if r is not None else math.inf, 1, far=True)
+    fixed = x0.copy()
+
+    def sub(z: np.ndarray) -> np.ndarray:  # a degenerate range (a cause bounded at one point) is held fixed
+        x = fixed.copy()
+        x[free_dims] = z
+        return fun(x)
+
+    res = least_squares(sub, x0[free_dims], bounds=(lo[free_dims], hi[free_dims]), method="trf", x_scale="jac",
+                        diff_step=THRESHOLDS["probe_step"], max_nfev=int(THRESHOLDS["far_evaluations"]))
+    x = fixed.copy()
+    x[free_dims] = res.x
+    r = ctx.residual(causes, x[F:], x[:F])
+    evals = int(res.nfev) + int(res.njev or 0) * int(free_dims.sum()) + 1
+    if r is None:
+        return Refit(x[:F], x[F:], np.full_like(ctx.r0, np.nan), math.inf, evals, far=True)
+    return Refit(x[:F], x[F:], r, ctx.ssr(r), evals, far=True)
+
+
 def _at_edge(cause: Cause, theta: float) -> bool:
     if isinstance(cause, Composite):
         return False
@@ -383,9 +459,14 @@ def held_out_check(ctx: ProbeContext, causes: Sequence[Cause], columns: Sequence
     else:
         h = THRESHOLDS["held_out_time"]
         train = ctx.index.frac < 1.0 - h
-        n0 = refit(ctx, [], [], F, rows=train)
-        start = [float(t) for t in fitted.theta]  # from the full-data size: a timing cause is far from linear at 0
-        n1 = refit(ctx, causes, columns, F, rows=train, start=start, start_r=ctx.residual(causes, start))
+        # from the full-data sizes: a timing cause is far from linear at 0; a refit from afar also from its free
+        # parameters (the null's and the cause's), which moved far from the identified point
+        u_null, u_fit = (null.u, fitted.u) if fitted.far else (None, None)
+        n0 = refit(ctx, [], [], F, rows=train, start_u=u_null,
+                   start_r=ctx.residual([], [], u_null) if fitted.far else None)
+        start = [float(t) for t in fitted.theta]
+        n1 = refit(ctx, causes, columns, F, rows=train, start=start, start_r=ctx.residual(causes, start, u_fit),
+                   start_u=u_fit)
         data = f"held-out time (last {100 * h:.0f} % of each trial)"
         before, after = ctx.rms(n0.r, ~train), ctx.rms(n1.r, ~train)
     ok = before is not None and after is not None and math.isfinite(before) and math.isfinite(after)

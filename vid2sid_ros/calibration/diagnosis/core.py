@@ -14,7 +14,8 @@ from ..proposers.rationale import format_value
 from .advice import how_to_free, separating_trial
 from .causes import Composite, FrozenParameter, candidate_causes
 from .chi2 import chi2_ppf
-from .compare import Score, decide, free_columns, held_out_check, line_scan, polish, refit, screen
+from .compare import (Refit, Score, decide, far_start, free_columns, held_out_check, line_scan, polish, refit,
+                      refit_far, screen)
 from .consider import ConsiderResult, consider
 from .context import ProbeContext
 from .result import THRESHOLDS, Diagnosis, Finding
@@ -243,6 +244,8 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
         line_scan(ctx, s, F)
         s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
     dec = decide(ctx, scores, null)
+    if _would_be_unexplained(ctx, dec, null):
+        null, dec = _far(ctx, scores, null, dec, stats)
     if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(dec["set"]):
         # refine the tied refits (a camera's pose against its lens too): a tie must come from the data. Not a tie
         # within another kind (a dead-zone and a bias): it is named as that kind, and a threshold cause's refit
@@ -259,6 +262,12 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     if dec["verdict"] == "none":
         return "none", None, [], considered
     members: list[Score] = dec["set"]
+    if "far_refit" in stats and members[0].cause.kind != "tracker":
+        # refitted from afar because the local best left a systematic part: a set that still leaves one is no
+        # answer either, tie or not (step 6 on its best member)
+        partial = _partial(ctx, members[0], scores, s0)
+        if partial is not None:
+            return "unexplained", None, [partial], considered
     if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(members):
         return "indistinguishable", None, [_indistinguishable(ctx, members, s0)], considered
     if members[0].cause.kind == "tracker":
@@ -269,6 +278,64 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     if len(members) == 1 or members[0].cause.kind == "camera":
         return (*_named(ctx, members, scores, F, null, s0), considered)
     return "named", None, [_same_kind(ctx, members, s0)], considered
+
+
+def _leaves_systematic(ctx: ProbeContext, ssr: float, s0: float) -> bool:
+    """Whether a sum of squares ``ssr`` leaves a part of the systematic part ``S_0 − M σ²`` the noise does not
+    account for: more than ``min_share`` of it and beyond the noise's spread ``z₁₋α σ² √(2M)`` (step 6 of the
+    comparison, :func:`_partial`)."""
+    from scipy.stats import norm
+
+    if ctx.sigma2 <= 0:
+        return False
+    n = max(int(ctx.ok.sum()), 1)
+    excess, rest = s0 - n * ctx.sigma2, ssr - n * ctx.sigma2
+    bound = float(norm.ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
+    return excess > bound and rest > THRESHOLDS["min_share"] * excess and rest > bound
+
+
+def _would_be_unexplained(ctx: ProbeContext, dec: dict, null: Refit) -> bool:
+    """Whether the local decision ends *unexplained*: no cause passes the test while the null leaves a systematic
+    part, or the named cause leaves one (step 6, :func:`_partial`). A tie of several causes is not refitted from
+    afar: it is reported as such (what these trials cannot separate), whatever each member leaves."""
+    if dec["verdict"] == "none":
+        return _leaves_systematic(ctx, null.ssr, null.ssr)
+    best = dec["set"][0]
+    return (dec["verdict"] == "named" and best.cause.kind != "tracker" and best.refit is not None
+            and _leaves_systematic(ctx, best.refit.ssr, null.ssr))
+
+
+def _far(ctx: ProbeContext, scores: list[Score], null: Refit, dec: dict, stats: dict) -> tuple[Refit, dict]:
+    """Refit from afar (:func:`~.compare.refit_far`) when the local refits leave a systematic part: the null
+    model and the ``far_top`` causes of best linearised share (and the local decision's set), each from
+    :func:`~.compare.far_start`; a far refit replaces a local one it beats, and the causes are decided again
+    against the better null. Where the free parameters moved far to absorb an error, this is what tells the
+    error that explains the residual whole from a local direction that explains a part."""
+    spent = ctx.rollouts
+    # two starts of the free parameters: where the calibration ended (the null's optimum) and where it began
+    # (the spec's nominal values): an error absorbed by a free parameter on its bound is often reached only from
+    # the side that parameter came from
+    nominal = np.array([s.to_unit(s.nominal) for s in ctx.free], float)
+    origins = [null.u] + ([nominal] if np.max(np.abs(nominal - null.u), initial=0.0) > 0.05 else [])
+    for u in origins:
+        far_null = refit_far(ctx, [], [], u)
+        if far_null.ssr < null.ssr:
+            null = far_null
+    chosen = [s for s in scores if s.column is not None and s.share_linear > 0][: int(THRESHOLDS["far_top"])]
+    chosen += [s for s in dec["set"] if s not in chosen and s.column is not None]
+    for s in chosen:
+        local = s.refit.theta if s.refit is not None else [s.theta_linear] * s.dims
+        start = [far_start(p, float(t)) for p, t in zip(s.parts, local)]
+        for u in origins:
+            far = refit_far(ctx, s.parts, start, u)
+            if s.refit is None or far.ssr < s.refit.ssr:
+                s.refit = far
+        if s.refit is not None and s.refit.far:
+            s.notes.append("refitted from afar: the free parameters re-optimised over their whole range")
+    stats["far_refit"] = {"candidates": [s.cause.name for s in chosen], "null_ssr": null.ssr,
+                          "rollouts": ctx.rollouts - spent,
+                          "why": "the local refits left a systematic part of the residual"}
+    return null, decide(ctx, scores, null)
 
 
 _POSE_FIELDS = frozenset({"camera.x", "camera.y", "camera.z", "camera.roll", "camera.pitch", "camera.yaw"})
@@ -311,12 +378,15 @@ def _partial(ctx: ProbeContext, best: Score, scores: list[Score], s0: float) -> 
         return None
     parts = sorted((s for s in scores if s.refit is not None and s.significant), key=lambda s: s.refit.ssr)[:5]
     listed = "; ".join(f"{s.cause.name} ({100 * _share(s, s0):.0f} %)" for s in parts)
+    where = ("each cause is refitted near the identified point and from afar, with the free parameters "
+             "re-optimised over their whole ranges" if any(s.refit is not None and s.refit.far for s in scores)
+             else "each cause is refitted near the identified point")
     msg = (f"No single candidate explains the residual: the best, {best.cause.name}, removes "
            f"{100 * _share(best, s0):.0f} % of what the free parameters leave (RMS {math.sqrt(s0 / n):.3g} → "
            f"{math.sqrt(best.refit.ssr / n):.3g} {ctx.unit}, noise {math.sqrt(ctx.sigma2):.3g} {ctx.unit}) but leaves "
            f"{100 * rest / excess:.0f} % of the part the noise does not account for. Candidates that explain a part: "
            f"{listed}. The model is probably wrong in more than one place, or the free parameters moved far to absorb "
-           f"an error (each cause is refitted near the identified point); none is named or recommended. "
+           f"an error ({where}); none is named or recommended. "
            f"{separating_trial([s.cause for s in parts])[0].upper()}{separating_trial([s.cause for s in parts])[1:]} "
            f"would tell them apart.")
     return Finding("structure", "warning", msg, {

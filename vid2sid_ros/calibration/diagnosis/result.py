@@ -23,6 +23,10 @@ THRESHOLDS: dict[str, float] = {
     "refit_top": 8,
     # chord Gauss-Newton evaluations per refit
     "refit_evaluations": 4,
+    # refits from afar (when the local refits leave a systematic part): the candidates refitted (best
+    # linearised share first), the residual evaluations of each (besides its Jacobians), and where a cause
+    # starts: at least this share of its search range
+    "far_top": 6, "far_evaluations": 12, "far_start_share": 0.3,
     # forward-difference step of the free parameters, normalised units
     "probe_step": 0.01,
     # time fraction of each trial held out when no holdout trial is given
