@@ -586,12 +586,67 @@ def _model_actuators(rig: Rig) -> tuple[str, ...]:
         if twin is not None:
             try:
                 names = tuple(getattr(twin, "actuator_names", ()) or ())
+                from ..sim.measurement import joint_units
+
+                vars(rig)["_model_joint_units"] = joint_units(getattr(twin, "model", None))
             finally:
                 close = getattr(twin, "close", None)
                 if callable(close):
                     close()
+    vars(rig)["_model_actuator_names"] = names
     vars(rig)["_model_actuators"] = names = names if len(names) >= 2 else ()
     return names
+
+
+def _check_measured_joints(rig: Rig, where: str, like: Any) -> None:
+    """A joint trial's joints are 1-dof (hinge or slide) joints of the model, each in its joint's unit (rad for a
+    hinge, m for a slide): a typo or a wrong unit is a one-line error at load, not a failure at the start point.
+
+    Raises:
+        RigConfigError: ``WHERE.joints: 'X' is not a hinge or slide joint of the model; ...`` or
+            ``WHERE.units: joint 'X' is a hinge (rad), not m``.
+    """
+    if like is None or getattr(like, "kind", "") != "joints":
+        return
+    _model_actuators(rig)
+    have = dict(vars(rig).get("_model_joint_units") or {})
+    if not have:  # not a MuJoCo model, or one that does not build (its own check reports it)
+        return
+    units = (like.unit,) * len(like.names) if isinstance(like.unit, str) else tuple(like.unit)
+    for i, name in enumerate(like.names):
+        if name not in have:
+            near = difflib.get_close_matches(name, list(have), n=1)
+            raise RigConfigError(f"{where}.joints: {name!r} is not a hinge or slide joint of the model"
+                                 + (f" (did you mean {near[0]!r}?)" if near else "")
+                                 + f"; its joints: {', '.join(have) or 'none'}")
+        u = units[i] if i < len(units) else have[name]
+        if u != have[name]:
+            kind = "hinge" if have[name] == "rad" else "slide"
+            raise RigConfigError(f"{where}.units: joint {name!r} is a {kind} (measured in {have[name]}), not {u}")
+
+
+def _check_recorded_commands(rig: Rig, where: str, recorded: Excitation) -> None:
+    """A trial's recorded command columns name exactly the model's actuators (a joint CSV's ``commands``, a
+    bag's command topic): an unknown name or a missing actuator is a one-line error at load, never a column
+    mapped by its position.
+
+    Raises:
+        RigConfigError: ``WHERE: command column(s) name 'X', which is not an actuator of the model; ...``.
+    """
+    _model_actuators(rig)
+    model = tuple(vars(rig).get("_model_actuator_names") or ())
+    names = tuple(recorded.actuator_names)
+    if not model or not names:  # the model's own check reports a twin that does not build
+        return
+    unknown = [n for n in names if n not in model]
+    if unknown:
+        raise RigConfigError(f"{where}: command column(s) name {', '.join(repr(n) for n in unknown)}, which "
+                             f"{'is not an actuator' if len(unknown) == 1 else 'are not actuators'} of the model; its actuators: "
+                             f"{', '.join(model)}")
+    missing = [n for n in model if n not in names]
+    if missing:
+        raise RigConfigError(f"{where}: no command column for actuator(s) {', '.join(missing)}; the recorded "
+                             f"commands drive every actuator of the model ({', '.join(model)}): add a column for each")
 
 
 def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str, base: Path) -> list[TrialSpec]:
@@ -751,8 +806,13 @@ def _trial_excitations(rig: Rig, file: str, base: Path) -> dict[str, list[Excita
             recorded = SOURCES[kind].commands(t.source[kind], ctx)
         except SourceError as err:
             raise RigConfigError(str(err)) from None
+        try:
+            _check_measured_joints(rig, ctx.where, SOURCES[kind].measurement(t.source[kind], ctx))
+        except SourceError as err:
+            raise RigConfigError(str(err)) from None
         exc = t.excitation
         if recorded is not None:  # what the trial's recording gives calibrate (rigs/trials.py: _fit_excitation)
+            _check_recorded_commands(rig, f"{ctx.where}.commands", recorded)
             exc = Excitation(exc.name if exc is not None else recorded.name, recorded.rate, recorded.values,
                              recorded.actuator_names, dict((exc if exc is not None else recorded).meta))
         elif exc is None:

@@ -38,6 +38,21 @@ def points_world(twin: Any, result: RolloutResult) -> np.ndarray:
     return np.asarray(pts, dtype=float)
 
 
+def joint_units(model: Any) -> dict[str, str]:
+    """``{joint name: unit}`` of a MuJoCo model's 1-dof joints: ``rad`` for hinges, ``m`` for slides (the
+    units of ``sensor_msgs/JointState.position``); ``{}`` for anything that is not an ``MjModel``."""
+    import mujoco
+
+    if not isinstance(model, mujoco.MjModel):
+        return {}
+    out = {}
+    for j in range(model.njnt):
+        jt = int(model.jnt_type[j])
+        if jt in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)):
+            out[model.joint(j).name] = "rad" if jt == int(mujoco.mjtJoint.mjJNT_HINGE) else "m"
+    return out
+
+
 def joint_coordinates(twin: Any, result: RolloutResult, names) -> tuple[np.ndarray, tuple[str, ...]]:
     """Coordinates of the named 1-dof joints of a MuJoCo twin, ((T, J), units).
 
