@@ -209,3 +209,16 @@ def test_the_terminal_says_when_the_values_are_the_bias_corrected_optimum_not_th
     assert "stop reason is about the calibration's own point" in line
     assert _bias_correction_lines({"bias_correction": {**applied, "applied": False}}) == []
     assert _bias_correction_lines({}) == []
+
+
+@pytest.mark.parametrize("lower, value, upper", [(0.034995, 0.034999, 0.035004), (0.0349999, 0.0350001, 0.0350003),
+                                                 (1.0, 1.5, 2.0), (0.2, 0.409, 0.6)])
+def test_a_printed_interval_never_reads_as_excluding_its_value_or_as_zero_width(lower, value, upper):
+    """Was: ``pan_damping = 0.034999 N·m·s/rad [0.035, 0.035]`` on the terminal: 4 digits rounded a narrow
+    interval to zero width, with the value printed outside it."""
+    from vid2sid_ros.report.terminal import interval_digits
+
+    d = interval_digits(lower, value, upper)
+    lo, v, hi = float(f"{lower:.{d}g}"), float(f"{value:.{max(6, d)}g}"), float(f"{upper:.{d}g}")
+    assert lo < hi and lo <= v <= hi, (d, lo, v, hi)
+    assert d == 4 or lower > 0.034  # wide intervals keep 4 digits

@@ -107,6 +107,22 @@ def _residual_titles(diag: Any, titles: list[str]) -> list[str]:
             *rest[1:]]
 
 
+def interval_digits(lower: float, value: float, upper: float, least: int = 4, most: int = 12) -> int:
+    """Significant digits (``least`` to ``most``) at which the printed interval reads as the numbers do: the
+    printed bounds differ where the bounds differ, and the value (printed with ``max(6, digits)``) lies inside
+    the printed bounds where it lies inside the interval. ``[0.035, 0.035]`` beside ``0.034999`` read as a value
+    outside a zero-width interval; ``[0.034995, 0.035004]`` does not."""
+    vals = (lower, value, upper)
+    if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in vals):
+        return least
+    for d in range(least, most + 1):
+        lo, hi = float(f"{lower:.{d}g}"), float(f"{upper:.{d}g}")
+        v = float(f"{value:.{max(6, d)}g}")
+        if (lo < hi or not lower < upper) and (lo <= v <= hi or not lower <= value <= upper):
+            return d
+    return most
+
+
 #: marks of the interval notes said once (in the table's header when they fit, else under it)
 _NOTE_MARKS = "†‡§¶"
 
@@ -131,9 +147,10 @@ def _parameter_lines(rows: list[ParameterRow], stop_reason: str = "") -> list[st
     width = max((len(p.name) for p in free), default=8)
     body = []
     for p in free:
-        line = f"  {p.name:>{width}s} = {p.final:.6g} {unit_text(p.unit)}".rstrip()
+        d = interval_digits(p.interval[0], p.final, p.interval[1]) if p.interval is not None else 4
+        line = f"  {p.name:>{width}s} = {p.final:.{max(6, d)}g} {unit_text(p.unit)}".rstrip()
         if p.interval is not None:
-            line += f"  [{p.interval[0]:.4g}, {p.interval[1]:.4g}]"  # the header says what it is
+            line += f"  [{p.interval[0]:.{d}g}, {p.interval[1]:.{d}g}]"  # the header says what it is
             named = f" is {p.centre:.4g}" if p.centre is not None else None
             if p.interval_note and named and named in p.interval_note:
                 template = p.interval_note.replace(named, "", 1)
