@@ -79,3 +79,19 @@ def test_a_joint_csv_mistake_is_one_line_at_load_naming_the_field(tmp_path, sour
         load_rig(str(cfg))
     msg = str(err.value)
     assert "\n" not in msg and f"rig.yaml:trials[0].source.{field}" in msg and words in msg, msg
+
+
+def test_a_time_column_in_milliseconds_is_one_line_at_load(tmp_path):
+    """Was: a time column in ms (20, 40, ...) read as seconds: a 0.05 Hz log whose rollout was then refused as
+    needing millions of substeps, reported as 'diverged'."""
+    from vid2sid_ros.io.joint_csv import JointCsvError, load_joint_csv
+
+    t = np.arange(50) * 20.0  # ms
+    np.savetxt(tmp_path / "ms.csv", np.column_stack([t, np.zeros(50)]), delimiter=",", header="time,pan_angle",
+               comments="")
+    with pytest.raises(JointCsvError, match=r"column 'time': samples 20 s apart \(0.05 Hz\); times must be in "
+                                            r"seconds \(a column in ms: divide by 1000"):
+        load_joint_csv(tmp_path / "ms.csv", joints={"pan_angle": "pan"})
+    np.savetxt(tmp_path / "s.csv", np.column_stack([t / 1000.0, np.zeros(50)]), delimiter=",",
+               header="time,pan_angle", comments="")
+    assert load_joint_csv(tmp_path / "s.csv", joints={"pan_angle": "pan"}).rate == pytest.approx(50.0)

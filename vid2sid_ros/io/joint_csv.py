@@ -122,6 +122,10 @@ def _num(cell: str, path: Path, line: int, col: str) -> float:
         raise JointCsvError(f"{path}:{line}: column {col!r}: expected a number, got {cell!r}") from None
 
 
+#: the lowest sample rate a joint-state log is read at, Hz: slower means its time column is not in seconds
+MIN_RATE_HZ = 1.0
+
+
 def load_joint_csv(path: str | Path, *, joints: Mapping[str, str] | Sequence[str],
                    units: Mapping[str, str] | str = "rad", commands: Mapping[str, str] | Sequence[str] | None = None,
                    time_column: str | None = None, rate: float | None = None) -> JointRecording:
@@ -136,7 +140,8 @@ def load_joint_csv(path: str | Path, *, joints: Mapping[str, str] | Sequence[str
         rate: Hz; required without a time column (then t = row / rate).
 
     Raises:
-        JointCsvError: one line naming the file and column/line.
+        JointCsvError: one line naming the file and column/line (also a time column whose median step is
+            over 1 s, below :data:`MIN_RATE_HZ`: ms or ns read as seconds).
     """
     path = Path(path)
     why = file_problem(path)
@@ -212,6 +217,10 @@ def load_joint_csv(path: str | Path, *, joints: Mapping[str, str] | Sequence[str
                             f"{t[i - 1]:.6g} s (times must increase)")
     t = t - t[0]
     rate_hz = float(rate) if rate is not None else (1.0 / float(np.median(dt)) if dt.size else 1.0)
+    if rate is None and dt.size and rate_hz < MIN_RATE_HZ:  # a time column in ms, us or ns read as seconds
+        raise JointCsvError(f"{path}: column {header[tcol]!r}: samples {float(np.median(dt)):.6g} s apart "
+                            f"({rate_hz:.3g} Hz); times must be in seconds (a column in ms: divide by 1000; in ns: "
+                            "by 1e9)")
     invalid = {j: int((~np.isfinite(q[:, k])).sum()) for k, j in enumerate(jmap.values())}
     return JointRecording(t, tuple(jmap.values()), q, tuple(ulist), u, tuple(cmap.values()), rate_hz, invalid,
                           str(path))
