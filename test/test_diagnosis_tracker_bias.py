@@ -201,14 +201,13 @@ def test_a_structure_warning_offers_not_at_the_optimum_only_when_the_point_was_n
 def test_the_terminal_says_when_the_values_are_the_bias_corrected_optimum_not_the_stopped_point():
     """Was: the values printed were moved by the tracker-bias correction while the stop line spoke of the
     calibration's own point, and nothing on the terminal said so."""
-    from vid2sid_ros.report.terminal import _bias_correction_lines
+    from vid2sid_ros.report.insights import ParameterRow
+    from vid2sid_ros.report.terminal import _parameter_lines
 
-    applied = {"applied": True, "unit": "px", "ssr_before": 12.5, "ssr_after": 11.25}
-    (line,) = _bias_correction_lines({"bias_correction": applied})
-    assert line.startswith("estimate: corrected for the tracker's bias (sum of squares 12.5 -> 11.25 px^2)")
-    assert "stop reason is about the calibration's own point" in line
-    assert _bias_correction_lines({"bias_correction": {**applied, "applied": False}}) == []
-    assert _bias_correction_lines({}) == []
+    row = ParameterRow(name="k", unit="N/m", kind="physics", meaning="", lower=0.1, upper=10.0, scale="log", frozen=False,
+                       initial=2.0, final=1.0, interval=(0.9, 1.1))
+    assert _parameter_lines([row], "", True)[0].startswith("identified parameters, bias-corrected (95 % interval")
+    assert _parameter_lines([row], "", False)[0].startswith("identified parameters (95 % interval")
 
 
 @pytest.mark.parametrize("lower, value, upper", [(0.034995, 0.034999, 0.035004), (0.0349999, 0.0350001, 0.0350003),

@@ -56,22 +56,6 @@ def _tracked_summary(res: Mapping[str, Any]) -> list[str]:
             f"'{trial}')"]
 
 
-def _bias_correction_lines(res: Mapping[str, Any]) -> list[str]:
-    """One line when the reported values are not the point the stop reason is about: the estimate was moved
-    to the least-squares optimum with the tracker's bias modelled (``result.json: bias_correction``,
-    :mod:`~vid2sid_ros.calibration.bias_correction`). Empty otherwise."""
-    corr = res.get("bias_correction") or {}
-    if not corr.get("applied"):
-        return []
-    unit = str(corr.get("unit") or "px")
-    before, after = corr.get("ssr_before"), corr.get("ssr_after")
-    ssr = (f" (sum of squares {float(before):.4g} -> {float(after):.4g} {unit}^2)"
-           if before is not None and after is not None else "")
-    return [f"estimate: corrected for the tracker's bias{ssr}: the values below are the least-squares optimum "
-            "with the twin filmed like the robot; the stop reason is about the calibration's own point "
-            "(result.json: bias_correction)"]
-
-
 def terminal_width(stream: TextIO | None = None) -> int:
     """Columns of the terminal ``stream`` (default stdout) is on (:func:`shutil.get_terminal_size`,
     at least 40); :data:`DEFAULT_WIDTH` when it is not a terminal (a log file, a pipe)."""
@@ -127,7 +111,7 @@ def interval_digits(lower: float, value: float, upper: float, least: int = 4, mo
 _NOTE_MARKS = "†‡§¶"
 
 
-def _parameter_lines(rows: list[ParameterRow], stop_reason: str = "") -> list[str]:
+def _parameter_lines(rows: list[ParameterRow], stop_reason: str = "", bias_corrected: bool = False) -> list[str]:
     """The identified-parameter table, each thing said once.
 
     A reason every flagged row shares is said above the table (``values UNRELIABLE: <reason>``;
@@ -178,7 +162,10 @@ def _parameter_lines(rows: list[ParameterRow], stop_reason: str = "") -> list[st
     shared = [c for c in common if c != stop_reason]
     head = [f"values UNRELIABLE: {'; '.join(shared)}"] if shared else []
     what = "95 % interval: Gauss–Newton, local" + "".join(f"; {m} {_short_note(t)}" for t, m in notes.items())
-    head.append(f"identified parameters ({what}" + ("; UNRELIABLE where marked" if marked else "") + "):")
+    # bias-corrected: the values are the least-squares optimum with the twin filmed like the robot, not the point the
+    # stop line is about (result.json: bias_correction; calibration/bias_correction.py)
+    head.append("identified parameters" + (", bias-corrected" if bias_corrected else "") + f" ({what}"
+                + ("; UNRELIABLE where marked" if marked else "") + "):")
     return head + body
 
 
@@ -245,7 +232,6 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     txt += f"; holdout MAE {format_error(h, hu)}" if h is not None else "; no holdout trial"
     lines.append(txt + f"; {res.get('rollouts')} rollouts, {res.get('wall_s', 0.0):.1f} s")
     lines.extend(_tracked_summary(res))  # share of frames each keypoint was measured in
-    lines.extend(_bias_correction_lines(res))
     from ..calibration.phases import phase_summary_line
 
     timing = phase_summary_line(res.get("phases"))
@@ -270,7 +256,7 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     stop_reason = unconverged_reason(r.stopped)
     if stop_reason and any(stop_reason in p.unreliable_because for p in rows):
         lines[0] += ", so the values below are UNRELIABLE"  # said once here, a mark on each row
-    lines.extend(_parameter_lines(rows, stop_reason))
+    lines.extend(_parameter_lines(rows, stop_reason, bool((res.get("bias_correction") or {}).get("applied"))))
     for i in found:  # about the parameters above (bounds, identifiability, correlations, ...) and the tracking
         if i.kind not in ("residual", "caveat") and not (i.kind in ("start_identifiability", "tracking")
                                                          and i.severity == "info"):
