@@ -363,5 +363,7 @@ def test_phase_lag_finds_the_delay_of_a_shifted_command():
     a, b = (u - u.mean()) / u.std(), (y - y.mean()) / y.std()
     direct = np.array([abs(np.dot(a[: n - k], b[k:])) / (n - k) for k in range(int(rate) // 2 + 1)])
     assert int(np.argmax(direct)) == 37
-    assert _phase_lag(y, u, rate) == pytest.approx(0.074, abs=0.5 / rate)
-    assert math.isnan(_phase_lag(y, np.zeros(n), rate))
+    from vid2sid_ros.calibration.proposers.signatures import _CommandFacts
+
+    assert _phase_lag(y, _CommandFacts.of(u), rate, float(y.std())) == pytest.approx(0.074, abs=0.5 / rate)
+    assert math.isnan(_phase_lag(y, _CommandFacts.of(np.zeros(n)), rate, float(y.std())))

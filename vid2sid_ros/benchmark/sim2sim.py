@@ -275,9 +275,7 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
             that turns the camera away from the rig).
         MisspecificationError: a bad or inexpressible misspecification.
     """
-    from .misspecification import CAMERA_KINDS, MODEL_KINDS, apply_model_changes, check_misspecification
-    from .misspecification import parse_misspecify
-    from .misspecification import perturb_real_twin
+    from .misspecification import CAMERA_KINDS, check_misspecification, parse_misspecify
 
     if noise not in NOISE_MODES:
         raise Sim2SimError(f"unknown noise mode {noise!r}; valid: {', '.join(NOISE_MODES)}")
@@ -290,17 +288,8 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                            + ", ".join(sorted({m.kind for m in measured.values() if m is not None})) + ")")
     if "rolling_shutter" in mis:
         check_misspecification(rig, {"rolling_shutter": mis["rolling_shutter"]})
-    if any(k in mis for k in MODEL_KINDS) or twin is None:  # the real side's own twin: never change the caller's
-        twin = rig.make_twin()
-    if noise == "camera" and measures_image(rig, measured):  # a render without the tracker's colours: refused now
-        check_camera_noise(rig, twin)
-    full = rig.parameters.complete(dict(truth))
-    real_values, mis_info = (perturb_real_twin(twin, rig.parameters, full, mis,
-                                               excitations=[e for v in rig.excitations.values() for e in v])
-                             if mis else (full, {}))
-    twin.set_parameters(real_values)
-    if mis:
-        apply_model_changes(twin, mis_info)
+    twin, full, mis_info = _real_side_twin(rig, truth, mis, twin, check_render=noise == "camera"
+                                           and measures_image(rig, measured))
     rng = np.random.default_rng([int(seed), 0xC0FFEE])
     mis_rng = np.random.default_rng([int(seed), 0xD209])
     out: dict[str, list[Trajectory]] = {"train": [], "holdout": []}
@@ -351,6 +340,28 @@ def make_sim2sim_trial(rig: Rig, truth: Mapping[str, float], *, seed: int = 0, n
                            else None, "tracking": tracking, "warnings": warnings,
                            **({"measurement": measured_as} if measured_as else {}),
                            **({"misspecification": {"kinds": dict(mis), "applied": mis_info}} if mis else {})})
+
+
+def _real_side_twin(rig: Rig, truth: Mapping[str, float], mis: Mapping[str, float], twin: Twin | None, *,
+                    check_render: bool) -> tuple[Twin, dict[str, float], dict[str, Any]]:
+    """The stand-in's twin at ``truth`` with the misspecification ``mis`` applied: ``(twin, all parameter values
+    (SI), what the misspecification did)``. A model-changing misspecification, or no ``twin``, builds its own
+    (the caller's is never changed). ``check_render``: refuse a render without the tracker's colours now
+    (:func:`check_camera_noise`), before any rollout."""
+    from .misspecification import MODEL_KINDS, apply_model_changes, perturb_real_twin
+
+    if any(k in mis for k in MODEL_KINDS) or twin is None:
+        twin = rig.make_twin()
+    if check_render:
+        check_camera_noise(rig, twin)
+    full = rig.parameters.complete(dict(truth))
+    real_values, mis_info = (perturb_real_twin(twin, rig.parameters, full, mis,
+                                               excitations=[e for v in rig.excitations.values() for e in v])
+                             if mis else (full, {}))
+    twin.set_parameters(real_values)
+    if mis:
+        apply_model_changes(twin, mis_info)
+    return twin, full, mis_info
 
 
 def _rollout_as_sampled(twin: Twin, exc: Any, mis: Mapping[str, float], mis_info: dict[str, Any], *,

@@ -1763,6 +1763,40 @@ def _draw_keypoints(traj, shape: tuple[int, int], rows: Sequence[int] | None = N
     return frames
 
 
+def _final_diagnosis(s: _Session, history: list[IterationRecord], best_vals: Mapping[str, float],
+                     final_report: IdentifiabilityReport | None, correction: Any, camera: Any, why_not: str,
+                     hobj: TrialObjective | None) -> dict[str, Any]:
+    """The residual diagnosis at the result (:func:`~vid2sid_ros.calibration.diagnosis.diagnose`), its rollouts
+    counted as diagnostic; a diagnosis that raises is reported in the dict, never losing the calibration's result."""
+    params = s.params
+    diagnosis: dict[str, Any]
+    from .diagnosis import diagnose
+
+    try:
+        bias, bias_failed = (final_report.bias_trajectories if final_report is not None else None), ""
+        if correction is not None and correction.bias is not None:  # the bias the estimate was corrected for
+            bias = correction.bias
+        if bias is None and camera is not None and final_report is None:
+            bias, bias_failed = _diagnosis_bias(s, best_vals, camera)
+        candidate = None if bias is not None else _bias_candidate(s, best_vals, camera, bias_failed or (
+            (final_report.measurement_bias or {}).get("reason") if final_report is not None else "") or why_not)
+        diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj,
+                        intervals=final_report.interval if final_report is not None else None,
+                        measurement_bias=bias, tracker_bias_candidate=candidate,
+                        free_jacobian=None if correction is not None and correction.applied
+                        else _free_columns_of(final_report),
+                        resolution_scale=next((r.error_px for r in history if math.isfinite(r.error_px)), None))
+        s.diagnostic += diag.rollouts
+        diagnosis = diag.to_dict()
+        if bias_failed:
+            diagnosis.setdefault("statistics", {})["tracker_bias_not_measured"] = bias_failed
+    except Exception as err:  # noqa: BLE001 - a diagnosis problem never loses the calibration result
+        diagnosis = {"misspecified": None, "kinds": [], "findings": [],
+                     "summary": f"residual diagnosis failed: {type(err).__name__}: {err}",
+                     "text": f"residual diagnosis failed: {type(err).__name__}: {err}"}
+    return diagnosis
+
+
 def _finish(s: _Session, history: list[IterationRecord], start_report: IdentifiabilityReport | None, stopped: str,
             proposer_name: str, wall: float, rig_info: Mapping[str, Any]) -> CalibrationResult:
     params, cfg, rd = s.params, s.cfg, s.run_dir
@@ -1803,33 +1837,9 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         hev, _ = hobj.evaluate(best_vals)
         s.diagnostic += hev.rollouts
         holdout = None if hev.failed else hev.error_px
-    diagnosis = None
     s.phases.start("diagnosis")
-    if cfg.diagnosis:
-        from .diagnosis import diagnose
-
-        try:
-            bias, bias_failed = (final_report.bias_trajectories if final_report is not None else None), ""
-            if correction is not None and correction.bias is not None:  # the bias the estimate was corrected for
-                bias = correction.bias
-            if bias is None and camera is not None and final_report is None:
-                bias, bias_failed = _diagnosis_bias(s, best_vals, camera)
-            candidate = None if bias is not None else _bias_candidate(s, best_vals, camera, bias_failed or (
-                (final_report.measurement_bias or {}).get("reason") if final_report is not None else "") or why_not)
-            diag = diagnose(s.objective, best_vals, parameters=params, holdout=hobj if s.real.holdout else None,
-                            intervals=final_report.interval if final_report is not None else None,
-                            measurement_bias=bias, tracker_bias_candidate=candidate,
-                            free_jacobian=None if correction is not None and correction.applied
-                            else _free_columns_of(final_report),
-                            resolution_scale=next((r.error_px for r in history if math.isfinite(r.error_px)), None))
-            s.diagnostic += diag.rollouts
-            diagnosis = diag.to_dict()
-            if bias_failed:
-                diagnosis.setdefault("statistics", {})["tracker_bias_not_measured"] = bias_failed
-        except Exception as err:  # noqa: BLE001 - a diagnosis problem never loses the calibration result
-            diagnosis = {"misspecified": None, "kinds": [], "findings": [],
-                         "summary": f"residual diagnosis failed: {type(err).__name__}: {err}",
-                         "text": f"residual diagnosis failed: {type(err).__name__}: {err}"}
+    diagnosis = (_final_diagnosis(s, history, best_vals, final_report, correction, camera, why_not,
+                                  hobj if s.real.holdout else None) if cfg.diagnosis else None)
     curves = None
     s.phases.start("trial_curves")
     if rd is not None:  # real vs initial vs calibrated twin per trial, for the report (diagnostic rollouts)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["chi2_ppf", "chi2_sf", "ncx2_sf_1"]
+__all__ = ["chi2_ppf", "chi2_sf", "ncx2_sf_1", "norm_ppf"]
 
 
 def chi2_ppf(p: float, df: float) -> float:
@@ -25,6 +25,14 @@ def chi2_ppf(p: float, df: float) -> float:
     from scipy.special import gammaincinv
 
     return float(2.0 * gammaincinv(0.5 * df, p))
+
+
+def norm_ppf(p: float) -> float:
+    """The ``p`` quantile of the standard normal distribution: ``scipy.stats.norm.ppf(p)`` is
+    ``scipy.special.ndtri(p)`` (bit for bit)."""
+    from scipy.special import ndtri
+
+    return float(ndtri(p))
 
 
 def chi2_sf(x: float, df: float) -> float:

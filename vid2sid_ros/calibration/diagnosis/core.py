@@ -77,31 +77,11 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         return Diagnosis([Finding("structure", "warning", f"The identified parameters cannot be simulated "
                                                           f"({ctx.base.message}); nothing else can be diagnosed.")],
                          {}, ctx.rollouts, verdict="failed")
-    n = int(ctx.ok.sum())
-    ssr0 = ctx.ssr(ctx.r0)
-    stats: dict[str, Any] = {"unit": ctx.unit, "frame_rate_hz": ctx.rate, "samples": n,
-                             "residual_rms": math.sqrt(ssr0 / max(n, 1)), "noise_rms": math.sqrt(ctx.sigma2),
-                             "noise_estimator": "successive differences (von Neumann 1941; Rice 1984)",
-                             "tracker_bias": ctx.bias is not None,
-                             "tracker_bias_candidate": ctx.bias_candidate is not None}
-    if ctx.bias_candidate is not None:
-        stats["tracker_bias_candidate_rms"] = ctx.candidate_bias_rms
-    elif isinstance(tracker_bias_candidate, str) and ctx.bias is None:
-        stats["tracker_bias_candidate_not_measured"] = tracker_bias_candidate
+    stats = _base_stats(ctx, tracker_bias_candidate)
     findings = _latency_note(ctx)
     verdict, recommendation, considered = "none", None, None
     causes: list[dict[str, Any]] = []
-    resolution = _simulation_resolution(ctx)
-    if resolution is not None and stats["residual_rms"] <= resolution:
-        # an exact fit of noise-free data: what is left is the simulator's round-off, no cause can be compared on
-        # it (its successive-difference "noise" is round-off too: every refit would look significant)
-        stats["simulation_resolution_rms"] = resolution
-        stats["at_simulation_resolution"] = True
-        findings.append(Finding("resolution", "note", (
-            f"The twin reproduces the measurement to the simulation's resolution (training residual "
-            f"{stats['residual_rms']:.3g} {ctx.unit} RMS, within 1e-9 of the measured motion: "
-            f"{resolution:.3g} {ctx.unit}): nothing is left to diagnose."),
-            {"residual_rms": stats["residual_rms"], "resolution_rms": resolution, "unit": ctx.unit}))
+    if _at_simulation_resolution(ctx, stats, findings):
         return Diagnosis(findings, stats, ctx.rollouts, verdict="none")
     if probe:
         verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals, free_jacobian,
@@ -133,6 +113,40 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     size = len(considered.unchecked) if verdict == "unchecked" else len(causes)
     return Diagnosis(findings, stats, ctx.rollouts, verdict=verdict, recommendation=recommendation,
                      consider=considered.to_dict() if considered is not None else None, causes=causes, set_size=size)
+
+
+def _base_stats(ctx: ProbeContext, tracker_bias_candidate: Any) -> dict[str, Any]:
+    """The statistics every diagnosis reports: unit, frame rate, samples, residual and noise RMS, the tracker's bias."""
+    n = int(ctx.ok.sum())
+    ssr0 = ctx.ssr(ctx.r0)
+    stats: dict[str, Any] = {"unit": ctx.unit, "frame_rate_hz": ctx.rate, "samples": n,
+                             "residual_rms": math.sqrt(ssr0 / max(n, 1)), "noise_rms": math.sqrt(ctx.sigma2),
+                             "noise_estimator": "successive differences (von Neumann 1941; Rice 1984)",
+                             "tracker_bias": ctx.bias is not None,
+                             "tracker_bias_candidate": ctx.bias_candidate is not None}
+    if ctx.bias_candidate is not None:
+        stats["tracker_bias_candidate_rms"] = ctx.candidate_bias_rms
+    elif isinstance(tracker_bias_candidate, str) and ctx.bias is None:
+        stats["tracker_bias_candidate_not_measured"] = tracker_bias_candidate
+    return stats
+
+
+def _at_simulation_resolution(ctx: ProbeContext, stats: dict[str, Any], findings: list[Finding]) -> bool:
+    """Whether the fit reproduces the measurement to the simulation's resolution (noise-free data): then a
+    ``resolution`` note is appended to ``findings``, ``stats`` says so, and nothing else is diagnosed."""
+    resolution = _simulation_resolution(ctx)
+    if resolution is not None and stats["residual_rms"] <= resolution:
+        # an exact fit of noise-free data: what is left is the simulator's round-off, no cause can be compared on
+        # it (its successive-difference "noise" is round-off too: every refit would look significant)
+        stats["simulation_resolution_rms"] = resolution
+        stats["at_simulation_resolution"] = True
+        findings.append(Finding("resolution", "note", (
+            f"The twin reproduces the measurement to the simulation's resolution (training residual "
+            f"{stats['residual_rms']:.3g} {ctx.unit} RMS, within 1e-9 of the measured motion: "
+            f"{resolution:.3g} {ctx.unit}): nothing is left to diagnose."),
+            {"residual_rms": stats["residual_rms"], "resolution_rms": resolution, "unit": ctx.unit}))
+        return True
+    return False
 
 
 def _simulation_resolution(ctx: ProbeContext) -> float | None:
@@ -284,13 +298,13 @@ def _leaves_systematic(ctx: ProbeContext, ssr: float, s0: float) -> bool:
     """Whether a sum of squares ``ssr`` leaves a part of the systematic part ``S_0 − M σ²`` the noise does not
     account for: more than ``min_share`` of it and beyond the noise's spread ``z₁₋α σ² √(2M)`` (step 6 of the
     comparison, :func:`_partial`)."""
-    from scipy.stats import norm
+    from .chi2 import norm_ppf
 
     if ctx.sigma2 <= 0:
         return False
     n = max(int(ctx.ok.sum()), 1)
     excess, rest = s0 - n * ctx.sigma2, ssr - n * ctx.sigma2
-    bound = float(norm.ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
+    bound = float(norm_ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
     return excess > bound and rest > THRESHOLDS["min_share"] * excess and rest > bound
 
 
@@ -366,14 +380,14 @@ def _partial(ctx: ProbeContext, best: Score, scores: list[Score], s0: float) -> 
     direction then is a confident answer the data do not support. Returns None when the best cause explains
     the systematic part.
     """
-    from scipy.stats import norm
+    from .chi2 import norm_ppf
 
     if best.refit is None or ctx.sigma2 <= 0:
         return None
     n = max(int(ctx.ok.sum()), 1)
     noise = n * ctx.sigma2
     excess, rest = s0 - noise, best.refit.ssr - noise
-    bound = float(norm.ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
+    bound = float(norm_ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
     if excess <= 0 or rest <= THRESHOLDS["min_share"] * excess or rest <= bound:
         return None
     parts = sorted((s for s in scores if s.refit is not None and s.significant), key=lambda s: s.refit.ssr)[:5]
