@@ -1765,7 +1765,7 @@ def _draw_keypoints(traj, shape: tuple[int, int], rows: Sequence[int] | None = N
 
 def _final_diagnosis(s: _Session, history: list[IterationRecord], best_vals: Mapping[str, float],
                      final_report: IdentifiabilityReport | None, correction: Any, camera: Any, why_not: str,
-                     hobj: TrialObjective | None) -> dict[str, Any]:
+                     hobj: TrialObjective | None, stopped: str) -> dict[str, Any]:
     """The residual diagnosis at the result (:func:`~vid2sid_ros.calibration.diagnosis.diagnose`), its rollouts
     counted as diagnostic; a diagnosis that raises is reported in the dict, never losing the calibration's result."""
     params = s.params
@@ -1785,7 +1785,8 @@ def _final_diagnosis(s: _Session, history: list[IterationRecord], best_vals: Map
                         measurement_bias=bias, tracker_bias_candidate=candidate,
                         free_jacobian=None if correction is not None and correction.applied
                         else _free_columns_of(final_report),
-                        resolution_scale=next((r.error_px for r in history if math.isfinite(r.error_px)), None))
+                        resolution_scale=next((r.error_px for r in history if math.isfinite(r.error_px)), None),
+                        far_refit=stopped.strip().lower().startswith("converged"))
         s.diagnostic += diag.rollouts
         diagnosis = diag.to_dict()
         if bias_failed:
@@ -1839,7 +1840,7 @@ def _finish(s: _Session, history: list[IterationRecord], start_report: Identifia
         holdout = None if hev.failed else hev.error_px
     s.phases.start("diagnosis")
     diagnosis = (_final_diagnosis(s, history, best_vals, final_report, correction, camera, why_not,
-                                  hobj if s.real.holdout else None) if cfg.diagnosis else None)
+                                  hobj if s.real.holdout else None, stopped) if cfg.diagnosis else None)
     curves = None
     s.phases.start("trial_curves")
     if rd is not None:  # real vs initial vs calibrated twin per trial, for the report (diagnostic rollouts)

@@ -29,7 +29,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
              intervals: Mapping[str, Sequence[float]] | None = None,
              measurement_bias: Sequence[Any] | None = None,
              tracker_bias_candidate: Sequence[Any] | str | None = None,
-             free_jacobian: np.ndarray | None = None, resolution_scale: float | None = None) -> Diagnosis:
+             free_jacobian: np.ndarray | None = None, resolution_scale: float | None = None,
+             far_refit: bool = True) -> Diagnosis:
     """Compare candidate causes of the residual at ``values`` (package docstring).
 
     Args:
@@ -59,6 +60,9 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             final identifiability check, :attr:`~vid2sid_ros.calibration.identifiability.IdentifiabilityReport.forward_jacobian`):
             used instead of measuring them again (F diagnostic rollouts saved); None, or a matrix of another
             shape, measures them.
+        far_refit: refit from afar where the local refits leave a systematic part (step 7; thousands of
+            rollouts on a small rig). False for a calibration that did not converge: those refits would finish
+            its fit, at its cost (``statistics.far_refit_skipped`` says so).
         resolution_scale: the misfit's scale for the simulation's resolution (measurement unit: the training
             MAE at the start of the calibration, as the reasoner's convergence test reads it;
             :func:`~vid2sid_ros.calibration.objective.resolution_floor`): a refit of the free parameters that
@@ -84,7 +88,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     if _at_simulation_resolution(ctx, stats, findings):
         return Diagnosis(findings, stats, ctx.rollouts, verdict="none")
     if probe:
-        verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals, free_jacobian,
+        verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals, free_jacobian, far_refit,
                                                               resolution_scale)
         findings += found
         if verdict in ("named", "indistinguishable") and found:  # the verdict's own finding (not a latency note)
@@ -232,8 +236,8 @@ def _latency_in_doubt(note: Finding) -> Finding:
                    {**note.evidence, "may_absorb_model_error": True})
 
 
-def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None, resolution_scale=None
-             ) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
+def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None, far_refit=True,
+             resolution_scale=None) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
     """Screen every cause, refit the best few, decide; the findings, the checked recommendation and the
     consider analysis (:mod:`.consider`, on the screen's columns: no rollout of its own). The free
     columns are ``free_jacobian`` when it fits the residual (measured already), else measured."""
@@ -259,7 +263,10 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
         s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
     dec = decide(ctx, scores, null)
     if _would_be_unexplained(ctx, dec, null):
-        null, dec = _far(ctx, scores, null, dec, stats)
+        if far_refit:
+            null, dec = _far(ctx, scores, null, dec, stats)
+        else:  # an unfinished calibration: its refits from afar would be the calibration's own work, at its cost
+            stats["far_refit_skipped"] = "the calibration did not converge"
     if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(dec["set"]):
         # refine the tied refits (a camera's pose against its lens too): a tie must come from the data. Not a tie
         # within another kind (a dead-zone and a bias): it is named as that kind, and a threshold cause's refit
