@@ -70,18 +70,13 @@ def joint_coordinates(twin: Any, result: RolloutResult, names) -> tuple[np.ndarr
     if not isinstance(model, mujoco.MjModel) or qpos is None:
         raise TwinError(f"twin {type(twin).__name__} reports no joint coordinates (a MuJoCo model and "
                         "state['qpos']); it cannot be compared with joint measurements")
-    have = {}
-    for j in range(model.njnt):
-        jt = int(model.jnt_type[j])
-        if jt in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)):
-            have[model.joint(j).name] = (int(model.jnt_qposadr[j]),
-                                         "rad" if jt == int(mujoco.mjtJoint.mjJNT_HINGE) else "m")
+    have = joint_units(model)  # {name: unit} of the 1-dof joints, the model's order
     missing = [n for n in names if n not in have]
     if missing:
         raise TwinError(f"joint(s) {missing} are not hinge/slide joints of the model; it has: "
                         + (", ".join(have) or "none"))
     q = np.asarray(qpos, dtype=float)
-    return q[:, [have[n][0] for n in names]], tuple(have[n][1] for n in names)
+    return q[:, [int(model.joint(n).qposadr[0]) for n in names]], tuple(have[n] for n in names)
 
 
 def measure(twin: Any, result: RolloutResult, like: Trajectory) -> Trajectory:
