@@ -161,3 +161,26 @@ def test_only_a_local_decision_that_would_end_unexplained_is_refitted_from_afar(
     assert not _would_be_unexplained(ctx, {"verdict": "named", "set": [scored(noise + 5.0)]}, null)
     # a tie is reported as the tie it is, whatever its members leave
     assert not _would_be_unexplained(ctx, {"verdict": "indistinguishable", "set": [scored(noise + 55.0)]}, null)
+
+
+def test_refits_from_afar_turned_off_are_said_so_and_cost_nothing(fitted):
+    """A service answering one iteration at a time turns them off (the calibrator's ``far_refit``): the
+    diagnosis keeps its local refits and says why it did not refit from afar."""
+    obj, params, values = fitted
+    d = diagnose(obj, values, parameters=params, far_refit=False,
+                 far_refit_why_not="far_refit is off in this calibration's configuration")
+    assert "far_refit" not in d.statistics
+    assert d.statistics["far_refit_skipped"] == "far_refit is off in this calibration's configuration"
+    assert d.verdict != "named" or "dead-zone" not in d.causes[0]["cause"]  # the local refits alone don't name it
+
+
+def test_the_loop_refits_from_afar_only_after_a_converged_stop_and_when_allowed():
+    from vid2sid_ros.calibration.loop import CalibrationConfig, CalibrationError, _far_refit_args
+
+    assert _far_refit_args(CalibrationConfig(), "converged") == {"far_refit": True}
+    assert _far_refit_args(CalibrationConfig(), "rollout budget exhausted") == {
+        "far_refit": False, "far_refit_why_not": "the calibration did not converge"}
+    assert _far_refit_args(CalibrationConfig(far_refit=False), "converged") == {
+        "far_refit": False, "far_refit_why_not": "far_refit is off in this calibration's configuration"}
+    with pytest.raises(CalibrationError, match="far_refit"):
+        CalibrationConfig(far_refit="yes")

@@ -174,6 +174,11 @@ class CalibrationConfig:
             a first PyElastica rollout includes numba compilation).
         diagnosis: test the final residuals for structure the free parameters cannot explain
             (:mod:`~vid2sid_ros.calibration.diagnosis`; diagnostic rollouts, not charged).
+        far_refit: let that diagnosis refit from afar after a ``converged`` stop, where its local refits
+            leave a systematic part (the free parameters and each leading cause re-optimised over their
+            whole ranges: hundreds to thousands of diagnostic rollouts, minutes on the finger). False: local
+            refits only, and ``diagnosis.statistics.far_refit_skipped`` says why (a service that answers
+            one iteration at a time turns it off).
         tracker_bias: film the twin at the result like the real rig (rendered, the rig's camera
             model when it made the real side, the rig's tracker) and carry the tracker's bias into
             the estimate (:mod:`~vid2sid_ros.calibration.bias_correction`: the least-squares optimum
@@ -208,6 +213,7 @@ class CalibrationConfig:
     rollout_max_substeps: int | None = DEFAULT_MAX_SUBSTEPS
     rollout_max_wall_s: float | None = None
     diagnosis: bool = True
+    far_refit: bool = True
     tracker_bias: bool | None = None
 
     def __post_init__(self) -> None:
@@ -231,7 +237,8 @@ class CalibrationConfig:
             raise CalibrationError(f"config 'max_rationale_chars' must be an integer >= 1, got {self.max_rationale_chars!r}")
         if not is_int(self.seed):
             raise CalibrationError(f"config 'seed' must be an integer, got {self.seed!r}")
-        for name in ("identifiability", "final_identifiability", "resume", "resume_changed", "diagnosis"):
+        for name in ("identifiability", "final_identifiability", "resume", "resume_changed", "diagnosis",
+                     "far_refit"):
             if not isinstance(getattr(self, name), bool):  # a quoted 'no' would otherwise be true
                 raise CalibrationError(f"config '{name}' must be true or false, got {getattr(self, name)!r}")
         if self.tracker_bias is not None and not isinstance(self.tracker_bias, bool):
@@ -1763,6 +1770,16 @@ def _draw_keypoints(traj, shape: tuple[int, int], rows: Sequence[int] | None = N
     return frames
 
 
+def _far_refit_args(cfg: CalibrationConfig, stopped: str) -> dict[str, Any]:
+    """Whether the final diagnosis may refit from afar (``far_refit``), and why not: only after a ``converged``
+    stop (else those refits would finish an unfinished fit, at its cost) and only when ``cfg.far_refit``."""
+    if not cfg.far_refit:
+        return {"far_refit": False, "far_refit_why_not": "far_refit is off in this calibration's configuration"}
+    if not stopped.strip().lower().startswith("converged"):
+        return {"far_refit": False, "far_refit_why_not": "the calibration did not converge"}
+    return {"far_refit": True}
+
+
 def _final_diagnosis(s: _Session, history: list[IterationRecord], best_vals: Mapping[str, float],
                      final_report: IdentifiabilityReport | None, correction: Any, camera: Any, why_not: str,
                      hobj: TrialObjective | None, stopped: str) -> dict[str, Any]:
@@ -1786,7 +1803,7 @@ def _final_diagnosis(s: _Session, history: list[IterationRecord], best_vals: Map
                         free_jacobian=None if correction is not None and correction.applied
                         else _free_columns_of(final_report),
                         resolution_scale=next((r.error_px for r in history if math.isfinite(r.error_px)), None),
-                        far_refit=stopped.strip().lower().startswith("converged"))
+                        **_far_refit_args(s.cfg, stopped))
         s.diagnostic += diag.rollouts
         diagnosis = diag.to_dict()
         if bias_failed:

@@ -45,6 +45,7 @@ from ..core.parameters import ParameterSet
 from ..core.trajectory import Trajectory, align, mae, noise_levels, per_keypoint_mae
 from ..sim.base import Twin
 from ..sim.measurement import measure
+from .cancel import check_cancelled
 from .nuisance import MeasurementModel
 from .proposers.proposer import Evaluation
 
@@ -144,7 +145,12 @@ class TrialObjective:
         self.cache_points = max(ROLLOUT_CACHE_POINTS, n_physics + 2)
 
     def _rollout(self, i: int, exc: Excitation, key: tuple, render: bool):
-        """(result, cached?) for excitation ``i`` at the physics point ``key`` (renders are never cached)."""
+        """(result, cached?) for excitation ``i`` at the physics point ``key`` (renders are never cached).
+
+        Raises:
+            vid2sid_ros.calibration.cancel.Cancelled: this thread's calibration was cancelled.
+        """
+        check_cancelled()
         if render:
             return self.twin.rollout(exc, render=True), False
         hit = self._cache.pop(key, None)
@@ -257,6 +263,7 @@ class TrialObjective:
         loop's (``rollout_many``), its divergence reported as there."""
         if not points or not callable(getattr(self.twin, "rollout_many", None)):
             return None
+        check_cancelled()
         twin_values = [self.measurement.split(self.parameters.complete(p))[0] for p in points]
         excs = self.excitations
         try:

@@ -108,6 +108,9 @@ PARAMS = [
     Param("apply_timeout", 5.0, "wait for the twin's parameter service", "s", 0.1, 120.0),
     Param("final_identifiability", True, "check identifiability at the result: Gauss–Newton intervals and the "
           "correlation matrix for the report (diagnostic rollouts, not charged to the budget)"),
+    Param("far_refit", False, "let the residual diagnosis at the end of a converged session refit from afar "
+          "(hundreds to thousands of diagnostic rollouts: minutes on the finger); off, a propose answers in "
+          "seconds and the diagnosis says its refits from afar were not run"),
     Param("trials", "latest", "real trials fitted when the request names none", choices=("latest", "all")),
     Param("executor", "serial", "where a session's finite-difference rollouts run (same results on each): serial, "
           "threads (MuJoCo twins), pool (worker processes), ray", choices=("serial", "threads", "pool", "ray"),
@@ -238,6 +241,7 @@ class CalibratorNode(Node):
         self.excitations: dict[str, Excitation] = {}
         self.results: list[Any] = []
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="calibrator")
+        self._cancel = threading.Event()  # set by destroy_node: the running calibration stops within a rollout
         self._twin = self._pool.submit(self._rig.make_twin).result()
         from ..calibration.executor import make_executor
 
@@ -376,17 +380,29 @@ class CalibratorNode(Node):
             finally:
                 with self._lock:
                     self._busy = False
-            done.set_result(answer, self.executor)
+            try:
+                done.set_result(answer, self.executor)
+            except Exception as err:  # noqa: BLE001 - the service went with the node: nobody to answer
+                if not self._stopping:
+                    raise
+                self.get_logger().warning(f"/vid2sid/propose: answer not sent, the node is shutting down "
+                                          f"({type(err).__name__})")
 
     def serve(self, request, response):
         """Answer one Propose request here and now (the worker's step; tests call it directly):
         the response, with ``accepted: false`` and the reason when the calibration failed."""
+        from ..calibration.cancel import Cancelled
+
         try:
             return self._propose(request, response)
+        except Cancelled:  # destroy_node: completed iterations are in the session's directory
+            return self._fail(response, "the calibrator is shutting down; the calibration stopped "
+                              "(its completed iterations are saved in its session directory)")
         except Exception as err:  # noqa: BLE001 - always answer, never kill the node
             return self._fail(response, f"calibration failed: {type(err).__name__}: {err}")
 
     def _propose(self, request, response):
+        from ..calibration.cancel import cancellable, check_cancelled
         from ..calibration.loop import CalibrationConfig, run_calibration
         from ..calibration.session import session_start
         from ..core.trial import RealTrial
@@ -412,11 +428,13 @@ class CalibratorNode(Node):
         n_new = max(int(request.iterations), 1)
         cfg = CalibrationConfig(iterations=at.done + n_new, rollout_budget=budget, seed=p["seed"],
                                 identifiability=p["identifiability"], final_identifiability=p["final_identifiability"],
+                                far_refit=p["far_refit"],
                                 resume=at.resume, start=at.start, video=None, nuisance=self._nuisance)
         self.get_logger().info(f"/vid2sid/propose: {proposer_name}, {n_new} iteration(s) on trial(s) "
                                f"{', '.join(trial_ids)} (session {run_dir.name}, {at.done} done)")
 
         def progress(rec) -> None:
+            check_cancelled()  # the node's publisher is gone once it is destroyed: stop, don't publish
             if rec.iteration == 0 and at.fresh:  # the run's checks passed and run.json is written: keep its start
                 at.start_file.write_text(json.dumps(at.start))
             self._pub.publish(parameter_update_msg(
@@ -427,8 +445,9 @@ class CalibratorNode(Node):
             self.get_logger().info(f"iteration {rec.iteration} ({rec.proposer}): error {rec.error_px:.3f} px")
 
         def run():
-            return run_calibration(self._twin, real, proposer, cfg, run_dir, parameters=params, on_iteration=progress,
-                                   executor=self._executor)
+            with cancellable(self._cancel):
+                return run_calibration(self._twin, real, proposer, cfg, run_dir, parameters=params,
+                                       on_iteration=progress, executor=self._executor)
 
         result = self._pool.submit(run).result()
         self.results.append(result)
@@ -664,6 +683,10 @@ class CalibratorNode(Node):
         return True, ""
 
     def destroy_node(self) -> None:
+        """Refuse what waits, stop the running calibration at its next rollout (:mod:`~vid2sid_ros.calibration.
+        cancel`: a thread still rolling out would keep the process alive after the node), close the executor."""
+        if getattr(self, "_cancel", None) is not None:
+            self._cancel.set()
         if getattr(self, "_worker", None) is not None:  # absent when __init__ failed
             with self._lock:
                 self._stopping = True

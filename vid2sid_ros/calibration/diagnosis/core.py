@@ -30,7 +30,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
              measurement_bias: Sequence[Any] | None = None,
              tracker_bias_candidate: Sequence[Any] | str | None = None,
              free_jacobian: np.ndarray | None = None, resolution_scale: float | None = None,
-             far_refit: bool = True) -> Diagnosis:
+             far_refit: bool = True, far_refit_why_not: str = "the calibration did not converge") -> Diagnosis:
     """Compare candidate causes of the residual at ``values`` (package docstring).
 
     Args:
@@ -62,7 +62,9 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             shape, measures them.
         far_refit: refit from afar where the local refits leave a systematic part (step 7; thousands of
             rollouts on a small rig). False for a calibration that did not converge: those refits would finish
-            its fit, at its cost (``statistics.far_refit_skipped`` says so).
+            its fit, at its cost, or when the caller turned them off (``statistics.far_refit_skipped`` says
+            why: ``far_refit_why_not``).
+        far_refit_why_not: the reason kept in ``statistics.far_refit_skipped`` when ``far_refit`` is False.
         resolution_scale: the misfit's scale for the simulation's resolution (measurement unit: the training
             MAE at the start of the calibration, as the reasoner's convergence test reads it;
             :func:`~vid2sid_ros.calibration.objective.resolution_floor`): a refit of the free parameters that
@@ -88,8 +90,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
     if _at_simulation_resolution(ctx, stats, findings):
         return Diagnosis(findings, stats, ctx.rollouts, verdict="none")
     if probe:
-        verdict, recommendation, found, considered = _compare(ctx, stats, families, intervals, free_jacobian, far_refit,
-                                                              resolution_scale)
+        verdict, recommendation, found, considered = _compare(
+            ctx, stats, families, intervals, free_jacobian, None if far_refit else far_refit_why_not, resolution_scale)
         findings += found
         if verdict in ("named", "indistinguishable") and found:  # the verdict's own finding (not a latency note)
             ev = found[0].evidence
@@ -236,11 +238,12 @@ def _latency_in_doubt(note: Finding) -> Finding:
                    {**note.evidence, "may_absorb_model_error": True})
 
 
-def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None, far_refit=True,
-             resolution_scale=None) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
+def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None,
+             far_refit_why_not: str | None = None, resolution_scale=None) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
     """Screen every cause, refit the best few, decide; the findings, the checked recommendation and the
     consider analysis (:mod:`.consider`, on the screen's columns: no rollout of its own). The free
-    columns are ``free_jacobian`` when it fits the residual (measured already), else measured."""
+    columns are ``free_jacobian`` when it fits the residual (measured already), else measured. Refits from afar
+    run where the local ones leave a systematic part, unless ``far_refit_why_not`` says why they may not."""
     causes = candidate_causes(ctx, tuple(families) if families is not None else None)
     given = None if free_jacobian is None else np.asarray(free_jacobian, float)
     reuse = given is not None and given.shape == (ctx.r0.size, len(ctx.free))
@@ -263,10 +266,10 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
         s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
     dec = decide(ctx, scores, null)
     if _would_be_unexplained(ctx, dec, null):
-        if far_refit:
+        if far_refit_why_not is None:
             null, dec = _far(ctx, scores, null, dec, stats)
-        else:  # an unfinished calibration: its refits from afar would be the calibration's own work, at its cost
-            stats["far_refit_skipped"] = "the calibration did not converge"
+        else:  # an unfinished calibration (its refits from afar would be its own work, at its cost), or turned off
+            stats["far_refit_skipped"] = far_refit_why_not
     if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(dec["set"]):
         # refine the tied refits (a camera's pose against its lens too): a tie must come from the data. Not a tie
         # within another kind (a dead-zone and a bias): it is named as that kind, and a threshold cause's refit
