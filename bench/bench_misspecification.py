@@ -25,7 +25,8 @@ cells, so an interrupted suite resumes):
 - ``caveat``: a consider caveat (an identified value rests on a nominal value these trials cannot check,
   ``calibration/diagnosis/consider.py``); it tells the user, so it counts against ``silent``, but it
   is no claim that the model is wrong, so it is no false alarm; counted on its own column;
-- ``silent``: no warning and no caveat AND (a truth outside its interval OR max error >= 5 %);
+- ``silent``: no warning, no caveat and no *not at the optimum* verdict AND (a truth outside its
+  interval OR max error >= 5 %);
 
 all before and after following the advice (after: over the same parameters).
 
@@ -229,9 +230,11 @@ def _calibrate(rig, real, method, params, nuisance, budget, seed, truth, scored)
 
 
 def _told(run: dict[str, Any]) -> bool:
-    """The user was told: a warning (the model is probably wrong) or a consider caveat (an identified value
-    rests on a nominal value these trials cannot check). Only a warning counts as a false alarm."""
-    return bool(run.get("warned")) or bool(run.get("caveat"))
+    """The user was told: a warning (the model is probably wrong), a consider caveat (an identified value
+    rests on a nominal value these trials cannot check), or the verdict *not at the optimum* (the free
+    parameters alone, refitted, explain the residual: "calibrate further"). Only a warning counts as a
+    false alarm."""
+    return bool(run.get("warned")) or bool(run.get("caveat")) or run.get("verdict") == "not_at_optimum"
 
 
 def _silent_strict(run: dict[str, Any]) -> bool:

@@ -179,7 +179,8 @@ def _run_cell(st: SweepSettings, item: tuple[int, str, dict[str, float], Prepare
     proposer = make_proposer(m, **dict(st.proposer_options.get(m, {})))
     cfg = CalibrationConfig(iterations=st.iterations, rollout_budget=budget, seed=seed,
                             identifiability=False, final_identifiability=st.final_identifiability,
-                            diagnosis=st.diagnosis, nuisance=None if st.nuisance is None else dict(st.nuisance))
+                            diagnosis=st.diagnosis, nuisance=None if st.nuisance is None else dict(st.nuisance),
+                            far_refit="converged")  # an unfinished baseline's refits from afar: its fit, per cell
     run_dir = st.out_dir / f"seed_{seed}" / m if st.out_dir is not None else None
     if run_dir is not None and (run_dir / "run.json").exists():
         cfg.resume = True  # re-running a benchmark continues/reuses finished runs

@@ -135,6 +135,10 @@ def rollout_budget_warnings(twin: Twin, params: ParameterSet, excitations, limit
             "failed evaluations; narrow the bounds (or raise the budget) to avoid spending iterations on them"]
 
 
+#: :attr:`CalibrationConfig.far_refit`'s choices
+FAR_REFIT = ("always", "converged", "never")
+
+
 @dataclass
 class CalibrationConfig:
     """Budgets and switches of one calibration.
@@ -174,11 +178,14 @@ class CalibrationConfig:
             a first PyElastica rollout includes numba compilation).
         diagnosis: test the final residuals for structure the free parameters cannot explain
             (:mod:`~vid2sid_ros.calibration.diagnosis`; diagnostic rollouts, not charged).
-        far_refit: let that diagnosis refit from afar after a ``converged`` stop, where its local refits
-            leave a systematic part (the free parameters and each leading cause re-optimised over their
-            whole ranges: hundreds to thousands of diagnostic rollouts, minutes on the finger). False: local
-            refits only, and ``diagnosis.statistics.far_refit_skipped`` says why (a service that answers
-            one iteration at a time turns it off).
+        far_refit: when that diagnosis may refit from afar where its local refits leave a systematic part
+            (the free parameters and each leading cause re-optimised over their whole ranges: hundreds to
+            thousands of diagnostic rollouts, up to minutes): ``always`` (default: a model error the free
+            parameters absorbed by moving far, a dead-zone or a latency, is named although the fit it spoilt
+            did not converge), ``converged`` (only after a ``converged`` stop: a sweep of many methods, where
+            an unfinished baseline's refits from afar would finish its fit in every cell), ``never`` (local
+            refits only: a service that answers one iteration at a time).
+            ``diagnosis.statistics.far_refit_skipped`` says why they were not run.
         tracker_bias: film the twin at the result like the real rig (rendered, the rig's camera
             model when it made the real side, the rig's tracker) and carry the tracker's bias into
             the estimate (:mod:`~vid2sid_ros.calibration.bias_correction`: the least-squares optimum
@@ -213,7 +220,7 @@ class CalibrationConfig:
     rollout_max_substeps: int | None = DEFAULT_MAX_SUBSTEPS
     rollout_max_wall_s: float | None = None
     diagnosis: bool = True
-    far_refit: bool = True
+    far_refit: str = "always"
     tracker_bias: bool | None = None
 
     def __post_init__(self) -> None:
@@ -237,10 +244,11 @@ class CalibrationConfig:
             raise CalibrationError(f"config 'max_rationale_chars' must be an integer >= 1, got {self.max_rationale_chars!r}")
         if not is_int(self.seed):
             raise CalibrationError(f"config 'seed' must be an integer, got {self.seed!r}")
-        for name in ("identifiability", "final_identifiability", "resume", "resume_changed", "diagnosis",
-                     "far_refit"):
+        for name in ("identifiability", "final_identifiability", "resume", "resume_changed", "diagnosis"):
             if not isinstance(getattr(self, name), bool):  # a quoted 'no' would otherwise be true
                 raise CalibrationError(f"config '{name}' must be true or false, got {getattr(self, name)!r}")
+        if self.far_refit not in FAR_REFIT:
+            raise CalibrationError(f"config 'far_refit' must be one of {', '.join(FAR_REFIT)}, got {self.far_refit!r}")
         if self.tracker_bias is not None and not isinstance(self.tracker_bias, bool):
             raise CalibrationError(f"config 'tracker_bias' must be true, false or null, got {self.tracker_bias!r}")
         if self.video is not None and not isinstance(self.video, bool):
@@ -1771,12 +1779,12 @@ def _draw_keypoints(traj, shape: tuple[int, int], rows: Sequence[int] | None = N
 
 
 def _far_refit_args(cfg: CalibrationConfig, stopped: str) -> dict[str, Any]:
-    """Whether the final diagnosis may refit from afar (``far_refit``), and why not: only after a ``converged``
-    stop (else those refits would finish an unfinished fit, at its cost) and only when ``cfg.far_refit``."""
-    if not cfg.far_refit:
-        return {"far_refit": False, "far_refit_why_not": "far_refit is off in this calibration's configuration"}
-    if not stopped.strip().lower().startswith("converged"):
-        return {"far_refit": False, "far_refit_why_not": "the calibration did not converge"}
+    """Whether the final diagnosis may refit from afar (``cfg.far_refit``: always, after a ``converged`` stop
+    only, or never), and why not."""
+    if cfg.far_refit == "never":
+        return {"far_refit": False, "far_refit_why_not": "far_refit is 'never' in this calibration's configuration"}
+    if cfg.far_refit == "converged" and not stopped.strip().lower().startswith("converged"):
+        return {"far_refit": False, "far_refit_why_not": "the calibration did not converge (far_refit: converged)"}
     return {"far_refit": True}
 
 

@@ -108,9 +108,10 @@ PARAMS = [
     Param("apply_timeout", 5.0, "wait for the twin's parameter service", "s", 0.1, 120.0),
     Param("final_identifiability", True, "check identifiability at the result: Gauss–Newton intervals and the "
           "correlation matrix for the report (diagnostic rollouts, not charged to the budget)"),
-    Param("far_refit", False, "let the residual diagnosis at the end of a converged session refit from afar "
-          "(hundreds to thousands of diagnostic rollouts: minutes on the finger); off, a propose answers in "
-          "seconds and the diagnosis says its refits from afar were not run"),
+    Param("far_refit", "never", "when the residual diagnosis at the end of each answer may refit from afar "
+          "(hundreds to thousands of diagnostic rollouts: minutes on the finger, on every call): never (a propose "
+          "answers in seconds; the diagnosis says they were not run), converged (after a converged stop), always",
+          choices=("never", "converged", "always")),
     Param("trials", "latest", "real trials fitted when the request names none", choices=("latest", "all")),
     Param("executor", "serial", "where a session's finite-difference rollouts run (same results on each): serial, "
           "threads (MuJoCo twins), pool (worker processes), ray", choices=("serial", "threads", "pool", "ray"),
