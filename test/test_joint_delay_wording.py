@@ -43,6 +43,22 @@ def test_the_latency_meaning_names_a_camera_for_image_trials_only():
         assert latency_meaning(unit) == MEASUREMENT
 
 
+def test_motion_capture_nuisances_are_worded_as_a_measurement_not_an_image():
+    import numpy as np
+
+    from vid2sid_ros.calibration.nuisance import add_measurement_nuisances
+    from vid2sid_ros.core.excitation import Excitation
+    from vid2sid_ros.core.parameters import ParameterSet
+
+    exc = [Excitation("chirp", 100.0, np.sin(np.linspace(0.0, 6.0, 50))[:, None], ("push",))]
+    base = ParameterSet((ParameterSpec("mass", "kg", 0.5, 4.0, 2.0, "ball mass", "body_mass[ball]"),))
+    for unit, where in (("m", ""), ("px", "image ")):
+        specs = {s.name: s for s in add_measurement_nuisances(base, None, keypoints=["tip"], excitations=exc,
+                                                               real_trial=True, unit=unit).specs}
+        assert specs["latency"].meaning == (CAMERA if unit == "px" else MEASUREMENT)
+        assert specs["marker_offset.tip.x"].meaning == f"constant {where}x offset of keypoint 'tip' (marker off its site)"
+
+
 @pytest.fixture(scope="module")
 def joint_run(tmp_path_factory) -> Path:
     """A joint_csv calibration (a slide joint, positions in m, commanded: the latency nuisance is free)."""
