@@ -572,6 +572,14 @@ def _atomic_json(path: Path, data: Any) -> None:
 
 
 # -- run-directory checks (nothing written) ----------------------------------------------
+def _resume_key(key: str, value: Any) -> Any:
+    """A resume signature entry as compared: the parameters without their ``meaning`` (words for a reader,
+    reworded between versions; a run resumes when what is fitted is the same)."""
+    if key != "parameters" or not isinstance(value, list):
+        return value
+    return [{f: x for f, x in p.items() if f != "meaning"} if isinstance(p, Mapping) else p for p in value]
+
+
 def _signature(proposer_name: str, cfg: CalibrationConfig, params: ParameterSet, real: RealTrial) -> dict[str, Any]:
     """What must not change between an interrupted run and its resume."""
     return {"proposer": proposer_name, "seed": cfg.seed, "rollout_budget": cfg.rollout_budget,
@@ -706,7 +714,7 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
         signature = _signature(proposer_name, cfg, parameters, real)
     old_sig = meta.get("signature") if isinstance(meta.get("signature"), dict) else {}
     for k, v in signature.items():
-        if jsonable(old_sig.get(k)) != jsonable(v):
+        if _resume_key(k, jsonable(old_sig.get(k))) != _resume_key(k, jsonable(v)):
             raise CalibrationError(f"cannot resume {rd}: '{k}' differs from the interrupted run "
                                    f"({_signature_diff(k, jsonable(old_sig.get(k)), jsonable(v))}); "
                                    "resume with the same settings or choose another output directory")

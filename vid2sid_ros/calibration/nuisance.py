@@ -9,11 +9,12 @@ their sensitivity comes from the trajectory itself and costs no rollout:
 =========================== ======== ==============================================================
 parameter                   unit     effect on the twin's trajectory
 =========================== ======== ==============================================================
-``latency``                 s        camera delay behind the commands, continuous, sub-frame, either
-                                     sign: the twin is sampled at ``t − latency`` (cubic spline over
-                                     the frame times, ends held: the rig rests before the first command
-                                     and holds the last one). ``latency > 0``: the camera sees the
-                                     motion late.
+``latency``                 s        measurement delay behind the commands (the camera's for a video,
+                                     the recording's for motion capture or joint states), continuous,
+                                     sub-frame, either sign: the twin is sampled at ``t − latency``
+                                     (cubic spline over the sample times, ends held: the rig rests
+                                     before the first command and holds the last one). ``latency > 0``:
+                                     the measurement records the motion late.
 ``marker_offset.<kp>.x|y``  px       a constant image-space offset of keypoint ``<kp>`` (marker glued
                                      off its model site, tracker bias); for motion capture
                                      ``.x|y|z`` in m
@@ -52,7 +53,7 @@ from ..core.trajectory import Trajectory
 
 __all__ = ["MeasurementModel", "NuisanceConfigError", "add_measurement_nuisances", "shift_trajectory",
            "parse_nuisance_config", "LATENCY", "MEASUREMENT_PREFIX", "DEFAULT_LATENCY_BOUNDS_S",
-           "DEFAULT_OFFSET_BOUNDS_PX", "is_commanded", "rig_nuisance", "describe_free"]
+           "DEFAULT_OFFSET_BOUNDS_PX", "is_commanded", "rig_nuisance", "describe_free", "latency_meaning"]
 
 #: the latency parameter's name
 LATENCY = "latency"
@@ -178,6 +179,15 @@ def offset_unit(trajectories: Sequence[Trajectory]) -> str | None:
     return unit if unit in OFFSET_UNITS else None
 
 
+def latency_meaning(unit: str | None) -> str:
+    """The ``latency`` nuisance's meaning for trials measured in ``unit``: a camera's delay for image
+    keypoints (``"px"``), the measurement's for anything else (motion capture in m, joint states in rad or
+    m, a mix: never called a camera's or a video's)."""
+    if unit == "px":
+        return "camera delay behind the commands (positive: the video shows the motion late)"
+    return "measurement delay behind the commands (positive: the measurement records the motion late)"
+
+
 def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any] | None, *,
                               keypoints: Sequence[str], excitations: Sequence[Excitation], real_trial: bool,
                               unit: str | None = "px", source: str = "<config>") -> ParameterSet:
@@ -194,7 +204,8 @@ def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any
             sim2sim stand-in.
         unit: the marker-offset unit of the trials (:func:`offset_unit`): ``px`` (image:
             x, y offsets) or ``m`` (motion capture: x, y, z; default bounds ±0.01 m); None or
-            another unit (joint states, mixed) gets no marker offsets.
+            another unit (joint states, mixed) gets no marker offsets. Also what the latency's meaning calls
+            the delay (:func:`latency_meaning`: a camera's for px only).
         source: file name for error messages.
 
     Raises:
@@ -205,8 +216,7 @@ def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any
     have = set(parameters.names)
     lat_on, lat_b = cfg["latency"]
     if (is_commanded(excitations) if lat_on is None else lat_on) and LATENCY not in have:
-        specs.append(ParameterSpec(LATENCY, "s", lat_b[0], lat_b[1], 0.0,
-                                   "camera delay behind the commands (positive: the video shows the motion late)",
+        specs.append(ParameterSpec(LATENCY, "s", lat_b[0], lat_b[1], 0.0, latency_meaning(unit),
                                    MEASUREMENT_PREFIX + "latency", "linear", "nuisance"))
     off_on, off_b = cfg["marker_offsets"]
     # default: on for real trials, unless the spec already models the camera with free nuisances of its
@@ -223,8 +233,10 @@ def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any
             for axis in axes:
                 name = f"marker_offset.{kp}.{axis}"
                 if name not in have:
+                    where = "image " if unit == "px" else ""  # a mocap marker's offset is in 3-D, m
                     specs.append(ParameterSpec(name, unit, off_b[0], off_b[1], 0.0,
-                                               f"constant image {axis} offset of keypoint '{kp}' (marker off its site)",
+                                               f"constant {where}{axis} offset of keypoint '{kp}' (marker off its "
+                                               "site)",
                                                f"{MEASUREMENT_PREFIX}offset[{kp}].{axis}", "linear", "nuisance"))
     if len(specs) == len(parameters.specs):
         return parameters

@@ -24,7 +24,8 @@ from ..calibration.proposers.rationale import unit_text
 from ..core.trajectory import format_error
 from .run import RunSummary, finite, stop_kind
 
-__all__ = ["ParameterRow", "Insight", "parameter_rows", "insights", "stop_sentence", "tracked_lines", "AT_BOUND_FRACTION",
+__all__ = ["ParameterRow", "Insight", "parameter_rows", "applied_bias_correction", "insights", "stop_sentence",
+           "tracked_lines", "AT_BOUND_FRACTION",
            "STRONG_CORRELATION", "go_on_advice", "unconverged_reason", "recent_improvement", "STILL_IMPROVING", "IMPROVING_WINDOW"]
 
 #: a value within this fraction of the normalised range of a bound is "at the bound"
@@ -75,6 +76,9 @@ class ParameterRow:
     consider_interval: tuple[float, float] | None = None
     #: the caveat's cause ("the mass of body 'middle' ...") when one names this parameter
     caveat: str = ""
+    #: the proposer's own point (SI, ``unit``) when ``final`` is the bias-corrected value (``result.json:
+    #: bias_correction``, applied: :func:`applied_bias_correction`); None when no correction was applied
+    proposed: float | None = None
 
     @property
     def flagged(self) -> bool:
@@ -149,9 +153,28 @@ def unconverged_reason(stopped: str) -> str:
     return ""
 
 
+def applied_bias_correction(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``result.json``'s ``bias_correction`` when it was applied, else None (not applied, or a run from
+    older code without it).
+
+    When applied, the reported values are the least-squares optimum with the tracker's bias modelled
+    (the twin filmed and tracked like the robot, :mod:`~vid2sid_ros.calibration.bias_correction`), not the
+    proposer's own point: ``before`` holds that point ({name: SI value}), ``ssr_before`` and ``ssr_after``
+    the sums of squared residuals with the bias modelled at the two points (``unit``²).
+    """
+    bc = result.get("bias_correction")
+    if not isinstance(bc, Mapping) or bc.get("applied") is not True:
+        return None
+    return dict(bc)
+
+
 def parameter_rows(run: RunSummary) -> list[ParameterRow]:
-    """Every parameter of the run, free first, with interval, reliability, truth and bound flags."""
+    """Every parameter of the run, free first, with interval, reliability, truth and bound flags; the
+    proposer's own point beside a bias-corrected value (:attr:`ParameterRow.proposed`)."""
     start = run.start_values
+    corrected = applied_bias_correction(run.result)
+    before = (corrected or {}).get("before")
+    before = before if isinstance(before, Mapping) else {}
     unc = run.result.get("uncertainty") or {}
     given = run.result.get("intervals") or {}
     kind = stop_kind(run.stopped)
@@ -162,10 +185,11 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
     specs += list(run.nuisance)  # the measurement nuisances (ParameterSpecs of kind nuisance), after the model's
     for s in specs:
         final = float(s.nominal)
-        row = ParameterRow(s.name, str(s.unit).replace("*", "·"), s.kind, s.meaning, float(s.lower), float(s.upper),
-                           s.scale, bool(s.frozen),
+        row = ParameterRow(s.name, str(s.unit).replace("*", "·"), s.kind, _meaning(s, run), float(s.lower),
+                           float(s.upper), s.scale, bool(s.frozen),
                            finite(start.get(s.name)), final, finite(unc.get(s.name)),
-                           truth=(finite(run.truth.get(s.name)) if run.truth else None))
+                           truth=(finite(run.truth.get(s.name)) if run.truth else None),
+                           proposed=finite(before.get(s.name)))
         if not s.frozen:
             u = s.to_unit(final)
             row.at_bound = "lower" if u <= AT_BOUND_FRACTION else ("upper" if u >= 1 - AT_BOUND_FRACTION else "")
@@ -195,6 +219,17 @@ def parameter_rows(run: RunSummary) -> list[ParameterRow]:
         _consider_row(row, run.result.get("residual_diagnosis"))
         rows.append(row)
     return rows
+
+
+def _meaning(spec: Any, run: RunSummary) -> str:
+    """The spec's meaning as the report shows it: the ``latency`` nuisance of a run from older code that called
+    every delay a camera's says the measurement's when the trials were not video (unit not px)."""
+    from ..calibration.nuisance import LATENCY, latency_meaning
+
+    unit = str(run.result.get("unit") or "px")
+    if spec.kind == "nuisance" and spec.name == LATENCY and spec.meaning == latency_meaning("px") and unit != "px":
+        return latency_meaning(unit)
+    return spec.meaning
 
 
 def _consider_row(row: ParameterRow, diag: Any) -> None:

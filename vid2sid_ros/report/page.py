@@ -31,16 +31,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..calibration.proposers.rationale import unit_text
 from .figures import _shown_unit
 from .figures import (convergence_iterations_figure, convergence_rollouts_figure, correlation_figure,
                       designed_profile_figure, figure_html, interval_figure, panel_figure, trial_figure)
-from .insights import Insight, ParameterRow, insights, parameter_rows, stop_sentence
+from .insights import Insight, ParameterRow, applied_bias_correction, insights, parameter_rows, stop_sentence
 from .media import encode_webm, load_renders, overlay_frames
-from .run import (DesignedTrials, ReportError, ReportSection, RunSummary, TrajectoryPanel, load_designed_trials,
-                  load_run, load_trajectories)
+from .run import (DesignedTrials, ReportError, ReportSection, RunSummary, TrajectoryPanel, finite,
+                  load_designed_trials, load_run, load_trajectories)
 
 __all__ = ["write_report", "render_report", "html_page", "fmt", "table", "video_html", "interval_digits",
-           "group_insights", "stop_badge", "tracking_rows", "SECTION_IDS"]
+           "group_insights", "stop_badge", "tracking_rows", "SECTION_IDS", "point_digits", "bias_correction_note"]
 
 #: section ids of a calibration report (the headless-browser test looks for each)
 #: bytes a report (one self-contained HTML file, its media inside) may take: 3 MB, of which the
@@ -255,18 +256,76 @@ def _interval_cell(r: ParameterRow) -> str:
     return txt
 
 
-def _parameters_html(rows: Sequence[ParameterRow]) -> str:
+def point_digits(value: float, other: float, *, start: int = 3, most: int = 12) -> tuple[str, str]:
+    """``value`` and ``other`` printed with the same, fewest significant digits (at least ``start``) that
+    tell them apart, so a reader sees how far a bias-corrected value moved from the proposer's point:
+    0.361936 and 0.361913 from 4 digits are ``0.36194`` and ``0.36191``. Equal numbers print equal."""
+    for d in range(start, most + 1):
+        a, b = (f"{x:#.{d}g}".rstrip(".") for x in (value, other))
+        if (a != b) == (value != other):
+            break
+    return a, b
+
+
+def _significant(text: str) -> int:
+    """Significant digits of a printed number (``0.0004000`` has 4)."""
+    return len(text.lower().split("e")[0].lstrip("+-").replace(".", "").lstrip("0")) or 1
+
+
+def _squared_unit(unit: str) -> tuple[float, str]:
+    """``(factor, unit text)`` a sum of squares in ``unit``² is shown with: metres as mm² (the page shows
+    metres as mm), else ``px²``, ``rad²``..."""
+    if unit == "m":
+        return 1e6, "mm²"
+    u = unit_text(unit)
+    return 1.0, (f"({u})²" if any(c in u for c in "|/·") else f"{u}²") if u else ""
+
+
+def bias_correction_note(correction: Mapping[str, Any]) -> str:
+    """The sentence above a bias-corrected parameter table (``correction``: ``result.json``'s applied
+    ``bias_correction``, :func:`~vid2sid_ros.report.insights.applied_bias_correction`): what the values are
+    and the two sums of squared residuals with the bias modelled (unit², metres as mm²)."""
+    factor, su = _squared_unit(str(correction.get("unit") or "px"))
+    s0, s1 = finite(correction.get("ssr_before")), finite(correction.get("ssr_after"))
+    text = ("Values bias-corrected: the identified values are the least-squares optimum with the tracker's bias "
+            "modelled (the twin filmed and tracked like the robot), not the proposer's own point, which is shown "
+            "beside them (column \"proposer's point\"; both with the digits that tell them apart).")
+    if s0 is not None and s1 is not None:
+        after, before = (f"{x} {su}".strip() for x in point_digits(s1 * factor, s0 * factor, start=4))
+        text += (f" The correction was kept because it lowers the sum of squared residuals with the bias modelled: "
+                 f"{before} at the proposer's point, {after} at the corrected one.")
+    return text
+
+
+def _identified_cells(r: ParameterRow) -> tuple[Any, str | None]:
+    """The identified value's cell (the digits its interval needs, and those that tell it from the proposer's
+    point) and the proposer's point's cell with its unit (None: no bias correction was applied)."""
+    shown: Any = r.final
+    if r.interval is not None:
+        shown = interval_digits(r.interval[0], r.final, r.interval[1])[1]
+    if r.proposed is None:
+        return shown, None
+    unit = unit_text(r.unit)
+    if r.proposed == r.final:
+        return shown, f"{shown if isinstance(shown, str) else fmt(shown)} {unit}".strip()
+    start = max(3, _significant(shown if isinstance(shown, str) else fmt(shown)))
+    value, proposed = point_digits(r.final, r.proposed, start=start)
+    return value, f"{proposed} {unit}".strip()
+
+
+def _parameters_html(rows: Sequence[ParameterRow], correction: Mapping[str, Any] | None = None) -> str:
+    """The parameter table (and, when the values were bias-corrected, the note above it and the proposer's
+    point beside each value)."""
     has_truth = any(r.truth is not None for r in rows)
-    hdr = ["parameter", "kind", "unit", "initial", "identified", "search bounds", "interval (95 %)", "meaning"]
-    if has_truth:
-        hdr[5:5] = ["truth (sim2sim)", "error"]
+    corrected = correction is not None  # as the terminal's "bias-corrected" (a point it lacks reads n/a)
+    hdr = ["parameter", "kind", "unit", "initial", "identified (bias-corrected)" if corrected else "identified"]
+    hdr += (["proposer's point"] if corrected else []) + (["truth (sim2sim)", "error"] if has_truth else [])
+    hdr += ["search bounds", "interval (95 %)", "meaning"]
     out, cls = [], []
     for r in rows:
         kind = r.kind + (" (frozen)" if r.frozen else "")
-        final = r.final
-        if r.interval is not None:  # the identified value with the digits its interval needs
-            final = interval_digits(r.interval[0], r.final, r.interval[1])[1]
-        row = [r.name, kind, r.unit, r.initial, final]
+        final, proposed = _identified_cells(r)
+        row = [r.name, kind, r.unit, r.initial, final] + ([proposed] if corrected else [])
         if has_truth:
             err = r.rel_error
             row += [r.truth, "n/a (frozen)" if r.frozen else (f"{100 * err:.2f} %" if err is not None else "n/a")]
@@ -285,7 +344,8 @@ def _parameters_html(rows: Sequence[ParameterRow]) -> str:
             "the identified value. Rows shaded: unreliable interval or value at a "
             "bound. Kind \"nuisance\": measurement parameters (latency, camera, marker offsets) identified with "
             "the physics, never written into the model. \"n/a\": not computed for this row.</p>")
-    return table(hdr, out, row_classes=cls) + note
+    head = f"<p class=\"bias-corrected\">{e(bias_correction_note(correction))}</p>" if corrected else ""
+    return head + table(hdr, out, row_classes=cls) + note
 
 
 def _correlation_html(run: RunSummary, uid: str) -> str:
@@ -697,7 +757,8 @@ def render_report(out_path: str | Path, runs: Mapping[str, str | Path] | Sequenc
             f1, f2 = panel_figure(p)
             parts.append(figure_html(f1, f"panel-{i}") + (figure_html(f2, f"panel-{i}-derived") if f2 else ""))
         body.append(_section("panels", "Trajectories: real vs calibrated twin", "".join(parts)))
-    body.append(_section("parameters", f"Parameters ({m.label})", _parameters_html(rows)))
+    body.append(_section("parameters", f"Parameters ({m.label})",
+                         _parameters_html(rows, applied_bias_correction(res))))
     free_rows = [r for r in rows if not r.frozen]
     body.append(_section("intervals", "Parameter intervals within the search bounds",
                          figure_html(interval_figure(free_rows), "intervals-plot") if free_rows else

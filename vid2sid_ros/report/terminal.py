@@ -26,8 +26,8 @@ from typing import Any, Mapping, TextIO
 from ..calibration.proposers.rationale import unit_text
 from ..core.trajectory import format_error
 
-from .insights import (ParameterRow, go_on_advice, insights, parameter_rows, stop_sentence, tracked_lines,
-                       unconverged_reason)
+from .insights import (ParameterRow, applied_bias_correction, go_on_advice, insights, parameter_rows, stop_sentence,
+                       tracked_lines, unconverged_reason)
 from .run import RunSummary, load_run, stop_kind
 
 __all__ = ["run_summary_lines", "CalibrationTerminal", "moved_parameters", "unit_text", "terminal_width", "wrap_line",
@@ -256,7 +256,7 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
     stop_reason = unconverged_reason(r.stopped)
     if stop_reason and any(stop_reason in p.unreliable_because for p in rows):
         lines[0] += ", so the values below are UNRELIABLE"  # said once here, a mark on each row
-    lines.extend(_parameter_lines(rows, stop_reason, bool((res.get("bias_correction") or {}).get("applied"))))
+    lines.extend(_parameter_lines(rows, stop_reason, applied_bias_correction(res) is not None))
     for i in found:  # about the parameters above (bounds, identifiability, correlations, ...) and the tracking
         if i.kind not in ("residual", "caveat") and not (i.kind in ("start_identifiability", "tracking")
                                                          and i.severity == "info"):

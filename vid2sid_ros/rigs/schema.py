@@ -245,8 +245,9 @@ KEYS: tuple[Key, ...] = (
     Key("real.bag.*", "string | list", doc="path, train, holdout (trial ids)."),
     # -- calibration --------------------------------------------------------------------------
     Key("nuisance", "mapping", default={}, doc="Measurement nuisances identified with the physics and reported "
-        "apart: `latency` (camera delay behind the commands; default on when the trials are commanded) and "
-        "`marker_offsets` (a constant offset per keypoint; default on for recorded trials), interpreted by "
+        "apart: `latency` (measurement delay behind the commands: the camera's, the motion capture's or the "
+        "joint-state log's; default on when the trials are commanded) and `marker_offsets` (a constant offset per "
+        "keypoint; default on for recorded trials), interpreted by "
         "`vid2sid_ros/calibration/nuisance.py` and read alike by `vid2sid calibrate`, `demo`, `benchmark` and "
         "`calibrator_node`. Camera-pose nuisances are `camera.*` parameters."),
     Key("nuisance.*", "mapping | boolean", doc="`true`/`false` or `{enabled: bool, bounds: [lower, upper]}` with "

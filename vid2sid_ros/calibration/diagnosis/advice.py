@@ -65,8 +65,9 @@ def separating_trial(causes: Sequence[Cause]) -> str:
                                   "by experiment design)")
 
 
-def how_to_free(cause: Cause) -> str:
-    """The action a named cause asks for, in the rig config's terms."""
+def how_to_free(cause: Cause, unit: str = "px") -> str:
+    """The action a named cause asks for, in the rig config's terms (``unit``: the measurement's; a joint-state
+    or motion-capture recording, not in px, is never called a video)."""
     if isinstance(cause, FrozenParameter):
         return f"free '{cause.spec.name}' (frozen: false in the parameter spec)"
     if cause.kind == "latency":
@@ -83,7 +84,10 @@ def how_to_free(cause: Cause) -> str:
     if cause.kind == "rolling_shutter":
         return "use a global-shutter camera, or model each keypoint's read time"
     if cause.kind == "timing":
-        return "check the video's time stamps and frame rate (frames were dropped or the rate is not the nominal one)"
+        if unit == "px":
+            return ("check the video's time stamps and frame rate (frames were dropped or the rate is not the nominal "
+                    "one)")
+        return "check the recording's time stamps and rate (samples were dropped or the rate is not the nominal one)"
     if isinstance(cause, CommandTransform):
         return f"model the drive's {cause.mode} (the twin has no parameter for it)"
     return "model it (the twin has no parameter for it)"

@@ -497,7 +497,8 @@ def timing_causes(ctx: Any) -> list[Cause]:
     free_latency = any(s.target == MEASUREMENT_PREFIX + "latency" for s in ctx.params.free)
     out: list[Cause] = []
     if not free_latency:
-        out.append(TimeWarp("a camera latency (constant delay)", "latency", (LATENCY,), "s", 0.2 * period,
+        what = "a camera latency (constant delay)" if ctx.unit == "px" else "a measurement delay (constant)"
+        out.append(TimeWarp(what, "latency", (LATENCY,), "s", 0.2 * period,
                             (-lat_range, lat_range), mode="latency"))
     slip = 0.15  # at most 15 % of the frames: the video slips by at most 15 % of a trial's length
     out.append(TimeWarp("dropped frames or a wrong frame rate", "timing", ("frame times",), "1", 0.005,

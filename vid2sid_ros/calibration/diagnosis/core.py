@@ -215,8 +215,9 @@ def _latency_note(ctx: ProbeContext) -> list[Finding]:
     if at is not None:  # free already: never "free the latency"; a latency on its bound may be larger still
         return [Finding("latency", "warning",
                         f"The '{lat.name}' nuisance sits on its {at} bound ({tau * 1000:.1f} ms, {tau * ctx.rate:.2f} "
-                        f"frame; bounds {1000 * lat.lower:.3g} to {1000 * lat.upper:.3g} ms): the video's delay may "
-                        "lie beyond it; widen them (nuisance.latency.bounds) and calibrate again.",
+                        f"frame; bounds {1000 * lat.lower:.3g} to {1000 * lat.upper:.3g} ms): the "
+                        f"{'video' if ctx.unit == 'px' else 'measurement'}'s delay may lie beyond it; widen them "
+                        "(nuisance.latency.bounds) and calibrate again.",
                         {"latency_s": tau, "latency_frames": tau * ctx.rate, "at_bound": at})]
     if abs(tau) * ctx.rate < THRESHOLDS["latency_note_frames"]:
         return []
@@ -578,7 +579,7 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
     share = 1.0 - fitted.ssr / s0 if s0 > 0 else 0.0
     fields = list(dict.fromkeys(f for c in causes for f in c.fields))
     rec = {"cause": " + ".join(c.name for c in causes), "kind": causes[0].kind, "free": fields,
-           "action": how_to_free(causes[0]) if len(causes) == 1 else
+           "action": how_to_free(causes[0], ctx.unit) if len(causes) == 1 else
            "declare the camera fields " + ", ".join(fields) + " as free nuisance parameters",
            "training_rms_before": before, "training_rms_after": after, "unit": ctx.unit,
            "held_out": check, "recommended": check["improved"]}
@@ -639,7 +640,7 @@ def _named_message(ctx: ProbeContext, group: list[Score], fitted, share: float, 
         direction = "later than" if th0 > 0 else "earlier than"
         text = (f"The robot moves {abs(th0) * 1000:.1f} ms ({abs(th0) * ctx.rate:.2f} frame) {direction} the twin "
                 f"in every trial: shifting the twin by that much removes {pct} of the squared residual ({rms}) — "
-                f"a camera latency or a delay in the drive.")
+                f"{'a camera latency' if ctx.unit == 'px' else 'a measurement delay'} or a delay in the drive.")
     else:
         text = (f"{c0.name[0].upper() + c0.name[1:]} explains {pct} of the squared residual the free parameters "
                 f"leave ({rms}); its size: {_size(ctx, c0, fitted.theta)[1]}.")
