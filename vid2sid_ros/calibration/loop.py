@@ -1791,9 +1791,10 @@ def _far_refit_args(cfg: CalibrationConfig, stopped: str) -> dict[str, Any]:
     only, or never), and why not."""
     if cfg.far_refit == "never":
         return {"far_refit": False, "far_refit_why_not": "far_refit is 'never' in this calibration's configuration"}
-    if cfg.far_refit == "converged" and not stopped.strip().lower().startswith("converged"):
+    converged = stopped.strip().lower().startswith("converged")
+    if cfg.far_refit == "converged" and not converged:
         return {"far_refit": False, "far_refit_why_not": "the calibration did not converge (far_refit: converged)"}
-    return {"far_refit": True}
+    return {"far_refit": True, "converged": converged}
 
 
 def _final_diagnosis(s: _Session, history: list[IterationRecord], best_vals: Mapping[str, float],

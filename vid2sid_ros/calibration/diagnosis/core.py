@@ -30,7 +30,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
              measurement_bias: Sequence[Any] | None = None,
              tracker_bias_candidate: Sequence[Any] | str | None = None,
              free_jacobian: np.ndarray | None = None, resolution_scale: float | None = None,
-             far_refit: bool = True, far_refit_why_not: str = "the calibration did not converge") -> Diagnosis:
+             far_refit: bool = True, far_refit_why_not: str = "the calibration did not converge",
+             converged: bool | None = None) -> Diagnosis:
     """Compare candidate causes of the residual at ``values`` (package docstring).
 
     Args:
@@ -65,6 +66,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             its fit, at its cost, or when the caller turned them off (``statistics.far_refit_skipped`` says
             why: ``far_refit_why_not``).
         far_refit_why_not: the reason kept in ``statistics.far_refit_skipped`` when ``far_refit`` is False.
+        converged: the calibration stopped ``converged``. Not True (None: unknown), with ``far_refit``: the free
+            parameters alone are refitted from afar before a cause is named (``statistics.far_null_check``).
         resolution_scale: the misfit's scale for the simulation's resolution (measurement unit: the training
             MAE at the start of the calibration, as the reasoner's convergence test reads it;
             :func:`~vid2sid_ros.calibration.objective.resolution_floor`): a refit of the free parameters that
@@ -91,7 +94,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
         return Diagnosis(findings, stats, ctx.rollouts, verdict="none")
     if probe:
         verdict, recommendation, found, considered = _compare(
-            ctx, stats, families, intervals, free_jacobian, None if far_refit else far_refit_why_not, resolution_scale)
+            ctx, stats, families, intervals, free_jacobian, None if far_refit else far_refit_why_not, resolution_scale,
+            converged)
         findings += found
         if verdict in ("named", "indistinguishable") and found:  # the verdict's own finding (not a latency note)
             ev = found[0].evidence
@@ -240,11 +244,13 @@ def _latency_in_doubt(note: Finding) -> Finding:
 
 
 def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None,
-             far_refit_why_not: str | None = None, resolution_scale=None) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
+             far_refit_why_not: str | None = None, resolution_scale=None, converged: bool | None = None) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
     """Screen every cause, refit the best few, decide; the findings, the checked recommendation and the
     consider analysis (:mod:`.consider`, on the screen's columns: no rollout of its own). The free
     columns are ``free_jacobian`` when it fits the residual (measured already), else measured. Refits from afar
-    run where the local ones leave a systematic part, unless ``far_refit_why_not`` says why they may not."""
+    run where the local ones leave a systematic part, unless ``far_refit_why_not`` says why they may not; after a
+    calibration that did not converge (``converged`` not True) the free parameters alone are also refitted from
+    afar before any cause is named."""
     causes = candidate_causes(ctx, tuple(families) if families is not None else None)
     given = None if free_jacobian is None else np.asarray(free_jacobian, float)
     reuse = given is not None and given.shape == (ctx.r0.size, len(ctx.free))
@@ -266,6 +272,18 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
         line_scan(ctx, s, F)
         s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
     dec = decide(ctx, scores, null)
+    if far_refit_why_not is None and not converged and dec["verdict"] in ("named", "indistinguishable"):
+        # an unfinished fit: a cause correlated with the way left to the optimum explains the residual as well as
+        # the model error it would be named for. The free parameters alone, refitted from afar, tell them apart
+        far_null, _ = _far_null(ctx, null)
+        stats["far_null_check"] = {"why": "the calibration did not converge: the free parameters alone are "
+                                          "refitted from afar before a cause is named",
+                                   "null_ssr": null.ssr, "far_null_ssr": far_null.ssr}
+        far_optimum = _optimum_from_afar(ctx, far_null, null, stats)
+        if far_optimum is not None:
+            return "not_at_optimum", None, [far_optimum], considered
+        if far_null.ssr < null.ssr:
+            null, dec = far_null, decide(ctx, scores, far_null)
     if _would_be_unexplained(ctx, dec, null):
         if far_refit_why_not is None:
             local_null = null
@@ -334,6 +352,20 @@ def _would_be_unexplained(ctx: ProbeContext, dec: dict, null: Refit) -> bool:
             and _leaves_systematic(ctx, best.refit.ssr, null.ssr))
 
 
+def _far_null(ctx: ProbeContext, null: Refit) -> tuple[Refit, list[np.ndarray]]:
+    """The free parameters alone refitted from afar (:func:`~.compare.refit_far`), from two starts: where the
+    calibration ended (the null's optimum) and where it began (the spec's nominal values: an error absorbed by a
+    free parameter on its bound is often reached only from the side that parameter came from). Returns the better
+    of ``null`` and those refits, and the starts (normalised, shape (F,) each)."""
+    nominal = np.array([s.to_unit(s.nominal) for s in ctx.free], float)
+    origins = [null.u] + ([nominal] if np.max(np.abs(nominal - null.u), initial=0.0) > 0.05 else [])
+    for u in origins:
+        far_null = refit_far(ctx, [], [], u)
+        if far_null.ssr < null.ssr:
+            null = far_null
+    return null, origins
+
+
 def _far(ctx: ProbeContext, scores: list[Score], null: Refit, dec: dict, stats: dict) -> tuple[Refit, dict]:
     """Refit from afar (:func:`~.compare.refit_far`) when the local refits leave a systematic part: the null
     model and the ``far_top`` causes of best linearised share (and the local decision's set), each from
@@ -341,15 +373,7 @@ def _far(ctx: ProbeContext, scores: list[Score], null: Refit, dec: dict, stats: 
     against the better null. Where the free parameters moved far to absorb an error, this is what tells the
     error that explains the residual whole from a local direction that explains a part."""
     spent = ctx.rollouts
-    # two starts of the free parameters: where the calibration ended (the null's optimum) and where it began
-    # (the spec's nominal values): an error absorbed by a free parameter on its bound is often reached only from
-    # the side that parameter came from
-    nominal = np.array([s.to_unit(s.nominal) for s in ctx.free], float)
-    origins = [null.u] + ([nominal] if np.max(np.abs(nominal - null.u), initial=0.0) > 0.05 else [])
-    for u in origins:
-        far_null = refit_far(ctx, [], [], u)
-        if far_null.ssr < null.ssr:
-            null = far_null
+    null, origins = _far_null(ctx, null)
     chosen = [s for s in scores if s.column is not None and s.share_linear > 0][: int(THRESHOLDS["far_top"])]
     chosen += [s for s in dec["set"] if s not in chosen and s.column is not None]
     for s in chosen:
