@@ -76,9 +76,9 @@ def _dead_zone(exc, share=0.3):
     return replace(exc, values=np.sign(v) * np.maximum(np.abs(v) - d, 0.0))
 
 
-@pytest.fixture(scope="module")
-def fitted(tmp_path_factory):
-    """The twin, its objective on the dead-zone arm's video (0.3 px noise), and the least-squares fit."""
+def _filmed(tmp_path_factory, dead_zone: bool):
+    """The twin's objective on the arm's video at the truth (0.3 px noise), its drives with the dead-zone or not;
+    the parameters and the excitation."""
     path = tmp_path_factory.mktemp("arm") / "arm.xml"
     path.write_text(ARM)
     params = _params()
@@ -86,10 +86,16 @@ def fitted(tmp_path_factory):
                          camera=CAMERA)
     exc = _excitation()
     twin.set_parameters(TRUTH)
-    tr = twin.rollout(_dead_zone(exc)).trajectory
+    tr = twin.rollout(_dead_zone(exc) if dead_zone else exc).trajectory
     rng = np.random.default_rng(0)
     real = replace(tr, keypoints=tr.keypoints + rng.normal(0.0, 0.3, tr.keypoints.shape), source="real")
-    obj = TrialObjective(twin, [exc], [real], params)
+    return TrialObjective(twin, [exc], [real], params), params, exc
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """The twin, its objective on the dead-zone arm's video (0.3 px noise), and the least-squares fit."""
+    obj, params, _ = _filmed(tmp_path_factory, dead_zone=True)
     free = list(params.free)
 
     def res(u):
@@ -192,17 +198,8 @@ def test_the_loop_refits_from_afar_as_configured():
 @pytest.fixture(scope="module")
 def unmodified(tmp_path_factory):
     """The same arm filmed with no model error (0.3 px noise): only an unfinished fit can leave a residual."""
-    path = tmp_path_factory.mktemp("arm_ok") / "arm.xml"
-    path.write_text(ARM)
-    params = _params()
-    twin = UserModelTwin(model=path, parameters=params, keypoints={"elbow": "elbow_site", "tip": "tip"},
-                         camera=CAMERA)
-    exc = _excitation()
-    twin.set_parameters(TRUTH)
-    tr = twin.rollout(exc).trajectory
-    rng = np.random.default_rng(0)
-    real = replace(tr, keypoints=tr.keypoints + rng.normal(0.0, 0.3, tr.keypoints.shape), source="real")
-    return TrialObjective(twin, [exc], [real], params), params
+    obj, params, _ = _filmed(tmp_path_factory, dead_zone=False)
+    return obj, params
 
 
 def test_an_unfinished_fit_on_an_unmodified_rig_is_not_at_the_optimum_not_a_named_cause(unmodified):

@@ -478,10 +478,7 @@ def _optimum_from_afar(ctx: ProbeContext, null: Refit, local_null: Refit, stats:
            f"RMS ({100 * drop / s_here:.0f} % of the squared residual, the rest the noise's) at {shown}. The "
            f"calibration stopped before it got there; no model error is needed and no other cause is looked for. "
            f"Calibrate further (more iterations or rollouts), or start nearer these values.")
-    return Finding("convergence", "note", msg, {"ssr_here": s_here, "ssr_free_refit": null.ssr,
-                                                "share_removed": drop / s_here, "likelihood_ratio": lr,
-                                                "critical_lr": crit, "unit": ctx.unit, "values": values,
-                                                "from_afar": True})
+    return _convergence_note(ctx, msg, s_here, null.ssr, lr, crit, values=values, from_afar=True)
 
 
 def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict,
@@ -546,9 +543,16 @@ def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict,
                f"needed. The calibration fits the twin's projection without the bias, so calibrating further need "
                f"not remove this: the bias moves the free parameters' optimum (the final 95 % intervals are "
                f"computed on this same residual).")
-    return Finding("convergence", "note", msg, {"ssr_here": s_here, "ssr_free_refit": null.ssr,
-                                                "share_removed": drop / s_here, "likelihood_ratio": lr,
-                                                "critical_lr": crit, "unit": ctx.unit})
+    return _convergence_note(ctx, msg, s_here, null.ssr, lr, crit)
+
+
+def _convergence_note(ctx: ProbeContext, msg: str, s_here: float, s_free: float, lr: float, crit: float,
+                      **extra: Any) -> Finding:
+    """The ``convergence`` note of a point that is not the free parameters' optimum: its sum of squares ``s_here``
+    and the free parameters' refit ``s_free`` (unit²), the likelihood ratio and its critical value."""
+    return Finding("convergence", "note", msg, {"ssr_here": s_here, "ssr_free_refit": s_free,
+                                                "share_removed": (s_here - s_free) / s_here, "likelihood_ratio": lr,
+                                                "critical_lr": crit, "unit": ctx.unit, **extra})
 
 
 def _score_dict(ctx: ProbeContext, s: Score, s0: float) -> dict[str, Any]:
