@@ -13,10 +13,13 @@ the cell says so.
 Per cell (``OUT/cells/RIG__CASE__sSEED__METHOD.json``, written atomically; a rerun skips finished
 cells, so an interrupted suite resumes):
 
-- ``verdict``: named | indistinguishable | unexplained | none (the diagnosis's), and the causes;
+- ``verdict``: named | indistinguishable | unexplained | not_at_optimum | unchecked | none (the diagnosis's),
+  and the causes;
 - ``right``: on a modified rig, the named cause is the truth (for a combination: one of its
-  components), or the verdict's set — indistinguishable, or ``unchecked`` (nothing beyond the noise, but
-  nominal values these trials cannot check) — holds it and has at most ``SET_MAX`` (5) causes; on the
+  components), or the verdict's set — indistinguishable, ``unchecked`` (nothing beyond the noise, but
+  nominal values these trials cannot check), or *not at the optimum* with the model errors these trials
+  cannot tell from that optimum (the optimum counts as one member) — holds it and has at most ``SET_MAX``
+  (5) members; on the
   unmodified rig, no warning (an ``unchecked`` verdict there is a caveat, counted on its own);
 - ``false_alarm``: a warning on the unmodified rig;
 - ``max_rel_error`` / ``mean_rel_error``: over the rig's free physics parameters (relative to truth);
@@ -175,7 +178,8 @@ def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
     members = diagnosis_members(diag)
     verdict = diag.get("verdict") or ("none" if not warned else "?")
     size = set_size(diag, members)
-    held = bool(labels) and verdict in ("named", "indistinguishable", "unchecked") and any(
+    # not at the optimum, with the model errors these trials cannot tell from that optimum: a set of its own
+    held = bool(labels) and verdict in ("named", "indistinguishable", "unchecked", "not_at_optimum") and any(
         _matches(m, lab) for m in members for lab in labels)
     right = (not warned) if not labels else (held and 0 < size <= SET_MAX)
     stats = diag.get("statistics") or {}

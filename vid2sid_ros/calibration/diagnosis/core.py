@@ -62,12 +62,10 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             used instead of measuring them again (F diagnostic rollouts saved); None, or a matrix of another
             shape, measures them.
         far_refit: refit from afar where the local refits leave a systematic part (step 7; thousands of
-            rollouts on a small rig). False for a calibration that did not converge: those refits would finish
-            its fit, at its cost, or when the caller turned them off (``statistics.far_refit_skipped`` says
-            why: ``far_refit_why_not``).
+            rollouts on a small rig). False: not (``statistics.far_refit_skipped`` says why: ``far_refit_why_not``).
         far_refit_why_not: the reason kept in ``statistics.far_refit_skipped`` when ``far_refit`` is False.
-        converged: the calibration stopped ``converged``. Not True (None: unknown), with ``far_refit``: the free
-            parameters alone are refitted from afar before a cause is named (``statistics.far_null_check``).
+        converged: the calibration stopped ``converged`` (None: unknown). False, with ``far_refit``: the free
+            parameters are refitted from afar before a cause is named (``statistics.far_null_check``).
         resolution_scale: the misfit's scale for the simulation's resolution (measurement unit: the training
             MAE at the start of the calibration, as the reasoner's convergence test reads it;
             :func:`~vid2sid_ros.calibration.objective.resolution_floor`): a refit of the free parameters that
@@ -97,7 +95,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             ctx, stats, families, intervals, free_jacobian, None if far_refit else far_refit_why_not, resolution_scale,
             converged)
         findings += found
-        if verdict in ("named", "indistinguishable") and found:  # the verdict's own finding (not a latency note)
+        if found and (verdict in ("named", "indistinguishable") or found[0].evidence.get("causes")):  # its finding
             ev = found[0].evidence
             causes = [dict(c) for c in ev.get("causes") or ev.get("group") or []] or [
                 {"cause": ev.get("cause", ""), "kind": found[0].kind, "fields": list(ev.get("fields") or [])}]
@@ -120,7 +118,8 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
             causes = [dict(c) for c in listed]
         findings.append(Finding("consider", "caveat", msg, ev))
     findings.sort(key=lambda f: {"warning": 0, "caveat": 1}.get(f.severity, 2))
-    size = len(considered.unchecked) if verdict == "unchecked" else len(causes)
+    size = len(considered.unchecked) if verdict == "unchecked" else \
+        len(causes) + (1 if verdict == "not_at_optimum" and causes else 0)  # the optimum is one of that set
     return Diagnosis(findings, stats, ctx.rollouts, verdict=verdict, recommendation=recommendation,
                      consider=considered.to_dict() if considered is not None else None, causes=causes, set_size=size)
 
@@ -272,24 +271,18 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
         line_scan(ctx, s, F)
         s.refit = refit(ctx, s.parts, s.probe_columns, F, start=s.starts, start_r=s.start_r)
     dec = decide(ctx, scores, null)
-    if far_refit_why_not is None and not converged and dec["verdict"] in ("named", "indistinguishable"):
-        # an unfinished fit: a cause correlated with the way left to the optimum explains the residual as well as
-        # the model error it would be named for. The free parameters alone, refitted from afar, tell them apart
-        far_null, _ = _far_null(ctx, null)
-        stats["far_null_check"] = {"why": "the calibration did not converge: the free parameters alone are "
-                                          "refitted from afar before a cause is named",
-                                   "null_ssr": null.ssr, "far_null_ssr": far_null.ssr}
-        far_optimum = _optimum_from_afar(ctx, far_null, null, stats)
-        if far_optimum is not None:
+    if far_refit_why_not is None and converged is False and dec["verdict"] in ("named", "indistinguishable"):
+        far_optimum = _unfinished_fit(ctx, scores, null, dec, stats)
+        if far_optimum is not None:  # the free parameters alone, refitted from afar, explain the residual
             return "not_at_optimum", None, [far_optimum], considered
-        if far_null.ssr < null.ssr:
-            null, dec = far_null, decide(ctx, scores, far_null)
     if _would_be_unexplained(ctx, dec, null):
         if far_refit_why_not is None:
             local_null = null
             null, dec = _far(ctx, scores, null, dec, stats)
-            far_optimum = _optimum_from_afar(ctx, null, local_null, stats)
-            if far_optimum is not None:  # the free parameters alone, refitted from afar, explain the residual
+            # the free parameters alone, refitted from afar, explain the residual and no cause does better
+            far_optimum = _optimum_from_afar(ctx, null, local_null, stats, also=_far_candidates(scores, dec)) \
+                if dec["verdict"] == "none" else None
+            if far_optimum is not None:
                 return "not_at_optimum", None, [far_optimum], considered
         else:  # an unfinished calibration (its refits from afar would be its own work, at its cost), or turned off
             stats["far_refit_skipped"] = far_refit_why_not
@@ -366,6 +359,58 @@ def _far_null(ctx: ProbeContext, null: Refit) -> tuple[Refit, list[np.ndarray]]:
     return null, origins
 
 
+#: normalised distance of two points of the free parameters (max over them) beyond which they are different
+#: optima (a twentieth of a search range)
+FAR_APART = 0.05
+
+
+def _unfinished_fit(ctx: ProbeContext, scores: list[Score], null: Refit, dec: dict, stats: dict) -> Finding | None:
+    """After a calibration that did not converge, before a cause is named: are the free parameters just short of
+    their optimum? A cause correlated with the way left to it explains the residual as well as the model error it
+    would be named for. The free parameters alone (:func:`_far_null`) and the candidate causes
+    (:func:`_far_candidates`) are refitted from afar; where no cause then beats the free parameters' refit and
+    that refit leaves no systematic part, the :func:`_optimum_from_afar` note. Otherwise None, and the causes'
+    refits are put back as they were: the local decision stands (``statistics.far_null_check`` records both)."""
+    far_null, _ = _far_null(ctx, null)
+    stats["far_null_check"] = {"why": "the calibration did not converge: the free parameters alone are refitted "
+                                      "from afar before a cause is named", "null_ssr": null.ssr,
+                               "far_null_ssr": far_null.ssr}
+    if not far_null.ssr < null.ssr:
+        return None
+    chosen = _far_candidates(scores, dec)
+    kept = [(c.refit, list(c.notes)) for c in chosen]
+    for cause in chosen:  # the causes get the same chance: refitted from afar with the free parameters
+        _refit_cause_from_afar(ctx, cause, [far_null.u])
+    # not at the optimum only where no cause still explains the residual better than that refit (a latency the
+    # free parameters half absorb does)
+    found = _optimum_from_afar(ctx, far_null, null, stats, also=chosen) \
+        if decide(ctx, scores, far_null)["verdict"] == "none" else None
+    if found is None:
+        for cause, (refitted, notes) in zip(chosen, kept):
+            cause.refit, cause.notes = refitted, notes
+    return found
+
+
+def _far_candidates(scores: list[Score], dec: dict) -> list[Score]:
+    """The causes refitted from afar: the ``far_top`` of best linearised share and the local decision's set."""
+    chosen = [s for s in scores if s.column is not None and s.share_linear > 0][: int(THRESHOLDS["far_top"])]
+    return chosen + [s for s in dec["set"] if s not in chosen and s.column is not None]
+
+
+def _refit_cause_from_afar(ctx: ProbeContext, s: Score, origins: Sequence[np.ndarray]) -> None:
+    """Refit cause ``s`` with the free parameters from afar (:func:`~.compare.refit_far`), from each of ``origins``
+    (normalised free parameters, (F,) each) and the cause's :func:`~.compare.far_start`; the refit replaces the
+    cause's own where it is better (a note says so)."""
+    local = s.refit.theta if s.refit is not None else [s.theta_linear] * s.dims
+    start = [far_start(p, float(t)) for p, t in zip(s.parts, local)]
+    for u in origins:
+        far = refit_far(ctx, s.parts, start, u)
+        if s.refit is None or far.ssr < s.refit.ssr:
+            s.refit = far
+    if s.refit is not None and s.refit.far:
+        s.notes.append("refitted from afar: the free parameters re-optimised over their whole range")
+
+
 def _far(ctx: ProbeContext, scores: list[Score], null: Refit, dec: dict, stats: dict) -> tuple[Refit, dict]:
     """Refit from afar (:func:`~.compare.refit_far`) when the local refits leave a systematic part: the null
     model and the ``far_top`` causes of best linearised share (and the local decision's set), each from
@@ -374,17 +419,9 @@ def _far(ctx: ProbeContext, scores: list[Score], null: Refit, dec: dict, stats: 
     error that explains the residual whole from a local direction that explains a part."""
     spent = ctx.rollouts
     null, origins = _far_null(ctx, null)
-    chosen = [s for s in scores if s.column is not None and s.share_linear > 0][: int(THRESHOLDS["far_top"])]
-    chosen += [s for s in dec["set"] if s not in chosen and s.column is not None]
+    chosen = _far_candidates(scores, dec)
     for s in chosen:
-        local = s.refit.theta if s.refit is not None else [s.theta_linear] * s.dims
-        start = [far_start(p, float(t)) for p, t in zip(s.parts, local)]
-        for u in origins:
-            far = refit_far(ctx, s.parts, start, u)
-            if s.refit is None or far.ssr < s.refit.ssr:
-                s.refit = far
-        if s.refit is not None and s.refit.far:
-            s.notes.append("refitted from afar: the free parameters re-optimised over their whole range")
+        _refit_cause_from_afar(ctx, s, origins)
     stats["far_refit"] = {"candidates": [s.cause.name for s in chosen], "null_ssr": null.ssr,
                           "rollouts": ctx.rollouts - spent,
                           "why": "the local refits left a systematic part of the residual"}
@@ -448,12 +485,16 @@ def _partial(ctx: ProbeContext, best: Score, scores: list[Score], s0: float) -> 
         "causes": [_member(ctx, s, s0) for s in parts], "separate_with": separating_trial([s.cause for s in parts])})
 
 
-def _optimum_from_afar(ctx: ProbeContext, null: Refit, local_null: Refit, stats: dict) -> Finding | None:
+def _optimum_from_afar(ctx: ProbeContext, null: Refit, local_null: Refit, stats: dict,
+                       also: Sequence[Score] = ()) -> Finding | None:
     """A ``convergence`` note when the free parameters alone, refitted from afar (:func:`_far`), explain the
     residual the local refits could not: the calibration stopped far from its optimum (a budget spent before it
     got there), not at a model error. The same tests as :func:`_not_at_optimum` on the far refit ``null``: its
     decrease from the diagnosed point is significant (likelihood ratio against the χ²_F quantile) and leaves no
-    systematic part (:func:`_leaves_systematic`). None otherwise (a cause is looked for as usual).
+    systematic part (:func:`_leaves_systematic`). None otherwise (a cause is looked for as usual). The causes of
+    ``also`` (the ones a local comparison would have named) whose refits explain the residual as well are listed
+    with it: these trials cannot tell such a model error from the free parameters' own optimum, and the note's
+    evidence holds them as ``causes`` (an indistinguishable set with "no model error, calibrate further").
 
     (was: an unmodified cart-pendulum whose calibration had spent its budget at 16 % parameter error was
     diagnosed *unexplained*, "the model is too simple here", although the free parameters refitted from afar
@@ -473,12 +514,27 @@ def _optimum_from_afar(ctx: ProbeContext, null: Refit, local_null: Refit, stats:
                       for spec, (k, v) in zip(ctx.free, values.items()))
     stats["optimality_from_afar"] = {"ssr_here": s_here, "ssr_free_refit_far": null.ssr, "likelihood_ratio": lr,
                                      "critical_lr": crit, "values": values}
+    # an alternative: a cause whose refit explains the residual as well with the free parameters elsewhere (a
+    # cause refitted to about nothing beside the same optimum is that optimum, not an alternative)
+    tied = [m for m in also if m.refit is not None and m.determined and m.refit.far
+            and not _leaves_systematic(ctx, m.refit.ssr, s_here)
+            and float(np.max(np.abs(np.asarray(m.refit.u) - np.asarray(null.u)), initial=0.0)) > FAR_APART]
     msg = (f"Not at the optimum: the free parameters alone, refitted over their whole ranges, explain the residual "
            f"— the training error falls from {math.sqrt(s_here / n):.3g} to {math.sqrt(null.ssr / n):.3g} {ctx.unit} "
            f"RMS ({100 * drop / s_here:.0f} % of the squared residual, the rest the noise's) at {shown}. The "
-           f"calibration stopped before it got there; no model error is needed and no other cause is looked for. "
-           f"Calibrate further (more iterations or rollouts), or start nearer these values.")
-    return _convergence_note(ctx, msg, s_here, null.ssr, lr, crit, values=values, from_afar=True)
+           f"calibration stopped before it got there. Calibrate further (more iterations or rollouts), or start "
+           f"nearer these values.")
+    extra: dict[str, Any] = {}
+    if tied:
+        members = [_member(ctx, m, s_here) for m in tied]
+        listed = "; ".join(f"{m['cause']} ({m['size_text']})" for m in members)
+        sep = separating_trial([m.cause for m in tied])
+        msg += (f" These trials cannot tell that optimum from a model error that explains the residual as well: "
+                f"{listed}. Neither is recommended; {sep} would tell them apart.")
+        extra = {"causes": members, "separate_with": sep}
+    else:
+        msg += " No model error is needed, and no other cause explains it as well."
+    return _convergence_note(ctx, msg, s_here, null.ssr, lr, crit, values=values, from_afar=True, **extra)
 
 
 def _not_at_optimum(ctx: ProbeContext, F: np.ndarray, null, stats: dict,
