@@ -391,6 +391,26 @@ def _unfinished_fit(ctx: ProbeContext, scores: list[Score], null: Refit, dec: di
     return found
 
 
+def _at_noise(ctx: ProbeContext, refit: Refit) -> bool:
+    """Whether a refit's sum of squares is what the noise alone leaves: within the noise's spread
+    ``z₁₋α σ² √(2M)`` of ``M σ²`` (an absolute test: far from the optimum, "most of the residual removed" still
+    leaves room for a model error's whole signature). ``σ²`` is the smaller of the diagnosis's estimate and the
+    same estimator on the refit's own residual: far from the optimum the residual is rough and its successive
+    differences overstate the noise (a budget-stopped toy arm: 3.2 px against 0.3 px)."""
+    from .chi2 import norm_ppf
+    from .context import noise_variance
+
+    sigma2 = ctx.sigma2
+    try:
+        sigma2 = min(sigma2, float(noise_variance(np.asarray(refit.r, float), ctx.index)))
+    except (ValueError, IndexError, TypeError):
+        pass
+    if not sigma2 > 0:
+        return False
+    n = max(int(ctx.ok.sum()), 1)
+    return refit.ssr - n * sigma2 <= float(norm_ppf(1.0 - THRESHOLDS["alpha"])) * sigma2 * math.sqrt(2.0 * n)
+
+
 def _far_candidates(scores: list[Score], dec: dict) -> list[Score]:
     """The causes refitted from afar: the ``far_top`` of best linearised share and the local decision's set."""
     chosen = [s for s in scores if s.column is not None and s.share_linear > 0][: int(THRESHOLDS["far_top"])]
@@ -490,8 +510,8 @@ def _optimum_from_afar(ctx: ProbeContext, null: Refit, local_null: Refit, stats:
     """A ``convergence`` note when the free parameters alone, refitted from afar (:func:`_far`), explain the
     residual the local refits could not: the calibration stopped far from its optimum (a budget spent before it
     got there), not at a model error. The same tests as :func:`_not_at_optimum` on the far refit ``null``: its
-    decrease from the diagnosed point is significant (likelihood ratio against the χ²_F quantile) and leaves no
-    systematic part (:func:`_leaves_systematic`). None otherwise (a cause is looked for as usual). The causes of
+    decrease from the diagnosed point is significant (likelihood ratio against the χ²_F quantile) and it leaves
+    what the noise alone leaves (:func:`_at_noise`). None otherwise (a cause is looked for as usual). The causes of
     ``also`` (the ones a local comparison would have named) whose refits explain the residual as well are listed
     with it: these trials cannot tell such a model error from the free parameters' own optimum, and the note's
     evidence holds them as ``causes`` (an indistinguishable set with "no model error, calibrate further").
@@ -507,7 +527,7 @@ def _optimum_from_afar(ctx: ProbeContext, null: Refit, local_null: Refit, stats:
     drop = s_here - null.ssr
     lr = drop / ctx.sigma2
     crit = chi2_ppf(1.0 - THRESHOLDS["alpha"], max(len(ctx.free), 1))
-    if not (lr > crit and drop >= THRESHOLDS["min_share"] * s_here) or _leaves_systematic(ctx, null.ssr, s_here):
+    if not (lr > crit and drop >= THRESHOLDS["min_share"] * s_here) or not _at_noise(ctx, null):
         return None
     values = {spec.name: float(spec.from_unit(float(np.clip(u, 0.0, 1.0)))) for spec, u in zip(ctx.free, null.u)}
     shown = ", ".join(f"{k} = {v:.4g}{(' ' + spec.unit) if spec.unit else ''}"
@@ -516,8 +536,7 @@ def _optimum_from_afar(ctx: ProbeContext, null: Refit, local_null: Refit, stats:
                                      "critical_lr": crit, "values": values}
     # an alternative: a cause whose refit explains the residual as well with the free parameters elsewhere (a
     # cause refitted to about nothing beside the same optimum is that optimum, not an alternative)
-    tied = [m for m in also if m.refit is not None and m.determined and m.refit.far
-            and not _leaves_systematic(ctx, m.refit.ssr, s_here)
+    tied = [m for m in also if m.refit is not None and m.determined and m.refit.far and _at_noise(ctx, m.refit)
             and float(np.max(np.abs(np.asarray(m.refit.u) - np.asarray(null.u)), initial=0.0)) > FAR_APART]
     msg = (f"Not at the optimum: the free parameters alone, refitted over their whole ranges, explain the residual "
            f"— the training error falls from {math.sqrt(s_here / n):.3g} to {math.sqrt(null.ssr / n):.3g} {ctx.unit} "

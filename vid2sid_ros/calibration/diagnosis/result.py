@@ -158,8 +158,9 @@ class Diagnosis:
     def headline(self) -> str:
         """One clause for a list of insights: what the findings below amount to."""
         if self.warnings:
-            return (f"the model is probably wrong somewhere — do not read the parameters as physical before checking "
-                    f"({len(self.warnings)} warning(s))")
+            n = len(self.warnings)
+            return ("the model is probably wrong somewhere — do not read the parameters as physical before checking"
+                    + (f" ({n} warnings)" if n > 1 else ""))
         notes = [f for f in self.findings if f.severity == "note"]
         if notes:
             return "nothing unexplained; " + " ".join(f.message for f in notes)
