@@ -22,9 +22,11 @@ demo: $(SETUP_DEP)
 
 # Two worker processes (pytest-xdist), a test file per worker at a time so module fixtures are
 # built once; each worker has a ROS domain of its own (test/conftest.py). TEST_JOBS=1: one process.
+# A worker that dies is not replaced: the run ends red naming its test (pytest-xdist 3.8's file-wise
+# scheduling stalls for good after replacing a dead worker).
 TEST_JOBS ?= 2
 test: $(SETUP_DEP)
-	@$(ROS_ENV) $(PY) -m pytest -q $(if $(filter-out 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) test $(PYTEST_ARGS)
+	@$(ROS_ENV) $(PY) -m pytest -q $(if $(filter-out 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile --max-worker-restart=0) test $(PYTEST_ARGS)
 
 # The README's picture: the browser test's screenshot of a calibration report (needs chromium).
 readme-picture: $(SETUP_DEP)

@@ -66,6 +66,14 @@ def pytest_report_header(config):
             f"MUJOCO_GL={os.environ['MUJOCO_GL']}")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem, report, sched):
+    """Under pytest-xdist: name the test a worker died in, at once. (pytest-xdist 3.8's file-wise scheduling can
+    stall for good after a worker dies, before its summary would name the test: the log must say it first.)"""
+    sys.stderr.write(f"\nvid2sid tests: a pytest worker died while running {crashitem}\n")
+    sys.stderr.flush()
+
+
 @pytest.fixture
 def ros_env() -> dict[str, str]:
     """A copy of the isolated environment, for ``subprocess`` calls."""
