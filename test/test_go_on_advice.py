@@ -119,3 +119,15 @@ def test_the_demo_marks_its_length_unreliable_by_calibrates_rule(flagged_run):
     assert length.endswith("UNRELIABLE (run stopped at its rollout budget without converging)")
     s["length_unreliable_because"] = []
     assert "UNRELIABLE" not in next(ln for ln in summary_lines(s, [stop]) if ln.startswith("identified length"))
+
+
+def test_a_run_short_of_the_optimum_the_diagnosis_found_is_told_where_it_is():
+    """Was: a stalled pan-tilt run printed "more iterations or a larger budget will not help" although its residual
+    diagnosis said *not at the optimum* and where the free parameters fit the data; the user never saw it."""
+    far = {"misspecified": False, "verdict": "not_at_optimum",
+           "findings": [{"kind": "convergence", "severity": "note", "message": "Not at the optimum: ...",
+                         "evidence": {"values": {"pan_kp": 0.19962, "tilt_kp": 0.47811}}}]}
+    for stopped in ("stalled: no step lowers the training MAE", "iterations done", "rollout budget exhausted"):
+        helps, text = go_on_advice(_run(stopped, [6.0, 2.0, 1.9, 1.9, 1.9, 1.9], far))
+        assert helps and "pan_kp = 0.1996, tilt_kp = 0.4781" in text and "start it there" in text, text
+        assert "will not help" not in text

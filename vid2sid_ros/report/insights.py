@@ -372,6 +372,18 @@ def _model_finding(diag: Any) -> str:
     return str(diag.get("summary") or "the model cannot fit these data")
 
 
+def _optimum_elsewhere(diag: Any) -> str:
+    """Where the residual diagnosis's verdict *not at the optimum* puts the free parameters (``"pan_kp = 0.1996
+    N·m/rad, ..."``, from its refit from afar), ``"not given"`` without values; "" for any other verdict."""
+    if not isinstance(diag, Mapping) or diag.get("verdict") != "not_at_optimum":
+        return ""
+    for f in diag.get("findings") or []:
+        values = ((f.get("evidence") or {}) if isinstance(f, Mapping) else {}).get("values")
+        if isinstance(values, Mapping) and values:
+            return ", ".join(f"{k} = {float(v):.4g}" for k, v in values.items())
+    return "not given"
+
+
 def go_on_advice(run: RunSummary) -> tuple[bool, str]:
     """Whether running longer could change an unconverged run's result, and the sentence that says so.
 
@@ -380,6 +392,8 @@ def go_on_advice(run: RunSummary) -> tuple[bool, str]:
     * the residual diagnosis says the model is wrong (``residual_diagnosis.misspecified``): more
       iterations or budget cannot make the values physical, whatever the stop: ``False`` and the
       diagnosis's finding (its recommended cause and action);
+    * the diagnosis's verdict is *not at the optimum* (the free parameters alone, refitted, fit the data
+      further on): ``True``, with the values it found, whatever the stop;
     * ``stalled``: the optimiser itself found no step that lowers the error: ``False`` (a failed
       first-order test at such a point means the model cannot fit the data or the rollouts are too
       noisy for finite differences, not that the run was short);
@@ -394,6 +408,12 @@ def go_on_advice(run: RunSummary) -> tuple[bool, str]:
     if finding and kind in ("budget", "iterations", "stalled", "interrupted", "other"):
         return False, ("more iterations or a larger budget will not help: the residual diagnosis finds the model "
                        f"cannot fit these data ({finding}); fix the model first")
+    elsewhere = _optimum_elsewhere(run.result.get("residual_diagnosis"))
+    if elsewhere and kind in ("budget", "iterations", "stalled", "other"):  # (was: "stalled ... will not help")
+        where = "" if elsewhere == "not given" else f" ({elsewhere})"
+        return True, ("the residual diagnosis finds the free parameters alone fit the data at an optimum the run "
+                      f"stopped short of{where}: give it more iterations and a larger budget, or start it there "
+                      "(calibration.start)")
     if kind == "stalled":
         return False, ("more iterations or a larger budget will not help: the optimiser found no step that lowers "
                        "the error; check the model against the data (a model that cannot fit them leaves a "

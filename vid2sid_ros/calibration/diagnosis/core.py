@@ -534,6 +534,8 @@ def _optimum_from_afar(ctx: ProbeContext, null: Refit, local_null: Refit, stats:
                       for spec, (k, v) in zip(ctx.free, values.items()))
     stats["optimality_from_afar"] = {"ssr_here": s_here, "ssr_free_refit_far": null.ssr, "likelihood_ratio": lr,
                                      "critical_lr": crit, "values": values}
+    if isinstance(stats.get("optimality"), dict):  # the local test's verdict, overruled by this one
+        stats["optimality"].update(at_optimum=False, at_optimum_locally=stats["optimality"].get("at_optimum"))
     # an alternative: a cause whose refit explains the residual as well with the free parameters elsewhere (a
     # cause refitted to about nothing beside the same optimum is that optimum, not an alternative)
     tied = [m for m in also if m.refit is not None and m.determined and m.refit.far and _at_noise(ctx, m.refit)
