@@ -243,7 +243,8 @@ def _latency_in_doubt(note: Finding) -> Finding:
 
 
 def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jacobian=None,
-             far_refit_why_not: str | None = None, resolution_scale=None, converged: bool | None = None) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
+             far_refit_why_not: str | None = None, resolution_scale=None, converged: bool | None = None
+             ) -> tuple[str, dict | None, list[Finding], ConsiderResult | None]:
     """Screen every cause, refit the best few, decide; the findings, the checked recommendation and the
     consider analysis (:mod:`.consider`, on the screen's columns: no rollout of its own). The free
     columns are ``free_jacobian`` when it fits the residual (measured already), else measured. Refits from afar
@@ -320,17 +321,24 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
     return "named", None, [_same_kind(ctx, members, s0)], considered
 
 
+def _noise_spread(sigma2: float, n: int) -> float:
+    """The noise's spread on a sum of ``n`` squared residuals of variance ``sigma2``: ``z₁₋α σ² √(2n)`` (unit²; the
+    sum's standard deviation, chi-square with n degrees of freedom, times the one-sided normal quantile at α of
+    :data:`~.result.THRESHOLDS`)."""
+    from .chi2 import norm_ppf
+
+    return float(norm_ppf(1.0 - THRESHOLDS["alpha"])) * sigma2 * math.sqrt(2.0 * n)
+
+
 def _leaves_systematic(ctx: ProbeContext, ssr: float, s0: float) -> bool:
     """Whether a sum of squares ``ssr`` leaves a part of the systematic part ``S_0 − M σ²`` the noise does not
     account for: more than ``min_share`` of it and beyond the noise's spread ``z₁₋α σ² √(2M)`` (step 6 of the
     comparison, :func:`_partial`)."""
-    from .chi2 import norm_ppf
-
     if ctx.sigma2 <= 0:
         return False
     n = max(int(ctx.ok.sum()), 1)
     excess, rest = s0 - n * ctx.sigma2, ssr - n * ctx.sigma2
-    bound = float(norm_ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
+    bound = _noise_spread(ctx.sigma2, n)
     return excess > bound and rest > THRESHOLDS["min_share"] * excess and rest > bound
 
 
@@ -397,18 +405,13 @@ def _at_noise(ctx: ProbeContext, refit: Refit) -> bool:
     leaves room for a model error's whole signature). ``σ²`` is the smaller of the diagnosis's estimate and the
     same estimator on the refit's own residual: far from the optimum the residual is rough and its successive
     differences overstate the noise (a budget-stopped toy arm: 3.2 px against 0.3 px)."""
-    from .chi2 import norm_ppf
     from .context import noise_variance
 
-    sigma2 = ctx.sigma2
-    try:
-        sigma2 = min(sigma2, float(noise_variance(np.asarray(refit.r, float), ctx.index)))
-    except (ValueError, IndexError, TypeError):
-        pass
+    sigma2 = min(ctx.sigma2, float(noise_variance(np.asarray(refit.r, float), ctx.index)))
     if not sigma2 > 0:
         return False
     n = max(int(ctx.ok.sum()), 1)
-    return refit.ssr - n * sigma2 <= float(norm_ppf(1.0 - THRESHOLDS["alpha"])) * sigma2 * math.sqrt(2.0 * n)
+    return refit.ssr - n * sigma2 <= _noise_spread(sigma2, n)
 
 
 def _far_candidates(scores: list[Score], dec: dict) -> list[Score]:
@@ -476,14 +479,12 @@ def _partial(ctx: ProbeContext, best: Score, scores: list[Score], s0: float) -> 
     direction then is a confident answer the data do not support. Returns None when the best cause explains
     the systematic part.
     """
-    from .chi2 import norm_ppf
-
     if best.refit is None or ctx.sigma2 <= 0:
         return None
     n = max(int(ctx.ok.sum()), 1)
     noise = n * ctx.sigma2
     excess, rest = s0 - noise, best.refit.ssr - noise
-    bound = float(norm_ppf(1.0 - THRESHOLDS["alpha"])) * ctx.sigma2 * math.sqrt(2.0 * n)
+    bound = _noise_spread(ctx.sigma2, n)
     if excess <= 0 or rest <= THRESHOLDS["min_share"] * excess or rest <= bound:
         return None
     parts = sorted((s for s in scores if s.refit is not None and s.significant), key=lambda s: s.refit.ssr)[:5]
