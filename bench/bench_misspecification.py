@@ -176,7 +176,8 @@ def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
     """Verdict, causes, warning, right (module docstring)."""
     warned = bool(diag.get("misspecified"))
     members = diagnosis_members(diag)
-    verdict = diag.get("verdict") or ("none" if not warned else "?")
+    # a diagnosis that raised is a failure of its own, never a quiet "none"
+    verdict = "failed" if diag.get("failed") else diag.get("verdict") or ("none" if not warned else "?")
     size = set_size(diag, members)
     # not at the optimum, with the model errors these trials cannot tell from that optimum: a set of its own
     held = bool(labels) and verdict in ("named", "indistinguishable", "unchecked", "not_at_optimum") and any(

@@ -297,6 +297,31 @@ def test_a_tie_set_by_the_refits_accuracy_is_decided_by_the_data_once_the_refits
     assert decide(ctx, [mass, armature], null, accuracy=40.0)["verdict"] == "indistinguishable"
 
 
+def test_a_decision_after_refits_were_put_back_ignores_the_significance_they_had():
+    """Regression (the URDF arm with a dead-zone and a longer focal length, budget-stopped: the diagnosis raised
+    "'NoneType' object has no attribute 'ssr'" and the run reported no warning at a 772 % error): the check of an
+    unfinished fit refits causes from afar, decides, and puts the screened-only causes' refits back to None; their
+    significance from that decision stayed and the next decision sorted them by a refit they no longer had."""
+    from types import SimpleNamespace
+
+    from vid2sid_ros.calibration.diagnosis.causes import Cause
+    from vid2sid_ros.calibration.diagnosis.compare import Refit, Score, decide
+
+    def score(name, kind, ssr):
+        s = Score(Cause(name, kind, (name,), "relative", 0.05, (-0.6, 1.5)), None)
+        s.refit = Refit(np.zeros(1), np.array([0.2]), np.zeros(3), ssr)
+        return s
+
+    ctx = SimpleNamespace(sigma2=1.0)  # unit²
+    null = Refit(np.zeros(1), np.zeros(0), np.zeros(3), 1000.0)
+    focal, deadzone = score("focal", "camera", 300.0), score("deadzone", "drive", 200.0)
+    assert decide(ctx, [focal, deadzone], null)["set"][0] is deadzone and deadzone.significant
+    deadzone.refit = None  # put back: screened only
+    dec = decide(ctx, [focal, deadzone], null)
+    assert [m.cause.name for m in dec["set"]] == ["focal"] and dec["verdict"] == "named"
+    assert (deadzone.significant, deadzone.gain, deadzone.lr) == (False, 0.0, 0.0)
+
+
 # -- (f) a point short of the optimum: the free parameters explain the residual, no cause is named -------------
 def test_an_exact_model_stopped_before_its_optimum_names_no_cause(tmp_path):
     # the twin is the model that made the data; the diagnosed point is where a short run stopped (damping and

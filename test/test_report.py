@@ -490,3 +490,16 @@ def test_footage_of_a_time_split_recording_reaches_its_holdout_part():
     assert _footage(hold, np.arange(T), objectives, {"clip_train": thumbs},
                     {"clip": {**info["clip"], "retimed": True}}) is None  # slots are not video rows
     assert _footage(hold, np.array([25]), objectives, {"clip_train": thumbs}, info) is None  # beyond the frames
+
+
+def test_a_failed_residual_diagnosis_is_an_insight_that_says_so_without_its_traceback():
+    """Regression: a diagnosis that raised left ``findings`` empty and ``misspecified`` None, and its dict was
+    dumped key by key (traceback included) or, in the suite, counted as a quiet "none"."""
+    from vid2sid_ros.report.insights import _residual_items
+
+    diag = {"misspecified": None, "kinds": [], "findings": [], "failed": True,
+            "summary": "residual diagnosis failed: AttributeError: boom", "text": "...",
+            "traceback": "Traceback (most recent call last): ..."}
+    (line,) = _residual_items(diag)
+    assert line.startswith("residual diagnosis failed: AttributeError: boom: the parameters were not checked")
+    assert "Traceback" not in line

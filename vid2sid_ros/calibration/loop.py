@@ -1826,9 +1826,12 @@ def _final_diagnosis(s: _Session, history: list[IterationRecord], best_vals: Map
         if bias_failed:
             diagnosis.setdefault("statistics", {})["tracker_bias_not_measured"] = bias_failed
     except Exception as err:  # noqa: BLE001 - a diagnosis problem never loses the calibration result
-        diagnosis = {"misspecified": None, "kinds": [], "findings": [],
+        import traceback
+
+        diagnosis = {"misspecified": None, "kinds": [], "findings": [], "failed": True,
                      "summary": f"residual diagnosis failed: {type(err).__name__}: {err}",
-                     "text": f"residual diagnosis failed: {type(err).__name__}: {err}"}
+                     "text": f"residual diagnosis failed: {type(err).__name__}: {err}",
+                     "traceback": traceback.format_exc()[-4000:]}
     return diagnosis
 
 

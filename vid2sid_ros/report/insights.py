@@ -297,6 +297,10 @@ def _residual_items(diag: Any) -> list[str]:
     if isinstance(diag, str):
         return [diag]
     if isinstance(diag, Mapping):
+        if diag.get("failed"):  # never quiet: the parameters were not checked (the traceback is in result.json)
+            return [f"{diag.get('summary') or 'residual diagnosis failed'}: the parameters were not checked "
+                    "against the model errors the diagnosis looks for (its traceback is in result.json, "
+                    "residual_diagnosis.traceback)"]
         items = diag.get("findings") or diag.get("items") or []
         if isinstance(items, list):  # only what the diagnosis flags as a warning is an insight, and the tracker's
             items = [f for f in items if not isinstance(f, Mapping)  # bias (a note: the measurement, not the model)

@@ -409,7 +409,8 @@ def decide(ctx: ProbeContext, scores: list[Score], null: Refit, accuracy: float 
     crit = chi2_ppf(1.0 - alpha / n, 1)
     s0, sigma2 = null.ssr, ctx.sigma2
     for sc in scores:
-        if sc.refit is None:
+        if sc.refit is None:  # screened only now, whatever an earlier decision (on refits since put back) said
+            sc.gain, sc.lr, sc.significant = 0.0, 0.0, False
             continue
         sc.gain = s0 - sc.refit.ssr
         sc.lr = sc.gain / sigma2 if sigma2 > 0 else (math.inf if sc.gain > 0 else 0.0)
