@@ -95,3 +95,28 @@ def test_a_time_column_in_milliseconds_is_one_line_at_load(tmp_path):
     np.savetxt(tmp_path / "s.csv", np.column_stack([t / 1000.0, np.zeros(50)]), delimiter=",",
                header="time,pan_angle", comments="")
     assert load_joint_csv(tmp_path / "s.csv", joints={"pan_angle": "pan"}).rate == pytest.approx(50.0)
+
+
+def test_a_rig_reads_each_joint_csv_once_per_file_version_and_hands_out_copies(tmp_path, monkeypatch):
+    """A trial's CSV is parsed once although the check, probe, load, commands and measurement each ask for it;
+    a changed file is read again, and a caller changing what it got changes nothing the next one gets."""
+    import os
+
+    from vid2sid_ros.io import joint_csv, lab_sources
+    from vid2sid_ros.io.sources import SourceContext
+
+    path = tmp_path / "j.csv"
+    path.write_text("time,shoulder\n0.0,0.1\n0.01,0.2\n0.02,0.3\n")
+    calls = []
+    real = joint_csv.load_joint_csv
+    monkeypatch.setattr(joint_csv, "load_joint_csv", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(lab_sources, "_JOINT_CACHE", {})
+    block = {**lab_sources.JOINT_CSV_KEYS, "path": str(path), "joints": ["shoulder"]}
+    ctx = SourceContext(where="trials[0].joint_csv", base_dir=tmp_path)
+    first = lab_sources._joint_read(block, ctx)
+    first.positions[:] = 99.0  # a caller changing its copy
+    second = lab_sources._joint_read(block, ctx)
+    assert len(calls) == 1 and second.positions[:, 0].tolist() == [0.1, 0.2, 0.3]
+    path.write_text("time,shoulder\n0.0,0.5\n0.01,0.6\n0.02,0.7\n")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # a new version, even if fast
+    assert lab_sources._joint_read(block, ctx).positions[:, 0].tolist() == [0.5, 0.6, 0.7] and len(calls) == 2

@@ -28,6 +28,7 @@ process (cached by path and modification time).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -148,14 +149,42 @@ JOINT_CSV_KEYS = {"path": None, "joints": None, "units": "rad", "commands": None
                   "noise": None}
 
 
+#: parsed joint-state CSVs by (path, size, mtime, read options): a rig's check, probe, load, commands and
+#: measurement each read the trial's file, which parses every cell in Python (a 1,000-row arm log: ~25 ms a read)
+_JOINT_CACHE: dict[tuple, Any] = {}
+
+
 def _joint_read(block: dict, ctx: SourceContext):
+    """The trial's :class:`~.joint_csv.JointRecording` (a copy: callers may change it), parsed once per file
+    version and read options (:data:`_JOINT_CACHE`, a few entries).
+
+    Raises:
+        SourceError: the file cannot be read as asked (the one-line :class:`~.joint_csv.JointCsvError`, prefixed
+            with the rig config's field).
+    """
+    import copy
+
     from .joint_csv import JointCsvError, load_joint_csv
 
+    key = None
     try:
-        return load_joint_csv(block["path"], joints=block["joints"], units=block["units"], commands=block["commands"],
-                              time_column=block["time_column"], rate=block["rate"])
+        st = os.stat(block["path"])
+        key = (os.path.realpath(block["path"]), st.st_size, st.st_mtime_ns, repr(block["joints"]),
+               repr(block["units"]), repr(block["commands"]), block["time_column"], block["rate"])
+    except (OSError, TypeError, ValueError):
+        pass  # load_joint_csv says what is wrong with the path
+    if key is not None and key in _JOINT_CACHE:
+        return copy.deepcopy(_JOINT_CACHE[key])
+    try:
+        rec = load_joint_csv(block["path"], joints=block["joints"], units=block["units"], commands=block["commands"],
+                             time_column=block["time_column"], rate=block["rate"])
     except JointCsvError as err:
         raise SourceError(f"{ctx.where}: {err}") from None
+    if key is not None:
+        while len(_JOINT_CACHE) >= 8:
+            _JOINT_CACHE.pop(next(iter(_JOINT_CACHE)))
+        _JOINT_CACHE[key] = copy.deepcopy(rec)
+    return rec
 
 
 def _joint_check(block: dict, ctx: SourceContext) -> dict:
