@@ -271,6 +271,16 @@ def test_a_camera_move_is_named_by_the_world_fields_a_user_frees():
     assert by_what["camera tilt"] == ("camera.roll", "camera.pitch", "camera.yaw")
 
 
+def _refitted(name, kind, ssr):
+    """A one-dimensional cause's score with a refit leaving the sum of squares ``ssr`` (unit²)."""
+    from vid2sid_ros.calibration.diagnosis.causes import Cause
+    from vid2sid_ros.calibration.diagnosis.compare import Refit, Score
+
+    s = Score(Cause(name, kind, (name,), "relative", 0.05, (-0.6, 1.5)), None)
+    s.refit = Refit(np.zeros(1), np.array([0.2]), np.zeros(3), ssr)
+    return s
+
+
 # -- (f) a tie set by the refits' accuracy, not by the data, is decided again on refined refits ------------------
 def test_a_tie_set_by_the_refits_accuracy_is_decided_by_the_data_once_the_refits_are_refined():
     """Regression (the finger with a 20 % heavier middle link: mass and armature tied in 5/5 seeds, also after a
@@ -279,17 +289,11 @@ def test_a_tie_set_by_the_refits_accuracy_is_decided_by_the_data_once_the_refits
     place the likelihood ratio decides; refits not accurate enough still tie."""
     from types import SimpleNamespace
 
-    from vid2sid_ros.calibration.diagnosis.causes import Cause
-    from vid2sid_ros.calibration.diagnosis.compare import Refit, Score, decide
-
-    def score(name, kind, ssr):
-        s = Score(Cause(name, kind, (name,), "relative", 0.05, (-0.6, 1.5)), None)
-        s.refit = Refit(np.zeros(1), np.array([0.2]), np.zeros(3), ssr)
-        return s
+    from vid2sid_ros.calibration.diagnosis.compare import Refit, decide
 
     ctx = SimpleNamespace(sigma2=1.0)  # unit²
     null = Refit(np.zeros(1), np.zeros(0), np.zeros(3), 1000.0)
-    mass, armature = score("mass", "inertia", 400.0), score("armature", "joint", 430.0)  # 30 noise variances apart
+    mass, armature = _refitted("mass", "inertia", 400.0), _refitted("armature", "joint", 430.0)  # 30 noise variances apart
     assert decide(ctx, [mass, armature], null)["verdict"] == "indistinguishable"  # 10 % of 600 = 60 > 30
     dec = decide(ctx, [mass, armature], null, accuracy=2.0)
     assert dec["verdict"] == "named" and [m.cause.name for m in dec["set"]] == ["mass"]
@@ -304,17 +308,11 @@ def test_a_decision_after_refits_were_put_back_ignores_the_significance_they_had
     significance from that decision stayed and the next decision sorted them by a refit they no longer had."""
     from types import SimpleNamespace
 
-    from vid2sid_ros.calibration.diagnosis.causes import Cause
-    from vid2sid_ros.calibration.diagnosis.compare import Refit, Score, decide
-
-    def score(name, kind, ssr):
-        s = Score(Cause(name, kind, (name,), "relative", 0.05, (-0.6, 1.5)), None)
-        s.refit = Refit(np.zeros(1), np.array([0.2]), np.zeros(3), ssr)
-        return s
+    from vid2sid_ros.calibration.diagnosis.compare import Refit, decide
 
     ctx = SimpleNamespace(sigma2=1.0)  # unit²
     null = Refit(np.zeros(1), np.zeros(0), np.zeros(3), 1000.0)
-    focal, deadzone = score("focal", "camera", 300.0), score("deadzone", "drive", 200.0)
+    focal, deadzone = _refitted("focal", "camera", 300.0), _refitted("deadzone", "drive", 200.0)
     assert decide(ctx, [focal, deadzone], null)["set"][0] is deadzone and deadzone.significant
     deadzone.refit = None  # put back: screened only
     dec = decide(ctx, [focal, deadzone], null)
