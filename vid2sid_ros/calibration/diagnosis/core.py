@@ -16,6 +16,7 @@ from .causes import Composite, FrozenParameter, candidate_causes
 from .chi2 import chi2_ppf
 from .compare import (Refit, Score, decide, far_start, free_columns, held_out_check, line_scan, polish, refit,
                       refit_far, screen)
+from .compare import _at_edge
 from .consider import ConsiderResult, consider
 from .context import ProbeContext
 from .result import THRESHOLDS, Diagnosis, Finding
@@ -308,17 +309,141 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
         # answer either, tie or not (step 6 on its best member)
         partial = _partial(ctx, members[0], scores, s0)
         if partial is not None:
-            return "unexplained", None, [partial], considered
+            return (*(_two_causes(ctx, scores, F, s0, stats) or ("unexplained", None, [partial])), considered)
     if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(members):
-        return "indistinguishable", None, [_indistinguishable(ctx, members, s0)], considered
+        # a tie of causes each of which leaves a systematic part: two errors at once may explain it whole
+        two = _two_causes(ctx, scores, F, s0, stats) if _partial(ctx, members[0], scores, s0) is not None else None
+        return (*(two or ("indistinguishable", None, [_indistinguishable(ctx, members, s0)])), considered)
     if members[0].cause.kind == "tracker":
         return (*_named_tracker(ctx, members[0], scores, s0), considered)
     partial = _partial(ctx, members[0], scores, s0)
     if partial is not None:  # the best cause leaves a systematic part of its own: no single cause is named
-        return "unexplained", None, [partial], considered
+        return (*(_two_causes(ctx, scores, F, s0, stats) or ("unexplained", None, [partial])), considered)
     if len(members) == 1 or members[0].cause.kind == "camera":
         return (*_named(ctx, members, scores, F, null, s0), considered)
     return "named", None, [_same_kind(ctx, members, s0)], considered
+
+
+#: kinds never paired by :func:`_two_causes`: the measurement's own bias (a note, not a model error)
+_UNPAIRED = frozenset({"tracker"})
+
+
+def _two_causes(ctx: ProbeContext, scores: list[Score], F: np.ndarray, s0: float, stats: dict
+                ) -> tuple[str, dict | None, list[Finding]] | None:
+    """Two model errors at once, when no single cause explains the residual (step 6, :func:`_partial`).
+
+    Each of the two best refitted significant causes is paired with each of the ``pair_top`` best refitted ones
+    and the 2·``pair_top`` best others on their linearised share (at least ``min_share``), two of different kinds
+    (a drive's dead-zone with the camera's focal length; not two camera fields, which :func:`_named` already fits
+    together, nor two causes of the drives): at most 6·``pair_top`` pairs, each refitted together with the free
+    parameters from the better member's refit. A pair explains the residual when it leaves no systematic part (:func:`_leaves_systematic`), each
+    member is needed (without either the sum of squares rises by more than the χ²₁ bound at ``1 − α/n``, Wilks;
+    Bonferroni over the n candidates) and no size sits on its bound. The best such pair is named when every
+    other explaining pair is worse by more than the tie bound (as :func:`~.compare.decide` decides one cause);
+    pairs that tie are reported as indistinguishable (their causes together). Nothing is recommended: each
+    error is fixed on its own (the one with a parameter freed, the other in the model) and the rig calibrated
+    again. Returns None when no pair explains the residual (``statistics.pairs`` records every pair refitted).
+    """
+    if ctx.sigma2 <= 0:
+        return None
+    top = int(THRESHOLDS["pair_top"])
+    usable = [s for s in scores if s.column is not None and s.cause.kind not in _UNPAIRED]
+    anchors = sorted((s for s in usable if s.refit is not None and s.significant and s.determined),
+                     key=lambda s: s.refit.ssr)[:2]
+    # partners: the best on their refits and on their linearised share — a second error can hide behind a first
+    # that took the refits' places (a dead-zone screened only, behind the camera fields that tie for a lens)
+    partners = sorted((s for s in usable if s.refit is not None and s.significant and s.determined),
+                      key=lambda s: s.refit.ssr)[:top]
+    partners += [s for s in sorted(usable, key=lambda s: -s.share_linear)
+                 if s.share_linear >= THRESHOLDS["min_share"] and not any(s is p for p in partners)][:2 * top]
+    crit = chi2_ppf(1.0 - THRESHOLDS["alpha"] / max(len(scores), 1), 1)
+    refitted, good, seen = [], [], []
+    for a in anchors:
+        for b in partners:
+            if a.cause.kind == b.cause.kind or any({id(a), id(b)} == x for x in seen):  # one kind: two camera
+                continue  # fields (fitted together when named), two drives
+            seen.append({id(a), id(b)})
+            pair = _pair_refit(ctx, a, b, F)
+            if pair is None:
+                continue
+            alone = sorted(_alone_ssr(x, s0) for x in (a, b))
+            explains = (not _leaves_systematic(ctx, pair.ssr, s0) and alone[0] - pair.ssr > crit * ctx.sigma2
+                        and alone[1] - pair.ssr > crit * ctx.sigma2
+                        and not any(_at_edge(c, float(t)) for c, t in zip(a.parts + b.parts, pair.theta)))
+            refitted.append({"causes": [a.cause.name, b.cause.name], "ssr": pair.ssr,
+                             "share": 1.0 - pair.ssr / s0 if s0 > 0 else 0.0, "explains": explains})
+            if explains:
+                good.append((a, b, pair))
+    stats["pairs"] = refitted
+    if not good:
+        return None
+    # a few chord steps leave a pair short of its optimum (the sizes and which pair is best): every explaining
+    # pair's refit is continued, and the pairs are decided on the data within the refits' accuracy
+    as_scores = [_pair_score(a, b, pair) for a, b, pair in good]
+    tie = max(chi2_ppf(1.0 - THRESHOLDS["alpha"], 1) * ctx.sigma2, polish(ctx, as_scores, F))
+    good = sorted(((a, b, sc.refit) for (a, b, _), sc in zip(good, as_scores)), key=lambda g: g[2].ssr)
+    for entry, (a, b, pair) in ((e, g) for e in refitted for g in good
+                                if e["causes"] == [g[0].cause.name, g[1].cause.name]):
+        entry.update(ssr=pair.ssr, share=1.0 - pair.ssr / s0 if s0 > 0 else 0.0)
+    tied = [g for g in good if g[2].ssr - good[0][2].ssr <= tie]
+    return _two_causes_finding(ctx, tied, s0)
+
+
+def _pair_score(a: Score, b: Score, pair: Refit) -> Score:
+    """Causes ``a`` and ``b`` as one candidate (a :class:`~.causes.Composite` of their parts) with their joint
+    refit ``pair``, for :func:`~.compare.polish`."""
+    parts = tuple(a.parts) + tuple(b.parts)
+    both = Composite(f"{a.cause.name} and {b.cause.name}", a.cause.kind, tuple(a.cause.fields) + tuple(b.cause.fields),
+                     "", 0.0, (0.0, 0.0), parts=parts)
+    return Score(both, None, refit=pair, columns=list(a.probe_columns) + list(b.probe_columns))
+
+
+def _alone_ssr(s: Score, s0: float) -> float:
+    """What cause ``s`` alone leaves (unit²): its refit's sum of squares, else its linearised one."""
+    return s.refit.ssr if s.refit is not None else s0 * (1.0 - s.share_linear)
+
+
+def _pair_refit(ctx: ProbeContext, a: Score, b: Score, F: np.ndarray) -> Refit | None:
+    """Causes ``a`` and ``b`` refitted together with the free parameters, from their own refits' sizes (a cause
+    screened only: its probe's start) and the better refit's free parameters; None when that start cannot be
+    simulated."""
+    first = min((x for x in (a, b) if x.refit is not None), key=lambda x: x.refit.ssr)
+    parts = list(a.parts) + list(b.parts)
+    start = [float(t) for x in (a, b) for t in (x.refit.theta if x.refit is not None else x.starts)]
+    r0 = ctx.residual(parts, start, first.refit.u)
+    if r0 is None:
+        return None
+    return refit(ctx, parts, list(a.probe_columns) + list(b.probe_columns), F, start=start, start_r=r0,
+                 start_u=first.refit.u)
+
+
+def _two_causes_finding(ctx: ProbeContext, tied: list, s0: float) -> tuple[str, dict | None, list[Finding]]:
+    """The verdict of :func:`_two_causes`: ``tied`` pairs ``(a, b, refit)``, best first."""
+    n = max(int(ctx.ok.sum()), 1)
+    a, b, pair = tied[0]
+    k = len(a.parts)
+    members = []
+    for (s, theta) in ((a, pair.theta[:k]), (b, pair.theta[k:])):
+        m = _member(ctx, s, s0)
+        m["size"], m["size_text"] = _size(ctx, s.cause, theta)
+        members.append(m)
+    sizes = "; ".join(f"{m['cause']} ({m['size_text']})" for m in members)
+    lead = (f"Two errors at once explain the residual where no single one does: {sizes}. Fitted together with the "
+            f"free parameters they take the RMS from {math.sqrt(s0 / n):.3g} to {math.sqrt(pair.ssr / n):.3g} "
+            f"{ctx.unit} (noise {math.sqrt(ctx.sigma2):.3g} {ctx.unit}); each alone leaves a systematic part.")
+    if len(tied) == 1:
+        msg = lead + (" Nothing is recommended: fix each of them (free the one a parameter models, correct the "
+                      "other in the model or the camera calibration) and calibrate again.")
+        return "named", None, [Finding(a.cause.kind, "warning", msg, {"causes": members, "pair_ssr": pair.ssr})]
+    union = [a, b]
+    for s in (x for g in tied[1:] for x in g[:2]):
+        if not any(s is u for u in union):
+            union.append(s)
+    listed = "; ".join(" and ".join(x.cause.name for x in g[:2]) for g in tied)
+    msg = (lead + f" Other pairs explain it as well, and these trials cannot tell them apart: {listed}. None is "
+                  f"recommended; {separating_trial([s.cause for s in union])} would separate them.")
+    ev = {"causes": [_member(ctx, s, s0) for s in union], "pairs": [[x.cause.name for x in g[:2]] for g in tied]}
+    return "indistinguishable", None, [Finding("indistinguishable", "warning", msg, ev)]
 
 
 def _noise_spread(sigma2: float, n: int) -> float:

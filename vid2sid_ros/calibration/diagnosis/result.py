@@ -27,6 +27,9 @@ THRESHOLDS: dict[str, float] = {
     # linearised share first), the residual evaluations of each (besides its Jacobians), and where a cause
     # starts: at least this share of its search range
     "far_top": 6, "far_evaluations": 12, "far_start_share": 0.3,
+    # two errors at once (when no single cause explains the residual): the best causes of different kinds paired
+    # and each pair refitted together (``pair_top`` of them: at most pair_top·(pair_top−1)/2 refits)
+    "pair_top": 4,
     # forward-difference step of the free parameters, normalised units
     "probe_step": 0.01,
     # time fraction of each trial held out when no holdout trial is given
