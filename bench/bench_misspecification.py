@@ -6,7 +6,7 @@ stand-in real trial is made by ``make_sim2sim_trial(..., misspecify=...)`` (Gaus
 parameters, then the residual diagnosis runs. Then **follow the advice**: if the diagnosis makes a
 checked recommendation, do what it says (free the frozen parameter, free the latency nuisance, add a
 parameter for the model field, declare the camera intrinsics as free nuisance parameters) and refit
-with the same budget; if the verdict is ``indistinguishable`` or ``none``, or the recommendation
+with the same budget, from where the recommendation says (its ``start``: the identified values); if the verdict is ``indistinguishable`` or ``none``, or the recommendation
 cannot be followed in the twin (a drive dead-zone: no parameter models it), nothing is done and
 the cell says so.
 
@@ -201,7 +201,7 @@ def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # -- one calibration and its numbers -------------------------------------------------------------------------
-def _calibrate(rig, real, method, params, nuisance, budget, seed, truth, scored):
+def _calibrate(rig, real, method, params, nuisance, budget, seed, truth, scored, start=None):
     import warnings
 
     import numpy as np
@@ -211,7 +211,7 @@ def _calibrate(rig, real, method, params, nuisance, budget, seed, truth, scored)
     from vid2sid_ros.calibration.proposers import make_proposer
 
     cfg = CalibrationConfig(iterations=10, rollout_budget=budget, seed=seed, identifiability=False,
-                            final_identifiability=True, nuisance=nuisance)
+                            final_identifiability=True, nuisance=nuisance, start=start or None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdentifiabilityWarning)
         res = run_calibration(rig, real, make_proposer(method), cfg, parameters=params)
@@ -388,7 +388,10 @@ def _run_cell(rig_key, case, seed, method, budget):
     if rig2 is None:
         out["after"] = {**out["before"], "same_as_before": True}
         return out
-    after, diag2 = _calibrate(rig2, real, method, params2, nuisance2, budget, seed, truth, scored)
+    # calibrated again from where the recommendation says (the identified values: where its check refitted from)
+    start = {k: float(v) for k, v in ((sc["recommendation"] or {}).get("start") or {}).items()
+             if k in params2.names or k == "latency"}
+    after, diag2 = _calibrate(rig2, real, method, params2, nuisance2, budget, seed, truth, scored, start)
     sc2 = score(diag2, labels)
     out["after"] = {**after, **sc2, "silent": _silent(after, sc2), "same_as_before": False}
     return out
