@@ -123,3 +123,38 @@ def test_a_camera_turn_reports_each_angle_under_its_own_name():
                      "rad", 0.0, (0.0, 0.0), parts=rot)
     assert turn.value_text(None, [-0.000532, 0.00484, 0.00256]) == \
         "camera tilt -0.000532 rad, camera pan +0.00484 rad, camera roll +0.00256 rad"
+
+
+def _camera_candidates():
+    from vid2sid_ros.calibration.diagnosis.causes import CameraPose, Composite
+    from vid2sid_ros.calibration.diagnosis.compare import Score
+
+    move = [CameraPose(f"camera position along the image {a} axis", "camera", (f"camera.{a}",), "m", 0.002,
+                       (-0.1, 0.1), axis=i) for i, a in enumerate("xyz")]
+    turn = [CameraPose(n, "camera", ("camera.roll", "camera.pitch", "camera.yaw"), "rad", 0.002, (-0.1, 0.1),
+                       axis=3 + i) for i, n in enumerate(("camera tilt", "camera pan", "camera roll"))]
+    position = Composite("camera position (x, y, z)", "camera", ("camera.x", "camera.y", "camera.z"), "m", 0.0,
+                         (0.0, 0.0), parts=tuple(move))
+    orientation = Composite("camera orientation (roll, pitch, yaw)", "camera",
+                            ("camera.roll", "camera.pitch", "camera.yaw"), "rad", 0.0, (0.0, 0.0), parts=tuple(turn))
+    return [Score(orientation, None), Score(position, None), Score(move[0], None)]
+
+
+@pytest.mark.parametrize("first_ssr, joint_ssr, freed", [
+    (1000.0, 900.0, False),   # the orientation alone reaches the noise (M σ² = 1000): nothing left to free more for
+    (2000.0, 1000.0, True),   # it leaves a systematic part and the position takes it
+    (2000.0, 1987.7, True),   # 12.3 noise variances: past χ²₃(0.99) = 11.3 — the x axis is the position's, once
+    (2000.0, 1989.0, False),  # 11.0: not past it
+])
+def test_camera_fields_are_freed_with_the_best_only_when_they_explain_what_it_leaves(first_ssr, joint_ssr, freed):
+    """The cart's turned camera: the orientation alone reached the noise (0.30 px at 0.30 px noise) and the
+    position, the principal point and single axes were freed with it, 8 fields where 3 do — a combination the
+    next calibration could not fix."""
+    from types import SimpleNamespace
+
+    from vid2sid_ros.calibration.diagnosis.compare import Refit
+    from vid2sid_ros.calibration.diagnosis.core import _more_fields_needed
+
+    ctx = SimpleNamespace(sigma2=1.0, ok=np.ones(1000, bool))
+    refit = lambda ssr: Refit(np.zeros(2), np.zeros(3), np.zeros(1000), ssr)  # noqa: E731
+    assert _more_fields_needed(ctx, _camera_candidates(), refit(first_ssr), refit(joint_ssr), 5000.0) is freed

@@ -789,13 +789,7 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
         starts = [t for m in group for t in m.starts]
         joint = refit(ctx, [p for m in group for p in m.parts], [q for m in group for q in m.probe_columns], F,
                       start=starts, start_r=ctx.residual([p for m in group for p in m.parts], starts))
-        # the fields beyond the first cause's are freed only when they lower the sum of squares by more than the
-        # likelihood-ratio bound for their number (nested models, Wilks): a position, a pan and a principal point
-        # that each take the same sideways shift of a distant scene, freed together, take it as a combination of
-        # no use to a fit and make every later calibration less determined
-        extra = sum(m.dims for m in group[1:])
-        crit = chi2_ppf(1.0 - THRESHOLDS["alpha"], extra)
-        better = joint.ssr < fitted.ssr and (ctx.sigma2 <= 0 or (fitted.ssr - joint.ssr) / ctx.sigma2 > crit)
+        better = joint.ssr < fitted.ssr and _more_fields_needed(ctx, group, fitted, joint, s0)
         fitted = joint if better else fitted
         if fitted is not joint:
             group = group[:1]
@@ -835,6 +829,23 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
     if c0.kind == "camera":
         ev["camera_fields"] = rec["free"]
     return "named", rec, [Finding(c0.kind, "warning", msg, ev)]
+
+
+def _more_fields_needed(ctx: ProbeContext, group: list[Score], first: Refit, joint: Refit, s0: float) -> bool:
+    """Whether the camera fields beyond the first cause's are freed with it: the first leaves a systematic part
+    of its own (step 6, :func:`_leaves_systematic`) and the others, refitted together with it, lower the sum of
+    squares by more than the χ² quantile at ``1 − α`` for the number of parts they add (nested models, Wilks;
+    a part shared by two candidates — an axis of the position and the position — counted once). For a distant
+    scene a sideways shift, a pan and a principal point take the same image shift: freed together where the
+    first already reaches the noise, they add a combination the data cannot fix, and every later calibration
+    is less determined."""
+    if ctx.sigma2 <= 0:
+        return True
+    own = {id(p) for p in group[0].parts}
+    extra = len({id(p) for m in group[1:] for p in m.parts} - own)
+    if extra == 0 or not _leaves_systematic(ctx, first.ssr, s0):
+        return False
+    return (first.ssr - joint.ssr) / ctx.sigma2 > chi2_ppf(1.0 - THRESHOLDS["alpha"], extra)
 
 
 def _named_message(ctx: ProbeContext, group: list[Score], fitted, share: float, before: float, after: float,
