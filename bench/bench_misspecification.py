@@ -336,6 +336,15 @@ def follow_advice(rig, twin, params, nuisance, rec: dict[str, Any] | None, verdi
     return rig2, new, nuisance, "added " + ", ".join(f"{s.name} (target {s.target})" for s in added)
 
 
+def advice_start(rec: dict[str, Any] | None, params) -> dict[str, float] | None:
+    """Where the refit after following ``rec`` starts: the recommendation's ``start`` (the identified values, where
+    its held-out check refitted from), kept to the parameters of ``params`` and the latency nuisance; None (the
+    spec's nominal values) when it gives none. Begun again from the nominal values with the same budget, the cart's
+    calibration with its camera orientation freed stalled far from the point the check had scored."""
+    start = {k: float(v) for k, v in ((rec or {}).get("start") or {}).items() if k in params.names or k == "latency"}
+    return start or None
+
+
 # -- one cell ------------------------------------------------------------------------------------------------
 def run_cell(rig_key: str, case: str, seed: int, method: str, budget: int) -> dict[str, Any]:
     """One rig × case × seed × method (module docstring); JSON-ready. Never raises: errors are recorded."""
@@ -388,10 +397,8 @@ def _run_cell(rig_key, case, seed, method, budget):
     if rig2 is None:
         out["after"] = {**out["before"], "same_as_before": True}
         return out
-    # calibrated again from where the recommendation says (the identified values: where its check refitted from)
-    start = {k: float(v) for k, v in ((sc["recommendation"] or {}).get("start") or {}).items()
-             if k in params2.names or k == "latency"}
-    after, diag2 = _calibrate(rig2, real, method, params2, nuisance2, budget, seed, truth, scored, start)
+    after, diag2 = _calibrate(rig2, real, method, params2, nuisance2, budget, seed, truth, scored,
+                              advice_start(sc["recommendation"], params2))
     sc2 = score(diag2, labels)
     out["after"] = {**after, **sc2, "silent": _silent(after, sc2), "same_as_before": False}
     return out
