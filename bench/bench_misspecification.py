@@ -6,7 +6,7 @@ stand-in real trial is made by ``make_sim2sim_trial(..., misspecify=...)`` (Gaus
 parameters, then the residual diagnosis runs. Then **follow the advice**: if the diagnosis makes a
 checked recommendation, do what it says (free the frozen parameter, free the latency nuisance, add a
 parameter for the model field, declare the camera intrinsics as free nuisance parameters) and refit
-with the same budget; if the verdict is ``indistinguishable`` or ``none``, or the recommendation
+with the same budget, from where the recommendation says (its ``start``: the identified values); if the verdict is ``indistinguishable`` or ``none``, or the recommendation
 cannot be followed in the twin (a drive dead-zone: no parameter models it), nothing is done and
 the cell says so.
 
@@ -202,7 +202,7 @@ def score(diag: dict[str, Any], labels: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # -- one calibration and its numbers -------------------------------------------------------------------------
-def _calibrate(rig, real, method, params, nuisance, budget, seed, truth, scored):
+def _calibrate(rig, real, method, params, nuisance, budget, seed, truth, scored, start=None):
     import warnings
 
     import numpy as np
@@ -212,7 +212,7 @@ def _calibrate(rig, real, method, params, nuisance, budget, seed, truth, scored)
     from vid2sid_ros.calibration.proposers import make_proposer
 
     cfg = CalibrationConfig(iterations=10, rollout_budget=budget, seed=seed, identifiability=False,
-                            final_identifiability=True, nuisance=nuisance)
+                            final_identifiability=True, nuisance=nuisance, start=start or None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdentifiabilityWarning)
         res = run_calibration(rig, real, make_proposer(method), cfg, parameters=params)
@@ -337,6 +337,15 @@ def follow_advice(rig, twin, params, nuisance, rec: dict[str, Any] | None, verdi
     return rig2, new, nuisance, "added " + ", ".join(f"{s.name} (target {s.target})" for s in added)
 
 
+def advice_start(rec: dict[str, Any] | None, params) -> dict[str, float] | None:
+    """Where the refit after following ``rec`` starts: the recommendation's ``start`` (the identified values, where
+    its held-out check refitted from), kept to the parameters of ``params`` and the latency nuisance; None (the
+    spec's nominal values) when it gives none. Begun again from the nominal values with the same budget, the cart's
+    calibration with its camera orientation freed stalled far from the point the check had scored."""
+    start = {k: float(v) for k, v in ((rec or {}).get("start") or {}).items() if k in params.names or k == "latency"}
+    return start or None
+
+
 # -- one cell ------------------------------------------------------------------------------------------------
 def run_cell(rig_key: str, case: str, seed: int, method: str, budget: int) -> dict[str, Any]:
     """One rig × case × seed × method (module docstring); JSON-ready. Never raises: errors are recorded."""
@@ -389,7 +398,8 @@ def _run_cell(rig_key, case, seed, method, budget):
     if rig2 is None:
         out["after"] = {**out["before"], "same_as_before": True}
         return out
-    after, diag2 = _calibrate(rig2, real, method, params2, nuisance2, budget, seed, truth, scored)
+    after, diag2 = _calibrate(rig2, real, method, params2, nuisance2, budget, seed, truth, scored,
+                              advice_start(sc["recommendation"], params2))
     sc2 = score(diag2, labels)
     out["after"] = {**after, **sc2, "silent": _silent(after, sc2), "same_as_before": False}
     return out

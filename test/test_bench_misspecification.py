@@ -179,3 +179,17 @@ def test_an_unchecked_set_counts_only_when_small_and_is_no_false_alarm(bench):
     quiet = bench.score(small, [])  # the same statement on an unmodified rig: a caveat, no false alarm
     assert quiet["right"] and quiet["false_alarm"] is False and quiet["verdict"] == "unchecked"
     assert not bench.score({**small, "causes": listed[1:], "set_size": 1}, mass)["right"]
+
+
+def test_the_refit_after_the_advice_starts_where_the_recommendation_says(bench):
+    """The recommendation's ``start`` (the identified values) is where the refit begins, not the spec's nominal
+    values: from those, the cart with its camera orientation freed stalled at 3.7 px (46 % parameter error)."""
+    from vid2sid_ros.benchmark.run import resolve_rig
+
+    p = resolve_rig(bench.RIGS["cart_pendulum"]).parameters
+    rec = {"recommended": True, "kind": "camera", "free": ["camera.yaw"],
+           "start": {"motor_gain": 10.5, "rail_damping": 0.8, "hinge_damping": 0.021, "latency": 0.001,
+                     "not_a_parameter": 1.0}}
+    assert bench.advice_start(rec, p) == {"motor_gain": 10.5, "rail_damping": 0.8, "hinge_damping": 0.021,
+                                          "latency": 0.001}
+    assert bench.advice_start({"recommended": True}, p) is None and bench.advice_start(None, p) is None

@@ -93,7 +93,11 @@ class Composite(Cause):
     parts: tuple = ()
 
     def value_text(self, ctx: Any, theta: Any) -> str:
-        return ", ".join(f"{p.fields[0]} {p.value_text(ctx, float(t))}" for p, t in zip(self.parts, theta))
+        """Each part's size, labelled by its field, or by its name where parts share a first field (a camera
+        turn's three parts each name all three angles: "camera tilt", "camera pan", "camera roll")."""
+        firsts = [p.fields[0] if p.fields else p.name for p in self.parts]
+        labels = firsts if len(set(firsts)) == len(firsts) else [p.name for p in self.parts]
+        return ", ".join(f"{lab} {p.value_text(ctx, float(t))}" for lab, p, t in zip(labels, self.parts, theta))
 
 
 def parts_of(cause: Cause) -> tuple:

@@ -309,7 +309,8 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
         # answer either, tie or not (step 6 on its best member)
         partial = _partial(ctx, members[0], scores, s0)
         if partial is not None:
-            return (*(_two_causes(ctx, scores, F, s0, stats) or ("unexplained", None, [partial])), considered)
+            two = _with_latency(ctx, scores, F, s0, stats) or _two_causes(ctx, scores, F, s0, stats)
+            return (*(two or ("unexplained", None, [partial])), considered)
     if dec["verdict"] == "indistinguishable" or _pose_against_intrinsics(members):
         # a tie of causes each of which leaves a systematic part: two errors at once may explain it whole
         two = _two_causes(ctx, scores, F, s0, stats) if _partial(ctx, members[0], scores, s0) is not None else None
@@ -318,7 +319,9 @@ def _compare(ctx: ProbeContext, stats: dict, families, intervals=None, free_jaco
         return (*_named_tracker(ctx, members[0], scores, s0), considered)
     partial = _partial(ctx, members[0], scores, s0)
     if partial is not None:  # the best cause leaves a systematic part of its own: no single cause is named
-        return (*(_two_causes(ctx, scores, F, s0, stats) or ("unexplained", None, [partial])), considered)
+        # unless it and a latency, or two other causes, refitted together explain it
+        two = _with_latency(ctx, scores, F, s0, stats) or _two_causes(ctx, scores, F, s0, stats)
+        return (*(two or ("unexplained", None, [partial])), considered)
     if len(members) == 1 or members[0].cause.kind == "camera":
         return (*_named(ctx, members, scores, F, null, s0), considered)
     return "named", None, [_same_kind(ctx, members, s0)], considered
@@ -631,6 +634,118 @@ def _partial(ctx: ProbeContext, best: Score, scores: list[Score], s0: float) -> 
         "causes": [_member(ctx, s, s0) for s in parts], "separate_with": separating_trial([s.cause for s in parts])})
 
 
+#: the kinds that are never paired with a latency: timing errors (a latency plus a time warp is a time warp) and
+#: the measurement's own bias
+_NOT_PAIRED = frozenset({"latency", "timing", "rolling_shutter", "tracker"})
+
+
+def _with_latency(ctx: ProbeContext, scores: list[Score], F: np.ndarray, s0: float, stats: dict
+                  ) -> tuple[str, dict | None, list[Finding]] | None:
+    """Two errors at once, one of them a latency: when no single cause explains the residual (step 6) and the
+    latency nuisance is not free, each of the best ``far_top`` other significant causes is refitted together with
+    a latency (the latency is a time shift of the simulated keypoints: it costs no rollout beyond the cause's own
+    refit). When the best such pair leaves no systematic part (:func:`_leaves_systematic`) and each of its two
+    members is needed (removing either raises the sum of squares by more than the χ²₁ bound at ``1 − α/n``), the
+    verdict is *named*: the latency and its partner (or, when several partners explain it equally well with the
+    latency, the latency alone, the partners listed). The recommendation is the latency, the one of the two that is
+    freed without a rollout, checked on held-out data as any other; calibrating again with it free lets the
+    diagnosis see the other. None when there is no latency candidate or no pair explains the residual
+    (``statistics.latency_pairs`` records the pairs refitted)."""
+    lat = next((s for s in scores if s.cause.kind == "latency" and s.column is not None and s.dims == 1), None)
+    if lat is None or ctx.sigma2 <= 0:
+        return None
+    partners = sorted((s for s in scores if s.refit is not None and s.significant and s.determined
+                       and s.cause.kind not in _NOT_PAIRED), key=lambda s: s.refit.ssr)[: int(THRESHOLDS["far_top"])]
+    lat_theta = float(lat.refit.theta[0]) if lat.refit is not None else float(lat.theta_linear)
+    lat_ssr = lat.refit.ssr if lat.refit is not None else s0
+    pairs: list[tuple[Score, Score]] = []  # (partner, the pair as one candidate)
+    for s in partners:
+        parts = tuple(s.parts) + tuple(lat.parts)
+        start = [float(t) for t in s.refit.theta] + [lat_theta]
+        r_start = ctx.residual(list(parts), start, s.refit.u)
+        if r_start is None:
+            continue
+        cols = list(s.probe_columns) + [lat.column]
+        pair = Score(Composite(f"{s.cause.name} and {lat.cause.name}", s.cause.kind,
+                               tuple(s.cause.fields) + tuple(lat.cause.fields), "", 0.0, (0.0, 0.0), parts=parts),
+                     None, columns=cols)
+        pair.refit = refit(ctx, list(parts), cols, F, start=start, start_r=r_start, start_u=s.refit.u)
+        pairs.append((s, pair))
+    crit = chi2_ppf(1.0 - THRESHOLDS["alpha"] / max(len(scores), 1), 1)
+    good = [(s, p) for s, p in pairs if not _leaves_systematic(ctx, p.refit.ssr, s0)
+            and (s.refit.ssr - p.refit.ssr) / ctx.sigma2 > crit and (lat_ssr - p.refit.ssr) / ctx.sigma2 > crit
+            and not any(_at_edge(c, float(t)) for c, t in zip(p.parts, p.refit.theta))]
+    tied: list[Score] = []
+    if good:  # a tie of pairs is decided as step 5 decides one of causes: the tied refits continued, their accuracy
+        good.sort(key=lambda sp: sp[1].refit.ssr)
+        bound = chi2_ppf(1.0 - THRESHOLDS["alpha"], 1) * ctx.sigma2
+        tie = max(bound, THRESHOLDS["refit_accuracy"] * (s0 - good[0][1].refit.ssr))
+        close = [p for _, p in good if p.refit.ssr - good[0][1].refit.ssr <= tie]
+        if len(close) > 1:
+            tie = max(bound, polish(ctx, close, F))
+            good.sort(key=lambda sp: sp[1].refit.ssr)
+        tied = [s for s, p in good if p.refit.ssr - good[0][1].refit.ssr <= tie]
+    stats["latency_pairs"] = [{"cause": s.cause.name, "ssr": p.refit.ssr, "share": 1.0 - p.refit.ssr / s0 if s0 > 0
+                               else 0.0, "latency_s": float(p.refit.theta[-1]), "explains": any(s is g for g, _ in good),
+                               "tied": any(s is t for t in tied)} for s, p in pairs]
+    if not tied:
+        return None
+    best = good[0][1].refit
+    return _two_errors(ctx, lat, tied, best, F, s0)
+
+
+def _two_errors(ctx: ProbeContext, lat: Score, partners: list[Score], pair: Refit, F: np.ndarray, s0: float
+                ) -> tuple[str, dict | None, list[Finding]]:
+    """The *named* verdict of :func:`_with_latency`: a latency with ``partners`` (best first; one, or several
+    that explain it equally well with the latency), ``pair`` the best pair's refit. The pair is checked on
+    held-out data (refitted together on the training data, against the free parameters alone): the latency
+    alone leaves the other error's part and says little there. The recommendation frees the latency nuisance
+    (no rollout) and calibrates again: the diagnosis then sees the other error alone."""
+    n = max(int(ctx.ok.sum()), 1)
+    null = refit(ctx, [], [], F)
+    first = partners[0]
+    parts = list(first.parts) + list(lat.parts)
+    check = held_out_check(ctx, parts, list(first.probe_columns) + [lat.column], F, pair, null)
+    fitted = lat.refit if lat.refit is not None else pair
+    shift = float(pair.theta[-1])
+    before, after = math.sqrt(s0 / n), math.sqrt(pair.ssr / n)
+    share = 1.0 - pair.ssr / s0 if s0 > 0 else 0.0
+    rec = {"cause": lat.cause.name, "kind": "latency", "free": list(lat.cause.fields),
+           "action": how_to_free(lat.cause, ctx.unit) + "; calibrate again and diagnose: the other error "
+                     "is then what is left",
+           "training_rms_before": before, "training_rms_after": math.sqrt(fitted.ssr / n), "unit": ctx.unit,
+           "held_out": check, "recommended": check["improved"], "start": _start(ctx)}
+    if len(partners) == 1:
+        other = f"{first.cause.name} ({_size(ctx, first.cause, pair.theta[:-1])[1]})"
+    else:
+        other = "one of " + "; ".join(p.cause.name for p in partners) + " (they explain it equally well with it: " \
+                + separating_trial([p.cause for p in partners]) + " would separate them)"
+    msg = (f"Two errors at once: no single candidate explains the residual, but {lat.cause.name} of "
+           f"{shift * 1000:+.1f} ms ({shift * ctx.rate:+.2f} frame) together with {other}, refitted together, remove "
+           f"{100 * share:.0f} % of what the free parameters leave (RMS {before:.3g} → {after:.3g} {ctx.unit}); the "
+           f"latency alone removes {100 * _share(lat, s0):.0f} %, {first.cause.name} alone "
+           f"{100 * _share(first, s0):.0f} %. ")
+    h = check
+    if h["before"] is None:
+        msg += f"It could not be checked on held-out data; not recommended until it is ({rec['action']})."
+    else:
+        msg += (f"The two refitted together on the training data take the error on the {h['data']} from "
+                f"{h['before']:.3g} to {h['after']:.3g} {h['unit']} RMS" +
+                (f": recommended — {rec['action']}." if rec["recommended"] else
+                 ": it does not generalise, so nothing is recommended."))
+    members = [lat] + partners[:1] if len(partners) == 1 else [lat]
+    causes = [_member(ctx, m, s0) for m in members]
+    causes[0].update(size=shift, size_text=lat.cause.value_text(ctx, shift))
+    if len(causes) > 1:  # the partner's size in the pair, not alone (alone it took the latency's part too)
+        size, text = _size(ctx, first.cause, pair.theta[:-1])
+        causes[1].update(size=size, size_text=text, share=1.0 - pair.ssr / s0 if s0 > 0 else 0.0)
+    ev = {"cause": lat.cause.name, "fields": list(lat.cause.fields), "causes": causes,
+          "partners": [_member(ctx, p, s0) for p in partners], "share_removed": share, "rms_before": before,
+          "rms_after": after, "unit": ctx.unit, "shift_s": shift, "shift_frames": shift * ctx.rate,
+          "held_out": check}
+    return "named", rec, [Finding("latency", "warning", msg, ev)]
+
+
 def _optimum_from_afar(ctx: ProbeContext, null: Refit, local_null: Refit, stats: dict,
                        also: Sequence[Score] = ()) -> Finding | None:
     """A ``convergence`` note when the free parameters alone, refitted from afar (:func:`_far`), explain the
@@ -799,7 +914,8 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
         starts = [t for m in group for t in m.starts]
         joint = refit(ctx, [p for m in group for p in m.parts], [q for m in group for q in m.probe_columns], F,
                       start=starts, start_r=ctx.residual([p for m in group for p in m.parts], starts))
-        fitted = joint if joint.ssr < fitted.ssr else fitted
+        better = joint.ssr < fitted.ssr and _more_fields_needed(ctx, group, fitted, joint, s0)
+        fitted = joint if better else fitted
         if fitted is not joint:
             group = group[:1]
     causes = [m.cause for m in group]
@@ -813,7 +929,7 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
            "action": how_to_free(causes[0], ctx.unit) if len(causes) == 1 else
            "declare the camera fields " + ", ".join(fields) + " as free nuisance parameters",
            "training_rms_before": before, "training_rms_after": after, "unit": ctx.unit,
-           "held_out": check, "recommended": check["improved"]}
+           "held_out": check, "recommended": check["improved"], "start": _start(ctx)}
     msg = _named_message(ctx, group, fitted, share, before, after, members)
     nxt = min((s for s in scores if s.refit is not None and s not in group and s not in members),
               key=lambda s: s.refit.ssr, default=None)
@@ -838,6 +954,23 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
     if c0.kind == "camera":
         ev["camera_fields"] = rec["free"]
     return "named", rec, [Finding(c0.kind, "warning", msg, ev)]
+
+
+def _more_fields_needed(ctx: ProbeContext, group: list[Score], first: Refit, joint: Refit, s0: float) -> bool:
+    """Whether the camera fields beyond the first cause's are freed with it: the first leaves a systematic part
+    of its own (step 6, :func:`_leaves_systematic`) and the others, refitted together with it, lower the sum of
+    squares by more than the χ² quantile at ``1 − α`` for the number of parts they add (nested models, Wilks;
+    a part shared by two candidates — an axis of the position and the position — counted once). For a distant
+    scene a sideways shift, a pan and a principal point take the same image shift: freed together where the
+    first already reaches the noise, they add a combination the data cannot fix, and every later calibration
+    is less determined."""
+    if ctx.sigma2 <= 0:
+        return True
+    own = {id(p) for p in group[0].parts}
+    extra = len({id(p) for m in group[1:] for p in m.parts} - own)
+    if extra == 0 or not _leaves_systematic(ctx, first.ssr, s0):
+        return False
+    return (first.ssr - joint.ssr) / ctx.sigma2 > chi2_ppf(1.0 - THRESHOLDS["alpha"], extra)
 
 
 def _named_message(ctx: ProbeContext, group: list[Score], fitted, share: float, before: float, after: float,
@@ -906,6 +1039,15 @@ def _named_tracker(ctx: ProbeContext, best: Score, scores: list[Score], s0: floa
     return "named", rec, [Finding("tracker", "note", msg, ev)]
 
 
+def _start(ctx: ProbeContext) -> dict[str, float]:
+    """Where to calibrate again after following a recommendation: the identified values of the free parameters
+    (``{name: value}``, SI; ``calibration.start``). The held-out check refits from there; a calibration begun
+    again from the spec's nominal values with the same budget need not get there (on the cart with its camera
+    turned, the orientation freed from the nominal values stalled at 3.7 px where the check's refit reached the
+    noise)."""
+    return {s.name: float(ctx.full[s.name]) for s in ctx.free}
+
+
 def _check_sentence(rec: dict) -> str:
     h = rec["held_out"]
     if h["before"] is None:
@@ -913,7 +1055,8 @@ def _check_sentence(rec: dict) -> str:
     said = (f"Refitted with it free on the training data, the error on the {h['data']} goes from "
             f"{h['before']:.3g} to {h['after']:.3g} {h['unit']} RMS")
     if rec["recommended"]:
-        return said + f": recommended — {rec['action']}."
+        return said + f": recommended — {rec['action']}, and calibrate again from the identified values " \
+                      "(calibration.start; the check refitted from there)."
     return said + ": it does not generalise, so it is not recommended."
 
 
