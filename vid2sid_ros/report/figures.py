@@ -170,23 +170,13 @@ class _Encoder(json.JSONEncoder):
         return super().default(o)
 
 
-def _finite(obj: Any) -> Any:
-    """``obj`` with every non-finite float as None (JSON has no NaN; plotly.js reads null as a gap)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, np.floating):
-        return _finite(float(obj))
-    return obj
-
-
 def _script_json(obj: Any) -> str:
     """``obj`` as compact JSON safe inside a ``<script>``: ``<``, ``>`` and ``/`` escaped (no ``</script>``),
-    non-ASCII escaped (no U+2028 line break in a script), NaN as null."""
-    text = json.dumps(_finite(obj), cls=_Encoder, separators=(",", ":"), allow_nan=False)
+    non-ASCII escaped (no U+2028 line break in a script), a non-finite number as null (JSON has none; plotly.js
+    reads null as a gap; NaN inside a typed array stays NaN)."""
+    text = json.dumps(obj, cls=_Encoder, separators=(",", ":"))
+    if "NaN" in text or "Infinity" in text:  # maybe inside a string or base64 data: re-parsed, only numbers change
+        text = json.dumps(json.loads(text, parse_constant=lambda _: None), separators=(",", ":"), allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("/", "\\u002f")
 
 
