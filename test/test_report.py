@@ -413,7 +413,7 @@ def test_every_joint_is_drawn_for_joint_trials():
     real = Trajectory(np.arange(T) / 20.0, q, np.ones((T, K), bool), tuple(f"j{k}" for k in range(K)), "real",
                       kind="joints", unit="rad")
     fig = trial_figure(TrialCurves("chirp", "train", None, real, None, real), title="arm")
-    titles = [a.text for a in fig.layout.annotations]
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
     assert [f"j{k} position [rad]" for k in range(K)] == titles[:K]
 
 
@@ -422,8 +422,8 @@ def test_interval_bar_is_visible_when_narrower_than_its_marker(toy_runs):
     rows = [r for r in parameter_rows(load_run(runs["reasoner"][0])) if not r.frozen and r.interval is not None]
     assert rows
     fig = interval_figure(rows)
-    bars = [tr for tr in fig.data if tr.error_x is not None and tr.error_x.array is not None]
-    assert len(bars) == len(rows) and all(b.error_x.width >= 5 and b.error_x.thickness >= 2 for b in bars)
+    bars = [tr for tr in fig["data"] if (tr.get("error_x") or {}).get("array") is not None]
+    assert len(bars) == len(rows) and all(b["error_x"]["width"] >= 5 and b["error_x"]["thickness"] >= 2 for b in bars)
 
 
 def test_tracking_rows_count_tracked_and_lost_frames():
