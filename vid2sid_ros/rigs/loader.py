@@ -33,7 +33,7 @@ from typing import Any, Mapping
 
 from ..core.files import file_problem
 from ..core.excitation import Excitation, ExcitationError, build_excitation, build_excitation_sets
-from ..core.parameters import ParameterSet, ParameterSpec, ParameterSpecError, load_parameter_set
+from ..core.parameters import SPEC_FIELDS, ParameterSet, ParameterSpec, ParameterSpecError, load_parameter_set
 from ..core.rig import Rig, TrialSpec, UnknownRigError
 from ..io.sources import SOURCES, SourceContext, SourceError, check_clip_size
 from ..share import PACKAGE_DIR, resolve_path
@@ -223,6 +223,12 @@ def _parameters(value: Any, file: str, base: Path) -> ParameterSet:
             if not isinstance(spec, Mapping):
                 raise RigConfigError(f"{file}:parameters.{name}: expected a mapping {{unit, lower, upper, nominal, "
                                      f"target, ...}}, got {describe_value(spec)}")
+            unknown = [k for k in spec if k not in SPEC_FIELDS]
+            if unknown:  # the key's own path, with the closest field
+                close = difflib.get_close_matches(str(unknown[0]), SPEC_FIELDS[1:], n=1)
+                raise RigConfigError(f"{file}:parameters.{name}.{unknown[0]}: unknown key"
+                                     + (f" (did you mean {close[0]}?)" if close else "")
+                                     + f"; valid keys here: {', '.join(SPEC_FIELDS[1:])}")
             entries.append({"name": name, **dict(spec)})
         data = {"rig": data.get("rig", ""), "parameters": entries}
     try:
@@ -640,9 +646,11 @@ def _check_recorded_commands(rig: Rig, where: str, recorded: Excitation) -> None
         return
     unknown = [n for n in names if n not in model]
     if unknown:
+        from ..core.names import did_you_mean
+
         raise RigConfigError(f"{where}: command column(s) name {', '.join(repr(n) for n in unknown)}, which "
-                             f"{'is not an actuator' if len(unknown) == 1 else 'are not actuators'} of the model; its actuators: "
-                             f"{', '.join(model)}")
+                             f"{'is not an actuator' if len(unknown) == 1 else 'are not actuators'} of the model"
+                             f"{did_you_mean(unknown[0], model)}; its actuators: {', '.join(model)}")
     missing = [n for n in model if n not in names]
     if missing:
         raise RigConfigError(f"{where}: no command column for actuator(s) {', '.join(missing)}; the recorded "
