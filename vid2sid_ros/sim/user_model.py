@@ -226,7 +226,7 @@ def parse_user_target(model: mujoco.MjModel, name: str, target: str, *,
             if f not in camera_fields:
                 close = difflib.get_close_matches(f, list(camera_fields), n=1)
                 raise UserModelError(f"parameter '{name}': unknown camera field {f!r}"
-                                     + (f" (did you mean camera.{close[0]}?)" if close else "")
+                                     + (f" (did you mean {close[0]}?)" if close else "")
                                      + f" (valid: {', '.join(camera_fields)})")
             out.append(Binding("camera", f))
         elif part.startswith("trial."):
