@@ -42,6 +42,8 @@ CASES = [  # (what the config adds, the error after "FILE:")
     (_target("opt.densty"), "parameters.pan_kp.target: 'opt.densty' is not a real-valued MuJoCo option (did you "
      "mean opt.density?); options: "),
     (_target("init.qpos[tlit]"), "parameters.pan_kp.target: no joint named 'tlit' (did you mean tilt?); joints: "),
+    ({"trials": [{**joint_trial("t0", "t0.csv"), "init": {"qpos[pna]": 0.1}}]}, "trials[0].init: no joint named "
+     "'pna' (did you mean pan?); joints: ['pan', 'tilt']"),  # was: parameters.trial_init.t0.target
     ({"calibraton": {"iterations": 3}}, "calibraton: unknown key (did you mean calibration?); valid keys here: "),
     ({"calibration": {"iteratons": 3}}, "calibration.iteratons: unknown key (did you mean iterations?); valid keys "
      "here: active_learning, condition_threshold, "),

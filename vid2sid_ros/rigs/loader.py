@@ -886,6 +886,11 @@ def _check_twin(rig: Rig, file: str) -> None:
         m = re.match(r"^marker '([^']+)': (.*)$", msg)
         if m:
             raise RigConfigError(f"{file}:markers.{m.group(1)}: {m.group(2)}") from None
+        m = re.match(r"^parameter 'trial_init\.(.+)': (.*)$", msg)  # a trial's fixed initial state
+        if m:
+            i = next((k for k, t in enumerate(rig.trials or ()) if t.name == m.group(1)), None)
+            where = f"trials[{i}].init" if i is not None else f"trials.{m.group(1)}.init"
+            raise RigConfigError(f"{file}:{where}: {m.group(2)}") from None
         m = re.match(r"^parameter '([^']+)': (.*)$", msg)
         if m:
             raise RigConfigError(f"{file}:parameters.{m.group(1)}.target: {m.group(2)}") from None
