@@ -124,3 +124,26 @@ def test_a_correct_config_still_loads(tmp_path):
                     nuisance={"latency": {"enabled": True, "bounds": [-0.02, 0.02]}}, report={"title": "head"})
     assert load_rig(rig).parameters.names == ["pan_kp", "tilt_kp"]
     assert yaml.safe_load(rig.read_text())["calibration"]["far_refit"] == "converged"
+
+
+def test_typos_in_a_tracker_a_built_in_twins_options_and_a_stand_in(tmp_path, capsys):
+    """Were: the tracker's unknown key without the closest one, a built-in twin's option as a bare TypeError
+    (no file, no key), ``real.sim2sim`` keys without the closest one."""
+    write_rig(tmp_path)
+    rig = tmp_path / "rig.yaml"
+    rig.write_text(rig.read_text() + "tracker: {markrs: [{name: tip, hsv_lower: [0, 0, 0], hsv_upper: [9, 9, 9]}]}\n")
+    with pytest.raises(RigConfigError) as err:
+        load_rig(rig)
+    assert str(err.value).startswith(f"{rig}:tracker: tracker config: unknown key(s) ['markrs'] (did you mean "
+                                     "markers?)")
+    toy = tmp_path / "toy.yaml"
+    toy.write_text("rig: toy2\nmodel: {builtin: toy, options: {substep: 3}}\n")
+    with pytest.raises(RigConfigError) as err:
+        load_rig(toy)
+    assert str(err.value) == (f"{toy}:model.options.substep: unknown option of the built-in twin (did you mean "
+                              "substeps?); its options: width, height, substeps, link_lengths")
+    stand_in = tmp_path / "stand_in.yaml"
+    stand_in.write_text("rig: toy\nreal: {sim2sim: {sed: 3}}\n")
+    assert main(["calibrate", str(stand_in), "--out", str(tmp_path / "run"), "-q"]) == 2
+    assert capsys.readouterr().err.strip() == (f"vid2sid calibrate: {stand_in}: real.sim2sim: unknown key(s) ['sed'] "
+                                               "(did you mean seed?); valid: seed, truth, noise, truth_range")

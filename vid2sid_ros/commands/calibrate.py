@@ -224,7 +224,11 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
     s = dict(s)
     unknown = [k for k in s if k not in ("seed", "truth", "noise", "truth_range")]
     if unknown:
-        raise ConfigError(f"{src}: real.sim2sim: unknown key(s) {unknown}; valid: seed, truth, noise, truth_range")
+        from ..core.names import did_you_mean
+
+        raise ConfigError(f"{src}: real.sim2sim: unknown key(s) {unknown}"
+                          f"{did_you_mean(unknown[0], ('seed', 'truth', 'noise', 'truth_range'))}; valid: seed, truth, "
+                          "noise, truth_range")
     sseed = s.get("seed", seed)
     if isinstance(sseed, bool) or not isinstance(sseed, int):
         raise ConfigError(f"{src}: real.sim2sim.seed must be an integer, got {sseed!r}")

@@ -876,6 +876,12 @@ def _check_twin(rig: Rig, file: str) -> None:
 
     try:
         twin = rig.make_twin()
+    except TypeError as err:  # a built-in twin's constructor refused an option (model.options, rig_options)
+        m = re.search(r"unexpected keyword argument '([^']+)'", str(err))
+        if not m:
+            raise
+        raise RigConfigError(f"{file}:model.options.{m.group(1)}: unknown option of the built-in twin"
+                             f"{_twin_option_hint(str(err), m.group(1))}") from None
     except (TwinError, ParameterSpecError, ValueError, OSError) as err:
         msg = " ".join(str(err).split())
         if msg.startswith(f"{file}:"):  # the twin already names file:key (markers, keypoints, camera, actuators)
@@ -907,6 +913,26 @@ def _check_twin(rig: Rig, file: str) -> None:
     close = getattr(twin, "close", None)
     if callable(close):
         close()
+
+
+def _twin_option_hint(message: str, option: str) -> str:
+    """`` (did you mean X?); its options: ...`` for the built-in twin class ``message`` names
+    (``ToyArmTwin.__init__() got an unexpected keyword argument ...``), or "" when it cannot be found."""
+    import inspect
+    import sys
+
+    m = re.match(r"^(\w+)\.__init__\(\)", message)
+    cls = next((getattr(mod, m.group(1)) for name, mod in list(sys.modules.items())
+                if m and name.startswith("vid2sid_ros.sim.") and isinstance(getattr(mod, m.group(1), None), type)),
+               None)
+    if cls is None:
+        return ""
+    params = inspect.signature(cls).parameters
+    valid = [p for p, v in params.items() if v.kind in (v.KEYWORD_ONLY, v.POSITIONAL_OR_KEYWORD)
+             and p not in ("self", "parameters", "params")]
+    from ..core.names import did_you_mean
+
+    return f"{did_you_mean(option, valid)}; its options: {', '.join(valid)}" if valid else ""
 
 
 def _check_csv_columns(rig: Rig, twin: Any, file: str) -> None:
