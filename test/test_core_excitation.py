@@ -77,7 +77,8 @@ def test_csv_profiles(tmp_path):
 
 
 def test_unknown_kind_and_bad_config_errors():
-    with pytest.raises(ExcitationError, match="unknown excitation kind 'sinus'; valid kinds: " + ", ".join(EXCITATION_KINDS)):
+    with pytest.raises(ExcitationError, match=r"unknown excitation kind 'sinus' \(did you mean sine\?\); valid kinds: "
+                       + ", ".join(EXCITATION_KINDS)):
         build_excitation({"kind": "sinus"})
     with pytest.raises(ExcitationError, match="must be a mapping"):
         build_excitation(["sine"])

@@ -129,5 +129,7 @@ def test_a_run_short_of_the_optimum_the_diagnosis_found_is_told_where_it_is():
                          "evidence": {"values": {"pan_kp": 0.19962, "tilt_kp": 0.47811}}}]}
     for stopped in ("stalled: no step lowers the training MAE", "iterations done", "rollout budget exhausted"):
         helps, text = go_on_advice(_run(stopped, [6.0, 2.0, 1.9, 1.9, 1.9, 1.9], far))
-        assert helps and "pan_kp = 0.1996, tilt_kp = 0.4781" in text and "start it there" in text, text
+        assert helps and "pan_kp = 0.1996, tilt_kp = 0.4781" in text and "start a new run there (--start" in text
         assert "will not help" not in text
+        # a run at its budget or iterations goes on where it is; a stalled one would stall there again
+        assert ("(--resume)" in text) == (not stopped.startswith("stalled")), text

@@ -63,7 +63,8 @@ def test_a_good_joint_csv_rig_loads_with_its_commands_by_actuator_name(tmp_path)
 
 @pytest.mark.parametrize("source, field, words", [
     (GOOD.replace("pan_cmd: pan_motor", "pan_cmd: pan_motr"), "joint_csv.commands:",
-     "command column(s) name 'pan_motr', which is not an actuator of the model; its actuators: pan_motor, tilt_motor"),
+     "command column(s) name 'pan_motr', which is not an actuator of the model (did you mean pan_motor?); its "
+     "actuators: pan_motor, tilt_motor"),
     ("{path: run.csv, joints: {pan_angle: pan, tilt_angle: tilt}, commands: [pan_cmd, tilt_cmd]}",
      "joint_csv.commands:", "'pan_cmd', 'tilt_cmd', which are not actuators of the model"),
     ("{path: run.csv, joints: {pan_angle: pan, tilt_angle: tilt}, commands: {tilt_cmd: tilt_motor}}",

@@ -242,7 +242,8 @@ def test_the_rig_configs_nuisance_block_reaches_calibrate_and_benchmark(tmp_path
     capsys.readouterr()
     assert main(["calibrate", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"vid2sid calibrate: {tmp_path / 'bad.yaml'}: nuisance.latency.enabled: expected true or false, got 'maybe'"
+    assert err == (f"vid2sid calibrate: {tmp_path / 'bad.yaml'}:nuisance.latency.enabled: expected true or false, "
+                   "got 'maybe' (string)")  # the config's schema, at load
     assert not (tmp_path / "bad").exists()
     assert main(["benchmark", "sim2sim", "--rig", str(tmp_path / "off.yaml"), "--methods", "reasoner", "--seeds", "1",
                  "--budget", "12", "--iterations", "1", "--noise", "keypoint", "--no-progress",

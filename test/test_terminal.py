@@ -228,6 +228,8 @@ def test_a_run_stopped_by_its_budget_prints_a_command_that_goes_on(tmp_path, cap
     argv = shlex.split(out[i + 1])  # the command on a line of its own, whole
     assert argv[:4] == [sys.executable, "-m", "vid2sid_ros.cli", "calibrate"]
     assert argv[argv.index("--budget") + 1] == "12" and argv[argv.index("--iterations") + 1] == "40"
-    assert argv[argv.index("--out") + 1] == "run_more"
-    assert main([*argv[3:], "--no-report", "-q"]) == 0  # runs as printed
-    assert json.loads((tmp_path / "run_more" / "result.json").read_text())["rollouts"] <= 12
+    assert argv[argv.index("--out") + 1] == "run" and argv[-1] == "--resume"  # was: a new run in run_more
+    before = (tmp_path / "run" / "iterations.jsonl").read_bytes()
+    assert main([*argv[3:], "--no-report", "-q"]) == 0  # runs as printed, continuing the run
+    assert (tmp_path / "run" / "iterations.jsonl").read_bytes().startswith(before)
+    assert 6 < json.loads((tmp_path / "run" / "result.json").read_text())["rollouts"] <= 12

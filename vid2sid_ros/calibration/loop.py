@@ -164,6 +164,12 @@ class CalibrationConfig:
         resume_changed: let ``resume`` continue although the model, rig config or real data
             differ from the interrupted run's (``run.json`` fingerprints); recorded in ``run.json``
             (``resumed_with_changes``). Default False: such a resume is refused.
+        resume_extend: let ``resume`` raise the rollout budget (never lower it; None = unlimited is the
+            highest): a run that ended at its rollout budget or its iterations then goes on when the raised
+            ``iterations`` and ``rollout_budget`` leave room for another iteration (``vid2sid calibrate
+            --resume`` with a larger ``--iterations``/``--budget``); the new limits are recorded in
+            ``run.json`` (``config``, ``signature``, ``extended``). Default False: a resume keeps the
+            run's budget (a benchmark compares methods at one budget).
         start: start values ``{name: value}`` (default: the spec's nominal values).
         noise: measurement noise (1 sigma) per unit, ``{"px": 1.0, "m": 0.001, "rad": 0.005}``,
             weighting trials of different kinds fitted together (rig config ``calibration.noise``;
@@ -213,6 +219,7 @@ class CalibrationConfig:
     video: bool | None = None
     resume: bool = False
     resume_changed: bool = False
+    resume_extend: bool = False
     max_rationale_chars: int = 20000
     start: dict[str, float] | None = None
     nuisance: dict[str, Any] | None = None
@@ -244,7 +251,8 @@ class CalibrationConfig:
             raise CalibrationError(f"config 'max_rationale_chars' must be an integer >= 1, got {self.max_rationale_chars!r}")
         if not is_int(self.seed):
             raise CalibrationError(f"config 'seed' must be an integer, got {self.seed!r}")
-        for name in ("identifiability", "final_identifiability", "resume", "resume_changed", "diagnosis"):
+        for name in ("identifiability", "final_identifiability", "resume", "resume_changed", "resume_extend",
+                     "diagnosis"):
             if not isinstance(getattr(self, name), bool):  # a quoted 'no' would otherwise be true
                 raise CalibrationError(f"config '{name}' must be true or false, got {getattr(self, name)!r}")
         if self.far_refit not in FAR_REFIT:
@@ -716,10 +724,14 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
         signature = _signature(proposer_name, cfg, parameters, real)
     old_sig = meta.get("signature") if isinstance(meta.get("signature"), dict) else {}
     for k, v in signature.items():
+        if k == "rollout_budget" and cfg.resume_extend and _budget_raised(jsonable(old_sig.get(k)), jsonable(v)):
+            continue  # a resume that extends the run: recorded in run.json by _resume_run
         if _resume_key(k, jsonable(old_sig.get(k))) != _resume_key(k, jsonable(v)):
+            how = ("resume with the same budget or a larger one" if k == "rollout_budget" and cfg.resume_extend
+                   else "resume with the same settings")
             raise CalibrationError(f"cannot resume {rd}: '{k}' differs from the interrupted run "
                                    f"({_signature_diff(k, jsonable(old_sig.get(k)), jsonable(v))}); "
-                                   "resume with the same settings or choose another output directory")
+                                   f"{how} or choose another output directory")
     changed: list[str] = []
     if fingerprints:
         from .fingerprint import WHAT, changed_fingerprints
@@ -737,7 +749,19 @@ def check_run_dir(run_dir: str | Path | None, *, proposer_name: str, config: Cal
     finished = finished_stop(rd, records)
     if finished == "iterations done" and len(records) < cfg.iterations:  # more iterations asked: it goes on
         finished = None
+    elif (finished == "rollout budget exhausted" and cfg.resume_extend and real is not None
+          and len(records) < cfg.iterations):  # a larger budget asked: it goes on when it pays for an evaluation
+        used = int(meta.get("initial_rollouts", 0)) + sum(r.rollouts_used for r in records)
+        if cfg.rollout_budget is None or cfg.rollout_budget - used >= len(real.train_excitations):
+            finished = None
     return RunDirCheck(meta, initial, records, good, changed, finished)
+
+
+def _budget_raised(old: Any, new: Any) -> bool:
+    """Whether rollout budget ``new`` is larger than ``old`` (None: unlimited, larger than any number)."""
+    if old is None:
+        return False
+    return new is None or (isinstance(new, int) and isinstance(old, int) and new > old)
 
 
 def validate_records(initial: IterationRecord, records: list[IterationRecord], lines: list[int], *,
@@ -1052,7 +1076,12 @@ def _open_session(target: Rig | Twin, real: RealTrial, proposer: Proposer, cfg: 
     if cfg.start:
         unknown = [k for k in cfg.start if k not in params]
         if unknown:
-            raise CalibrationError(f"config 'start': unknown parameter(s) {unknown}; valid: {', '.join(params.names)}")
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], params.names, n=1)
+            raise CalibrationError(f"config 'start': unknown parameter(s) {unknown}"
+                                   + (f" (did you mean {close[0]}?)" if close else "")
+                                   + f"; valid: {', '.join(params.names)}")
     from .fingerprint import run_fingerprints
 
     try:
@@ -1101,10 +1130,33 @@ def _resume_run(s: _Session, setup: _Setup) -> tuple[list[IterationRecord], Iden
             "new": {k: setup.fingerprints[k] for k in pre.changed},
             "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}]
         _atomic_json(setup.meta_path, meta)
+    _record_extension(s, setup)
     _hold_unobservable(s, _read_meta(rd / "run.json").get("unobservable_on_training") or [])
     history, start_report, prior_wall, current_eval = _resume_session(s, pre, rd)
     s.phases.start("iterations")
     return history, start_report, prior_wall, current_eval
+
+
+def _record_extension(s: _Session, setup: _Setup) -> None:
+    """A resume that raised the run's iterations or rollout budget (``config.resume_extend``) says so for good
+    in ``run.json``: its ``config`` and ``signature`` hold the new limits (a later resume is compared with
+    them; the report counts against them) and ``extended`` lists each extension (after which iteration, the
+    old and new limits, when)."""
+    import datetime
+
+    meta = _read_meta(setup.meta_path)
+    conf = dict(meta.get("config") or {})
+    old = {"iterations": conf.get("iterations"), "rollout_budget": conf.get("rollout_budget")}
+    new = {"iterations": s.cfg.iterations, "rollout_budget": s.cfg.rollout_budget}
+    pre = setup.pre
+    if old == new or pre.finished:  # a finished run is not continued: its limits stay as they were
+        return
+    meta["config"] = {**conf, **new}
+    meta["signature"] = {**(meta.get("signature") or {}), "rollout_budget": s.cfg.rollout_budget}
+    meta["extended"] = list(meta.get("extended") or []) + [{
+        "after_iteration": (pre.records[-1] if pre.records else pre.initial).iteration, "old": old, "new": new,
+        "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}]
+    _atomic_json(setup.meta_path, meta)
 
 
 def _start_checks(s: _Session, setup: _Setup, on_warning: Callable[[str], None] | None

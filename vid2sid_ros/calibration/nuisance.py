@@ -82,7 +82,10 @@ def _switch(block: Any, key: str, default_bounds: tuple[float, float], source: s
                                   f"got {type(block).__name__} {block!r}")
     unknown = set(block) - {"enabled", "bounds"}
     if unknown:
-        raise NuisanceConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: enabled, bounds")
+        from ..core.names import did_you_mean
+
+        raise NuisanceConfigError(f"{where}: unknown key(s) {sorted(unknown)}"
+                                  f"{did_you_mean(sorted(unknown)[0], ('enabled', 'bounds'))}; valid: enabled, bounds")
     enabled = block.get("enabled")
     if enabled is not None and not isinstance(enabled, bool):
         raise NuisanceConfigError(f"{where}.enabled: expected true or false, got {enabled!r}")
@@ -109,7 +112,10 @@ def parse_nuisance_config(config: Mapping[str, Any] | None, *, source: str = "<c
         raise NuisanceConfigError(f"{source}: nuisance: expected a mapping, got {type(cfg).__name__}")
     unknown = set(cfg) - _KEYS
     if unknown:
-        raise NuisanceConfigError(f"{source}: nuisance: unknown key(s) {sorted(unknown)}; valid: {', '.join(sorted(_KEYS))}"
+        from ..core.names import did_you_mean
+
+        raise NuisanceConfigError(f"{source}: nuisance: unknown key(s) {sorted(unknown)}"
+                                  f"{did_you_mean(sorted(unknown)[0], _KEYS)}; valid: {', '.join(sorted(_KEYS))}"
                                   " (camera pose nuisances are camera.* parameters)")
     return {"latency": _switch(cfg.get("latency"), "latency", DEFAULT_LATENCY_BOUNDS_S, source),
             "marker_offsets": _switch(cfg.get("marker_offsets"), "marker_offsets", DEFAULT_OFFSET_BOUNDS_PX, source)}

@@ -123,8 +123,9 @@ def parse_start(block: Any, where: str, parameters: ParameterSet | None = None) 
         if k in _START_KEYS:
             continue
         if parameters is not None and k not in parameters:
-            raise StartError(f"{where}.{k}: unknown parameter; valid: {', '.join(parameters.names)} (or kind, points, "
-                             "guess)")
+            close = difflib.get_close_matches(str(k), [*parameters.names, *_START_KEYS], n=1)
+            raise StartError(f"{where}.{k}: unknown parameter" + (f" (did you mean {close[0]}?)" if close else "")
+                             + f"; valid: {', '.join(parameters.names)} (or kind, points, guess)")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
             raise StartError(f"{where}.{k}: expected a number (start value), got {v!r}")
         values[str(k)] = float(v)

@@ -34,7 +34,8 @@ and — for sim2sim — ``real_trial.json`` (the stand-in trial, with its hidden
 holds the directory (``.vid2sid.lock``); ``--resume`` is refused when the model, rig config
 or real data changed (``--resume-changed`` overrides it, recorded in ``run.json``); ``--resume``
 of a run that ended (converged, stalled, budget exhausted, iterations done) says so in one line
-and changes nothing, exit 0. Exit codes: 0 success (or a finished run resumed), 1 no proposal
+and changes nothing, exit 0, unless it stopped at its budget or iterations and is given a larger
+``--budget`` and ``--iterations``: then it goes on from where it stopped. Exit codes: 0 success (or a finished run resumed), 1 no proposal
 made, 2 refused or stopped, 3 an artefact could not be written, 130/143 interrupted
 (``docs/run_directory.md``).
 """
@@ -83,7 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--real", metavar="BAG|TRIAL.json",
                         help="calibrate against a recorded rosbag2 (MCAP) or a real-trial JSON written by "
                              "`vid2sid track --excitation` (instead of the config's trials)")
-    parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --out: an interrupted one, or one that stopped at its rollout "
+                             "budget or its iterations when given a larger --budget and --iterations")
+    parser.add_argument("--start", action="append", metavar="NAME=VALUE[,NAME=VALUE...]",
+                        help="start values of free parameters (nuisances too), in their units; override the "
+                             "config's calibration.start values")
     parser.add_argument("--active-learning", action="store_true",
                         help="design the trial that separates parameters the identifiability check flags and save "
                              "it in the run as a recommendation (calibration.active_learning; docs/active_learning.md)")
@@ -115,6 +121,29 @@ def builtin_rig_names() -> list[str]:
     order = ["finger", "tentacle", "tentacle_water", "pendulum"]
     names = [p.stem for p in (PACKAGE_DIR / "rigs" / "builtin").glob("*.yaml")]
     return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+def start_arg(given: list[str] | None) -> dict[str, float]:
+    """``--start NAME=VALUE[,NAME=VALUE...]`` (repeatable) as ``{name: value}``; later ones win.
+
+    Raises:
+        ConfigError: an entry without ``=``, an empty name or a value that is not a finite number.
+    """
+    import math
+
+    values: dict[str, float] = {}
+    for text in given or ():
+        for item in (x.strip() for x in str(text).split(",")):
+            name, eq, value = item.partition("=")
+            try:
+                v = float(value)
+            except ValueError:
+                v = math.nan
+            if not item or not eq or not name.strip() or not math.isfinite(v):
+                raise ConfigError(f"--start: expected NAME=VALUE[,NAME=VALUE...] with finite numbers (start values "
+                                  f"in the parameters' units), got {item!r}")
+            values[name.strip()] = v
+    return values
 
 
 def budget_arg(text: str) -> int | None:
@@ -195,7 +224,11 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
     s = dict(s)
     unknown = [k for k in s if k not in ("seed", "truth", "noise", "truth_range")]
     if unknown:
-        raise ConfigError(f"{src}: real.sim2sim: unknown key(s) {unknown}; valid: seed, truth, noise, truth_range")
+        from ..core.names import did_you_mean
+
+        raise ConfigError(f"{src}: real.sim2sim: unknown key(s) {unknown}"
+                          f"{did_you_mean(unknown[0], ('seed', 'truth', 'noise', 'truth_range'))}; valid: seed, truth, "
+                          "noise, truth_range")
     sseed = s.get("seed", seed)
     if isinstance(sseed, bool) or not isinstance(sseed, int):
         raise ConfigError(f"{src}: real.sim2sim.seed must be an integer, got {sseed!r}")
@@ -296,11 +329,13 @@ def _load_run_inputs(args: argparse.Namespace):
         cal["seed"] = args.seed
     cal["resume"] = bool(args.resume or getattr(args, "resume_changed", False))
     cal["resume_changed"] = bool(getattr(args, "resume_changed", False))
+    cal["resume_extend"] = cal["resume"]  # a larger --budget / --iterations on --resume goes on
     from ..calibration.nuisance import rig_nuisance
 
     cal["nuisance"] = rig_nuisance(rig, cal, source=src)  # the rig's nuisance: block; one line on a bad one
     # calibration.start: the generic start stage (kind/points/guess) and start values (the loop's)
     start_cfg, start_values = parse_start(cal.pop("start", None), f"{src}:calibration.start", rig.parameters)
+    start_values = {**start_values, **start_arg(getattr(args, "start", None))}  # names checked by the loop
     cal["start"] = start_values or None
     from ..calibration.active import parse_active_learning
 
@@ -320,7 +355,7 @@ def _load_run_inputs(args: argparse.Namespace):
     try:
         proposer = make_proposer(name, **options)
     except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
-        raise ConfigError(f"{src}:proposer_options: for '{name}': {err}") from None
+        raise ConfigError(_proposer_option_problem(src, name, options, err)) from None
     out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
     from .executor_args import executor_from_args
 
@@ -331,6 +366,24 @@ def _load_run_inputs(args: argparse.Namespace):
         executor.close()
         raise
     return rig, real, proposer, fallback, ccfg, name, out, executor
+
+
+def _proposer_option_problem(src: str, name: str, options: Mapping[str, Any], err: Exception) -> str:
+    """One line for a proposer option its constructor refused: an unknown option is named with the closest
+    option the proposer takes and the list of them; any other refusal is the constructor's own message."""
+    import inspect
+
+    from ..calibration.proposers import proposer_class
+    from ..core.names import did_you_mean
+
+    params = inspect.signature(proposer_class(name)).parameters
+    valid = [p for p, v in params.items() if v.kind in (v.KEYWORD_ONLY, v.POSITIONAL_OR_KEYWORD) and p != "self"]
+    takes_any = any(v.kind == v.VAR_KEYWORD for v in params.values())
+    unknown = [k for k in options if k not in valid and k != "fallback"] if not takes_any else []
+    if unknown:
+        return (f"{src}:proposer_options.{unknown[0]}: unknown option of proposer '{name}'"
+                f"{did_you_mean(unknown[0], valid)}; its options: {', '.join(valid) or 'none'}")
+    return f"{src}:proposer_options: for '{name}': {err}"
 
 
 def _load_real(args: argparse.Namespace, rig, cfg: dict, src: str, ccfg, proposer, active, start_cfg, start_values):
@@ -370,6 +423,7 @@ def _load_real(args: argparse.Namespace, rig, cfg: dict, src: str, ccfg, propose
         rig.parameters = started.parameters
         if started.rollouts and ccfg.rollout_budget is not None:  # generic_start refused a start costing it all
             ccfg = dataclasses.replace(ccfg, rollout_budget=ccfg.rollout_budget - started.rollouts)
+            args.start_rollouts = started.rollouts  # the budget a command to go on doubles is the one given
     return real, ccfg
 
 
@@ -487,9 +541,11 @@ def _refuse_run_dir(out: Path, rig, real, proposer, ccfg) -> int | None:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)
         return 2
     if pre is not None and pre.finished:  # an ended run is not continued (that would append and re-stop it)
+        more = ("; to go on, resume with a larger --iterations and --budget"
+                if pre.finished in ("iterations done", "rollout budget exhausted") else "")
         print(f"vid2sid calibrate: the run in {out} is finished ({pre.finished} after {len(pre.records)} of "
               f"{ccfg.iterations} iterations); nothing to resume, nothing was changed: its results are in "
-              + " and ".join(str(out / f) for f in ("result.yaml", "report.html") if (out / f).is_file()))
+              + " and ".join(str(out / f) for f in ("result.yaml", "report.html") if (out / f).is_file()) + more)
         return EXIT_OK
     try:
         if out.exists() and not out.is_dir():
@@ -712,18 +768,55 @@ def resume_command(args: argparse.Namespace, out: Path) -> str:
 
 
 def go_on_commands(args: argparse.Namespace, out: Path, ccfg) -> dict[str, str]:
-    """``{"budget": cmd, "iterations": cmd}``: the command that runs this calibration again with twice
-    the iterations AND twice the rollout budget (whichever limit stopped it, the other would stop the
-    longer run next: a run stopped at 10 iterations with 118 of 120 rollouts spent gains nothing from 20
-    iterations alone) into a new run directory ``<out>_more`` (a run resumes only with its own
-    settings), runnable as printed. The summary prints it only when the run was still improving at its
-    limit (:func:`~vid2sid_ros.report.insights.go_on_advice`)."""
-    more = out.with_name(out.name + "_more")
+    """What continues an unconverged run, runnable as printed, by the kind of its stop:
+
+    * ``"budget"``, ``"iterations"``: this run resumed (``--out`` the same directory, ``--resume``) with
+      twice the iterations AND twice the rollout budget (whichever limit stopped it, the other would stop
+      the longer run next: a run stopped at 10 iterations with 118 of 120 rollouts spent gains nothing from
+      20 iterations alone); its finished iterations are kept and it goes on from the point it had reached;
+    * ``"stalled"`` (only when the run's residual diagnosis finds it short of its optimum): a new run
+      (``<out>_restart``, or the first free ``<out>_restartN``) started at the values the diagnosis's refit
+      found, else at the run's own result (``--start NAME=VALUE,...``, every free parameter): a stalled
+      run resumed would stall again at the same point.
+
+    The summary prints one only when running longer can help (:func:`~vid2sid_ros.report.insights.go_on_advice`).
+    """
     override: dict[str, Any] = {"iterations": 2 * ccfg.iterations}
-    if ccfg.rollout_budget is not None:
-        override["budget"] = 2 * int(ccfg.rollout_budget)
-    cmd = _command(args, more, **override)
-    return {"iterations": cmd, "budget": cmd}
+    if ccfg.rollout_budget is not None:  # the budget given (a multistart's rollouts come off it again)
+        override["budget"] = 2 * (int(ccfg.rollout_budget) + int(getattr(args, "start_rollouts", 0)))
+    cmd = _command(args, out, resume=True, **override)
+    commands = {"iterations": cmd, "budget": cmd}
+    start = restart_values(out)
+    if start:
+        k, new = 1, out.with_name(out.name + "_restart")
+        while new.exists():
+            k += 1
+            new = out.with_name(f"{out.name}_restart{k}")
+        commands["stalled"] = _command(args, new, start=",".join(f"{n}={v:.6g}" for n, v in start.items()))
+    return commands
+
+
+def restart_values(out: Path) -> dict[str, float]:
+    """Where a new run of the one in ``out`` should start when it stopped short of its optimum: the free
+    parameters' values the residual diagnosis's refit found (verdict ``not_at_optimum``), else the run's
+    identified values of its free parameters; ``{}`` when the run directory cannot be read or the
+    diagnosis does not say ``not_at_optimum``."""
+    import json
+
+    from ..report.insights import optimum_values
+
+    try:
+        res = json.loads((out / "result.json").read_text(encoding="utf-8"))
+        meta = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    diag = res.get("residual_diagnosis") if isinstance(res, dict) else None
+    if not isinstance(diag, dict) or diag.get("verdict") != "not_at_optimum":
+        return {}
+    values = optimum_values(diag) or res.get("values") or {}
+    params = (meta.get("signature") or {}).get("parameters") or []
+    free = [p["name"] for p in params if isinstance(p, dict) and not p.get("frozen")]
+    return {n: float(values[n]) for n in free if isinstance(values.get(n), (int, float))}
 
 
 def _command(args: argparse.Namespace, out: Path, *, resume: bool = False, **override) -> str:
@@ -731,10 +824,11 @@ def _command(args: argparse.Namespace, out: Path, *, resume: bool = False, **ove
 
     cmd = cli_prefix() + ["calibrate"] + ([str(args.config)] if args.config else [])
     budget = override.get("budget", getattr(args, "budget", _NOT_GIVEN))
+    start = override["start"] if "start" in override else ",".join(getattr(args, "start", None) or ()) or None
     for flag, value in (("--rig", args.rig), ("--proposer", args.proposer), ("--fallback", args.fallback),
                         ("--iterations", override.get("iterations", args.iterations)),
                         ("--budget", "none" if budget is None else budget),
-                        ("--seed", args.seed), ("--real", args.real)):
+                        ("--seed", args.seed), ("--real", args.real), ("--start", start)):
         if value is not None and value is not _NOT_GIVEN:
             cmd += [flag, str(value)]
     if getattr(args, "allow_code", False):  # the run's rig needed it; so does its resume

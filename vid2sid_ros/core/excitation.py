@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .files import file_problem
+from .names import did_you_mean
 
 __all__ = ["Excitation", "ExcitationError", "build_excitation", "build_excitation_sets", "EXCITATION_KINDS", "linear_chirp"]
 
@@ -316,12 +317,14 @@ def build_excitation(cfg: Mapping[str, Any], actuator_names: Sequence[str] = ("u
         raise ExcitationError(f"excitation config must be a mapping, got {type(cfg).__name__}")
     kind = cfg.get("kind")
     if kind not in EXCITATION_KINDS:
-        raise ExcitationError(f"unknown excitation kind {kind!r}; valid kinds: {', '.join(EXCITATION_KINDS)}")
+        raise ExcitationError(f"unknown excitation kind {kind!r}{did_you_mean(kind, EXCITATION_KINDS)}; "
+                              f"valid kinds: {', '.join(EXCITATION_KINDS)}")
     allowed = _COMMON_KEYS | _KIND_KEYS[kind]
     unknown = sorted(k for k in cfg if k not in allowed)
     if unknown:
         raise ExcitationError(
-            f"excitation {kind}: unknown key(s) {unknown}; expected keys: {', '.join(sorted(allowed))}")
+            f"excitation {kind}: unknown key(s) {unknown}{did_you_mean(unknown[0], allowed)}; expected keys: "
+            f"{', '.join(sorted(allowed))}")
     out = EXCITATION_KINDS[kind](cfg)
     names = list(actuator_names)
     if kind == "csv":

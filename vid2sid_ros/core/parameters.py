@@ -34,7 +34,10 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from .names import did_you_mean
+
 __all__ = [
+    "SPEC_FIELDS",
     "draw_ground_truth",
     "ParameterSpec",
     "ParameterSet",
@@ -47,6 +50,8 @@ _SCALES = ("linear", "log")
 _KINDS = ("physics", "nuisance")
 _REQUIRED = ("name", "unit", "lower", "upper", "nominal")
 _OPTIONAL = ("meaning", "target", "scale", "kind", "frozen")
+#: the fields of one parameter entry (required first)
+SPEC_FIELDS = _REQUIRED + _OPTIONAL
 
 
 class ParameterSpecError(ValueError):
@@ -111,11 +116,13 @@ class ParameterSpec:
             raise ParameterSpecError(
                 f"{where}: nominal {self.nominal} is outside [{self.lower}, {self.upper}]")
         if self.scale not in _SCALES:
-            raise ParameterSpecError(f"{where}: scale must be one of {_SCALES}, got {self.scale!r}")
+            raise ParameterSpecError(f"{where}: scale must be one of {_SCALES}, got {self.scale!r}"
+                                     + did_you_mean(self.scale, _SCALES, cutoff=0.5))
         if self.scale == "log" and self.lower <= 0:
             raise ParameterSpecError(f"{where}: scale 'log' needs lower > 0, got {self.lower}")
         if self.kind not in _KINDS:
-            raise ParameterSpecError(f"{where}: kind must be one of {_KINDS}, got {self.kind!r}")
+            raise ParameterSpecError(f"{where}: kind must be one of {_KINDS}, got {self.kind!r}"
+                                     + did_you_mean(self.kind, _KINDS, cutoff=0.5))
         if not isinstance(self.frozen, bool):  # a quoted "false" would otherwise freeze the parameter
             raise ParameterSpecError(f"{where}: field 'frozen' must be true or false, got {self.frozen!r}")
         for attr in ("unit", "meaning", "target"):  # rationales, prompts and the twin read them as text
@@ -319,7 +326,8 @@ class ParameterSet:
             unknown = [k for k in e if k not in _REQUIRED + _OPTIONAL]
             if unknown:
                 raise ParameterSpecError(
-                    f"{label}: unknown field(s) {unknown}; expected fields: {', '.join(_REQUIRED + _OPTIONAL)}")
+                    f"{label}: unknown field(s) {unknown}{did_you_mean(unknown[0], _REQUIRED + _OPTIONAL)}; "
+                    f"expected fields: {', '.join(_REQUIRED + _OPTIONAL)}")
             missing = [k for k in _REQUIRED if k not in e]
             if missing:
                 raise ParameterSpecError(f"{label}: missing required field(s) {missing}")

@@ -265,8 +265,10 @@ class MarkerTracker:
                    "footprint_tolerance", "footprint_window"}
         unknown = sorted(set(cfg) - allowed)
         if unknown:
-            raise MarkerTrackerError(
-                f"tracker config: unknown key(s) {unknown}; expected: {', '.join(sorted(allowed))}")
+            from ..core.names import did_you_mean
+
+            raise MarkerTrackerError(f"tracker config: unknown key(s) {unknown}{did_you_mean(unknown[0], allowed)}; "
+                                     f"expected: {', '.join(sorted(allowed))}")
         if cfg.get("kind", "markers") != "markers":
             raise MarkerTrackerError(f"tracker config: kind {cfg.get('kind')!r} is not a marker tracker")
         markers = []

@@ -26,7 +26,7 @@ from .run import RunSummary, finite, stop_kind
 
 __all__ = ["ParameterRow", "Insight", "parameter_rows", "applied_bias_correction", "insights", "stop_sentence",
            "tracked_lines", "AT_BOUND_FRACTION",
-           "STRONG_CORRELATION", "go_on_advice", "unconverged_reason", "recent_improvement", "STILL_IMPROVING", "IMPROVING_WINDOW"]
+           "STRONG_CORRELATION", "go_on_advice", "optimum_values", "unconverged_reason", "recent_improvement", "STILL_IMPROVING", "IMPROVING_WINDOW"]
 
 #: a value within this fraction of the normalised range of a bound is "at the bound"
 AT_BOUND_FRACTION = 0.005
@@ -376,16 +376,25 @@ def _model_finding(diag: Any) -> str:
     return str(diag.get("summary") or "the model cannot fit these data")
 
 
-def _optimum_elsewhere(diag: Any) -> str:
-    """Where the residual diagnosis's verdict *not at the optimum* puts the free parameters (``"pan_kp = 0.1996
-    N·m/rad, ..."``, from its refit from afar), ``"not given"`` without values; "" for any other verdict."""
+def optimum_values(diag: Any) -> dict[str, float]:
+    """Where the residual diagnosis's verdict *not at the optimum* puts the free parameters (its refit from
+    afar: ``{"pan_kp": 0.19962, ...}``, SI units); ``{}`` for any other verdict or when it gives no values."""
     if not isinstance(diag, Mapping) or diag.get("verdict") != "not_at_optimum":
-        return ""
+        return {}
     for f in diag.get("findings") or []:
         values = ((f.get("evidence") or {}) if isinstance(f, Mapping) else {}).get("values")
         if isinstance(values, Mapping) and values:
-            return ", ".join(f"{k} = {float(v):.4g}" for k, v in values.items())
-    return "not given"
+            return {str(k): float(v) for k, v in values.items() if finite(v) is not None}
+    return {}
+
+
+def _optimum_elsewhere(diag: Any) -> str:
+    """:func:`optimum_values` as text (``"pan_kp = 0.1996, ..."``), ``"not given"`` without values; "" for any
+    other verdict than *not at the optimum*."""
+    if not isinstance(diag, Mapping) or diag.get("verdict") != "not_at_optimum":
+        return ""
+    values = optimum_values(diag)
+    return ", ".join(f"{k} = {v:.4g}" for k, v in values.items()) if values else "not given"
 
 
 def go_on_advice(run: RunSummary) -> tuple[bool, str]:
@@ -397,7 +406,8 @@ def go_on_advice(run: RunSummary) -> tuple[bool, str]:
       iterations or budget cannot make the values physical, whatever the stop: ``False`` and the
       diagnosis's finding (its recommended cause and action);
     * the diagnosis's verdict is *not at the optimum* (the free parameters alone, refitted, fit the data
-      further on): ``True``, with the values it found, whatever the stop;
+      further on): ``True``, with the values it found, whatever the stop: a run stopped at its budget or
+      iterations is resumed with larger ones (``--resume``), a stalled one started anew there (``--start``);
     * ``stalled``: the optimiser itself found no step that lowers the error: ``False`` (a failed
       first-order test at such a point means the model cannot fit the data or the rollouts are too
       noisy for finite differences, not that the run was short);
@@ -415,9 +425,12 @@ def go_on_advice(run: RunSummary) -> tuple[bool, str]:
     elsewhere = _optimum_elsewhere(run.result.get("residual_diagnosis"))
     if elsewhere and kind in ("budget", "iterations", "stalled", "other"):  # (was: "stalled ... will not help")
         where = "" if elsewhere == "not given" else f" ({elsewhere})"
+        there = "there" if where else "from where it stopped"
+        how = ("continue it with more iterations and a larger budget (--resume)"
+               + (", or start a new run there (--start NAME=VALUE,...)" if where else "")
+               if kind in ("budget", "iterations") else f"start a new run {there} (--start NAME=VALUE,...)")
         return True, ("the residual diagnosis finds the free parameters alone fit the data at an optimum the run "
-                      f"stopped short of{where}: give it more iterations and a larger budget, or start it there "
-                      "(calibration.start)")
+                      f"stopped short of{where}: {how}")
     if kind == "stalled":
         return False, ("more iterations or a larger budget will not help: the optimiser found no step that lowers "
                        "the error; check the model against the data (a model that cannot fit them leaves a "
@@ -429,7 +442,7 @@ def go_on_advice(run: RunSummary) -> tuple[bool, str]:
                            f"the last {IMPROVING_WINDOW} iterations")
         what = ("it was still improving at its limit" if rel is not None
                 else "the run was too short to tell whether it had settled")
-        return True, f"{what}: give it more iterations and a larger budget"
+        return True, f"{what}: continue it with more iterations and a larger budget (--resume)"
     if kind == "interrupted":
         return True, "continue it with --resume"
     return True, ""

@@ -194,10 +194,15 @@ def _go_on_lines(r: RunSummary, resume_command: str | None, go_on: Mapping[str, 
     if not helps:
         return wrap_line(advice[:1].upper() + advice[1:], width)
     cmd = (go_on or {}).get(kind)
+    how = ("continue this run" if kind in ("budget", "iterations")
+           else "start a new run from the optimum the diagnosis found")
     if cmd:
-        return wrap_line(f"to go on ({advice}), in a new run directory:", width) + [f"  {cmd}"]
-    return wrap_line(f"to go on ({advice}): more --iterations and a larger --budget in a new --out (a run resumes "
-                 "only with its own settings)", width)
+        return wrap_line(f"to go on ({advice}), {how}:", width) + [f"  {cmd}"]
+    if kind in ("budget", "iterations"):
+        return wrap_line(f"to go on ({advice}): run it again with --resume, the same --out and more --iterations "
+                         "and a larger --budget", width)
+    return wrap_line(f"to go on ({advice}): start a new run in another --out with --start NAME=VALUE,... at the "
+                     "values above", width)
 
 
 def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None = None,
@@ -211,9 +216,10 @@ def run_summary_lines(run: RunSummary | str | Path, *, report: str | Path | None
         report: the HTML report path to point at (None: not written).
         resume_command: the exact command that continues this run (printed when it was
             interrupted; a budget- or iteration-stopped run is told what to change instead).
-        go_on: ``{"budget": command, "iterations": command}``: what runs it again with more
-            (printed when it stopped on that limit and was still improving there, see
-            :func:`~vid2sid_ros.report.insights.go_on_advice`; without it, the flags to change are named).
+        go_on: ``{"budget": command, "iterations": command, "stalled": command}``: what continues it
+            (:func:`~vid2sid_ros.commands.calibrate.go_on_commands`: this run resumed with larger limits, or a
+            stalled run started anew at its optimum), printed when it stopped that way and running longer can
+            help (:func:`~vid2sid_ros.report.insights.go_on_advice`); without it, the flags to change are named.
         width: columns to wrap to (None: :func:`terminal_width`).
 
     Raises:

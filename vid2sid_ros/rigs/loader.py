@@ -33,7 +33,7 @@ from typing import Any, Mapping
 
 from ..core.files import file_problem
 from ..core.excitation import Excitation, ExcitationError, build_excitation, build_excitation_sets
-from ..core.parameters import ParameterSet, ParameterSpec, ParameterSpecError, load_parameter_set
+from ..core.parameters import SPEC_FIELDS, ParameterSet, ParameterSpec, ParameterSpecError, load_parameter_set
 from ..core.rig import Rig, TrialSpec, UnknownRigError
 from ..io.sources import SOURCES, SourceContext, SourceError, check_clip_size
 from ..share import PACKAGE_DIR, resolve_path
@@ -223,6 +223,12 @@ def _parameters(value: Any, file: str, base: Path) -> ParameterSet:
             if not isinstance(spec, Mapping):
                 raise RigConfigError(f"{file}:parameters.{name}: expected a mapping {{unit, lower, upper, nominal, "
                                      f"target, ...}}, got {describe_value(spec)}")
+            unknown = [k for k in spec if k not in SPEC_FIELDS]
+            if unknown:  # the key's own path, with the closest field
+                close = difflib.get_close_matches(str(unknown[0]), SPEC_FIELDS[1:], n=1)
+                raise RigConfigError(f"{file}:parameters.{name}.{unknown[0]}: unknown key"
+                                     + (f" (did you mean {close[0]}?)" if close else "")
+                                     + f"; valid keys here: {', '.join(SPEC_FIELDS[1:])}")
             entries.append({"name": name, **dict(spec)})
         data = {"rig": data.get("rig", ""), "parameters": entries}
     try:
@@ -640,9 +646,11 @@ def _check_recorded_commands(rig: Rig, where: str, recorded: Excitation) -> None
         return
     unknown = [n for n in names if n not in model]
     if unknown:
+        from ..core.names import did_you_mean
+
         raise RigConfigError(f"{where}: command column(s) name {', '.join(repr(n) for n in unknown)}, which "
-                             f"{'is not an actuator' if len(unknown) == 1 else 'are not actuators'} of the model; its actuators: "
-                             f"{', '.join(model)}")
+                             f"{'is not an actuator' if len(unknown) == 1 else 'are not actuators'} of the model"
+                             f"{did_you_mean(unknown[0], model)}; its actuators: {', '.join(model)}")
     missing = [n for n in model if n not in names]
     if missing:
         raise RigConfigError(f"{where}: no command column for actuator(s) {', '.join(missing)}; the recorded "
@@ -868,6 +876,12 @@ def _check_twin(rig: Rig, file: str) -> None:
 
     try:
         twin = rig.make_twin()
+    except TypeError as err:  # a built-in twin's constructor refused an option (model.options, rig_options)
+        m = re.search(r"unexpected keyword argument '([^']+)'", str(err))
+        if not m:
+            raise
+        raise RigConfigError(f"{file}:model.options.{m.group(1)}: unknown option of the built-in twin"
+                             f"{_twin_option_hint(str(err), m.group(1))}") from None
     except (TwinError, ParameterSpecError, ValueError, OSError) as err:
         msg = " ".join(str(err).split())
         if msg.startswith(f"{file}:"):  # the twin already names file:key (markers, keypoints, camera, actuators)
@@ -878,6 +892,11 @@ def _check_twin(rig: Rig, file: str) -> None:
         m = re.match(r"^marker '([^']+)': (.*)$", msg)
         if m:
             raise RigConfigError(f"{file}:markers.{m.group(1)}: {m.group(2)}") from None
+        m = re.match(r"^parameter 'trial_init\.(.+)': (.*)$", msg)  # a trial's fixed initial state
+        if m:
+            i = next((k for k, t in enumerate(rig.trials or ()) if t.name == m.group(1)), None)
+            where = f"trials[{i}].init" if i is not None else f"trials.{m.group(1)}.init"
+            raise RigConfigError(f"{file}:{where}: {m.group(2)}") from None
         m = re.match(r"^parameter '([^']+)': (.*)$", msg)
         if m:
             raise RigConfigError(f"{file}:parameters.{m.group(1)}.target: {m.group(2)}") from None
@@ -894,6 +913,26 @@ def _check_twin(rig: Rig, file: str) -> None:
     close = getattr(twin, "close", None)
     if callable(close):
         close()
+
+
+def _twin_option_hint(message: str, option: str) -> str:
+    """`` (did you mean X?); its options: ...`` for the built-in twin class ``message`` names
+    (``ToyArmTwin.__init__() got an unexpected keyword argument ...``), or "" when it cannot be found."""
+    import inspect
+    import sys
+
+    m = re.match(r"^(\w+)\.__init__\(\)", message)
+    cls = next((getattr(mod, m.group(1)) for name, mod in list(sys.modules.items())
+                if m and name.startswith("vid2sid_ros.sim.") and isinstance(getattr(mod, m.group(1), None), type)),
+               None)
+    if cls is None:
+        return ""
+    params = inspect.signature(cls).parameters
+    valid = [p for p, v in params.items() if v.kind in (v.KEYWORD_ONLY, v.POSITIONAL_OR_KEYWORD)
+             and p not in ("self", "parameters", "params")]
+    from ..core.names import did_you_mean
+
+    return f"{did_you_mean(option, valid)}; its options: {', '.join(valid)}" if valid else ""
 
 
 def _check_csv_columns(rig: Rig, twin: Any, file: str) -> None:

@@ -65,6 +65,23 @@ class Key:
     alias_of: str = ""
 
 
+def _nuisance_keys(at: str, doc: str = "") -> tuple[Key, ...]:
+    """The rows of a ``nuisance`` block at ``at`` (the top level, or inside ``calibration``)."""
+    rows = [
+        Key(at, "mapping", default={}, doc=doc or "Measurement nuisances identified with the physics and reported "
+            "apart: `latency` (measurement delay behind the commands: the camera's, the motion capture's or the "
+            "joint-state log's; default on when the trials are commanded) and `marker_offsets` (a constant offset "
+            "per keypoint; default on for recorded trials), interpreted by "
+            "`vid2sid_ros/calibration/nuisance.py` and read alike by `vid2sid calibrate`, `demo`, `benchmark` and "
+            "`calibrator_node`. Camera-pose nuisances are `camera.*` parameters.")]
+    for name, unit, bounds in (("latency", "s", "[-0.05, 0.05]"),
+                               ("marker_offsets", "px or m", "[-5, 5] px, [-0.01, 0.01] m for motion capture")):
+        rows += [Key(f"{at}.{name}", "boolean | mapping", doc="`true`/`false` or `{enabled, bounds}`."),
+                 Key(f"{at}.{name}.enabled", "boolean", default=True, doc="On (when the block is given)."),
+                 Key(f"{at}.{name}.bounds", "numbers[2]", unit, bounds, "[lower, upper] with lower < 0 < upper.")]
+    return tuple(rows)
+
+
 _EXC_DOC = ("an excitation profile: `kind` (sine, chirp, step, multisine, csv) and its keys "
             "(see `excitations.*` below)")
 
@@ -244,15 +261,7 @@ KEYS: tuple[Key, ...] = (
     Key("real.bag", "path | mapping", doc="A rosbag2 recorded by `vid2sid bringup`."),
     Key("real.bag.*", "string | list", doc="path, train, holdout (trial ids)."),
     # -- calibration --------------------------------------------------------------------------
-    Key("nuisance", "mapping", default={}, doc="Measurement nuisances identified with the physics and reported "
-        "apart: `latency` (measurement delay behind the commands: the camera's, the motion capture's or the "
-        "joint-state log's; default on when the trials are commanded) and `marker_offsets` (a constant offset per "
-        "keypoint; default on for recorded trials), interpreted by "
-        "`vid2sid_ros/calibration/nuisance.py` and read alike by `vid2sid calibrate`, `demo`, `benchmark` and "
-        "`calibrator_node`. Camera-pose nuisances are `camera.*` parameters."),
-    Key("nuisance.*", "mapping | boolean", doc="`true`/`false` or `{enabled: bool, bounds: [lower, upper]}` with "
-        "lower < 0 < upper (latency s, default [-0.05, 0.05]; marker offsets px, default [-5, 5], m for motion "
-        "capture)."),
+    *_nuisance_keys("nuisance"),
     Key("calibration", "mapping", default={}, doc="Budgets and switches of `vid2sid calibrate` (command-line flags "
         "override them)."),
     Key("calibration.iterations", "integer", default=10, doc="Proposal iterations after the start point."),
@@ -300,9 +309,36 @@ KEYS: tuple[Key, ...] = (
         "chirps and multisines (the top is capped at a fifth of the command rate)."),
     Key("calibration.active_learning.max_duration_s", "number | null", "s", None, "Longest designed trial; null "
         "= the longest training trial."),
-    Key("calibration.*", "string | number | boolean | list | mapping | null", doc="Other `CalibrationConfig` "
-        "fields (identifiability_step, identifiability_scheme, condition_threshold, target_error_px, video, "
-        "max_rationale_chars: longest proposer rationale stored, default 20000 characters)."),
+    Key("calibration.identifiability_step", "number", "1", 0.01, "Finite-difference step of the identifiability "
+        "check, in normalised units (0 < step < 0.5)."),
+    Key("calibration.identifiability_scheme", "string", default="central", doc="Finite differences of the "
+        "identifiability check.", choices=("central", "forward")),
+    Key("calibration.condition_threshold", "number", "1", 1000.0, "Condition number above which the "
+        "identifiability check warns."),
+    Key("calibration.target_error_px", "number | null", "measurement unit", None, "Stop once the best training "
+        "error is at or below this (in the trials' unit: px, m, rad or sigma); null = never."),
+    Key("calibration.stop_when_converged", "boolean", default=True, doc="Stop when the proposer's convergence test "
+        "passes (or it has no move left); false spends every iteration."),
+    Key("calibration.video", "boolean | null", default=None, doc="Write side-by-side videos for the proposer; "
+        "null = when the proposer watches video."),
+    Key("calibration.max_rationale_chars", "integer", "characters", 20000, "Longest proposer rationale stored; a "
+        "longer one is cut and marked."),
+    Key("calibration.noise", "mapping", doc="Measurement noise (1 sigma) per unit, weighting trials of different "
+        "kinds fitted together."),
+    Key("calibration.noise.px", "number", "px", 1.0, "Image keypoint noise."),
+    Key("calibration.noise.m", "number", "m", 0.001, "Motion-capture (and slide joint) noise."),
+    Key("calibration.noise.rad", "number", "rad", 0.005, "Hinge joint noise."),
+    *_nuisance_keys("calibration.nuisance", "The `nuisance:` switches given inside `calibration` instead of at the "
+                    "top level (not both)."),
+    Key("calibration.rollout_max_substeps", "integer | null", "substeps", 1000000, "Physics substeps one rollout "
+        "may take; a rollout over it is a failed evaluation; null = no cap."),
+    Key("calibration.rollout_max_wall_s", "number | null", "s", None, "Wall time one rollout may take; null = no "
+        "cap."),
+    Key("calibration.diagnosis", "boolean", default=True, doc="Run the residual diagnosis at the result "
+        "(diagnostic rollouts, not charged)."),
+    Key("calibration.far_refit", "string", default="always", doc="When the residual diagnosis may refit from afar "
+        "(the free parameters and each leading cause over their whole ranges): always, converged (only after a "
+        "converged stop) or never.", choices=("always", "converged", "never")),
     Key("proposer", "string", default="reasoner", doc="Proposer name (reasoner, gemini, openai-compatible, random, "
         "nelder-mead, golden-cd, bo, bo-tpe, cmaes, least-squares, mujoco-sysid)."),
     Key("proposer_options", "mapping", default={}, doc="Keyword arguments of the proposer."),
@@ -316,14 +352,22 @@ KEYS: tuple[Key, ...] = (
     Key("tracking.min_tracked_fraction", "number", "1", default=0.9, doc="Warn about a keypoint valid in fewer "
         "than this fraction of its trial's frames (lost, at the image border, partly hidden, dropped frames), "
         "in [0, 1]; 0 = never."),
-    Key("noise", "mapping", doc="Sensor noise of stand-in (sim2sim) video: `SensorNoiseModel` fields."),
-    Key("noise.*", "string | number | boolean | list | null", doc="One field."),
+    Key("noise", "mapping", doc="Sensor noise of stand-in (sim2sim) video: `SensorNoiseModel` fields "
+        "(`vid2sid_ros/sim/camera_model.py`)."),
+    Key("noise.gaussian_sigma", "number", "DN", 0.0, "Read-noise standard deviation (8-bit digital numbers)."),
+    Key("noise.poisson", "number", "e-", 0.0, "Full-well capacity at DN 255 (shot noise); 0 = off."),
+    Key("noise.blur_px", "number", "px", 0.0, "Gaussian optical blur standard deviation; 0 = off."),
+    Key("noise.motion_blur", "number", "1", 0.0, "Exposure time as a fraction of the frame period, in [0, 1]."),
+    Key("noise.gamma", "number", "1", 1.0, "Response-curve gamma; 1 = linear."),
+    Key("noise.exposure", "number", "1", 1.0, "Intensity gain; 1 = as rendered."),
+    Key("noise.drop_prob", "number", "1", 0.0, "Probability that a frame is dropped, in [0, 1)."),
+    Key("noise.seed", "integer", default=0, doc="Seed of the noise."),
     Key("render", "mapping", default={}, doc="Rendering of a model file's twin (MuJoCo's offscreen renderer)."),
     Key("render.maxgeom", "integer", "", "4 x (geoms + sites + bodies) + 32 x tendons + 100",
         "Size of the scene's geom buffer; raise it when run.log says MuJoCo's \"Pre-allocated visual geom buffer "
         "is full\" (a whole number from 100 to 200000)."),
     Key("report", "mapping", default={}, doc="Report options (`title`)."),
-    Key("report.*", "string | number | boolean | list | null", doc="One option."),
+    Key("report.title", "string", doc="The report's title."),
 )
 
 def source_keys() -> tuple[Key, ...]:

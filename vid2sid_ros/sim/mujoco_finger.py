@@ -51,7 +51,7 @@ from .mujoco_model import compiled_model_xml  # noqa: E402
 from .mujoco_render import (OffscreenRenderer, camera_extrinsics, camera_intrinsics, move_camera,  # noqa: E402
                             preview_size, project_points)
 
-__all__ = ["FingerTwin", "FieldTarget", "parse_targets", "default_config", "make_rig",
+__all__ = ["FingerTwin", "FieldTarget", "parse_targets", "check_field", "default_config", "make_rig",
            "MODEL_PATH", "PARAMETERS_PATH"]
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
@@ -82,6 +82,22 @@ class FieldTarget:
         return f"{self.field}[{idx}]" + ("" if self.ratio == 1.0 else f"*{self.ratio:g}")
 
 
+def check_field(model: mujoco.MjModel, name: str, field: str) -> None:
+    """Check that ``field`` is a real-valued MjModel field a parameter may target.
+
+    Raises:
+        TwinError: ``parameter 'NAME': target field 'dof_armatrue' is not a real-valued MjModel field (did you
+            mean dof_armature?)`` (the closest valid name, by :func:`difflib.get_close_matches`).
+    """
+    arr = getattr(model, field, None)
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind != "f":
+        fields = [f for f in dir(model) if not f.startswith("_")
+                  and isinstance(getattr(model, f, None), np.ndarray) and getattr(model, f).dtype.kind == "f"]
+        close = difflib.get_close_matches(field, fields, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else "; e.g. dof_damping, jnt_stiffness, body_mass"
+        raise TwinError(f"parameter '{name}': target field '{field}' is not a real-valued MjModel field{hint}")
+
+
 def parse_targets(model: mujoco.MjModel, name: str, target: str) -> list[FieldTarget]:
     """Parse and check a spec's ``target`` string against a compiled model.
 
@@ -104,13 +120,8 @@ def parse_targets(model: mujoco.MjModel, name: str, target: str) -> list[FieldTa
             raise TwinError(f"parameter '{name}': cannot parse target {part.strip()!r}; expected "
                             "'field[i]', 'field[i,j]' or 'field[i]*ratio' (e.g. 'jnt_stiffness[1]*0.6')")
         field = m.group("field")
-        arr = getattr(model, field, None)
-        if not isinstance(arr, np.ndarray) or arr.dtype.kind != "f":
-            fields = [f for f in dir(model) if not f.startswith("_")
-                      and isinstance(getattr(model, f, None), np.ndarray) and getattr(model, f).dtype.kind == "f"]
-            close = difflib.get_close_matches(field, fields, n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise TwinError(f"parameter '{name}': target field '{field}' is not a real-valued MjModel field{hint}")
+        check_field(model, name, field)
+        arr = getattr(model, field)
         derived = derived_field_problem(field)
         if derived:
             raise TwinError(f"parameter '{name}': {derived}")

@@ -72,7 +72,7 @@ from .image_projection import PROJECTION_FIELDS, ImageProjection, ProjectionErro
 from ..share import PACKAGE_DIR, resolve_path  # noqa: E402,F401  (re-exported)
 from .mujoco_constants import refresh_constants  # noqa: E402
 from .mujoco_batch import BatchScratch  # noqa: E402
-from .mujoco_finger import _render_rows, parse_targets  # noqa: E402
+from .mujoco_finger import _render_rows, check_field, parse_targets  # noqa: E402
 from .mujoco_model import (MarkerSpec, ModelError, build_model, compiled_model_xml, distortion_maps,  # noqa: E402
                            parse_actuators, parse_markers, set_camera)
 from .mujoco_render import OffscreenRenderer, preview_size  # noqa: E402
@@ -126,30 +126,55 @@ class Binding:
     trial: str = ""
 
 
+def _object_names(model: mujoco.MjModel, obj: mujoco.mjtObj) -> list[str]:
+    """The names of the model's objects of type ``obj`` (unnamed ones left out)."""
+    count = {mujoco.mjtObj.mjOBJ_JOINT: model.njnt, mujoco.mjtObj.mjOBJ_BODY: model.nbody,
+             mujoco.mjtObj.mjOBJ_GEOM: model.ngeom, mujoco.mjtObj.mjOBJ_SITE: model.nsite,
+             mujoco.mjtObj.mjOBJ_ACTUATOR: model.nu, mujoco.mjtObj.mjOBJ_TENDON: model.ntendon,
+             mujoco.mjtObj.mjOBJ_CAMERA: model.ncam, mujoco.mjtObj.mjOBJ_LIGHT: model.nlight,
+             mujoco.mjtObj.mjOBJ_MATERIAL: model.nmat, mujoco.mjtObj.mjOBJ_EQUALITY: model.neq,
+             mujoco.mjtObj.mjOBJ_SENSOR: model.nsensor}.get(obj, 0)
+    names = (mujoco.mj_id2name(model, obj, i) for i in range(int(count)))
+    return [n for n in names if n]
+
+
+_PLURAL = {"body": "bodies", "equality": "equalities"}
+
+
+def _no_such(pname: str, what: str, token: str, names: list[str], field: str = "") -> UserModelError:
+    """``parameter 'P': no joint named 'pna' for field 'F' (did you mean pan?); joints: [...]``."""
+    close = difflib.get_close_matches(token, names, n=1)
+    return UserModelError(f"parameter '{pname}': no {what} named {token!r}" + (f" for field '{field}'" if field else "")
+                          + (f" (did you mean {close[0]}?)" if close else "") + f"; {_PLURAL.get(what, what + 's')}: {names[:20]}")
+
+
 def _name_to_index(model: mujoco.MjModel, field: str, token: str, pname: str) -> int:
     if token.lstrip("-").isdigit():
         return int(token)
     if field.startswith("dof_") or field in ("qpos0", "qpos_spring"):
         jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, token)
         if jid < 0:
-            raise UserModelError(f"parameter '{pname}': no joint named {token!r} for field '{field}'; joints: "
-                                 f"{[model.joint(i).name for i in range(model.njnt)]}")
+            raise _no_such(pname, "joint", token, _object_names(model, mujoco.mjtObj.mjOBJ_JOINT), field)
         return int(model.jnt_dofadr[jid] if field.startswith("dof_") else model.jnt_qposadr[jid])
     for prefix, obj in _PREFIX_OBJ.items():
         if field.startswith(prefix):
             i = mujoco.mj_name2id(model, obj, token)
             if i < 0:
-                raise UserModelError(f"parameter '{pname}': no {prefix.rstrip('_')} named {token!r} "
-                                     f"(field '{field}')")
+                raise _no_such(pname, prefix.rstrip("_"), token, _object_names(model, obj), field)
             return int(i)
     raise UserModelError(f"parameter '{pname}': field '{field}' is not indexed by named objects; use a number")
 
 
 def _resolve_names(model: mujoco.MjModel, part: str, pname: str) -> str:
-    """``body_pos[apple,2]*-1`` -> ``body_pos[1,2]*-1`` (names looked up in the model)."""
+    """``body_pos[apple,2]*-1`` -> ``body_pos[1,2]*-1`` (names looked up in the model; a misspelt field is
+    named before its index: ``dof_armatrue[pna]`` is about the field)."""
     m = _NAME_INDEX_RE.match(part.strip())
     if not m:
         return part
+    try:
+        check_field(model, pname, m.group("field"))  # a misspelt field is named first, not its index
+    except TwinError as err:
+        raise UserModelError(str(err)) from None
     idx = _name_to_index(model, m.group("field"), m.group("first"), pname)
     return f"{m.group('field')}[{idx}{m.group('rest')}]" + part.strip()[m.end():]
 
@@ -199,15 +224,17 @@ def parse_user_target(model: mujoco.MjModel, name: str, target: str, *,
         if part.startswith("camera."):
             f = part[len("camera."):].strip()
             if f not in camera_fields:
-                close = difflib.get_close_matches(f, list(camera_fields), n=3)
+                close = difflib.get_close_matches(f, list(camera_fields), n=1)
                 raise UserModelError(f"parameter '{name}': unknown camera field {f!r}"
-                                     + (f"; did you mean {', '.join(close)}?" if close else "")
+                                     + (f" (did you mean {close[0]}?)" if close else "")
                                      + f" (valid: {', '.join(camera_fields)})")
             out.append(Binding("camera", f))
         elif part.startswith("trial."):
             f = part[len("trial."):].strip()
             if f != "time_offset":
-                raise UserModelError(f"parameter '{name}': unknown trial field {f!r}; valid: time_offset")
+                raise UserModelError(f"parameter '{name}': unknown trial field {f!r}"
+                                     + (" (did you mean time_offset?)" if difflib.get_close_matches(f, ["time_offset"])
+                                        else "") + "; valid: time_offset")
             out.append(Binding("trial", f, trial=scope))
         elif part.startswith("init."):
             m = _INIT_RE.match(part)
@@ -216,8 +243,7 @@ def parse_user_target(model: mujoco.MjModel, name: str, target: str, *,
                                      "'init.qvel[joint]' or 'init.qpos[joint,component]'")
             jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, m.group("joint"))
             if jid < 0:
-                raise UserModelError(f"parameter '{name}': no joint named {m.group('joint')!r}; joints: "
-                                     f"{[model.joint(i).name for i in range(model.njnt)]}")
+                raise _no_such(name, "joint", m.group("joint"), _object_names(model, mujoco.mjtObj.mjOBJ_JOINT))
             c = int(m.group("c") or 0)
             jtype = int(model.jnt_type[jid])
             width = {0: (7, 6), 1: (4, 3), 2: (1, 1), 3: (1, 1)}[jtype][0 if m.group("what") == "qpos" else 1]
@@ -234,7 +260,12 @@ def parse_user_target(model: mujoco.MjModel, name: str, target: str, *,
             f = m.group("field")
             cur = getattr(model.opt, f, None)
             if cur is None or isinstance(cur, (int, bool)) and not isinstance(cur, float):
-                raise UserModelError(f"parameter '{name}': 'opt.{f}' is not a real-valued MuJoCo option")
+                real = [o for o in dir(model.opt) if not o.startswith("_")
+                        and isinstance(getattr(model.opt, o, None), (float, np.ndarray))]
+                close = difflib.get_close_matches(f, real, n=1)
+                raise UserModelError(f"parameter '{name}': 'opt.{f}' is not a real-valued MuJoCo option"
+                                     + (f" (did you mean opt.{close[0]}?)" if close else "")
+                                     + f"; options: {', '.join(real)}")
             arr = np.asarray(cur)
             if arr.ndim == 0 and m.group("i") is not None or arr.ndim == 1 and m.group("i") is None:
                 raise UserModelError(f"parameter '{name}': 'opt.{f}' has shape {arr.shape}; index it accordingly")

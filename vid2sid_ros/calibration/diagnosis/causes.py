@@ -37,7 +37,7 @@ from ..nuisance import LATENCY, MEASUREMENT_PREFIX
 
 __all__ = ["Cause", "Composite", "parts_of", "FrozenParameter", "ModelField", "CameraPose", "CommandTransform",
            "TimeWarp", "Intrinsic",
-           "MarkerOffset", "TrackerBias", "CAUSE_FAMILIES", "candidate_causes", "LATENCY_SEARCH_FRAMES"]
+           "MarkerOffset", "TrackerBias", "CAUSE_FAMILIES", "candidate_causes", "filmed", "LATENCY_SEARCH_FRAMES"]
 
 #: the latency a diagnosis searches, ± frames (also at most a quarter of the shortest trial)
 LATENCY_SEARCH_FRAMES = 5.0
@@ -136,6 +136,13 @@ class FrozenParameter(Cause):
         return f"{self.spec.name} = {self.points_to(ctx, theta):.3g} {self.spec.unit}".replace("*", "·")
 
 
+def filmed(ctx: Any) -> bool:
+    """Whether any of the diagnosed trials is filmed (image keypoints, px): causes that act only on an image
+    (the camera's pose and intrinsics, a rolling shutter, the tracker's bias, a camera field) are candidates only
+    then. Joint-state trials (``joint_csv``, a bag's ``measurement: joints``) and motion capture are not filmed."""
+    return any(getattr(r, "kind", "image") == "image" for r in ctx.reals)
+
+
 def frozen_parameters(ctx: Any) -> list[Cause]:
     out: list[Cause] = []
     for s in ctx.params:
@@ -144,6 +151,8 @@ def frozen_parameters(ctx: Any) -> list[Cause]:
         camera = s.target.strip().startswith("camera.")
         if s.kind == "nuisance" and not camera:
             continue  # a frozen initial state or time offset is not a model error
+        if camera and not filmed(ctx):
+            continue  # a camera field changes nothing a joint reading or a motion capture measures
         u0 = s.to_unit(ctx.full[s.name])
         step = 0.05 if u0 + 0.05 <= 1.0 else -0.05
         out.append(FrozenParameter(f"frozen parameter '{s.name}'", "camera" if camera else "frozen", (s.name,),
@@ -578,12 +587,18 @@ class MarkerOffset(Cause):
 
 
 def marker_causes(ctx: Any) -> list[Cause]:
+    """A marker off its site: each keypoint's constant offset, per axis, of image keypoints (px) or motion-capture
+    markers (m). None for joint-state trials: a joint reading has no marker (the calibration frees no offset for
+    it either; a joint's zero is a ``qpos0``/``init`` matter of the model)."""
     free_offsets = {s.name for s in ctx.params.free if s.name.startswith("marker_offset.")}
     out: list[Cause] = []
-    real = ctx.reals[0]
+    marked = [r for r in ctx.reals if getattr(r, "kind", "image") in ("image", "points")]
+    if not marked:
+        return []
+    real = marked[0]
     D = real.keypoints.shape[2]
     scale = 1.0 if ctx.unit == "px" else (0.001 if ctx.unit == "m" else 0.005)
-    for kp in real.names:
+    for kp in dict.fromkeys(n for r in marked for n in r.names):
         parts = []
         for i in range(D):
             ax = "xyz"[i] if D <= 3 else str(i)

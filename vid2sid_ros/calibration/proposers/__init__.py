@@ -13,7 +13,8 @@ from typing import Any
 
 from .proposer import Proposer
 
-__all__ = ["PROPOSERS", "make_proposer", "available_proposers", "accepts_option", "UnknownProposerError",
+__all__ = ["PROPOSERS", "make_proposer", "available_proposers", "accepts_option", "proposer_class",
+           "UnknownProposerError",
            "BASELINE_NAMES", "PEER_NAMES"]
 
 #: proposer name -> "module:Class"
@@ -52,13 +53,25 @@ def available_proposers() -> list[str]:
 
 def _proposer_class(name: str):
     if name not in PROPOSERS:
-        raise UnknownProposerError(f"unknown proposer {name!r}; valid proposers: {', '.join(PROPOSERS)}")
+        from ...core.names import did_you_mean
+
+        raise UnknownProposerError(f"unknown proposer {name!r}{did_you_mean(name, PROPOSERS)}; valid proposers: "
+                                   f"{', '.join(PROPOSERS)}")
     module, cls = PROPOSERS[name].split(":")
     try:
         mod = importlib.import_module(module)
     except ImportError as err:
         raise ImportError(f"proposer {name!r} needs {module}, which failed to import: {err}") from err
     return getattr(mod, cls)
+
+
+def proposer_class(name: str) -> type:
+    """The class registered as proposer ``name`` (imported on first use).
+
+    Raises:
+        UnknownProposerError: an unknown name (with the closest registered one). ImportError: its module.
+    """
+    return _proposer_class(name)
 
 
 def accepts_option(name: str, option: str) -> bool:
