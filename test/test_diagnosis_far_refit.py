@@ -86,26 +86,36 @@ def _filmed(tmp_path_factory, dead_zone: bool):
                          camera=CAMERA)
     exc = _excitation()
     twin.set_parameters(TRUTH)
-    tr = twin.rollout(_dead_zone(exc) if dead_zone else exc).trajectory
-    rng = np.random.default_rng(0)
-    real = replace(tr, keypoints=tr.keypoints + rng.normal(0.0, 0.3, tr.keypoints.shape), source="real")
+    real = noisy(twin.rollout(_dead_zone(exc) if dead_zone else exc).trajectory)
     return TrialObjective(twin, [exc], [real], params), params, exc
 
 
-@pytest.fixture(scope="module")
-def fitted(tmp_path_factory):
-    """The twin, its objective on the dead-zone arm's video (0.3 px noise), and the least-squares fit."""
-    obj, params, _ = _filmed(tmp_path_factory, dead_zone=True)
+def noisy(filmed, sigma_px: float = 0.3):
+    """``filmed`` (a Trajectory, px) with seeded Gaussian keypoint noise of ``sigma_px``: the real side."""
+    rng = np.random.default_rng(0)
+    return replace(filmed, keypoints=filmed.keypoints + rng.normal(0.0, sigma_px, filmed.keypoints.shape),
+                   source="real")
+
+
+def least_squares_fit(obj, params):
+    """The free parameters fitted to ``obj`` by least squares from their nominal values (as a calibration starts),
+    at most 40 evaluations; the complete values."""
     free = list(params.free)
 
     def res(u):
         ev, _ = obj.evaluate(params.complete({s.name: s.from_unit(float(x)) for s, x in zip(free, u)}))
         return np.nan_to_num(residual_vector(ev.sim, obj.real))
 
-    u0 = np.array([s.to_unit(s.nominal) for s in free])  # the calibration starts at the nominal values
+    u0 = np.array([s.to_unit(s.nominal) for s in free])
     fit = least_squares(res, u0, bounds=(0.0, 1.0), x_scale="jac", diff_step=1e-2, max_nfev=40)
-    values = params.complete({s.name: s.from_unit(float(x)) for s, x in zip(free, fit.x)})
-    return obj, params, values
+    return params.complete({s.name: s.from_unit(float(x)) for s, x in zip(free, fit.x)})
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """The twin, its objective on the dead-zone arm's video (0.3 px noise), and the least-squares fit."""
+    obj, params, _ = _filmed(tmp_path_factory, dead_zone=True)
+    return obj, params, least_squares_fit(obj, params)
 
 
 def test_a_dead_zone_the_friction_absorbed_is_named_not_left_unexplained(fitted):

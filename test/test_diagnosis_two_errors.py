@@ -14,12 +14,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from scipy.optimize import least_squares
 
-from test_diagnosis_far_refit import ARM, CAMERA, TRUTH, _excitation, _params
+from test_diagnosis_far_refit import ARM, CAMERA, TRUTH, _excitation, _params, least_squares_fit, noisy
 from vid2sid_ros.calibration.diagnosis import diagnose
 from vid2sid_ros.calibration.nuisance import shift_trajectory
-from vid2sid_ros.calibration.objective import TrialObjective, residual_vector
+from vid2sid_ros.calibration.objective import TrialObjective
 from vid2sid_ros.core.parameters import ParameterSet
 from vid2sid_ros.sim.user_model import UserModelTwin
 
@@ -47,20 +46,8 @@ def two_errors(tmp_path_factory):
     robot = UserModelTwin(model=d / "heavy.xml", parameters=params, keypoints=KEYPOINTS, camera=CAMERA)
     exc = _excitation()
     robot.set_parameters(TRUTH)
-    filmed = shift_trajectory(robot.rollout(exc).trajectory, LATENCY_S)
-    rng = np.random.default_rng(0)
-    real = replace(filmed, keypoints=filmed.keypoints + rng.normal(0.0, 0.3, filmed.keypoints.shape), source="real")
-    obj = TrialObjective(twin, [exc], [real], params)
-    free = list(params.free)
-
-    def res(u):
-        ev, _ = obj.evaluate(params.complete({s.name: s.from_unit(float(x)) for s, x in zip(free, u)}))
-        return np.nan_to_num(residual_vector(ev.sim, obj.real))
-
-    fit = least_squares(res, np.array([s.to_unit(s.nominal) for s in free]), bounds=(0.0, 1.0), x_scale="jac",
-                        diff_step=1e-2, max_nfev=40)
-    values = params.complete({s.name: s.from_unit(float(x)) for s, x in zip(free, fit.x)})
-    return obj, params, values
+    obj = TrialObjective(twin, [exc], [noisy(shift_trajectory(robot.rollout(exc).trajectory, LATENCY_S))], params)
+    return obj, params, least_squares_fit(obj, params)
 
 
 def test_a_heavier_link_filmed_late_is_named_as_both_not_left_unexplained(two_errors):
