@@ -324,22 +324,22 @@ class FingerTwin(BatchScratch):
         probes = np.eye(m.nq) * eps  # row i: eps in coordinate i, 0 elsewhere
         q = m.qpos0.copy()
         f = residual(q)
-        for _ in range(50):
-            if not np.all(np.isfinite(f)):
+        for _ in range(50):  # (the arrays' own reductions: np.all / np.max's values without their wrappers)
+            if not np.isfinite(f).all():
                 break
-            if np.max(np.abs(f)) < 1e-12:
+            if np.abs(f).max() < 1e-12:
                 return q
             J = np.empty((m.nv, m.nq))
-            for i in range(m.nq):
-                J[:, i] = (residual(q + probes[i]) - f) / eps
+            for i, probe in enumerate(q + probes):  # row i: q + probes[i]
+                J[:, i] = (residual(probe) - f) / eps
             try:
                 step = np.linalg.solve(J, -f)
             except np.linalg.LinAlgError:
                 break
-            step *= min(1.0, 0.5 / max(np.max(np.abs(step)), 1e-300))  # at most 0.5 rad per iteration
+            step *= min(1.0, 0.5 / max(np.abs(step).max(), 1e-300))  # at most 0.5 rad per iteration
             q = q + step
             f = residual(q)
-        if np.all(np.isfinite(f)) and np.max(np.abs(f)) < 1e-9:
+        if np.isfinite(f).all() and np.abs(f).max() < 1e-9:
             return q
         return m.qpos0.copy()
 
