@@ -133,3 +133,25 @@ def test_json_round_trip_keeps_lost_samples_as_null():
     assert np.allclose(back.time, t.time) and back.steps.tolist() == t.steps.tolist()
     empty = Trajectory.from_dict({"names": ["a"], "time": [], "keypoints": [], "valid": []})
     assert empty.num_frames == 0 and empty.keypoints.shape == (0, 1, 2)
+
+
+def test_errors_are_mae_and_per_keypoint_mae_to_the_bit():
+    """One pairing and one set of residuals give the MAE and the per-keypoint MAEs, to the bit: every sample
+    valid (each keypoint's distances summed as a row), with gaps, unpaired frames and a keypoint never valid."""
+    from vid2sid_ros.core.trajectory import errors
+
+    rng = np.random.default_rng(4)
+    for case in range(30):
+        T, K = int(rng.integers(1, 300)), int(rng.integers(1, 5))
+        names = tuple(f"k{i}" for i in range(K))
+        a_valid = np.ones((T, K), bool) if case % 2 else rng.random((T, K)) > 0.3
+        if case % 7 == 0:
+            a_valid[:, 0] = False
+        a = Trajectory(np.arange(T) / 30.0, rng.normal(size=(T, K, 2)) * 100, a_valid, names)
+        steps = np.arange(T) if case % 3 else np.arange(T) + int(rng.integers(0, 3))
+        b = Trajectory(steps / 30.0, rng.normal(size=(T, K, 2)) * 100, np.ones((T, K), bool), names, steps=steps)
+        total, per = errors(a, b)
+        want_total, want_per = mae_px(a, b), per_keypoint_mae_px(a, b)
+        assert np.array_equal(total, want_total, equal_nan=True)
+        assert list(per) == list(want_per)
+        assert all(np.array_equal(per[n], want_per[n], equal_nan=True) for n in names)

@@ -248,3 +248,22 @@ def test_no_gl_backend_gives_a_clear_error(monkeypatch):
         twin.rollout(_const(0.1, n=3), render=True)
     assert not twin.rollout(_const(0.1, n=3)).diverged  # physics-only rollouts need no GL
 
+
+
+def test_forward_leaves_velocity_and_control_as_written():
+    """The rest-state solve sets the velocity and the control once and then only moves qpos: mj_forward must
+    read them and never write them (a control outside the actuator's range included, which MuJoCo clamps)."""
+    import mujoco
+
+    from vid2sid_ros.rigs import load_rig
+
+    twin = load_rig("finger").make_twin()
+    m, d = twin.model, twin.data
+    for u in (0.0, 0.7, 5.0, -3.0):
+        d.qpos[:] = 0.1
+        d.qvel[:] = 0.0
+        d.ctrl[:] = u
+        mujoco.mj_forward(m, d)
+        assert np.all(d.ctrl == u) and np.all(d.qvel == 0.0)
+        q = twin.static_equilibrium([u] * m.nu)
+        assert np.array_equal(q, twin.static_equilibrium([u] * m.nu))

@@ -153,3 +153,31 @@ def test_a_kept_model_copy_written_again_is_a_fresh_copy_and_rolls_out_the_twins
         if isinstance(x, np.ndarray):
             assert getattr(again, name).tobytes() == x.tobytes(), name
     assert again.opt.timestep == fresh.opt.timestep
+
+
+def test_clean_rollouts_are_judged_step_by_step():
+    """A batch's rollouts are clean exactly where every judged step advanced time, is finite and keeps
+    |qpos| within the bound (the whole batch tested first, each step only when something fails)."""
+    import warnings
+
+    from vid2sid_ros.sim.mujoco_batch import _clean
+
+    rng = np.random.default_rng(8)
+    nq, bound = 3, 50.0
+    for case in range(60):
+        B, S = int(rng.integers(1, 5)), int(rng.integers(1, 30))
+        init = rng.normal(size=(B, 8))
+        init[:, 0] = 0.0
+        states = rng.normal(size=(B, S, 8))
+        states[:, :, 0] = np.arange(1, S + 1) * 0.01
+        for _ in range(int(rng.integers(0, 3))):
+            b, k, j = int(rng.integers(B)), int(rng.integers(S)), int(rng.integers(8))
+            states[b, k, j] = rng.choice([np.nan, np.inf, -np.inf, 1e308, 60.0, -60.0, 0.0])
+        upto = rng.integers(1, S + 1, size=B)
+        t = np.concatenate([init[:, None, 0], states[:, :, 0]], axis=1)
+        step_ok = ((np.diff(t, axis=1) > 0) & np.all(np.isfinite(states), axis=2)
+                   & np.all(np.abs(states[:, :, 1:1 + nq]) <= bound, axis=2))
+        want = np.array([step_ok[b, :upto[b]].all() for b in range(B)])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert np.array_equal(_clean(init, states, nq, bound, upto), want), case

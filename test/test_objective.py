@@ -272,3 +272,18 @@ def test_failed_evaluations_carry_values_infinite_error_the_trials_so_far_and_th
     assert ev.failed is True and ev.error_px == math.inf and ev.values["a"] == 1.0
     assert ev.message.startswith("rollout 'm': TwinError: 3-D measurement of trial 'm' is in frame 'camera'")
     assert ev.rollouts == 2 and [s.trial_id for s in ev.sim] == ["t1"]
+
+
+def test_per_keypoint_error_over_trials_is_nanmean_to_the_bit():
+    """A keypoint's error over the trials: every keypoint at once when all are finite, np.nanmean's value
+    to the bit, and NaN where no trial's is finite."""
+    from vid2sid_ros.calibration.objective import _over_trials
+
+    rng = np.random.default_rng(2)
+    for n in (1, 2, 3, 8, 9, 20):
+        per = {f"k{i}": list(rng.exponential(size=n) * 10 ** rng.uniform(-3, 3)) for i in range(4)}
+        got = _over_trials(per)
+        assert list(got) == list(per)
+        assert all(got[k] == float(np.nanmean(v)) for k, v in per.items())
+    got = _over_trials({"a": [1.0, math.nan, 2.5], "b": [math.nan, math.nan], "c": [0.1, 0.2]})
+    assert got["a"] == float(np.nanmean([1.0, math.nan, 2.5])) and math.isnan(got["b"]) and got["c"] == 0.15000000000000002

@@ -42,7 +42,8 @@ import numpy as np
 
 from ..core.excitation import Excitation
 from ..core.parameters import ParameterSet
-from ..core.trajectory import Trajectory, align, mae, noise_levels, per_keypoint_mae
+from ..core.trajectory import Trajectory, align, noise_levels, per_keypoint_mae
+from ..core.trajectory import errors as trial_errors
 from ..sim.base import Twin
 from ..sim.measurement import measure
 from .cancel import check_cancelled
@@ -311,8 +312,7 @@ class TrialObjective:
                 return Evaluation(full, math.inf, sim=sims, failed=True,
                                   message=f"rollout '{exc.name}' diverged: {res.message}", rollouts=paid), frames
             if self._weights is None:
-                e = mae(real, sim)
-                kp_err = per_keypoint_mae(real, sim)
+                e, kp_err = trial_errors(real, sim)
             else:  # mixed units: each keypoint in noise units (module docstring)
                 kp_err = {n: v * w for (n, v), w in zip(per_keypoint_mae(real, sim).items(), self._weights[i])}
                 finite = [v for v in kp_err.values() if math.isfinite(v)]
@@ -324,8 +324,18 @@ class TrialObjective:
             errors.append(e)
             for k, v in kp_err.items():
                 per_kp.setdefault(k, []).append(v)
-        kp = {k: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan for k, v in per_kp.items()}
-        return Evaluation(full, float(np.mean(errors)), kp, sims, rollouts=paid), frames
+        return Evaluation(full, float(np.mean(errors)), _over_trials(per_kp), sims, rollouts=paid), frames
+
+
+def _over_trials(per_kp: Mapping[str, list[float]]) -> dict[str, float]:
+    """``{keypoint: np.nanmean(its errors over the trials)}``, NaN where none is finite; every keypoint at once
+    when each has a finite error in every trial (one contiguous row each: the same sums, to the bit)."""
+    rows = list(per_kp.values())
+    if rows and len({len(v) for v in rows}) == 1:
+        V = np.array(rows, dtype=float)
+        if V.shape[1] and np.isfinite(V).all():
+            return dict(zip(per_kp, (np.add.reduce(V, axis=1) / V.shape[1]).tolist()))
+    return {k: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan for k, v in per_kp.items()}
 
 
 def trajectory_vector(sim: Sequence[Trajectory], real: Sequence[Trajectory]) -> np.ndarray:

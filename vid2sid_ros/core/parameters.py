@@ -184,6 +184,7 @@ class ParameterSet:
             if s.name in seen:
                 raise ParameterSpecError(f"{self.source}: duplicate parameter name '{s.name}'")
             seen.add(s.name)
+        object.__setattr__(self, "_by_name", {s.name: s for s in self.specs})  # name -> spec (not a field)
 
     # -- lookup -----------------------------------------------------------------
     def __iter__(self) -> Iterator[ParameterSpec]:
@@ -193,12 +194,16 @@ class ParameterSet:
         return len(self.specs)
 
     def __contains__(self, name: object) -> bool:
-        return any(s.name == name for s in self.specs)
+        try:
+            return name in self._by_name
+        except TypeError:  # unhashable: no parameter's name
+            return False
 
     def __getitem__(self, name: str) -> ParameterSpec:
-        for s in self.specs:
-            if s.name == name:
-                return s
+        try:
+            return self._by_name[name]
+        except (KeyError, TypeError):
+            pass
         raise KeyError(f"unknown parameter '{name}'; valid names: {', '.join(self.names)}")
 
     @property

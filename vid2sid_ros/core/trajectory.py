@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Trajectory", "TrajectoryError", "KINDS", "DEFAULT_NOISE", "align", "mae", "per_keypoint_mae",
+__all__ = ["Trajectory", "TrajectoryError", "KINDS", "DEFAULT_NOISE", "align", "mae", "per_keypoint_mae", "errors",
            "residuals", "mae_px", "per_keypoint_mae_px", "residuals_px", "unit_label", "noise_levels",
            "format_error", "display_unit"]
 
@@ -388,6 +388,22 @@ def mae(a: Trajectory, b: Trajectory) -> float:
     a, b = align(a, b)
     d, mask = residuals(a, b)
     return float(np.mean(d[mask])) if mask.any() else float("nan")
+
+
+def errors(a: Trajectory, b: Trajectory) -> tuple[float, dict[str, float]]:
+    """``(mae(a, b), per_keypoint_mae(a, b))`` from one pairing of the frames and one set of residuals: the
+    same values to the bit (each mean is the same sum, in the same order, over the same samples).
+
+    Returns:
+        ``(MAE, {name: MAE})`` in the trajectories' unit; NaN where nothing overlaps.
+    """
+    a, b = align(a, b)
+    d, mask = residuals(a, b)
+    if mask.all() and d.size:  # every sample: each keypoint's distances a contiguous row (numpy's pairwise sums)
+        per = (np.add.reduce(np.ascontiguousarray(d.T), axis=1) / d.shape[0]).tolist()
+        return float(np.add.reduce(d.ravel()) / d.size), dict(zip(a.names, per))
+    out = {n: float(np.mean(d[mask[:, k], k])) if mask[:, k].any() else float("nan") for k, n in enumerate(a.names)}
+    return (float(np.mean(d[mask])) if mask.any() else float("nan")), out
 
 
 #: historic names (image trajectories, px); same functions, any kind

@@ -102,16 +102,29 @@ def batched_states(models: Sequence[mujoco.MjModel], datas: Sequence[mujoco.MjDa
         _pool(len(datas)).rollout(list(models), list(datas), np.ascontiguousarray(initial_state),
                                   np.ascontiguousarray(control), initial_warmstart=np.ascontiguousarray(warmstart),
                                   state=states, sensordata=sensordata, nstep=S)
-    nq = models[0].nq
     upto = np.full(B, S) if nsteps is None else np.asarray(nsteps, dtype=int)
+    return states, _clean(initial_state, states, models[0].nq, max_abs_qpos, upto)
+
+
+def _clean(initial_state: np.ndarray, states: np.ndarray, nq: int, max_abs_qpos: float, upto: np.ndarray
+           ) -> np.ndarray:
+    """(B,) bool: each rollout's states (B, S, nstate) from its initial state (B, nstate) are clean over its
+    first ``upto`` (B,) steps: time advanced at every step, every state finite, ``|qpos|`` (its ``nq``
+    entries after time) at most ``max_abs_qpos`` (:func:`batched_states`)."""
+    S = states.shape[1]
     judged = np.arange(S)[None, :] < upto[:, None]  # (B, S): the steps each rollout needs
     t = np.concatenate([initial_state[:, None, 0], states[:, :, 0]], axis=1)
     ok = np.diff(t, axis=1) > 0
-    for good in (np.isfinite(states), np.abs(states[:, :, 1:1 + nq]) <= max_abs_qpos):
-        if not good.all():  # (the per-step reduction only where a state fails: it costs more than the check)
-            ok &= np.all(good, axis=2)
-    clean = np.all(ok | ~judged, axis=1)
-    return states, clean
+    # a finite sum of every state, and qpos within the bound at its largest and smallest, say that no state
+    # fails (a NaN or an inf makes the sum, and a NaN the extremes, fail the test); the per-step test only then
+    with np.errstate(over="ignore", invalid="ignore"):  # (an inf, or +inf and -inf, in the sum: no warning)
+        total = np.add.reduce(states, axis=None)
+    if not np.isfinite(total):
+        ok &= np.all(np.isfinite(states), axis=2)
+    qpos = states[:, :, 1:1 + nq]
+    if qpos.size and not (qpos.max() <= max_abs_qpos and qpos.min() >= -max_abs_qpos):
+        ok &= np.all(np.abs(qpos) <= max_abs_qpos, axis=2)
+    return np.all(ok | ~judged, axis=1)
 
 
 def same_physics(a: mujoco.MjModel, b: mujoco.MjModel) -> bool:

@@ -68,6 +68,9 @@ _DIVERGENCE_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWA
 #: |joint angle| beyond this (rad) is treated as a blown-up simulation
 _MAX_ABS_QPOS = 50.0
 
+#: key of a ``_batch_job`` memo's entry ``(values, point key)``: the values the last pair wrote into the model
+_LAST_WRITTEN = "last written"
+
 
 @dataclass(frozen=True)
 class FieldTarget:
@@ -317,13 +320,12 @@ class FingerTwin(BatchScratch):
         """
         m, d = self.model, self.data
         ctrl_vec = np.zeros(m.nu) if ctrl is None else np.asarray(ctrl, dtype=float)
-        qpos, qvel, u = d.qpos, d.qvel, d.ctrl  # views of d's buffers, looked up once
-        passive, actuator, bias = d.qfrc_passive, d.qfrc_actuator, d.qfrc_bias
+        qpos, passive, actuator, bias = d.qpos, d.qfrc_passive, d.qfrc_actuator, d.qfrc_bias  # views, looked up once
+        d.qvel[:] = 0.0  # mj_forward reads the velocity and the control, never writes them: set once
+        d.ctrl[:] = ctrl_vec
 
         def residual(q):
             qpos[:] = q
-            qvel[:] = 0.0
-            u[:] = ctrl_vec
             mujoco.mj_forward(m, d)
             return passive + actuator - bias
 
@@ -333,22 +335,22 @@ class FingerTwin(BatchScratch):
         probes = np.eye(m.nq) * eps  # row i: eps in coordinate i, 0 elsewhere
         q = m.qpos0.copy()
         f = residual(q)
-        for _ in range(50):
-            if not np.all(np.isfinite(f)):
+        for _ in range(50):  # (the arrays' own reductions: np.all / np.max's values without their wrappers)
+            if not np.isfinite(f).all():
                 break
-            if np.max(np.abs(f)) < 1e-12:
+            if np.abs(f).max() < 1e-12:
                 return q
             J = np.empty((m.nv, m.nq))
-            for i in range(m.nq):
-                J[:, i] = (residual(q + probes[i]) - f) / eps
+            for i, probe in enumerate(q + probes):  # row i: q + probes[i]
+                J[:, i] = (residual(probe) - f) / eps
             try:
                 step = np.linalg.solve(J, -f)
             except np.linalg.LinAlgError:
                 break
-            step *= min(1.0, 0.5 / max(np.max(np.abs(step)), 1e-300))  # at most 0.5 rad per iteration
+            step *= min(1.0, 0.5 / max(np.abs(step).max(), 1e-300))  # at most 0.5 rad per iteration
             q = q + step
             f = residual(q)
-        if np.all(np.isfinite(f)) and np.max(np.abs(f)) < 1e-9:
+        if np.isfinite(f).all() and np.abs(f).max() < 1e-9:
             return q
         return m.qpos0.copy()
 
@@ -589,8 +591,11 @@ class FingerTwin(BatchScratch):
         nsub = max(1, int(math.ceil(float(excitation.period) / self.max_physics_timestep - 1e-9)))
         if T == 0 or self.rollout_limits.substeps_problem(T * nsub):
             return None
-        self.set_parameters(values)
-        key = (tuple(sorted(self._values.items())), float(excitation.period))
+        last = memo.pop(_LAST_WRITTEN, None)  # the previous pair's values, written into the model just now
+        if last is None or last[0] != values or "set_parameters" in vars(self):  # (a wrapper may write more)
+            self.set_parameters(values)  # (the same values again would write the same fields and constants)
+            last = (dict(values), tuple(sorted(self._values.items())))
+        key = (last[1], float(excitation.period))
         if key not in memo:
             self.reset(excitation.period)
             self.model.opt.timestep = self._period / self._substeps  # as step() sets it
@@ -604,6 +609,7 @@ class FingerTwin(BatchScratch):
             self._cam_pose = cam_pose
             return self._batched_result(excitation, model, d, init, states, sensordata, u, nsub, point)
 
+        memo[_LAST_WRITTEN] = last
         return BatchJob(model, init, warm, np.repeat(u, nsub, axis=0), finish,
                         extra=1 if model.nsensordata else 0)
 

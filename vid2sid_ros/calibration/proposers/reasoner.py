@@ -888,18 +888,19 @@ class Reasoner:
         if Js is None or not Js.size:
             return None
         best, score = None, 0.0
+        finite = np.isfinite(Js).all(axis=1).tolist()
+        own_col = (Js[:, j] * delta[j]).tolist()  # each row's Js[i, j] * delta[j]
         for i, k in enumerate(sig_keys):
             key = tuple(k)
-            if key in used or key not in a.sig_full or key not in b.sig_full or not np.isfinite(Js[i]).all():
+            if not finite[i] or key in used or key not in a.sig_full or key not in b.sig_full:
                 continue
             d_a, d_b = a.sig_full[key].d, b.sig_full[key].d
-            own = Js[i, j] * delta[j]
-            total = float(Js[i] @ delta)
+            own = own_col[i]
             actual = d_b - d_a
             if abs(d_a) < 0.02 or own * d_a >= 0 or actual * own <= 0:
                 continue  # no discrepancy, wrong direction, or it did not move as predicted
-            if abs(own) < 0.5 * abs(total) or not 0.2 * abs(own) <= abs(actual) <= 3.0 * abs(own) + 0.02:
-                continue  # another parameter dominates, or the sensitivity is not trustworthy here
+            if not 0.2 * abs(own) <= abs(actual) <= 3.0 * abs(own) + 0.02 or abs(own) < 0.5 * abs(float(Js[i] @ delta)):
+                continue  # the sensitivity is not trustworthy here, or another parameter dominates
             gain = abs(d_a) - abs(d_b)
             if gain < max(0.005, 0.1 * abs(d_a)):
                 continue  # closed less than a tenth of the gap: not the evidence for this move

@@ -160,7 +160,7 @@ def _parabolic_peak(mag: np.ndarray, i: int) -> float:
 @functools.lru_cache(maxsize=64)
 def _spectrum_tables(n: int, rate: float) -> tuple[int, np.ndarray, np.ndarray]:
     """``(nfft, Hann window (n,), bins below 1.5 cycles per record (nfft // 2 + 1,) bool)`` of an
-    n-sample record at ``rate`` Hz: what :func:`_dominant_frequency` needs of n and the rate alone
+    n-sample record at ``rate`` Hz: what :func:`_dominant_frequencies` needs of n and the rate alone
     (read-only arrays, kept for the next record of that length)."""
     nfft = int(2 ** math.ceil(math.log2(8 * n)))
     window = np.hanning(n)
@@ -171,12 +171,12 @@ def _spectrum_tables(n: int, rate: float) -> tuple[int, np.ndarray, np.ndarray]:
 
 
 def _gradient(y: np.ndarray) -> np.ndarray:
-    """``np.gradient(y)`` of a 1-D record of at least 2 samples at unit spacing, to the bit: central
-    differences inside, one-sided at both ends (without ``np.gradient``'s argument handling)."""
+    """``np.gradient`` of each record along the last axis of ``y`` (..., n), n >= 2, at unit spacing, to the
+    bit: central differences inside, one-sided at both ends (without ``np.gradient``'s argument handling)."""
     g = np.empty_like(y)
-    g[1:-1] = (y[2:] - y[:-2]) / 2.0
-    g[0] = y[1] - y[0]
-    g[-1] = y[-1] - y[-2]
+    g[..., 1:-1] = (y[..., 2:] - y[..., :-2]) / 2.0
+    g[..., 0] = y[..., 1] - y[..., 0]
+    g[..., -1] = y[..., -1] - y[..., -2]
     return g
 
 
@@ -195,18 +195,21 @@ def _std(y: np.ndarray) -> np.float64:
     return np.sqrt(np.add.reduce(x) / n)
 
 
-def _dominant_frequency(y: np.ndarray, rate: float) -> float:
-    n = y.size
-    v = _gradient(y) * rate
-    if np.all(np.abs(v) <= 1e-8):  # np.allclose(v, 0)
-        return math.nan
+def _dominant_frequencies(Y: np.ndarray, rate: float) -> list[float]:
+    """The dominant frequency, Hz, of each record of ``Y`` (R, n), n >= 2 (module docstring; NaN where the
+    velocity is all but zero or the spectrum has no peak above the lowest bins). Each row's value is the one
+    of the row alone to the bit: row-wise the same sums (contiguous rows) and transforms."""
+    n = Y.shape[1]
+    V = _gradient(Y)
+    V *= rate
+    still = np.all(np.abs(V) <= 1e-8, axis=1)  # np.allclose(v, 0)
     nfft, window, low = _spectrum_tables(n, float(rate))
-    spec = np.abs(np.fft.rfft((v - _mean(v)) * window, nfft))
-    spec[low] = 0.0
-    i = int(np.argmax(spec))
-    if spec[i] <= 0:
-        return math.nan
-    return float(_parabolic_peak(spec, i) * rate / nfft)
+    spec = np.abs(np.fft.rfft((V - (np.add.reduce(V, axis=1) / n)[:, None]) * window, nfft))
+    spec[:, low] = 0.0
+    out = []
+    for row, i, s in zip(spec, np.argmax(spec, axis=1).tolist(), still.tolist()):
+        out.append(math.nan if s or row[i] <= 0 else float(_parabolic_peak(row, i) * rate / nfft))
+    return out
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,14 @@ class _CommandFacts:
     free_start: int
     steady_tail: bool
     unit_u: np.ndarray | None
+
+    @functools.cached_property
+    def lag_spectrum(self) -> tuple[int, np.ndarray]:
+        """``(nfft, conj(rfft(unit_u, nfft)))``: the transform the lag's cross-correlation multiplies every
+        keypoint's by (:func:`_phase_lags`; nfft the power of two >= 2T - 1: no wrap-around). Requires
+        ``unit_u``."""
+        nfft = 1 << (2 * self.unit_u.size - 1).bit_length()
+        return nfft, np.conj(np.fft.rfft(self.unit_u, nfft))
 
     @classmethod
     def of(cls, u: np.ndarray) -> "_CommandFacts":
@@ -283,23 +294,34 @@ def _free_response(y: np.ndarray, cmd: _CommandFacts | None, rate: float, floor_
     return nan3
 
 
-def _phase_lag(y: np.ndarray, cmd: _CommandFacts | None, rate: float, y_std: float) -> float:
-    """Lag in [0, 1 s] of ``y`` (standard deviation ``y_std``) behind the command, s (module docstring)."""
-    if cmd is None or cmd.unit_u is None or y_std == 0:
-        return math.nan
-    a = cmd.unit_u
-    b = (y - _mean(y)) / y_std
-    n = a.size
+def _phase_lags(Y: np.ndarray, means: np.ndarray, stds: np.ndarray, cmd: _CommandFacts | None, rate: float
+                ) -> list[float]:
+    """Lag in [0, 1 s] behind the command, s, of each record of ``Y`` (R, n) (module docstring), given each
+    row's mean and standard deviation (R,); NaN without a varying command or for a constant row. Each row's
+    value is the one of the row alone to the bit (row-wise transforms)."""
+    out = [math.nan] * Y.shape[0]
+    if cmd is None or cmd.unit_u is None:
+        return out
+    n = cmd.unit_u.size
     max_lag = min(int(rate * 1.0), n // 3)
-    if max_lag < 2:
-        return math.nan
+    rows = [r for r, sd in enumerate(stds.tolist()) if sd != 0]
+    if max_lag < 2 or not rows:
+        return out
+    B = (Y[rows] - means[rows, None]) / stds[rows, None]
     # the normalised cross-correlation sum_i a[i] b[i+k] / (n - k) of every lag k at once, through the FFT
     # (zero-padded to at least 2n: no wrap-around); one product per lag in a Python loop cost ~2 ms per keypoint
-    nfft = 1 << (2 * n - 1).bit_length()
-    xc = np.fft.irfft(np.conj(np.fft.rfft(a, nfft)) * np.fft.rfft(b, nfft), nfft)[: max_lag + 1]
-    c = np.abs(xc) / (n - np.arange(max_lag + 1))
-    i = int(np.argmax(c))
-    return float(_parabolic_peak(c, i) / rate)
+    nfft, a_spec = cmd.lag_spectrum
+    xc = np.fft.irfft(a_spec * np.fft.rfft(B, nfft), nfft)[:, : max_lag + 1]
+    C = np.abs(xc) / (n - np.arange(max_lag + 1))
+    for r, c, i in zip(rows, C, np.argmax(C, axis=1).tolist()):
+        out[r] = float(_parabolic_peak(c, i) / rate)
+    return out
+
+
+def _phase_lag(y: np.ndarray, cmd: _CommandFacts | None, rate: float, y_std: float) -> float:
+    """Lag in [0, 1 s] of ``y`` (T,) (standard deviation ``y_std``) behind the command, s (module docstring;
+    :func:`_phase_lags` of one record)."""
+    return _phase_lags(y[None], np.array([_mean(y)]), np.array([y_std], float), cmd, rate)[0]
 
 
 def _onset(y: np.ndarray, cmd: _CommandFacts, thr: float, rate: float) -> tuple[float, float]:
@@ -338,23 +360,56 @@ def _displacement(p: np.ndarray, ok: np.ndarray, axis: np.ndarray, cmd: _Command
     return _fill((p - rest) @ axis)
 
 
-def _keypoint_signatures(y: np.ndarray, cmd: _CommandFacts | None, rate: float, noise_floor_px: float,
-                         onset_threshold_px: float | None) -> dict[str, float]:
-    """Every signature (:data:`SIGNATURES` order) of one keypoint's displacement ``y`` (T,) along its axis."""
-    vals = dict.fromkeys(SIGNATURES, math.nan)
-    vals["dominant_frequency"] = _dominant_frequency(y, rate)
-    vals["peak_amplitude"] = peak = float(np.max(np.abs(y)))
-    y_std = _std(y)
-    vals["rms_amplitude"] = float(y_std)
+def _displacements(traj: Trajectory, axes: np.ndarray, cmd: _CommandFacts | None) -> tuple[list[int], np.ndarray]:
+    """``(keypoints, Y)``: the keypoints with a displacement (:func:`_displacement` of each keypoint of ``traj``
+    along its axis in ``axes`` (K, D)) and their displacements, one per row of ``Y`` (R, T) (C-contiguous).
+
+    When every sample is valid (and T >= 8), every keypoint's rest point and projection are taken at once:
+    the same medians, and the same matrix-vector products, as keypoint by keypoint."""
+    kp, ok = traj.keypoints, traj.valid
+    T, K = ok.shape
+    if K and T >= 8 and ok.all():
+        nb = min(max(cmd.first_cmd, 1), T) if cmd is not None else 0
+        rest = np.median(kp[:nb], axis=0) if nb >= 3 else kp[0]
+        d = np.ascontiguousarray((kp - rest).transpose(1, 0, 2))  # (K, T, D): each keypoint's (p - rest)
+        Y = np.matmul(d, np.ascontiguousarray(axes, float)[:, :, None])[:, :, 0]
+        if np.isfinite(Y).all():
+            return list(range(K)), Y
+    ys = [_displacement(kp[:, k], ok[:, k], axes[k], cmd) for k in range(K)]
+    rows = [k for k, y in enumerate(ys) if y is not None]
+    return rows, (np.stack([ys[k] for k in rows]) if rows else np.zeros((0, T)))
+
+
+def _signature_rows(Y: np.ndarray, cmd: _CommandFacts | None, rate: float, noise_floor_px: float,
+                    onset_threshold_px: Sequence[float | None]) -> list[dict[str, float]]:
+    """Every signature (:data:`SIGNATURES` order) of each keypoint's displacement, one per row of ``Y`` (R, T)
+    (C-contiguous, T >= 8) along its axis, ``onset_threshold_px`` (R,) its onset threshold or None (5 % of
+    its peak). Each row's values are the row's alone to the bit: whatever is taken for all rows at once
+    (spectra, sums, lags) is computed row by row in the same order."""
+    n = Y.shape[1]
+    dominant = _dominant_frequencies(Y, rate)
+    peaks = np.max(np.abs(Y), axis=1).tolist()
+    means = np.add.reduce(Y, axis=1) / n  # _mean and _std of each row
+    X = Y - means[:, None]
+    np.multiply(X, X, out=X)
+    stds = np.sqrt(np.add.reduce(X, axis=1) / n)
+    steady = [math.nan] * Y.shape[0]
     if cmd is None or cmd.steady_tail:  # only under a constant command
-        tail = max(2, int(round(0.15 * y.size)))
-        vals["steady_state_offset"] = float(_mean(y[-tail:]))
-    vals["phase_lag"] = _phase_lag(y, cmd, rate, y_std)
-    vals["decay_rate"], vals["damping_ratio"], vals["ring_frequency"] = _free_response(y, cmd, rate, noise_floor_px)
-    if cmd is not None:
-        thr = onset_threshold_px if onset_threshold_px is not None else 0.05 * peak
-        vals["onset_delay"], vals["dead_band"] = _onset(y, cmd, max(float(thr), noise_floor_px), rate)
-    return vals
+        tail = Y[:, -max(2, int(round(0.15 * n))):]
+        steady = (np.add.reduce(tail, axis=1) / tail.shape[1]).tolist()
+    lags = _phase_lags(Y, means, stds, cmd, rate)
+    out = []
+    for r, (y, peak, rms) in enumerate(zip(Y, peaks, stds.tolist())):
+        vals = dict.fromkeys(SIGNATURES, math.nan)
+        vals["dominant_frequency"], vals["peak_amplitude"], vals["rms_amplitude"] = dominant[r], peak, rms
+        vals["steady_state_offset"], vals["phase_lag"] = steady[r], lags[r]
+        vals["decay_rate"], vals["damping_ratio"], vals["ring_frequency"] = _free_response(y, cmd, rate,
+                                                                                           noise_floor_px)
+        if cmd is not None:
+            thr = onset_threshold_px[r] if onset_threshold_px[r] is not None else 0.05 * peak
+            vals["onset_delay"], vals["dead_band"] = _onset(y, cmd, max(float(thr), noise_floor_px), rate)
+        out.append(vals)
+    return out
 
 
 def measure_signatures(traj: Trajectory, excitation: Excitation | None = None, *,
@@ -398,14 +453,14 @@ def _measure(traj: Trajectory, cmd: _CommandFacts | None, rate: float | None, *,
     if rate is None:
         rate = 1.0 / float(np.median(np.diff(traj.time))) if traj.num_frames > 1 else 1.0
     axes = principal_axes(traj) if axes is None else np.asarray(axes, float)
+    rows, Y = _displacements(traj, axes, cmd)
+    table = [dict.fromkeys(SIGNATURES, math.nan) for _ in traj.names]
+    if rows:
+        thr = [None if onset_threshold_px is None else onset_threshold_px[k] for k in rows]
+        for k, vals in zip(rows, _signature_rows(Y, cmd, rate, noise_floor_px, thr)):
+            table[k] = vals
     out: list[Signature] = []
-    for k, name in enumerate(traj.names):
-        y = _displacement(traj.keypoints[:, k], traj.valid[:, k], axes[k], cmd)
-        if y is None:
-            vals = dict.fromkeys(SIGNATURES, math.nan)
-        else:
-            vals = _keypoint_signatures(y, cmd, rate, noise_floor_px,
-                                        None if onset_threshold_px is None else onset_threshold_px[k])
+    for k, (name, vals) in enumerate(zip(traj.names, table)):
         out.extend(Signature(traj.trial_id, name, s, float(v), units[k]) for s, v in vals.items())
     return out
 
