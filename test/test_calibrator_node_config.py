@@ -62,9 +62,12 @@ def test_the_rig_configs_nuisance_block_reaches_the_calibrator_node(ros, tmp_pat
 
 
 def test_a_bad_nuisance_block_stops_the_node_naming_the_key(ros, tmp_path):
-    from vid2sid_ros.calibration.nuisance import NuisanceConfigError
+    """The rig config's schema refuses the value at load, before the node builds anything (one line: file, key,
+    what was expected)."""
+    from vid2sid_ros.rigs import RigConfigError
 
-    with pytest.raises(NuisanceConfigError, match=r"rig\.yaml: nuisance\.latency\.enabled: expected true or false"):
+    with pytest.raises(RigConfigError, match=r"rig\.yaml:nuisance\.latency\.enabled: expected true or false, got "
+                                             r"'maybe' \(string\)"):
         _node(ros, tmp_path, "rig: toy\nnuisance: {latency: {enabled: maybe}}\n")
 
 

@@ -29,15 +29,21 @@ _REAL_CELL = sweep._run_cell
 _REAL_SIMULATE = toy.ToyArmTwin._simulate
 
 
-def _alive(pid: int) -> bool:
+def _identity(pid: int) -> tuple[int, int] | None:
+    """``(pid, start time in clock ticks since boot)`` of a running process (``/proc/PID/stat`` field 22), None
+    when it is gone or a zombie (exited, not yet reaped: gone for our purpose). The start time tells a process
+    from a later one that got the same id (ids wrap at ``/proc/sys/kernel/pid_max``, 32768 here: a busy machine
+    reuses the id of an actor the module killed within minutes)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie (exited, not yet reaped) is gone for our purpose
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else (pid, int(fields[19]))
+
+
+def _alive(ident: tuple[int, int] | None) -> bool:
+    """Whether the process ``ident`` (:func:`_identity`) still runs: the same id AND the same start time."""
+    return ident is not None and _identity(ident[0]) == ident
 
 
 @pytest.fixture(scope="module")
@@ -47,20 +53,22 @@ def ray_executor():
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import a test module
     ex = make_executor("ray", 2)
     node = ray._private.worker._global_node
-    pids = {p.process.pid for procs in node.all_processes.values() for p in procs if p.process is not None}
+    procs = {_identity(p.process.pid) for ps in node.all_processes.values() for p in ps if p.process is not None}
     yield ex
-    pids |= set(ex.map(_pid, [0, 1], state=None)) | set(_PIDS)
-    pids |= {c for p in list(pids) for c in _children(p)}  # the raylet's agents, the actors' helpers
+    procs |= {_identity(p) for p in ex.map(_pid, [0, 1], state=None)} | set(_PROCS)
+    procs |= {_identity(c) for p in list(procs) if p is not None for c in _children(p[0])}  # agents, helpers
+    procs.discard(None)
     ex.close()
     ray.shutdown()
     # Ray's dashboard and runtime-env agents notice the raylet's end by themselves and report it first
     deadline = time.monotonic() + 120.0
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(_alive(p) for p in procs) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not [p for p in pids if _alive(p)], "Ray processes left behind after ray.shutdown()"
+    assert not [p for p in procs if _alive(p)], "Ray processes left behind after ray.shutdown()"
 
 
-_PIDS: list[int] = []
+#: the actors' processes seen by the tests, :func:`_identity` each (an actor killed by a test included)
+_PROCS: list[tuple[int, int] | None] = []
 
 
 def _children(pid: int) -> set[int]:
@@ -97,7 +105,7 @@ def test_local_ray_listens_on_loopback_only_and_sends_no_usage_stats(ray_executo
     assert not usage_lib.usage_stats_enabled()
     assert ray_executor.describe()["ray_address"] is None  # a private Ray, stopped with this process
     pids = ray_executor.map(_pid, [0, 1], state=None)
-    _PIDS.extend(pids)
+    _PROCS.extend(_identity(p) for p in pids)
     # the actors do the run's work: at this process's priority, not Ray's default niceness of 15
     assert {os.getpriority(os.PRIO_PROCESS, p) for p in pids} == {os.getpriority(os.PRIO_PROCESS, 0)}
 
