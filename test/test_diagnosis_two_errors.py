@@ -88,9 +88,10 @@ def test_a_heavier_link_filmed_late_is_named_as_both_not_left_unexplained(two_er
 def test_a_camera_recommendation_says_where_to_calibrate_again(tmp_path):
     """The arm filmed by a camera moved 3 mm and turned 3 mrad per axis: the orientation is named, alone (the
     position and the principal point take the same shift of this distant scene: freed with it they add nothing
-    the likelihood-ratio bound accepts), and the recommendation carries, as the start of the next calibration, the free
-    parameters where the check's refit put them — begun again from the nominal values with its budget, the cart's calibration with its
-    orientation freed stalled at 3.7 px where the check's refit reached the noise."""
+    the likelihood-ratio bound accepts), and the recommendation carries, as the start of the next calibration,
+    the free parameters where the check's refit put them. Begun again from the nominal values with its budget,
+    the cart's calibration with its orientation freed stalled at 3.7 px where the check's refit reached the
+    noise."""
     import math
 
     (tmp_path / "arm.xml").write_text(ARM)

@@ -560,8 +560,9 @@ def _with_latency(ctx: ProbeContext, scores: list[Score], F: np.ndarray, s0: flo
             tie = max(bound, polish(ctx, close, F))
             good.sort(key=lambda sp: sp[1].refit.ssr)
         tied = [s for s, p in good if p.refit.ssr - good[0][1].refit.ssr <= tie]
-    stats["latency_pairs"] = [{"cause": s.cause.name, "ssr": p.refit.ssr, "share": 1.0 - p.refit.ssr / s0 if s0 > 0
-                               else 0.0, "latency_s": float(p.refit.theta[-1]), "explains": any(s is g for g, _ in good),
+    stats["latency_pairs"] = [{"cause": s.cause.name, "ssr": p.refit.ssr,
+                               "share": 1.0 - p.refit.ssr / s0 if s0 > 0 else 0.0,
+                               "latency_s": float(p.refit.theta[-1]), "explains": any(s is g for g, _ in good),
                                "tied": any(s is t for t in tied)} for s, p in pairs]
     if not tied:
         return None
