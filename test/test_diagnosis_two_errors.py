@@ -78,9 +78,10 @@ def test_a_heavier_link_filmed_late_is_named_as_both_not_left_unexplained(two_er
     rec = d["recommendation"]
     assert rec["kind"] == "latency" and rec["free"] == ["latency"] and rec["recommended"]
     assert rec["held_out"]["after"] < 0.5 * rec["held_out"]["before"]  # the pair, checked on the held-out time
-    # calibrate again from where the pair's refit put the free parameters: nearer the truth than the fit
-    for n in params.free_names:
-        assert abs(rec["start"][n] - TRUTH[n]) < 0.5 * abs(values[n] - TRUTH[n]), n
+    # calibrate again from where the latency's own refit (what is recommended) put the free parameters: the pair's
+    # refit puts them where the mass, still unmodelled after following the advice, is fixed too
+    assert set(rec["start"]) == set(params.free_names)
+    assert all(p.lower <= rec["start"][p.name] <= p.upper for p in params.free)
     warning = next(f for f in d["findings"] if f["severity"] == "warning")
     assert warning["message"].startswith("Two errors at once")
 

@@ -576,7 +576,9 @@ def _two_errors(ctx: ProbeContext, lat: Score, partners: list[Score], pair: Refi
     that explain it equally well with the latency), ``pair`` the best pair's refit. The pair is checked on
     held-out data (refitted together on the training data, against the free parameters alone): the latency
     alone leaves the other error's part and says little there. The recommendation frees the latency nuisance
-    (no rollout) and calibrates again: the diagnosis then sees the other error alone."""
+    (no rollout) and calibrates again, from where the latency's own refit put the free parameters (the pair's
+    refit puts them where the other error, still unmodelled, is fixed too): the diagnosis then sees the other
+    error alone."""
     n = max(int(ctx.ok.sum()), 1)
     null = refit(ctx, [], [], F)
     first = partners[0]
@@ -590,7 +592,7 @@ def _two_errors(ctx: ProbeContext, lat: Score, partners: list[Score], pair: Refi
            "action": how_to_free(lat.cause, ctx.unit) + "; calibrate again and diagnose: the other error "
                      "is then what is left",
            "training_rms_before": before, "training_rms_after": math.sqrt(fitted.ssr / n), "unit": ctx.unit,
-           "held_out": check, "recommended": check["improved"], "start": _start(ctx, pair.u)}
+           "held_out": check, "recommended": check["improved"], "start": _start(ctx, fitted.u)}
     if len(partners) == 1:
         other = f"{first.cause.name} ({_size(ctx, first.cause, pair.theta[:-1])[1]})"
     else:
