@@ -6,7 +6,8 @@ stand-in real trial is made by ``make_sim2sim_trial(..., misspecify=...)`` (Gaus
 parameters, then the residual diagnosis runs. Then **follow the advice**: if the diagnosis makes a
 checked recommendation, do what it says (free the frozen parameter, free the latency nuisance, add a
 parameter for the model field, declare the camera intrinsics as free nuisance parameters) and refit
-with the same budget, from where the recommendation says (its ``start``: the identified values); if the verdict is ``indistinguishable`` or ``none``, or the recommendation
+with the same budget, from where the recommendation says (its ``start``: the free parameters where its
+held-out check's refit put them); if the verdict is ``indistinguishable`` or ``none``, or the recommendation
 cannot be followed in the twin (a drive dead-zone: no parameter models it), nothing is done and
 the cell says so.
 
@@ -338,8 +339,8 @@ def follow_advice(rig, twin, params, nuisance, rec: dict[str, Any] | None, verdi
 
 
 def advice_start(rec: dict[str, Any] | None, params) -> dict[str, float] | None:
-    """Where the refit after following ``rec`` starts: the recommendation's ``start`` (the identified values, where
-    its held-out check refitted from), kept to the parameters of ``params`` and the latency nuisance; None (the
+    """Where the refit after following ``rec`` starts: the recommendation's ``start`` (the free parameters where
+    its held-out check's refit put them), kept to the parameters of ``params`` and the latency nuisance; None (the
     spec's nominal values) when it gives none. Begun again from the nominal values with the same budget, the cart's
     calibration with its camera orientation freed stalled far from the point the check had scored."""
     start = {k: float(v) for k, v in ((rec or {}).get("start") or {}).items() if k in params.names or k == "latency"}

@@ -182,8 +182,9 @@ def test_an_unchecked_set_counts_only_when_small_and_is_no_false_alarm(bench):
 
 
 def test_the_refit_after_the_advice_starts_where_the_recommendation_says(bench):
-    """The recommendation's ``start`` (the identified values) is where the refit begins, not the spec's nominal
-    values: from those, the cart with its camera orientation freed stalled at 3.7 px (46 % parameter error)."""
+    """The recommendation's ``start`` (the check's refit's free parameters) is where the refit begins, not the
+    spec's nominal values: from those, the cart with its camera orientation freed stalled at 3.7 px (46 %
+    parameter error)."""
     from vid2sid_ros.benchmark.run import resolve_rig
 
     p = resolve_rig(bench.RIGS["cart_pendulum"]).parameters

@@ -65,8 +65,10 @@ def test_a_heavier_link_filmed_late_is_named_as_both_not_left_unexplained(two_er
     rec = d["recommendation"]
     assert rec["kind"] == "latency" and rec["free"] == ["latency"] and rec["recommended"]
     assert rec["held_out"]["after"] < 0.5 * rec["held_out"]["before"]  # the pair, checked on the held-out time
-    # calibrate again from the identified values: where the check refitted from
-    assert rec["start"] == pytest.approx({n: values[n] for n in params.free_names})
+    # calibrate again from where the latency's own refit (what is recommended) put the free parameters: the pair's
+    # refit puts them where the mass, still unmodelled after following the advice, is fixed too
+    assert set(rec["start"]) == set(params.free_names)
+    assert all(p.lower <= rec["start"][p.name] <= p.upper for p in params.free)
     warning = next(f for f in d["findings"] if f["severity"] == "warning")
     assert warning["message"].startswith("Two errors at once")
 
@@ -74,9 +76,10 @@ def test_a_heavier_link_filmed_late_is_named_as_both_not_left_unexplained(two_er
 def test_a_camera_recommendation_says_where_to_calibrate_again(tmp_path):
     """The arm filmed by a camera moved 3 mm and turned 3 mrad per axis: the orientation is named, alone (the
     position and the principal point take the same shift of this distant scene: freed with it they add nothing
-    the likelihood-ratio bound accepts), and the recommendation carries the identified values as the start of
-    the next calibration — begun again from the nominal values with its budget, the cart's calibration with its
-    orientation freed stalled at 3.7 px where the check's refit, from the identified values, reached the noise."""
+    the likelihood-ratio bound accepts), and the recommendation carries, as the start of the next calibration,
+    the free parameters where the check's refit put them. Begun again from the nominal values with its budget,
+    the cart's calibration with its orientation freed stalled at 3.7 px where the check's refit reached the
+    noise."""
     import math
 
     (tmp_path / "arm.xml").write_text(ARM)
@@ -95,8 +98,11 @@ def test_a_camera_recommendation_says_where_to_calibrate_again(tmp_path):
     assert d["verdict"] == "named" and d["causes"][0]["cause"] == "camera orientation (roll, pitch, yaw)"
     rec = d["recommendation"]
     assert rec["free"] == ["camera.roll", "camera.pitch", "camera.yaw"] and rec["recommended"]
-    assert rec["start"] == pytest.approx({"shoulder_damping": 0.031, "elbow_damping": 0.0152})
-    assert "calibrate again from the identified values" in d["findings"][0]["message"]
+    # the check's refit (the orientation free) put the dampings back near the truth: the next calibration starts
+    # there, not at the values the fit bent to absorb the camera (3 % and 1.3 % off)
+    for n, given in (("shoulder_damping", 0.031), ("elbow_damping", 0.0152)):
+        assert abs(rec["start"][n] - TRUTH[n]) < 0.5 * abs(given - TRUTH[n]), n
+    assert "calibrate again from where that refit put the free parameters" in d["findings"][0]["message"]
 
 
 def test_a_camera_turn_reports_each_angle_under_its_own_name():

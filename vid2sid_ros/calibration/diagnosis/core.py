@@ -685,8 +685,9 @@ def _with_latency(ctx: ProbeContext, scores: list[Score], F: np.ndarray, s0: flo
             tie = max(bound, polish(ctx, close, F))
             good.sort(key=lambda sp: sp[1].refit.ssr)
         tied = [s for s, p in good if p.refit.ssr - good[0][1].refit.ssr <= tie]
-    stats["latency_pairs"] = [{"cause": s.cause.name, "ssr": p.refit.ssr, "share": 1.0 - p.refit.ssr / s0 if s0 > 0
-                               else 0.0, "latency_s": float(p.refit.theta[-1]), "explains": any(s is g for g, _ in good),
+    stats["latency_pairs"] = [{"cause": s.cause.name, "ssr": p.refit.ssr,
+                               "share": 1.0 - p.refit.ssr / s0 if s0 > 0 else 0.0,
+                               "latency_s": float(p.refit.theta[-1]), "explains": any(s is g for g, _ in good),
                                "tied": any(s is t for t in tied)} for s, p in pairs]
     if not tied:
         return None
@@ -700,7 +701,9 @@ def _two_errors(ctx: ProbeContext, lat: Score, partners: list[Score], pair: Refi
     that explain it equally well with the latency), ``pair`` the best pair's refit. The pair is checked on
     held-out data (refitted together on the training data, against the free parameters alone): the latency
     alone leaves the other error's part and says little there. The recommendation frees the latency nuisance
-    (no rollout) and calibrates again: the diagnosis then sees the other error alone."""
+    (no rollout) and calibrates again, from where the latency's own refit put the free parameters (the pair's
+    refit puts them where the other error, still unmodelled, is fixed too): the diagnosis then sees the other
+    error alone."""
     n = max(int(ctx.ok.sum()), 1)
     null = refit(ctx, [], [], F)
     first = partners[0]
@@ -714,7 +717,7 @@ def _two_errors(ctx: ProbeContext, lat: Score, partners: list[Score], pair: Refi
            "action": how_to_free(lat.cause, ctx.unit) + "; calibrate again and diagnose: the other error "
                      "is then what is left",
            "training_rms_before": before, "training_rms_after": math.sqrt(fitted.ssr / n), "unit": ctx.unit,
-           "held_out": check, "recommended": check["improved"], "start": _start(ctx)}
+           "held_out": check, "recommended": check["improved"], "start": _start(ctx, fitted.u)}
     if len(partners) == 1:
         other = f"{first.cause.name} ({_size(ctx, first.cause, pair.theta[:-1])[1]})"
     else:
@@ -929,7 +932,7 @@ def _named(ctx: ProbeContext, members: list[Score], scores: list[Score], F, null
            "action": how_to_free(causes[0], ctx.unit) if len(causes) == 1 else
            "declare the camera fields " + ", ".join(fields) + " as free nuisance parameters",
            "training_rms_before": before, "training_rms_after": after, "unit": ctx.unit,
-           "held_out": check, "recommended": check["improved"], "start": _start(ctx)}
+           "held_out": check, "recommended": check["improved"], "start": _start(ctx, fitted.u)}
     msg = _named_message(ctx, group, fitted, share, before, after, members)
     nxt = min((s for s in scores if s.refit is not None and s not in group and s not in members),
               key=lambda s: s.refit.ssr, default=None)
@@ -1039,13 +1042,14 @@ def _named_tracker(ctx: ProbeContext, best: Score, scores: list[Score], s0: floa
     return "named", rec, [Finding("tracker", "note", msg, ev)]
 
 
-def _start(ctx: ProbeContext) -> dict[str, float]:
-    """Where to calibrate again after following a recommendation: the identified values of the free parameters
-    (``{name: value}``, SI; ``calibration.start``). The held-out check refits from there; a calibration begun
-    again from the spec's nominal values with the same budget need not get there (on the cart with its camera
-    turned, the orientation freed from the nominal values stalled at 3.7 px where the check's refit reached the
-    noise)."""
-    return {s.name: float(ctx.full[s.name]) for s in ctx.free}
+def _start(ctx: ProbeContext, u: np.ndarray) -> dict[str, float]:
+    """Where to calibrate again after following a recommendation: the free parameters where the check's refit
+    (with the cause free) put them, ``u`` normalised (F,); ``{name: value}``, SI, for ``calibration.start``. A
+    calibration begun again from the spec's nominal values with the same budget need not get there (on the cart
+    with its camera turned, the orientation freed from the nominal values stalled at 3.7 px where the check's
+    refit reached the noise)."""
+    vals = ctx.values_at(u)
+    return {s.name: float(vals[s.name]) for s in ctx.free}
 
 
 def _check_sentence(rec: dict) -> str:
@@ -1055,8 +1059,8 @@ def _check_sentence(rec: dict) -> str:
     said = (f"Refitted with it free on the training data, the error on the {h['data']} goes from "
             f"{h['before']:.3g} to {h['after']:.3g} {h['unit']} RMS")
     if rec["recommended"]:
-        return said + f": recommended — {rec['action']}, and calibrate again from the identified values " \
-                      "(calibration.start; the check refitted from there)."
+        return said + f": recommended — {rec['action']}, and calibrate again from where that refit put the free " \
+                      "parameters (recommendation.start, for calibration.start)."
     return said + ": it does not generalise, so it is not recommended."
 
 
