@@ -74,6 +74,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..core.files import atomic_output, atomic_write_text
+from ..core.names import did_you_mean
 from ..core.parameters import ParameterSet, ParameterSpecError
 from ..core.trajectory import format_error
 from ..core.trial import RealTrial, jsonable, with_current_keys
@@ -1076,12 +1077,8 @@ def _open_session(target: Rig | Twin, real: RealTrial, proposer: Proposer, cfg: 
     if cfg.start:
         unknown = [k for k in cfg.start if k not in params]
         if unknown:
-            import difflib
-
-            close = difflib.get_close_matches(unknown[0], params.names, n=1)
             raise CalibrationError(f"config 'start': unknown parameter(s) {unknown}"
-                                   + (f" (did you mean {close[0]}?)" if close else "")
-                                   + f"; valid: {', '.join(params.names)}")
+                                   + did_you_mean(unknown[0], params.names) + f"; valid: {', '.join(params.names)}")
     from .fingerprint import run_fingerprints
 
     try:

@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..core.names import did_you_mean
 from ..core.parameters import ParameterSet
 from ..core.trial import RealTrial
 
@@ -99,8 +100,6 @@ def parse_start(block: Any, where: str, parameters: ParameterSet | None = None) 
         StartError: bad kind / points / guess (with the valid names), a start value that is
             not a number or names no parameter.
     """
-    import difflib
-
     if block is None:
         return StartConfig(), {}
     if not isinstance(block, Mapping):
@@ -114,18 +113,15 @@ def parse_start(block: Any, where: str, parameters: ParameterSet | None = None) 
                          f"trial each), got {points!r}")
     guess = block.get("guess")
     if guess is not None and guess not in START_GUESSES:
-        close = difflib.get_close_matches(str(guess), list(START_GUESSES), n=1)
-        raise StartError(f"{where}.guess: unknown start plugin {guess!r}" + (f" (did you mean {close[0]}?)" if close
-                                                                            else "")
-                         + f"; valid: {', '.join(START_GUESSES)}")
+        raise StartError(f"{where}.guess: unknown start plugin {guess!r}{did_you_mean(guess, START_GUESSES)}; "
+                         f"valid: {', '.join(START_GUESSES)}")
     values: dict[str, float] = {}
     for k, v in block.items():
         if k in _START_KEYS:
             continue
         if parameters is not None and k not in parameters:
-            close = difflib.get_close_matches(str(k), [*parameters.names, *_START_KEYS], n=1)
-            raise StartError(f"{where}.{k}: unknown parameter" + (f" (did you mean {close[0]}?)" if close else "")
-                             + f"; valid: {', '.join(parameters.names)} (or kind, points, guess)")
+            raise StartError(f"{where}.{k}: unknown parameter{did_you_mean(k, [*parameters.names, *_START_KEYS])}; "
+                             f"valid: {', '.join(parameters.names)} (or kind, points, guess)")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
             raise StartError(f"{where}.{k}: expected a number (start value), got {v!r}")
         values[str(k)] = float(v)

@@ -31,8 +31,9 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..core.files import file_problem
 from ..core.excitation import Excitation, ExcitationError, build_excitation, build_excitation_sets
+from ..core.files import file_problem
+from ..core.names import did_you_mean
 from ..core.parameters import SPEC_FIELDS, ParameterSet, ParameterSpec, ParameterSpecError, load_parameter_set
 from ..core.rig import Rig, TrialSpec, UnknownRigError
 from ..io.sources import SOURCES, SourceContext, SourceError, check_clip_size
@@ -163,10 +164,8 @@ def load_rig(path_or_name: str | Path | Mapping[str, Any] | Rig, *, allow_code: 
             if s in BUILTIN_TWINS:
                 doc, file, base = {"rig": s, "model": {"builtin": s}}, f"<built-in twin {s}>", PACKAGE_DIR
             elif not Path(s).suffix and not Path(s).exists() and "/" not in s:
-                close = difflib.get_close_matches(s, available_rigs(), n=1)
-                raise UnknownRigError(f"unknown rig {s!r}" + (f" (did you mean {close[0]}?)" if close else "")
-                                      + f"; built-in rigs: {', '.join(available_rigs())}; or give a rig config "
-                                        "file (.yaml)")
+                raise UnknownRigError(f"unknown rig {s!r}{did_you_mean(s, available_rigs())}; built-in rigs: "
+                                      f"{', '.join(available_rigs())}; or give a rig config file (.yaml)")
             else:
                 doc, file, base = read_config(s)
     for k, v in dict(overrides or {}).items():
@@ -225,10 +224,9 @@ def _parameters(value: Any, file: str, base: Path) -> ParameterSet:
                                      f"target, ...}}, got {describe_value(spec)}")
             unknown = [k for k in spec if k not in SPEC_FIELDS]
             if unknown:  # the key's own path, with the closest field
-                close = difflib.get_close_matches(str(unknown[0]), SPEC_FIELDS[1:], n=1)
                 raise RigConfigError(f"{file}:parameters.{name}.{unknown[0]}: unknown key"
-                                     + (f" (did you mean {close[0]}?)" if close else "")
-                                     + f"; valid keys here: {', '.join(SPEC_FIELDS[1:])}")
+                                     f"{did_you_mean(unknown[0], SPEC_FIELDS[1:])}; valid keys here: "
+                                     f"{', '.join(SPEC_FIELDS[1:])}")
             entries.append({"name": name, **dict(spec)})
         data = {"rig": data.get("rig", ""), "parameters": entries}
     try:
@@ -368,10 +366,9 @@ def _free_parameters(rig: Rig, doc: Mapping[str, Any], file: str) -> None:
     if doc.get("free"):
         unknown = [n for n in doc["free"] if n not in rig.parameters]
         if unknown:
-            close = difflib.get_close_matches(unknown[0], rig.parameters.names, n=1)
             raise RigConfigError(f"{file}:free: unknown parameter {unknown[0]!r}"
-                                 + (f" (did you mean {close[0]}?)" if close else "")
-                                 + f"; parameters: {', '.join(rig.parameters.names)}")
+                                 f"{did_you_mean(unknown[0], rig.parameters.names)}; parameters: "
+                                 f"{', '.join(rig.parameters.names)}")
         keep_free = list(doc["free"]) + [t for tr in rig.trials for t in tr.free_init.values()]
         rig.parameters = rig.parameters.with_frozen(free=keep_free)
 
@@ -646,8 +643,6 @@ def _check_recorded_commands(rig: Rig, where: str, recorded: Excitation) -> None
         return
     unknown = [n for n in names if n not in model]
     if unknown:
-        from ..core.names import did_you_mean
-
         raise RigConfigError(f"{where}: command column(s) name {', '.join(repr(n) for n in unknown)}, which "
                              f"{'is not an actuator' if len(unknown) == 1 else 'are not actuators'} of the model"
                              f"{did_you_mean(unknown[0], model)}; its actuators: {', '.join(model)}")
@@ -693,10 +688,8 @@ def _trials(entries: list, rig: Rig, named: Mapping[str, Excitation], file: str,
         exc_cfg = t.get("excitation", "none")
         if isinstance(exc_cfg, str) and exc_cfg not in ("none", "free", "free_decay"):
             if exc_cfg not in named:
-                close = difflib.get_close_matches(exc_cfg, list(named), n=1)
-                raise RigConfigError(f"{w}.excitation: unknown excitation {exc_cfg!r}"
-                                     + (f" (did you mean {close[0]}?)" if close else "")
-                                     + f"; named excitations: {', '.join(named) or 'none (add excitations:)'}")
+                raise RigConfigError(f"{w}.excitation: unknown excitation {exc_cfg!r}{did_you_mean(exc_cfg, named)}"
+                                     f"; named excitations: {', '.join(named) or 'none (add excitations:)'}")
             spec.excitation = named[exc_cfg]
         elif isinstance(exc_cfg, Mapping):
             try:
@@ -930,8 +923,6 @@ def _twin_option_hint(message: str, option: str) -> str:
     params = inspect.signature(cls).parameters
     valid = [p for p, v in params.items() if v.kind in (v.KEYWORD_ONLY, v.POSITIONAL_OR_KEYWORD)
              and p not in ("self", "parameters", "params")]
-    from ..core.names import did_you_mean
-
     return f"{did_you_mean(option, valid)}; its options: {', '.join(valid)}" if valid else ""
 
 
@@ -950,10 +941,8 @@ def _check_csv_columns(rig: Rig, twin: Any, file: str) -> None:
             continue
         bad = [c for c in e.actuator_names if c not in acts]
         if bad:
-            close = difflib.get_close_matches(bad[0], acts, n=1)
             raise RigConfigError(f"{file}:excitations.{name}.path: {e.meta.get('path')}: column {bad[0]!r} is not an "
-                                 f"actuator of the rig" + (f" (did you mean {close[0]}?)" if close else "")
-                                 + f"; actuators: {', '.join(acts)}; name the command columns after them "
+                                 f"actuator of the rig{did_you_mean(bad[0], acts)}; actuators: {', '.join(acts)}; name the command columns after them "
                                  "(plus an optional time column)")
 
 

@@ -26,7 +26,6 @@ coloured sphere marks the distal end of each phalanx; a fixed camera films the p
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 import os
 import re
@@ -42,6 +41,7 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..core.excitation import Excitation, build_excitation_sets  # noqa: E402
+from ..core.names import did_you_mean  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
 from .base import CameraIntrinsics, RolloutLimits, RolloutMeter, RolloutResult, TwinError  # noqa: E402
@@ -96,8 +96,7 @@ def check_field(model: mujoco.MjModel, name: str, field: str) -> None:
     if not isinstance(arr, np.ndarray) or arr.dtype.kind != "f":
         fields = [f for f in dir(model) if not f.startswith("_")
                   and isinstance(getattr(model, f, None), np.ndarray) and getattr(model, f).dtype.kind == "f"]
-        close = difflib.get_close_matches(field, fields, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else "; e.g. dof_damping, jnt_stiffness, body_mass"
+        hint = did_you_mean(field, fields) or "; e.g. dof_damping, jnt_stiffness, body_mass"
         raise TwinError(f"parameter '{name}': target field '{field}' is not a real-valued MjModel field{hint}")
 
 

@@ -64,6 +64,7 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..core.excitation import Excitation  # noqa: E402
+from ..core.names import did_you_mean  # noqa: E402
 from ..core.parameters import ParameterSet, ParameterSpecError, load_parameter_set  # noqa: E402
 from ..core.trajectory import Trajectory  # noqa: E402
 from ..core.camera import CAMERA_FIELDS, CameraError, PinholeCamera, camera_from_config  # noqa: E402
@@ -143,9 +144,8 @@ _PLURAL = {"body": "bodies", "equality": "equalities"}
 
 def _no_such(pname: str, what: str, token: str, names: list[str], field: str = "") -> UserModelError:
     """``parameter 'P': no joint named 'pna' for field 'F' (did you mean pan?); joints: [...]``."""
-    close = difflib.get_close_matches(token, names, n=1)
     return UserModelError(f"parameter '{pname}': no {what} named {token!r}" + (f" for field '{field}'" if field else "")
-                          + (f" (did you mean {close[0]}?)" if close else "") + f"; {_PLURAL.get(what, what + 's')}: {names[:20]}")
+                          + did_you_mean(token, names) + f"; {_PLURAL.get(what, what + 's')}: {names[:20]}")
 
 
 def _name_to_index(model: mujoco.MjModel, field: str, token: str, pname: str) -> int:
@@ -224,17 +224,14 @@ def parse_user_target(model: mujoco.MjModel, name: str, target: str, *,
         if part.startswith("camera."):
             f = part[len("camera."):].strip()
             if f not in camera_fields:
-                close = difflib.get_close_matches(f, list(camera_fields), n=1)
-                raise UserModelError(f"parameter '{name}': unknown camera field {f!r}"
-                                     + (f" (did you mean {close[0]}?)" if close else "")
-                                     + f" (valid: {', '.join(camera_fields)})")
+                raise UserModelError(f"parameter '{name}': unknown camera field {f!r}{did_you_mean(f, camera_fields)}"
+                                     f" (valid: {', '.join(camera_fields)})")
             out.append(Binding("camera", f))
         elif part.startswith("trial."):
             f = part[len("trial."):].strip()
             if f != "time_offset":
                 raise UserModelError(f"parameter '{name}': unknown trial field {f!r}"
-                                     + (" (did you mean time_offset?)" if difflib.get_close_matches(f, ["time_offset"])
-                                        else "") + "; valid: time_offset")
+                                     + did_you_mean(f, ["time_offset"]) + "; valid: time_offset")
             out.append(Binding("trial", f, trial=scope))
         elif part.startswith("init."):
             m = _INIT_RE.match(part)
@@ -505,10 +502,9 @@ class UserModelTwin(BatchScratch):
             order = [a if isinstance(a, str) else a.get("name") for a in actuators]
             for i, a in enumerate(order):
                 if a not in model_acts:
-                    close = difflib.get_close_matches(str(a), model_acts, n=1)
                     raise UserModelError(f"{self._source}:actuators[{i}]: no actuator named {a!r} in "
-                                         f"{self._built.source}" + (f" (did you mean {close[0]}?)" if close else
-                                                                    f"; actuators: {model_acts}"))
+                                         f"{self._built.source}" + (did_you_mean(a, model_acts)
+                                                                    or f"; actuators: {model_acts}"))
         else:
             order = model_acts
         self.actuator_names: tuple[str, ...] = tuple(order)
@@ -558,10 +554,9 @@ class UserModelTwin(BatchScratch):
             return ("body", bid)
         names = [self.model.site(i).name for i in range(self.model.nsite)] + \
             [self.model.body(i).name for i in range(self.model.nbody)]
-        close = difflib.get_close_matches(str(obj), [n for n in names if n], n=1)
         raise UserModelError(f"{self._source}:{what}: {obj!r} is neither a site nor a body of {self._built.source}"
-                             + (f" (did you mean {close[0]}?)" if close else
-                                f"; sites: {[self.model.site(i).name for i in range(self.model.nsite)]}"))
+                             + (did_you_mean(obj, [n for n in names if n])
+                                or f"; sites: {[self.model.site(i).name for i in range(self.model.nsite)]}"))
 
     def _point(self, d: mujoco.MjData, ref: tuple[str, int]) -> np.ndarray:
         return (d.site_xpos if ref[0] == "site" else d.xpos)[ref[1]].copy()
