@@ -423,7 +423,7 @@ def go_on_advice(run: RunSummary) -> tuple[bool, str]:
         return False, ("more iterations or a larger budget will not help: the residual diagnosis finds the model "
                        f"cannot fit these data ({finding}); fix the model first")
     elsewhere = _optimum_elsewhere(run.result.get("residual_diagnosis"))
-    if elsewhere and kind in ("budget", "iterations", "stalled", "other"):  # (was: "stalled ... will not help")
+    if elsewhere and kind in ("budget", "iterations", "stalled", "other"):
         where = "" if elsewhere == "not given" else f" ({elsewhere})"
         there = "there" if where else "from where it stopped"
         how = ("continue it with more iterations and a larger budget (--resume)"

@@ -14,9 +14,8 @@ from ..proposers.rationale import format_value
 from .advice import how_to_free, separating_trial
 from .causes import Composite, FrozenParameter, candidate_causes
 from .chi2 import chi2_ppf
-from .compare import (Refit, Score, decide, far_start, free_columns, held_out_check, line_scan, polish, refit,
-                      refit_far, screen)
-from .compare import _at_edge
+from .compare import (Refit, Score, _at_edge, decide, far_start, free_columns, held_out_check, line_scan, polish,
+                      refit, refit_far, screen)
 from .consider import ConsiderResult, consider
 from .context import ProbeContext
 from .result import THRESHOLDS, Diagnosis, Finding
@@ -351,45 +350,51 @@ def _two_causes(ctx: ProbeContext, scores: list[Score], F: np.ndarray, s0: float
         return None
     top = int(THRESHOLDS["pair_top"])
     usable = [s for s in scores if s.column is not None and s.cause.kind not in _UNPAIRED]
-    anchors = sorted((s for s in usable if s.refit is not None and s.significant and s.determined),
-                     key=lambda s: s.refit.ssr)[:2]
+    refitted = sorted((s for s in usable if s.refit is not None and s.significant and s.determined),
+                      key=lambda s: s.refit.ssr)
+    anchors = refitted[:2]
     # partners: the best on their refits and on their linearised share — a second error can hide behind a first
     # that took the refits' places (a dead-zone screened only, behind the camera fields that tie for a lens)
-    partners = sorted((s for s in usable if s.refit is not None and s.significant and s.determined),
-                      key=lambda s: s.refit.ssr)[:top]
+    partners = refitted[:top]
     partners += [s for s in sorted(usable, key=lambda s: -s.share_linear)
                  if s.share_linear >= THRESHOLDS["min_share"] and not any(s is p for p in partners)][:2 * top]
     crit = chi2_ppf(1.0 - THRESHOLDS["alpha"] / max(len(scores), 1), 1)
-    refitted, good, seen = [], [], []
+    entries, good, seen = [], [], set()
     for a in anchors:
         for b in partners:
-            if a.cause.kind == b.cause.kind or any({id(a), id(b)} == x for x in seen):  # one kind: two camera
-                continue  # fields (fitted together when named), two drives
-            seen.append({id(a), id(b)})
+            if a.cause.kind == b.cause.kind or frozenset((id(a), id(b))) in seen:  # one kind: two camera fields
+                continue  # (fitted together when named), two drives
+            seen.add(frozenset((id(a), id(b))))
             pair = _pair_refit(ctx, a, b, F)
             if pair is None:
                 continue
-            alone = sorted(_alone_ssr(x, s0) for x in (a, b))
-            explains = (not _leaves_systematic(ctx, pair.ssr, s0) and alone[0] - pair.ssr > crit * ctx.sigma2
-                        and alone[1] - pair.ssr > crit * ctx.sigma2
-                        and not any(_at_edge(c, float(t)) for c, t in zip(a.parts + b.parts, pair.theta)))
-            refitted.append({"causes": [a.cause.name, b.cause.name], "ssr": pair.ssr,
-                             "share": 1.0 - pair.ssr / s0 if s0 > 0 else 0.0, "explains": explains})
+            explains = _pair_explains(ctx, pair, a.parts + b.parts, (_alone_ssr(a, s0), _alone_ssr(b, s0)), s0,
+                                      crit)
+            entry = {"causes": [a.cause.name, b.cause.name], "ssr": pair.ssr,
+                     "share": 1.0 - pair.ssr / s0 if s0 > 0 else 0.0, "explains": explains}
+            entries.append(entry)
             if explains:
-                good.append((a, b, pair))
-    stats["pairs"] = refitted
+                good.append((a, b, _pair_score(a, b, pair), entry))
+    stats["pairs"] = entries
     if not good:
         return None
     # a few chord steps leave a pair short of its optimum (the sizes and which pair is best): every explaining
     # pair's refit is continued, and the pairs are decided on the data within the refits' accuracy
-    as_scores = [_pair_score(a, b, pair) for a, b, pair in good]
-    tie = max(chi2_ppf(1.0 - THRESHOLDS["alpha"], 1) * ctx.sigma2, polish(ctx, as_scores, F))
-    good = sorted(((a, b, sc.refit) for (a, b, _), sc in zip(good, as_scores)), key=lambda g: g[2].ssr)
-    for entry, (a, b, pair) in ((e, g) for e in refitted for g in good
-                                if e["causes"] == [g[0].cause.name, g[1].cause.name]):
-        entry.update(ssr=pair.ssr, share=1.0 - pair.ssr / s0 if s0 > 0 else 0.0)
+    tie = max(chi2_ppf(1.0 - THRESHOLDS["alpha"], 1) * ctx.sigma2, polish(ctx, [g[2] for g in good], F))
+    for _, _, sc, entry in good:
+        entry.update(ssr=sc.refit.ssr, share=1.0 - sc.refit.ssr / s0 if s0 > 0 else 0.0)
+    good = sorted(((a, b, sc.refit) for a, b, sc, _ in good), key=lambda g: g[2].ssr)
     tied = [g for g in good if g[2].ssr - good[0][2].ssr <= tie]
     return _two_causes_finding(ctx, tied, s0)
+
+
+def _pair_explains(ctx: ProbeContext, pair: Refit, parts: Sequence, alone: Sequence[float], s0: float,
+                   crit: float) -> bool:
+    """Whether a pair's joint refit ``pair`` explains the residual: it leaves no systematic part
+    (:func:`_leaves_systematic`), each member is needed (``alone``: what each leaves alone, unit²; each lies above
+    the pair's sum of squares by more than ``crit`` σ², Wilks) and no size of ``parts`` sits on its bound."""
+    return (not _leaves_systematic(ctx, pair.ssr, s0) and all(x - pair.ssr > crit * ctx.sigma2 for x in alone)
+            and not any(_at_edge(c, float(t)) for c, t in zip(parts, pair.theta)))
 
 
 def _pair_score(a: Score, b: Score, pair: Refit) -> Score:
@@ -665,16 +670,11 @@ def _with_latency(ctx: ProbeContext, scores: list[Score], F: np.ndarray, s0: flo
         r_start = ctx.residual(list(parts), start, s.refit.u)
         if r_start is None:
             continue
-        cols = list(s.probe_columns) + [lat.column]
-        pair = Score(Composite(f"{s.cause.name} and {lat.cause.name}", s.cause.kind,
-                               tuple(s.cause.fields) + tuple(lat.cause.fields), "", 0.0, (0.0, 0.0), parts=parts),
-                     None, columns=cols)
-        pair.refit = refit(ctx, list(parts), cols, F, start=start, start_r=r_start, start_u=s.refit.u)
-        pairs.append((s, pair))
+        joint = refit(ctx, list(parts), list(s.probe_columns) + [lat.column], F, start=start, start_r=r_start,
+                      start_u=s.refit.u)
+        pairs.append((s, _pair_score(s, lat, joint)))
     crit = chi2_ppf(1.0 - THRESHOLDS["alpha"] / max(len(scores), 1), 1)
-    good = [(s, p) for s, p in pairs if not _leaves_systematic(ctx, p.refit.ssr, s0)
-            and (s.refit.ssr - p.refit.ssr) / ctx.sigma2 > crit and (lat_ssr - p.refit.ssr) / ctx.sigma2 > crit
-            and not any(_at_edge(c, float(t)) for c, t in zip(p.parts, p.refit.theta))]
+    good = [(s, p) for s, p in pairs if _pair_explains(ctx, p.refit, p.parts, (s.refit.ssr, lat_ssr), s0, crit)]
     tied: list[Score] = []
     if good:  # a tie of pairs is decided as step 5 decides one of causes: the tied refits continued, their accuracy
         good.sort(key=lambda sp: sp[1].refit.ssr)
