@@ -47,8 +47,8 @@ from ..core.excitation import Excitation
 from ..core.files import atomic_write_text
 from ..core.trajectory import Trajectory
 from ..core.trial import RealTrial
-from .design import (CRITERIA, DesignResult, ExcitationLimits, ExcitationRefused, design_excitation,
-                     design_separating_excitation, profile_from_change, steepest_change,
+from .design import (CRITERIA, SEPARATES_SIGMA, DesignResult, ExcitationLimits, ExcitationRefused,
+                     design_excitation, design_separating_excitation, profile_from_change, steepest_change,
                      trial_name, validate_profile)
 from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_calibration
 from .objective import TrialObjective
@@ -588,16 +588,30 @@ def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, con
            "reason": "a recommendation: record this trial on the rig and add it to the rig config's trials",
            "design_rollouts": design.rollouts, "charged": False, "limits": _limits_record(limits),
            "warning": report.warning if report else None}
+    if design.criterion == "separation" and not design.score_after >= SEPARATES_SIGMA:
+        # a trial that separates nothing is no recommendation: the causes are one effect on this rig
+        rec["reason"] = (f"no trial within the rig's limits separates the causes by {SEPARATES_SIGMA:g} σ "
+                         f"(best {design.score_after:.3g} σ): on this rig they are probably one effect; no trial "
+                         "recommended")
+        rec["files"] = None
+        _append_jsonl(rd / "active_learning.jsonl", _jsonable(rec))
+        _record_in_result(rd, rec)
+        return rec
     rec["files"] = {"csv": str(atomic_write_text(rd / "designed_excitation.csv", _csv_text(design.excitation))),
                     "trial": str(atomic_write_text(rd / "designed_trial.yaml",
                                                    _trial_block(design, "designed_excitation.csv")))}
     _append_jsonl(rd / "active_learning.jsonl", _jsonable(rec))
+    _record_in_result(rd, rec)
+    return rec
+
+
+def _record_in_result(rd: Path, rec: Mapping[str, Any]) -> None:
+    """``rec`` under ``designed_trial`` in ``rd/result.json`` (atomically), when the run wrote one."""
     res_json = rd / "result.json"
     if res_json.is_file():
         data = json.loads(res_json.read_text(encoding="utf-8"))
         data["designed_trial"] = _jsonable(rec)
         atomic_write_text(res_json, json.dumps(data, indent=1))
-    return rec
 
 
 #: the record file of a session's designs (one JSON object a line, fsynced)

@@ -471,6 +471,8 @@ def _recommend(args: argparse.Namespace, rig, real, result, ccfg, out: Path) -> 
         return {"file": "designed_trial.yaml", "error": " ".join(why.split())[:500]}
     if rec is None:
         print("active learning: the identifiability check flags no parameter; no trial designed")
+    elif not rec.get("files"):
+        print(f"active learning: {rec['reason']} ({rec['rationale'].split('. ')[0]})")
     else:
         print(f"active learning: next trial saved in {rec['files']['trial']} and {rec['files']['csv']} "
               f"({rec['rationale'].split('. ')[0]})")

@@ -661,6 +661,7 @@ def _designed_html(dt: DesignedTrials) -> str:
     rec = _shown_design(dt)
     if rec is not None:
         state = ("run on the rig" if rec.get("applied") else
+                 str(rec.get("reason")) if "files" in rec and not rec.get("files") else  # it separates nothing
                  "a recommendation: record this trial on the robot, then add the block below to the rig config's "
                  "trials")
         parts.append(f"<p><b>Design {e(rec.get('design', ''))}</b> ({e(state)}).</p>"

@@ -47,6 +47,16 @@ def separating_trial(causes: Sequence[Cause]) -> str:
         if len({getattr(c, "category", c.kind) for c in others}) > 1:
             text += " and " + separating_trial(others)
         return text
+    if "encoder" in kinds:  # a reading's error against the motion: an independent measure of the joint
+        others = [c for c in causes if c.kind != "encoder"]
+        text = ("poses held still with the joint angles measured independently (a protractor, a fixture, motion "
+                "capture): an encoder's zero or scale error stays at rest, a dynamics error does not")
+        return text + (" and " + separating_trial(others) if others else "")
+    if kinds == {"inertia", "joint"} and not any(_moves_weight(c) for c in causes):
+        return ("motion about several axes at once where the robot has them (a body's inertia acts about every axis "
+                "it turns about, a joint's armature only about its own); about one hinge, or parallel hinges, the two "
+                "are one effect, and only a measurement of one of them (the link weighed or swung as a pendulum, the "
+                "motor's rotor inertia from its data sheet)")
     said: list[str] = []
     if kinds & {"camera", "offset"}:
         said.append(_RULES[0][1] if kinds <= {"camera", "offset"} else _REST)
@@ -65,6 +75,14 @@ def separating_trial(causes: Sequence[Cause]) -> str:
                                   "by experiment design)")
 
 
+def _moves_weight(cause: Cause) -> bool:
+    """Whether a cause changes a body's mass or centre of mass (its gravity load), not only its inertia."""
+    if isinstance(cause, ModelField):
+        return any(f in ("body_mass", "body_ipos") for f, _, _ in cause.writes)
+    t = f"{getattr(getattr(cause, 'spec', None), 'target', '')} {getattr(getattr(cause, 'spec', None), 'name', '')}"
+    return any(w in t.lower() for w in ("body_mass", "ipos", "mass"))
+
+
 def how_to_free(cause: Cause, unit: str = "px") -> str:
     """The action a named cause asks for, in the rig config's terms (``unit``: the measurement's; a joint-state
     or motion-capture recording, not in px, is never called a video)."""
@@ -79,6 +97,10 @@ def how_to_free(cause: Cause, unit: str = "px") -> str:
         return "free the marker offsets (nuisance: marker_offsets: true)"
     if isinstance(cause, ModelField):
         return "add a parameter with target " + ", ".join(cause.fields)
+    if cause.kind == "encoder":
+        what = "zero" if getattr(cause, "mode", "offset") == "offset" else "scale (counts per unit)"
+        return (f"check the encoder {what} of joint '{getattr(cause, 'joint', '')}' and correct the recording "
+                "(no parameter of the twin models a reading's error)")
     if cause.kind == "tracker":
         return "set calibration.tracker_bias: true (the twin filmed and tracked like the robot)"
     if cause.kind == "rolling_shutter":

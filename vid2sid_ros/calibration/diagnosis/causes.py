@@ -12,7 +12,8 @@ which :meth:`~.context.ProbeContext.residual` composes:
   gain, bias, dead-zone, backlash); costs rollouts;
 * ``transform`` — the twin's measured trajectory (:class:`TimeWarp`: latency, frame drops,
   rolling shutter; :class:`Intrinsic`: focal length, principal point; :class:`MarkerOffset`;
-  :class:`TrackerBias`: the tracker's own bias measured on renders of the twin);
+  :class:`EncoderError`: a joint reading's zero or scale; :class:`TrackerBias`: the tracker's own
+  bias measured on renders of the twin);
   costs no rollout.
 
 Families of causes are registered in :data:`CAUSE_FAMILIES` (like the proposers):
@@ -37,7 +38,7 @@ from ..nuisance import LATENCY, MEASUREMENT_PREFIX
 
 __all__ = ["Cause", "Composite", "parts_of", "FrozenParameter", "ModelField", "CameraPose", "CommandTransform",
            "TimeWarp", "Intrinsic",
-           "MarkerOffset", "TrackerBias", "CAUSE_FAMILIES", "candidate_causes", "filmed", "LATENCY_SEARCH_FRAMES"]
+           "MarkerOffset", "EncoderError", "TrackerBias", "CAUSE_FAMILIES", "candidate_causes", "filmed", "LATENCY_SEARCH_FRAMES"]
 
 #: the latency a diagnosis searches, ± frames (also at most a quarter of the shortest trial)
 LATENCY_SEARCH_FRAMES = 5.0
@@ -50,7 +51,7 @@ class Cause:
     Attributes:
         name: what it is, for people (``"mass of body 'middle'"``).
         kind: ``inertia`` | ``joint`` | ``friction`` | ``actuator`` | ``frozen`` | ``latency`` |
-            ``timing`` | ``rolling_shutter`` | ``camera`` | ``offset`` | ``tracker``.
+            ``timing`` | ``rolling_shutter`` | ``camera`` | ``offset`` | ``encoder`` | ``tracker``.
         fields: what a user would free or add (spec parameter names, MuJoCo fields such as
             ``body_mass[middle]``, ``camera.fx``).
         unit: unit of ``theta``. step: the probe's finite-difference step (unit).
@@ -615,6 +616,46 @@ def marker_causes(ctx: Any) -> list[Cause]:
 
 
 @dataclass(eq=False)
+class EncoderError(Cause):
+    """A joint reading's own error: its zero off by a constant θ (``mode="offset"``, rad or m) or its scale off by
+    a factor ``1 + θ`` about its zero (``mode="scale"``, relative: a wrong counts-per-radian or gear ratio). It
+    acts on the twin's reading of joint ``joint`` as the encoder would have recorded it; the motion is not
+    changed (a gravity-loaded link at a wrong zero moves differently, which is why it is a measurement cause
+    and not the model's initial state)."""
+
+    joint: str = ""
+    mode: str = "offset"
+    changes_measurement = True
+
+    def transform(self, ctx, traj, theta):
+        if traj.kind != "joints" or self.joint not in traj.names:
+            return traj
+        kp = np.array(traj.keypoints, float)
+        k = traj.names.index(self.joint)
+        kp[:, k, 0] = kp[:, k, 0] + theta if self.mode == "offset" else kp[:, k, 0] * (1.0 + theta)
+        return replace(traj, keypoints=kp)
+
+
+def encoder_causes(ctx: Any) -> list[Cause]:
+    """Each recorded joint's encoder zero and scale (:class:`EncoderError`), for joint-state trials only: a
+    joint reading's offset explains a residual as well as a centre of mass or a spring's rest angle can, and
+    must be weighed against them."""
+    joints: dict[str, str] = {}
+    for r in ctx.reals:
+        if getattr(r, "kind", "image") == "joints":
+            for n, u in zip(r.names, r.units):
+                joints.setdefault(n, u)
+    out: list[Cause] = []
+    for n, u in joints.items():
+        step = 0.005 if u == "rad" else 0.001
+        out.append(EncoderError(f"joint '{n}' encoder zero offset", "encoder", (f"encoder zero of joint '{n}'",),
+                                u, step, (-100 * step, 100 * step), joint=n, mode="offset"))
+        out.append(EncoderError(f"joint '{n}' encoder scale", "encoder", (f"encoder scale of joint '{n}'",),
+                                "relative", 0.01, (-0.3, 0.3), joint=n, mode="scale"))
+    return out
+
+
+@dataclass(eq=False)
 class TrackerBias(Cause):
     """The tracker's own systematic error: ``θ · b`` added to the twin's keypoints, ``b = tracked − projected``
     (per frame and keypoint, px) measured by rendering the twin at the identified point and tracking the
@@ -652,7 +693,7 @@ def tracker_causes(ctx: Any) -> list[Cause]:
 CAUSE_FAMILIES: dict[str, Callable[[Any], list[Cause]]] = {
     "frozen": frozen_parameters, "body": body_causes, "joint": joint_causes, "command": command_causes,
     "timing": timing_causes, "camera_pose": camera_pose_causes, "camera_intrinsics": intrinsic_causes,
-    "marker": marker_causes, "tracker": tracker_causes,
+    "marker": marker_causes, "encoder": encoder_causes, "tracker": tracker_causes,
 }
 
 

@@ -3,7 +3,10 @@
 1. **Screen** (one probe per cause): the cause's residual column ``q = (r(step) − r0) / step`` and
    the free parameters' columns ``F`` (forward differences, normalised step
    :data:`~.result.THRESHOLDS` ``probe_step``) give the linearised share of the residual the cause
-   explains beyond the free parameters: ``(q⊥·r⊥)² / (q⊥·q⊥) / ‖r⊥‖²``, ``⊥`` = orthogonal to ``F``.
+   explains beyond the free parameters: ``(‖r⊥‖² − ‖r⊥ + θ q⊥‖²) / ‖r⊥‖²``, ``⊥`` = orthogonal to ``F``,
+   at the least-squares size ``θ = −(q⊥·r⊥) / (q⊥·q⊥)`` clipped to the cause's search range (a size the
+   cause cannot take explains nothing: a dead-zone or a friction cannot add torque); a several-part cause
+   the same with bounded linear least squares over its parts (:func:`scipy.optimize.lsq_linear`).
 2. **Refit** the ``refit_top`` best (and the free parameters alone, the null model): a chord
    Gauss–Newton on ``[F, q]`` from the optimum (the Jacobian corrected by Broyden's secant
    update after each evaluation), ``refit_evaluations`` evaluations at most, the cause kept inside
@@ -151,8 +154,9 @@ def screen(ctx: ProbeContext, causes: Sequence[Cause], F: np.ndarray) -> list[Sc
         if qq <= 0 or rr <= 0:
             out.append(Score(c, q, notes=["changes nothing the free parameters cannot"]))
             continue
-        proj = float(q_perp @ r_perp)
-        out.append(Score(c, q, share_linear=proj * proj / qq / rr, theta_linear=-proj / qq))
+        theta = float(np.clip(-float(q_perp @ r_perp) / qq, *c.bounds))  # a size the cause can take
+        gain = rr - float(np.sum((r_perp + theta * q_perp) ** 2))
+        out.append(Score(c, q, share_linear=max(gain, 0.0) / rr, theta_linear=-float(q_perp @ r_perp) / qq))
     out.sort(key=lambda s: -s.share_linear)
     return out
 
@@ -170,9 +174,12 @@ def _composite_screen(ctx: ProbeContext, c: Composite, rows: np.ndarray, B: np.n
     Q = Q - B @ (B.T @ Q)
     if rr <= 0 or not np.any(Q):
         return Score(c, None, columns=cols, notes=["changes nothing the free parameters cannot"])
-    coef = np.linalg.lstsq(Q, r_perp, rcond=1e-8)[0]
-    fit = Q @ coef
-    return Score(c, cols[0], share_linear=float(fit @ fit) / rr, columns=cols)
+    lo, hi = (np.array([p.bounds[i] for p in c.parts], float) for i in (0, 1))
+    from scipy.optimize import lsq_linear
+
+    coef = lsq_linear(Q, -r_perp, bounds=(lo, hi), lsmr_tol="auto").x  # sizes the parts can take
+    gain = rr - float(np.sum((r_perp + Q @ coef) ** 2))
+    return Score(c, cols[0], share_linear=max(gain, 0.0) / rr, columns=cols)
 
 
 def _grid_screen(ctx: ProbeContext, c: Cause, rows: np.ndarray, B: np.ndarray, rr: float) -> Score:

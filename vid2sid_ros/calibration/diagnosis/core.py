@@ -85,7 +85,7 @@ def diagnose(objective: TrialObjective, values: Mapping[str, float], *, paramete
                                                           f"({ctx.base.message}); nothing else can be diagnosed.")],
                          {}, ctx.rollouts, verdict="failed")
     stats = _base_stats(ctx, tracker_bias_candidate)
-    findings = _latency_note(ctx)
+    findings = _latency_note(ctx) + _initial_state_note(ctx)
     verdict, recommendation, considered = "none", None, None
     causes: list[dict[str, Any]] = []
     if _at_simulation_resolution(ctx, stats, findings):
@@ -228,6 +228,47 @@ def _latency_note(ctx: ProbeContext) -> list[Finding]:
     return [Finding("latency", "note", f"{what} lags the commands by {tau * 1000:.1f} ms ({tau * ctx.rate:.2f} "
                                        f"frame); identified as the '{LATENCY}' nuisance and kept out of the physics.",
                     {"latency_s": tau, "latency_frames": tau * ctx.rate})]
+
+
+#: a joint trial's first sample this many noise σ (plus three typical sample-to-sample changes) from the twin's
+#: starts from a wrong initial state
+_START_SIGMAS = 10.0
+
+
+def _initial_state_note(ctx: ProbeContext) -> list[Finding]:
+    """Joint-state training trials whose first recorded sample is far from the twin's (the same time): the trial's
+    initial state (``init``) is probably wrong. A joint reading measures the state itself, so this costs no
+    rollout; far means more than :data:`_START_SIGMAS` noise σ (the diagnosis's estimate) plus three median
+    sample-to-sample changes of the recording (the twin's first sample may lie one command period on)."""
+    sigma = math.sqrt(ctx.sigma2) if ctx.sigma2 > 0 else 0.0
+    out = []
+    for real, sim in zip(ctx.reals, ctx.base.sim):
+        if getattr(real, "kind", "") != "joints" or real.num_frames < 3 or sim is None or sim.num_frames < 2:
+            continue
+        far = []
+        for k, n in enumerate(real.names):
+            if n not in sim.names:
+                continue
+            ok = np.flatnonzero(real.valid[:, k])
+            if ok.size < 3:
+                continue
+            q = real.keypoints[ok, k, 0]
+            q_sim = float(np.interp(real.time[ok[0]], sim.time, sim.keypoints[:, sim.names.index(n), 0]))
+            d = float(q[0] - q_sim)
+            if abs(d) > _START_SIGMAS * sigma + 3.0 * float(np.median(np.abs(np.diff(q)))):
+                far.append((n, float(q[0]), q_sim, real.units[k]))
+        if far:
+            name = getattr(real, "trial_id", None) or "a training trial"
+            listed = "; ".join(f"joint '{n}' reads {q:.4g} {u}, the twin {qs:.4g} {u}" for n, q, qs, u in far)
+            keys = ", ".join(f"qpos[{n}]: {q:.4g}" for n, q, _, _ in far)
+            out.append(Finding("initial_state", "warning",
+                               f"Trial '{name}' starts away from the twin's initial state ({listed}; noise "
+                               f"{sigma:.2g} {ctx.unit}): the trial's initial state is probably wrong, and the "
+                               f"parameters absorb it. Set it (init: {{{keys}}}) or fit it (init: "
+                               f"{{qpos[{far[0][0]}]: free}}), and calibrate again.",
+                               {"trial": name, "joints": [{"joint": n, "recorded": q, "twin": qs, "unit": u}
+                                                          for n, q, qs, u in far], "noise": sigma}))
+    return out
 
 
 def _latency_in_doubt(note: Finding) -> Finding:
