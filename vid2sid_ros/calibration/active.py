@@ -47,7 +47,7 @@ from ..core.excitation import Excitation
 from ..core.files import atomic_write_text
 from ..core.trajectory import Trajectory
 from ..core.trial import RealTrial
-from .design import (CRITERIA, SEPARATES_SIGMA, DesignResult, ExcitationLimits, ExcitationRefused,
+from .design import (CRITERIA, RECOMMEND_SIGMA, DesignResult, ExcitationLimits, ExcitationRefused,
                      design_excitation, design_separating_excitation, profile_from_change, steepest_change,
                      trial_name, validate_profile)
 from .loop import CalibrationConfig, CalibrationError, CalibrationResult, run_calibration
@@ -588,10 +588,10 @@ def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, con
            "reason": "a recommendation: record this trial on the rig and add it to the rig config's trials",
            "design_rollouts": design.rollouts, "charged": False, "limits": _limits_record(limits),
            "warning": report.warning if report else None}
-    if design.criterion == "separation" and not design.score_after >= SEPARATES_SIGMA:
+    if design.criterion == "separation" and not design.score_after >= RECOMMEND_SIGMA:
         # a trial that separates nothing is no recommendation: the causes are one effect on this rig
-        rec["reason"] = (f"no trial within the rig's limits separates the causes by {SEPARATES_SIGMA:g} σ "
-                         f"(best {design.score_after:.3g} σ): on this rig they are probably one effect; no trial "
+        rec["reason"] = (f"no trial within the rig's limits separates the causes by more than the noise (best "
+                         f"{design.score_after:.3g} σ): on this rig they are probably one effect; no trial "
                          "recommended")
         rec["files"] = None
         _append_jsonl(rd / "active_learning.jsonl", _jsonable(rec))

@@ -72,7 +72,7 @@ from .objective import TrialObjective, trajectory_vector
 from .proposers.proposer import Evaluation
 
 __all__ = ["ExcitationLimits", "ExcitationRefused", "DesignResult", "design_excitation", "validate_profile",
-           "design_separating_excitation", "indistinguishable_set", "separation", "SEPARATES_SIGMA",
+           "design_separating_excitation", "indistinguishable_set", "separation", "SEPARATES_SIGMA", "RECOMMEND_SIGMA",
            "profile_from_change", "candidate_profiles", "steepest_change", "information_criterion", "CRITERIA",
            "trial_name"]
 
@@ -883,8 +883,13 @@ def _refit_left(ctx: Any, m: Any, target: np.ndarray, obj: TrialObjective, ok: n
     return float(np.linalg.norm(res.fun) / sigma)
 
 
-#: the separation (noise units, :func:`separation`) a designed trial needs before it is recommended
+#: the separation (noise units, :func:`separation`) below which the rationale says no candidate separates the
+#: causes (one trial may still tip a tie decided on all the data together)
 SEPARATES_SIGMA = 3.0
+
+#: below this separation (noise units) a designed trial separates nothing the noise does not hide: it is not
+#: recommended (:func:`~vid2sid_ros.calibration.active.recommend_trial`)
+RECOMMEND_SIGMA = 1.0
 
 #: pairs of the chosen separating trial whose separation is checked by a real refit (:func:`separation`)
 _CHECK_PAIRS = 3

@@ -58,7 +58,8 @@ class Finding:
 
     Attributes:
         kind: ``inertia`` | ``joint`` | ``friction`` | ``actuator`` | ``frozen`` | ``latency`` |
-            ``timing`` | ``rolling_shutter`` | ``camera`` | ``offset`` (a named cause of that kind),
+            ``timing`` | ``rolling_shutter`` | ``camera`` | ``offset`` | ``encoder`` (a named cause of that kind),
+            ``initial_state`` (a warning: a joint-state trial starts away from the twin's initial state),
             ``tracker`` (a note: the tracker's own bias measured on renders of the twin explains the
             residual — the measurement, not the model),
             ``convergence`` (a note: the point is not the free parameters' optimum, nothing else is looked for),
