@@ -125,9 +125,12 @@ def parse_start(block: Any, where: str, parameters: ParameterSet | None = None,
         if k in _START_KEYS:
             continue
         if parameters is not None and k not in parameters and k not in nuisances:
-            valid = [*parameters.names, *(n for n in nuisances if n not in parameters)]
-            raise StartError(f"{where}.{k}: unknown parameter{did_you_mean(k, [*valid, *_START_KEYS])}; "
-                             f"valid: {', '.join(valid)} (or kind, points, guess)")
+            extra = [n for n in nuisances if n not in parameters]
+            raise StartError(f"{where}.{k}: unknown parameter"
+                             f"{did_you_mean(k, [*parameters.names, *extra, *_START_KEYS])}; "
+                             f"valid: {', '.join(parameters.names)} (or kind, points, guess"
+                             + (", or a measurement nuisance: latency, marker_offset.<keypoint>.<axis>)" if extra
+                                else ")"))
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
             raise StartError(f"{where}.{k}: expected a number (start value), got {v!r}")
         values[str(k)] = float(v)
