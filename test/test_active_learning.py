@@ -590,3 +590,29 @@ def test_every_candidate_is_named_as_a_rig_config_accepts():
     assert "designed_step_0p6_at_0p2_s" in names
     assert trial_name("designed multisine 0.1/0.55/1 Hz amplitude 0.3") == "designed_multisine_0p1_0p55_1_Hz_amplitude_0p3"
     assert trial_name("designed chirp 0.1–4 Hz") == "designed_chirp_0p1-4_Hz"
+
+
+def test_the_designed_trial_proposes_the_rigs_source_kind_and_rounds_the_profile():
+    import yaml
+
+    from vid2sid_ros.calibration.active import _trial_block
+    from vid2sid_ros.calibration.design import DesignResult
+    from vid2sid_ros.core.rig import TrialSpec
+
+    class _Rig:
+        trials = [TrialSpec("stand_in", {"sim2sim": {"seed": 0}}),
+                  TrialSpec("log", {"joint_csv": {"path": "/data/d.csv", "joints": {"shoulder": "shoulder"},
+                                                  "units": "rad", "time_column": None, "noise": 0.002}})]
+
+    class _Design:
+        profile = {"name": "designed", "kind": "step", "t_step": 0.2, "duration": 3.49996500001,
+                   "rate": 30.00030000299998, "amplitude": 0.1}
+        rationale = "why"
+
+    design: DesignResult = _Design()  # type: ignore[assignment]
+    entry = yaml.safe_load(_trial_block(design, "designed_excitation.csv", _Rig()))[0]
+    assert entry["source"] == {"joint_csv": {"path": "PATH/TO/RECORDING", "joints": {"shoulder": "shoulder"},
+                                             "units": "rad", "noise": 0.002}}
+    assert entry["excitation"] == {"kind": "step", "t_step": 0.2, "duration": 3.499965, "rate": 30.0003,
+                                   "amplitude": 0.1}
+    assert yaml.safe_load(_trial_block(design, "x.csv"))[0]["source"] == {"video": "PATH/TO/RECORDING"}

@@ -413,3 +413,17 @@ def test_without_an_actuators_key_the_columns_are_the_models_actuators_in_its_or
     assert np.abs(second.values[:, 1]).max() > 0 and not second.values[:, 0].any()
     twin = rig.make_twin()
     assert not twin.rollout(first).diverged  # the twin takes the columns (it refused ['u0'] before)
+
+
+def test_two_parameters_writing_one_model_field_element_are_refused(slider):
+    from vid2sid_ros.rigs import load_rig
+
+    bad = _variant(slider, '  stiffness: {unit: N/m, lower: 1, upper: 100, nominal: 20, target: "jnt_stiffness[slide]"}',
+                   '  stiffness: {unit: N/m, lower: 1, upper: 100, nominal: 20, target: "jnt_stiffness[slide]"}\n'
+                   '  damping: {unit: N*s/m, lower: 0.01, upper: 1, nominal: 0.05, target: "dof_damping[slide]"}\n'
+                   '  both: {unit: N/m, lower: 1, upper: 100, nominal: 20,'
+                   ' target: "dof_damping[slide]*0.01, jnt_stiffness[slide]"}')
+    with pytest.raises(RigConfigError, match=r"^\S*bad.yaml:parameters: 'damping' and 'both' both write "
+                                             r"dof_damping\[slide\]; give each model field one parameter$"):
+        load_rig(bad)
+    assert list(load_rig(slider).parameters.names[:2]) == ["stiffness", "scale"]  # one parameter per element: accepted

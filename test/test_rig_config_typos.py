@@ -94,7 +94,7 @@ def test_typos_the_calibration_finds_before_it_starts(tmp_path, capsys):
     rig = tmp_path / "rig.yaml"
     assert _calibrate_error(tmp_path, capsys, calibration={"start": {"pan_k": 2.5}}) == (
         f"vid2sid calibrate: {rig}:calibration.start.pan_k: unknown parameter (did you mean pan_kp?); valid: pan_kp, "
-        "tilt_kp (or kind, points, guess)")
+        "tilt_kp (or kind, points, guess, or a measurement nuisance: latency, marker_offset.<keypoint>.<axis>)")
     assert _calibrate_error(tmp_path, capsys, proposer="reasonr").startswith(
         "vid2sid calibrate: unknown proposer 'reasonr' (did you mean reasoner?); valid proposers: reasoner, ")
     assert _calibrate_error(tmp_path, capsys, proposer_options={"initial_radus": 0.3}).startswith(

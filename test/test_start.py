@@ -132,3 +132,32 @@ def test_calibrate_charges_the_multistart_to_the_budget(tmp_path, capsys):
     assert rc == 2 and "calibration.start.points: the multistart costs 6 rollouts, the whole budget is 6" in \
         capsys.readouterr().err
     assert not (tmp_path / "run2").exists()
+
+
+def test_start_values_may_name_the_measurement_nuisances_and_an_unknown_name_still_errors():
+    from vid2sid_ros.calibration.nuisance import nuisance_names
+
+    spec = load_parameter_set(resolve_path("pkg:sim/models/pendulum_parameters.yaml", None))
+    names = nuisance_names(["apple"])
+    assert names[0] == "latency" and "marker_offset.apple.x" in names and "marker_offset.apple.z" in names
+    _, values = parse_start({"latency": 0.02, "marker_offset.apple.y": -1.5}, "x", spec, names)
+    assert values == {"latency": 0.02, "marker_offset.apple.y": -1.5}
+    with pytest.raises(StartError, match=r"^f.yaml:calibration.start.latncy: unknown parameter \(did you mean "
+                                         r"latency\?\); valid: .*latency"):
+        parse_start({"latncy": 0.02}, "f.yaml:calibration.start", spec, names)
+    with pytest.raises(StartError, match=r"start.latency: unknown parameter"):  # not offered: refused as before
+        parse_start({"latency": 0.02}, "f.yaml:calibration.start", spec)
+
+
+def test_calibrate_starts_a_measurement_nuisance_at_its_calibration_start_value(tmp_path, capsys):
+    import json
+
+    clip = tmp_path / "swing.mp4"
+    _swing_clip(clip)
+    cfg = _rig_files(tmp_path, clip, start={"marker_offset.apple.x": 1.25})
+    doc = yaml.safe_load(cfg.read_text())
+    cfg.write_text(yaml.safe_dump({**doc, "nuisance": {"marker_offsets": True}}, sort_keys=False))
+    rc = main(["calibrate", str(cfg), "--iterations", "1", "--budget", "4", "--out", str(tmp_path / "run")])
+    assert rc == 0, capsys.readouterr().err
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["initial"]["values"]["marker_offset.apple.x"] == 1.25  # iteration 0 is the start point

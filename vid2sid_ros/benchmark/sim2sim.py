@@ -360,8 +360,51 @@ def _real_side_twin(rig: Rig, truth: Mapping[str, float], mis: Mapping[str, floa
                              if mis else (full, {}))
     twin.set_parameters(real_values)
     if mis:
+        bindings = _free_model_bindings(rig, twin)
+        before = {(f, i): float(getattr(twin.model, f)[i]) for bs in bindings.values() for f, i, _ in bs}
         apply_model_changes(twin, mis_info)
+        _truth_from_model(twin, rig.parameters, full, mis, mis_info, bindings, before)
     return twin, full, mis_info
+
+
+def _free_model_bindings(rig: Rig, twin: Twin) -> dict[str, list[tuple[str, tuple[int, ...], float]]]:
+    """``{free parameter: [(model field, index, ratio), ...]}`` of its MjModel targets (empty for a twin
+    that does not expose its bindings, or a parameter with no model target)."""
+    bound = getattr(twin, "_bindings", None) or {}
+    return {n: [(b.field, tuple(b.index), float(b.ratio)) for b in bound.get(n, ()) if b.kind == "model"]
+            for n in rig.parameters.free_names}
+
+
+def _truth_from_model(twin: Twin, parameters: ParameterSet, full: dict[str, float], mis: Mapping[str, float],
+                      mis_info: dict[str, Any], bindings: Mapping[str, list[tuple[str, tuple[int, ...], float]]],
+                      before: Mapping[tuple[str, tuple[int, ...]], float]) -> None:
+    """Make ``full`` (the truth scored against) what the real side has when a model-changing misspecification
+    rewrote a field element a free parameter sets: that parameter's truth becomes the value read back from the
+    model (recorded in ``mis_info["truth_from_model"]``).
+
+    Raises:
+        MisspecificationError: the changed element cannot be expressed as the parameter's value (it has
+            several targets, or a ratio).
+    """
+    from .misspecification import MODEL_KINDS, MisspecificationError
+
+    kinds = ", ".join(k for k in mis if k in MODEL_KINDS) or ", ".join(mis)
+    moved: dict[str, Any] = {}
+    for name, targets in bindings.items():
+        for field, index, ratio in targets:
+            now = float(getattr(twin.model, field)[index])
+            if now == before[(field, index)]:
+                continue
+            element = f"{field}[{','.join(str(i) for i in index)}]"
+            if len(targets) != 1 or ratio != 1.0:
+                raise MisspecificationError(f"--misspecify {kinds}: changes {element}, which free parameter '{name}' "
+                                            f"sets through {len(targets)} target(s) (ratio {ratio:g}); its truth "
+                                            "cannot be stated as the parameter's value: freeze it or pick another "
+                                            "misspecification")
+            moved[name] = {"field": element, "drawn": float(full[name]), "real": now}
+            full[name] = now
+    if moved:
+        mis_info["truth_from_model"] = moved
 
 
 def _rollout_as_sampled(twin: Twin, exc: Any, mis: Mapping[str, float], mis_info: dict[str, Any], *,

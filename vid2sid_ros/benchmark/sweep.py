@@ -127,6 +127,7 @@ def _prepare_seed(st: SweepSettings, seed: int) -> PreparedSeed:
     truth = draw_ground_truth(params, seed, low=st.truth_range[0], high=st.truth_range[1])
     twin = rig.make_twin()
     real = make_sim2sim_trial(rig, truth, seed=seed, noise=st.noise, twin=twin, misspecify=dict(st.mis) or None)
+    truth = {**truth, **{n: real.truth[n] for n in free if n in (real.truth or {})}}  # what the real side has
     caught: list = []
     ident = None
     if st.nominal_identifiability:

@@ -260,13 +260,37 @@ def _limits_record(limits: ExcitationLimits) -> dict[str, Any]:
             "frequency_hz": list(limits.frequency_hz), "max_duration_s": limits.max_duration_s}
 
 
-def _trial_block(design: DesignResult, csv_name: str) -> str:
-    prof = {k: v for k, v in design.profile.items() if k != "name"}
+def _rounded(key: str, value: Any) -> Any:
+    """A profile value as a config should show it: times (``duration``, ``t_*``) to 1 µs, other floats
+    (a rate, an amplitude) to 6 significant digits; anything else unchanged."""
+    if isinstance(value, bool) or not isinstance(value, float) or not math.isfinite(value):
+        return value
+    if key == "duration" or key.startswith("t_"):
+        return round(value, 6)
+    return float(f"{value:.6g}")
+
+
+def _source_block(target: Any) -> str:
+    """The ``source:`` of a designed trial: the kind the rig's recorded trials use (their first non-stand-in
+    trial), its options kept and its file replaced by ``PATH/TO/RECORDING``; a video without such a trial."""
+    trials = [t for t in (getattr(target, "trials", None) or ()) if getattr(t, "kind", "") != "sim2sim"]
+    if not trials or not isinstance(trials[0].source.get(trials[0].kind), Mapping):
+        return "{video: PATH/TO/RECORDING}"
+    kind = trials[0].kind
+    block = {k: v for k, v in trials[0].source[kind].items() if v is not None}
+    if "path" in block:
+        block["path"] = "PATH/TO/RECORDING"
+    inner = ", ".join(f"{k}: {v if k == 'path' else json.dumps(v)}" for k, v in block.items())
+    return f"{{{kind}: {{{inner}}}}}"
+
+
+def _trial_block(design: DesignResult, csv_name: str, target: Any = None) -> str:
+    prof = {k: _rounded(k, v) for k, v in design.profile.items() if k != "name"}
     inline = ", ".join(f"{k}: {json.dumps(v)}" for k, v in prof.items())
     return ("# a designed trial: record it on the robot, then add this entry to the rig config's trials:\n"
             "# " + design.rationale.replace("\n", " ") + "\n"
             f"- name: {trial_name(design.profile.get('name') or 'designed')}\n"
-            "  source: {video: PATH/TO/RECORDING}   # the recording of this trial\n"
+            f"  source: {_source_block(target)}   # the recording of this trial\n"
             f"  excitation: {{{inline}}}\n"
             f"  # the same commands sample by sample: {csv_name} ({{kind: csv, path: {csv_name}}})\n")
 
@@ -440,7 +464,7 @@ class _ActiveRun:
                 self.files["designed_excitation"] = str(atomic_write_text(self.rd / "designed_excitation.csv",
                                                                           _csv_text(design.excitation)))
                 self.files["designed_trial"] = str(atomic_write_text(
-                    self.rd / "designed_trial.yaml", _trial_block(design, "designed_excitation.csv")))
+                    self.rd / "designed_trial.yaml", _trial_block(design, "designed_excitation.csv", self.target)))
             self.record(rec)
             return False
         need = 3 * (len(self.real.train) + 1)  # three evaluations of the extended data
@@ -599,7 +623,7 @@ def recommend_trial(target: Any, real: RealTrial, result: CalibrationResult, con
         return rec
     rec["files"] = {"csv": str(atomic_write_text(rd / "designed_excitation.csv", _csv_text(design.excitation))),
                     "trial": str(atomic_write_text(rd / "designed_trial.yaml",
-                                                   _trial_block(design, "designed_excitation.csv")))}
+                                                   _trial_block(design, "designed_excitation.csv", target)))}
     _append_jsonl(rd / "active_learning.jsonl", _jsonable(rec))
     _record_in_result(rd, rec)
     return rec

@@ -53,7 +53,7 @@ from ..core.trajectory import Trajectory
 
 __all__ = ["MeasurementModel", "NuisanceConfigError", "add_measurement_nuisances", "shift_trajectory",
            "parse_nuisance_config", "LATENCY", "MEASUREMENT_PREFIX", "DEFAULT_LATENCY_BOUNDS_S",
-           "DEFAULT_OFFSET_BOUNDS_PX", "is_commanded", "rig_nuisance", "describe_free", "latency_meaning"]
+           "DEFAULT_OFFSET_BOUNDS_PX", "is_commanded", "rig_nuisance", "nuisance_names", "describe_free", "latency_meaning"]
 
 #: the latency parameter's name
 LATENCY = "latency"
@@ -192,6 +192,16 @@ def latency_meaning(unit: str | None) -> str:
     if unit == "px":
         return "camera delay behind the commands (positive: the video shows the motion late)"
     return "measurement delay behind the commands (positive: the measurement records the motion late)"
+
+
+def nuisance_names(keypoints: Sequence[str]) -> list[str]:
+    """Every measurement nuisance name :func:`add_measurement_nuisances` may add for these keypoints.
+
+    ``latency`` and ``marker_offset.<kp>.<axis>`` for each keypoint and axis of any offset
+    unit (which ones a calibration adds depends on its trials).
+    """
+    axes = dict.fromkeys(a for ax, _ in OFFSET_UNITS.values() for a in ax)
+    return [LATENCY, *(f"marker_offset.{kp}.{a}" for kp in keypoints for a in axes)]
 
 
 def add_measurement_nuisances(parameters: ParameterSet, config: Mapping[str, Any] | None, *,

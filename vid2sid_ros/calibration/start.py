@@ -19,7 +19,8 @@ No rig-specific code is on this path. A rig config's ``calibration.start`` block
   calibration goes on from the nominal values.
 
 Any other key of ``calibration.start`` is a start value ``{parameter: value}`` (the
-loop's own ``CalibrationConfig.start``).
+loop's own ``CalibrationConfig.start``): a parameter of the rig, or a measurement nuisance
+the calibration adds (``latency``, ``marker_offset.<keypoint>.<axis>``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import warnings
 import importlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -85,13 +86,17 @@ class StartResult:
     notes: list[str] = field(default_factory=list)
 
 
-def parse_start(block: Any, where: str, parameters: ParameterSet | None = None) -> tuple[StartConfig, dict[str, float]]:
+def parse_start(block: Any, where: str, parameters: ParameterSet | None = None,
+                nuisances: Sequence[str] = ()) -> tuple[StartConfig, dict[str, float]]:
     """Split ``calibration.start`` into the start stage and start values.
 
     Args:
         block: the mapping (or None).
         where: ``file:calibration.start`` for messages.
         parameters: the rig's spec (start values are checked against it when given).
+        nuisances: the measurement nuisance names the calibration may add
+            (:func:`~vid2sid_ros.calibration.nuisance.nuisance_names`), accepted as start values
+            too; the loop checks them against the nuisances it does add.
 
     Returns:
         ``(StartConfig, {parameter: value})``.
@@ -119,9 +124,13 @@ def parse_start(block: Any, where: str, parameters: ParameterSet | None = None) 
     for k, v in block.items():
         if k in _START_KEYS:
             continue
-        if parameters is not None and k not in parameters:
-            raise StartError(f"{where}.{k}: unknown parameter{did_you_mean(k, [*parameters.names, *_START_KEYS])}; "
-                             f"valid: {', '.join(parameters.names)} (or kind, points, guess)")
+        if parameters is not None and k not in parameters and k not in nuisances:
+            extra = [n for n in nuisances if n not in parameters]
+            raise StartError(f"{where}.{k}: unknown parameter"
+                             f"{did_you_mean(k, [*parameters.names, *extra, *_START_KEYS])}; "
+                             f"valid: {', '.join(parameters.names)} (or kind, points, guess"
+                             + (", or a measurement nuisance: latency, marker_offset.<keypoint>.<axis>)" if extra
+                                else ")"))
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
             raise StartError(f"{where}.{k}: expected a number (start value), got {v!r}")
         values[str(k)] = float(v)

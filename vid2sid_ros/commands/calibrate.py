@@ -330,11 +330,13 @@ def _load_run_inputs(args: argparse.Namespace):
     cal["resume"] = bool(args.resume or getattr(args, "resume_changed", False))
     cal["resume_changed"] = bool(getattr(args, "resume_changed", False))
     cal["resume_extend"] = cal["resume"]  # a larger --budget / --iterations on --resume goes on
-    from ..calibration.nuisance import rig_nuisance
+    from ..calibration.nuisance import nuisance_names, rig_nuisance
 
     cal["nuisance"] = rig_nuisance(rig, cal, source=src)  # the rig's nuisance: block; one line on a bad one
-    # calibration.start: the generic start stage (kind/points/guess) and start values (the loop's)
-    start_cfg, start_values = parse_start(cal.pop("start", None), f"{src}:calibration.start", rig.parameters)
+    # calibration.start: the generic start stage (kind/points/guess) and start values (the loop's,
+    # measurement nuisances included: the loop checks those against the ones it adds)
+    start_cfg, start_values = parse_start(cal.pop("start", None), f"{src}:calibration.start", rig.parameters,
+                                          nuisance_names(list(getattr(rig, "keypoints", None) or ())))
     start_values = {**start_values, **start_arg(getattr(args, "start", None))}  # names checked by the loop
     cal["start"] = start_values or None
     from ..calibration.active import parse_active_learning
