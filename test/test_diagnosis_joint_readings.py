@@ -63,9 +63,10 @@ def test_a_clean_recording_names_no_reading_error(tmp_path, monkeypatch):
     assert any(c["kind"] == "encoder" for c in diag["statistics"]["causes"])  # weighed, and found to explain nothing
 
 
-def _joints(q0: tuple[float, float], n: int = 30) -> Trajectory:
+def _joints(q0: tuple[float, float], n: int = 30, noise: float = 0.0) -> Trajectory:
     t = np.arange(n) / 30.0
     q = np.stack([q0[0] + 0.01 * np.sin(t), q0[1] - 0.01 * np.sin(t)], axis=1)[:, :, None]
+    q = q + np.random.default_rng(0).normal(0.0, noise, q.shape)
     return Trajectory(time=t, keypoints=q, valid=np.ones((n, 2), bool), names=("shoulder", "elbow"), kind="joints",
                       unit="rad", trial_id="log_train")
 
@@ -81,6 +82,12 @@ def test_a_recording_that_starts_away_from_the_twins_initial_pose_is_warned():
     same = SimpleNamespace(reals=[_joints((0.4, -0.3))], base=SimpleNamespace(sim=[_joints((0.4, -0.3))]),
                            sigma2=0.002 ** 2, unit="rad")
     assert _initial_state_note(same) == []
+    # a wrong start inflates the residual's noise estimate (0.05 rad here); the readings' own noise (2 mrad) sets
+    # the bar, so a 0.06 rad start error is still seen (was: missed at the inflated 0.05 rad)
+    inflated = SimpleNamespace(reals=[_joints((0.06, 0.0), noise=0.002)], base=SimpleNamespace(sim=[_joints((0, 0))]),
+                               sigma2=0.05 ** 2, unit="rad")
+    (note,) = _initial_state_note(inflated)
+    assert [j["joint"] for j in note.evidence["joints"]] == ["shoulder"] and note.evidence["noise"] < 0.004
 
 
 class _LinearCtx:
@@ -138,8 +145,8 @@ def test_a_bodys_inertia_and_its_hinges_armature_are_called_one_effect():
 def test_active_learning_recommends_no_trial_for_causes_that_are_one_effect(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     record_csv(tmp_path / "t0.csv", sh_armature=0.006)  # the rig's frozen armature is 0.002
-    params = {**PARAMETERS, "sh_armature": {"unit": "kg*m^2", "lower": 0.0005, "upper": 0.02, "nominal": 0.002, "scale": "log",
-                              "frozen": True, "target": "dof_armature[shoulder]"}}
+    params = {**PARAMETERS, "sh_armature": {"unit": "kg*m^2", "lower": 0.0005, "upper": 0.02, "nominal": 0.002,
+                                            "scale": "log", "frozen": True, "target": "dof_armature[shoulder]"}}
     write_rig(tmp_path, parameters=params)
     import yaml
 

@@ -117,12 +117,13 @@ def test_mass_on_a_body_a_free_parameter_sets_makes_the_truth_the_real_sides_mas
     applied = real.meta["misspecification"]["applied"]
     assert applied["mass"]["body"] == "ball"
     assert real.truth["mass"] == pytest.approx(1.2 * 2.0)  # 1.2 x the model's 2 kg, not the drawn 1 kg
-    assert applied["truth_from_model"]["mass"] == {"field": "body_mass[1]", "drawn": 1.0,
-                                                   "real": pytest.approx(2.4)}
+    assert applied["truth_from_model"]["mass"] == {"field": "body_mass[1]", "target": "body_mass[ball]",
+                                                   "drawn": 1.0, "real": pytest.approx(2.4)}
     doc = yaml.safe_load((tmp_path / "rig.yaml").read_text())
     doc["parameters"]["mass"]["target"] = "body_mass[ball]*2"
     (tmp_path / "rig.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    with pytest.raises(MisspecificationError, match=r"^--misspecify mass: changes body_mass\[1\], which free "
-                                                    r"parameter 'mass' sets through 1 target\(s\) \(ratio 2\)"):
+    with pytest.raises(MisspecificationError, match=r"^--misspecify mass: changes body_mass\[1\] \(target "
+                                                    r"'body_mass\[ball\]\*2'\), which free parameter 'mass' sets "
+                                                    r"through 1 target\(s\) \(ratio 2\)"):
         make_sim2sim_trial(load_rig(tmp_path / "rig.yaml"), {"mass": 1.0}, seed=0, noise="none",
                            misspecify="mass=0.2")

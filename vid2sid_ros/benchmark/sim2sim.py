@@ -396,12 +396,14 @@ def _truth_from_model(twin: Twin, parameters: ParameterSet, full: dict[str, floa
             if now == before[(field, index)]:
                 continue
             element = f"{field}[{','.join(str(i) for i in index)}]"
+            target = str(parameters[name].target)
             if len(targets) != 1 or ratio != 1.0:
-                raise MisspecificationError(f"--misspecify {kinds}: changes {element}, which free parameter '{name}' "
+                raise MisspecificationError(f"--misspecify {kinds}: changes {element} (target '{target}'), which free "
+                                            f"parameter '{name}' "
                                             f"sets through {len(targets)} target(s) (ratio {ratio:g}); its truth "
                                             "cannot be stated as the parameter's value: freeze it or pick another "
                                             "misspecification")
-            moved[name] = {"field": element, "drawn": float(full[name]), "real": now}
+            moved[name] = {"field": element, "target": target, "drawn": float(full[name]), "real": now}
             full[name] = now
     if moved:
         mis_info["truth_from_model"] = moved

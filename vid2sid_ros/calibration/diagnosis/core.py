@@ -235,17 +235,28 @@ def _latency_note(ctx: ProbeContext) -> list[Finding]:
 _START_SIGMAS = 10.0
 
 
+def _reading_noise(q: np.ndarray) -> float:
+    """A joint reading's own noise σ (its unit) from its second differences, robustly: ``1.4826 · MAD(Δ²q) / √6``
+    (white noise of σ gives Δ²q of variance 6σ²; smooth motion adds little at the recording's rate). Unlike the
+    residual's noise estimate it is not inflated by a model error (a wrong start)."""
+    d2 = np.diff(q, 2)
+    if d2.size < 3:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(d2 - np.median(d2))) / math.sqrt(6.0))
+
+
 def _initial_state_note(ctx: ProbeContext) -> list[Finding]:
     """Joint-state training trials whose first recorded sample is far from the twin's (the same time): the trial's
     initial state (``init``) is probably wrong. A joint reading measures the state itself, so this costs no
-    rollout; far means more than :data:`_START_SIGMAS` noise σ (the diagnosis's estimate) plus three median
-    sample-to-sample changes of the recording (the twin's first sample may lie one command period on)."""
+    rollout; far means more than :data:`_START_SIGMAS` noise σ (the reading's own, :func:`_reading_noise`, or
+    the diagnosis's estimate when that is smaller) plus three median sample-to-sample changes of the recording
+    (the twin's first sample may lie one command period on)."""
     sigma = math.sqrt(ctx.sigma2) if ctx.sigma2 > 0 else 0.0
     out = []
     for real, sim in zip(ctx.reals, ctx.base.sim):
         if getattr(real, "kind", "") != "joints" or real.num_frames < 3 or sim is None or sim.num_frames < 2:
             continue
-        far = []
+        far, used = [], []
         for k, n in enumerate(real.names):
             if n not in sim.names:
                 continue
@@ -255,19 +266,21 @@ def _initial_state_note(ctx: ProbeContext) -> list[Finding]:
             q = real.keypoints[ok, k, 0]
             q_sim = float(np.interp(real.time[ok[0]], sim.time, sim.keypoints[:, sim.names.index(n), 0]))
             d = float(q[0] - q_sim)
-            if abs(d) > _START_SIGMAS * sigma + 3.0 * float(np.median(np.abs(np.diff(q)))):
+            sig = min(sigma, _reading_noise(q)) if sigma > 0 else _reading_noise(q)
+            used.append(sig)
+            if abs(d) > _START_SIGMAS * sig + 3.0 * float(np.median(np.abs(np.diff(q)))):
                 far.append((n, float(q[0]), q_sim, real.units[k]))
         if far:
             name = getattr(real, "trial_id", None) or "a training trial"
             listed = "; ".join(f"joint '{n}' reads {q:.4g} {u}, the twin {qs:.4g} {u}" for n, q, qs, u in far)
             keys = ", ".join(f"qpos[{n}]: {q:.4g}" for n, q, _, _ in far)
             out.append(Finding("initial_state", "warning",
-                               f"Trial '{name}' starts away from the twin's initial state ({listed}; noise "
-                               f"{sigma:.2g} {ctx.unit}): the trial's initial state is probably wrong, and the "
-                               f"parameters absorb it. Set it (init: {{{keys}}}) or fit it (init: "
+                               f"Trial '{name}' starts away from the twin's initial state ({listed}; reading "
+                               f"noise {max(used):.2g} {ctx.unit}): the trial's initial state is probably wrong, and "
+                               f"the parameters absorb it. Set it (init: {{{keys}}}) or fit it (init: "
                                f"{{qpos[{far[0][0]}]: free}}), and calibrate again.",
                                {"trial": name, "joints": [{"joint": n, "recorded": q, "twin": qs, "unit": u}
-                                                          for n, q, qs, u in far], "noise": sigma}))
+                                                          for n, q, qs, u in far], "noise": max(used)}))
     return out
 
 
