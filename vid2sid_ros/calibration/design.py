@@ -857,30 +857,20 @@ def _refit_left(ctx: Any, m: Any, target: np.ndarray, obj: TrialObjective, ok: n
                 evaluations: int) -> float:
     """What member ``m`` cannot reproduce of ``target`` (another member's prediction, (M,) residual against the
     same reference) when its free parameters and its size are refitted to it: ``‖r_m(u, θ) − target‖ / σ`` at
-    the bounded least-squares optimum (:func:`scipy.optimize.least_squares`, trust-region reflective, started
+    the bounded least-squares optimum (:func:`~vid2sid_ros.calibration.diagnosis.compare.bounded_refit`, started
     from ``m``'s refit, ``evaluations`` evaluations plus their finite differences), in noise units."""
-    from scipy.optimize import least_squares
+    from .diagnosis.compare import bounded_refit
 
     F = len(ctx.u0)
-    lo = np.concatenate([np.zeros(F), [p.bounds[0] for p in m.parts]])
-    hi = np.concatenate([np.ones(F), [p.bounds[1] for p in m.parts]])
-    x0 = np.clip(np.concatenate([np.asarray(m.refit.u, float), np.atleast_1d(np.asarray(m.refit.theta, float))]),
-                 lo, hi)
-    dims = hi > lo
     t = target[ok]
     worst = 10.0 * float(np.max(np.abs(t))) if t.size else 1.0
 
-    def fun(z: np.ndarray) -> np.ndarray:
-        x = x0.copy()
-        x[dims] = z
+    def fun(x: np.ndarray) -> np.ndarray:
         r = ctx.residual(m.parts, x[F:], x[:F], objective=obj)
         return np.full(t.size, worst) if r is None else np.nan_to_num(r[ok] - t)
 
-    if not dims.any():
-        return float(np.linalg.norm(fun(x0[dims])) / sigma)
-    res = least_squares(fun, x0[dims], bounds=(lo[dims], hi[dims]), method="trf", x_scale="jac", diff_step=1e-3,
-                        max_nfev=evaluations)
-    return float(np.linalg.norm(res.fun) / sigma)
+    x, _ = bounded_refit(ctx, m.parts, m.refit.theta, m.refit.u, fun, diff_step=1e-3, max_nfev=evaluations)
+    return float(np.linalg.norm(fun(x)) / sigma)
 
 
 #: the separation (noise units, :func:`separation`) below which the rationale says no candidate separates the

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from .chi2 import chi2_ppf
 from .context import ProbeContext
 from .result import THRESHOLDS
 
-__all__ = ["Score", "Refit", "free_columns", "screen", "refit", "refit_far", "far_start", "polish", "decide",
+__all__ = ["Score", "Refit", "free_columns", "screen", "refit", "refit_far", "bounded_refit", "far_start", "polish", "decide",
            "held_out_check"]
 
 
@@ -154,9 +154,10 @@ def screen(ctx: ProbeContext, causes: Sequence[Cause], F: np.ndarray) -> list[Sc
         if qq <= 0 or rr <= 0:
             out.append(Score(c, q, notes=["changes nothing the free parameters cannot"]))
             continue
-        theta = float(np.clip(-float(q_perp @ r_perp) / qq, *c.bounds))  # a size the cause can take
+        theta_linear = -float(q_perp @ r_perp) / qq
+        theta = float(np.clip(theta_linear, *c.bounds))  # a size the cause can take
         gain = rr - float(np.sum((r_perp + theta * q_perp) ** 2))
-        out.append(Score(c, q, share_linear=max(gain, 0.0) / rr, theta_linear=-float(q_perp @ r_perp) / qq))
+        out.append(Score(c, q, share_linear=max(gain, 0.0) / rr, theta_linear=theta_linear))
     out.sort(key=lambda s: -s.share_linear)
     return out
 
@@ -333,11 +334,7 @@ def refit_far(ctx: ProbeContext, causes: Sequence[Cause], start: Sequence[float]
     Returns:
         the end point as a :class:`Refit` with ``far=True``; its ``ssr`` over the finite samples.
     """
-    from scipy.optimize import least_squares
-
     F = len(ctx.free)
-    lo = np.concatenate([np.zeros(F), [c.bounds[0] for c in causes]])
-    hi = np.concatenate([np.ones(F), [c.bounds[1] for c in causes]])
     # a sample the twin could not produce counts as far off: 10 × the largest residual at the start
     worst = 10.0 * float(np.nanmax(np.abs(ctx.r0[ctx.ok]))) if ctx.ok.any() else 1.0
     keep = ctx.ok
@@ -346,27 +343,48 @@ def refit_far(ctx: ProbeContext, causes: Sequence[Cause], start: Sequence[float]
         r = ctx.residual(causes, x[F:], x[:F])
         return np.full(int(keep.sum()), worst) if r is None else np.nan_to_num(r[keep])
 
-    x0 = np.clip(np.concatenate([np.asarray(start_u, float), np.asarray(start, float)]), lo, hi)
+    x, evals = bounded_refit(ctx, causes, start, start_u, fun, diff_step=THRESHOLDS["probe_step"],
+                             max_nfev=int(THRESHOLDS["far_evaluations"]))
+    r = ctx.residual(causes, x[F:], x[:F])
+    if r is None:
+        return Refit(x[:F], x[F:], np.full_like(ctx.r0, np.nan), math.inf, evals, far=True)
+    return Refit(x[:F], x[F:], r, ctx.ssr(r), evals, far=True)
+
+
+def bounded_refit(ctx: ProbeContext, causes: Sequence[Cause], start: Sequence[float], start_u: np.ndarray,
+                  fun: Callable[[np.ndarray], np.ndarray], *, diff_step: float, max_nfev: int
+                  ) -> tuple[np.ndarray, int]:
+    """Minimise ``‖fun(x)‖²`` over ``x = [u, theta]`` (F free parameters in the unit box, then the causes' sizes
+    inside their search ranges) from ``[start_u, start]``: the trust-region reflective algorithm of
+    :func:`scipy.optimize.least_squares` with forward-difference Jacobians (relative step ``diff_step``), at most
+    ``max_nfev`` evaluations of ``fun`` besides the Jacobians'. A degenerate range (a cause bounded at one point)
+    is held fixed; with nothing free the start is returned. Used by :func:`refit_far` and by the separation of
+    a designed trial (:func:`~vid2sid_ros.calibration.design.separation`).
+
+    Returns:
+        ``(x (F + C,), evaluations)``: the end point and the evaluations spent, Jacobian columns included.
+    """
+    from scipy.optimize import least_squares
+
+    F = len(ctx.free)
+    lo = np.concatenate([np.zeros(F), [c.bounds[0] for c in causes]])
+    hi = np.concatenate([np.ones(F), [c.bounds[1] for c in causes]])
+    x0 = np.clip(np.concatenate([np.asarray(start_u, float), np.atleast_1d(np.asarray(start, float))]), lo, hi)
     free_dims = hi > lo
     if not free_dims.any():
-        r = ctx.residual(causes, x0[F:], x0[:F])
-        return Refit(x0[:F], x0[F:], r, ctx.ssr(r) if r is not None else math.inf, 1, far=True)
+        return x0, 1
     fixed = x0.copy()
 
-    def sub(z: np.ndarray) -> np.ndarray:  # a degenerate range (a cause bounded at one point) is held fixed
+    def sub(z: np.ndarray) -> np.ndarray:
         x = fixed.copy()
         x[free_dims] = z
         return fun(x)
 
     res = least_squares(sub, x0[free_dims], bounds=(lo[free_dims], hi[free_dims]), method="trf", x_scale="jac",
-                        diff_step=THRESHOLDS["probe_step"], max_nfev=int(THRESHOLDS["far_evaluations"]))
+                        diff_step=diff_step, max_nfev=max_nfev)
     x = fixed.copy()
     x[free_dims] = res.x
-    r = ctx.residual(causes, x[F:], x[:F])
-    evals = int(res.nfev) + int(res.njev or 0) * int(free_dims.sum()) + 1
-    if r is None:
-        return Refit(x[:F], x[F:], np.full_like(ctx.r0, np.nan), math.inf, evals, far=True)
-    return Refit(x[:F], x[F:], r, ctx.ssr(r), evals, far=True)
+    return x, int(res.nfev) + int(res.njev or 0) * int(free_dims.sum()) + 1
 
 
 def _at_edge(cause: Cause, theta: float) -> bool:
