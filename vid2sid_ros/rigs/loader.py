@@ -909,29 +909,14 @@ def _check_twin(rig: Rig, file: str) -> None:
         close()
 
 
-#: MjModel field prefix -> the object kind its first index counts (dof_* fields: the dof's joint)
-_FIELD_OBJECTS = {"body": "BODY", "jnt": "JOINT", "dof": "JOINT", "geom": "GEOM", "site": "SITE",
-                  "actuator": "ACTUATOR", "tendon": "TENDON", "cam": "CAMERA", "light": "LIGHT"}
-
-
-def _element_name(model: Any, field: str, index: tuple[int, ...]) -> str:
-    """``field[name,j]`` for a model field element, with its object's name where the model has one."""
-    import mujoco
-
-    idx = [str(i) for i in index]
-    kind = _FIELD_OBJECTS.get(field.split("_", 1)[0])
-    if kind and index:
-        i = int(model.dof_jntid[index[0]]) if field.startswith("dof_") else index[0]
-        idx[0] = mujoco.mj_id2name(model, getattr(mujoco.mjtObj, f"mjOBJ_{kind}"), i) or idx[0]
-    return f"{field}[{','.join(idx)}]"
-
-
 def _check_shared_targets(twin: Any, file: str) -> None:
     """Refuse two parameters that write the same model field element (the last one written would win).
 
     Raises:
         RigConfigError: ``FILE:parameters: 'a' and 'b' both write dof_damping[elbow]; ...``.
     """
+    from ..sim.user_model import element_name
+
     owner: dict[tuple[str, str, tuple[int, ...]], str] = {}
     for name, bindings in (getattr(twin, "_bindings", None) or {}).items():
         for b in bindings:
@@ -940,7 +925,7 @@ def _check_shared_targets(twin: Any, file: str) -> None:
             key = (b.kind, b.field, tuple(b.index))
             first = owner.setdefault(key, name)
             if first != name:
-                element = (_element_name(twin.model, b.field, tuple(b.index)) if b.kind == "model"
+                element = (element_name(twin.model, b.field, tuple(b.index)) if b.kind == "model"
                            else f"opt.{b.field}" + (f"[{b.index[0]}]" if b.index else ""))
                 raise RigConfigError(f"{file}:parameters: '{first}' and '{name}' both write {element}; give each "
                                      "model field one parameter")

@@ -78,7 +78,7 @@ from .mujoco_model import (MarkerSpec, ModelError, build_model, compiled_model_x
                            parse_actuators, parse_markers, set_camera)
 from .mujoco_render import OffscreenRenderer, preview_size  # noqa: E402
 
-__all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "write_model_binding",
+__all__ = ["UserModelTwin", "UserModelError", "Binding", "parse_user_target", "element_name", "write_model_binding",
            "write_model_bindings", "build_user_twin", "resolve_path", "PACKAGE_DIR"]
 
 #: MjModel field prefix -> object type whose names index that field
@@ -163,6 +163,21 @@ def _name_to_index(model: mujoco.MjModel, field: str, token: str, pname: str) ->
                 raise _no_such(pname, prefix.rstrip("_"), token, _object_names(model, obj), field)
             return int(i)
     raise UserModelError(f"parameter '{pname}': field '{field}' is not indexed by named objects; use a number")
+
+
+def element_name(model: mujoco.MjModel, field: str, index: tuple[int, ...]) -> str:
+    """``field[name,j]`` for a model field element, its first index shown by its object's name where the model has
+    one (``dof_*``: the dof's joint), else the number: the inverse of the name lookup a target does
+    (:func:`_name_to_index`)."""
+    idx = [str(i) for i in index]
+    if index:
+        if field.startswith("dof_"):
+            obj, i = mujoco.mjtObj.mjOBJ_JOINT, int(model.dof_jntid[index[0]])
+        else:
+            obj, i = next((o for prefix, o in _PREFIX_OBJ.items() if field.startswith(prefix)), None), index[0]
+        if obj is not None:
+            idx[0] = mujoco.mj_id2name(model, obj, i) or idx[0]
+    return f"{field}[{','.join(idx)}]"
 
 
 def _resolve_names(model: mujoco.MjModel, part: str, pname: str) -> str:
