@@ -881,8 +881,9 @@ SEPARATES_SIGMA = 3.0
 #: recommended (:func:`~vid2sid_ros.calibration.active.recommend_trial`)
 RECOMMEND_SIGMA = 1.0
 
-#: pairs of the chosen separating trial whose separation is checked by a real refit (:func:`separation`)
-_CHECK_PAIRS = 3
+#: pairs of the chosen separating trial whose separation is checked by a real refit (:func:`separation`), and the
+#: evaluations each way of that refit
+_CHECK_PAIRS, _CHECK_EVALUATIONS = 3, 8
 
 
 def design_separating_excitation(objective: TrialObjective, values: Mapping[str, float], limits: ExcitationLimits,
@@ -938,9 +939,10 @@ def design_separating_excitation(objective: TrialObjective, values: Mapping[str,
     if best is None:
         raise ValueError("design: no candidate excitation could be evaluated for the indistinguishable causes")
     score, prof, exc, pairs = best
-    if max_rollouts is None or ctx.rollouts + per_candidate + 2 * _CHECK_PAIRS * 8 * (1 + per_candidate) \
-            <= max_rollouts:  # the chosen trial's closest pairs refitted for real (:func:`separation`)
-        checked, pairs_checked = separation(ctx, members, exc, check_pairs=_CHECK_PAIRS)
+    if max_rollouts is None or ctx.rollouts + per_candidate + 2 * _CHECK_PAIRS * _CHECK_EVALUATIONS * (
+            1 + per_candidate) <= max_rollouts:  # the chosen trial's closest pairs refitted for real (:func:`separation`)
+        checked, pairs_checked = separation(ctx, members, exc, check_pairs=_CHECK_PAIRS,
+                                            check_evaluations=_CHECK_EVALUATIONS)
         if math.isfinite(checked):
             score, pairs = checked, pairs_checked
             notes.append(f"the {min(_CHECK_PAIRS, len(pairs))} closest pair(s) on the chosen trial refitted to each "
