@@ -52,6 +52,18 @@ class PhaseLedger:
         row["diagnostic_rollouts"] += diagnostic - d0
         self._open = None
 
+    def add_rollouts(self, charged: int = 0, diagnostic: int = 0) -> None:
+        """Add rollouts the meters did not see (e.g. a start stage run before the session existed) to the
+        open phase.
+
+        Raises:
+            RuntimeError: no phase is open.
+        """
+        if self._open is None:
+            raise RuntimeError("PhaseLedger.add_rollouts: no phase is open")
+        name, w0, c0, r0, d0 = self._open
+        self._open = (name, w0, c0, r0 - int(charged), d0 - int(diagnostic))
+
     def count_with(self, counts: Callable[[], tuple[int, int]]) -> None:
         """Read the rollout meters from ``counts`` from now on (a calibration session adopting a ledger its
         caller started: the open phase keeps the counts it started with, from the old meters)."""

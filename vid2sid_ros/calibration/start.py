@@ -180,9 +180,17 @@ def apply_guess(parameters: ParameterSet, real: RealTrial, name: str,
     return (parameters.with_nominal(accepted) if accepted else parameters), notes
 
 
-def multistart(twin: Any, real: RealTrial, parameters: ParameterSet, *, points: int, seed: int = 0
-               ) -> tuple[dict[str, float], float, int, list[tuple[dict[str, float], float]]]:
+def multistart(twin: Any, real: RealTrial, parameters: ParameterSet, *, points: int, seed: int = 0,
+               executor: Any = None) -> tuple[dict[str, float], float, int, list[tuple[dict[str, float], float]]]:
     """Evaluate the nominal point and ``points`` Sobol points (normalised coordinates) on the training trials.
+
+    The points are independent: they are evaluated as one batch on ``executor``
+    (:func:`~vid2sid_ros.calibration.batch.evaluate_batch`; None: in this process, a MuJoCo twin's
+    rollouts in one ``mujoco.rollout`` call), with exactly the serial loop's evaluations and rollout
+    counts on every backend.
+
+    Args:
+        executor: a :class:`~vid2sid_ros.calibration.executor.Executor`, or None.
 
     Returns:
         ``(best values, best training error, rollouts spent, [(values, error) per point])``;
@@ -193,6 +201,7 @@ def multistart(twin: Any, real: RealTrial, parameters: ParameterSet, *, points: 
     """
     from scipy.stats import qmc
 
+    from .batch import evaluate_batch
     from .objective import TrialObjective
 
     n = len(parameters.free)
@@ -206,8 +215,7 @@ def multistart(twin: Any, real: RealTrial, parameters: ParameterSet, *, points: 
     candidates = [dict(base)] + [parameters.from_unit_vector(row, base) for row in u]
     table = []
     spent = 0
-    for values in candidates:
-        ev, _ = obj.evaluate(values)
+    for values, ev in zip(candidates, evaluate_batch(obj, candidates, executor)):
         spent += int(getattr(ev, "rollouts", obj.cost))
         err = float(ev.error_px) if not getattr(ev, "failed", False) else math.inf
         table.append((values, err))
@@ -244,13 +252,14 @@ def check_start_budget(cfg: StartConfig, n_train: int, budget: int | None, where
 
 def generic_start(twin: Any, real: RealTrial, parameters: ParameterSet, cfg: StartConfig, *, seed: int = 0,
                   log: Callable[[str], None] = lambda s: None, budget: int | None = None,
-                  where: str = "calibration.start") -> StartResult:
+                  where: str = "calibration.start", executor: Any = None) -> StartResult:
     """The start stage: an optional guess (nominal suggestions only), then an optional multistart.
 
     Args:
         budget: the calibration's rollout budget (None = unlimited): a multistart costing all
             of it is refused BEFORE any rollout (:func:`check_start_budget`).
         where: ``file:calibration.start`` for messages.
+        executor: where the multistart's points are rolled out (:func:`multistart`); None: this process.
 
     Returns:
         :class:`StartResult` (rollouts to charge against the budget).
@@ -266,10 +275,14 @@ def generic_start(twin: Any, real: RealTrial, parameters: ParameterSet, cfg: Sta
         notes += gnotes
     if cfg.kind != "multistart":
         return StartResult(params, 0, None, notes)
-    best, err, spent, table = multistart(twin, real, params, points=cfg.points, seed=seed)
+    best, err, spent, table = multistart(twin, real, params, points=cfg.points, seed=seed, executor=executor)
     start_err = table[0][1]
+    from ..core.trajectory import format_error
+    from .objective import measurement_unit
+
+    unit = measurement_unit(real.train)
     msg = (f"multistart: {cfg.points} Sobol points + the start point, {spent} rollouts; best training error "
-           f"{err:.4g} (start point {start_err:.4g})")
+           f"{format_error(err, unit)} (start point {format_error(start_err, unit)})")
     notes.append(msg)
     log(msg)
     free = {k: best[k] for k in params.free_names}

@@ -275,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
     ledger = PhaseLedger()
     ledger.start("load")  # the rig config, the real trial (a sim2sim stand-in renders and tracks here)
     try:
-        rig, real, proposer, fallback, ccfg, name, out, executor = _load_run_inputs(args)
+        rig, real, proposer, fallback, ccfg, name, out, executor = _load_run_inputs(args, ledger)
     except (ConfigError, RigConfigError, CalibrationError, UnknownRigError, UnknownProposerError, StartError,
             ParameterSpecError, FileNotFoundError, ValueError, ImportError, TypeError, RuntimeError) as err:
         print(f"vid2sid calibrate: {err}", file=sys.stderr)  # one line (e.g. a missing API key)
@@ -301,9 +301,10 @@ def run(args: argparse.Namespace) -> int:
         executor.close()  # idempotent: also after a refusal before the run
 
 
-def _load_run_inputs(args: argparse.Namespace):
+def _load_run_inputs(args: argparse.Namespace, ledger=None):
     """The rig, its real trial, the proposer and the run's settings from ``args``:
-    ``(rig, real, proposer, fallback, CalibrationConfig, proposer name, run directory, executor)``.
+    ``(rig, real, proposer, fallback, CalibrationConfig, proposer name, run directory, executor)``;
+    a multistart is timed as its own phase of ``ledger`` (a :class:`~vid2sid_ros.calibration.phases.PhaseLedger`).
 
     Raises:
         ConfigError, RigConfigError, UnknownRigError, UnknownProposerError, StartError, ParameterSpecError,
@@ -363,7 +364,8 @@ def _load_run_inputs(args: argparse.Namespace):
 
     executor = executor_from_args(args)  # a bad --executor/--workers, Ray missing: one line, before any work
     try:
-        real, ccfg = _load_real(args, rig, cfg, src, ccfg, proposer, active, start_cfg, start_values)
+        real, ccfg = _load_real(args, rig, cfg, src, ccfg, proposer, active, start_cfg, start_values,
+                                 executor, ledger)
     except BaseException:
         executor.close()
         raise
@@ -388,10 +390,12 @@ def _proposer_option_problem(src: str, name: str, options: Mapping[str, Any], er
     return f"{src}:proposer_options: for '{name}': {err}"
 
 
-def _load_real(args: argparse.Namespace, rig, cfg: dict, src: str, ccfg, proposer, active, start_cfg, start_values):
+def _load_real(args: argparse.Namespace, rig, cfg: dict, src: str, ccfg, proposer, active, start_cfg, start_values,
+               executor=None, ledger=None):
     """The real trial (``--real``, the rig's trials, or the legacy ``real:`` block), the active-learning
-    limits checked against it, and the generic start stage run (``rig.parameters`` set to its result):
-    ``(real trial, CalibrationConfig with the start's rollouts taken off the budget)``."""
+    limits checked against it, and the generic start stage run (``rig.parameters`` set to its result; a
+    multistart's points rolled out on ``executor``, its time and charged rollouts the ``multistart`` phase
+    of ``ledger``): ``(real trial, CalibrationConfig with the start's rollouts taken off the budget)``."""
     from ..calibration.start import generic_start
     from ..rigs import build_real_trial
 
@@ -414,14 +418,19 @@ def _load_real(args: argparse.Namespace, rig, cfg: dict, src: str, ccfg, propose
         # the generic start: rig-agnostic; a guess plugin only suggests nominal values (logged, never fatal)
         params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
         twin = rig.make_twin()
+        if ledger is not None and start_cfg.kind == "multistart":
+            ledger.start("multistart")
         try:
             started = generic_start(twin, real, params, start_cfg, seed=ccfg.seed, budget=ccfg.rollout_budget,
-                                    where=f"{src}:calibration.start",
+                                    where=f"{src}:calibration.start", executor=executor,
                                     log=lambda m: None if args.quiet else print(f"start: {m}", flush=True))
         finally:
             close = getattr(twin, "close", None)
             if callable(close):
                 close()
+        if ledger is not None and start_cfg.kind == "multistart":
+            ledger.add_rollouts(charged=started.rollouts)  # charged to the budget given, before the session
+            ledger.start("load")
         rig.parameters = started.parameters
         if started.rollouts and ccfg.rollout_budget is not None:  # generic_start refused a start costing it all
             ccfg = dataclasses.replace(ccfg, rollout_budget=ccfg.rollout_budget - started.rollouts)

@@ -1,0 +1,103 @@
+"""The multistart's points are independent: they go out as one batch on the calibration's executor and give
+exactly the one-at-a-time loop's table, rollouts and best point on every backend."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from helpers.planar_arm import record_csv, write_rig  # noqa: E402
+from vid2sid_ros.benchmark.sim2sim import draw_ground_truth, make_sim2sim_trial  # noqa: E402
+from vid2sid_ros.calibration import batch  # noqa: E402
+from vid2sid_ros.calibration.executor import make_executor  # noqa: E402
+from vid2sid_ros.calibration.objective import TrialObjective  # noqa: E402
+from vid2sid_ros.calibration.start import StartConfig, generic_start, multistart  # noqa: E402
+from vid2sid_ros.sim.toy import make_rig  # noqa: E402
+
+POINTS = 5
+
+
+def _one_at_a_time(twin, real, params, seed):
+    """The reference: the multistart's candidates evaluated one after another on a fresh objective."""
+    obj = TrialObjective(twin, real.train_excitations, real.train, params)
+    _, _, _, table = multistart(twin, real, params, points=POINTS, seed=seed, executor=None)
+    out = []
+    for values, _ in table:
+        ev, _ = obj.evaluate(values)
+        out.append((values, math.inf if ev.failed else float(ev.error_px), ev.rollouts))
+    return out
+
+
+def _planar_arm(tmp_path):
+    from vid2sid_ros.rigs import build_real_trial, load_rig
+
+    record_csv(tmp_path / "t0.csv")
+    rig = load_rig(write_rig(tmp_path))
+    return rig, build_real_trial(rig)
+
+
+def _toy():
+    rig = make_rig()
+    return rig, make_sim2sim_trial(rig, draw_ground_truth(rig.parameters, 2), seed=2, noise="keypoint")
+
+
+@pytest.mark.parametrize("which", ["toy", "planar_arm"])
+@pytest.mark.parametrize("backend", ["serial", "threads", "pool"])
+def test_the_multistart_on_an_executor_is_the_one_at_a_time_table(which, backend, tmp_path, monkeypatch):
+    rig, real = _toy() if which == "toy" else _planar_arm(tmp_path)
+    params = rig.parameters
+    twin = rig.make_twin()
+    reference = _one_at_a_time(rig.make_twin(), real, params, seed=4)
+    sizes: list[int] = []
+    real_batch = batch.evaluate_batch
+    monkeypatch.setattr(batch, "evaluate_batch", lambda obj, pts, ex=None, **k: sizes.append(len(pts))
+                        or real_batch(obj, pts, ex, **k))
+    with make_executor(backend, 2) as ex:
+        best, err, spent, table = multistart(twin, real, params, points=POINTS, seed=4, executor=ex)
+    assert sizes == [POINTS + 1]  # every candidate in one batch
+    assert [v for v, _ in table] == [v for v, _, _ in reference]
+    assert [e for _, e in table] == [e for _, e, _ in reference]  # the same to the bit
+    assert spent == sum(r for _, _, r in reference) == (POINTS + 1) * len(real.train)
+    i = int(np.argmin([e for _, e, _ in reference]))
+    assert best == reference[i][0] and err == reference[i][1]
+
+
+def test_generic_start_hands_its_executor_to_the_multistart(tmp_path):
+    rig, real = _planar_arm(tmp_path)
+    with make_executor("threads", 2) as ex:
+        threaded = generic_start(rig.make_twin(), real, rig.parameters, StartConfig("multistart", POINTS), seed=1,
+                                 executor=ex)
+    serial = generic_start(rig.make_twin(), real, rig.parameters, StartConfig("multistart", POINTS), seed=1)
+    assert threaded.parameters.nominal() == serial.parameters.nominal()
+    assert (threaded.rollouts, threaded.error, threaded.notes) == (serial.rollouts, serial.error, serial.notes)
+
+
+def test_calibrate_accounts_the_multistart_as_a_phase_with_its_charged_rollouts(tmp_path, capsys):
+    """Was: the multistart's rollouts (charged to the budget given) were in no phase of result.json, and its
+    line printed the training errors without their unit."""
+    import json
+
+    from vid2sid_ros.cli import main
+
+    record_csv(tmp_path / "t0.csv")
+    cfg = write_rig(tmp_path, calibration={"iterations": 2, "rollout_budget": 40, "seed": 0,
+                                           "start": {"kind": "multistart", "points": POINTS}})
+    rc = main(["calibrate", str(cfg), "--no-report", "--executor", "threads", "--workers", "2",
+               "--out", str(tmp_path / "run")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("start: multistart"))
+    assert f"{POINTS + 1} rollouts; best training error 0." in line and line.count(" rad") == 2, line
+    res = json.loads((tmp_path / "run" / "result.json").read_text())
+    phases = res["phases"]
+    assert phases["multistart"]["charged_rollouts"] == POINTS + 1  # one training trial
+    assert phases["multistart"]["diagnostic_rollouts"] == 0 and phases["load"]["charged_rollouts"] == 0
+    charged = sum(p["charged_rollouts"] for p in phases.values())
+    assert charged == res["rollouts"] + POINTS + 1 <= 40
+    assert f"for {charged} charged rollouts" in out
