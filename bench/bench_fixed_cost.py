@@ -108,8 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     all_cpu = (charged + diagnostic) * per_rollout  # diagnostic renders cost more than a rollout: a lower bound
     print(f"{a.rig}: total CPU {cpu:.2f} s = {cpu / all_cpu:.2f}x the CPU of every rollout it made, charged and "
           f"diagnostic ({charged + diagnostic} x {1000 * per_rollout:.1f} ms = {all_cpu:.2f} s)")
+    floor = bare_interpreter_cpu(env, a.repeat)
+    print(f"floor: a process that only starts Python and imports numpy and mujoco takes {floor:.2f} s CPU = "
+          f"{floor / charged_cpu:.2f}x the CPU of the rollouts charged (median of {a.repeat}); with them "
+          f"{(floor + charged_cpu) / charged_cpu:.2f}x before any other work")
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0
+
+
+def bare_interpreter_cpu(env: dict, repeat: int) -> float:
+    """CPU s of a whole process that starts Python and imports numpy and mujoco and does nothing else (the
+    median of ``repeat`` processes): the least any process that steps a MuJoCo twin from Python pays."""
+    cpus = [timed_process([sys.executable, "-c", "import numpy, mujoco"], env)[1] for _ in range(max(1, repeat))]
+    return statistics.median(cpus)
 
 
 if __name__ == "__main__":
