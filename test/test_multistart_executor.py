@@ -101,3 +101,42 @@ def test_calibrate_accounts_the_multistart_as_a_phase_with_its_charged_rollouts(
     charged = sum(p["charged_rollouts"] for p in phases.values())
     assert charged == res["rollouts"] + POINTS + 1 <= 40
     assert f"for {charged} charged rollouts" in out
+
+
+def _history_lines(run):
+    import json
+
+    rows = [json.loads(x) for x in (run / "iterations.jsonl").read_text().splitlines() if x.strip()]
+    for r in rows:
+        r.pop("wall_s", None)
+    return rows
+
+
+def test_a_resume_keeps_the_recorded_multistart_instead_of_rolling_it_out_again(tmp_path, capsys, monkeypatch):
+    """Was: every --resume (and the command to go on) rolled the whole multistart out again before continuing."""
+    from vid2sid_ros.calibration import start
+    from vid2sid_ros.cli import main
+
+    record_csv(tmp_path / "t0.csv")
+    cfg = write_rig(tmp_path, calibration={"iterations": 1, "rollout_budget": 80, "seed": 0,
+                                           "stop_when_converged": False,  # ends "iterations done": it goes on
+                                           "start": {"kind": "multistart", "points": POINTS}})
+    run, whole = tmp_path / "run", tmp_path / "whole"
+    assert main(["calibrate", str(cfg), "--no-report", "--out", str(run)]) == 0
+    rec = __import__("json").loads((run / "start_stage.json").read_text())
+    assert rec["rollouts"] == POINTS + 1 and rec["points"] == POINTS and rec["train_trials"] == ["log_train"]
+    calls: list[int] = []
+    real_multistart = start.multistart
+    monkeypatch.setattr(start, "multistart", lambda *a, **k: calls.append(1) or real_multistart(*a, **k))
+    capsys.readouterr()
+    assert main(["calibrate", str(cfg), "--no-report", "--iterations", "3", "--out", str(run), "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert calls == [] and f"kept from the run being resumed ({POINTS + 1} rollouts" in out, out
+    # the same run as one that never stopped: the same start, the same budget, the same iterations
+    assert main(["calibrate", str(cfg), "--no-report", "--iterations", "3", "--out", str(whole)]) == 0
+    assert calls == [1]
+    assert _history_lines(run) == _history_lines(whole)
+    # a record that does not fit this start (torn, or another number of points) is not trusted: rolled out again
+    (run / "start_stage.json").write_text("{torn")
+    assert main(["calibrate", str(cfg), "--no-report", "--iterations", "4", "--out", str(run), "--resume"]) == 0
+    assert calls == [1, 1]

@@ -46,6 +46,8 @@ import argparse
 import contextlib
 import dataclasses
 import errno
+import json
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -129,7 +131,6 @@ def start_arg(given: list[str] | None) -> dict[str, float]:
     Raises:
         ConfigError: an entry without ``=``, an empty name or a value that is not a finite number.
     """
-    import math
 
     values: dict[str, float] = {}
     for text in given or ():
@@ -360,6 +361,7 @@ def _load_run_inputs(args: argparse.Namespace, ledger=None):
     except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
         raise ConfigError(_proposer_option_problem(src, name, options, err)) from None
     out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
+    args.out_dir = str(out)  # a resume's start stage reads the run's record there
     from .executor_args import executor_from_args
 
     executor = executor_from_args(args)  # a bad --executor/--workers, Ray missing: one line, before any work
@@ -416,26 +418,96 @@ def _load_real(args: argparse.Namespace, rig, cfg: dict, src: str, ccfg, propose
         _check_active_limits(rig, real, active, src)
     if start_cfg.guess or start_cfg.kind != "nominal":
         # the generic start: rig-agnostic; a guess plugin only suggests nominal values (logged, never fatal)
-        params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
-        twin = rig.make_twin()
-        if ledger is not None and start_cfg.kind == "multistart":
-            ledger.start("multistart")
-        try:
-            started = generic_start(twin, real, params, start_cfg, seed=ccfg.seed, budget=ccfg.rollout_budget,
-                                    where=f"{src}:calibration.start", executor=executor,
-                                    log=lambda m: None if args.quiet else print(f"start: {m}", flush=True))
-        finally:
-            close = getattr(twin, "close", None)
-            if callable(close):
-                close()
-        if ledger is not None and start_cfg.kind == "multistart":
-            ledger.add_rollouts(charged=started.rollouts)  # charged to the budget given, before the session
-            ledger.start("load")
+        started = _start_stage(args, rig, real, ccfg, src, start_cfg, start_values, executor, ledger)
         rig.parameters = started.parameters
         if started.rollouts and ccfg.rollout_budget is not None:  # generic_start refused a start costing it all
             ccfg = dataclasses.replace(ccfg, rollout_budget=ccfg.rollout_budget - started.rollouts)
             args.start_rollouts = started.rollouts  # the budget a command to go on doubles is the one given
     return real, ccfg
+
+
+#: the run directory's record of its multistart (written with iteration 0; read by a resume)
+START_STAGE_FILE = "start_stage.json"
+
+
+def _start_stage(args: argparse.Namespace, rig, real, ccfg, src: str, start_cfg, start_values, executor, ledger):
+    """The generic start stage (:func:`~vid2sid_ros.calibration.start.generic_start`): a guess, then a multistart
+    whose points are rolled out on ``executor`` and timed as the ``multistart`` phase of ``ledger``. A resume of a
+    run that recorded its multistart (:data:`START_STAGE_FILE`, same kind, points, guess, seed, training trials
+    and free parameters) keeps it instead of rolling it out again: the same start, its rollouts charged once.
+    ``args.start_record`` is set to what a new run records. Returns the
+    :class:`~vid2sid_ros.calibration.start.StartResult`.
+
+    Raises:
+        StartError: the multistart would cost the whole budget (names ``SRC:calibration.start.points``).
+    """
+    from ..calibration.start import StartResult, generic_start
+
+    params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
+    say = (lambda m: None) if args.quiet else (lambda m: print(f"start: {m}", flush=True))
+    kept = _kept_multistart(args, start_cfg, ccfg.seed, real, params) if start_cfg.kind == "multistart" else None
+    rolls = start_cfg.kind == "multistart" and kept is None
+    twin = rig.make_twin()
+    if ledger is not None and rolls:
+        ledger.start("multistart")
+    try:
+        started = generic_start(twin, real, params, start_cfg if kept is None else
+                                dataclasses.replace(start_cfg, kind="nominal"), seed=ccfg.seed,
+                                budget=ccfg.rollout_budget, where=f"{src}:calibration.start", executor=executor,
+                                log=say)
+    finally:
+        close = getattr(twin, "close", None)
+        if callable(close):
+            close()
+    if ledger is not None and rolls:
+        ledger.add_rollouts(charged=started.rollouts)  # charged to the budget given, before the session
+        ledger.start("load")
+    if kept is not None:
+        msg = (f"multistart: kept from the run being resumed ({kept['rollouts']} rollouts, charged once, not "
+               f"rolled out again)")
+        say(msg)
+        started = StartResult(started.parameters.with_nominal(kept["values"]), int(kept["rollouts"]),
+                              kept.get("error"), [*started.notes, msg])
+    args.start_record = None if start_cfg.kind != "multistart" else {
+        "kind": start_cfg.kind, "points": int(start_cfg.points), "guess": start_cfg.guess, "seed": int(ccfg.seed),
+        "train_trials": [t.trial_id for t in real.train], "rollouts": int(started.rollouts),
+        "error": started.error if started.error is not None and math.isfinite(started.error) else None,
+        "values": {n: float(started.parameters[n].nominal) for n in started.parameters.free_names}}
+    return started
+
+
+def _kept_multistart(args: argparse.Namespace, start_cfg, seed: int, real, params) -> dict | None:
+    """The multistart :data:`START_STAGE_FILE` of the run ``--resume`` continues, when it was made with this
+    start's kind, points, guess and seed on the same training trials and its values are the free parameters'
+    within their bounds; None otherwise (no resume, ``--resume-changed``, no or another record: rolled out
+    again, as before this record existed)."""
+    if not getattr(args, "resume", False) or getattr(args, "resume_changed", False):
+        return None
+    out = Path(args.out_dir) if getattr(args, "out_dir", None) else None
+    try:
+        rec = json.loads((out / START_STAGE_FILE).read_text()) if out is not None else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("values"), dict):
+        return None
+    same = [rec.get(k) for k in ("kind", "points", "guess", "seed", "train_trials")] == [
+        start_cfg.kind, start_cfg.points, start_cfg.guess, int(seed), [t.trial_id for t in real.train]]
+    values = rec["values"]
+    try:
+        fits = (sorted(values) == sorted(params.free_names) and isinstance(rec.get("rollouts"), int)
+                and all(params[n].lower <= float(v) <= params[n].upper for n, v in values.items()))
+    except (TypeError, ValueError):
+        return None
+    return rec if same and fits else None
+
+
+def _save_start_record(out: Path, record: dict | None) -> None:
+    """Write the run's multistart record (:data:`START_STAGE_FILE`) into the started run's directory, once."""
+    path = out / START_STAGE_FILE
+    if record is not None and not path.is_file():
+        from ..core.files import atomic_write_text
+
+        atomic_write_text(path, json.dumps(record, indent=1) + "\n")
 
 
 def _check_active_limits(rig, real, active, src: str) -> None:
@@ -603,6 +675,7 @@ def _calibrate(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, na
 
     def on_iteration(rec) -> None:
         _save_real_trial(out, real)
+        _save_start_record(out, getattr(args, "start_record", None))
         term.iteration(rec)
 
     with warnings.catch_warnings(record=True) as caught:
@@ -739,7 +812,6 @@ def _check_real_trial_file(path: Path, real) -> None:
     Raises:
         CalibrationError: the file holds a different (or unreadable) truth.
     """
-    import json
 
     from ..calibration.loop import CalibrationError
 
@@ -814,7 +886,6 @@ def restart_values(out: Path) -> dict[str, float]:
     parameters' values the residual diagnosis's refit found (verdict ``not_at_optimum``), else the run's
     identified values of its free parameters; ``{}`` when the run directory cannot be read or the
     diagnosis does not say ``not_at_optimum``."""
-    import json
 
     from ..report.insights import optimum_values
 
