@@ -100,7 +100,10 @@ def test_calibrate_accounts_the_multistart_as_a_phase_with_its_charged_rollouts(
     assert phases["multistart"]["diagnostic_rollouts"] == 0 and phases["load"]["charged_rollouts"] == 0
     charged = sum(p["charged_rollouts"] for p in phases.values())
     assert charged == res["rollouts"] + POINTS + 1 <= 40
-    assert f"for {charged} charged rollouts" in out
+    # the time line gives each phase its own charged rollouts (was: all of them beside the iterations' time)
+    out = " ".join(out.split())  # the terminal wraps the line
+    assert f"iterations {phases['iterations']['wall_s']:.1f} s for {res['rollouts']} charged rollouts, " in out
+    assert f"multistart {phases['multistart']['wall_s']:.1f} s for {POINTS + 1} charged rollouts, diag" in out
 
 
 def _history_lines(run):
@@ -140,3 +143,28 @@ def test_a_resume_keeps_the_recorded_multistart_instead_of_rolling_it_out_again(
     (run / "start_stage.json").write_text("{torn")
     assert main(["calibrate", str(cfg), "--no-report", "--iterations", "4", "--out", str(run), "--resume"]) == 0
     assert calls == [1, 1]
+
+
+def test_the_multistarts_library_messages_go_to_run_log_not_the_terminal(tmp_path):
+    """Was: MuJoCo's warnings from the multistart's diverging points were printed on the terminal (9 lines, also
+    with -q), while those of the iterations went to run.log."""
+    import copy
+    import os
+    import subprocess
+
+    from helpers.planar_arm import PARAMETERS
+
+    record_csv(tmp_path / "t0.csv")
+    params = copy.deepcopy(PARAMETERS)
+    params["sh_gain"]["upper"] = 1e9  # Sobol points of a huge gain: the twin blows up there
+    cfg = write_rig(tmp_path, parameters=params, calibration={
+        "iterations": 1, "rollout_budget": 40, "seed": 0, "start": {"kind": "multistart", "points": POINTS}})
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "vid2sid_ros.cli", "calibrate", str(cfg), "-q", "--no-report",
+                           "--out", str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    said = [x for x in (done.stdout + done.stderr).splitlines() if "Nan, Inf or huge value" in x]
+    assert len(said) == 1 and "all in" in said[0] and "run.log" in said[0], said  # the summary's one line
+    assert "MuJoCo: Nan, Inf or huge value" in (tmp_path / "run" / "run.log").read_text()
+    assert not list(tmp_path.glob("vid2sid_run_*.log"))  # the temporary logs were moved, none left behind

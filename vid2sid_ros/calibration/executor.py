@@ -30,8 +30,17 @@ running are retried once, one at a time, on a fresh worker; a task whose worker 
 a :class:`TaskFailure` and the other tasks carry on. An exception raised by ``fn`` itself is
 re-raised by :meth:`Executor.map`, as in a serial loop (``fn`` decides what is a failure). An exception
 in the calling thread while tasks run (Ctrl-C, ``on_done`` raising) stops the workers still running
-one (``pool``: at the next :meth:`Executor.close` or state change, which waits for them; ``ray``: at
-once, killing those actors) before anything else runs on this executor.
+one (``pool``: at the next :meth:`Executor.close` or state change, which terminates the worker
+processes and waits until they are gone; ``ray``: at once, killing those actors) before anything else
+runs on this executor.
+
+Signals: Ctrl-C is the caller's. A pool worker ignores SIGINT, so a Ctrl-C sent to the whole process
+group (as a terminal does) reaches the calling process only, and it stops the workers. Left to a
+worker, the interrupt could end it holding the pool's task queue lock, and the pool's shutdown would
+then wait forever. A worker takes SIGTERM's default action and dies at once (the pool sees a dead
+worker). A worker whose calling process is gone (SIGKILL, a crash) exits within
+:data:`PARENT_POLL_S`; it does not finish its task as an orphan, holding the run directory's lock
+its resume needs.
 
 Nothing here knows about twins or calibration: the callers pass a function and a state.
 """
@@ -41,14 +50,16 @@ from __future__ import annotations
 import copy
 import multiprocessing
 import os
+import signal
 import threading
+import time
 from pathlib import Path
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-__all__ = ["BACKENDS", "Executor", "ExecutorError", "TaskFailure", "make_executor", "RAY_INSTALL_HINT"]
+__all__ = ["BACKENDS", "Executor", "ExecutorError", "TaskFailure", "make_executor", "RAY_INSTALL_HINT", "PARENT_POLL_S"]
 
 #: the backends :func:`make_executor` accepts
 BACKENDS = ("serial", "threads", "pool", "ray")
@@ -84,10 +95,48 @@ def _worker_copy(state: Any) -> Any:
 
 _PROCESS_STATE: list[Any] = [None]
 
+#: how often a pool worker checks that the process that started it is still there, s
+PARENT_POLL_S = 0.25
+
 
 def _process_init(state: Any) -> None:
-    """Pool initializer: the forked worker's own copy of the state, built once."""
+    """Pool initializer: the signals a worker leaves to its caller (module docstring), the watch on its
+    caller, and the forked worker's own copy of the state, built once."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's: it stops the pool
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the caller's handler, inherited by the fork
+    _exit_with_parent(os.getppid())
     _PROCESS_STATE[0] = _worker_copy(state)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Start a daemon thread that ends this process (``os._exit``, exit code 1) once its parent ``parent``
+    (a pid) is gone, checked every :data:`PARENT_POLL_S` s: an orphan is reparented, so ``getppid`` changes.
+    (Not ``PR_SET_PDEATHSIG``: that fires when the *thread* that forked the worker ends, and a pool may be
+    started from a thread that ends before the process does.)"""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="vid2sid-parent-watch", daemon=True).start()
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool`` and its worker processes now, whatever they are doing, and wait until they are gone:
+    pending tasks are cancelled, running ones end with their worker (SIGTERM, then SIGKILL after 10 s).
+    A worker holding the pool's task queue lock when it ends cannot then stall the shutdown. (Python
+    3.11's ProcessPoolExecutor has no public way to stop its workers: its ``_processes`` map is read.)"""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in workers:
+        proc.join(timeout=10.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=10.0)
 
 
 def _process_call(fn: Callable[[Any, Any], Any], item: Any) -> Any:
@@ -158,7 +207,7 @@ class Executor:
             self._threads.shutdown(wait=True)
             self._threads = None
         if self._procs is not None:
-            self._procs.shutdown(wait=True, cancel_futures=True)
+            _stop_pool(self._procs)  # after an interrupt a task may still run: its worker is stopped
             self._procs = None
         if self._actors:
             import ray
@@ -221,20 +270,10 @@ class Executor:
 
     def _rebuild_pool(self) -> None:
         """A fresh pool after a worker died. The broken pool's surviving workers are stopped and waited
-        for first: a task lost with the pool may still be running in one of them (holding its run
-        directory's lock, writing its files), and its retry must not start beside it. (Python 3.11's
-        ProcessPoolExecutor has no public way to stop its workers: its ``_processes`` map is read.)"""
+        for first (:func:`_stop_pool`): a task lost with the pool may still be running in one of them
+        (holding its run directory's lock, writing its files), and its retry must not start beside it."""
         if self._procs is not None:
-            survivors = list((getattr(self._procs, "_processes", None) or {}).values())
-            self._procs.shutdown(wait=False, cancel_futures=True)
-            for proc in survivors:
-                if proc.is_alive():
-                    proc.terminate()
-            for proc in survivors:
-                proc.join(timeout=10.0)
-                if proc.is_alive():
-                    proc.kill()
-                    proc.join(timeout=10.0)
+            _stop_pool(self._procs)
         self._procs = self._new_pool()
 
     def _run_bounded(self, submit: Callable[[Any], Future], items: list[Any],

@@ -83,13 +83,18 @@ def phase_summary_line(phases: dict[str, Any] | None) -> str | None:
     apart, and the phase that took the most wall time; None without phases (an older run)."""
     if not phases:
         return None
-    rows = [v for v in phases.values() if isinstance(v, dict)]
-    wall = sum(float(v.get("wall_s", 0.0)) for v in rows)
-    cpu = sum(float(v.get("cpu_s", 0.0)) for v in rows)
-    charged = sum(int(v.get("charged_rollouts", 0)) for v in rows)
-    diag = sum(int(v.get("diagnostic_rollouts", 0)) for v in rows)
+    phases = {k: v for k, v in phases.items() if isinstance(v, dict)}
+    if not phases:
+        return None
+    wall = sum(float(v.get("wall_s", 0.0)) for v in phases.values())
+    cpu = sum(float(v.get("cpu_s", 0.0)) for v in phases.values())
+    diag = sum(int(v.get("diagnostic_rollouts", 0)) for v in phases.values())
     top = max(phases, key=lambda k: float(phases[k].get("wall_s", 0.0)))
-    it = phases.get("iterations") or {}
-    return (f"time: {wall:.1f} s wall, {cpu:.1f} s CPU; iterations {float(it.get('wall_s', 0.0)):.1f} s for "
-            f"{charged} charged rollouts, diagnostics {diag} rollouts; longest phase: {top} "
-            f"({float(phases[top]['wall_s']):.1f} s) (result.json: phases)")
+    # each phase that charged rollouts to the budget with its own count (the iterations first, then e.g. a
+    # multistart): one total beside the iterations' time would give them rollouts they did not make
+    charging = ["iterations"] + [k for k, v in phases.items()
+                                 if k != "iterations" and int(v.get("charged_rollouts", 0))]
+    charged = ", ".join(f"{k} {float((phases.get(k) or {}).get('wall_s', 0.0)):.1f} s for "
+                        f"{int((phases.get(k) or {}).get('charged_rollouts', 0))} charged rollouts" for k in charging)
+    return (f"time: {wall:.1f} s wall, {cpu:.1f} s CPU; {charged}, diagnostics {diag} rollouts; longest phase: "
+            f"{top} ({float(phases[top]['wall_s']):.1f} s) (result.json: phases)")

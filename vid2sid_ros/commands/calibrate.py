@@ -265,7 +265,17 @@ def build_real(rig, cfg: Mapping[str, Any], seed: int, *, keep_frames: bool = Fa
 
 def run(args: argparse.Namespace) -> int:
     """``vid2sid calibrate``: load the rig and the real trial (:func:`_load_run_inputs`), take the run
-    directory's lock, run (:func:`_run_locked`); the exit code."""
+    directory's lock, run (:func:`_run_locked`); the exit code. The start stage's temporary log is removed
+    however the command ends (moved into ``run.log`` when the run started)."""
+    try:
+        return _run(args)
+    finally:
+        if getattr(args, "start_log", None) is not None:
+            Path(args.start_log).unlink(missing_ok=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """:func:`run` itself."""
     from ..calibration.loop import CalibrationError
     from ..calibration.proposers import UnknownProposerError
     from ..core.parameters import ParameterSpecError
@@ -450,11 +460,13 @@ def _start_stage(args: argparse.Namespace, rig, real, ccfg, src: str, start_cfg,
     twin = rig.make_twin()
     if ledger is not None and rolls:
         ledger.start("multistart")
+    args.start_log = _early_log_file()  # the library's messages (MuJoCo's warnings): into run.log, as the run's
     try:
-        started = generic_start(twin, real, params, start_cfg if kept is None else
-                                dataclasses.replace(start_cfg, kind="nominal"), seed=ccfg.seed,
-                                budget=ccfg.rollout_budget, where=f"{src}:calibration.start", executor=executor,
-                                log=say)
+        with library_output_to(args.start_log, verbose=args.verbose >= 2):
+            started = generic_start(twin, real, params, start_cfg if kept is None else
+                                    dataclasses.replace(start_cfg, kind="nominal"), seed=ccfg.seed,
+                                    budget=ccfg.rollout_budget, where=f"{src}:calibration.start",
+                                    executor=executor, log=say)
     finally:
         close = getattr(twin, "close", None)
         if callable(close):
@@ -671,7 +683,7 @@ def _calibrate(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, na
     # run_calibration's own checks (the start-of-run effect check...) may still refuse the run: nothing goes into
     # the directory before they passed. The library log starts in a temporary file, moved into run.log once the
     # run exists (run.json); real_trial.json is written once iteration 0 is recorded.
-    early_log = _early_log_file()
+    early_log = getattr(args, "start_log", None) or _early_log_file()  # the start stage's messages first
 
     def on_iteration(rec) -> None:
         _save_real_trial(out, real)
