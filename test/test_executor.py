@@ -130,6 +130,7 @@ def test_ray_missing_says_how_to_install(monkeypatch):
     assert str(err.value) == RAY_INSTALL_HINT and "pip install -r requirements-ray.txt" in str(err.value)
 
 
+
 # -- a whole calibration ----------------------------------------------------------------------------------
 def _calibrate(rig_name: str, executor):
     from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
@@ -261,6 +262,31 @@ def test_user_rig_rollout_batch_reproduces_each_rollout_with_its_time_offset_and
         ref.append(twin.rollout(exc))
     for a, b in zip(ref, twin.rollout_batch(exc, pts, nthread=2)):
         _same_rollout(a, b)
+
+
+def test_a_rig_config_twin_pickles_and_its_copy_rolls_out_the_same_to_the_bit():
+    """Ray ships the twin to its actors pickled. Was: ``cannot pickle 'mujoco._specs.MjSpec' object`` for every
+    rig config (and a renderer's OpenGL context failed too). The copy builds its MjSpec again from the model file
+    (markers and camera added) and steps the same batch sensor model."""
+    import pickle
+
+    rig = load_rig(str(ROOT / "examples/rigs/spherical_pendulum/rig.yaml"))
+    twin = rig.make_twin(width=64, height=48)
+    twin.reset()
+    twin.step([0.0] * len(twin.actuator_names), 1 / 30)
+    twin.render()  # the twin now holds an offscreen renderer
+    other = pickle.loads(pickle.dumps(twin))
+    assert other._built.spec is None and other._renderer is None and twin._renderer is not None
+    params = rig.parameters
+    pts = [params.from_unit_vector(np.full(len(params.free_names), u), params.nominal()) for u in (0.25, 0.75)]
+    exc = rig.excitations["train"][0]
+    for a, b in zip(twin.rollout_batch(exc, pts), other.rollout_batch(exc, pts)):
+        _same_rollout(a, b)
+    assert type(other._built.spec).__name__ == "MjSpec"  # built again, once, for the batch sensor model
+    sensors = other._batch_sensor_model[0].nsensordata
+    assert sensors == twin._batch_sensor_model[0].nsensordata == twin.model.nsensordata + 3 * len(twin.keypoint_names)
+    twin.close()
+    other.close()
 
 
 def test_threads_on_a_mujoco_twin_batch_through_mujoco_rollout_with_the_serial_evaluations():
