@@ -130,6 +130,102 @@ def test_ray_missing_says_how_to_install(monkeypatch):
     assert str(err.value) == RAY_INSTALL_HINT and "pip install -r requirements-ray.txt" in str(err.value)
 
 
+@pytest.fixture
+def closed_port():
+    """A TCP port on 127.0.0.1 that refuses connections: bound (so nothing else takes it), never listening."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_env(monkeypatch):
+    """Ray's lookup as on a machine with no Ray (no RAY_ADDRESS); what ``_start_ray`` changes is put back after."""
+    ray = pytest.importorskip("ray")
+    from ray._private import ray_constants
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", ray_constants.ENABLE_RAY_CLUSTER)
+    monkeypatch.setattr(ray, "init", lambda **kw: pytest.fail(f"ray.init reached: {kw}"))  # would hang
+    return ray
+
+
+def test_a_ray_head_that_does_not_answer_is_a_one_line_error_at_once(ray_env, closed_port):
+    """Was: ray.init retried the head's GCS for many minutes ("Failed to connect to GCS at address ...")."""
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(ExecutorError) as err:
+        make_executor("ray", 2, ray_address=f"127.0.0.1:{closed_port}")
+    assert time.monotonic() - t0 < 3.0
+    text = str(err.value)
+    assert len(text.splitlines()) == 1
+    assert text.startswith(f"--ray-address 127.0.0.1:{closed_port}: no Ray head answers at 127.0.0.1:{closed_port} "
+                           "(connection refused); expected the GCS port of a Ray head started with "
+                           "'ray start --head --port PORT'"), text
+    assert not ray_env.is_initialized()
+
+
+def test_a_ray_head_that_accepts_nothing_in_time_is_named_with_the_wait(ray_env, closed_port, monkeypatch):
+    import socket
+
+    from vid2sid_ros.calibration import executor
+
+    def silent(address, timeout):
+        assert address == ("127.0.0.1", closed_port) and timeout == executor.RAY_CONNECT_TIMEOUT_S == 5.0
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(socket, "create_connection", silent)
+    with pytest.raises(ExecutorError, match=rf"no Ray head answers at 127.0.0.1:{closed_port} \(no answer within "
+                                            r"5 s\)"):
+        make_executor("ray", 2, ray_address=f"127.0.0.1:{closed_port}")
+
+
+def test_ray_address_auto_without_a_running_ray_or_with_a_stale_record_is_a_one_line_error(ray_env, closed_port,
+                                                                                         tmp_path, monkeypatch):
+    """``auto`` reads the address of the Ray last started here (RAY_TMPDIR/ray/ray_current_cluster); one whose
+    head is gone (killed without ``ray stop``) hung like any other address that does not answer."""
+    from ray._private import services
+
+    monkeypatch.setattr(services, "find_gcs_addresses", lambda: set())  # not another user's Ray on this machine
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    with pytest.raises(ExecutorError) as err:
+        make_executor("ray", 2, ray_address="auto")
+    assert str(err.value) == ("--ray-address auto: no Ray is running on this machine; start a head with 'ray start "
+                              "--head --port 6379' first, or leave --ray-address out for a private local Ray")
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{closed_port}")
+    with pytest.raises(ExecutorError, match=rf"^--ray-address auto: no Ray head answers at 127.0.0.1:{closed_port}, "
+                                            r"the Ray most recently started on this machine \(connection refused\)"):
+        make_executor("ray", 2, ray_address="auto")
+    (tmp_path / "ray" / "ray_current_cluster").unlink()
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{closed_port}")  # auto takes it, as Ray does
+    with pytest.raises(ExecutorError, match=rf"^--ray-address auto: no Ray head answers at 127.0.0.1:{closed_port} "
+                                            r"\(set by RAY_ADDRESS\) \(connection refused\)"):
+        make_executor("ray", 2, ray_address="auto")
+
+
+def test_a_ray_address_without_a_port_is_a_one_line_error(ray_env):
+    with pytest.raises(ExecutorError) as err:
+        make_executor("ray", 2, ray_address="127.0.0.1")
+    assert str(err.value) == ("--ray-address: expected auto or HOST:PORT (the GCS port of a Ray head, e.g. "
+                              "127.0.0.1:6379), got '127.0.0.1'")
+
+
+def test_calibrate_with_a_ray_head_that_does_not_answer_exits_2_in_one_line_and_writes_nothing(ray_env, closed_port,
+                                                                                              tmp_path, capsys):
+    from vid2sid_ros.cli import main
+
+    out = tmp_path / "run"
+    assert main(["calibrate", "--rig", "toy", "--executor", "ray", "--ray-address", f"127.0.0.1:{closed_port}",
+                 "--no-report", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"vid2sid calibrate: --ray-address 127.0.0.1:{closed_port}: no Ray head answers at "), err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
 
 # -- a whole calibration ----------------------------------------------------------------------------------
 def _calibrate(rig_name: str, executor):

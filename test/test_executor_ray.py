@@ -245,3 +245,13 @@ def test_a_rig_config_calibration_on_ray_gives_the_serial_run(ray_executor, tmp_
     assert res == ref_res
     assert (tmp_path / "ray" / "calibrated_model.xml").read_text() == \
         (tmp_path / "serial" / "calibrated_model.xml").read_text()
+
+
+def test_a_head_that_answers_passes_the_connection_check(ray_executor):
+    """The check before joining a Ray at ``--ray-address HOST:PORT`` (test_executor.py: one that does not answer)
+    lets a running head through: this module's own Ray, at its GCS address."""
+    from vid2sid_ros.calibration.executor import _check_ray_head
+
+    gcs = ray.get_runtime_context().gcs_address
+    assert gcs.startswith("127.0.0.1:")
+    _check_ray_head(gcs, gcs)  # no ExecutorError
