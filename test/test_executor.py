@@ -130,6 +130,103 @@ def test_ray_missing_says_how_to_install(monkeypatch):
     assert str(err.value) == RAY_INSTALL_HINT and "pip install -r requirements-ray.txt" in str(err.value)
 
 
+@pytest.fixture
+def closed_port():
+    """A TCP port on 127.0.0.1 that refuses connections: bound (so nothing else takes it), never listening."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_env(monkeypatch):
+    """Ray's lookup as on a machine with no Ray (no RAY_ADDRESS); what ``_start_ray`` changes is put back after."""
+    ray = pytest.importorskip("ray")
+    from ray._private import ray_constants
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", ray_constants.ENABLE_RAY_CLUSTER)
+    monkeypatch.setattr(ray, "init", lambda **kw: pytest.fail(f"ray.init reached: {kw}"))  # would hang
+    return ray
+
+
+def test_a_ray_head_that_does_not_answer_is_a_one_line_error_at_once(ray_env, closed_port):
+    """Was: ray.init retried the head's GCS for many minutes ("Failed to connect to GCS at address ...")."""
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(ExecutorError) as err:
+        make_executor("ray", 2, ray_address=f"127.0.0.1:{closed_port}")
+    assert time.monotonic() - t0 < 3.0
+    text = str(err.value)
+    assert len(text.splitlines()) == 1
+    assert text.startswith(f"--ray-address 127.0.0.1:{closed_port}: no Ray head answers at 127.0.0.1:{closed_port} "
+                           "(connection refused); expected the GCS port of a Ray head started with "
+                           "'ray start --head --port PORT'"), text
+    assert not ray_env.is_initialized()
+
+
+def test_a_ray_head_that_accepts_nothing_in_time_is_named_with_the_wait(ray_env, closed_port, monkeypatch):
+    import socket
+
+    from vid2sid_ros.calibration import executor
+
+    def silent(address, timeout):
+        assert address == ("127.0.0.1", closed_port) and timeout == executor.RAY_CONNECT_TIMEOUT_S == 5.0
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(socket, "create_connection", silent)
+    with pytest.raises(ExecutorError, match=rf"no Ray head answers at 127.0.0.1:{closed_port} \(no answer within "
+                                            r"5 s\)"):
+        make_executor("ray", 2, ray_address=f"127.0.0.1:{closed_port}")
+
+
+def test_ray_address_auto_without_a_running_ray_or_with_a_stale_record_is_a_one_line_error(ray_env, closed_port,
+                                                                                         tmp_path, monkeypatch):
+    """``auto`` reads the address of the Ray last started here (RAY_TMPDIR/ray/ray_current_cluster); one whose
+    head is gone (killed without ``ray stop``) hung like any other address that does not answer."""
+    from ray._private import services
+
+    monkeypatch.setattr(services, "find_gcs_addresses", lambda: set())  # not another user's Ray on this machine
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    with pytest.raises(ExecutorError) as err:
+        make_executor("ray", 2, ray_address="auto")
+    assert str(err.value) == ("--ray-address auto: no Ray is running on this machine; start a head with 'ray start "
+                              "--head --port 6379' first, or leave --ray-address out for a private local Ray")
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{closed_port}")
+    with pytest.raises(ExecutorError, match=rf"^--ray-address auto: no Ray head answers at 127.0.0.1:{closed_port}, "
+                                            r"the Ray most recently started on this machine \(connection refused\)"):
+        make_executor("ray", 2, ray_address="auto")
+    (tmp_path / "ray" / "ray_current_cluster").unlink()
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{closed_port}")  # auto takes it, as Ray does
+    with pytest.raises(ExecutorError, match=rf"^--ray-address auto: no Ray head answers at 127.0.0.1:{closed_port} "
+                                            r"\(set by RAY_ADDRESS\) \(connection refused\)"):
+        make_executor("ray", 2, ray_address="auto")
+
+
+def test_a_ray_address_without_a_port_is_a_one_line_error(ray_env):
+    with pytest.raises(ExecutorError) as err:
+        make_executor("ray", 2, ray_address="127.0.0.1")
+    assert str(err.value) == ("--ray-address: expected auto or HOST:PORT (the GCS port of a Ray head, e.g. "
+                              "127.0.0.1:6379), got '127.0.0.1'")
+
+
+def test_calibrate_with_a_ray_head_that_does_not_answer_exits_2_in_one_line_and_writes_nothing(ray_env, closed_port,
+                                                                                              tmp_path, capsys):
+    from vid2sid_ros.cli import main
+
+    out = tmp_path / "run"
+    assert main(["calibrate", "--rig", "toy", "--executor", "ray", "--ray-address", f"127.0.0.1:{closed_port}",
+                 "--no-report", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"vid2sid calibrate: --ray-address 127.0.0.1:{closed_port}: no Ray head answers at "), err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
 # -- a whole calibration ----------------------------------------------------------------------------------
 def _calibrate(rig_name: str, executor):
     from vid2sid_ros.calibration.loop import CalibrationConfig, run_calibration
@@ -261,6 +358,31 @@ def test_user_rig_rollout_batch_reproduces_each_rollout_with_its_time_offset_and
         ref.append(twin.rollout(exc))
     for a, b in zip(ref, twin.rollout_batch(exc, pts, nthread=2)):
         _same_rollout(a, b)
+
+
+def test_a_rig_config_twin_pickles_and_its_copy_rolls_out_the_same_to_the_bit():
+    """Ray ships the twin to its actors pickled. Was: ``cannot pickle 'mujoco._specs.MjSpec' object`` for every
+    rig config (and a renderer's OpenGL context failed too). The copy builds its MjSpec again from the model file
+    (markers and camera added) and steps the same batch sensor model."""
+    import pickle
+
+    rig = load_rig(str(ROOT / "examples/rigs/spherical_pendulum/rig.yaml"))
+    twin = rig.make_twin(width=64, height=48)
+    twin.reset()
+    twin.step([0.0] * len(twin.actuator_names), 1 / 30)
+    twin.render()  # the twin now holds an offscreen renderer
+    other = pickle.loads(pickle.dumps(twin))
+    assert other._built.spec is None and other._renderer is None and twin._renderer is not None
+    params = rig.parameters
+    pts = [params.from_unit_vector(np.full(len(params.free_names), u), params.nominal()) for u in (0.25, 0.75)]
+    exc = rig.excitations["train"][0]
+    for a, b in zip(twin.rollout_batch(exc, pts), other.rollout_batch(exc, pts)):
+        _same_rollout(a, b)
+    assert type(other._built.spec).__name__ == "MjSpec"  # built again, once, for the batch sensor model
+    sensors = other._batch_sensor_model[0].nsensordata
+    assert sensors == twin._batch_sensor_model[0].nsensordata == twin.model.nsensordata + 3 * len(twin.keypoint_names)
+    twin.close()
+    other.close()
 
 
 def test_threads_on_a_mujoco_twin_batch_through_mujoco_rollout_with_the_serial_evaluations():

@@ -51,6 +51,7 @@ import copy
 import multiprocessing
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -59,13 +60,18 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-__all__ = ["BACKENDS", "Executor", "ExecutorError", "TaskFailure", "make_executor", "RAY_INSTALL_HINT", "PARENT_POLL_S"]
+__all__ = ["BACKENDS", "Executor", "ExecutorError", "TaskFailure", "make_executor", "RAY_INSTALL_HINT",
+           "RAY_CONNECT_TIMEOUT_S", "PARENT_POLL_S"]
 
 #: the backends :func:`make_executor` accepts
 BACKENDS = ("serial", "threads", "pool", "ray")
 #: the one line printed when ``ray`` is asked for but not installed
 RAY_INSTALL_HINT = ("--executor ray needs Ray, which is not installed: "
                     "pip install -r requirements-ray.txt (or choose --executor serial|threads|pool)")
+#: seconds the Ray head named by ``--ray-address`` has to accept a TCP connection on its GCS port before the
+#: command stops with one line: ``ray.init`` itself does not give up on a head that does not answer (it retries
+#: for many minutes); a running head accepts at once, and 5 s leaves room for a slow network between nodes
+RAY_CONNECT_TIMEOUT_S = 5.0
 
 
 class ExecutorError(ValueError):
@@ -478,12 +484,64 @@ def _start_ray(address: str | None) -> None:
         kw["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
             [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}}
     else:
+        head = _ray_head(address)
+        if head is not None:
+            _check_ray_head(address, head)
         kw["address"] = address
     try:
         ray.init(**kw)
     except (ConnectionError, ValueError, RuntimeError) as err:
         raise ExecutorError(f"--ray-address {address}: cannot connect to a Ray cluster: "
                             f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+
+
+def _ray_head(address: str) -> str | None:
+    """The ``HOST:PORT`` that ``ray.init(address=address)`` connects to: ``address`` itself, or for ``auto`` what
+    Ray finds (``RAY_ADDRESS`` when set, else the Ray most recently started on this machine); None for ``auto``
+    where Ray's lookup is not available (``ray.init`` then decides).
+
+    Raises:
+        ExecutorError: ``auto`` and no Ray running on this machine (one line).
+    """
+    if address != "auto":
+        return address
+    try:
+        from ray._private.services import get_ray_address_from_environment
+    except ImportError:  # a Ray without this (private) helper
+        return None
+    try:
+        head = get_ray_address_from_environment(address, None)
+    except ConnectionError:
+        raise ExecutorError(f"--ray-address {address}: no Ray is running on this machine; start a head with "
+                            "'ray start --head --port 6379' first, or leave --ray-address out for a private "
+                            "local Ray") from None
+    return None if head in (None, "", "auto", "local") else str(head)
+
+
+def _check_ray_head(address: str, head: str) -> None:
+    """Stop at once, in one line, unless ``head`` (``HOST:PORT``, a Ray head's GCS port; ``address`` is what the
+    user gave) accepts a TCP connection within :data:`RAY_CONNECT_TIMEOUT_S`.
+
+    Raises:
+        ExecutorError: ``head`` is not ``HOST:PORT``, or nothing there accepts a connection in time.
+    """
+    src = ("" if head == address else " (set by RAY_ADDRESS)" if os.environ.get("RAY_ADDRESS") == head
+           else ", the Ray most recently started on this machine")
+    host, sep, port = head.split("://", 1)[-1].rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ExecutorError(f"--ray-address: expected auto or HOST:PORT (the GCS port of a Ray head, e.g. "
+                            f"127.0.0.1:6379), got {head!r}{src}")
+    try:
+        with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
+            pass
+    except OSError as err:
+        why = (f"no answer within {RAY_CONNECT_TIMEOUT_S:g} s" if isinstance(err, TimeoutError)
+               else (err.strerror or str(err) or type(err).__name__).lower())
+        raise ExecutorError(f"--ray-address {address}: no Ray head answers at {head}{src} ({why}); expected the GCS "
+                            "port of a Ray head started with 'ray start --head --port PORT' (6379 by default): "
+                            "start it or correct the address, or leave --ray-address out for a private local "
+                            "Ray") from None
 
 
 def make_executor(backend: str = "serial", workers: int | None = None, *, ray_address: str | None = None) -> Executor:
@@ -498,7 +556,9 @@ def make_executor(backend: str = "serial", workers: int | None = None, *, ray_ad
     Raises:
         ExecutorError: an unknown backend, ``workers`` < 1, ``ray_address`` without ``ray``,
             or ``ray`` not installed (the message says ``pip install -r requirements-ray.txt``)
-            or its cluster unreachable.
+            or its cluster unreachable: a head at ``HOST:PORT`` (or found by ``auto``) that does not
+            accept a connection within :data:`RAY_CONNECT_TIMEOUT_S` seconds, ``auto`` with no Ray
+            running on this machine, or ``ray.init`` failing.
     """
     if backend not in BACKENDS:
         raise ExecutorError(f"--executor: expected one of {', '.join(BACKENDS)}, got {backend!r}")

@@ -27,6 +27,7 @@ own message for a model it cannot compile.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import os
@@ -104,8 +105,13 @@ class ActuatorSpec:
 class BuiltModel:
     """A compiled user model.
 
+    A deep copy has its own copy of the spec (``MjSpec.copy``). MuJoCo's MjSpec does not pickle:
+    a pickled copy (a Ray actor's) has ``spec`` None, and a twin that needs the spec there builds
+    it again from its model file (:class:`~vid2sid_ros.sim.user_model.UserModelTwin`).
+
     Attributes:
-        spec: the MjSpec (user model + markers + actuators + camera), for export.
+        spec: the MjSpec (user model + markers + actuators + camera), for export and the batch
+            sensor model; None in an unpickled copy.
         model: the compiled MjModel.
         path: the model file (None for a ``robot_description`` string).
         camera_id: id of :data:`CAMERA_NAME` (-1 when no camera was added).
@@ -115,12 +121,26 @@ class BuiltModel:
             file's option is not read.
     """
 
-    spec: mujoco.MjSpec
+    spec: mujoco.MjSpec | None
     model: mujoco.MjModel
     path: Path | None
     camera_id: int
     source: str
     timestep: float | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the spec (an MjSpec cannot be pickled): ``spec`` is None in the copy."""
+        return {**self.__dict__, "spec": None}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "BuiltModel":
+        """A deep copy with a copy of the spec (``MjSpec.copy``; one already in ``memo`` is used)."""
+        if self.spec is not None and id(self.spec) not in memo:
+            memo[id(self.spec)] = self.spec.copy()
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            setattr(new, k, copy.deepcopy(v, memo))
+        return new
 
 
 def declared_timestep(text: str) -> float | None:

@@ -506,6 +506,30 @@ class UserModelTwin(BatchScratch):
         self.data = mujoco.MjData(self.model)
         self._const_data = mujoco.MjData(self.model)  # scratch of refresh_constants (its state is overwritten)
 
+    def _spec(self) -> mujoco.MjSpec:
+        """The MjSpec the model was compiled from (the model file with the markers, actuators and camera).
+
+        A twin that came through pickle (a Ray actor's copy: an MjSpec does not pickle, :class:`BuiltModel`)
+        has none; it is built again here from the same model file (its absolute path) and arguments, once, and
+        kept. (A batch sensor model compiled from it is checked against the twin's own model before use.)
+
+        Raises:
+            UserModelError: the model file cannot be read or compiled any more.
+        """
+        if self._built.spec is None:
+            model = self._built.path if self._built.path is not None else self._model_arg
+            try:
+                self._built.spec = build_model(model, **self._build_args).spec
+            except ModelError as err:
+                raise UserModelError(str(err)) from None
+        return self._built.spec
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (Ray ships the twin to its actors this way) without the offscreen renderer, which holds an
+        OpenGL context (the copy makes its own if it renders); the model's MjSpec is left out too
+        (:meth:`_spec`)."""
+        return {**self.__dict__, "_renderer": None}
+
     def _set_up_actuators(self, actuators: Sequence[Any] | None) -> None:
         """:attr:`actuator_names` (the config's order, else the model's) and their model indices.
 
@@ -1035,7 +1059,7 @@ class UserModelTwin(BatchScratch):
         if len(set(writes)) != len(writes) or self.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR:
             return None  # (a model with its sensors switched off would not compute the keypoint sensors either)
         try:
-            spec = self._built.spec.copy()
+            spec = self._spec().copy()
             for kind, i in self._keypoints:
                 obj = self.model.site(i).name if kind == "site" else self.model.body(i).name
                 spec.add_sensor(type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
