@@ -387,3 +387,22 @@ def test_make_twin_width_height_resizes_a_pinhole_rig(tmp_path, mesh_model):
     with pytest.raises(UserModelError) as err:
         rig.make_twin(width=0)
     assert "camera" in str(err.value) and "width" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_root_element_decides_urdf_or_mjcf_not_a_comment_before_it(tmp_path):
+    """Was: a URDF whose leading comment mentions <mujoco> (the shipped urdf_arm's does) was parsed as MJCF from a
+    robot_description string (3 bodies, no geoms instead of 5 and 3); an MJCF whose comment mentions <robot> was
+    parsed as URDF."""
+    from pathlib import Path
+
+    urdf = Path(__file__).resolve().parents[1] / "examples" / "rigs" / "urdf_arm" / "arm2.urdf"
+    text = urdf.read_text()
+    assert text.find("<mujoco") < text.find("<robot")  # the comment names the extension first
+    from_file = build_model(urdf).model
+    from_text = build_model({"robot_description": text}, base=urdf.parent).model
+    assert (from_text.nbody, from_text.ngeom, from_text.nmesh) == (from_file.nbody, from_file.ngeom,
+                                                                    from_file.nmesh) == (5, 3, 3)
+    mjcf = tmp_path / "m.xml"
+    mjcf.write_text('<?xml version="1.0"?>\n<!-- not a <robot name="x"> but MJCF -->\n<mujoco model="m"><worldbody>'
+                    '<body name="b"><joint name="j" type="hinge"/><geom size="0.1"/></body></worldbody></mujoco>\n')
+    assert build_model(mjcf).model.body("b").id == 1

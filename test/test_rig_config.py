@@ -427,3 +427,25 @@ def test_two_parameters_writing_one_model_field_element_are_refused(slider):
                                              r"dof_damping\[slide\]; give each model field one parameter$"):
         load_rig(bad)
     assert list(load_rig(slider).parameters.names[:2]) == ["stiffness", "scale"]  # one parameter per element: accepted
+
+
+def test_a_robot_description_model_is_the_same_twin_as_its_file(tmp_path):
+    """Was: ``model: {robot_description: TEXT}`` failed at once ("model file not found: .../<robot ..."): the
+    loader handed the text to the twin as a file path."""
+    arm = Path(__file__).resolve().parents[1] / "examples" / "rigs" / "urdf_arm"
+    doc = yaml.safe_load((arm / "rig.yaml").read_text())
+    doc["model"] = {"robot_description": (arm / "arm2.urdf").read_text()}
+    for f in ("meshes", "commands.csv"):
+        (tmp_path / f).symlink_to(arm / f)
+    (tmp_path / "rig.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    from_text = load_rig(tmp_path / "rig.yaml").make_twin()
+    from_file = load_rig(arm / "rig.yaml").make_twin()
+    assert (from_text.model.nbody, from_text.model.ngeom, from_text.model.nu) == (
+        from_file.model.nbody, from_file.model.ngeom, from_file.model.nu)
+    exc = build_real_trial(load_rig(arm / "rig.yaml")).train_excitations[0]
+    a, b = from_text.rollout(exc), from_file.rollout(exc)
+    assert np.array_equal(a.trajectory.keypoints, b.trajectory.keypoints) and not a.diverged
+    doc["model"] = {"robot_description": "arm2.urdf"}  # a path where the text belongs: one line
+    (tmp_path / "rig.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(RigConfigError, match=r"rig.yaml:model.robot_description: expected URDF XML text"):
+        load_rig(tmp_path / "rig.yaml")

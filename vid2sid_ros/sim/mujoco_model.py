@@ -31,6 +31,7 @@ import copy
 import difflib
 import math
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,9 +161,11 @@ def declared_timestep(text: str) -> float | None:
 
 # -- reading ---------------------------------------------------------------------
 def _is_urdf_text(text: str) -> bool:
-    head = text.lstrip()[:4096]
-    i = head.find("<robot")
-    return i >= 0 and (head.find("<mujoco") < 0 or head.find("<mujoco") > i)
+    """True when the document's root element is ``<robot>`` (URDF). The XML declaration, a DOCTYPE and comments
+    before the root are skipped: a comment that mentions ``<mujoco>`` or ``<robot>`` decides nothing."""
+    body = re.sub(r"<!--.*?-->", "", text[:65536], flags=re.S)
+    root = re.search(r"<\s*([A-Za-z_][\w:.-]*)", body)  # the first element (not <?xml ...?> nor <!DOCTYPE>)
+    return root is not None and root.group(1) == "robot"
 
 
 def _resolve_uri(uri: str, base: Path) -> str:
