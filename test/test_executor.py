@@ -570,3 +570,22 @@ def test_a_whole_reasoner_iteration_on_threads_is_the_serial_one_on_a_user_arm(a
         for s, t in zip(a.sim, b.sim):
             np.testing.assert_array_equal(s.keypoints, t.keypoints)
     assert values != {k: v for k, v in objective.parameters.nominal().items() if k in values}  # it moved
+
+
+def test_without_an_address_ray_is_private_even_when_ray_address_names_a_cluster(ray_env, monkeypatch):
+    """Was: with RAY_ADDRESS set (a lab's shell), `--executor ray` without --ray-address joined that cluster
+    instead of starting the private Ray on 127.0.0.1 the docs promise (ray.init(address=None) reads RAY_ADDRESS)."""
+    seen = {}
+
+    class Started(Exception):
+        pass
+
+    def init(**kw):
+        seen.update(kw)
+        raise Started
+
+    monkeypatch.setenv("RAY_ADDRESS", "10.1.2.3:6379")  # never contacted: ray.init is a stub here
+    monkeypatch.setattr(ray_env, "init", init)
+    with pytest.raises(Started):
+        make_executor("ray", 2)
+    assert seen["address"] == "local" and seen["_node_ip_address"] == "127.0.0.1"

@@ -476,6 +476,7 @@ def _start_ray(address: str | None) -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if address is None:  # a private local Ray: this machine only, its workers import this copy of vid2sid_ros
+        kw["address"] = "local"  # a new Ray here: never a cluster named by RAY_ADDRESS (ray.init reads it for None)
         kw["_node_ip_address"] = "127.0.0.1"
         # Ray runs its workers at niceness 15 by default (its own processes first); here they do the run's
         # work, so they run at this process's priority, as a pool's workers do
