@@ -168,3 +168,21 @@ def test_the_multistarts_library_messages_go_to_run_log_not_the_terminal(tmp_pat
     assert len(said) == 1 and "all in" in said[0] and "run.log" in said[0], said  # the summary's one line
     assert "MuJoCo: Nan, Inf or huge value" in (tmp_path / "run" / "run.log").read_text()
     assert not list(tmp_path.glob("vid2sid_run_*.log"))  # the temporary logs were moved, none left behind
+
+
+def test_the_first_resumed_iteration_says_what_moved_from_where_the_run_stopped(tmp_path, capsys):
+    """Was: its line said "no parameter moved" (it compared the iteration's values with themselves) although
+    every value had changed."""
+    from vid2sid_ros.cli import main
+
+    record_csv(tmp_path / "t0.csv")
+    cfg = write_rig(tmp_path, calibration={"iterations": 1, "rollout_budget": 40, "seed": 0,
+                                           "stop_when_converged": False}, proposer="nelder-mead")
+    run = tmp_path / "run"
+    assert main(["calibrate", str(cfg), "--no-report", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["calibrate", str(cfg), "--no-report", "--iterations", "2", "--out", str(run), "--resume"]) == 0
+    resumed = [x for x in capsys.readouterr().out.splitlines() if x.startswith("iter  2/2")]
+    first, second = _history_lines(run)[:2]
+    assert first["extra"]["current_after"] != second["extra"]["current_after"]  # the iteration did move them
+    assert len(resumed) == 1 and "no parameter moved" not in resumed[0] and "→" in resumed[0], resumed

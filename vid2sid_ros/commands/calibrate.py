@@ -676,6 +676,10 @@ def _calibrate(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, na
     term.line(f"calibrating rig '{rig.name}' ({describe_free(fitted)}) with '{name}' against "
               f"{real.source or 'the real trial'}; budget {ccfg.rollout_budget or 'unlimited'} rollouts, "
               f"{ccfg.iterations} iterations -> {out}")
+    if args.resume and (out / "iterations.jsonl").is_file():  # what moved is said from where the run stopped
+        last = _last_record(out / "iterations.jsonl")
+        if last is not None:
+            term.resume_after(last)
     for w in (real.meta or {}).get("warnings", []):  # missing frames per trial, receive-time fallbacks, gaps
         term.warning(w)
     log_path = out / "run.log"
@@ -964,6 +968,21 @@ def _move_early_log(early: Path, log_path: Path | None) -> None:
     finally:
         with contextlib.suppress(OSError):
             early.unlink()
+
+
+def _last_record(path: Path) -> dict | None:
+    """The last complete record of ``iterations.jsonl`` (a torn last line skipped), or None."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in reversed(lines):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        return rec if isinstance(rec, dict) else None
+    return None
 
 
 def _save_real_trial(out: Path, real) -> None:

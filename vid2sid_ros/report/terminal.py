@@ -411,6 +411,15 @@ class CalibrationTerminal:
         current = (rec.extra or {}).get("current_after")
         self._last = {k: float(v) for k, v in (current or values).items()}
 
+    def resume_after(self, record: Mapping[str, Any]) -> None:
+        """Continue after ``record``, the last iteration of a run being resumed (a dict as in
+        ``iterations.jsonl``): the next line names what moved from the point it left, not from itself."""
+        current = (record.get("extra") or {}).get("current_after") or record.get("values") or {}
+        try:
+            self._last = {k: float(v) for k, v in current.items()} or None
+        except (AttributeError, TypeError, ValueError):  # an unreadable record: the next line compares as before
+            self._last = None
+
     def iteration_line(self, rec: Any, before: Mapping[str, float]) -> str:
         """One iteration's line, e.g.
         ``iter  3/10  error 0.096 px (best 0.096 px)  joint_damping 0.00295 → 0.00274 N·m·s/rad  [22/40 rollouts]``:
