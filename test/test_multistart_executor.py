@@ -186,3 +186,16 @@ def test_the_first_resumed_iteration_says_what_moved_from_where_the_run_stopped(
     first, second = _history_lines(run)[:2]
     assert first["extra"]["current_after"] != second["extra"]["current_after"]  # the iteration did move them
     assert len(resumed) == 1 and "no parameter moved" not in resumed[0] and "→" in resumed[0], resumed
+
+
+def test_the_printed_resume_command_keeps_the_executor(tmp_path, capsys):
+    """Was: the command printed to continue a run dropped --executor and --workers (the resume ran serially)."""
+    from vid2sid_ros.cli import main
+
+    record_csv(tmp_path / "t0.csv")
+    cfg = write_rig(tmp_path, calibration={"iterations": 1, "rollout_budget": 40, "seed": 0,
+                                           "stop_when_converged": False}, proposer="nelder-mead")
+    assert main(["calibrate", str(cfg), "--no-report", "--executor", "threads", "--workers", "2",
+                 "--out", str(tmp_path / "run")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--executor threads --workers 2 --out" in out and "--resume" in out, out

@@ -928,7 +928,11 @@ def _command(args: argparse.Namespace, out: Path, *, resume: bool = False, **ove
     for flag, value in (("--rig", args.rig), ("--proposer", args.proposer), ("--fallback", args.fallback),
                         ("--iterations", override.get("iterations", args.iterations)),
                         ("--budget", "none" if budget is None else budget),
-                        ("--seed", args.seed), ("--real", args.real), ("--start", start)):
+                        ("--seed", args.seed), ("--real", args.real), ("--start", start),
+                        # where the rollouts ran: a resume runs them there too (the results do not depend on it)
+                        ("--executor", None if getattr(args, "executor", "serial") == "serial" else args.executor),
+                        ("--workers", getattr(args, "workers", None)),
+                        ("--ray-address", getattr(args, "ray_address", None))):
         if value is not None and value is not _NOT_GIVEN:
             cmd += [flag, str(value)]
     if getattr(args, "allow_code", False):  # the run's rig needed it; so does its resume
