@@ -371,13 +371,12 @@ def _load_run_inputs(args: argparse.Namespace, ledger=None):
     except (TypeError, ValueError) as err:  # a misspelt, foreign or out-of-range proposer option
         raise ConfigError(_proposer_option_problem(src, name, options, err)) from None
     out = Path(args.out or cfg.get("out") or f"runs/{rig.name}_{name}")
-    args.out_dir = str(out)  # a resume's start stage reads the run's record there
     from .executor_args import executor_from_args
 
     executor = executor_from_args(args)  # a bad --executor/--workers, Ray missing: one line, before any work
     try:
         real, ccfg = _load_real(args, rig, cfg, src, ccfg, proposer, active, start_cfg, start_values,
-                                 executor, ledger)
+                                 executor, ledger, out)
     except BaseException:
         executor.close()
         raise
@@ -403,11 +402,11 @@ def _proposer_option_problem(src: str, name: str, options: Mapping[str, Any], er
 
 
 def _load_real(args: argparse.Namespace, rig, cfg: dict, src: str, ccfg, proposer, active, start_cfg, start_values,
-               executor=None, ledger=None):
+               executor=None, ledger=None, out: Path | None = None):
     """The real trial (``--real``, the rig's trials, or the legacy ``real:`` block), the active-learning
     limits checked against it, and the generic start stage run (``rig.parameters`` set to its result; a
     multistart's points rolled out on ``executor``, its time and charged rollouts the ``multistart`` phase
-    of ``ledger``): ``(real trial, CalibrationConfig with the start's rollouts taken off the budget)``."""
+    of ``ledger``, a resume's kept from the run directory ``out``): ``(real trial, CalibrationConfig with the start's rollouts taken off the budget)``."""
     from ..calibration.start import generic_start
     from ..rigs import build_real_trial
 
@@ -428,7 +427,7 @@ def _load_real(args: argparse.Namespace, rig, cfg: dict, src: str, ccfg, propose
         _check_active_limits(rig, real, active, src)
     if start_cfg.guess or start_cfg.kind != "nominal":
         # the generic start: rig-agnostic; a guess plugin only suggests nominal values (logged, never fatal)
-        started = _start_stage(args, rig, real, ccfg, src, start_cfg, start_values, executor, ledger)
+        started = _start_stage(args, rig, real, ccfg, src, start_cfg, start_values, executor, ledger, out)
         rig.parameters = started.parameters
         if started.rollouts and ccfg.rollout_budget is not None:  # generic_start refused a start costing it all
             ccfg = dataclasses.replace(ccfg, rollout_budget=ccfg.rollout_budget - started.rollouts)
@@ -440,10 +439,11 @@ def _load_real(args: argparse.Namespace, rig, cfg: dict, src: str, ccfg, propose
 START_STAGE_FILE = "start_stage.json"
 
 
-def _start_stage(args: argparse.Namespace, rig, real, ccfg, src: str, start_cfg, start_values, executor, ledger):
+def _start_stage(args: argparse.Namespace, rig, real, ccfg, src: str, start_cfg, start_values, executor, ledger,
+                 out: Path | None):
     """The generic start stage (:func:`~vid2sid_ros.calibration.start.generic_start`): a guess, then a multistart
     whose points are rolled out on ``executor`` and timed as the ``multistart`` phase of ``ledger``. A resume of a
-    run that recorded its multistart (:data:`START_STAGE_FILE`, same kind, points, guess, seed, training trials
+    run (in ``out``) that recorded its multistart (:data:`START_STAGE_FILE`, same kind, points, guess, seed, training trials
     and free parameters) keeps it instead of rolling it out again: the same start, its rollouts charged once.
     ``args.start_record`` is set to what a new run records. Returns the
     :class:`~vid2sid_ros.calibration.start.StartResult`.
@@ -455,7 +455,8 @@ def _start_stage(args: argparse.Namespace, rig, real, ccfg, src: str, start_cfg,
 
     params = rig.parameters.with_nominal(start_values) if start_values else rig.parameters
     say = (lambda m: None) if args.quiet else (lambda m: print(f"start: {m}", flush=True))
-    kept = _kept_multistart(args, start_cfg, ccfg.seed, real, params) if start_cfg.kind == "multistart" else None
+    kept = (_kept_multistart(args, out, start_cfg, ccfg.seed, real, params) if start_cfg.kind == "multistart"
+            else None)
     rolls = start_cfg.kind == "multistart" and kept is None
     twin = rig.make_twin()
     if ledger is not None and rolls:
@@ -488,14 +489,13 @@ def _start_stage(args: argparse.Namespace, rig, real, ccfg, src: str, start_cfg,
     return started
 
 
-def _kept_multistart(args: argparse.Namespace, start_cfg, seed: int, real, params) -> dict | None:
-    """The multistart :data:`START_STAGE_FILE` of the run ``--resume`` continues, when it was made with this
+def _kept_multistart(args: argparse.Namespace, out: Path | None, start_cfg, seed: int, real, params) -> dict | None:
+    """The multistart :data:`START_STAGE_FILE` of the run ``--resume`` continues (in ``out``), when it was made with this
     start's kind, points, guess and seed on the same training trials and its values are the free parameters'
     within their bounds; None otherwise (no resume, ``--resume-changed``, no or another record: rolled out
     again, as before this record existed)."""
     if not getattr(args, "resume", False) or getattr(args, "resume_changed", False):
         return None
-    out = Path(args.out_dir) if getattr(args, "out_dir", None) else None
     try:
         rec = json.loads((out / START_STAGE_FILE).read_text()) if out is not None else None
     except (OSError, ValueError):
@@ -662,7 +662,7 @@ def _calibrate(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, na
                executor, ledger, resume: str):
     """``run_calibration`` with the terminal's progress and the library's output in ``run.log``:
     ``(result or None, (exit code, message) of a failure or None, warnings caught, whether run.json exists)``."""
-    from ..calibration.loop import CalibrationError, run_calibration
+    from ..calibration.loop import CalibrationError, load_history, run_calibration
     from ..calibration.objective import measurement_unit
     from ..calibration.nuisance import add_measurement_nuisances, describe_free, offset_unit
     from ..report.terminal import CalibrationTerminal
@@ -676,10 +676,11 @@ def _calibrate(args: argparse.Namespace, rig, real, proposer, fallback, ccfg, na
     term.line(f"calibrating rig '{rig.name}' ({describe_free(fitted)}) with '{name}' against "
               f"{real.source or 'the real trial'}; budget {ccfg.rollout_budget or 'unlimited'} rollouts, "
               f"{ccfg.iterations} iterations -> {out}")
-    if args.resume and (out / "iterations.jsonl").is_file():  # what moved is said from where the run stopped
-        last = _last_record(out / "iterations.jsonl")
-        if last is not None:
-            term.resume_after(last)
+    if args.resume:  # what moved is said from where the run stopped
+        try:
+            term.resume_after(load_history(out)[-1])
+        except (FileNotFoundError, CalibrationError):  # nothing to go on from: the run itself says so
+            pass
     for w in (real.meta or {}).get("warnings", []):  # missing frames per trial, receive-time fallbacks, gaps
         term.warning(w)
     log_path = out / "run.log"
@@ -972,21 +973,6 @@ def _move_early_log(early: Path, log_path: Path | None) -> None:
     finally:
         with contextlib.suppress(OSError):
             early.unlink()
-
-
-def _last_record(path: Path) -> dict | None:
-    """The last complete record of ``iterations.jsonl`` (a torn last line skipped), or None."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    for line in reversed(lines):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        return rec if isinstance(rec, dict) else None
-    return None
 
 
 def _save_real_trial(out: Path, real) -> None:

@@ -408,17 +408,13 @@ class CalibrationTerminal:
                 self._write(f"    note: {n}")
             elif not self.seen(n):
                 self.warning(n, prefix="note")
-        current = (rec.extra or {}).get("current_after")
-        self._last = {k: float(v) for k, v in (current or values).items()}
+        self.resume_after(rec)
 
-    def resume_after(self, record: Mapping[str, Any]) -> None:
-        """Continue after ``record``, the last iteration of a run being resumed (a dict as in
-        ``iterations.jsonl``): the next line names what moved from the point it left, not from itself."""
-        current = (record.get("extra") or {}).get("current_after") or record.get("values") or {}
-        try:
-            self._last = {k: float(v) for k, v in current.items()} or None
-        except (AttributeError, TypeError, ValueError):  # an unreadable record: the next line compares as before
-            self._last = None
+    def resume_after(self, rec: Any) -> None:
+        """Continue after ``rec``, an :class:`~vid2sid_ros.calibration.loop.IterationRecord` (the one just shown,
+        or the last of a run being resumed): the next line names what moved from the point it left."""
+        current = (rec.extra or {}).get("current_after") or rec.values or {}
+        self._last = {k: float(v) for k, v in current.items()}
 
     def iteration_line(self, rec: Any, before: Mapping[str, float]) -> str:
         """One iteration's line, e.g.

@@ -471,8 +471,10 @@ def _user_model_rig(doc: Mapping[str, Any], model: Any, name: str, file: str, ba
         if doc.get(k) is None:
             raise RigConfigError(f"{file}:{k}: missing (required for a model file)")
     if isinstance(model, Mapping) and "robot_description" in model:
+        from ..sim.mujoco_model import is_urdf_text
+
         text = model["robot_description"]
-        if not isinstance(text, str) or "<robot" not in text:
+        if not isinstance(text, str) or not is_urdf_text(text):  # the root element, as the model loader decides
             raise RigConfigError(f"{file}:model.robot_description: expected URDF XML text (the robot_description "
                                  f"parameter's value, '<robot ...>...</robot>'), got {str(text)[:60]!r}")
         model_path: Path | str | dict[str, str] = {"robot_description": text}  # build_model's text form

@@ -46,6 +46,7 @@ from ..core.camera import PinholeCamera  # noqa: E402
 from .base import TwinError  # noqa: E402
 
 __all__ = ["ModelError", "MarkerSpec", "ActuatorSpec", "BuiltModel", "load_spec", "build_model", "set_camera",
+           "is_urdf_text",
            "compiled_model_xml", "parse_markers", "parse_actuators", "distortion_maps", "rendered_colours", "CAMERA_NAME"]
 
 #: name of the camera added to the model
@@ -160,7 +161,7 @@ def declared_timestep(text: str) -> float | None:
 
 
 # -- reading ---------------------------------------------------------------------
-def _is_urdf_text(text: str) -> bool:
+def is_urdf_text(text: str) -> bool:
     """True when the document's root element is ``<robot>`` (URDF). The XML declaration, a DOCTYPE and comments
     before the root are skipped: a comment that mentions ``<mujoco>`` or ``<robot>`` decides nothing."""
     body = re.sub(r"<!--.*?-->", "", text[:65536], flags=re.S)
@@ -357,7 +358,7 @@ def load_spec(model: str | Path | Mapping[str, Any], *, base: Path | None = None
         text = _read_model_text(path, "the model file")  # a regular file within the bound, never a FIFO
         model_files(path, text=text)  # every include and asset checked before MuJoCo opens any of them
         base = path.parent
-    urdf = _is_urdf_text(text) or (path is not None and path.suffix.lower() == ".urdf")
+    urdf = is_urdf_text(text) or (path is not None and path.suffix.lower() == ".urdf")
     try:
         if urdf:
             spec = mujoco.MjSpec.from_string(_prepare_urdf(text, base, where))
